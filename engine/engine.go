@@ -1,0 +1,219 @@
+// Package engine defines the seam between the HTTP service and everything that
+// generates tokens: the embedded native engine and engines behind HTTP.
+//
+// The service never sees tensors or token ids it has to interpret; an engine
+// never sees HTTP. Wire types and these types meet in pure conversion
+// functions in package service.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Engine serves one or more models. Implementations are safe for concurrent use.
+type Engine interface {
+	// Models lists the models this engine serves, in a stable order.
+	Models() []Model
+
+	// Generate validates req and starts generating. Errors that can be known
+	// before the first token (unknown model, prompt too long, bad parameters)
+	// are returned here, as *RequestError or wrapped ErrUnknownModel, so that the
+	// transport can answer with a plain HTTP error.
+	//
+	// The returned Stream yields events in order until a final event for every
+	// choice. Cancelling ctx stops generation of every choice and frees the
+	// request's resources promptly; Recv then returns ctx's error. ctx is used
+	// only for this request and is not retained after the stream ends.
+	Generate(ctx context.Context, req *Request) (Stream, error)
+}
+
+// Stream delivers the events of one request. It is owned by one goroutine.
+type Stream interface {
+	// Recv blocks until the next event. It returns io.EOF after the final
+	// event of the last choice. Any other error is terminal: the request
+	// failed mid-stream (or its context ended) and no more events follow.
+	Recv() (Event, error)
+}
+
+// Model describes a model as /v1/models shows it.
+type Model struct {
+	ID      string
+	OwnedBy string
+	Created int64 // unix seconds
+	// ContextLength is the largest prompt+completion length in tokens; 0 if unknown.
+	ContextLength int
+	// Description says what the model is, plainly (for example that it is the
+	// embedded random-weight test model). rill's extension on /v1/models.
+	Description string
+	// PrefixCache reports whether Stats.CachedTokens is measured for this model.
+	PrefixCache bool
+	// Drafting reports whether speculative decoding is configured for this model.
+	Drafting bool
+}
+
+// Role of a chat message.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleDeveloper Role = "developer"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one chat message with its content flattened to text.
+type Message struct {
+	Role    Role
+	Content string
+	Name    string
+}
+
+// Request is one generation request. Exactly one of Messages (chat), Prompt
+// or PromptTokens (completion) is set.
+type Request struct {
+	Model string
+
+	Messages     []Message
+	Prompt       string
+	PromptTokens []int
+
+	// MaxTokens caps completion tokens per choice; 0 means up to the context length.
+	MaxTokens int
+	// N is the number of choices; 0 means 1.
+	N int
+	// Stop strings end a choice; the matched text is not emitted.
+	Stop []string
+	// IgnoreEOS keeps generating past the end-of-sequence token (benchmarks).
+	IgnoreEOS bool
+
+	Sampling Sampling
+
+	// Logprobs asks for the log-probability of every emitted token and
+	// TopLogprobs of the most likely alternatives at each position (0..20).
+	Logprobs    bool
+	TopLogprobs int
+
+	// Prediction is the client's predicted output (OpenAI Predicted Outputs),
+	// used as a draft by engines that draft. Empty means none.
+	Prediction string
+	// NoDraft turns speculative decoding off for this request (rill extension).
+	NoDraft bool
+}
+
+// Choices returns the number of choices the request asks for (at least 1).
+func (r *Request) Choices() int {
+	if r.N < 1 {
+		return 1
+	}
+	return r.N
+}
+
+// Sampling parameters. The zero value is greedy decoding.
+type Sampling struct {
+	// Temperature 0 means greedy (argmax).
+	Temperature float64
+	// TopK 0 means off.
+	TopK int
+	// TopP 1 or 0 means off.
+	TopP float64
+	// MinP 0 means off.
+	MinP float64
+	// PresencePenalty and FrequencyPenalty follow OpenAI's definitions, over
+	// the tokens generated so far in this choice.
+	PresencePenalty  float64
+	FrequencyPenalty float64
+	// Seed makes sampling reproducible: the same seed, parameters and prompt
+	// give the same tokens. Nil means a random seed.
+	Seed *int64
+}
+
+// FinishReason says why a choice ended.
+type FinishReason string
+
+const (
+	FinishStop   FinishReason = "stop"   // end-of-sequence token or a stop string
+	FinishLength FinishReason = "length" // max tokens or the context window
+)
+
+// Event is one step of one choice's output.
+type Event struct {
+	// Choice is the index of the choice this event belongs to.
+	Choice int
+	// Text is the next piece of output text. It is always valid UTF-8 and never
+	// contains a stop string or a part of one that could still complete.
+	Text string
+	// Logprobs holds one entry per token whose text is (completed) in this
+	// event, when the request asked for logprobs.
+	Logprobs []TokenLogprob
+	// Final marks the last event of the choice; FinishReason and Stats are set.
+	Final        bool
+	FinishReason FinishReason
+	Stats        *Stats
+}
+
+// TokenLogprob is the log-probability of one emitted token and its most
+// likely alternatives, from the model's distribution before sampling filters.
+type TokenLogprob struct {
+	Token   string
+	Bytes   []byte
+	Logprob float64
+	Top     []TopLogprob
+}
+
+// TopLogprob is one alternative at a position.
+type TopLogprob struct {
+	Token   string
+	Bytes   []byte
+	Logprob float64
+}
+
+// Stats are the measured counts of one choice, carried on its final event.
+// The service, not the engine, turns them into the wire usage.
+type Stats struct {
+	// PromptTokens is the number of prompt tokens after templating, BOS included.
+	PromptTokens int
+	// CachedTokens is how many prompt tokens were served from a prefix cache.
+	// Nil: this engine does not measure a prefix cache. It is a float because
+	// some upstream engines report averages.
+	CachedTokens *float64
+	// CompletionTokens counts emitted tokens of this choice.
+	CompletionTokens int
+	// DraftAccepted and DraftRejected count draft tokens (DESIGN §3 rule 5).
+	// Nil: no drafting was active for this request.
+	DraftAccepted *int
+	DraftRejected *int
+	// ReasoningTokens is nil when the model does not mark reasoning.
+	ReasoningTokens *int
+
+	PromptTime     time.Duration
+	GenerationTime time.Duration
+}
+
+// ErrUnknownModel is returned (wrapped) by Generate for a model it does not serve.
+var ErrUnknownModel = errors.New("unknown model")
+
+// ErrOverloaded is returned (wrapped) when an engine cannot take more work now.
+var ErrOverloaded = errors.New("engine overloaded")
+
+// RequestError is a problem with the request that only the engine can see,
+// such as a prompt longer than the context window. Transports answer it with
+// a 400 in the OpenAI error shape.
+type RequestError struct {
+	Code    string // OpenAI error code, e.g. "context_length_exceeded"; may be empty
+	Param   string // the offending request field, e.g. "messages"; may be empty
+	Message string
+}
+
+func (e *RequestError) Error() string { return e.Message }
+
+// Errorf returns a *RequestError with the given code and param.
+func Errorf(code, param, format string, args ...any) *RequestError {
+	return &RequestError{Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeContextLengthExceeded is the OpenAI error code for prompts that do not fit.
+const CodeContextLengthExceeded = "context_length_exceeded"
