@@ -1,0 +1,310 @@
+package tokenizer
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"rill/engine/gguf"
+)
+
+// Metadata keys read by VocabFromGGUF.
+const (
+	keyModel          = "tokenizer.ggml.model"
+	keyTokens         = "tokenizer.ggml.tokens"
+	keyScores         = "tokenizer.ggml.scores"
+	keyTypes          = "tokenizer.ggml.token_type"
+	keyAddBOS         = "tokenizer.ggml.add_bos_token"
+	keyAddEOS         = "tokenizer.ggml.add_eos_token"
+	keyAddSpacePrefix = "tokenizer.ggml.add_space_prefix"
+)
+
+// role is a special token llama.cpp's loader knows: read from its metadata
+// key, else (for some) recognised by its text.
+type role int
+
+const (
+	roleBOS role = iota
+	roleEOS
+	roleEOT
+	roleEOM
+	roleUNK
+	rolePAD
+	roleFIMPre
+	roleFIMSuf
+	roleFIMMid
+	roleFIMPad
+	roleFIMRep
+	roleFIMSep
+	nRoles
+)
+
+// roleKeys lists the metadata keys of each role in the order llama.cpp reads
+// them; a later key overrides an earlier one (the deprecated prefix/suffix/
+// middle keys come last).
+var roleKeys = []struct {
+	key  string
+	role role
+}{
+	{"tokenizer.ggml.bos_token_id", roleBOS},
+	{"tokenizer.ggml.eos_token_id", roleEOS},
+	{"tokenizer.ggml.eot_token_id", roleEOT},
+	{"tokenizer.ggml.eom_token_id", roleEOM},
+	{"tokenizer.ggml.unknown_token_id", roleUNK},
+	{"tokenizer.ggml.padding_token_id", rolePAD},
+	{"tokenizer.ggml.fim_pre_token_id", roleFIMPre},
+	{"tokenizer.ggml.fim_suf_token_id", roleFIMSuf},
+	{"tokenizer.ggml.fim_mid_token_id", roleFIMMid},
+	{"tokenizer.ggml.fim_pad_token_id", roleFIMPad},
+	{"tokenizer.ggml.fim_rep_token_id", roleFIMRep},
+	{"tokenizer.ggml.fim_sep_token_id", roleFIMSep},
+	{"tokenizer.ggml.prefix_token_id", roleFIMPre},
+	{"tokenizer.ggml.suffix_token_id", roleFIMSuf},
+	{"tokenizer.ggml.middle_token_id", roleFIMMid},
+}
+
+// roleTexts are the token texts by which llama.cpp finds a role that no
+// metadata key names. When several are present the byte-wise smallest wins,
+// as llama.cpp scans its sorted text-to-id map.
+var roleTexts = map[role][]string{
+	roleEOT: {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+		"<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"},
+	roleEOM: {"<|eom_id|>"},
+	roleFIMPre: {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+		"<|code_prefix|>", "<|prefix|>"},
+	roleFIMSuf: {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+		"<|code_suffix|>", "<|suffix|>"},
+	roleFIMMid: {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
+		"<|code_middle|>", "<|middle|>"},
+	roleFIMPad: {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"},
+	roleFIMRep: {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
+	roleFIMSep: {"<|file_sep|>"},
+}
+
+// eogTexts are token texts that llama.cpp always treats as end of generation.
+var eogTexts = []string{
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+	"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+	"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+	"<｜end▁of▁sentence｜>", "[e~[",
+}
+
+// FromGGUF builds a Tokenizer from a GGUF file's metadata:
+// New(VocabFromGGUF(md)).
+func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
+	v, err := VocabFromGGUF(md)
+	if err != nil {
+		return nil, err
+	}
+	return New(v)
+}
+
+// VocabFromGGUF reads the tokenizer.ggml.* metadata the way llama.cpp's loader
+// does, defaults included:
+//   - model "llama": BOS 1, EOS 2, UNK 0 unless their keys say otherwise;
+//     add_bos_token true, add_eos_token false, add_space_prefix true when the
+//     keys are absent. Other models are an "unsupported tokenizer model" error.
+//   - scores absent: all 0 (FLOAT32 or INT32 arrays accepted); token_type
+//     absent: all Normal. Arrays shorter than the token list are an error,
+//     longer ones are cut to it.
+//   - an empty token text becomes "[EMPTY_<id>]"; duplicate texts are an error
+//     (llama.cpp aborts on them).
+//   - a special id key whose value is outside the vocabulary (for example
+//     0xFFFFFFFF for "none") leaves that id at its default, as in llama.cpp.
+//   - EOT, EOM and fill-in-the-middle tokens that no key names are recognised
+//     by their text, and they and the tokens llama.cpp treats as end of
+//     generation by text are made Control, as llama.cpp does. EOM and the FIM
+//     pad/repo/separator tokens go into Vocab.EOG.
+//
+// A key present with the wrong value type is an error naming the key.
+func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
+	model, ok := md.String(keyModel)
+	if !ok {
+		if _, present := md.Value(keyModel); present {
+			return Vocab{}, fmt.Errorf("%s is not a string", keyModel)
+		}
+		return Vocab{}, fmt.Errorf("%s is missing", keyModel)
+	}
+	if model != ModelLlama {
+		return Vocab{}, fmt.Errorf("unsupported tokenizer model %q", model)
+	}
+	v := Vocab{Model: model, AddBOS: true, AddSpacePrefix: true}
+
+	tokens, ok := md.Strings(keyTokens)
+	if !ok {
+		if _, present := md.Value(keyTokens); present {
+			return Vocab{}, fmt.Errorf("%s is not an array of strings", keyTokens)
+		}
+		return Vocab{}, fmt.Errorf("%s is missing", keyTokens)
+	}
+	n := len(tokens)
+	if n == 0 {
+		return Vocab{}, fmt.Errorf("%s is empty", keyTokens)
+	}
+	seen := make(map[string]int, n)
+	for i, t := range tokens {
+		if t == "" {
+			t = "[EMPTY_" + strconv.Itoa(i) + "]"
+			tokens[i] = t
+		}
+		if j, dup := seen[t]; dup {
+			return Vocab{}, fmt.Errorf("%s: tokens %d and %d are both %q", keyTokens, j, i, t)
+		}
+		seen[t] = i
+	}
+	v.Tokens = tokens
+
+	scores, err := readScores(md, n)
+	if err != nil {
+		return Vocab{}, err
+	}
+	v.Scores = scores
+	types, err := readTypes(md, n)
+	if err != nil {
+		return Vocab{}, err
+	}
+	v.Types = types
+
+	for _, k := range []struct {
+		key string
+		dst *bool
+	}{{keyAddSpacePrefix, &v.AddSpacePrefix}, {keyAddBOS, &v.AddBOS}, {keyAddEOS, &v.AddEOS}} {
+		if _, present := md.Value(k.key); !present {
+			continue
+		}
+		b, ok := md.Bool(k.key)
+		if !ok {
+			return Vocab{}, fmt.Errorf("%s is not a bool", k.key)
+		}
+		*k.dst = b
+	}
+
+	ids, err := readRoles(md, n)
+	if err != nil {
+		return Vocab{}, err
+	}
+	detectRoles(&v, &ids, seen)
+	v.BOS, v.EOS, v.UNK, v.PAD, v.EOT = ids[roleBOS], ids[roleEOS], ids[roleUNK], ids[rolePAD], ids[roleEOT]
+	return v, nil
+}
+
+func readScores(md *gguf.Metadata, n int) ([]float32, error) {
+	val, present := md.Value(keyScores)
+	if !present {
+		return make([]float32, n), nil
+	}
+	scores, ok := md.Float32s(keyScores)
+	if !ok && val.Type() == gguf.TypeArray && val.ElemType() == gguf.TypeInt32 {
+		ints, _ := md.Int32s(keyScores)
+		scores = make([]float32, len(ints))
+		for i, s := range ints {
+			scores[i] = float32(s)
+		}
+		ok = true
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s is not an array of float32 or int32", keyScores)
+	}
+	if len(scores) < n {
+		return nil, fmt.Errorf("%s has %d entries for %d tokens", keyScores, len(scores), n)
+	}
+	return scores[:n:n], nil
+}
+
+func readTypes(md *gguf.Metadata, n int) ([]TokenType, error) {
+	types := make([]TokenType, n)
+	if _, present := md.Value(keyTypes); !present {
+		for i := range types {
+			types[i] = Normal
+		}
+		return types, nil
+	}
+	raw, ok := md.Int32s(keyTypes)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an array of int32", keyTypes)
+	}
+	if len(raw) < n {
+		return nil, fmt.Errorf("%s has %d entries for %d tokens", keyTypes, len(raw), n)
+	}
+	for i := range types {
+		types[i] = TokenType(raw[i])
+	}
+	return types, nil
+}
+
+// readRoles returns the id of every role: the llama defaults, overridden by
+// keys whose value lies in the vocabulary; -1 for none.
+func readRoles(md *gguf.Metadata, n int) ([nRoles]int, error) {
+	var ids [nRoles]int
+	for r := range ids {
+		ids[r] = -1
+	}
+	ids[roleBOS], ids[roleEOS], ids[roleUNK] = 1, 2, 0
+	for r, id := range ids {
+		if id >= n {
+			ids[r] = -1
+		}
+	}
+	for _, k := range roleKeys {
+		if _, present := md.Value(k.key); !present {
+			continue
+		}
+		id, ok := md.Int(k.key)
+		if !ok {
+			if _, big := md.Uint(k.key); !big {
+				return ids, fmt.Errorf("%s is not an integer", k.key)
+			}
+			continue // above MaxInt64: out of range, keep the default
+		}
+		if id >= 0 && id < int64(n) {
+			ids[k.role] = int(id)
+		}
+	}
+	return ids, nil
+}
+
+// detectRoles fills roles that no key named from token texts, collects the
+// extra end-of-generation ids into v.EOG and marks every such token Control.
+func detectRoles(v *Vocab, ids *[nRoles]int, byText map[string]int) {
+	forceControl := func(id int) {
+		if v.Types[id] != Control && v.Types[id] != Unknown {
+			v.Types[id] = Control
+		}
+	}
+	for r := role(0); r < nRoles; r++ {
+		texts, ok := roleTexts[r]
+		if !ok || ids[r] >= 0 {
+			continue
+		}
+		best := ""
+		for _, t := range texts {
+			if _, present := byText[t]; present && (best == "" || t < best) {
+				best = t
+			}
+		}
+		if best != "" {
+			ids[r] = byText[best]
+			forceControl(ids[r])
+		}
+	}
+
+	eog := map[int]bool{}
+	for _, r := range []role{roleFIMPad, roleFIMRep, roleFIMSep, roleEOM} {
+		if ids[r] >= 0 {
+			eog[ids[r]] = true
+		}
+	}
+	for _, t := range eogTexts {
+		if id, ok := byText[t]; ok {
+			eog[id] = true
+			forceControl(id)
+		}
+	}
+	delete(eog, ids[roleEOS])
+	delete(eog, ids[roleEOT])
+	v.EOG = nil
+	for id := range eog {
+		v.EOG = append(v.EOG, id)
+	}
+	slices.Sort(v.EOG)
+}

@@ -1,0 +1,147 @@
+package tokenizer
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Tokenizer encodes text to token ids and decodes ids to text for one
+// vocabulary. It is immutable after New and safe for concurrent use.
+type Tokenizer struct {
+	vocab Vocab
+
+	// byText maps a token text to its id (texts are unique).
+	byText map[string]int
+	// pieces[id] is the output text of id (see Piece); shared, read-only.
+	pieces [][]byte
+	// byteToken[b] is the id emitted for byte b when byte fallback applies;
+	// -1 when the vocabulary has no way to spell b.
+	byteToken [256]int
+	// specials are the ids that partition input text before merging
+	// (Control, UserDefined and Unknown types), longest text first.
+	specials []int
+	eog      map[int]bool
+}
+
+// New checks v and builds a Tokenizer. It copies the slices of v, so the
+// caller may reuse them. Errors: an unsupported model, mismatched lengths,
+// special ids outside the vocabulary, empty or duplicate token texts, a byte
+// token whose text is not <0xXX>, AddBOS/AddEOS without the token.
+func New(v Vocab) (*Tokenizer, error) {
+	if v.Model != ModelLlama {
+		return nil, fmt.Errorf("unsupported tokenizer model %q", v.Model)
+	}
+	if err := v.validate(); err != nil {
+		return nil, err
+	}
+	v.Tokens = slices.Clone(v.Tokens)
+	v.Scores = slices.Clone(v.Scores)
+	v.Types = slices.Clone(v.Types)
+	v.EOG = slices.Clone(v.EOG)
+
+	n := len(v.Tokens)
+	t := &Tokenizer{
+		vocab:  v,
+		byText: make(map[string]int, n),
+		pieces: make([][]byte, n),
+		eog:    map[int]bool{},
+	}
+	for id, text := range v.Tokens {
+		if prev, dup := t.byText[text]; dup {
+			return nil, fmt.Errorf("tokens %d and %d are both %q", prev, id, text)
+		}
+		t.byText[text] = id
+	}
+	for id := range v.Tokens {
+		t.pieces[id] = t.piece(id)
+		switch v.Types[id] {
+		case Control, UserDefined, Unknown:
+			t.specials = append(t.specials, id)
+		}
+	}
+	// Longest first so that a special token wins over any special token that
+	// is a part of it; ties keep id order, which makes the choice stable
+	// (llama.cpp leaves it to an unstable sort).
+	slices.SortStableFunc(t.specials, func(a, b int) int {
+		return cmp.Compare(len(v.Tokens[b]), len(v.Tokens[a]))
+	})
+	for b := range 256 {
+		t.byteToken[b] = t.lookupByte(byte(b))
+	}
+	for _, id := range append([]int{v.EOS, v.EOT}, v.EOG...) {
+		if id >= 0 {
+			t.eog[id] = true
+		}
+	}
+	return t, nil
+}
+
+// piece computes the output bytes of id, following llama.cpp's
+// token_to_piece without special rendering.
+func (t *Tokenizer) piece(id int) []byte {
+	text := t.vocab.Tokens[id]
+	switch t.vocab.Types[id] {
+	case Normal:
+		return []byte(strings.ReplaceAll(text, spaceMark, " "))
+	case UserDefined:
+		// Added tokens are emitted verbatim: no U+2581 unescaping.
+		return []byte(text)
+	case Byte:
+		b, _ := parseByteToken(text) // validated by New
+		return []byte{b}
+	}
+	// Control, Unknown, Unused and undefined types render as nothing.
+	return nil
+}
+
+// lookupByte finds the token for one byte of byte fallback: "<0xXX>", else a
+// token whose text is that single byte, else UNK (where llama.cpp would throw).
+func (t *Tokenizer) lookupByte(b byte) int {
+	if id, ok := t.byText[byteTokenText(b)]; ok {
+		return id
+	}
+	if id, ok := t.byText[string([]byte{b})]; ok {
+		return id
+	}
+	return t.vocab.UNK
+}
+
+// Size is the number of tokens in the vocabulary; valid ids are 0..Size()-1.
+func (t *Tokenizer) Size() int { return len(t.vocab.Tokens) }
+
+// Vocab returns the vocabulary. It and its slices are shared and must not be
+// modified.
+func (t *Tokenizer) Vocab() *Vocab { return &t.vocab }
+
+// BOS is the beginning-of-sequence id, -1 if none.
+func (t *Tokenizer) BOS() int { return t.vocab.BOS }
+
+// EOS is the end-of-sequence id, -1 if none.
+func (t *Tokenizer) EOS() int { return t.vocab.EOS }
+
+// IsEOG reports whether generating id ends a choice: EOS, EOT or one of
+// Vocab.EOG.
+func (t *Tokenizer) IsEOG(id int) bool { return t.eog[id] }
+
+// Valid reports whether id is a token id of this vocabulary.
+func (t *Tokenizer) Valid(id int) bool { return id >= 0 && id < len(t.vocab.Tokens) }
+
+// Piece returns the bytes id contributes to output text, as llama.cpp's
+// server renders generated tokens: Normal tokens with U+2581 turned into a
+// space (a leading one included), Byte tokens as their single byte,
+// UserDefined tokens verbatim, and nothing for Control, Unknown, Unused and
+// undefined types and for invalid ids. A piece may be part of a multi-byte
+// UTF-8 character; Decoder reassembles those. The slice is shared and must not
+// be modified; Piece does not allocate.
+func (t *Tokenizer) Piece(id int) []byte {
+	if !t.Valid(id) {
+		return nil
+	}
+	return t.pieces[id]
+}
+
+// spaceMark is U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's stand-in for a
+// space inside token texts.
+const spaceMark = "\u2581"

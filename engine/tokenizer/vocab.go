@@ -1,0 +1,140 @@
+// Package tokenizer turns text into token ids and back for the vocabularies
+// that GGUF files describe in their tokenizer.ggml.* metadata.
+//
+// Encoding follows llama.cpp (src/llama-vocab.cpp) token for token: the same
+// special-token partitioning, the same space-prefix rule and the same merge
+// order, so that prompt token counts, prefix-cache hashes and logits agree
+// with that widely used peer. Only the SentencePiece ("llama") model is
+// implemented; the gpt2 byte-level BPE model is meant to slot in behind the
+// same Tokenizer type.
+package tokenizer
+
+import (
+	"fmt"
+	"math"
+)
+
+// TokenType is the kind of a vocabulary entry, with tokenizer.ggml.token_type
+// numbering. Values outside 1..6 are kept as they are and behave like llama.cpp's
+// "undefined" type: mergeable, never special, rendered as nothing.
+type TokenType int32
+
+// Token types of tokenizer.ggml.token_type.
+const (
+	Normal      TokenType = 1 // text; U+2581 stands for a space
+	Unknown     TokenType = 2 // the <unk> token
+	Control     TokenType = 3 // <s>, </s>, chat markers: not rendered as text
+	UserDefined TokenType = 4 // added tokens, always matched verbatim in input
+	Unused      TokenType = 5 // reserved slots: rendered as nothing
+	Byte        TokenType = 6 // <0xXX>: one raw byte
+)
+
+// Model names of tokenizer.ggml.model.
+const (
+	ModelLlama = "llama" // SentencePiece with scores and byte fallback
+)
+
+// Vocab is a vocabulary with everything needed to encode and decode. Token ids
+// are indices into Tokens; Scores and Types have the same length as Tokens.
+//
+// Special ids are -1 when the vocabulary has none; note that 0 is a valid id,
+// so a Vocab built by hand must set unused ids to -1 explicitly.
+type Vocab struct {
+	// Model is tokenizer.ggml.model; only ModelLlama is supported.
+	Model string
+	// Tokens are the token texts. They are unique and non-empty.
+	Tokens []string
+	// Scores rank SentencePiece merges: of two candidate pairs the one whose
+	// merged token scores higher merges first.
+	Scores []float32
+	// Types are the token types.
+	Types []TokenType
+
+	BOS, EOS, UNK, PAD, EOT int
+	// EOG lists further end-of-generation ids beyond EOS and EOT (an EOM
+	// token, fill-in-the-middle pad/repo/separator tokens, tokens llama.cpp
+	// recognises by their text). It may be nil.
+	EOG []int
+
+	// AddBOS and AddEOS say whether Encode with AddSpecial puts BOS first and
+	// EOS last. AddSpacePrefix makes the encoder put a space before text that
+	// starts the input or follows a special token.
+	AddBOS, AddEOS, AddSpacePrefix bool
+}
+
+// validate checks the invariants New relies on.
+func (v *Vocab) validate() error {
+	n := len(v.Tokens)
+	if n == 0 {
+		return fmt.Errorf("vocabulary has no tokens")
+	}
+	if n > math.MaxInt32 {
+		return fmt.Errorf("vocabulary has %d tokens, more than token ids can address", n)
+	}
+	if len(v.Scores) != n {
+		return fmt.Errorf("vocabulary has %d scores for %d tokens", len(v.Scores), n)
+	}
+	if len(v.Types) != n {
+		return fmt.Errorf("vocabulary has %d token types for %d tokens", len(v.Types), n)
+	}
+	ids := []struct {
+		name string
+		id   int
+	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unk", v.UNK}, {"pad", v.PAD}, {"eot", v.EOT}}
+	for _, s := range ids {
+		if s.id < -1 || s.id >= n {
+			return fmt.Errorf("%s token id %d outside the vocabulary of %d tokens", s.name, s.id, n)
+		}
+	}
+	for _, id := range v.EOG {
+		if id < 0 || id >= n {
+			return fmt.Errorf("end-of-generation token id %d outside the vocabulary of %d tokens", id, n)
+		}
+	}
+	if v.AddBOS && v.BOS < 0 {
+		return fmt.Errorf("vocabulary asks to add a bos token but has none")
+	}
+	if v.AddEOS && v.EOS < 0 {
+		return fmt.Errorf("vocabulary asks to add an eos token but has none")
+	}
+	for i, text := range v.Tokens {
+		if text == "" {
+			return fmt.Errorf("token %d is empty", i)
+		}
+		if v.Types[i] == Byte {
+			if _, ok := parseByteToken(text); !ok {
+				return fmt.Errorf("byte token %d has text %q, want <0xXX>", i, text)
+			}
+		}
+	}
+	return nil
+}
+
+// parseByteToken reads the byte of a "<0xXX>" token text.
+func parseByteToken(text string) (byte, bool) {
+	if len(text) != 6 || text[:3] != "<0x" || text[5] != '>' {
+		return 0, false
+	}
+	hi, ok1 := hexDigit(text[3])
+	lo, ok2 := hexDigit(text[4])
+	return hi<<4 | lo, ok1 && ok2
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// byteTokenText is the text of the byte-fallback token for b, as SentencePiece
+// names them: "<0x" two upper-case hex digits ">".
+func byteTokenText(b byte) string {
+	const hex = "0123456789ABCDEF"
+	return string([]byte{'<', '0', 'x', hex[b>>4], hex[b&15], '>'})
+}
