@@ -1,0 +1,222 @@
+package openapi
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestLoadOnce(t *testing.T) {
+	t.Parallel()
+	a, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load()
+	if err != nil || a != b {
+		t.Fatalf("second Load: %p %v, first %p", b, err, a)
+	}
+	if !strings.HasPrefix(a.OpenAPI, "3.0.") {
+		t.Errorf("openapi version %q, want 3.0.x", a.OpenAPI)
+	}
+	for _, op := range []struct{ method, path string }{
+		{"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"},
+		{"GET", "/v1/models/{model}"}, {"GET", "/health"}, {"GET", "/openapi.yaml"},
+	} {
+		item := a.Paths.Find(op.path)
+		if item == nil || item.GetOperation(op.method) == nil {
+			t.Errorf("no operation %s %s", op.method, op.path)
+		}
+	}
+	if len(Spec()) == 0 {
+		t.Error("empty Spec")
+	}
+}
+
+func TestValidateBody(t *testing.T) {
+	t.Parallel()
+	v, err := NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chat, comp = "/v1/chat/completions", "/v1/completions"
+	const user = `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		path, body  string
+		param, code string // both empty with ok
+		ok          bool
+	}{
+		{chat, `{"model":"m",` + user + `}`, "", "", true},
+		{chat, `{"model":"m",` + user + `,"unknown_field":{"x":1},"user":"u","store":true}`, "", "", true},
+		{chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stop":null,"n":null,"stream_options":{}}`, "", "", true},
+		{chat, `{"model":"m",` + user + `,"prediction":{"type":"content","content":"abc"},"top_k":5,"min_p":0.1,"ignore_eos":true,"no_draft":false}`, "", "", true},
+		{chat, `{"model":"m","messages":[{"role":"bad","content":"hi"}]}`, "messages[0].role", "invalid_value", false},
+		{chat, `{"model":"m","messages":[]}`, "messages", "empty_array", false},
+		{chat, `{"model":"m"}`, "messages", "missing_required_parameter", false},
+		{chat, `{` + user + `}`, "model", "missing_required_parameter", false},
+		{chat, `{"model":"m",` + user + `,"max_tokens":"ten"}`, "max_tokens", "invalid_type", false},
+		{chat, `{"model":"m",` + user + `,"max_tokens":1.5}`, "max_tokens", "invalid_type", false},
+		{chat, `{"model":"m",` + user + `,"max_tokens":0}`, "max_tokens", "integer_below_min_value", false},
+		{chat, `{"model":"m",` + user + `,"n":129}`, "n", "integer_above_max_value", false},
+		{chat, `{"model":"m",` + user + `,"temperature":-0.1}`, "temperature", "decimal_below_min_value", false},
+		{chat, `{"model":"m",` + user + `,"top_p":1.01}`, "top_p", "decimal_above_max_value", false},
+		{chat, `{"model":"m",` + user + `,"stop":["a","b","c","d","e"]}`, "stop", "array_above_max_length", false},
+		{chat, `{"model":"m",` + user + `,"stop":5}`, "stop", "invalid_type", false},
+		{chat, `{"model":"m",` + user + `,"stop":[1]}`, "stop[0]", "invalid_type", false},
+		{chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"bogus"}]}]}`, "messages[0].content[0].type", "invalid_value", false},
+		{chat, `{"model":"m","messages":[{"role":"user","content":[{"text":"x"}]}]}`, "messages[0].content[0].type", "missing_required_parameter", false},
+		{chat, `{"model":"m",` + user + `,"prediction":{"type":"other","content":"x"}}`, "prediction.type", "invalid_value", false},
+		{chat, `{"model":"m",` + user + `,"stream_options":{"include_usage":"yes"}}`, "stream_options.include_usage", "invalid_type", false},
+		{chat, `{"model":"m",` + user + `,"model":5}`, "model", "invalid_type", false},
+		{chat, `[1,2]`, "", "invalid_type", false},
+		{chat, `{"model":"m",`, "", "", false},
+		{chat, ``, "", "", false},
+		{chat, `{"model":"m"} trailing`, "", "", false},
+		{comp, `{"model":"m","prompt":"x"}`, "", "", true},
+		{comp, `{"model":"m","prompt":["x","y"]}`, "", "", true},
+		{comp, `{"model":"m","prompt":[1,2]}`, "", "", true},
+		{comp, `{"model":"m","prompt":[[1],[2,3]],"logprobs":5}`, "", "", true},
+		{comp, `{"model":"m","prompt":["a",1]}`, "prompt[1]", "invalid_type", false},
+		{comp, `{"model":"m","prompt":[]}`, "prompt", "empty_array", false},
+		{comp, `{"model":"m","prompt":[[1,2],[]]}`, "prompt[1]", "empty_array", false},
+		{comp, `{"model":"m","prompt":5}`, "prompt", "invalid_type", false},
+		{comp, `{"model":"m","prompt":[` + strings.Repeat(`"x",`, 2048) + `"x"]}`, "prompt", "array_above_max_length", false},
+		{comp, `{"model":"m","prompt":[` + strings.Repeat(`1,`, 4096) + `1]}`, "", "", true},
+		{comp, `{"model":"m","prompt":"x","logprobs":6}`, "logprobs", "integer_above_max_value", false},
+	}
+	for _, tt := range tests {
+		err := v.ValidateBody(context.Background(), "POST", tt.path, []byte(tt.body))
+		if tt.ok {
+			if err != nil {
+				t.Errorf("%s: %v", tt.body, err)
+			}
+			continue
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s: error %v, want a *FieldError", tt.body, err)
+			continue
+		}
+		if fe.Param != tt.param || fe.Code != tt.code || fe.Message == "" {
+			t.Errorf("%s: param %q code %q (%s), want param %q code %q", tt.body, fe.Param, fe.Code, fe.Message, tt.param, tt.code)
+		}
+	}
+	if err := v.ValidateBody(context.Background(), "POST", "/v1/nothing", []byte(`{}`)); err == nil {
+		t.Error("unknown operation accepted")
+	}
+}
+
+// TestErrorMessagesAreShort: messages quote a bounded prefix of the value.
+func TestErrorMessagesAreShort(t *testing.T) {
+	t.Parallel()
+	v, err := NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"model":"m","messages":[{"role":"` + strings.Repeat("x", 10000) + `","content":"hi"}]}`
+	err = v.ValidateBody(context.Background(), "POST", "/v1/chat/completions", []byte(body))
+	if err == nil || len(err.Error()) > 300 {
+		t.Errorf("message of %d bytes: %.400v", len(err.Error()), err)
+	}
+}
+
+func TestValidateSchema(t *testing.T) {
+	t.Parallel()
+	const usage = `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`
+	tests := []struct {
+		component, doc string
+		ok             bool
+	}{
+		{"CompletionUsage", usage, true},
+		{"CompletionUsage", `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":null,"completion_tokens_details":null}`, true},
+		{"CompletionUsage", `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"accepted_prediction_tokens":null,"rejected_prediction_tokens":1}}`, true},
+		{"CompletionUsage", `{"prompt_tokens":3,"completion_tokens":2}`, false},
+		{"CompletionUsage", `{"prompt_tokens":-1,"completion_tokens":2,"total_tokens":1}`, false},
+		{"CreateChatCompletionStreamResponse", `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`, true},
+		{"CreateChatCompletionStreamResponse", `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":` + usage + `}`, true},
+		{"CreateChatCompletionStreamResponse", `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`, true},
+		{"CreateChatCompletionStreamResponse", `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"eos"}]}`, false},
+		{"CreateChatCompletionStreamResponse", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[]}`, false},
+		{"CreateCompletionStreamResponse", `{"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"text":"x","index":0,"logprobs":null,"finish_reason":null}]}`, true},
+		{"CreateCompletionStreamResponse", `{"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"text":"x","index":0,"logprobs":{"tokens":["x"],"token_logprobs":[-0.5],"top_logprobs":[{"x":-0.5}],"text_offset":[0]},"finish_reason":"length"}]}`, true},
+		{"CreateCompletionResponse", `{"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"text":"x","index":0,"logprobs":null,"finish_reason":null}],"usage":` + usage + `}`, false},
+		{"CreateChatCompletionResponse", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"logprobs":{"content":[{"token":"x","logprob":-1,"bytes":[120],"top_logprobs":[]}]},"finish_reason":"stop"}],"usage":` + usage + `}`, true},
+		{"CreateChatCompletionResponse", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[],"usage":null}`, false},
+		{"ErrorResponse", `{"error":{"message":"m","type":"invalid_request_error","param":null,"code":null}}`, true},
+		{"ErrorResponse", `{"error":{"message":"m","type":"invalid_request_error"}}`, false},
+		{"ListModelsResponse", `{"object":"list","data":[{"id":"m","object":"model","created":0,"owned_by":"rill","context_length":4096,"description":"d"}]}`, true},
+		{"Model", `{"id":"m","object":"model","created":0}`, false},
+		{"Health", `{"status":"ok"}`, true},
+	}
+	for _, tt := range tests {
+		err := ValidateSchema(tt.component, []byte(tt.doc))
+		if tt.ok && err != nil {
+			t.Errorf("%s %s: %v", tt.component, tt.doc, err)
+		}
+		if !tt.ok {
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("%s %s: %v, want a *FieldError", tt.component, tt.doc, err)
+			}
+		}
+	}
+	if err := ValidateSchema("NoSuchThing", []byte(`{}`)); err == nil {
+		t.Error("unknown component accepted")
+	}
+	if err := ValidateSchema("Health", []byte(`{`)); err == nil {
+		t.Error("broken JSON accepted")
+	}
+}
+
+// TestExtensionsSayRill: every rill extension field says so, and request
+// schemas accept unknown fields.
+func TestExtensionsSayRill(t *testing.T) {
+	t.Parallel()
+	doc, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	extensions := map[string][]string{
+		"CreateChatCompletionRequest": {"top_k", "min_p", "ignore_eos", "no_draft"},
+		"CreateCompletionRequest":     {"top_k", "min_p", "ignore_eos", "no_draft"},
+		"Model":                       {"context_length", "description"},
+	}
+	for component, fields := range extensions {
+		s := doc.Components.Schemas[component].Value
+		for _, f := range fields {
+			p := s.Properties[f]
+			if p == nil || !strings.Contains(p.Value.Description, "rill extension") {
+				t.Errorf("%s.%s is not described as a rill extension", component, f)
+			}
+		}
+	}
+	for _, component := range []string{"CreateChatCompletionRequest", "CreateCompletionRequest",
+		"ChatCompletionRequestMessage", "ChatCompletionRequestContentPart"} {
+		s := doc.Components.Schemas[component].Value
+		if s.AdditionalProperties.Has != nil && !*s.AdditionalProperties.Has {
+			t.Errorf("%s rejects unknown fields", component)
+		}
+	}
+}
+
+// TestDetailsNullable pins DESIGN §3 rule 8: every usage detail is nullable.
+func TestDetailsNullable(t *testing.T) {
+	t.Parallel()
+	doc, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := doc.Components.Schemas["CompletionUsage"].Value
+	for _, name := range []string{"prompt_tokens_details", "completion_tokens_details"} {
+		details := usage.Properties[name].Value
+		if !details.Nullable {
+			t.Errorf("%s not nullable", name)
+		}
+		for field, p := range details.Properties {
+			if !p.Value.Nullable {
+				t.Errorf("%s.%s not nullable", name, field)
+			}
+		}
+	}
+}

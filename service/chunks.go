@@ -1,0 +1,245 @@
+package service
+
+import (
+	"unicode/utf8"
+
+	"rill/engine"
+)
+
+// chunker builds the wire chunks of one streamed generation from its engine
+// events: chat.completion.chunk or text_completion objects, in the order
+// OpenAI sends them. It is the single place chunks are made; transports only
+// frame them (see chunkWriter). A chunker is owned by one goroutine; the
+// bytes it hands to the writer are valid only during that call.
+type chunker struct {
+	g      *generation
+	w      chunkWriter
+	buf    []byte
+	prefix []byte // the chunk object up to and including `"choices":[`
+	suffix []byte // `]}`, or `],"usage":null}` with include_usage
+	// tokenRunes is, per wire index, the length in code points of the
+	// tokens already sent: the legacy text_offset of the next token.
+	tokenRunes []int
+}
+
+func newChunker(g *generation, w chunkWriter) *chunker {
+	object := "chat.completion.chunk"
+	if g.kind == kindCompletion {
+		object = "text_completion"
+	}
+	c := &chunker{g: g, w: w, buf: make([]byte, 0, 512)}
+	c.prefix = appendHeader(nil, g, object)
+	c.suffix = []byte("]}")
+	if g.includeUsage {
+		c.suffix = []byte(`],"usage":null}`)
+	}
+	if g.kind == kindCompletion && g.logprobs {
+		c.tokenRunes = make([]int, g.choices())
+	}
+	return c
+}
+
+// appendHeader appends `{"id":…,"object":…,"created":…,"model":…,"choices":[`,
+// the start every chunk and response of g shares.
+func appendHeader(b []byte, g *generation, object string) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, g.id)
+	b = append(b, `,"object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
+	b = appendInt(b, int(g.created))
+	b = append(b, `,"model":`...)
+	b = appendString(b, g.model)
+	return append(b, `,"choices":[`...)
+}
+
+// emit frames the choice object in c.buf[len(prefix):] and sends the chunk.
+func (c *chunker) emit() error {
+	c.buf = append(c.buf, c.suffix...)
+	return c.w.chunk(c.buf)
+}
+
+func (c *chunker) begin() { c.buf = append(c.buf[:0], c.prefix...) }
+
+// opening sends what precedes the first token: for chat, one chunk per
+// choice with delta.role "assistant" and empty content, as OpenAI does.
+func (c *chunker) opening() error {
+	if c.g.kind != kindChat {
+		return nil
+	}
+	for i := range c.g.choices() {
+		c.begin()
+		c.buf = append(c.buf, `{"index":`...)
+		c.buf = appendInt(c.buf, i)
+		c.buf = append(c.buf, `,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}`...)
+		if err := c.emit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// event sends the chunks of one engine event of the choice at wire index i:
+// its text (skipped when it has neither text nor logprobs), and for a final
+// event the finish_reason — in a separate chunk with an empty delta for chat,
+// together with the last text for completions, as OpenAI does.
+func (c *chunker) event(i int, ev *engine.Event) error {
+	hasContent := ev.Text != "" || len(ev.Logprobs) > 0
+	if c.g.kind == kindCompletion {
+		if !hasContent && !ev.Final {
+			return nil
+		}
+		c.begin()
+		c.buf = append(c.buf, `{"text":`...)
+		c.buf = appendString(c.buf, ev.Text)
+		c.buf = append(c.buf, `,"index":`...)
+		c.buf = appendInt(c.buf, i)
+		c.buf = append(c.buf, `,"logprobs":`...)
+		if c.g.logprobs {
+			c.buf = appendLegacyLogprobs(c.buf, ev.Logprobs, &c.tokenRunes[i])
+		} else {
+			c.buf = append(c.buf, "null"...)
+		}
+		c.buf = append(c.buf, `,"finish_reason":`...)
+		c.buf = appendFinish(c.buf, ev)
+		c.buf = append(c.buf, '}')
+		return c.emit()
+	}
+
+	if hasContent {
+		c.begin()
+		c.buf = append(c.buf, `{"index":`...)
+		c.buf = appendInt(c.buf, i)
+		c.buf = append(c.buf, `,"delta":{"content":`...)
+		c.buf = appendString(c.buf, ev.Text)
+		c.buf = append(c.buf, `},"logprobs":`...)
+		if c.g.logprobs {
+			c.buf = appendChatLogprobs(c.buf, ev.Logprobs)
+		} else {
+			c.buf = append(c.buf, "null"...)
+		}
+		c.buf = append(c.buf, `,"finish_reason":null}`...)
+		if err := c.emit(); err != nil {
+			return err
+		}
+	}
+	if !ev.Final {
+		return nil
+	}
+	c.begin()
+	c.buf = append(c.buf, `{"index":`...)
+	c.buf = appendInt(c.buf, i)
+	c.buf = append(c.buf, `,"delta":{},"logprobs":null,"finish_reason":`...)
+	c.buf = appendFinish(c.buf, ev)
+	c.buf = append(c.buf, '}')
+	return c.emit()
+}
+
+// usage sends the last chunk of an include_usage stream: no choices, the
+// usage of the whole request.
+func (c *chunker) usage(u *Usage) error {
+	c.begin()
+	c.buf = append(c.buf, `],"usage":`...)
+	c.buf = u.AppendJSON(c.buf)
+	c.buf = append(c.buf, '}')
+	return c.w.chunk(c.buf)
+}
+
+// appendFinish appends the finish_reason of ev: null unless ev is final.
+// An engine that ends a choice without a reason is taken to have stopped.
+func appendFinish(b []byte, ev *engine.Event) []byte {
+	if !ev.Final {
+		return append(b, "null"...)
+	}
+	if ev.FinishReason == engine.FinishLength {
+		return append(b, `"length"`...)
+	}
+	return append(b, `"stop"`...)
+}
+
+// appendChatLogprobs appends the chat logprobs object
+// {"content":[{"token","logprob","bytes","top_logprobs":[…]}…],"refusal":null}.
+func appendChatLogprobs(b []byte, lps []engine.TokenLogprob) []byte {
+	b = append(b, `{"content":[`...)
+	for i := range lps {
+		lp := &lps[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendTokenLogprob(b, lp.Token, lp.Bytes, lp.Logprob)
+		b = append(b, `,"top_logprobs":[`...)
+		for j := range lp.Top {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			t := &lp.Top[j]
+			b = appendTokenLogprob(b, t.Token, t.Bytes, t.Logprob)
+			b = append(b, '}')
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, `],"refusal":null}`...)
+}
+
+// appendTokenLogprob appends {"token":…,"logprob":…,"bytes":[…] and leaves
+// the object open for the caller to extend and close. Bytes
+// default to the token's own UTF-8 bytes when the engine left them out.
+func appendTokenLogprob(b []byte, token string, raw []byte, lp float64) []byte {
+	b = append(b, `{"token":`...)
+	b = appendString(b, token)
+	b = append(b, `,"logprob":`...)
+	b = appendFloat(b, logprob(lp))
+	b = append(b, `,"bytes":`...)
+	if raw != nil {
+		b = appendByteArray(b, raw)
+	} else {
+		b = appendByteArray(b, token)
+	}
+	return b
+}
+
+// appendLegacyLogprobs appends the completions logprobs object
+// {"tokens":[…],"token_logprobs":[…],"top_logprobs":[{tok:lp…}…],"text_offset":[…]}.
+// *runes is the text offset, in code points, of the first token; it is
+// advanced past the tokens appended.
+func appendLegacyLogprobs(b []byte, lps []engine.TokenLogprob, runes *int) []byte {
+	b = append(b, `{"tokens":[`...)
+	for i := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, lps[i].Token)
+	}
+	b = append(b, `],"token_logprobs":[`...)
+	for i := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendFloat(b, logprob(lps[i].Logprob))
+	}
+	b = append(b, `],"top_logprobs":[`...)
+	for i := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		for j, t := range lps[i].Top {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, t.Token)
+			b = append(b, ':')
+			b = appendFloat(b, logprob(t.Logprob))
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `],"text_offset":[`...)
+	for i := range lps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendInt(b, *runes)
+		*runes += utf8.RuneCountInString(lps[i].Token)
+	}
+	return append(b, "]}"...)
+}

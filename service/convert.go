@@ -1,0 +1,230 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"rill/engine"
+)
+
+// kind tells chat completions from legacy completions; it picks the chunk
+// and response shapes.
+type kind int
+
+const (
+	kindChat kind = iota
+	kindCompletion
+)
+
+// plan is a validated client request ready to run: one engine request per
+// prompt, plus what the wire needs to know to answer it.
+type plan struct {
+	kind  kind
+	model string
+	// stream is the request's "stream"; includeUsage is
+	// stream_options.include_usage and only ever true when stream is.
+	stream       bool
+	includeUsage bool
+	// logprobs asks for logprobs in the response shape of kind.
+	logprobs bool
+	// n is the number of choices per prompt; choice j of prompt p has the
+	// wire index p*n+j.
+	n    int
+	reqs []*engine.Request
+}
+
+// choices is the number of choices of the whole request.
+func (p *plan) choices() int { return p.n * len(p.reqs) }
+
+// chatPlan converts a chat completion request. It checks what the schema
+// cannot: content required on non-assistant messages, top_logprobs without
+// logprobs, and the features rill does not support.
+func chatPlan(r *chatRequest) (*plan, *apiError) {
+	req := &engine.Request{Model: r.Model}
+	p := &plan{kind: kindChat, model: r.Model, reqs: []*engine.Request{req}}
+	if e := applyCommon(&r.commonRequest, req, p); e != nil {
+		return nil, e
+	}
+	if r.MaxCompletionTokens != nil {
+		req.MaxTokens = *r.MaxCompletionTokens
+	}
+
+	req.Messages = make([]engine.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		param := fmt.Sprintf("messages[%d]", i)
+		role := engine.Role(m.Role)
+		if m.Role == "function" {
+			role = engine.RoleTool // OpenAI's deprecated name for a tool result
+		}
+		if len(m.ToolCalls) > 0 {
+			return nil, unsupported(param+".tool_calls", "Tool calls in messages are")
+		}
+		if isNull(m.Content) && role != engine.RoleAssistant {
+			return nil, invalid(param+".content", "missing_required_parameter",
+				"Missing required parameter: '%s.content'.", param)
+		}
+		text, e := textContent(m.Content, param+".content")
+		if e != nil {
+			return nil, e
+		}
+		req.Messages[i] = engine.Message{Role: role, Content: text, Name: m.Name}
+	}
+
+	if r.TopLogprobs != nil && (r.Logprobs == nil || !*r.Logprobs) {
+		return nil, invalid("top_logprobs", "invalid_value",
+			"Invalid value for 'top_logprobs': logprobs must be true when top_logprobs is set.")
+	}
+	if r.Logprobs != nil && *r.Logprobs {
+		p.logprobs = true
+		req.Logprobs = true
+		if r.TopLogprobs != nil {
+			req.TopLogprobs = *r.TopLogprobs
+		}
+	}
+
+	if r.Prediction != nil && !isNull(r.Prediction.Content) {
+		text, e := textContent(r.Prediction.Content, "prediction.content")
+		if e != nil {
+			return nil, e
+		}
+		req.Prediction = text
+	}
+
+	switch {
+	case r.ResponseFormat != nil && r.ResponseFormat.Type != "" && r.ResponseFormat.Type != "text":
+		return nil, unsupported("response_format", fmt.Sprintf("response_format of type '%s'", r.ResponseFormat.Type))
+	case forcedChoice(r.ToolChoice, "none", "auto"):
+		return nil, unsupported("tool_choice", "Forcing a tool call")
+	case forcedChoice(r.FunctionCall, "none", "auto"):
+		return nil, unsupported("function_call", "Forcing a function call")
+	case !isNull(r.Audio):
+		return nil, unsupported("audio", "Audio output")
+	}
+	for _, m := range r.Modalities {
+		if m != "text" {
+			return nil, unsupported("modalities", fmt.Sprintf("The '%s' modality", m))
+		}
+	}
+	return p, nil
+}
+
+// forcedChoice reports whether a tool_choice or function_call value forces
+// a call: anything but null or one of the free string values.
+func forcedChoice(raw json.RawMessage, free ...string) bool {
+	if isNull(raw) {
+		return false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return true // an object naming a tool or function
+	}
+	for _, f := range free {
+		if s == f {
+			return false
+		}
+	}
+	return true
+}
+
+// completionPlan converts a legacy completion request: one engine request
+// per prompt.
+func completionPlan(r *completionRequest) (*plan, *apiError) {
+	base := &engine.Request{Model: r.Model}
+	p := &plan{kind: kindCompletion, model: r.Model}
+	if e := applyCommon(&r.commonRequest, base, p); e != nil {
+		return nil, e
+	}
+	switch {
+	case r.Echo != nil && *r.Echo:
+		return nil, unsupported("echo", "echo")
+	case r.Suffix != nil && *r.Suffix != "":
+		return nil, unsupported("suffix", "suffix")
+	case r.BestOf != nil && *r.BestOf != p.n:
+		if *r.BestOf < p.n {
+			return nil, invalid("best_of", "invalid_value",
+				"Invalid value for 'best_of': it must be greater than or equal to n (%d).", p.n)
+		}
+		return nil, unsupported("best_of", "best_of greater than n")
+	}
+	if r.Logprobs != nil {
+		p.logprobs = true
+		base.Logprobs = true
+		base.TopLogprobs = *r.Logprobs
+	}
+
+	texts, tokens, e := prompts(r.Prompt)
+	if e != nil {
+		return nil, e
+	}
+	for _, t := range texts {
+		req := *base
+		req.Prompt = t
+		p.reqs = append(p.reqs, &req)
+	}
+	for _, ids := range tokens {
+		req := *base
+		req.PromptTokens = ids
+		p.reqs = append(p.reqs, &req)
+	}
+	return p, nil
+}
+
+// applyCommon converts the fields chat and completions share into req and p.
+// Absent sampling fields take OpenAI's defaults (temperature 1, top_p 1).
+func applyCommon(c *commonRequest, req *engine.Request, p *plan) *apiError {
+	if len(c.LogitBias) > 0 {
+		return unsupported("logit_bias", "logit_bias")
+	}
+	stops, e := stopStrings(c.Stop)
+	if e != nil {
+		return e
+	}
+	req.Stop = stops
+
+	p.n = 1
+	if c.N != nil {
+		p.n = *c.N
+	}
+	req.N = p.n
+	if c.MaxTokens != nil {
+		req.MaxTokens = *c.MaxTokens
+	}
+	p.stream = c.Stream != nil && *c.Stream
+	// stream_options is honoured only when streaming; {} means false.
+	p.includeUsage = p.stream && c.StreamOptions != nil &&
+		c.StreamOptions.IncludeUsage != nil && *c.StreamOptions.IncludeUsage
+
+	s := engine.Sampling{Temperature: 1, TopP: 1}
+	if c.Temperature != nil {
+		s.Temperature = *c.Temperature
+	}
+	if c.TopP != nil {
+		s.TopP = *c.TopP
+		if s.TopP == 0 {
+			// The engine reads 0 as "off"; a client asking for top_p 0 wants
+			// the smallest nucleus, which is the most likely token alone.
+			s.TopP = math.SmallestNonzeroFloat64
+		}
+	}
+	if c.PresencePenalty != nil {
+		s.PresencePenalty = *c.PresencePenalty
+	}
+	if c.FrequencyPenalty != nil {
+		s.FrequencyPenalty = *c.FrequencyPenalty
+	}
+	if c.TopK != nil {
+		s.TopK = *c.TopK
+	}
+	if c.MinP != nil {
+		s.MinP = *c.MinP
+	}
+	if c.Seed != nil {
+		seed := *c.Seed
+		s.Seed = &seed
+	}
+	req.Sampling = s
+	req.IgnoreEOS = c.IgnoreEOS != nil && *c.IgnoreEOS
+	req.NoDraft = c.NoDraft != nil && *c.NoDraft
+	return nil
+}

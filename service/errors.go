@@ -1,0 +1,118 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"rill/engine"
+	"rill/openapi"
+)
+
+// OpenAI's error types.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeServer         = "server_error"
+)
+
+// apiError is an error in OpenAI's wire shape together with the HTTP status
+// that carries it. Empty Param and Code are written as null.
+type apiError struct {
+	Status  int
+	Message string
+	Type    string
+	Param   string
+	Code    string
+	// RetryAfter, when positive, is sent as a Retry-After header (seconds).
+	RetryAfter int
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+// appendJSON appends {"error":{"message":...,"type":...,"param":...,"code":...}}.
+func (e *apiError) appendJSON(b []byte) []byte {
+	b = append(b, `{"error":{"message":`...)
+	b = appendString(b, e.Message)
+	b = append(b, `,"type":`...)
+	b = appendString(b, e.Type)
+	b = append(b, `,"param":`...)
+	b = appendNullableString(b, e.Param)
+	b = append(b, `,"code":`...)
+	b = appendNullableString(b, e.Code)
+	return append(b, "}}"...)
+}
+
+// invalid is a 400 invalid_request_error.
+func invalid(param, code, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest,
+		Param: param, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// unsupported is the 400 for a feature rill does not implement and that would
+// change the result if it were silently ignored.
+func unsupported(param, what string) *apiError {
+	return invalid(param, "unsupported_parameter", "%s is not supported by this server.", what)
+}
+
+// fromValidation turns the validator's verdict on a request body into a 400.
+func fromValidation(err error) *apiError {
+	var fe *openapi.FieldError
+	if errors.As(err, &fe) {
+		return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest,
+			Param: fe.Param, Code: fe.Code, Message: fe.Message}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Type: typeServer,
+		Message: "The server could not validate the request."}
+}
+
+// fromEngine maps an error of engine.Engine.Generate or engine.Stream.Recv to
+// the wire: *engine.RequestError is the client's fault (400), an unknown
+// model is a 404 model_not_found, an overloaded engine a 503 to retry, and
+// anything else a 500. A cancelled context (the client left) maps to 499,
+// which is only ever logged.
+func fromEngine(err error, model string) *apiError {
+	var re *engine.RequestError
+	switch {
+	case errors.As(err, &re):
+		msg := re.Message
+		if msg == "" {
+			msg = "The request was rejected by the engine."
+		}
+		return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest,
+			Param: re.Param, Code: re.Code, Message: msg}
+	case errors.Is(err, engine.ErrUnknownModel):
+		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model",
+			Code: "model_not_found", Message: fmt.Sprintf("The model '%s' does not exist.", model)}
+	case errors.Is(err, engine.ErrOverloaded):
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer,
+			Code: "engine_overloaded", RetryAfter: 1,
+			Message: "The engine is currently overloaded; please retry shortly."}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: statusClientClosed, Type: typeServer,
+			Message: "The request was cancelled."}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Type: typeServer,
+		Message: "The engine failed: " + err.Error()}
+}
+
+// statusClientClosed is nginx's "client closed request", used in logs only.
+const statusClientClosed = 499
+
+// writeError writes e as a complete JSON response. It must be called before
+// anything else was written to w.
+func writeError(w http.ResponseWriter, e *apiError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	if e.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="rill"`)
+	}
+	body := append(e.appendJSON(make([]byte, 0, 256)), '\n')
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,62 @@
+package service
+
+import (
+	"net/http"
+)
+
+// sseWriter frames chunks as Server-Sent Events, OpenAI's way: `data: <chunk>`
+// per event, `: ping` comments while idle, `data: [DONE]` last. Every event
+// is flushed at once. It is owned by the handler goroutine.
+type sseWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func newSSEWriter(w http.ResponseWriter) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+}
+
+// start sends the status and headers, so that the client sees the stream
+// begin before the first token.
+func (s *sseWriter) start() error {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // tell nginx not to buffer the stream
+	s.w.WriteHeader(http.StatusOK)
+	return s.rc.Flush()
+}
+
+func (s *sseWriter) event(data []byte) error {
+	s.buf = append(s.buf[:0], "data: "...)
+	s.buf = append(s.buf, data...)
+	s.buf = append(s.buf, '\n', '\n')
+	return s.write()
+}
+
+func (s *sseWriter) write() error {
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sseWriter) chunk(data []byte) error { return s.event(data) }
+
+func (s *sseWriter) ping() error {
+	s.buf = append(s.buf[:0], ": ping\n\n"...)
+	return s.write()
+}
+
+func (s *sseWriter) fail(e *apiError) error {
+	s.buf = append(s.buf[:0], "data: "...)
+	s.buf = e.appendJSON(s.buf)
+	s.buf = append(s.buf, '\n', '\n')
+	return s.write()
+}
+
+func (s *sseWriter) done() error {
+	s.buf = append(s.buf[:0], "data: [DONE]\n\n"...)
+	return s.write()
+}
