@@ -1,0 +1,92 @@
+// Package cpu is rill's CPU compute backend and numeric reference: vector
+// kernels on float32 slices, matrix multiplication over GGML weight formats,
+// and the worker pool both run on.
+//
+// On amd64 machines with AVX2, FMA and F16C the kernels are Go assembly; on
+// other machines, or when the environment variable RILL_CPU_NOSIMD=1 is set
+// when the process starts, they are pure Go, and the quantised dot products
+// are engine/quant's scalar reference functions.
+//
+// The package-level vector kernels are safe for concurrent use on disjoint
+// data and never allocate. A Backend is used by one forward pass at a time.
+package cpu
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Options configures a Backend.
+type Options struct {
+	// Threads is the number of goroutines that run parallel work, the
+	// caller's included. 0 means runtime.GOMAXPROCS(0).
+	Threads int
+}
+
+// Backend owns a persistent worker pool and the scratch memory of matrix
+// multiplication. Create it with New and release it with Close.
+//
+// MatMul is not safe for concurrent use (it shares one scratch buffer);
+// Parallel may be called from several goroutines, which then take turns.
+type Backend struct {
+	pool pool
+
+	// MatMul state: scratch for converted activations and the job in flight,
+	// read by the workers through mmFn/convFn, which are bound once in New so
+	// that dispatching them allocates nothing.
+	scratch []byte
+	mm      mmJob
+	mmFn    func(lo, hi int)
+	convFn  func(lo, hi int)
+	kern    *kernelSet
+
+	closeOnce sync.Once
+}
+
+// New starts a Backend with opts.Threads-1 worker goroutines (the caller of
+// Parallel is the last thread). They spin briefly after each job, then park;
+// they end in Close.
+func New(opts Options) *Backend {
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	b := &Backend{kern: defaultKernels()}
+	b.mmFn = b.matmulRange
+	b.convFn = b.convertRange
+	b.pool.start(threads)
+	return b
+}
+
+// Close stops the worker goroutines and waits for them to end. It is safe to
+// call more than once. After Close, Parallel and MatMul still work, on the
+// calling goroutine alone.
+func (b *Backend) Close() {
+	b.closeOnce.Do(b.pool.stop)
+}
+
+// Kernels names the kernel set b runs: "avx2" (assembly) or "generic"
+// (pure Go), for start-up logs.
+func (b *Backend) Kernels() string { return b.kern.name }
+
+// Threads is the number of goroutines parallel work is split over, the
+// caller's included.
+func (b *Backend) Threads() int { return b.pool.threads }
+
+// Parallel splits [0,n) into contiguous ranges and runs fn on them, on the
+// workers and on the calling goroutine; it returns when every range is done.
+// Each index is in exactly one range. n <= 1 runs on the caller alone.
+//
+// fn must not call Parallel (the pool runs one job at a time). Parallel does
+// not allocate when fn is a func value the caller keeps, such as a method
+// value bound once.
+func (b *Backend) Parallel(n int, fn func(lo, hi int)) {
+	b.pool.run(n, 1, fn)
+}
+
+// ParallelGrain is Parallel with ranges of at least grain indices (except
+// possibly the last): work smaller than two grains runs on the caller alone,
+// which is cheaper than waking workers for it.
+func (b *Backend) ParallelGrain(n, grain int, fn func(lo, hi int)) {
+	b.pool.run(n, grain, fn)
+}

@@ -1,0 +1,162 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+
+	"rill/engine/quant"
+)
+
+// benchMatrix returns a rows x cols matrix of type typ: one random row
+// repeated, so building it is cheap while the memory read per product is
+// that of distinct rows.
+func benchMatrix(b *testing.B, typ quant.Type, rows, cols int) Matrix {
+	b.Helper()
+	row := randWeights(b, newRand(b, uint64(typ)), typ, cols, false)
+	data := make([]byte, 0, rows*len(row))
+	for range rows {
+		data = append(data, row...)
+	}
+	return Matrix{Type: typ, Rows: rows, Cols: cols, Data: data}
+}
+
+// BenchmarkMatMul multiplies a 4096x4096 matrix of each type with n = 1 and
+// n = 8 activation rows. SetBytes is the weight bytes read per product, so
+// the MB/s column is the effective weight bandwidth (decode is bound by it).
+func BenchmarkMatMul(b *testing.B) {
+	const dim = 4096
+	for _, ks := range kernelSets() {
+		for _, typ := range weightTypes {
+			w := benchMatrix(b, typ, dim, dim)
+			for _, n := range []int{1, 8} {
+				b.Run(fmt.Sprintf("%s/%s/n=%d", ks.name, typ, n), func(b *testing.B) {
+					be := testBackend(b, 0, ks)
+					x := randFloats(newRand(b, 2), n*dim, 1)
+					out := make([]float32, n*dim)
+					be.MatMul(out, w, x, n)
+					b.SetBytes(int64(len(w.Data)))
+					b.ResetTimer()
+					for b.Loop() {
+						be.MatMul(out, w, x, n)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkParallelDispatch measures the overhead of one Parallel call whose
+// ranges do almost nothing: waking (or finding spinning) workers, claiming
+// ranges and waiting for them.
+func BenchmarkParallelDispatch(b *testing.B) {
+	for _, threads := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			be := New(Options{Threads: threads})
+			defer be.Close()
+			var sink [64]int64
+			fn := func(lo, hi int) { sink[lo%64] += int64(hi - lo) }
+			for b.Loop() {
+				be.Parallel(threads*4, fn)
+			}
+		})
+	}
+}
+
+// BenchmarkVec measures the vector kernels on typical row lengths.
+func BenchmarkVec(b *testing.B) {
+	r := newRand(b, 9)
+	x, y, w := randFloats(r, 11008, 1), randFloats(r, 11008, 1), randFloats(r, 11008, 1)
+	logits := randFloats(r, 32000, 4)
+	q := randFloats(r, 32*128, 1)
+	b.Run("DotF32/128", func(b *testing.B) {
+		for b.Loop() {
+			_ = DotF32(x[:128], y[:128])
+		}
+	})
+	b.Run("DotF32/4096", func(b *testing.B) {
+		b.SetBytes(2 * 4 * 4096)
+		for b.Loop() {
+			_ = DotF32(x[:4096], y[:4096])
+		}
+	})
+	b.Run("RMSNorm/4096", func(b *testing.B) {
+		for b.Loop() {
+			RMSNorm(y[:4096], x[:4096], w[:4096], 1e-5)
+		}
+	})
+	b.Run("SwiGLU/11008", func(b *testing.B) {
+		for b.Loop() {
+			SwiGLU(y, x, w)
+		}
+	})
+	b.Run("Softmax/32000", func(b *testing.B) {
+		for b.Loop() {
+			Softmax(logits)
+		}
+	})
+	b.Run("RoPE/32x128", func(b *testing.B) {
+		for b.Loop() {
+			RoPE(q, 32, 128, 128, 1234, 10000, 1, true)
+		}
+	})
+}
+
+// BenchmarkRowDot measures one row kernel on a 4096-element row that stays
+// in L1/L2 cache: the compute cost of the kernel, without memory traffic.
+// The x4 variants dot one weight row with four activation rows; their ns/op
+// is for all four.
+func BenchmarkRowDot(b *testing.B) {
+	const n = 4096
+	for _, ks := range kernelSets() {
+		for _, typ := range weightTypes {
+			k := ks.rows[typ]
+			r := newRand(b, 5)
+			w := randWeights(b, r, typ, n, false)
+			var xs []byte
+			var xrb int
+			for range 4 {
+				xb, _ := activationRow(b, k, typ, randFloats(r, n, 1))
+				xs, xrb = append(xs, xb...), len(xb)
+			}
+			b.Run(fmt.Sprintf("%s/%s/x1", ks.name, typ), func(b *testing.B) {
+				for b.Loop() {
+					_ = k.dot(n, w, xs[:xrb])
+				}
+			})
+			if k.dot4 != nil {
+				out := make([]float32, 4)
+				b.Run(fmt.Sprintf("%s/%s/x4", ks.name, typ), func(b *testing.B) {
+					for b.Loop() {
+						k.dot4(n, w, xs, xrb, out, 1)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulTiny multiplies the matrix shapes of the tiny real models
+// (stories260K: F32, 64 wide; llama-2-tiny-random: F16, 8 wide with a
+// 32000-row output), where per-row and per-call overheads dominate.
+func BenchmarkMatMulTiny(b *testing.B) {
+	shapes := []struct {
+		typ        quant.Type
+		rows, cols int
+	}{
+		{quant.F32, 64, 64}, {quant.F32, 172, 64}, {quant.F32, 64, 172}, {quant.F32, 512, 64},
+		{quant.F16, 32, 8}, {quant.F16, 8, 32}, {quant.F16, 32000, 8},
+	}
+	for _, ks := range kernelSets() {
+		for _, s := range shapes {
+			w := benchMatrix(b, s.typ, s.rows, s.cols)
+			b.Run(fmt.Sprintf("%s/%s/%dx%d", ks.name, s.typ, s.rows, s.cols), func(b *testing.B) {
+				be := testBackend(b, 2, ks)
+				x := randFloats(newRand(b, 2), s.cols, 1)
+				out := make([]float32, s.rows)
+				for b.Loop() {
+					be.MatMul(out, w, x, 1)
+				}
+			})
+		}
+	}
+}

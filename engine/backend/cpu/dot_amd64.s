@@ -1,0 +1,531 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Row dot products of GGML weight formats with AVX2, FMA and F16C. The
+// quantised kernels take a count of blocks; the float kernels a length that
+// is a multiple of 8 (the Go wrappers in simd_amd64.go handle tails).
+//
+// Integer idiom for 8-bit blocks: VPMADDUBSW multiplies unsigned by signed
+// bytes, so a signed weight w and activation x become |w| (VPSIGNB w,w) and
+// x*sign(w) (VPSIGNB x,w), whose products are w*x. Pair sums fit int16:
+// |w| <= 128 and x in [-127,127] (ggml's Q8_0 quantiser never emits -128),
+// so 2*128*127 < 32767. VPMADDWD with int16 ones then sums to 8 int32 lanes,
+// converted exactly to float32 (each lane is at most 4*128*127).
+
+#define HSUMPS(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPS       T, X, X; \
+	VPERMILPS    $0x4E, X, T; \
+	VADDPS       T, X, X; \
+	VPERMILPS    $0xB1, X, T; \
+	VADDSS       T, X, X
+
+// INT16ONES sets Y to sixteen int16 ones.
+#define INT16ONES(Y, X) \
+	MOVL         $0x00010001, AX; \
+	VMOVD        AX, X; \
+	VPBROADCASTD X, Y
+
+// BYTES sets Y to 32 copies of the byte in the 32-bit pattern V.
+#define BYTES(V, Y, X) \
+	MOVL         V, AX; \
+	VMOVD        AX, X; \
+	VPBROADCASTD X, Y
+
+// SCALE2 sets D (Y) to fp16(WOFF(WB)) * fp16(XOFF(XB)) in all lanes.
+#define SCALE2(WOFF, WB, XOFF, XB, D) \
+	MOVWLZX      WOFF(WB), AX; \
+	MOVWLZX      XOFF(XB), BX; \
+	SHLL         $16, BX; \
+	ORL          BX, AX; \
+	VMOVD        AX, X2; \
+	VCVTPH2PS    X2, X2; \
+	VMOVSHDUP    X2, X3; \
+	VMULSS       X3, X2, X2; \
+	VBROADCASTSS X2, D
+
+// DOT32 adds D * sum(W*x) to ACC lane-wise, W holding 32 signed weight bytes
+// and the 32 activation bytes at XOFF(XB). Scratch: Y6, Y7. Y15: int16 ones.
+#define DOT32(W, XOFF, XB, D, ACC) \
+	VPSIGNB     W, W, Y6; \
+	VMOVDQU     XOFF(XB), Y7; \
+	VPSIGNB     W, Y7, Y7; \
+	VPMADDUBSW  Y7, Y6, Y6; \
+	VPMADDWD    Y15, Y6, Y6; \
+	VCVTDQ2PS   Y6, Y6; \
+	VFMADD231PS Y6, D, ACC
+
+// Q4UNPACK sets Y (low half X) to the 32 weights of the Q4_0 block at
+// WOFF(WB), as signed bytes q-8: low nibbles (elements 0..15) in the low
+// lane, high nibbles (16..31) in the high lane. Y14: 0x0F bytes, Y13: 8s.
+// Scratch: X10.
+#define Q4UNPACK(WOFF, WB, Y, X) \
+	VMOVDQU     2+WOFF(WB), X; \
+	VPSRLW      $4, X, X10; \
+	VINSERTI128 $1, X10, Y, Y; \
+	VPAND       Y14, Y, Y; \
+	VPSUBB      Y13, Y, Y
+
+// SCALES4 sets Y4 to [s0 s1 s2 s3 s0 s1 s2 s3], si = fp16 d of the weight
+// block at (SI) times fp16 d of the activation blocks at (DI), (R9), (R10),
+// (R11). Scratch: X5.
+#define SCALES4 \
+	MOVWLZX      (DI), AX; \
+	VMOVD        AX, X4; \
+	VPINSRW      $1, (R9), X4, X4; \
+	VPINSRW      $2, (R10), X4, X4; \
+	VPINSRW      $3, (R11), X4, X4; \
+	VCVTPH2PS    X4, X4; \
+	MOVWLZX      (SI), AX; \
+	VMOVD        AX, X5; \
+	VCVTPH2PS    X5, X5; \
+	VBROADCASTSS X5, X5; \
+	VMULPS       X5, X4, X4; \
+	VINSERTF128  $1, X4, Y4, Y4
+
+// DOTROW adds lane IMM of Y4 times sum(W*x) to ACC, for the 32 activation
+// bytes at 2(XB); Y6 holds |W|. Scratch: Y7, Y8.
+#define DOTROW(XB, IMM, ACC) \
+	VMOVDQU     2(XB), Y7; \
+	VPSIGNB     Y5, Y7, Y7; \
+	VPMADDUBSW  Y7, Y6, Y7; \
+	VPMADDWD    Y15, Y7, Y7; \
+	VCVTDQ2PS   Y7, Y7; \
+	VPERMILPS   IMM, Y4, Y8; \
+	VFMADD231PS Y7, Y8, ACC
+
+// STORE4 reduces Y0-Y3 and stores them at out, out+ostride, ... (in floats).
+#define STORE4 \
+	MOVQ   out+32(FP), DX; \
+	MOVQ   ostride+40(FP), R8; \
+	SHLQ   $2, R8; \
+	HSUMPS(Y0, X0, X8); \
+	MOVSS  X0, (DX); \
+	HSUMPS(Y1, X1, X8); \
+	MOVSS  X1, (DX)(R8*1); \
+	HSUMPS(Y2, X2, X8); \
+	MOVSS  X2, (DX)(R8*2); \
+	LEAQ   (DX)(R8*2), DX; \
+	HSUMPS(Y3, X3, X8); \
+	MOVSS  X3, (DX)(R8*1)
+
+// ROWS4 points DI, R9, R10, R11 at four activation rows xstride apart and
+// zeroes the accumulators Y0-Y3.
+#define ROWS4 \
+	MOVQ   x+8(FP), DI; \
+	MOVQ   xstride+16(FP), R8; \
+	LEAQ   (DI)(R8*1), R9; \
+	LEAQ   (DI)(R8*2), R10; \
+	LEAQ   (R9)(R8*2), R11; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3
+
+// ZERO4HI zeroes Y4-Y7, the second accumulators of the float four-row
+// kernels (Y0-Y3 hold the first, one pair per activation row).
+#define ZERO4HI \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7
+
+// FMA4x16 multiplies 16 weights in Y8, Y9 with 16 floats of each activation
+// row at DI, R9, R10, R11 and advances the rows by 64 bytes.
+#define FMA4x16 \
+	VFMADD231PS (DI), Y8, Y0; \
+	VFMADD231PS 32(DI), Y9, Y4; \
+	VFMADD231PS (R9), Y8, Y1; \
+	VFMADD231PS 32(R9), Y9, Y5; \
+	VFMADD231PS (R10), Y8, Y2; \
+	VFMADD231PS 32(R10), Y9, Y6; \
+	VFMADD231PS (R11), Y8, Y3; \
+	VFMADD231PS 32(R11), Y9, Y7; \
+	ADDQ        $64, DI; \
+	ADDQ        $64, R9; \
+	ADDQ        $64, R10; \
+	ADDQ        $64, R11
+
+// FMA4x8 is FMA4x16 for 8 weights in Y8.
+#define FMA4x8 \
+	VFMADD231PS (DI), Y8, Y0; \
+	VFMADD231PS (R9), Y8, Y1; \
+	VFMADD231PS (R10), Y8, Y2; \
+	VFMADD231PS (R11), Y8, Y3; \
+	ADDQ        $32, DI; \
+	ADDQ        $32, R9; \
+	ADDQ        $32, R10; \
+	ADDQ        $32, R11
+
+// FOLD4HI adds the second accumulators into the first.
+#define FOLD4HI \
+	VADDPS Y4, Y0, Y0; \
+	VADDPS Y5, Y1, Y1; \
+	VADDPS Y6, Y2, Y2; \
+	VADDPS Y7, Y3, Y3
+
+// func dotQ8_0AVX(w, x *byte, nb int) float32
+// Blocks of 34 bytes: fp16 d, 32 int8.
+TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	INT16ONES(Y15, X15)
+
+q8two:
+	CMPQ    CX, $2
+	JL      q8one
+	SCALE2(0, SI, 0, DI, Y8)
+	SCALE2(34, SI, 34, DI, Y9)
+	VMOVDQU 2(SI), Y4
+	VMOVDQU 36(SI), Y5
+	DOT32(Y4, 2, DI, Y8, Y0)
+	DOT32(Y5, 36, DI, Y9, Y1)
+	ADDQ    $68, SI
+	ADDQ    $68, DI
+	SUBQ    $2, CX
+	JMP     q8two
+
+q8one:
+	CMPQ    CX, $1
+	JL      q8done
+	SCALE2(0, SI, 0, DI, Y8)
+	VMOVDQU 2(SI), Y4
+	DOT32(Y4, 2, DI, Y8, Y0)
+
+q8done:
+	VADDPS Y1, Y0, Y0
+	HSUMPS(Y0, X0, X1)
+	MOVSS  X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX(w, x *byte, nb int) float32
+// Weight blocks of 18 bytes (fp16 d, 16 bytes of nibbles), activation
+// blocks Q8_0.
+TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	INT16ONES(Y15, X15)
+	BYTES($0x0F0F0F0F, Y14, X14)
+	BYTES($0x08080808, Y13, X13)
+
+q4two:
+	CMPQ     CX, $2
+	JL       q4one
+	SCALE2(0, SI, 0, DI, Y8)
+	SCALE2(18, SI, 34, DI, Y9)
+	Q4UNPACK(0, SI, Y4, X4)
+	DOT32(Y4, 2, DI, Y8, Y0)
+	Q4UNPACK(18, SI, Y4, X4)
+	DOT32(Y4, 36, DI, Y9, Y1)
+	ADDQ     $36, SI
+	ADDQ     $68, DI
+	SUBQ     $2, CX
+	JMP      q4two
+
+q4one:
+	CMPQ     CX, $1
+	JL       q4done
+	SCALE2(0, SI, 0, DI, Y8)
+	Q4UNPACK(0, SI, Y4, X4)
+	DOT32(Y4, 2, DI, Y8, Y0)
+
+q4done:
+	VADDPS Y1, Y0, Y0
+	HSUMPS(Y0, X0, X1)
+	MOVSS  X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0x4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
+TEXT ·dotQ8_0x4AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ nb+24(FP), CX
+	ROWS4
+	INT16ONES(Y15, X15)
+
+q8x4:
+	TESTQ   CX, CX
+	JZ      q8x4done
+	SCALES4
+	VMOVDQU 2(SI), Y5
+	VPSIGNB Y5, Y5, Y6
+	DOTROW(DI, $0x00, Y0)
+	DOTROW(R9, $0x55, Y1)
+	DOTROW(R10, $0xAA, Y2)
+	DOTROW(R11, $0xFF, Y3)
+	ADDQ    $34, SI
+	ADDQ    $34, DI
+	ADDQ    $34, R9
+	ADDQ    $34, R10
+	ADDQ    $34, R11
+	DECQ    CX
+	JMP     q8x4
+
+q8x4done:
+	STORE4
+	VZEROUPPER
+	RET
+
+// func dotQ4_0x4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
+TEXT ·dotQ4_0x4AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ nb+24(FP), CX
+	ROWS4
+	INT16ONES(Y15, X15)
+	BYTES($0x0F0F0F0F, Y14, X14)
+	BYTES($0x08080808, Y13, X13)
+
+q4x4:
+	TESTQ    CX, CX
+	JZ       q4x4done
+	SCALES4
+	Q4UNPACK(0, SI, Y5, X5)
+	VPSIGNB  Y5, Y5, Y6
+	DOTROW(DI, $0x00, Y0)
+	DOTROW(R9, $0x55, Y1)
+	DOTROW(R10, $0xAA, Y2)
+	DOTROW(R11, $0xFF, Y3)
+	ADDQ     $18, SI
+	ADDQ     $34, DI
+	ADDQ     $34, R9
+	ADDQ     $34, R10
+	ADDQ     $34, R11
+	DECQ     CX
+	JMP      q4x4
+
+q4x4done:
+	STORE4
+	VZEROUPPER
+	RET
+
+// func dotF16F32AVX(w *uint16, x *float32, n int) float32
+// Half weights with activations already rounded to half and kept as float32
+// (the conversion of x is paid once per MatMul, not once per weight row).
+TEXT ·dotF16F32AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+hf32:
+	CMPQ        CX, $32
+	JL          hf8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         hf32
+
+hf8:
+	CMPQ        CX, $8
+	JL          hfdone
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         hf8
+
+hfdone:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUMPS(Y0, X0, X1)
+	MOVSS  X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotBF16F32AVX(w *uint16, x *float32, n int) float32
+// BF16 weights with activations rounded to bf16 and kept as float32.
+TEXT ·dotBF16F32AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+bf32:
+	CMPQ        CX, $32
+	JL          bf8
+	VPMOVZXWD   (SI), Y4
+	VPMOVZXWD   16(SI), Y5
+	VPMOVZXWD   32(SI), Y6
+	VPMOVZXWD   48(SI), Y7
+	VPSLLD      $16, Y4, Y4
+	VPSLLD      $16, Y5, Y5
+	VPSLLD      $16, Y6, Y6
+	VPSLLD      $16, Y7, Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         bf32
+
+bf8:
+	CMPQ        CX, $8
+	JL          bfdone
+	VPMOVZXWD   (SI), Y4
+	VPSLLD      $16, Y4, Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         bf8
+
+bfdone:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUMPS(Y0, X0, X1)
+	MOVSS  X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotF32x4AVX(w *float32, x *byte, xstride, n int, out *float32, ostride int)
+// One float32 weight row against four float32 activation rows: each weight
+// vector is loaded once for four fused multiply-adds.
+TEXT ·dotF32x4AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ n+24(FP), CX
+	ROWS4
+	ZERO4HI
+
+f4x16:
+	CMPQ    CX, $16
+	JL      f4x8
+	VMOVUPS (SI), Y8
+	VMOVUPS 32(SI), Y9
+	FMA4x16
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JMP     f4x16
+
+f4x8:
+	CMPQ    CX, $8
+	JL      f4done
+	VMOVUPS (SI), Y8
+	FMA4x8
+	ADDQ    $32, SI
+	SUBQ    $8, CX
+	JMP     f4x8
+
+f4done:
+	FOLD4HI
+	STORE4
+	VZEROUPPER
+	RET
+
+// func dotF16x4AVX(w *uint16, x *byte, xstride, n int, out *float32, ostride int)
+// Half weights against four rows of half-rounded float32 activations.
+TEXT ·dotF16x4AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ n+24(FP), CX
+	ROWS4
+	ZERO4HI
+
+h4x16:
+	CMPQ      CX, $16
+	JL        h4x8
+	VCVTPH2PS (SI), Y8
+	VCVTPH2PS 16(SI), Y9
+	FMA4x16
+	ADDQ      $32, SI
+	SUBQ      $16, CX
+	JMP       h4x16
+
+h4x8:
+	CMPQ      CX, $8
+	JL        h4done
+	VCVTPH2PS (SI), Y8
+	FMA4x8
+	ADDQ      $16, SI
+	SUBQ      $8, CX
+	JMP       h4x8
+
+h4done:
+	FOLD4HI
+	STORE4
+	VZEROUPPER
+	RET
+
+// func dotBF16x4AVX(w *uint16, x *byte, xstride, n int, out *float32, ostride int)
+// BF16 weights against four rows of bf16-rounded float32 activations.
+TEXT ·dotBF16x4AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ n+24(FP), CX
+	ROWS4
+	ZERO4HI
+
+b4x16:
+	CMPQ      CX, $16
+	JL        b4x8
+	VPMOVZXWD (SI), Y8
+	VPMOVZXWD 16(SI), Y9
+	VPSLLD    $16, Y8, Y8
+	VPSLLD    $16, Y9, Y9
+	FMA4x16
+	ADDQ      $32, SI
+	SUBQ      $16, CX
+	JMP       b4x16
+
+b4x8:
+	CMPQ      CX, $8
+	JL        b4done
+	VPMOVZXWD (SI), Y8
+	VPSLLD    $16, Y8, Y8
+	FMA4x8
+	ADDQ      $16, SI
+	SUBQ      $8, CX
+	JMP       b4x8
+
+b4done:
+	FOLD4HI
+	STORE4
+	VZEROUPPER
+	RET
+
+// func roundF16AVX(dst, src *float32, n int)
+// dst = float32(half(src)), rounding to nearest even.
+TEXT ·roundF16AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+rh8:
+	CMPQ      CX, $8
+	JL        rhdone
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, X1
+	VCVTPH2PS X1, Y1
+	VMOVUPS   Y1, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JMP       rh8
+
+rhdone:
+	VZEROUPPER
+	RET

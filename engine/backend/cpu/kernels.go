@@ -1,0 +1,116 @@
+package cpu
+
+import (
+	"unsafe"
+
+	"rill/engine/quant"
+)
+
+// rowKernel is how MatMul handles one weight type.
+type rowKernel struct {
+	// xType is the layout activations are converted to: quant.VecDotType of
+	// the weight type, except that the SIMD kernels for F16 and BF16 weights
+	// keep activations rounded to f16/bf16 precision as float32 (F32), which
+	// gives the same products with half the conversions.
+	xType quant.Type
+	// convert writes one row of len(src) activations into dst in xType's
+	// layout; nil for F32, whose activations are used as they are.
+	convert func(dst []byte, src []float32)
+	// dot is the dot product of one weight row and one activation row of n
+	// elements, with engine/quant's Dot* signature.
+	dot func(n int, w, x []byte) float32
+	// dot4, when not nil, computes the dots of one weight row with four
+	// activation rows starting at x, xStride bytes apart, and stores them at
+	// out[0], out[outStride], out[2*outStride], out[3*outStride]. It reads the
+	// weight row once for all four, which pays in batched decode and prefill.
+	dot4 func(n int, w, x []byte, xStride int, out []float32, outStride int)
+	// dots, when not nil, computes out[r] = dot(weight row r, x) for
+	// r < rows, weight rows wStride bytes apart: one call for many rows, for
+	// narrow rows whose per-call cost would exceed the dot itself.
+	dots func(n int, w []byte, wStride, rows int, x []byte, out []float32)
+}
+
+// kernelSet holds a rowKernel per weight type, indexed by type id.
+type kernelSet struct {
+	name string
+	rows [maxType + 1]rowKernel
+}
+
+// maxType bounds the type ids kernelSet indexes.
+const maxType = quant.BF16
+
+// weightTypes are the weight formats MatMul supports.
+var weightTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
+
+// supported reports whether MatMul handles weights of type t.
+func supported(t quant.Type) bool {
+	for _, s := range weightTypes {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}
+
+// genericKernels is the pure-Go kernel set: engine/quant's reference
+// quantisers and dot products.
+func genericKernels() *kernelSet {
+	ks := &kernelSet{name: "generic"}
+	for _, t := range weightTypes {
+		xt, _ := quant.VecDotType(t)
+		ks.rows[t] = rowKernel{xType: xt, convert: quantizer(xt)}
+	}
+	ks.rows[quant.F32].convert = nil
+	ks.rows[quant.F32].dot = quant.DotF32
+	ks.rows[quant.F16].dot = quant.DotF16
+	ks.rows[quant.BF16].dot = quant.DotBF16
+	ks.rows[quant.Q8_0].dot = quant.DotQ8_0
+	ks.rows[quant.Q4_0].dot = quant.DotQ4_0
+	ks.rows[quant.Q4_K].dot = quant.DotQ4_K
+	ks.rows[quant.Q6_K].dot = quant.DotQ6_K
+	return ks
+}
+
+// quantizer returns a row converter into type t using engine/quant's
+// reference quantisers. The row lengths MatMul passes are valid for t, so
+// the error cannot occur.
+func quantizer(t quant.Type) func(dst []byte, src []float32) {
+	return func(dst []byte, src []float32) {
+		if err := quant.Quantize(t, dst, src); err != nil {
+			panic("cpu: " + err.Error()) // unreachable: MatMul checked the shapes
+		}
+	}
+}
+
+// defaultKernels is the kernel set New uses: SIMD when the machine has it
+// and RILL_CPU_NOSIMD is not set, else generic.
+func defaultKernels() *kernelSet {
+	if useSIMD {
+		return simdKernels()
+	}
+	return genericKernels()
+}
+
+// f32Bytes views a float32 slice as its bytes.
+func f32Bytes(x []float32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
+}
+
+// bytesF32 views b as float32s; len(b) must be a multiple of 4.
+func bytesF32(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// bytesU16 views b as uint16s; len(b) must be even.
+func bytesU16(b []byte) []uint16 {
+	if len(b) < 2 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
+}

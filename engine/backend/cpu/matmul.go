@@ -1,0 +1,130 @@
+package cpu
+
+// MatMul tuning, in bytes of weight rows times activation rows (a proxy for
+// the work of the dot products).
+const (
+	// parallelMinWork: below it MatMul runs on the caller alone; waking the
+	// pool costs about as much as this much work.
+	parallelMinWork = 128 << 10
+	// grainWork is the least work of one range handed to a thread.
+	grainWork = 16 << 10
+	// tileBytes bounds a tile of weight rows that stays in cache while every
+	// activation row is multiplied with it.
+	tileBytes = 32 << 10
+	// convertParallelMin is the number of activation values from which their
+	// conversion is split over the pool too.
+	convertParallelMin = 16 << 10
+	// wideRow is the weight row size from which the four-row kernels beat
+	// the many-row kernels.
+	wideRow = 1 << 10
+)
+
+// mmJob is the MatMul in flight, read by the workers.
+type mmJob struct {
+	out      []float32
+	w        []byte // weight rows
+	rows     int
+	cols     int
+	wrb, xrb int    // bytes per weight row and per converted activation row
+	x        []byte // converted activations, n rows of xrb bytes
+	n        int
+	k        *rowKernel
+	src      []float32 // activations to convert
+}
+
+// MatMul computes out[i*w.Rows + r] = sum_c W[r][c] * x[i*w.Cols + c] for
+// i < n, r < w.Rows: n activation rows of w.Cols values times the transpose
+// of w.
+//
+// x is first converted to quant.VecDotType(w.Type) into scratch owned by b,
+// as llama.cpp's CPU backend does: F16 and BF16 weights dot f16/bf16-rounded
+// activations, Q8_0 and Q4_0 weights dot Q8_0 activations, K-quants dot Q8_K.
+// Work is split over weight rows, and each thread multiplies a tile of weight
+// rows with all n activation rows before moving on, so each weight row is
+// read from memory once per call: a batch of n rows costs about one
+// matrix-vector product in memory traffic.
+//
+// len(x) must be at least n*w.Cols and len(out) at least n*w.Rows; out must
+// not overlap x; w must be valid (Matrix.Validate). MatMul panics otherwise
+// (CheckMatMul returns the same condition as an error). It allocates nothing
+// once its scratch has grown to the largest activation batch seen, and it is
+// not safe for concurrent use.
+func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
+	if err := checkMatMul(out, w, x, n); err != nil {
+		panic("cpu: MatMul: " + err.Error())
+	}
+	if n == 0 || w.Rows == 0 || w.Cols == 0 {
+		clear(out[:n*w.Rows])
+		return
+	}
+	k := &b.kern.rows[w.Type]
+	wrb := w.rowBytes()
+	j := &b.mm
+	*j = mmJob{out: out, w: w.Data, rows: w.Rows, cols: w.Cols, wrb: wrb, n: n, k: k}
+
+	if k.convert == nil {
+		j.x, j.xrb = f32Bytes(x[:n*w.Cols]), 4*w.Cols
+	} else {
+		j.xrb = w.Cols / k.xType.BlockElems() * k.xType.BlockBytes()
+		need := n * j.xrb
+		if cap(b.scratch) < need {
+			b.scratch = make([]byte, need)
+		}
+		j.x, j.src = b.scratch[:need], x
+		if n > 1 && n*w.Cols >= convertParallelMin {
+			b.pool.run(n, 1, b.convFn)
+		} else {
+			b.convertRange(0, n)
+		}
+	}
+
+	work := w.Rows * wrb * n
+	if work < parallelMinWork {
+		b.matmulRange(0, w.Rows)
+	} else {
+		b.pool.run(w.Rows, max(1, grainWork/(wrb*n)), b.mmFn)
+	}
+	*j = mmJob{}
+}
+
+// convertRange converts activation rows [lo,hi) of the job in flight.
+func (b *Backend) convertRange(lo, hi int) {
+	j := &b.mm
+	for i := lo; i < hi; i++ {
+		j.k.convert(j.x[i*j.xrb:(i+1)*j.xrb], j.src[i*j.cols:(i+1)*j.cols])
+	}
+}
+
+// matmulRange computes output columns (weight rows) [lo,hi) for all n
+// activation rows of the job in flight.
+func (b *Backend) matmulRange(lo, hi int) {
+	j := &b.mm
+	k, rows, cols, wrb, xrb, n := j.k, j.rows, j.cols, j.wrb, j.xrb, j.n
+	tile := max(1, tileBytes/wrb)
+	// Narrow rows go through dots (many weight rows per call); wide rows
+	// through dot4 (each weight row read once for four activation rows).
+	use4 := k.dot4 != nil && (k.dots == nil || wrb >= wideRow)
+	for r0 := lo; r0 < hi; r0 += tile {
+		r1 := min(r0+tile, hi)
+		i := 0
+		if use4 {
+			for ; i+4 <= n; i += 4 {
+				xs := j.x[i*xrb : (i+4)*xrb]
+				for r := r0; r < r1; r++ {
+					k.dot4(cols, j.w[r*wrb:(r+1)*wrb], xs, xrb, j.out[i*rows+r:], rows)
+				}
+			}
+		}
+		for ; i < n; i++ {
+			xi := j.x[i*xrb : (i+1)*xrb]
+			o := j.out[i*rows : (i+1)*rows]
+			if k.dots != nil {
+				k.dots(cols, j.w[r0*wrb:r1*wrb], wrb, r1-r0, xi, o[r0:r1])
+				continue
+			}
+			for r := r0; r < r1; r++ {
+				o[r] = k.dot(cols, j.w[r*wrb:(r+1)*wrb], xi)
+			}
+		}
+	}
+}

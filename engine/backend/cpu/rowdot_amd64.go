@@ -1,0 +1,380 @@
+//go:build amd64
+
+package cpu
+
+import (
+	"math"
+	"unsafe"
+
+	"rill/engine/quant"
+)
+
+// Row kernels of MatMul's AVX2 kernel set (dot_amd64.s, kdot_amd64.s,
+// rows_amd64.s) and their Go wrappers.
+
+//go:noescape
+func dotF16F32AVX(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotBF16F32AVX(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotF32x4AVX(w *float32, x *byte, xstride, n int, out *float32, ostride int)
+
+//go:noescape
+func dotF16x4AVX(w *uint16, x *byte, xstride, n int, out *float32, ostride int)
+
+//go:noescape
+func dotBF16x4AVX(w *uint16, x *byte, xstride, n int, out *float32, ostride int)
+
+//go:noescape
+func roundF16AVX(dst, src *float32, n int)
+
+//go:noescape
+func dotRowsF32AVX(w *float32, wstride int, x *float32, n, rows int, out *float32)
+
+//go:noescape
+func dotRowsF16AVX(w *uint16, wstride int, x *float32, n, rows int, out *float32)
+
+//go:noescape
+func dotRowsBF16AVX(w *uint16, wstride int, x *float32, n, rows int, out *float32)
+
+//go:noescape
+func dotQ8_0AVX(w, x *byte, nb int) float32
+
+//go:noescape
+func dotQ4_0AVX(w, x *byte, nb int) float32
+
+//go:noescape
+func dotQ4_KAVX(w, x *byte, nb int) float32
+
+//go:noescape
+func dotQ6_KAVX(w, x *byte, nb int) float32
+
+//go:noescape
+func dotQ8_0x4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
+
+//go:noescape
+func dotQ4_0x4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
+
+//go:noescape
+func dotQ4_Kx4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
+
+//go:noescape
+func dotQ6_Kx4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
+
+// Row dots with engine/quant's signature (n elements, whole blocks).
+
+func dotF32Row(n int, w, x []byte) float32 {
+	return dotF32SIMD(bytesF32(w)[:n], bytesF32(x)[:n])
+}
+
+// F16 and BF16 weights dot activations that were rounded to f16/bf16 once
+// per MatMul and kept as float32 (kernelSet.rows[t].xType is F32 for them):
+// the products are those of ggml's f16 x f16 dot, and only the weights are
+// converted in the inner loop.
+
+func dotF16Row(n int, w, x []byte) float32 {
+	wv, xv := bytesU16(w)[:n], bytesF32(x)[:n]
+	body := n &^ 7
+	var s float32
+	if body > 0 {
+		s = dotF16F32AVX(&wv[0], &xv[0], body)
+	}
+	for i := body; i < n; i++ {
+		s += quant.F16ToF32(wv[i]) * xv[i]
+	}
+	return s
+}
+
+func dotBF16Row(n int, w, x []byte) float32 {
+	wv, xv := bytesU16(w)[:n], bytesF32(x)[:n]
+	body := n &^ 7
+	var s float32
+	if body > 0 {
+		s = dotBF16F32AVX(&wv[0], &xv[0], body)
+	}
+	for i := body; i < n; i++ {
+		s += quant.BF16ToF32(wv[i]) * xv[i]
+	}
+	return s
+}
+
+// floatRows runs a many-row kernel on the multiple-of-8 body of each row
+// and adds the tails in Go: out[r] = dot(weight row r, x) for r < rows.
+// wsize is the size of one weight; weight(row, i) decodes weight i of a row.
+func floatRows(n int, w []byte, wStride, rows int, x []byte, out []float32, wsize int,
+	kernel func(w unsafe.Pointer, wstride int, x *float32, n, rows int, out *float32),
+	weight func(row []byte, i int) float32) {
+	if rows <= 0 {
+		return
+	}
+	out = out[:rows]
+	if n == 0 {
+		clear(out)
+		return
+	}
+	_ = w[(rows-1)*wStride+n*wsize-1]
+	if wStride < n*wsize {
+		panic("cpu: overlapping rows")
+	}
+	xv := bytesF32(x)[:n]
+	body := n &^ 7
+	if body > 0 {
+		kernel(unsafe.Pointer(&w[0]), wStride, &xv[0], body, rows, &out[0])
+	} else {
+		clear(out)
+	}
+	if body < n {
+		for r := range out {
+			row := w[r*wStride : r*wStride+n*wsize]
+			s := out[r]
+			for i := body; i < n; i++ {
+				s += weight(row, i) * xv[i]
+			}
+			out[r] = s
+		}
+	}
+}
+
+func dotsF32(n int, w []byte, wStride, rows int, x []byte, out []float32) {
+	floatRows(n, w, wStride, rows, x, out, 4,
+		func(w unsafe.Pointer, ws int, x *float32, n, rows int, out *float32) {
+			dotRowsF32AVX((*float32)(w), ws, x, n, rows, out)
+		},
+		func(row []byte, i int) float32 { return bytesF32(row)[i] })
+}
+
+func dotsF16(n int, w []byte, wStride, rows int, x []byte, out []float32) {
+	floatRows(n, w, wStride, rows, x, out, 2,
+		func(w unsafe.Pointer, ws int, x *float32, n, rows int, out *float32) {
+			dotRowsF16AVX((*uint16)(w), ws, x, n, rows, out)
+		},
+		func(row []byte, i int) float32 { return quant.F16ToF32(bytesU16(row)[i]) })
+}
+
+func dotsBF16(n int, w []byte, wStride, rows int, x []byte, out []float32) {
+	floatRows(n, w, wStride, rows, x, out, 2,
+		func(w unsafe.Pointer, ws int, x *float32, n, rows int, out *float32) {
+			dotRowsBF16AVX((*uint16)(w), ws, x, n, rows, out)
+		},
+		func(row []byte, i int) float32 { return quant.BF16ToF32(bytesU16(row)[i]) })
+}
+
+// checkFloat4 checks the operands of a float four-row kernel: w holds n
+// weights of wsize bytes, x four rows of n float32 xStride bytes apart, and
+// out reaches out[3*outStride].
+func checkFloat4(n, wsize int, w, x []byte, xStride int, out []float32, outStride int) {
+	_ = w[n*wsize-1]
+	_ = x[3*xStride+4*n-1]
+	_ = out[3*outStride]
+	if xStride < 4*n || outStride < 1 {
+		panic("cpu: overlapping rows")
+	}
+}
+
+// floatTail4 adds the products of elements [body,n) of the four rows; w(i)
+// returns weight i as float32.
+func floatTail4(body, n int, w func(int) float32, x []byte, xStride int, out []float32, outStride int) {
+	for r := range 4 {
+		xv := bytesF32(x[r*xStride:])[:n]
+		var s float32
+		for i := body; i < n; i++ {
+			s += w(i) * xv[i]
+		}
+		out[r*outStride] += s
+	}
+}
+
+func zero4(out []float32, outStride int) {
+	out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
+}
+
+func dotF32Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
+	if n == 0 {
+		zero4(out, outStride)
+		return
+	}
+	checkFloat4(n, 4, w, x, xStride, out, outStride)
+	wv := bytesF32(w)[:n]
+	body := n &^ 7
+	if body > 0 {
+		dotF32x4AVX(&wv[0], &x[0], xStride, body, &out[0], outStride)
+	} else {
+		zero4(out, outStride)
+	}
+	if body < n {
+		floatTail4(body, n, func(i int) float32 { return wv[i] }, x, xStride, out, outStride)
+	}
+}
+
+func dotF16Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
+	if n == 0 {
+		zero4(out, outStride)
+		return
+	}
+	checkFloat4(n, 2, w, x, xStride, out, outStride)
+	wv := bytesU16(w)[:n]
+	body := n &^ 7
+	if body > 0 {
+		dotF16x4AVX(&wv[0], &x[0], xStride, body, &out[0], outStride)
+	} else {
+		zero4(out, outStride)
+	}
+	if body < n {
+		floatTail4(body, n, func(i int) float32 { return quant.F16ToF32(wv[i]) }, x, xStride, out, outStride)
+	}
+}
+
+func dotBF16Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
+	if n == 0 {
+		zero4(out, outStride)
+		return
+	}
+	checkFloat4(n, 2, w, x, xStride, out, outStride)
+	wv := bytesU16(w)[:n]
+	body := n &^ 7
+	if body > 0 {
+		dotBF16x4AVX(&wv[0], &x[0], xStride, body, &out[0], outStride)
+	} else {
+		zero4(out, outStride)
+	}
+	if body < n {
+		floatTail4(body, n, func(i int) float32 { return quant.BF16ToF32(wv[i]) }, x, xStride, out, outStride)
+	}
+}
+
+// blockRows returns the number of blocks in n elements and checks that w and
+// x hold them (wb and xb bytes per block).
+func blockRows(n, elems, wb, xb int, w, x []byte) int {
+	nb := n / elems
+	_ = w[nb*wb-1]
+	_ = x[nb*xb-1]
+	return nb
+}
+
+func dotQ8_0Row(n int, w, x []byte) float32 {
+	if n < 32 {
+		return 0
+	}
+	nb := blockRows(n, 32, 34, 34, w, x)
+	return dotQ8_0AVX(&w[0], &x[0], nb)
+}
+
+func dotQ4_0Row(n int, w, x []byte) float32 {
+	if n < 32 {
+		return 0
+	}
+	nb := blockRows(n, 32, 18, 34, w, x)
+	return dotQ4_0AVX(&w[0], &x[0], nb)
+}
+
+func dotQ4_KRow(n int, w, x []byte) float32 {
+	if n < 256 {
+		return 0
+	}
+	nb := blockRows(n, 256, 144, 292, w, x)
+	return dotQ4_KAVX(&w[0], &x[0], nb)
+}
+
+func dotQ6_KRow(n int, w, x []byte) float32 {
+	if n < 256 {
+		return 0
+	}
+	nb := blockRows(n, 256, 210, 292, w, x)
+	return dotQ6_KAVX(&w[0], &x[0], nb)
+}
+
+// check4 checks the operands of a four-row kernel: x holds four rows of
+// xStride bytes, each at least xb bytes for nb blocks, w holds nb blocks of
+// wb, and out reaches out[3*outStride].
+func check4(nb, wb, xb int, w, x []byte, xStride int, out []float32, outStride int) {
+	_ = w[nb*wb-1]
+	_ = x[3*xStride+nb*xb-1]
+	_ = out[3*outStride]
+	if xStride < nb*xb || outStride < 1 {
+		panic("cpu: overlapping rows")
+	}
+}
+
+func dotQ8_0Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
+	nb := n / 32
+	if nb == 0 {
+		out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
+		return
+	}
+	check4(nb, 34, 34, w, x, xStride, out, outStride)
+	dotQ8_0x4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
+}
+
+func dotQ4_0Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
+	nb := n / 32
+	if nb == 0 {
+		out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
+		return
+	}
+	check4(nb, 18, 34, w, x, xStride, out, outStride)
+	dotQ4_0x4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
+}
+
+func dotQ4_KRows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
+	nb := n / 256
+	if nb == 0 {
+		zero4(out, outStride)
+		return
+	}
+	check4(nb, 144, 292, w, x, xStride, out, outStride)
+	dotQ4_Kx4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
+}
+
+func dotQ6_KRows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
+	nb := n / 256
+	if nb == 0 {
+		zero4(out, outStride)
+		return
+	}
+	check4(nb, 210, 292, w, x, xStride, out, outStride)
+	dotQ6_Kx4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
+}
+
+// f16Row rounds one activation row to f16 precision with F16C, keeping it
+// as float32.
+func f16Row(dst []byte, src []float32) {
+	d := bytesF32(dst)[:len(src)]
+	body := len(src) &^ 7
+	if body > 0 {
+		roundF16AVX(&d[0], &src[0], body)
+	}
+	if body < len(src) {
+		var buf [8]float32
+		copy(buf[:], src[body:])
+		roundF16AVX(&buf[0], &buf[0], 8)
+		copy(d[body:], buf[:])
+	}
+}
+
+// bf16Row rounds one activation row to bf16 precision (to nearest even, as
+// engine/quant does), keeping it as float32.
+func bf16Row(dst []byte, src []float32) {
+	d := bytesF32(dst)[:len(src)]
+	for i, v := range src {
+		d[i] = math.Float32frombits(uint32(quant.F32ToBF16(v)) << 16)
+	}
+}
+
+// simdKernels is the AVX2 kernel set. Activations are quantised to Q8_0 and
+// Q8_K by engine/quant's reference quantisers, so the activations match
+// llama.cpp's reference rounding exactly.
+func simdKernels() *kernelSet {
+	ks := genericKernels()
+	ks.name = "avx2"
+	r := &ks.rows
+	r[quant.F32].dot, r[quant.F32].dot4, r[quant.F32].dots = dotF32Row, dotF32Rows4, dotsF32
+	r[quant.F16] = rowKernel{xType: quant.F32, convert: f16Row, dot: dotF16Row, dot4: dotF16Rows4, dots: dotsF16}
+	r[quant.BF16] = rowKernel{xType: quant.F32, convert: bf16Row, dot: dotBF16Row, dot4: dotBF16Rows4, dots: dotsBF16}
+	r[quant.Q8_0].dot, r[quant.Q8_0].dot4 = dotQ8_0Row, dotQ8_0Rows4
+	r[quant.Q4_0].dot, r[quant.Q4_0].dot4 = dotQ4_0Row, dotQ4_0Rows4
+	r[quant.Q4_K].dot, r[quant.Q4_K].dot4 = dotQ4_KRow, dotQ4_KRows4
+	r[quant.Q6_K].dot, r[quant.Q6_K].dot4 = dotQ6_KRow, dotQ6_KRows4
+	return ks
+}
