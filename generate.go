@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"rill/engine"
+)
+
+// generate runs one prompt through the native engine, printing the
+// continuation as it streams and then prompt and decode speed.
+func generate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
+	var nf nativeFlags
+	nf.register(fs)
+	prompt := fs.String("prompt", "Once upon a time", "prompt text")
+	n := fs.Int("n", 64, "tokens to generate")
+	temp := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
+	seed := fs.Int64("seed", -1, "sampling seed (-1: random)")
+	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past the end-of-sequence token")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e, err := openNative(nf, log)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+
+	req := &engine.Request{
+		Model:     e.Models()[0].ID,
+		Prompt:    *prompt,
+		MaxTokens: *n,
+		IgnoreEOS: *ignoreEOS,
+		Sampling:  engine.Sampling{Temperature: *temp},
+	}
+	if *seed >= 0 {
+		req.Sampling.Seed = seed
+	}
+	st, err := e.Generate(ctx, req)
+	if err != nil {
+		return err
+	}
+	fmt.Print(*prompt)
+	var stats *engine.Stats
+	for {
+		ev, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Print(ev.Text)
+		if ev.Final {
+			stats = ev.Stats
+		}
+	}
+	fmt.Println()
+	if stats != nil {
+		fmt.Fprintf(os.Stderr, "prompt: %d tokens, %.1f tokens/s; decode: %d tokens, %.1f tokens/s\n",
+			stats.PromptTokens, rate(stats.PromptTokens, stats.PromptTime.Seconds()),
+			stats.CompletionTokens, rate(stats.CompletionTokens-1, stats.GenerationTime.Seconds()))
+	}
+	return nil
+}
+
+func rate(n int, secs float64) float64 {
+	if secs <= 0 || n <= 0 {
+		return 0
+	}
+	return float64(n) / secs
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"rill/engine/gguf"
+	"rill/engine/model"
+	"rill/engine/quant"
+	"rill/engine/sched"
+	"rill/engine/testmodel"
+)
+
+// nativeFlags are the model and engine flags shared by serve and generate.
+type nativeFlags struct {
+	model   string
+	ctxLen  int
+	kvMem   int64
+	batch   int
+	threads int
+	modelID string
+	kvType  string
+}
+
+// openNative loads the GGUF model at f.model, or the embedded test model
+// when it is empty, and starts the native engine on it.
+func openNative(f nativeFlags, log *slog.Logger) (*sched.Engine, error) {
+	var m *model.Model
+	kvType, err := model.ParseKVType(f.kvType)
+	if err != nil {
+		return nil, err
+	}
+	opts := sched.Options{
+		KVType:         kvType,
+		ID:             f.modelID,
+		ContextLength:  f.ctxLen,
+		KVCacheBytes:   f.kvMem,
+		MaxBatchTokens: f.batch,
+		Threads:        f.threads,
+		Logger:         log,
+	}
+	if f.model == "" {
+		data, err := testmodel.Bytes(testmodel.Target(quant.F32))
+		if err != nil {
+			return nil, fmt.Errorf("embedded test model: %w", err)
+		}
+		gf, err := gguf.Parse(data)
+		if err != nil {
+			return nil, fmt.Errorf("embedded test model: %w", err)
+		}
+		if m, err = model.Load(gf); err != nil {
+			return nil, fmt.Errorf("embedded test model: %w", err)
+		}
+		opts.Description = "embedded test model: tiny llama with random weights from a fixed seed (it proves the pipes, not the prose); pass --model FILE.gguf for a real model"
+		log.Warn("no --model given: serving the embedded test model (random weights, not a real language model)",
+			slog.String("model", m.Config.Name))
+	} else {
+		var err error
+		if m, err = model.Open(f.model); err != nil {
+			return nil, err
+		}
+		if opts.ID == "" {
+			opts.ID = modelIDFromPath(f.model)
+		}
+		log.Info("model loaded", slog.String("path", f.model), slog.String("arch", m.Config.Arch),
+			slog.Int("layers", m.Config.Layers), slog.Int("embd", m.Config.Embd), slog.Int("vocab", m.Config.VocabSize))
+	}
+	e, err := sched.New(m, opts)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// modelIDFromPath names a model after its file, as llama.cpp's server does:
+// "models/stories260K.gguf" is "stories260K".
+func modelIDFromPath(path string) string {
+	base := filepath.Base(path)
+	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
+func (f *nativeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.model, "model", "", "GGUF model file (default: the embedded test model)")
+	fs.StringVar(&f.modelID, "model-id", "", "model name clients use (default: the file name without .gguf)")
+	fs.IntVar(&f.ctxLen, "ctx", 0, "context length in tokens (default: the model's)")
+	fs.Int64Var(&f.kvMem, "kv-cache-mem", 0, "KV cache memory budget in bytes (default: 4 full contexts, at most 1 GiB)")
+	fs.IntVar(&f.batch, "batch-tokens", 0, "token budget of one forward pass (default 512)")
+	fs.IntVar(&f.threads, "threads", 0, "CPU threads (default: GOMAXPROCS)")
+	fs.StringVar(&f.kvType, "kv-cache-type", "f16", "KV cache element type: f16 (llama.cpp's numerics, half the memory) or f32 (exact)")
+}

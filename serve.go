@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"rill/service"
+)
+
+// serve runs the OpenAI-compatible server until ctx ends (SIGINT/SIGTERM),
+// then stops accepting connections and lets streams in flight finish for up
+// to --shutdown-grace before cancelling them.
+func serve(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var nf nativeFlags
+	nf.register(fs)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	apiKey := fs.String("api-key", os.Getenv("RILL_API_KEY"), "require this Bearer key on /v1 (default $RILL_API_KEY)")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running streams may finish after a shutdown signal")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := newLogger(*logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	e, err := openNative(nf, log)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	// Requests' contexts derive from base; cancelling it ends streams that
+	// outlive the grace period.
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	m := e.Models()[0]
+	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("model", m.ID),
+		slog.Int("context_length", m.ContextLength), slog.Bool("auth", *apiKey != ""))
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: waiting for running streams", slog.Duration("grace", *grace))
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("grace period over: cancelling running streams", slog.Any("err", err))
+		cancelBase()
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q (want text or json)", format)
+}
