@@ -23,6 +23,7 @@ func generate(ctx context.Context, args []string) error {
 	temp := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
 	seed := fs.Int64("seed", -1, "sampling seed (-1: random)")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past the end-of-sequence token")
+	prediction := fs.String("prediction", "", "predicted output, used as a draft (OpenAI Predicted Outputs)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,11 +38,12 @@ func generate(ctx context.Context, args []string) error {
 	defer e.Close()
 
 	req := &engine.Request{
-		Model:     e.Models()[0].ID,
-		Prompt:    *prompt,
-		MaxTokens: *n,
-		IgnoreEOS: *ignoreEOS,
-		Sampling:  engine.Sampling{Temperature: *temp},
+		Model:      e.Models()[0].ID,
+		Prompt:     *prompt,
+		MaxTokens:  *n,
+		IgnoreEOS:  *ignoreEOS,
+		Prediction: *prediction,
+		Sampling:   engine.Sampling{Temperature: *temp},
 	}
 	if *seed >= 0 {
 		req.Sampling.Seed = seed
@@ -70,6 +72,10 @@ func generate(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "prompt: %d tokens, %.1f tokens/s; decode: %d tokens, %.1f tokens/s\n",
 			stats.PromptTokens, rate(stats.PromptTokens, stats.PromptTime.Seconds()),
 			stats.CompletionTokens, rate(stats.CompletionTokens-1, stats.GenerationTime.Seconds()))
+		if stats.DraftAccepted != nil {
+			a, r := *stats.DraftAccepted, *stats.DraftRejected
+			fmt.Fprintf(os.Stderr, "drafts: %d accepted, %d rejected (%.0f%% of proposed)\n", a, r, 100*rate(a, float64(a+r)))
+		}
 	}
 	return nil
 }

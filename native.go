@@ -23,6 +23,10 @@ type nativeFlags struct {
 	threads int
 	modelID string
 	kvType  string
+
+	draftModel  string
+	spec        string
+	draftTokens int
 }
 
 // openNative loads the GGUF model at f.model, or the embedded test model
@@ -68,12 +72,55 @@ func openNative(f nativeFlags, log *slog.Logger) (*sched.Engine, error) {
 		log.Info("model loaded", slog.String("path", f.model), slog.String("arch", m.Config.Arch),
 			slog.Int("layers", m.Config.Layers), slog.Int("embd", m.Config.Embd), slog.Int("vocab", m.Config.VocabSize))
 	}
+	switch f.spec {
+	case "":
+	case "ngram":
+		opts.NGram = true
+	default:
+		m.Close()
+		return nil, fmt.Errorf("--spec %q: want ngram", f.spec)
+	}
+	opts.DraftTokens = f.draftTokens
+	if f.draftModel != "" {
+		if opts.NGram {
+			m.Close()
+			return nil, fmt.Errorf("--spec ngram and --draft-model exclude each other")
+		}
+		d, err := loadDraft(f.draftModel)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("draft model: %w", err)
+		}
+		opts.Draft = d
+		log.Info("draft model loaded", slog.String("path", f.draftModel), slog.String("name", d.Config.Name),
+			slog.Int("layers", d.Config.Layers))
+	}
 	e, err := sched.New(m, opts)
 	if err != nil {
 		m.Close()
+		if opts.Draft != nil {
+			opts.Draft.Close()
+		}
 		return nil, err
 	}
 	return e, nil
+}
+
+// loadDraft opens the draft model at path; "embedded" is the embedded test
+// model's draft.
+func loadDraft(path string) (*model.Model, error) {
+	if path != "embedded" {
+		return model.Open(path)
+	}
+	data, err := testmodel.Bytes(testmodel.Draft(quant.F32))
+	if err != nil {
+		return nil, err
+	}
+	gf, err := gguf.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return model.Load(gf)
 }
 
 // modelIDFromPath names a model after its file, as llama.cpp's server does:
@@ -90,5 +137,8 @@ func (f *nativeFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.kvMem, "kv-cache-mem", 0, "KV cache memory budget in bytes (default: 4 full contexts, at most 1 GiB)")
 	fs.IntVar(&f.batch, "batch-tokens", 0, "token budget of one forward pass (default 512)")
 	fs.IntVar(&f.threads, "threads", 0, "CPU threads (default: GOMAXPROCS)")
+	fs.StringVar(&f.draftModel, "draft-model", "", "GGUF draft model for speculative decoding (same vocabulary as --model); \"embedded\" is the embedded test model's draft")
+	fs.StringVar(&f.spec, "spec", "", "speculative decoding without a draft model: \"ngram\" (prompt lookup); requests' predicted outputs draft either way")
+	fs.IntVar(&f.draftTokens, "draft-tokens", 0, "most tokens drafted per step (default 4)")
 	fs.StringVar(&f.kvType, "kv-cache-type", "f16", "KV cache element type: f16 (llama.cpp's numerics, half the memory) or f32 (exact)")
 }

@@ -48,6 +48,15 @@ type Options struct {
 	// Threads for the CPU backend; default GOMAXPROCS.
 	Threads int
 	Logger  *slog.Logger
+
+	// Draft is a draft model for speculative decoding; it must share the
+	// target's vocabulary. The engine takes ownership of it.
+	Draft *model.Model
+	// NGram turns on n-gram prompt lookup as the proposer when there is no
+	// draft model.
+	NGram bool
+	// DraftTokens is the most tokens proposed per step (k); default 4.
+	DraftTokens int
 }
 
 // Engine serves one model. Create it with New and stop it with Close.
@@ -61,10 +70,13 @@ type Engine struct {
 	log    *slog.Logger
 
 	// Owned by the loop goroutine.
-	be     *cpu.Backend
-	runner *model.Runner
-	kv     *model.KV
-	cache  *kvcache.Manager
+	be          *cpu.Backend
+	runner      *model.Runner
+	kv          *model.KV
+	cache       *kvcache.Manager
+	draft       *model.Model // nil without a draft model
+	draftRunner *model.Runner
+	draftKV     *model.KV // indexed by the same block ids as kv
 
 	submit  chan *request
 	quit    chan struct{}
@@ -117,6 +129,17 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 	if o.MaxSeqs == 0 {
 		o.MaxSeqs = 64
 	}
+	if o.DraftTokens == 0 {
+		o.DraftTokens = 4
+	}
+	if o.DraftTokens < 0 || o.DraftTokens > 32 {
+		return nil, fmt.Errorf("draft tokens %d: want 1 to 32", o.DraftTokens)
+	}
+	if o.Draft != nil {
+		if err := sameVocabulary(tok, o.Draft); err != nil {
+			return nil, err
+		}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -125,6 +148,9 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		ctxLen = o.ContextLength
 	}
 	perBlock := model.KVBytesPerBlock(&m.Config, o.KVType, o.BlockSize)
+	if o.Draft != nil {
+		perBlock += model.KVBytesPerBlock(&o.Draft.Config, o.KVType, o.BlockSize)
+	}
 	if o.KVCacheBytes == 0 {
 		o.KVCacheBytes = min(4*int64(ctxLen)/int64(o.BlockSize)*perBlock, 1<<30)
 	}
@@ -141,16 +167,27 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	be := cpu.New(cpu.Options{Threads: o.Threads})
+	// Drafting adds up to k tokens per running sequence to a step.
+	maxTokens := o.MaxBatchTokens + o.MaxSeqs*o.DraftTokens
 	e := &Engine{
 		info: engine.Model{
 			ID: o.ID, OwnedBy: o.OwnedBy, Created: time.Now().Unix(),
 			ContextLength: ctxLen, Description: o.Description, PrefixCache: true,
+			Drafting: o.Draft != nil || o.NGram,
 		},
 		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger,
-		be: be, runner: model.NewRunner(m, be, o.MaxBatchTokens), kv: kv, cache: cache,
+		be: be, runner: model.NewRunner(m, be, maxTokens), kv: kv, cache: cache,
 		submit: make(chan *request),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
+	}
+	if o.Draft != nil {
+		e.draft = o.Draft
+		e.draftRunner = model.NewRunner(o.Draft, be, maxTokens)
+		if e.draftKV, err = model.NewKV(&o.Draft.Config, o.KVType, nBlocks, o.BlockSize); err != nil {
+			be.Close()
+			return nil, err
+		}
 	}
 	o.Logger.Info("kv cache",
 		slog.String("model", o.ID),
@@ -160,7 +197,9 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		slog.Int64("bytes", int64(nBlocks)*perBlock),
 		slog.String("type", o.KVType.String()),
 		slog.Int("context_length", ctxLen),
-		slog.String("chat_template", tmpl.Name()))
+		slog.String("chat_template", tmpl.Name()),
+		slog.String("speculative", e.proposerName()),
+		slog.Int("draft_tokens", o.DraftTokens))
 	go e.loop()
 	return e, nil
 }
@@ -171,7 +210,43 @@ func (e *Engine) Close() error {
 	e.closing.Do(func() { close(e.quit) })
 	<-e.done
 	e.be.Close()
+	if e.draft != nil {
+		e.draft.Close()
+	}
 	return e.model.Close()
+}
+
+// proposerName says which proposer drafts for requests without a prediction.
+func (e *Engine) proposerName() string {
+	switch {
+	case e.draft != nil:
+		return "draft model " + e.draft.Config.Name
+	case e.opts.NGram:
+		return "ngram"
+	}
+	return "off"
+}
+
+// sameVocabulary refuses a draft model whose vocabulary differs from the
+// target's: draft token ids must mean the same text to both models.
+func sameVocabulary(target *tokenizer.Tokenizer, draft *model.Model) error {
+	dt, err := tokenizer.FromGGUF(draft.File.Metadata)
+	if err != nil {
+		return fmt.Errorf("draft model tokenizer: %w", err)
+	}
+	if dt.Size() != target.Size() || draft.Config.VocabSize != target.Size() {
+		return fmt.Errorf("draft model vocabulary has %d tokens, the target's %d: a draft model must share the target's vocabulary", dt.Size(), target.Size())
+	}
+	tv, dv := target.Vocab(), dt.Vocab()
+	for i := range tv.Tokens {
+		if tv.Tokens[i] != dv.Tokens[i] {
+			return fmt.Errorf("draft model vocabulary differs from the target's at token %d (%q vs %q): a draft model must share the target's vocabulary", i, dv.Tokens[i], tv.Tokens[i])
+		}
+	}
+	if tv.BOS != dv.BOS || tv.EOS != dv.EOS {
+		return fmt.Errorf("draft model special tokens differ from the target's (BOS %d/%d, EOS %d/%d)", dv.BOS, tv.BOS, dv.EOS, tv.EOS)
+	}
+	return nil
 }
 
 // Models implements engine.Engine.
@@ -227,6 +302,19 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 		maxTokens: maxTokens,
 		out:       newStream(ctx),
 		arrival:   time.Now(),
+	}
+	if !req.NoDraft {
+		switch {
+		case req.Prediction != "":
+			r.draft = draftPrediction
+			for _, id := range e.tok.Encode(req.Prediction, tokenizer.EncodeOptions{Continuation: true}) {
+				r.prediction = append(r.prediction, int32(id))
+			}
+		case e.draft != nil:
+			r.draft = draftModel
+		case e.opts.NGram:
+			r.draft = draftNGram
+		}
 	}
 	seed := rand.Uint64()
 	if req.Sampling.Seed != nil {

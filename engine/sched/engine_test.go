@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
 	"slices"
 	"strings"
@@ -33,6 +34,9 @@ func newTestEngine(t testing.TB, opts Options) *Engine {
 	m, err := model.Load(f)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	e, err := New(m, opts)
 	if err != nil {

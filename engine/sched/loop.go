@@ -10,6 +10,7 @@ import (
 	"rill/engine/kvcache"
 	"rill/engine/model"
 	"rill/engine/sample"
+	"rill/engine/spec"
 	"rill/engine/tokenizer"
 )
 
@@ -35,7 +36,20 @@ type request struct {
 	cached    int  // prompt tokens served from the prefix cache at first admission
 	matched   bool // cached is set
 	prefilled bool // the shared prompt is computed; further choices may fork
+
+	draft      draftKind
+	prediction []int32 // the client's predicted output, tokenised
 }
+
+// draftKind is the proposer a request drafts with.
+type draftKind uint8
+
+const (
+	draftNone draftKind = iota
+	draftModel
+	draftNGram
+	draftPrediction
+)
 
 // seq is one choice of a request: its tokens and where they are computed.
 type seq struct {
@@ -51,6 +65,16 @@ type seq struct {
 	gen     int // tokens generated
 	first   time.Time
 	top     []sample.Logprob
+
+	// Speculative decoding (drafting requests only).
+	backoff  spec.Backoff
+	pred     *spec.Prediction
+	dcomp    int     // leading tokens whose draft-model keys and values are cached
+	drafts   []int32 // this step's proposal
+	dsampler *sample.Sampler
+	q        [][]float32 // draft-model distributions of drafts, when sampling
+	accepted int
+	rejected int
 }
 
 func (e *Engine) newSeq(r *request, choice int, seed uint64) *seq {
@@ -66,15 +90,34 @@ func (e *Engine) newSeq(r *request, choice int, seed uint64) *seq {
 	if choice > 0 {
 		s.state = stForking
 	}
+	if r.draft != draftNone {
+		s.backoff = spec.Backoff{Max: e.opts.DraftTokens}
+	}
+	switch r.draft {
+	case draftPrediction:
+		s.pred = &spec.Prediction{Tokens: r.prediction}
+	case draftModel:
+		if r.req.Sampling.Temperature > 0 {
+			// Proposals are drawn from the draft's tempered, filtered
+			// distribution q; verification divides by it.
+			p := r.req.Sampling
+			p.PresencePenalty, p.FrequencyPenalty = 0, 0
+			s.dsampler = sample.New(p, e.tok.Size(), seed^uint64(choice+1)*0xd1b54a32d192ed03)
+			s.q = make([][]float32, e.opts.DraftTokens)
+			for i := range s.q {
+				s.q[i] = make([]float32, e.tok.Size())
+			}
+		}
+	}
 	return s
 }
 
 // planned is one sequence's share of a step's batch.
 type planned struct {
-	s     *seq
-	take  int // tokens computed this step
-	row   int // logits row, or -1
-	table int
+	s    *seq
+	take int // known tokens computed this step (drafts come on top)
+	k    int // draft tokens reserved for this step
+	row  int // first logits row, or -1
 }
 
 // loop is the engine's only goroutine. It ends when quit closes.
@@ -118,6 +161,9 @@ type loopState struct {
 	running  []*seq
 	waiting  []*seq
 	batch    model.Batch
+	dbatch   model.Batch // the draft model's
+	drafting []*planned  // scratch for runDraft
+	live     []*planned
 	plan     []planned
 	preempts int64
 	steps    int64
@@ -163,11 +209,11 @@ func (l *loopState) compact() {
 }
 
 // step plans one batch (running sequences first, then admissions, under the
-// token budget), runs it, and turns its logits into tokens.
+// token budget), lets proposers draft, runs the batch through the target, and
+// turns its logits into tokens.
 func (l *loopState) step() error {
 	e := l.e
 	budget := e.opts.MaxBatchTokens
-	l.batch.Reset()
 	l.plan = l.plan[:0]
 	preempted := false
 
@@ -177,7 +223,15 @@ func (l *loopState) step() error {
 		if take <= 0 {
 			continue
 		}
-		for e.cache.Reserve(&s.kv, s.comp+take) != nil {
+		k := 0
+		if take == 1 && len(s.tokens)-s.comp == 1 {
+			k = l.draftLen(s, budget-take)
+		}
+		for e.cache.Reserve(&s.kv, s.comp+take+k) != nil {
+			if k > 0 { // drafting is optional: drop it before preempting anyone
+				k = 0
+				continue
+			}
 			victim := l.running[len(l.running)-1]
 			if victim == s && len(l.running) == 1 {
 				// Alone and still out of room: the cache cannot hold this
@@ -194,8 +248,8 @@ func (l *loopState) step() error {
 		if s.state != stRunning {
 			continue
 		}
-		l.schedule(s, take)
-		budget -= take
+		l.plan = append(l.plan, planned{s: s, take: take, k: k})
+		budget -= take + k
 	}
 	l.compact()
 
@@ -203,7 +257,7 @@ func (l *loopState) step() error {
 		s := l.waiting[0]
 		if len(s.kv.Blocks) == 0 {
 			hit := e.cache.Match(&s.kv, s.tokens)
-			s.comp = hit
+			s.comp, s.dcomp = hit, hit // committed blocks hold draft keys too (lockstep)
 			if !s.r.matched {
 				s.r.cached, s.r.matched = hit, true
 			}
@@ -216,19 +270,23 @@ func (l *loopState) step() error {
 				continue
 			}
 			e.cache.Free(&s.kv)
-			s.comp = 0
+			s.comp, s.dcomp = 0, 0
 			break
 		}
 		l.waiting = l.waiting[1:]
 		s.state = stRunning
 		l.running = append(l.running, s)
-		l.schedule(s, take)
+		l.plan = append(l.plan, planned{s: s, take: take})
 		budget -= take
 	}
 
 	if len(l.plan) == 0 {
 		return nil
 	}
+	if err := l.propose(); err != nil {
+		return err
+	}
+	l.build()
 	logits, err := e.runner.Forward(&l.batch, e.kv)
 	if err != nil {
 		return err
@@ -238,38 +296,68 @@ func (l *loopState) step() error {
 	for _, p := range l.plan {
 		s := p.s
 		s.comp += p.take
-		e.cache.Commit(&s.kv, s.tokens[:s.comp])
 		if p.row < 0 || s.state != stRunning {
+			l.commit(s)
 			continue
 		}
+		if len(s.drafts) > 0 {
+			l.verify(s, logits[p.row*V:(p.row+1+len(s.drafts))*V])
+			continue
+		}
+		l.commit(s)
 		row := logits[p.row*V : (p.row+1)*V]
 		if s.choice == 0 && !s.r.prefilled {
 			s.r.prefilled = true
 			l.fork(s, row)
 		}
-		l.advance(s, row)
+		tok := s.sampler.Sample(row)
+		s.sampler.Accept(tok)
+		l.emit(s, tok, row)
 	}
 	l.compact()
 	return nil
 }
 
-// schedule adds s's next take tokens to the batch.
-func (l *loopState) schedule(s *seq, take int) {
+// commit registers s's verified, computed blocks in the prefix index. With
+// a draft model only blocks the draft has computed too are registered, so
+// that a prefix hit is valid for both models.
+func (l *loopState) commit(s *seq) {
+	n := s.comp
+	if l.e.draft != nil {
+		n = min(n, s.dcomp)
+	}
+	l.e.cache.Commit(&s.kv, s.tokens[:n])
+}
+
+// build lays the plan out as the target's batch: each sequence's known
+// tokens, then its drafts; logits for the last known token and every draft.
+func (l *loopState) build() {
 	b := &l.batch
-	table := len(b.Tables)
-	b.Tables = append(b.Tables, s.kv.Blocks)
-	row := -1
-	for i := range take {
-		pos := s.comp + i
-		b.Tokens = append(b.Tokens, s.tokens[pos])
-		b.Pos = append(b.Pos, int32(pos))
-		b.Seq = append(b.Seq, int32(table))
-	}
-	if s.comp+take == len(s.tokens) {
-		row = len(b.Logits)
+	b.Reset()
+	for i := range l.plan {
+		p := &l.plan[i]
+		s := p.s
+		table := int32(len(b.Tables))
+		b.Tables = append(b.Tables, s.kv.Blocks)
+		for j := range p.take {
+			pos := s.comp + j
+			b.Tokens = append(b.Tokens, s.tokens[pos])
+			b.Pos = append(b.Pos, int32(pos))
+			b.Seq = append(b.Seq, table)
+		}
+		p.row = -1
+		if s.comp+p.take < len(s.tokens) {
+			continue // a prompt chunk that does not reach the end yet
+		}
+		p.row = len(b.Logits)
 		b.Logits = append(b.Logits, int32(len(b.Tokens)-1))
+		for j, d := range s.drafts {
+			b.Tokens = append(b.Tokens, d)
+			b.Pos = append(b.Pos, int32(s.comp+p.take+j))
+			b.Seq = append(b.Seq, table)
+			b.Logits = append(b.Logits, int32(len(b.Tokens)-1))
+		}
 	}
-	l.plan = append(l.plan, planned{s: s, take: take, row: row, table: table})
 }
 
 // fork starts the further choices of leader's request on the computed
@@ -290,22 +378,29 @@ func (l *loopState) fork(leader *seq, row []float32) {
 			continue
 		}
 		if copied {
-			e.kv.CopyBlock(int(dst), int(src), len(leader.r.prompt)%e.cache.BlockSize())
+			n := len(leader.r.prompt) % e.cache.BlockSize()
+			e.kv.CopyBlock(int(dst), int(src), n)
+			if e.draftKV != nil {
+				e.draftKV.CopyBlock(int(dst), int(src), n)
+			}
 		}
 		c.kv = *child
 		c.comp = len(leader.r.prompt)
+		c.dcomp = min(leader.dcomp, c.comp)
 		c.state = stRunning
 		l.running = append(l.running, c)
-		l.advance(c, row)
+		tok := c.sampler.Sample(row)
+		c.sampler.Accept(tok)
+		l.emit(c, tok, row)
 	}
 }
 
-// advance samples s's next token from row and emits it.
-func (l *loopState) advance(s *seq, row []float32) {
+// emit appends tok, sampled from row, to s's output and streams it. It
+// reports whether the choice finished (end of sequence, a stop string, max
+// tokens or the context), in which case s is already released.
+func (l *loopState) emit(s *seq, tok int, row []float32) bool {
 	e := l.e
 	r := s.r
-	tok := s.sampler.Sample(row)
-	s.sampler.Accept(tok)
 	s.tokens = append(s.tokens, int32(tok))
 	s.gen++
 	if s.gen == 1 {
@@ -335,16 +430,14 @@ func (l *loopState) advance(s *seq, row []float32) {
 		emit += s.stop.flush()
 	}
 	ev.Text = emit
-	if finish == "" {
-		if ev.Text != "" || ev.Logprobs != nil {
-			r.out.push(ev)
-		}
-		return
-	}
 	if ev.Text != "" || ev.Logprobs != nil {
 		r.out.push(ev)
 	}
+	if finish == "" {
+		return false
+	}
 	l.finish(s, finish)
+	return true
 }
 
 func (l *loopState) logprob(s *seq, row []float32, tok int) engine.TokenLogprob {
@@ -377,6 +470,10 @@ func (l *loopState) finish(s *seq, reason engine.FinishReason) {
 		CachedTokens:     &cached,
 		CompletionTokens: s.gen,
 	}
+	if r.draft != draftNone {
+		acc, rej := s.accepted, s.rejected
+		st.DraftAccepted, st.DraftRejected = &acc, &rej
+	}
 	if !s.first.IsZero() {
 		st.PromptTime = s.first.Sub(r.arrival)
 		st.GenerationTime = now.Sub(s.first)
@@ -392,7 +489,7 @@ func (l *loopState) finish(s *seq, reason engine.FinishReason) {
 // first and recomputes (mostly from the prefix cache) when readmitted.
 func (l *loopState) preempt(s *seq) {
 	l.e.cache.Free(&s.kv)
-	s.comp = 0
+	s.comp, s.dcomp = 0, 0
 	s.state = stWaiting
 	l.running = slices.DeleteFunc(l.running, func(x *seq) bool { return x == s })
 	l.waiting = slices.Insert(l.waiting, 0, s)

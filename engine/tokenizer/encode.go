@@ -13,6 +13,10 @@ type EncodeOptions struct {
 	// tokens are matched verbatim either way, as in llama.cpp and Hugging
 	// Face tokenizers.
 	ParseSpecial bool
+	// Continuation marks text that continues earlier output (a predicted
+	// completion, say): its start gets no space prefix, so it encodes as
+	// the model would have generated it.
+	Continuation bool
 }
 
 // Encode returns the token ids of text. It never fails: text that no token
@@ -43,7 +47,7 @@ func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int {
 	}
 	s := sessions.Get().(*spmSession)
 	defer s.release()
-	prevSpecial := true
+	prevSpecial := !opts.Continuation
 	for _, f := range t.partition(text, opts.ParseSpecial) {
 		if f.token >= 0 {
 			out = append(out, f.token)

@@ -234,3 +234,17 @@ func TestEncodeChunked(t *testing.T) {
 		}
 	}
 }
+
+func TestEncodeContinuation(t *testing.T) {
+	t.Parallel()
+	tok := loadModel(t, "stories260K.gguf")
+	full := tok.Encode("Once upon a time, there was", EncodeOptions{})
+	head := tok.Encode("Once upon a time", EncodeOptions{})
+	tail := tok.Encode(", there was", EncodeOptions{Continuation: true})
+	if got := append(append([]int{}, head...), tail...); !slices.Equal(got, full) {
+		t.Fatalf("head+continuation = %v, want %v", got, full)
+	}
+	if plain := tok.Encode(", there was", EncodeOptions{}); slices.Equal(plain, tail) {
+		t.Fatalf("without Continuation the text should get a space prefix: %v", plain)
+	}
+}
