@@ -77,9 +77,10 @@ func (b *Backend) Threads() int { return b.pool.threads }
 // workers and on the calling goroutine; it returns when every range is done.
 // Each index is in exactly one range. n <= 1 runs on the caller alone.
 //
-// fn must not call Parallel (the pool runs one job at a time). Parallel does
-// not allocate when fn is a func value the caller keeps, such as a method
-// value bound once.
+// fn must not call Parallel (the pool runs one job at a time) and must not
+// panic (a panic on a worker goroutine ends the process). Parallel does not
+// allocate when fn is a func value the caller keeps, such as a method value
+// bound once.
 func (b *Backend) Parallel(n int, fn func(lo, hi int)) {
 	b.pool.run(n, 1, fn)
 }

@@ -4,7 +4,7 @@
 
 // Row dot products of GGML weight formats with AVX2, FMA and F16C. The
 // quantised kernels take a count of blocks; the float kernels a length that
-// is a multiple of 8 (the Go wrappers in simd_amd64.go handle tails).
+// is a multiple of 8 (the Go wrappers in rowdot_amd64.go handle tails).
 //
 // Integer idiom for 8-bit blocks: VPMADDUBSW multiplies unsigned by signed
 // bytes, so a signed weight w and activation x become |w| (VPSIGNB w,w) and
@@ -67,6 +67,25 @@
 	VPAND       Y14, Y, Y; \
 	VPSUBB      Y13, Y, Y
 
+// SCALES4B sets Y8 to [p0 p1 p2 p3 p0 p1 p2 p3], pk = fp16 d of weight
+// block k (blocks WS bytes apart from SI) times fp16 d of activation block k
+// (XS bytes apart from DI): four blocks' scales with one conversion and one
+// multiplication. Scratch: X9.
+#define SCALES4B(WS, XS) \
+	MOVWLZX      (SI), AX; \
+	VMOVD        AX, X8; \
+	VPINSRW      $1, WS(SI), X8, X8; \
+	VPINSRW      $2, 2*WS(SI), X8, X8; \
+	VPINSRW      $3, 3*WS(SI), X8, X8; \
+	VPINSRW      $4, (DI), X8, X8; \
+	VPINSRW      $5, XS(DI), X8, X8; \
+	VPINSRW      $6, 2*XS(DI), X8, X8; \
+	VPINSRW      $7, 3*XS(DI), X8, X8; \
+	VCVTPH2PS    X8, Y8; \
+	VEXTRACTF128 $1, Y8, X9; \
+	VMULPS       X9, X8, X8; \
+	VINSERTF128  $1, X8, Y8, Y8
+
 // SCALES4 sets Y4 to [s0 s1 s2 s3 s0 s1 s2 s3], si = fp16 d of the weight
 // block at (SI) times fp16 d of the activation blocks at (DI), (R9), (R10),
 // (R11). Scratch: X5.
@@ -123,81 +142,50 @@
 	VXORPS Y2, Y2, Y2; \
 	VXORPS Y3, Y3, Y3
 
-// ZERO4HI zeroes Y4-Y7, the second accumulators of the float four-row
-// kernels (Y0-Y3 hold the first, one pair per activation row).
-#define ZERO4HI \
-	VXORPS Y4, Y4, Y4; \
-	VXORPS Y5, Y5, Y5; \
-	VXORPS Y6, Y6, Y6; \
-	VXORPS Y7, Y7, Y7
-
-// FMA4x16 multiplies 16 weights in Y8, Y9 with 16 floats of each activation
-// row at DI, R9, R10, R11 and advances the rows by 64 bytes.
-#define FMA4x16 \
-	VFMADD231PS (DI), Y8, Y0; \
-	VFMADD231PS 32(DI), Y9, Y4; \
-	VFMADD231PS (R9), Y8, Y1; \
-	VFMADD231PS 32(R9), Y9, Y5; \
-	VFMADD231PS (R10), Y8, Y2; \
-	VFMADD231PS 32(R10), Y9, Y6; \
-	VFMADD231PS (R11), Y8, Y3; \
-	VFMADD231PS 32(R11), Y9, Y7; \
-	ADDQ        $64, DI; \
-	ADDQ        $64, R9; \
-	ADDQ        $64, R10; \
-	ADDQ        $64, R11
-
-// FMA4x8 is FMA4x16 for 8 weights in Y8.
-#define FMA4x8 \
-	VFMADD231PS (DI), Y8, Y0; \
-	VFMADD231PS (R9), Y8, Y1; \
-	VFMADD231PS (R10), Y8, Y2; \
-	VFMADD231PS (R11), Y8, Y3; \
-	ADDQ        $32, DI; \
-	ADDQ        $32, R9; \
-	ADDQ        $32, R10; \
-	ADDQ        $32, R11
-
-// FOLD4HI adds the second accumulators into the first.
-#define FOLD4HI \
-	VADDPS Y4, Y0, Y0; \
-	VADDPS Y5, Y1, Y1; \
-	VADDPS Y6, Y2, Y2; \
-	VADDPS Y7, Y3, Y3
-
 // func dotQ8_0AVX(w, x *byte, nb int) float32
-// Blocks of 34 bytes: fp16 d, 32 int8.
+// Blocks of 34 bytes: fp16 d, 32 int8. One accumulator, blocks in order:
+// the same arithmetic per row as dotQ8_0x4AVX, so that a row's result does
+// not depend on how MatMul batched it.
 TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), SI
 	MOVQ   x+8(FP), DI
 	MOVQ   nb+16(FP), CX
 	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
 	INT16ONES(Y15, X15)
 
-q8two:
-	CMPQ    CX, $2
-	JL      q8one
-	SCALE2(0, SI, 0, DI, Y8)
-	SCALE2(34, SI, 34, DI, Y9)
-	VMOVDQU 2(SI), Y4
-	VMOVDQU 36(SI), Y5
-	DOT32(Y4, 2, DI, Y8, Y0)
-	DOT32(Y5, 36, DI, Y9, Y1)
-	ADDQ    $68, SI
-	ADDQ    $68, DI
-	SUBQ    $2, CX
-	JMP     q8two
+q8four:
+	CMPQ      CX, $4
+	JL        q8
+	SCALES4B(34, 34)
+	VPERMILPS $0x00, Y8, Y9
+	VMOVDQU   2(SI), Y4
+	DOT32(Y4, 2, DI, Y9, Y0)
+	VPERMILPS $0x55, Y8, Y9
+	VMOVDQU   36(SI), Y4
+	DOT32(Y4, 36, DI, Y9, Y0)
+	VPERMILPS $0xAA, Y8, Y9
+	VMOVDQU   70(SI), Y4
+	DOT32(Y4, 70, DI, Y9, Y0)
+	VPERMILPS $0xFF, Y8, Y9
+	VMOVDQU   104(SI), Y4
+	DOT32(Y4, 104, DI, Y9, Y0)
+	ADDQ      $136, SI
+	ADDQ      $136, DI
+	SUBQ      $4, CX
+	JMP       q8four
 
-q8one:
-	CMPQ    CX, $1
-	JL      q8done
+q8:
+	TESTQ   CX, CX
+	JZ      q8done
 	SCALE2(0, SI, 0, DI, Y8)
 	VMOVDQU 2(SI), Y4
 	DOT32(Y4, 2, DI, Y8, Y0)
+	ADDQ    $34, SI
+	ADDQ    $34, DI
+	DECQ    CX
+	JMP     q8
 
 q8done:
-	VADDPS Y1, Y0, Y0
 	HSUMPS(Y0, X0, X1)
 	MOVSS  X0, ret+24(FP)
 	VZEROUPPER
@@ -205,40 +193,49 @@ q8done:
 
 // func dotQ4_0AVX(w, x *byte, nb int) float32
 // Weight blocks of 18 bytes (fp16 d, 16 bytes of nibbles), activation
-// blocks Q8_0.
+// blocks Q8_0. Same arithmetic per row as dotQ4_0x4AVX.
 TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-28
 	MOVQ   w+0(FP), SI
 	MOVQ   x+8(FP), DI
 	MOVQ   nb+16(FP), CX
 	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
 	INT16ONES(Y15, X15)
 	BYTES($0x0F0F0F0F, Y14, X14)
 	BYTES($0x08080808, Y13, X13)
 
-q4two:
-	CMPQ     CX, $2
-	JL       q4one
-	SCALE2(0, SI, 0, DI, Y8)
-	SCALE2(18, SI, 34, DI, Y9)
+q4four:
+	CMPQ      CX, $4
+	JL        q4
+	SCALES4B(18, 34)
+	VPERMILPS $0x00, Y8, Y9
 	Q4UNPACK(0, SI, Y4, X4)
-	DOT32(Y4, 2, DI, Y8, Y0)
+	DOT32(Y4, 2, DI, Y9, Y0)
+	VPERMILPS $0x55, Y8, Y9
 	Q4UNPACK(18, SI, Y4, X4)
-	DOT32(Y4, 36, DI, Y9, Y1)
-	ADDQ     $36, SI
-	ADDQ     $68, DI
-	SUBQ     $2, CX
-	JMP      q4two
+	DOT32(Y4, 36, DI, Y9, Y0)
+	VPERMILPS $0xAA, Y8, Y9
+	Q4UNPACK(36, SI, Y4, X4)
+	DOT32(Y4, 70, DI, Y9, Y0)
+	VPERMILPS $0xFF, Y8, Y9
+	Q4UNPACK(54, SI, Y4, X4)
+	DOT32(Y4, 104, DI, Y9, Y0)
+	ADDQ      $72, SI
+	ADDQ      $136, DI
+	SUBQ      $4, CX
+	JMP       q4four
 
-q4one:
-	CMPQ     CX, $1
-	JL       q4done
+q4:
+	TESTQ    CX, CX
+	JZ       q4done
 	SCALE2(0, SI, 0, DI, Y8)
 	Q4UNPACK(0, SI, Y4, X4)
 	DOT32(Y4, 2, DI, Y8, Y0)
+	ADDQ     $18, SI
+	ADDQ     $34, DI
+	DECQ     CX
+	JMP      q4
 
 q4done:
-	VADDPS Y1, Y0, Y0
 	HSUMPS(Y0, X0, X1)
 	MOVSS  X0, ret+24(FP)
 	VZEROUPPER
@@ -401,109 +398,6 @@ bfdone:
 	VADDPS Y2, Y0, Y0
 	HSUMPS(Y0, X0, X1)
 	MOVSS  X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func dotF32x4AVX(w *float32, x *byte, xstride, n int, out *float32, ostride int)
-// One float32 weight row against four float32 activation rows: each weight
-// vector is loaded once for four fused multiply-adds.
-TEXT ·dotF32x4AVX(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), SI
-	MOVQ n+24(FP), CX
-	ROWS4
-	ZERO4HI
-
-f4x16:
-	CMPQ    CX, $16
-	JL      f4x8
-	VMOVUPS (SI), Y8
-	VMOVUPS 32(SI), Y9
-	FMA4x16
-	ADDQ    $64, SI
-	SUBQ    $16, CX
-	JMP     f4x16
-
-f4x8:
-	CMPQ    CX, $8
-	JL      f4done
-	VMOVUPS (SI), Y8
-	FMA4x8
-	ADDQ    $32, SI
-	SUBQ    $8, CX
-	JMP     f4x8
-
-f4done:
-	FOLD4HI
-	STORE4
-	VZEROUPPER
-	RET
-
-// func dotF16x4AVX(w *uint16, x *byte, xstride, n int, out *float32, ostride int)
-// Half weights against four rows of half-rounded float32 activations.
-TEXT ·dotF16x4AVX(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), SI
-	MOVQ n+24(FP), CX
-	ROWS4
-	ZERO4HI
-
-h4x16:
-	CMPQ      CX, $16
-	JL        h4x8
-	VCVTPH2PS (SI), Y8
-	VCVTPH2PS 16(SI), Y9
-	FMA4x16
-	ADDQ      $32, SI
-	SUBQ      $16, CX
-	JMP       h4x16
-
-h4x8:
-	CMPQ      CX, $8
-	JL        h4done
-	VCVTPH2PS (SI), Y8
-	FMA4x8
-	ADDQ      $16, SI
-	SUBQ      $8, CX
-	JMP       h4x8
-
-h4done:
-	FOLD4HI
-	STORE4
-	VZEROUPPER
-	RET
-
-// func dotBF16x4AVX(w *uint16, x *byte, xstride, n int, out *float32, ostride int)
-// BF16 weights against four rows of bf16-rounded float32 activations.
-TEXT ·dotBF16x4AVX(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), SI
-	MOVQ n+24(FP), CX
-	ROWS4
-	ZERO4HI
-
-b4x16:
-	CMPQ      CX, $16
-	JL        b4x8
-	VPMOVZXWD (SI), Y8
-	VPMOVZXWD 16(SI), Y9
-	VPSLLD    $16, Y8, Y8
-	VPSLLD    $16, Y9, Y9
-	FMA4x16
-	ADDQ      $32, SI
-	SUBQ      $16, CX
-	JMP       b4x16
-
-b4x8:
-	CMPQ      CX, $8
-	JL        b4done
-	VPMOVZXWD (SI), Y8
-	VPSLLD    $16, Y8, Y8
-	FMA4x8
-	ADDQ      $16, SI
-	SUBQ      $8, CX
-	JMP       b4x8
-
-b4done:
-	FOLD4HI
-	STORE4
 	VZEROUPPER
 	RET
 

@@ -223,12 +223,14 @@
 // scales and mins, 128 bytes of nibbles. The value of element e of
 // sub-block j is d*sc[j]*q - dmin*m[j], so the dot is
 // dx*d*sum_j sc[j]*sum(q*x) - dx*dmin*sum_j m[j]*(bsums[2j]+bsums[2j+1]).
+// One accumulator, the two terms added in that order: the same arithmetic
+// per row as dotQ4_Kx4AVX, so that a row's result does not depend on how
+// MatMul batched it.
 TEXT ·dotQ4_KAVX(SB), NOSPLIT, $16-28
 	MOVQ   w+0(FP), SI
 	MOVQ   x+8(FP), DI
 	MOVQ   nb+16(FP), CX
 	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
 	BYTES($0x0F0F0F0F, Y15, X15)
 
 q4k:
@@ -288,15 +290,15 @@ q4k:
 	VBROADCASTSS X8, Y10
 	VMOVSHDUP    X8, X11
 	VBROADCASTSS X11, Y11
-	VFNMADD231PS Y6, Y11, Y1
 
 	VPXOR Y12, Y12, Y12
 	Q4K_CHUNK(0)
 	Q4K_CHUNK(1)
 	Q4K_CHUNK(2)
 	Q4K_CHUNK(3)
-	VCVTDQ2PS   Y12, Y12
-	VFMADD231PS Y12, Y10, Y0
+	VCVTDQ2PS    Y12, Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFNMADD231PS Y6, Y11, Y0
 
 	ADDQ $144, SI
 	ADDQ $292, DI
@@ -304,7 +306,6 @@ q4k:
 	JMP  q4k
 
 q4kdone:
-	VADDPS Y1, Y0, Y0
 	HSUMPS(Y0, X0, X1)
 	MOVSS  X0, ret+24(FP)
 	VZEROUPPER

@@ -21,13 +21,17 @@ type rowKernel struct {
 	dot func(n int, w, x []byte) float32
 	// dot4, when not nil, computes the dots of one weight row with four
 	// activation rows starting at x, xStride bytes apart, and stores them at
-	// out[0], out[outStride], out[2*outStride], out[3*outStride]. It reads the
-	// weight row once for all four, which pays in batched decode and prefill.
+	// out[0], out[outStride], out[2*outStride], out[3*outStride]. It unpacks
+	// the weight row once for all four, which pays in batched decode and
+	// prefill.
 	dot4 func(n int, w, x []byte, xStride int, out []float32, outStride int)
 	// dots, when not nil, computes out[r] = dot(weight row r, x) for
-	// r < rows, weight rows wStride bytes apart: one call for many rows, for
-	// narrow rows whose per-call cost would exceed the dot itself.
+	// r < rows, weight rows wStride bytes apart: one call for many rows, so
+	// that narrow rows do not pay a call each. MatMul uses it instead of dot.
 	dots func(n int, w []byte, wStride, rows int, x []byte, out []float32)
+	// dot, dot4 and dots compute each output with the same arithmetic, bit
+	// for bit, so a row's result does not depend on the batch it came in
+	// (speculative verification must reproduce plain decoding exactly).
 }
 
 // kernelSet holds a rowKernel per weight type, indexed by type id.

@@ -14,9 +14,6 @@ const (
 	// convertParallelMin is the number of activation values from which their
 	// conversion is split over the pool too.
 	convertParallelMin = 16 << 10
-	// wideRow is the weight row size from which the four-row kernels beat
-	// the many-row kernels.
-	wideRow = 1 << 10
 )
 
 // mmJob is the MatMul in flight, read by the workers.
@@ -42,7 +39,9 @@ type mmJob struct {
 // Work is split over weight rows, and each thread multiplies a tile of weight
 // rows with all n activation rows before moving on, so each weight row is
 // read from memory once per call: a batch of n rows costs about one
-// matrix-vector product in memory traffic.
+// matrix-vector product in memory traffic. Every output is computed with the
+// same arithmetic whatever n, the row's place in the batch and the thread
+// count: a row's results are the same bits alone or batched.
 //
 // len(x) must be at least n*w.Cols and len(out) at least n*w.Rows; out must
 // not overlap x; w must be valid (Matrix.Validate). MatMul panics otherwise
@@ -101,13 +100,10 @@ func (b *Backend) matmulRange(lo, hi int) {
 	j := &b.mm
 	k, rows, cols, wrb, xrb, n := j.k, j.rows, j.cols, j.wrb, j.xrb, j.n
 	tile := max(1, tileBytes/wrb)
-	// Narrow rows go through dots (many weight rows per call); wide rows
-	// through dot4 (each weight row read once for four activation rows).
-	use4 := k.dot4 != nil && (k.dots == nil || wrb >= wideRow)
 	for r0 := lo; r0 < hi; r0 += tile {
 		r1 := min(r0+tile, hi)
 		i := 0
-		if use4 {
+		if k.dot4 != nil {
 			for ; i+4 <= n; i += 4 {
 				xs := j.x[i*xrb : (i+4)*xrb]
 				for r := r0; r < r1; r++ {

@@ -19,15 +19,6 @@ func dotF16F32AVX(w *uint16, x *float32, n int) float32
 func dotBF16F32AVX(w *uint16, x *float32, n int) float32
 
 //go:noescape
-func dotF32x4AVX(w *float32, x *byte, xstride, n int, out *float32, ostride int)
-
-//go:noescape
-func dotF16x4AVX(w *uint16, x *byte, xstride, n int, out *float32, ostride int)
-
-//go:noescape
-func dotBF16x4AVX(w *uint16, x *byte, xstride, n int, out *float32, ostride int)
-
-//go:noescape
 func roundF16AVX(dst, src *float32, n int)
 
 //go:noescape
@@ -161,89 +152,6 @@ func dotsBF16(n int, w []byte, wStride, rows int, x []byte, out []float32) {
 		func(row []byte, i int) float32 { return quant.BF16ToF32(bytesU16(row)[i]) })
 }
 
-// checkFloat4 checks the operands of a float four-row kernel: w holds n
-// weights of wsize bytes, x four rows of n float32 xStride bytes apart, and
-// out reaches out[3*outStride].
-func checkFloat4(n, wsize int, w, x []byte, xStride int, out []float32, outStride int) {
-	_ = w[n*wsize-1]
-	_ = x[3*xStride+4*n-1]
-	_ = out[3*outStride]
-	if xStride < 4*n || outStride < 1 {
-		panic("cpu: overlapping rows")
-	}
-}
-
-// floatTail4 adds the products of elements [body,n) of the four rows; w(i)
-// returns weight i as float32.
-func floatTail4(body, n int, w func(int) float32, x []byte, xStride int, out []float32, outStride int) {
-	for r := range 4 {
-		xv := bytesF32(x[r*xStride:])[:n]
-		var s float32
-		for i := body; i < n; i++ {
-			s += w(i) * xv[i]
-		}
-		out[r*outStride] += s
-	}
-}
-
-func zero4(out []float32, outStride int) {
-	out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
-}
-
-func dotF32Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
-	if n == 0 {
-		zero4(out, outStride)
-		return
-	}
-	checkFloat4(n, 4, w, x, xStride, out, outStride)
-	wv := bytesF32(w)[:n]
-	body := n &^ 7
-	if body > 0 {
-		dotF32x4AVX(&wv[0], &x[0], xStride, body, &out[0], outStride)
-	} else {
-		zero4(out, outStride)
-	}
-	if body < n {
-		floatTail4(body, n, func(i int) float32 { return wv[i] }, x, xStride, out, outStride)
-	}
-}
-
-func dotF16Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
-	if n == 0 {
-		zero4(out, outStride)
-		return
-	}
-	checkFloat4(n, 2, w, x, xStride, out, outStride)
-	wv := bytesU16(w)[:n]
-	body := n &^ 7
-	if body > 0 {
-		dotF16x4AVX(&wv[0], &x[0], xStride, body, &out[0], outStride)
-	} else {
-		zero4(out, outStride)
-	}
-	if body < n {
-		floatTail4(body, n, func(i int) float32 { return quant.F16ToF32(wv[i]) }, x, xStride, out, outStride)
-	}
-}
-
-func dotBF16Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
-	if n == 0 {
-		zero4(out, outStride)
-		return
-	}
-	checkFloat4(n, 2, w, x, xStride, out, outStride)
-	wv := bytesU16(w)[:n]
-	body := n &^ 7
-	if body > 0 {
-		dotBF16x4AVX(&wv[0], &x[0], xStride, body, &out[0], outStride)
-	} else {
-		zero4(out, outStride)
-	}
-	if body < n {
-		floatTail4(body, n, func(i int) float32 { return quant.BF16ToF32(wv[i]) }, x, xStride, out, outStride)
-	}
-}
-
 // blockRows returns the number of blocks in n elements and checks that w and
 // x hold them (wb and xb bytes per block).
 func blockRows(n, elems, wb, xb int, w, x []byte) int {
@@ -285,6 +193,10 @@ func dotQ6_KRow(n int, w, x []byte) float32 {
 	return dotQ6_KAVX(&w[0], &x[0], nb)
 }
 
+func zero4(out []float32, outStride int) {
+	out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
+}
+
 // check4 checks the operands of a four-row kernel: x holds four rows of
 // xStride bytes, each at least xb bytes for nb blocks, w holds nb blocks of
 // wb, and out reaches out[3*outStride].
@@ -300,7 +212,7 @@ func check4(nb, wb, xb int, w, x []byte, xStride int, out []float32, outStride i
 func dotQ8_0Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
 	nb := n / 32
 	if nb == 0 {
-		out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
+		zero4(out, outStride)
 		return
 	}
 	check4(nb, 34, 34, w, x, xStride, out, outStride)
@@ -310,7 +222,7 @@ func dotQ8_0Rows4(n int, w, x []byte, xStride int, out []float32, outStride int)
 func dotQ4_0Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
 	nb := n / 32
 	if nb == 0 {
-		out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
+		zero4(out, outStride)
 		return
 	}
 	check4(nb, 18, 34, w, x, xStride, out, outStride)
@@ -369,9 +281,9 @@ func simdKernels() *kernelSet {
 	ks := genericKernels()
 	ks.name = "avx2"
 	r := &ks.rows
-	r[quant.F32].dot, r[quant.F32].dot4, r[quant.F32].dots = dotF32Row, dotF32Rows4, dotsF32
-	r[quant.F16] = rowKernel{xType: quant.F32, convert: f16Row, dot: dotF16Row, dot4: dotF16Rows4, dots: dotsF16}
-	r[quant.BF16] = rowKernel{xType: quant.F32, convert: bf16Row, dot: dotBF16Row, dot4: dotBF16Rows4, dots: dotsBF16}
+	r[quant.F32].dot, r[quant.F32].dots = dotF32Row, dotsF32
+	r[quant.F16] = rowKernel{xType: quant.F32, convert: f16Row, dot: dotF16Row, dots: dotsF16}
+	r[quant.BF16] = rowKernel{xType: quant.F32, convert: bf16Row, dot: dotBF16Row, dots: dotsBF16}
 	r[quant.Q8_0].dot, r[quant.Q8_0].dot4 = dotQ8_0Row, dotQ8_0Rows4
 	r[quant.Q4_0].dot, r[quant.Q4_0].dot4 = dotQ4_0Row, dotQ4_0Rows4
 	r[quant.Q4_K].dot, r[quant.Q4_K].dot4 = dotQ4_KRow, dotQ4_KRows4

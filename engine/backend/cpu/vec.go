@@ -100,7 +100,8 @@ func SwiGLU(out, gate, up []float32) {
 }
 
 // Softmax replaces x by softmax(x) in place: e^(x-max) / sum, with the sum
-// accumulated in float64. -Inf entries become 0. Empty x is left alone.
+// accumulated in float64. -Inf entries (masked positions) become 0; at least
+// one entry must be finite. Empty x is left alone.
 func Softmax(x []float32) {
 	if len(x) == 0 {
 		return

@@ -229,26 +229,46 @@ adddone:
 	RET
 
 // func sumSquaresAVX(x *float32, n int) float64
-// Squares are formed and summed in float64 (exact products).
+// Squares are formed and summed in float64 (exact products), in four
+// accumulators so that the adds' latency overlaps.
 TEXT ·sumSquaresAVX(SB), NOSPLIT, $0-24
 	MOVQ   x+0(FP), SI
 	MOVQ   n+8(FP), CX
 	VXORPD Y0, Y0, Y0
 	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+
+ss16:
+	CMPQ        CX, $16
+	JL          ss8
+	VCVTPS2PD   (SI), Y4
+	VCVTPS2PD   16(SI), Y5
+	VCVTPS2PD   32(SI), Y6
+	VCVTPS2PD   48(SI), Y7
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	VFMADD231PD Y6, Y6, Y2
+	VFMADD231PD Y7, Y7, Y3
+	ADDQ        $64, SI
+	SUBQ        $16, CX
+	JMP         ss16
 
 ss8:
 	CMPQ        CX, $8
 	JL          ssdone
-	VCVTPS2PD   (SI), Y2
-	VCVTPS2PD   16(SI), Y3
-	VFMADD231PD Y2, Y2, Y0
-	VFMADD231PD Y3, Y3, Y1
+	VCVTPS2PD   (SI), Y4
+	VCVTPS2PD   16(SI), Y5
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
 	ADDQ        $32, SI
 	SUBQ        $8, CX
 	JMP         ss8
 
 ssdone:
 	VADDPD Y1, Y0, Y0
+	VADDPD Y3, Y2, Y2
+	VADDPD Y2, Y0, Y0
 	HSUMPD(Y0, X0, X1)
 	MOVSD  X0, ret+16(FP)
 	VZEROUPPER
