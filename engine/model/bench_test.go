@@ -1,0 +1,184 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"rill/engine/backend/cpu"
+	"rill/engine/gguf"
+	"rill/engine/quant"
+	"rill/engine/testmodel"
+)
+
+// benchModels are the models the speed benchmarks run on: the test models,
+// the shared real tiny models when present, and (with RILL_BENCH_BIG=1) the
+// 245M-parameter benchmark model written to a temporary folder, where decode
+// speed is bound by memory bandwidth rather than per-token overhead.
+func benchModels(b *testing.B) map[string]func() *Model {
+	out := map[string]func() *Model{}
+	for _, s := range []testmodel.Spec{testmodel.Target(quant.F32), testmodel.Target(quant.Q8_0)} {
+		out[s.Name+"-"+s.Type.String()] = func() *Model { return fromSpec(b, s) }
+	}
+	if dir, ok := findShared(); ok {
+		for _, f := range []string{"stories260K.gguf", "llama-2-tiny-random.gguf"} {
+			out[f[:len(f)-5]] = func() *Model {
+				m, err := Open(filepath.Join(dir, "models", f))
+				if err != nil {
+					b.Fatal(err)
+				}
+				return m
+			}
+		}
+	}
+	if os.Getenv("RILL_BENCH_BIG") != "" {
+		for _, t := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0} {
+			s := testmodel.Bench(t)
+			out[s.Name+"-"+t.String()] = func() *Model {
+				path := filepath.Join(b.TempDir(), "bench.gguf")
+				if err := testmodel.WriteFile(path, s); err != nil {
+					b.Fatal(err)
+				}
+				m, err := Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return m
+			}
+		}
+	}
+	return out
+}
+
+func fromSpec(tb testing.TB, s testmodel.Spec) *Model {
+	data, err := testmodel.Bytes(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := gguf.Parse(data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := Load(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+func findShared() (string, bool) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			shared := filepath.Join(dir, "..", "shared")
+			_, err := os.Stat(filepath.Join(shared, "models"))
+			return shared, err == nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+// decoder runs greedy-free decoding: it feeds token 1 (any valid id) at
+// successive positions of one sequence, the cost of a decode step.
+type decoder struct {
+	r  *Runner
+	kv *KV
+	b  Batch
+}
+
+func newDecoder(m *Model, be *cpu.Backend, ctx, maxBatch int) *decoder {
+	kv, err := NewKV(&m.Config, KVF16, (ctx+15)/16, 16)
+	if err != nil {
+		panic(err)
+	}
+	d := &decoder{r: NewRunner(m, be, maxBatch), kv: kv}
+	d.b.Tables = [][]int32{contiguousTable(ctx, 16)}
+	return d
+}
+
+func (d *decoder) run(pos, n int) error {
+	table := d.b.Tables[0]
+	d.b.Reset()
+	d.b.Tables = append(d.b.Tables, table)
+	for i := range n {
+		d.b.Tokens = append(d.b.Tokens, int32(1+i%7))
+		d.b.Pos = append(d.b.Pos, int32(pos+i))
+		d.b.Seq = append(d.b.Seq, 0)
+	}
+	d.b.Logits = append(d.b.Logits, int32(n-1))
+	_, err := d.r.Forward(&d.b, d.kv)
+	return err
+}
+
+// BenchmarkDecode measures llama-bench's tg128: 128 tokens decoded one at a
+// time from an empty context. ns/op is per 128 tokens; tokens/s and
+// allocs/token are reported.
+func BenchmarkDecode(b *testing.B) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	for name, load := range benchModels(b) {
+		b.Run(name, func(b *testing.B) {
+			m := load()
+			defer m.Close()
+			d := newDecoder(m, be, 128, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				for pos := range 128 {
+					if err := d.run(pos, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(128*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkPrefill measures llama-bench's pp64: one 64-token prompt in one
+// forward pass.
+func BenchmarkPrefill(b *testing.B) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	for name, load := range benchModels(b) {
+		b.Run(name, func(b *testing.B) {
+			m := load()
+			defer m.Close()
+			d := newDecoder(m, be, 64, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := d.run(0, 64); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(64*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// TestDecodeAllocatesNothing: a steady-state decode step allocates nothing.
+func TestDecodeAllocatesNothing(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	m := fromSpec(t, testmodel.Target(quant.Q8_0))
+	d := newDecoder(m, be, 256, 1)
+	pos := 0
+	step := func() {
+		if err := d.run(pos, 1); err != nil {
+			t.Fatal(err)
+		}
+		pos++
+	}
+	step() // first call sizes the logits buffers
+	if a := testing.AllocsPerRun(100, step); a != 0 {
+		t.Fatalf("a decode step allocates %v times", a)
+	}
+}
