@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"rill/engine"
+	"rill/engine/backend/cpu"
 )
 
 // Sampler samples the tokens of one choice. It is not safe for concurrent use.
@@ -23,7 +24,8 @@ type Sampler struct {
 	rng    *rand.Rand
 	counts map[int32]int32 // generated-token counts, for penalties; nil when no penalty is set
 	cands  []cand          // scratch, len vocab
-	probs  []float32       // dense distribution of the last Dist call
+	dense  []float32       // tempered softmax, len vocab
+	probs  []float32       // dense distribution of the last filtered Dist call
 }
 
 type cand struct {
@@ -39,6 +41,7 @@ func New(p engine.Sampling, vocab int, seed uint64) *Sampler {
 		p:     p,
 		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		cands: make([]cand, vocab),
+		dense: make([]float32, vocab),
 	}
 	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
 		s.counts = make(map[int32]int32)
@@ -65,8 +68,50 @@ func (s *Sampler) Sample(logits []float32) int {
 	if s.Greedy() {
 		return s.argmax(logits)
 	}
-	kept := s.filter(logits)
-	return s.draw(kept)
+	if !s.filtered() {
+		return s.drawDense(s.tempered(logits))
+	}
+	return s.draw(s.filter(logits))
+}
+
+// filtered reports whether top-k, top-p or min-p restrict the distribution.
+func (s *Sampler) filtered() bool {
+	return (s.p.TopK > 0 && s.p.TopK < len(s.cands)) || (s.p.TopP > 0 && s.p.TopP < 1) || (s.p.MinP > 0 && s.p.MinP <= 1)
+}
+
+// tempered returns softmax(penalised logits / temperature), dense, in the
+// sampler's buffer.
+func (s *Sampler) tempered(logits []float32) []float32 {
+	d := s.dense[:len(logits)]
+	invT := float32(1 / s.p.Temperature)
+	if s.counts == nil {
+		for i, l := range logits {
+			d[i] = l * invT
+		}
+	} else {
+		for i := range logits {
+			d[i] = s.penalised(logits, i) * invT
+		}
+	}
+	cpu.Softmax(d)
+	return d
+}
+
+// drawDense draws from a normalised dense distribution in id order.
+func (s *Sampler) drawDense(d []float32) int {
+	u := float32(s.rng.Float64())
+	last := 0
+	for i, p := range d {
+		if p <= 0 {
+			continue
+		}
+		last = i
+		u -= p
+		if u < 0 {
+			return i
+		}
+	}
+	return last // rounding left a sliver of mass
 }
 
 // Dist returns the distribution Sample draws from, dense over the vocabulary
@@ -76,11 +121,16 @@ func (s *Sampler) Dist(logits []float32) []float32 {
 	if s.probs == nil {
 		s.probs = make([]float32, len(s.cands))
 	}
-	clear(s.probs)
 	if s.Greedy() {
+		clear(s.probs)
 		s.probs[s.argmax(logits)] = 1
 		return s.probs
 	}
+	if !s.filtered() {
+		copy(s.probs, s.tempered(logits))
+		return s.probs
+	}
+	clear(s.probs)
 	for _, c := range s.filter(logits) {
 		s.probs[c.id] = c.p
 	}
@@ -152,30 +202,13 @@ func (s *Sampler) argmax(logits []float32) int {
 }
 
 // filter applies penalties, temperature, top-k, top-p and min-p and returns
-// the kept candidates with normalised probabilities, in canonical order
-// (probability descending, then id ascending) whenever an order-dependent
-// filter ran, else in id order. Either way the order is a function of the
-// logits alone, so the same seed gives the same token.
+// the kept candidates with normalised probabilities, in an order that is a
+// function of the logits alone (so the same seed gives the same token).
 func (s *Sampler) filter(logits []float32) []cand {
+	d := s.tempered(logits)
 	c := s.cands[:len(logits)]
-	invT := float32(1 / s.p.Temperature)
-	maxL := float32(math.Inf(-1))
-	for i := range logits {
-		l := s.penalised(logits, i) * invT
-		c[i] = cand{int32(i), l}
-		if l > maxL {
-			maxL = l
-		}
-	}
-	var sum float64
-	for i := range c {
-		e := float32(math.Exp(float64(c[i].p - maxL)))
-		c[i].p = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for i := range c {
-		c[i].p *= inv
+	for i, p := range d {
+		c[i] = cand{int32(i), p}
 	}
 
 	sorted := false
@@ -258,7 +291,7 @@ func topK(c []cand, k int) []cand {
 	return c
 }
 
-// nucleus keeps the smallest canonical prefix whose mass reaches p, sorted.
+// nucleus keeps the smallest canonical prefix whose mass reaches p.
 // It partitions around pivots (expected linear time) instead of sorting the
 // whole vocabulary, which matters for 32k-150k vocabularies.
 func nucleus(c []cand, p float64) []cand {
@@ -286,9 +319,9 @@ func nucleus(c []cand, p float64) []cand {
 			break
 		}
 	}
-	c = c[:n]
-	slices.SortFunc(c, before)
-	return c
+	// c[:n] is the nucleus, in an order that depends only on the logits
+	// (partitioning is deterministic), which is all drawing needs.
+	return c[:n]
 }
 
 // cutCumulative keeps the shortest prefix of canonically sorted c reaching p.
