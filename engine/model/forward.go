@@ -146,6 +146,9 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 	}
 
 	L := len(b.Logits)
+	if L == 0 {
+		return nil, nil // a prompt chunk that does not reach its end: keys and values only
+	}
 	if cap(r.hid) < L*E {
 		r.hid = make([]float32, L*E)
 		r.logits = make([]float32, L*c.VocabSize)
@@ -168,8 +171,6 @@ func (r *Runner) check(b *Batch, kv *KV) error {
 		return fmt.Errorf("forward: batch of %d tokens exceeds the runner's %d", T, r.maxTokens)
 	case len(b.Pos) != T || len(b.Seq) != T:
 		return fmt.Errorf("forward: %d tokens but %d positions and %d sequence indices", T, len(b.Pos), len(b.Seq))
-	case len(b.Logits) == 0:
-		return errors.New("forward: no logits requested")
 	case kv.dim != c.KVDim() || kv.layers() != c.Layers:
 		return errors.New("forward: kv cache was made for another model shape")
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -106,7 +107,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config.VocabSize)
 	}
 	src, _ := m.File.Metadata.String("tokenizer.chat_template")
-	tmpl, err := chat.New(src)
+	tmpl, err := chat.NewWithOptions(src, chat.Options{BOS: tok.Text(tok.BOS()), EOS: tok.Text(tok.EOS())})
 	if err != nil {
 		return nil, fmt.Errorf("chat template: %w", err)
 	}
@@ -352,7 +353,18 @@ func (e *Engine) promptTokens(req *engine.Request) ([]int32, error) {
 		}
 		text, err := e.tmpl.Render(req.Messages, true)
 		if err != nil {
-			return nil, engine.Errorf("", "messages", "chat template: %v", err)
+			var re *chat.RenderError
+			if errors.As(err, &re) && re.Raised {
+				// The template refused the conversation (roles that do not
+				// alternate, say): the client's to fix.
+				return nil, engine.Errorf("", "messages", "%s", re.Msg)
+			}
+			return nil, engine.Errorf("", "messages", "the model's chat template failed on these messages: %v", err)
+		}
+		// Templates that write bos_token themselves would get a second BOS
+		// from the tokenizer; llama.cpp drops the template's.
+		if bos := e.tok.Text(e.tok.BOS()); bos != "" && e.tok.Vocab().AddBOS {
+			text = strings.TrimPrefix(text, bos)
 		}
 		ids = e.tok.Encode(text, encodeWithBOS)
 	case req.PromptTokens != nil:

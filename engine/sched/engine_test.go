@@ -36,7 +36,7 @@ func newTestEngine(t testing.TB, opts Options) *Engine {
 		t.Fatal(err)
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+		opts.Logger = discard
 	}
 	e, err := New(m, opts)
 	if err != nil {
@@ -45,6 +45,8 @@ func newTestEngine(t testing.TB, opts Options) *Engine {
 	t.Cleanup(func() { e.Close() })
 	return e
 }
+
+var discard = slog.New(slog.DiscardHandler)
 
 type result struct {
 	text   []string // per choice
@@ -347,5 +349,50 @@ func TestPreemption(t *testing.T) {
 	}
 	if small.Stats().Preemptions == 0 {
 		t.Fatal("no preemption happened; the test no longer exercises it")
+	}
+}
+
+// TestLongPromptChunks: a prompt longer than the token budget is prefilled
+// over several steps and gives the same tokens as in one step.
+func TestLongPromptChunks(t *testing.T) {
+	t.Parallel()
+	small := newTestEngine(t, Options{MaxBatchTokens: 32})
+	big := newTestEngine(t, Options{})
+	id := small.Models()[0].ID
+	prompt := strings.Repeat("The river sang a quiet song to the stones. ", 12)
+	req := &engine.Request{Model: id, Prompt: prompt, MaxTokens: 16, IgnoreEOS: true}
+	got, want := collect(t, small, req), collect(t, big, req)
+	if got.text[0] != want.text[0] {
+		t.Fatalf("chunked prefill gave %q, one pass %q", got.text[0], want.text[0])
+	}
+	if got.final[0].Stats.PromptTokens <= 32 {
+		t.Fatalf("prompt of %d tokens does not exceed the 32-token budget", got.final[0].Stats.PromptTokens)
+	}
+}
+
+// TestChatTemplate: chat messages go through the model's template (ChatML
+// for the test model): control tokens parsed, one BOS, the assistant cue last.
+func TestChatTemplate(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Options{})
+	msgs := []engine.Message{{Role: engine.RoleSystem, Content: "Be brief."}, {Role: engine.RoleUser, Content: "Tell me about the river."}}
+	ids, err := e.promptTokens(&engine.Request{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := e.tok.Encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nTell me about the river.<|im_end|>\n<|im_start|>assistant\n", encodeWithBOS)
+	got := make([]int, len(ids))
+	for i, id := range ids {
+		got[i] = int(id)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("prompt tokens %v, want %v", got, want)
+	}
+	if got[0] != e.tok.BOS() || slices.Index(got[1:], e.tok.BOS()) >= 0 {
+		t.Fatalf("want exactly one BOS, first: %v", got)
+	}
+	r := collect(t, e, &engine.Request{Model: e.Models()[0].ID, Messages: msgs, MaxTokens: 8})
+	if r.final[0].Stats.PromptTokens != len(want) {
+		t.Fatalf("prompt tokens %d, want %d", r.final[0].Stats.PromptTokens, len(want))
 	}
 }

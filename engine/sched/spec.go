@@ -84,9 +84,6 @@ func (l *loopState) runDraft() error {
 	if len(b.Tokens) == 0 {
 		return nil
 	}
-	if len(b.Logits) == 0 {
-		b.Logits = append(b.Logits, 0) // catch-up only; the row is unused
-	}
 	logits, err := e.draftRunner.Forward(b, e.draftKV)
 	if err != nil {
 		return err

@@ -128,6 +128,15 @@ func (t *Tokenizer) IsEOG(id int) bool { return t.eog[id] }
 // Valid reports whether id is a token id of this vocabulary.
 func (t *Tokenizer) Valid(id int) bool { return id >= 0 && id < len(t.vocab.Tokens) }
 
+// Text returns the vocabulary's spelling of id ("<s>" for a BOS token, say),
+// or "" for an invalid id. Chat templates use it for bos_token/eos_token.
+func (t *Tokenizer) Text(id int) string {
+	if !t.Valid(id) {
+		return ""
+	}
+	return t.vocab.Tokens[id]
+}
+
 // Piece returns the bytes id contributes to output text, as llama.cpp's
 // server renders generated tokens: Normal tokens with U+2581 turned into a
 // space (a leading one included), Byte tokens as their single byte,
