@@ -3,6 +3,7 @@ package model
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"rill/engine/backend/cpu"
@@ -12,7 +13,8 @@ import (
 )
 
 // benchModels are the models the speed benchmarks run on: the test models,
-// the shared real tiny models when present, and (with RILL_BENCH_BIG=1) the
+// the shared real tiny models when present, files named in RILL_BENCH_GGUF,
+// and (with RILL_BENCH_BIG=1) the
 // 245M-parameter benchmark model written to a temporary folder, where decode
 // speed is bound by memory bandwidth rather than per-token overhead.
 func benchModels(b *testing.B) map[string]func() *Model {
@@ -29,6 +31,20 @@ func benchModels(b *testing.B) map[string]func() *Model {
 				}
 				return m
 			}
+		}
+	}
+	// RILL_BENCH_GGUF names GGUF files to benchmark as well (comma
+	// separated), so that a peer engine can be measured on the same file.
+	for _, path := range strings.Split(os.Getenv("RILL_BENCH_GGUF"), ",") {
+		if path == "" {
+			continue
+		}
+		out[strings.TrimSuffix(filepath.Base(path), ".gguf")] = func() *Model {
+			m, err := Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return m
 		}
 	}
 	if os.Getenv("RILL_BENCH_BIG") != "" {
