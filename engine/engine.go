@@ -199,6 +199,11 @@ var ErrUnknownModel = errors.New("unknown model")
 // ErrOverloaded is returned (wrapped) when an engine cannot take more work now.
 var ErrOverloaded = errors.New("engine overloaded")
 
+// ErrUpstream is returned (wrapped) when an engine behind HTTP failed: no
+// replica could be reached, the upstream answered with a server error, or it
+// broke off a stream. Transports answer it with a 502.
+var ErrUpstream = errors.New("upstream failed")
+
 // RequestError is a problem with the request that only the engine can see,
 // such as a prompt longer than the context window. Transports answer it with
 // a 400 in the OpenAI error shape.

@@ -23,6 +23,7 @@ func TestLoadOnce(t *testing.T) {
 	for _, op := range []struct{ method, path string }{
 		{"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"},
 		{"GET", "/v1/models/{model}"}, {"GET", "/health"}, {"GET", "/openapi.yaml"},
+		{"GET", "/v1/chat/completions"}, {"GET", "/v1/completions"},
 	} {
 		item := a.Paths.Find(op.path)
 		if item == nil || item.GetOperation(op.method) == nil {
@@ -148,6 +149,17 @@ func TestValidateSchema(t *testing.T) {
 		{"ListModelsResponse", `{"object":"list","data":[{"id":"m","object":"model","created":0,"owned_by":"rill","context_length":4096,"description":"d"}]}`, true},
 		{"Model", `{"id":"m","object":"model","created":0}`, false},
 		{"Health", `{"status":"ok"}`, true},
+		{"WebSocketClientMessage", `{"type":"create","request_id":"r1","body":{"model":"m","messages":[]}}`, true},
+		{"WebSocketClientMessage", `{"type":"cancel","request_id":"r1"}`, true},
+		{"WebSocketClientMessage", `{"type":"cancel"}`, false},
+		{"WebSocketClientMessage", `{"type":"close","request_id":"r1"}`, false},
+		{"WebSocketClientMessage", `{"type":"create","request_id":"","body":{}}`, false},
+		{"WebSocketServerMessage", `{"type":"chunk","request_id":"r1","chunk":{"id":"c","object":"text_completion","created":1,"model":"m","choices":[]}}`, true},
+		{"WebSocketServerMessage", `{"type":"chunk","request_id":"r1","chunk":{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[]}}`, false},
+		{"WebSocketServerMessage", `{"type":"done","request_id":"r1"}`, true},
+		{"WebSocketServerMessage", `{"type":"error","request_id":null,"status":400,"error":{"message":"m","type":"invalid_request_error","param":null,"code":"invalid_json"}}`, true},
+		{"WebSocketServerMessage", `{"type":"error","request_id":"r1","status":400,"error":{"message":"m"}}`, false},
+		{"WebSocketServerMessage", `{"type":"ping","request_id":null}`, false},
 	}
 	for _, tt := range tests {
 		err := ValidateSchema(tt.component, []byte(tt.doc))

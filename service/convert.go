@@ -24,14 +24,25 @@ type plan struct {
 	model string
 	// stream is the request's "stream"; includeUsage is
 	// stream_options.include_usage and only ever true when stream is.
+	// usageAsked is stream_options.include_usage as the body says it,
+	// whatever stream says (see forceStream).
 	stream       bool
 	includeUsage bool
+	usageAsked   bool
 	// logprobs asks for logprobs in the response shape of kind.
 	logprobs bool
 	// n is the number of choices per prompt; choice j of prompt p has the
 	// wire index p*n+j.
 	n    int
 	reqs []*engine.Request
+}
+
+// forceStream makes p a streamed request whatever its body said about
+// "stream", as a transport that only streams (WebSocket) implies;
+// stream_options.include_usage then applies as it does on SSE.
+func (p *plan) forceStream() {
+	p.stream = true
+	p.includeUsage = p.usageAsked
 }
 
 // choices is the number of choices of the whole request.
@@ -192,8 +203,8 @@ func applyCommon(c *commonRequest, req *engine.Request, p *plan) *apiError {
 	}
 	p.stream = c.Stream != nil && *c.Stream
 	// stream_options is honoured only when streaming; {} means false.
-	p.includeUsage = p.stream && c.StreamOptions != nil &&
-		c.StreamOptions.IncludeUsage != nil && *c.StreamOptions.IncludeUsage
+	p.usageAsked = c.StreamOptions != nil && c.StreamOptions.IncludeUsage != nil && *c.StreamOptions.IncludeUsage
+	p.includeUsage = p.stream && p.usageAsked
 
 	s := engine.Sampling{Temperature: 1, TopP: 1}
 	if c.Temperature != nil {

@@ -33,7 +33,15 @@ func (e *apiError) Error() string { return e.Message }
 
 // appendJSON appends {"error":{"message":...,"type":...,"param":...,"code":...}}.
 func (e *apiError) appendJSON(b []byte) []byte {
-	b = append(b, `{"error":{"message":`...)
+	b = append(b, `{"error":`...)
+	b = e.appendObject(b)
+	return append(b, '}')
+}
+
+// appendObject appends the inner object {"message":...,"type":...,"param":...,"code":...},
+// which the WebSocket transport wraps in its own envelope.
+func (e *apiError) appendObject(b []byte) []byte {
+	b = append(b, `{"message":`...)
 	b = appendString(b, e.Message)
 	b = append(b, `,"type":`...)
 	b = appendString(b, e.Type)
@@ -41,7 +49,7 @@ func (e *apiError) appendJSON(b []byte) []byte {
 	b = appendNullableString(b, e.Param)
 	b = append(b, `,"code":`...)
 	b = appendNullableString(b, e.Code)
-	return append(b, "}}"...)
+	return append(b, '}')
 }
 
 // invalid is a 400 invalid_request_error.
@@ -69,8 +77,8 @@ func fromValidation(err error) *apiError {
 
 // fromEngine maps an error of engine.Engine.Generate or engine.Stream.Recv to
 // the wire: *engine.RequestError is the client's fault (400), an unknown
-// model is a 404 model_not_found, an overloaded engine a 503 to retry, and
-// anything else a 500. A cancelled context (the client left) maps to 499,
+// model is a 404 model_not_found, an overloaded engine a 503 to retry, a
+// failed upstream engine (engine.ErrUpstream) a 502, and anything else a 500. A cancelled context (the client left) maps to 499,
 // which is only ever logged.
 func fromEngine(err error, model string) *apiError {
 	var re *engine.RequestError
@@ -89,6 +97,9 @@ func fromEngine(err error, model string) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer,
 			Code: "engine_overloaded", RetryAfter: 1,
 			Message: "The engine is currently overloaded; please retry shortly."}
+	case errors.Is(err, engine.ErrUpstream):
+		return &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
+			Message: "The upstream engine failed: " + err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{Status: statusClientClosed, Type: typeServer,
 			Message: "The request was cancelled."}

@@ -136,7 +136,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 // token come back as *apiError, ready for a plain HTTP answer. The caller
 // owns the generation: it must run it (stream or collect), or call its
 // cancel. The WebSocket transport calls start with the body of a "create"
-// message and sets stream itself.
+// message and then makes the generation streamed with plan.forceStream.
 func (s *Server) start(ctx context.Context, path string, body []byte, requestID string) (*generation, *apiError) {
 	if err := s.validator.ValidateBody(ctx, http.MethodPost, path, body); err != nil {
 		return nil, fromValidation(err)

@@ -1,7 +1,7 @@
 // Package service is rill's OpenAI-compatible HTTP API: routing, request
 // validation against openapi.yaml, chat and legacy completions streamed over
-// Server-Sent Events, usage assembly (DESIGN §3), errors in OpenAI's shape,
-// authentication and request logs. It knows HTTP and JSON, never tensors:
+// Server-Sent Events or WebSocket, usage assembly (DESIGN §3), errors in
+// OpenAI's shape, authentication and request logs. It knows HTTP and JSON, never tensors:
 // everything it generates comes from an engine.Engine.
 package service
 
@@ -20,8 +20,9 @@ import (
 
 // Defaults for zero Options fields.
 const (
-	DefaultPingInterval = 15 * time.Second
-	DefaultMaxBodyBytes = 16 << 20
+	DefaultPingInterval  = 15 * time.Second
+	DefaultMaxBodyBytes  = 16 << 20
+	DefaultWSMaxRequests = 32
 )
 
 // Options configure a Server. Zero values mean the defaults.
@@ -29,16 +30,38 @@ type Options struct {
 	// Engine generates every completion. Required.
 	Engine engine.Engine
 	// APIKey, when set, is required as `Authorization: Bearer <key>` on
-	// /v1/*; /health and /openapi.yaml stay open.
+	// /v1/*; /health and /openapi.yaml stay open. A WebSocket handshake may
+	// carry it instead as the subprotocol `openai-insecure-api-key.<key>`
+	// (browsers cannot set headers on a WebSocket).
 	APIKey string
 	// Logger receives one line per request. Nil means slog.Default().
 	Logger *slog.Logger
-	// PingInterval is how long a stream may stay silent before a `: ping`
-	// comment is sent. Zero means DefaultPingInterval; negative disables pings.
+	// PingInterval is how long an SSE stream may stay silent before a
+	// `: ping` comment is sent, and how often a WebSocket connection is
+	// pinged; a WebSocket peer that has not answered a ping when the next
+	// one is due is disconnected. Zero means DefaultPingInterval; negative
+	// disables pings.
 	PingInterval time.Duration
 	// MaxBodyBytes caps request bodies; larger ones get a 413. Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+
+	// AllowedOrigins lists the host patterns of the browser pages on other
+	// origins that may open a WebSocket: path.Match patterns matched case-
+	// insensitively against the Origin's host ("*.example.com"), or against
+	// "scheme://host" when the pattern contains "://". Same-origin pages and
+	// clients that send no Origin (anything but a browser) are always
+	// allowed. Invalid patterns are logged and ignored; see
+	// ParseOriginPatterns.
+	AllowedOrigins []string
+	// WSMaxRequests caps the requests in flight on one WebSocket connection;
+	// a create beyond it is answered with an error message. Zero means
+	// DefaultWSMaxRequests.
+	WSMaxRequests int
+	// WSMaxMessageBytes caps one client message on a WebSocket; a larger one
+	// is answered with an error message and discarded, and the connection
+	// stays open. Zero means MaxBodyBytes.
+	WSMaxMessageBytes int64
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use;
@@ -51,6 +74,10 @@ type Server struct {
 	ping      time.Duration
 	maxBody   int64
 	validator *openapi.Validator
+
+	origins  []string // valid AllowedOrigins
+	wsReqs   int
+	wsMaxMsg int64
 }
 
 // New returns a Server for opts. It panics if opts.Engine is nil or the
@@ -83,14 +110,31 @@ func New(opts Options) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	for _, p := range opts.AllowedOrigins {
+		if err := checkOriginPattern(p); err != nil {
+			s.log.Warn("ignoring WebSocket origin pattern", slog.String("pattern", p), slog.Any("err", err))
+			continue
+		}
+		s.origins = append(s.origins, p)
+	}
+	s.wsReqs = opts.WSMaxRequests
+	if s.wsReqs <= 0 {
+		s.wsReqs = DefaultWSMaxRequests
+	}
+	s.wsMaxMsg = opts.WSMaxMessageBytes
+	if s.wsMaxMsg <= 0 {
+		s.wsMaxMsg = s.maxBody
+	}
 	return s
 }
 
-// route is one path's handlers by method.
+// route is one path's handlers by method. upgrade serves a GET that asks
+// for a WebSocket; a plain GET on such a path is still a 405.
 type route struct {
 	methods string // the Allow header
 	get     func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 	post    func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
+	upgrade func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 }
 
 var (
@@ -98,8 +142,8 @@ var (
 	routeSpec        = route{methods: "GET, HEAD", get: (*Server).handleSpec}
 	routeModels      = route{methods: "GET, HEAD", get: (*Server).handleModels}
 	routeModel       = route{methods: "GET, HEAD", get: (*Server).handleModel}
-	routeChat        = route{methods: "POST", post: (*Server).handleGenerate}
-	routeCompletions = route{methods: "POST", post: (*Server).handleGenerate}
+	routeChat        = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
+	routeCompletions = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
 )
 
 func findRoute(path string) *route {
@@ -164,6 +208,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case rt.upgrade != nil && isWebSocketUpgrade(r):
+		rt.upgrade(s, rec, r, info)
 	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && rt.get != nil:
 		rt.get(s, rec, r, info)
 	case r.Method == http.MethodPost && rt.post != nil:
@@ -175,17 +221,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authorized reports whether r carries the API key (always, without one).
-// The comparison takes the same time wherever the keys differ.
+// authorized reports whether r carries the API key (always, without one):
+// as a Bearer token, or, on a WebSocket handshake, as the subprotocol
+// openai-insecure-api-key.<key>. The comparison takes the same time
+// wherever the keys differ.
 func (s *Server) authorized(r *http.Request) bool {
 	if s.apiKey == nil {
 		return true
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+	if ok && strings.EqualFold(scheme, "Bearer") &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), s.apiKey) == 1 {
+		return true
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), s.apiKey) == 1
+	if isWebSocketUpgrade(r) {
+		if p := keyProtocol(r); p != "" {
+			key := strings.TrimPrefix(p, keyProtocolPrefix)
+			return subtle.ConstantTimeCompare([]byte(key), s.apiKey) == 1
+		}
+	}
+	return false
 }
 
 // requestID keeps a client's X-Request-Id when it is short and plain
@@ -257,16 +312,23 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, info *requestInfo, s
 		slog.Duration("duration", time.Since(start)),
 		slog.Int64("bytes", rec.bytes),
 	)
-	if u := info.usage; u != nil {
-		attrs = append(attrs,
-			slog.Int("prompt_tokens", u.PromptTokens),
-			slog.Int("completion_tokens", u.CompletionTokens))
-		if u.CachedTokens != nil {
-			attrs = append(attrs, slog.Int("cached_tokens", *u.CachedTokens))
-		}
-		if u.AcceptedPredictionTokens != nil {
-			attrs = append(attrs, slog.Int("accepted_prediction_tokens", *u.AcceptedPredictionTokens))
-		}
-	}
+	attrs = appendUsageAttrs(attrs, info.usage)
 	s.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// appendUsageAttrs appends the log attributes of u, if any.
+func appendUsageAttrs(attrs []slog.Attr, u *Usage) []slog.Attr {
+	if u == nil {
+		return attrs
+	}
+	attrs = append(attrs,
+		slog.Int("prompt_tokens", u.PromptTokens),
+		slog.Int("completion_tokens", u.CompletionTokens))
+	if u.CachedTokens != nil {
+		attrs = append(attrs, slog.Int("cached_tokens", *u.CachedTokens))
+	}
+	if u.AcceptedPredictionTokens != nil {
+		attrs = append(attrs, slog.Int("accepted_prediction_tokens", *u.AcceptedPredictionTokens))
+	}
+	return attrs
 }
