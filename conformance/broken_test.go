@@ -1,0 +1,211 @@
+package conformance_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"rill/conformance"
+)
+
+// envBroken turns the in-process rill into a deliberately broken one, to
+// prove that the suite can fail. It exists only in the test binary.
+const envBroken = "RILL_CONFORMANCE_SELFTEST_BROKEN"
+
+// brokenModes are the breakages breakHandler knows, each the mistake of a
+// real server:
+//
+//   - usage-everywhere: every chunk of every stream carries the request's
+//     usage (the request is sent on with include_usage true to learn it),
+//     so clients that sum usage over chunks count it many times.
+//   - no-usage-chunk: the final "choices": [] usage chunk is dropped.
+//   - one-choice: with n > 1, completion_tokens counts one choice only
+//     (llama.cpp's server does this), total_tokens kept consistent.
+var brokenModes = []string{"usage-everywhere", "no-usage-chunk", "one-choice"}
+
+// breakHandler wraps h so that its POST answers are rewritten as mode says.
+// It buffers each answer whole, which is fine for the suite (it reads
+// streams to their end). WebSocket upgrades pass through untouched.
+func breakHandler(mode string, h http.Handler) (http.Handler, error) {
+	known := false
+	for _, m := range brokenModes {
+		known = known || m == mode
+	}
+	if !known {
+		return nil, fmt.Errorf("%s=%q: want one of %s", envBroken, mode, strings.Join(brokenModes, ", "))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Header.Get("Upgrade") != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if mode == "usage-everywhere" {
+			body = forceIncludeUsage(body)
+		}
+		r2 := r.Clone(r.Context())
+		r2.Body = io.NopCloser(bytes.NewReader(body))
+		r2.ContentLength = int64(len(body))
+		rec := &bufferWriter{header: http.Header{}}
+		h.ServeHTTP(rec, r2)
+		out := rec.body.Bytes()
+		if rec.status == 0 || rec.status == http.StatusOK {
+			out = rewrite(mode, rec.header.Get("Content-Type"), out)
+		}
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		if rec.status != 0 {
+			w.WriteHeader(rec.status)
+		}
+		_, _ = w.Write(out)
+	}), nil
+}
+
+// bufferWriter is an http.ResponseWriter that keeps everything.
+type bufferWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferWriter) Header() http.Header { return b.header }
+func (b *bufferWriter) WriteHeader(code int) {
+	if b.status == 0 {
+		b.status = code
+	}
+}
+func (b *bufferWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferWriter) Flush()                      {}
+
+// forceIncludeUsage sets stream_options.include_usage on a streaming body.
+func forceIncludeUsage(body []byte) []byte {
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil || m["stream"] != true {
+		return body
+	}
+	if _, isObject := m["stream_options"].(map[string]any); !isObject && m["stream_options"] != nil {
+		return body // leave bad input bad
+	}
+	m["stream_options"] = map[string]any{"include_usage": true}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func rewrite(mode, contentType string, body []byte) []byte {
+	if !strings.HasPrefix(contentType, "text/event-stream") {
+		doc, err := decode(body)
+		if err != nil {
+			return body
+		}
+		if mode == "one-choice" {
+			if choices, _ := doc["choices"].([]any); len(choices) > 1 {
+				countOneChoice(doc["usage"], len(choices))
+			}
+		}
+		return encode(doc)
+	}
+	tr := &conformance.Transcript{}
+	if conformance.ReadSSE(bytes.NewReader(body), tr) != nil {
+		return body
+	}
+	docs := make([]map[string]any, 0, len(tr.Chunks))
+	var usage any
+	choices := 1
+	for _, c := range tr.Chunks {
+		doc, err := decode(c)
+		if err != nil {
+			return body
+		}
+		if u, ok := doc["usage"]; ok && u != nil {
+			usage = u
+		}
+		cs, _ := doc["choices"].([]any)
+		for _, ch := range cs {
+			m, _ := ch.(map[string]any)
+			if i, err := number(m["index"]); err == nil {
+				choices = max(choices, int(i)+1)
+			}
+		}
+		docs = append(docs, doc)
+	}
+	var out bytes.Buffer
+	for _, doc := range docs {
+		cs, _ := doc["choices"].([]any)
+		switch mode {
+		case "usage-everywhere":
+			doc["usage"] = usage
+		case "no-usage-chunk":
+			if len(cs) == 0 {
+				continue
+			}
+		case "one-choice":
+			countOneChoice(doc["usage"], choices)
+		}
+		fmt.Fprintf(&out, "data: %s\n\n", encode(doc))
+	}
+	if tr.Error != nil {
+		fmt.Fprintf(&out, "data: %s\n\n", tr.Error)
+	}
+	if tr.Done {
+		out.WriteString("data: [DONE]\n\n")
+	}
+	return out.Bytes()
+}
+
+// countOneChoice rewrites a usage object to count one of n choices.
+func countOneChoice(usage any, n int) {
+	u, ok := usage.(map[string]any)
+	if !ok || n < 2 {
+		return
+	}
+	p, err1 := number(u["prompt_tokens"])
+	c, err2 := number(u["completion_tokens"])
+	if err1 != nil || err2 != nil {
+		return
+	}
+	c /= int64(n)
+	u["completion_tokens"] = json.Number(strconv.FormatInt(c, 10))
+	u["total_tokens"] = json.Number(strconv.FormatInt(p+c, 10))
+}
+
+func decode(b []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// number reads a decoded JSON integer.
+func number(v any) (int64, error) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("%v is not a number", v)
+	}
+	return n.Int64()
+}
+
+// encode re-encodes a decoded document; one that came from JSON always
+// encodes, so an error leaves an empty object rather than a panic.
+func encode(m map[string]any) []byte {
+	out, err := json.Marshal(m)
+	if err != nil {
+		return []byte("{}")
+	}
+	return out
+}

@@ -1,0 +1,250 @@
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"rill/openapi"
+)
+
+// The checks below are DESIGN §3 and §4 as pure functions. Each returns the
+// problems it found as sentences that name the difference; nil means none.
+
+// StreamWant is what a streamed request asked for.
+type StreamWant struct {
+	// IncludeUsage is stream_options.include_usage as sent (false for {}).
+	IncludeUsage bool
+	// Choices is the number of choices the request asked for (n, at least 1).
+	Choices int
+}
+
+// CheckStream checks the framing and the usage rules of one stream: it
+// ended with its end marker; without include_usage no chunk has a usage key;
+// with it every chunk has one, null on all but exactly one last chunk that
+// has "choices": [] and the usage, after every choice got its finish_reason.
+// It also checks the usage itself with CheckUsage.
+func CheckStream(tr *Transcript, want StreamWant) []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	if tr.Status != http.StatusOK {
+		add("the request failed with status %d: %s", tr.Status, clip(tr.Error))
+		return p
+	}
+	p = append(p, tr.Problems...)
+	if tr.Error != nil {
+		add("the stream ended with an error: %s", clip(tr.Error))
+	}
+	if !tr.Done {
+		add("the stream has no end marker (%s)", tr.endMarker())
+	}
+	if len(tr.Chunks) == 0 {
+		add("the stream has no chunks")
+		return p
+	}
+	n := max(want.Choices, 1)
+	finished := make([]int, n) // chunk of each choice's finish_reason, -1 none
+	for i := range finished {
+		finished[i] = -1
+	}
+	var usageAt []int
+	var usage *Usage
+	last := len(tr.Chunks) - 1
+	for i, raw := range tr.Chunks {
+		c, err := ParseChunk(raw)
+		if err != nil {
+			add("chunk %d cannot be read: %v", i, err)
+			continue
+		}
+		switch {
+		case !want.IncludeUsage && c.UsageKey != Absent:
+			add("chunk %d has a usage key (%s) although include_usage is not true", i, c.UsageKey)
+		case want.IncludeUsage && c.UsageKey == Absent:
+			add("chunk %d has no usage key although include_usage is true (every chunk must carry \"usage\": null)", i)
+		}
+		if c.Usage != nil {
+			usageAt = append(usageAt, i)
+			usage = c.Usage
+		}
+		if !c.HasChoices {
+			add("chunk %d has no choices key", i)
+		}
+		isUsageChunk := want.IncludeUsage && c.Usage != nil
+		switch {
+		case isUsageChunk && len(c.Choices) > 0:
+			add("chunk %d carries usage together with %d choice(s); the usage chunk must have \"choices\": []", i, len(c.Choices))
+		case c.HasChoices && len(c.Choices) == 0 && !isUsageChunk:
+			add("chunk %d has \"choices\": [] but is not the usage chunk", i)
+		}
+		for _, ch := range c.Choices {
+			if ch.Index < 0 || ch.Index >= n {
+				add("chunk %d has choice index %d; the request asked for %d choices", i, ch.Index, n)
+				continue
+			}
+			if f := finished[ch.Index]; f >= 0 {
+				add("chunk %d continues choice %d after its finish_reason in chunk %d", i, ch.Index, f)
+				continue
+			}
+			if ch.FinishReason != "" {
+				finished[ch.Index] = i
+			}
+		}
+	}
+	for j, f := range finished {
+		if f < 0 {
+			add("choice %d never got a finish_reason", j)
+		}
+	}
+	if !want.IncludeUsage {
+		return p
+	}
+	switch {
+	case len(usageAt) == 0:
+		add("no chunk carries usage although include_usage is true (want one last chunk with \"choices\": [] and the usage before %s)", tr.endMarker())
+	case len(usageAt) > 1:
+		add("%d chunks carry a usage object (chunks %v); exactly one, the last, must", len(usageAt), usageAt)
+	case usageAt[0] != last:
+		add("the usage chunk is chunk %d of %d; it must be the last before %s", usageAt[0], len(tr.Chunks), tr.endMarker())
+	}
+	if len(usageAt) == 1 {
+		for j, f := range finished {
+			if f > usageAt[0] {
+				add("choice %d finishes in chunk %d, after the usage chunk %d", j, f, usageAt[0])
+			}
+		}
+	}
+	if usage != nil {
+		for _, q := range CheckUsage(usage) {
+			add("usage: %s", q)
+		}
+	}
+	return p
+}
+
+// CheckUsage checks the arithmetic every usage must satisfy (DESIGN §3):
+// total_tokens = prompt_tokens + completion_tokens, no negative count,
+// cached_tokens <= prompt_tokens, the draft counters present together, and
+// accepted_prediction_tokens <= completion_tokens.
+func CheckUsage(u *Usage) []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	if u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+		add("total_tokens %d != prompt_tokens %d + completion_tokens %d", u.TotalTokens, u.PromptTokens, u.CompletionTokens)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{
+		{"prompt_tokens", &u.PromptTokens}, {"completion_tokens", &u.CompletionTokens},
+		{"total_tokens", &u.TotalTokens}, {"cached_tokens", u.CachedTokens},
+		{"accepted_prediction_tokens", u.AcceptedPredictionTokens},
+		{"rejected_prediction_tokens", u.RejectedPredictionTokens},
+		{"reasoning_tokens", u.ReasoningTokens},
+	} {
+		if f.v != nil && *f.v < 0 {
+			add("%s is negative (%d)", f.name, *f.v)
+		}
+	}
+	if c := u.CachedTokens; c != nil && *c > u.PromptTokens {
+		add("cached_tokens %d exceeds prompt_tokens %d", *c, u.PromptTokens)
+	}
+	if (u.AcceptedPredictionTokens == nil) != (u.RejectedPredictionTokens == nil) {
+		add("only one of accepted_prediction_tokens and rejected_prediction_tokens is present; drafting reports both")
+	}
+	if a := u.AcceptedPredictionTokens; a != nil && *a > u.CompletionTokens {
+		add("accepted_prediction_tokens %d exceeds completion_tokens %d", *a, u.CompletionTokens)
+	}
+	if r := u.ReasoningTokens; r != nil && *r > u.CompletionTokens {
+		add("reasoning_tokens %d exceeds completion_tokens %d", *r, u.CompletionTokens)
+	}
+	return p
+}
+
+// CheckDraft checks the draft counters of a request with choices choices
+// whose verification steps propose at most k tokens (DESIGN §3 rule 5): each
+// step emits the accepted tokens plus one, so a choice took at least
+// completion - accepted steps and at most one more, and
+// accepted + rejected <= k * (completion_tokens - accepted + choices).
+func CheckDraft(u *Usage, k, choices int) []string {
+	if u.AcceptedPredictionTokens == nil || u.RejectedPredictionTokens == nil {
+		return []string{"accepted_prediction_tokens and rejected_prediction_tokens are not both present although drafting was active"}
+	}
+	a, r := *u.AcceptedPredictionTokens, *u.RejectedPredictionTokens
+	var p []string
+	if a > u.CompletionTokens {
+		p = append(p, fmt.Sprintf("accepted_prediction_tokens %d exceeds completion_tokens %d", a, u.CompletionTokens))
+	}
+	if bound := k * (u.CompletionTokens - a + max(choices, 1)); a+r > bound {
+		p = append(p, fmt.Sprintf("accepted %d + rejected %d draft tokens exceed %d = k %d × (completion_tokens %d − accepted %d + %d choice(s)): more tokens were drafted than %d per step allows",
+			a, r, bound, k, u.CompletionTokens, a, max(choices, 1), k))
+	}
+	return p
+}
+
+// CheckError checks a failed request's answer: a 4xx status (never a 5xx,
+// never success) and a body in OpenAI's error shape,
+// {"error": {"message": string, "type": string, "param": string|null, "code": string|null}}.
+func CheckError(status int, body []byte) []string {
+	var p []string
+	if status < 400 || status >= 500 {
+		p = append(p, fmt.Sprintf("status %d, want a 4xx (body: %s)", status, clip(body)))
+	}
+	var doc struct {
+		Error *struct {
+			Message *string         `json:"message"`
+			Type    *string         `json:"type"`
+			Param   json.RawMessage `json:"param"`
+			Code    json.RawMessage `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || doc.Error == nil {
+		return append(p, fmt.Sprintf("the body is not {\"error\": {...}}: %s", clip(body)))
+	}
+	e := doc.Error
+	if e.Message == nil || *e.Message == "" {
+		p = append(p, "error.message is missing or empty")
+	}
+	if e.Type == nil || *e.Type == "" {
+		p = append(p, "error.type is missing or empty")
+	}
+	for name, v := range map[string]json.RawMessage{"param": e.Param, "code": e.Code} {
+		if v == nil {
+			p = append(p, fmt.Sprintf("error.%s is missing (OpenAI sends it, null when there is none)", name))
+			continue
+		}
+		var s *string
+		if json.Unmarshal(v, &s) != nil {
+			p = append(p, fmt.Sprintf("error.%s is %s, want a string or null", name, clip(v)))
+		}
+	}
+	if err := openapi.ValidateSchema("ErrorResponse", body); err != nil {
+		p = append(p, fmt.Sprintf("the error body breaks ErrorResponse in openapi.yaml: %v", err))
+	}
+	return p
+}
+
+// ValidateTranscript validates every chunk of tr against ep's chunk schema
+// in rill's openapi.yaml, and its error document, if any, against
+// ErrorResponse.
+func ValidateTranscript(tr *Transcript, ep Endpoint) []string {
+	var p []string
+	for i, c := range tr.Chunks {
+		if err := openapi.ValidateSchema(ep.Chunk, c); err != nil {
+			p = append(p, fmt.Sprintf("chunk %d breaks %s: %v (chunk: %s)", i, ep.Chunk, err, clip(c)))
+		}
+	}
+	if tr.Error != nil {
+		if err := openapi.ValidateSchema("ErrorResponse", tr.Error); err != nil {
+			p = append(p, fmt.Sprintf("the error breaks ErrorResponse: %v (%s)", err, clip(tr.Error)))
+		}
+	}
+	return p
+}
+
+// ValidateResponse validates a non-streamed response body against component.
+func ValidateResponse(component string, body []byte) []string {
+	if err := openapi.ValidateSchema(component, body); err != nil {
+		return []string{fmt.Sprintf("the response breaks %s: %v (body: %s)", component, err, clip(body))}
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"rill/engine"
+	"rill/engine/gguf"
+	"rill/engine/model"
+	"rill/engine/quant"
+	"rill/engine/sched"
+	"rill/engine/testmodel"
+	"rill/service"
+
+	"rill/conformance"
+)
+
+// The harness starts rill in-process on loopback, as `rill serve` does
+// (serve.go, native.go): real TCP, a real http.Server, service.New over an
+// engine. It is only used when RILL_CONFORMANCE_URL is unset.
+
+// nativeDescription mirrors what `rill serve` says of the embedded model.
+const nativeDescription = "embedded test model: tiny llama with random weights from a fixed seed (conformance harness)"
+
+// newNativeEngine starts the native engine on the embedded test model and
+// its draft model, with KV blocks of blockSize tokens, so that the suite's
+// expected cached counts and the engine agree by construction.
+func newNativeEngine(blockSize int) (*sched.Engine, error) {
+	data, err := testmodel.Bytes(testmodel.Target(quant.F32))
+	if err != nil {
+		return nil, fmt.Errorf("embedded test model: %w", err)
+	}
+	gf, err := gguf.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("embedded test model: %w", err)
+	}
+	m, err := model.Load(gf)
+	if err != nil {
+		return nil, fmt.Errorf("embedded test model: %w", err)
+	}
+	dd, err := testmodel.Bytes(testmodel.Draft(quant.F32))
+	if err != nil {
+		return nil, fmt.Errorf("embedded draft model: %w", err)
+	}
+	dgf, err := gguf.Parse(dd)
+	if err != nil {
+		return nil, fmt.Errorf("embedded draft model: %w", err)
+	}
+	draft, err := model.Load(dgf)
+	if err != nil {
+		return nil, fmt.Errorf("embedded draft model: %w", err)
+	}
+	e, err := sched.New(m, sched.Options{
+		Description: nativeDescription,
+		BlockSize:   blockSize,
+		Logger:      slog.New(slog.DiscardHandler),
+		Draft:       draft,
+	})
+	if err != nil {
+		_ = m.Close()
+		_ = draft.Close()
+		return nil, fmt.Errorf("native engine: %w", err)
+	}
+	return e, nil
+}
+
+// running is one server the harness started. stop shuts it down: it waits
+// briefly for streams in flight, then cuts them off.
+type running struct {
+	target *conformance.Target
+	stop   func()
+}
+
+// serve starts h on 127.0.0.1:0 and returns a target for model.
+func serve(h http.Handler, modelID string) (*running, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	base, cancelBase := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			cancelBase()
+			_ = srv.Close()
+		}
+		cancelBase()
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Warn("conformance harness: server ended", "err", err)
+		}
+	}
+	t := conformance.NewTarget("http://"+ln.Addr().String(), modelID, "")
+	return &running{target: t, stop: stop}, nil
+}
+
+// startRill starts rill over the native engine. A non-empty broken mode
+// wraps its handler in a deliberately broken rewrite (broken_test.go).
+func startRill(cfg conformance.Config, broken string) (*running, error) {
+	e, err := newNativeEngine(cfg.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	var h http.Handler = service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler)})
+	if broken != "" {
+		if h, err = breakHandler(broken, h); err != nil {
+			_ = e.Close()
+			return nil, err
+		}
+	}
+	r, err := serve(h, e.Models()[0].ID)
+	if err != nil {
+		_ = e.Close()
+		return nil, err
+	}
+	stop := r.stop
+	r.stop = func() {
+		stop()
+		_ = e.Close()
+	}
+	return r, nil
+}
+
+// startDouble starts a second rill over the engine double (double_test.go).
+func startDouble() (*running, error) {
+	var d engine.Engine = newDouble()
+	return serve(service.New(service.Options{Engine: d, Logger: slog.New(slog.DiscardHandler)}), doubleModel)
+}
