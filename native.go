@@ -3,15 +3,20 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
 
+	"rill/config"
+	"rill/engine"
 	"rill/engine/gguf"
 	"rill/engine/model"
 	"rill/engine/quant"
+	"rill/engine/router"
 	"rill/engine/sched"
 	"rill/engine/testmodel"
+	"rill/engine/upstream"
 )
 
 // nativeFlags are the model and engine flags shared by serve and generate.
@@ -27,6 +32,11 @@ type nativeFlags struct {
 	draftModel  string
 	spec        string
 	draftTokens int
+
+	// description and ownedBy, when set, are what /v1/models shows; they
+	// come from a configuration file, not from flags.
+	description string
+	ownedBy     string
 }
 
 // openNative loads the GGUF model at f.model, or the embedded test model
@@ -45,6 +55,7 @@ func openNative(f nativeFlags, log *slog.Logger) (*sched.Engine, error) {
 		MaxBatchTokens: f.batch,
 		Threads:        f.threads,
 		Logger:         log,
+		OwnedBy:        f.ownedBy,
 	}
 	if f.model == "" {
 		data, err := testmodel.Bytes(testmodel.Target(quant.F32))
@@ -71,6 +82,9 @@ func openNative(f nativeFlags, log *slog.Logger) (*sched.Engine, error) {
 		}
 		log.Info("model loaded", slog.String("path", f.model), slog.String("arch", m.Config.Arch),
 			slog.Int("layers", m.Config.Layers), slog.Int("embd", m.Config.Embd), slog.Int("vocab", m.Config.VocabSize))
+	}
+	if f.description != "" {
+		opts.Description = f.description
 	}
 	switch f.spec {
 	case "":
@@ -141,4 +155,65 @@ func (f *nativeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.spec, "spec", "", "speculative decoding without a draft model: \"ngram\" (prompt lookup); requests' predicted outputs draft either way")
 	fs.IntVar(&f.draftTokens, "draft-tokens", 0, "most tokens drafted per step (default 4)")
 	fs.StringVar(&f.kvType, "kv-cache-type", "f16", "KV cache element type: f16 (llama.cpp's numerics, half the memory) or f32 (exact)")
+}
+
+// openConfig starts the engines of the configuration file at path, native
+// and upstream, behind one router that serves them all by model id.
+func openConfig(path string, log *slog.Logger) (*router.Router, error) {
+	f, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	var engines []engine.Engine
+	fail := func(err error) (*router.Router, error) {
+		for i := len(engines) - 1; i >= 0; i-- {
+			if c, ok := engines[i].(io.Closer); ok {
+				c.Close()
+			}
+		}
+		return nil, err
+	}
+	for i := range f.Models {
+		m := &f.Models[i]
+		if n := m.Native; n != nil {
+			nf := nativeFlags{
+				model: n.Model, modelID: m.ID, ctxLen: m.ContextLength, kvMem: int64(n.KVCacheMem),
+				batch: n.BatchTokens, threads: n.Threads, kvType: n.KVCacheType,
+				draftModel: n.DraftModel, spec: n.Spec, draftTokens: n.DraftTokens,
+				description: m.Description, ownedBy: m.OwnedBy,
+			}
+			if nf.model == config.Embedded {
+				nf.model = ""
+			}
+			e, err := openNative(nf, log)
+			if err != nil {
+				return fail(fmt.Errorf("model %q: %w", m.ID, err))
+			}
+			engines = append(engines, e)
+			continue
+		}
+		e, err := upstream.New(m.UpstreamOptions(log))
+		if err != nil {
+			return fail(fmt.Errorf("model %q: %w", m.ID, err))
+		}
+		engines = append(engines, e)
+		log.Info("upstream model", slog.String("model", m.ID), slog.String("kind", m.Upstream.Kind),
+			slog.Int("replicas", len(m.Upstream.Replicas)))
+	}
+	r, err := router.New(engines...)
+	if err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+// nativeFlagNames are the names of the flags register defines, which a
+// configuration file replaces.
+func nativeFlagNames() map[string]bool {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	var nf nativeFlags
+	nf.register(fs)
+	names := make(map[string]bool)
+	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
+	return names
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"rill/engine"
 	"rill/service"
 )
 
@@ -27,6 +28,8 @@ func serve(ctx context.Context, args []string) error {
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running streams may finish after a shutdown signal")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	configFile := fs.String("config", "", "configuration file (YAML or JSON) of the models to serve, native and upstream; replaces the model flags")
+	wsOrigins := fs.String("ws-allowed-origins", "", "comma-separated host patterns (e.g. *.example.com, https://app.example.com) of browser pages on other origins that may open a WebSocket")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,9 +40,36 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	e, err := openNative(nf, log)
+	origins, err := service.ParseOriginPatterns(*wsOrigins)
 	if err != nil {
-		return err
+		return fmt.Errorf("--ws-allowed-origins: %w", err)
+	}
+	var e interface {
+		engine.Engine
+		Close() error
+	}
+	if *configFile != "" {
+		native := nativeFlagNames()
+		var set []string
+		fs.Visit(func(f *flag.Flag) {
+			if native[f.Name] {
+				set = append(set, "--"+f.Name)
+			}
+		})
+		if len(set) > 0 {
+			return fmt.Errorf("--config and %s exclude each other: set them in the file", strings.Join(set, ", "))
+		}
+		r, err := openConfig(*configFile, log)
+		if err != nil {
+			return err
+		}
+		e = r
+	} else {
+		n, err := openNative(nf, log)
+		if err != nil {
+			return err
+		}
+		e = n
 	}
 	defer e.Close()
 
@@ -52,15 +82,23 @@ func serve(ctx context.Context, args []string) error {
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log}),
+		Handler:           service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	m := e.Models()[0]
-	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("model", m.ID),
-		slog.Int("context_length", m.ContextLength), slog.Bool("auth", *apiKey != ""))
+	if ms := e.Models(); len(ms) == 1 {
+		log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("model", ms[0].ID),
+			slog.Int("context_length", ms[0].ContextLength), slog.Bool("auth", *apiKey != ""))
+	} else {
+		ids := make([]string, len(ms))
+		for i, m := range ms {
+			ids[i] = m.ID
+		}
+		log.Info("listening", slog.String("addr", ln.Addr().String()), slog.Any("models", ids),
+			slog.Bool("auth", *apiKey != ""))
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

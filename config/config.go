@@ -1,0 +1,325 @@
+// Package config reads rill's configuration file: the models one server
+// serves, each either run by the native engine (a GGUF file) or served by
+// upstream replicas over HTTP (llama.cpp, vLLM, SGLang, tabbyAPI, rill or
+// any OpenAI-compatible server).
+//
+// The file is YAML; JSON, being YAML too, works as well. Unknown keys are
+// errors, so that a misspelt setting is not silently ignored. See the
+// README section "Configuration" for an example.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"rill/engine/upstream"
+)
+
+// File is a whole configuration file.
+type File struct {
+	Models []Model `yaml:"models"`
+}
+
+// Model is one model as clients see it: an id, what /v1/models says about
+// it, and exactly one of Native and Upstream.
+type Model struct {
+	// ID is the name clients send as "model". Required, unique.
+	ID            string `yaml:"id"`
+	Description   string `yaml:"description"`
+	OwnedBy       string `yaml:"owned_by"`
+	ContextLength int    `yaml:"context_length"` // tokens; 0: the model's own (native) or unknown
+
+	Native   *Native   `yaml:"native"`
+	Upstream *Upstream `yaml:"upstream"`
+}
+
+// Native runs a model on rill's own engine; its fields are serve's flags
+// of the same names.
+type Native struct {
+	// Model is the GGUF file (relative paths are relative to the
+	// configuration file), or "embedded" for the embedded test model.
+	Model string `yaml:"model"`
+	// DraftModel is a GGUF draft model sharing Model's vocabulary, or
+	// "embedded"; empty for none.
+	DraftModel  string `yaml:"draft_model"`
+	Spec        string `yaml:"spec"` // "" or "ngram"
+	DraftTokens int    `yaml:"draft_tokens"`
+	KVCacheMem  Bytes  `yaml:"kv_cache_mem"`
+	KVCacheType string `yaml:"kv_cache_type"` // "f16" (default) or "f32"
+	BatchTokens int    `yaml:"batch_tokens"`
+	Threads     int    `yaml:"threads"`
+}
+
+// Upstream serves a model from one or more replicas of a server.
+type Upstream struct {
+	// Kind is llamacpp, vllm, sglang, tabbyapi, openai or rill.
+	Kind string `yaml:"kind"`
+	// Model is the upstream's name for the model; default the model's id.
+	Model string `yaml:"model"`
+	// APIKeyEnv names the environment variable that holds the API key of
+	// every replica (a replica's own api_key_env overrides it). The key
+	// itself never appears in the file.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Drafting says the upstream drafts (speculative decoding), for /v1/models.
+	Drafting bool      `yaml:"drafting"`
+	Replicas []Replica `yaml:"replicas"`
+	Timeouts Timeouts  `yaml:"timeouts"`
+	Health   Health    `yaml:"health"`
+	Affinity Affinity  `yaml:"affinity"`
+}
+
+// Replica is one server of an upstream model.
+type Replica struct {
+	URL       string `yaml:"url"`
+	APIKeyEnv string `yaml:"api_key_env"`
+	// APIKey is the key read from the environment by Parse.
+	APIKey string `yaml:"-"`
+}
+
+// Timeouts of upstream requests; zero means upstream's defaults.
+type Timeouts struct {
+	Connect Duration `yaml:"connect"` // dialling a replica
+	Headers Duration `yaml:"headers"` // until the response headers arrive
+	Idle    Duration `yaml:"idle"`    // the longest silence within a stream
+}
+
+// Health configures the health checks of every replica.
+type Health struct {
+	Interval Duration `yaml:"interval"`
+	Timeout  Duration `yaml:"timeout"`
+}
+
+// Affinity configures prefix-affinity routing.
+type Affinity struct {
+	// PrefixBytes is how many bytes of the rendered prompt pick the replica.
+	PrefixBytes int `yaml:"prefix_bytes"`
+	// MaxImbalance is how many more requests in flight than the least
+	// loaded replica the preferred one may have and still get the request.
+	MaxImbalance int `yaml:"max_imbalance"`
+	// Disabled turns affinity off: least-loaded choice only.
+	Disabled bool `yaml:"disabled"`
+}
+
+// Load reads and checks the file at path. API keys are read from the
+// environment; relative model paths are made relative to the file's folder.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	f, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	for i := range f.Models {
+		if n := f.Models[i].Native; n != nil {
+			n.Model = resolve(dir, n.Model)
+			n.DraftModel = resolve(dir, n.DraftModel)
+		}
+	}
+	return f, nil
+}
+
+func resolve(dir, p string) string {
+	if p == "" || p == Embedded || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// Embedded names the embedded test model in Native.Model and DraftModel.
+const Embedded = "embedded"
+
+// Parse decodes and checks a configuration. lookupEnv reads the
+// environment (os.LookupEnv, or a map in tests). Every problem found is
+// reported, joined, each with the place it is at.
+func Parse(data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty")
+		}
+		return nil, err
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("the file holds more than one YAML document")
+	}
+	if errs := f.check(lookupEnv); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &f, nil
+}
+
+// check validates f and fills in the replicas' API keys.
+func (f *File) check(lookupEnv func(string) (string, bool)) []error {
+	if len(f.Models) == 0 {
+		return []error{errors.New("models: none configured")}
+	}
+	var errs []error
+	ids := make(map[string]int)
+	for i := range f.Models {
+		m := &f.Models[i]
+		at := fmt.Sprintf("models[%d]", i)
+		if m.ID != "" {
+			at = fmt.Sprintf("models[%d] (%s)", i, m.ID)
+		}
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+		}
+		switch {
+		case strings.TrimSpace(m.ID) == "":
+			bad("id is required")
+		case strings.ContainsAny(m.ID, " \t\r\n"):
+			bad("id %q contains white space", m.ID)
+		default:
+			if j, dup := ids[m.ID]; dup {
+				bad("id %q is also the id of models[%d]", m.ID, j)
+			}
+			ids[m.ID] = i
+		}
+		if m.ContextLength < 0 {
+			bad("context_length must not be negative")
+		}
+		switch {
+		case m.Native == nil && m.Upstream == nil:
+			bad("needs either native or upstream")
+		case m.Native != nil && m.Upstream != nil:
+			bad("has both native and upstream; choose one")
+		case m.Native != nil:
+			m.Native.check(bad)
+		default:
+			m.Upstream.check(bad, lookupEnv)
+		}
+	}
+	return errs
+}
+
+func (n *Native) check(bad func(string, ...any)) {
+	if n.Model == "" {
+		bad("native.model is required: a GGUF file, or %q for the embedded test model", Embedded)
+	}
+	switch n.Spec {
+	case "", "ngram":
+	default:
+		bad("native.spec %q: want ngram or nothing", n.Spec)
+	}
+	if n.Spec == "ngram" && n.DraftModel != "" {
+		bad("native.spec ngram and native.draft_model exclude each other")
+	}
+	switch strings.ToLower(n.KVCacheType) {
+	case "", "f16", "f32":
+	default:
+		bad("native.kv_cache_type %q: want f16 or f32", n.KVCacheType)
+	}
+	if n.DraftTokens < 0 || n.DraftTokens > 32 {
+		bad("native.draft_tokens %d: want 1 to 32 (0 for the default)", n.DraftTokens)
+	}
+	if n.BatchTokens < 0 || n.Threads < 0 || n.KVCacheMem < 0 {
+		bad("native.batch_tokens, native.threads and native.kv_cache_mem must not be negative")
+	}
+}
+
+func (u *Upstream) check(bad func(string, ...any), lookupEnv func(string) (string, bool)) {
+	if u.Kind == "" {
+		bad("upstream.kind is required")
+	} else if _, err := upstream.ParseKind(u.Kind); err != nil {
+		bad("upstream.kind: %v", err)
+	}
+	if len(u.Replicas) == 0 {
+		bad("upstream.replicas: none configured; give at least one url")
+	}
+	key := func(field, env string) string {
+		if env == "" {
+			return ""
+		}
+		v, ok := lookupEnv(env)
+		switch {
+		case !ok:
+			bad("%s: environment variable %s is not set", field, env)
+		case v == "":
+			bad("%s: environment variable %s is empty", field, env)
+		}
+		return v
+	}
+	modelKey := key("upstream.api_key_env", u.APIKeyEnv)
+	seen := make(map[string]int)
+	for i := range u.Replicas {
+		r := &u.Replicas[i]
+		field := fmt.Sprintf("upstream.replicas[%d]", i)
+		if err := checkURL(r.URL); err != nil {
+			bad("%s.url: %v", field, err)
+		} else {
+			norm := strings.TrimSuffix(strings.TrimSuffix(r.URL, "/"), "/v1")
+			if j, dup := seen[norm]; dup {
+				bad("%s.url %q is also replicas[%d]", field, r.URL, j)
+			}
+			seen[norm] = i
+		}
+		r.APIKey = modelKey
+		if r.APIKeyEnv != "" {
+			r.APIKey = key(field+".api_key_env", r.APIKeyEnv)
+		}
+	}
+	if u.Timeouts.Connect < 0 || u.Timeouts.Headers < 0 || u.Timeouts.Idle < 0 ||
+		u.Health.Interval < 0 || u.Health.Timeout < 0 {
+		bad("upstream: timeouts and intervals must not be negative")
+	}
+	if u.Affinity.PrefixBytes < 0 || u.Affinity.MaxImbalance < 0 {
+		bad("upstream.affinity: prefix_bytes and max_imbalance must not be negative")
+	}
+}
+
+func checkURL(raw string) error {
+	if raw == "" {
+		return errors.New("required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: want an http:// or https:// URL", raw)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q: no host", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q: no query or fragment allowed", raw)
+	}
+	return nil
+}
+
+// UpstreamOptions are the options of the upstream engine of m, which must
+// have Upstream set and have passed Parse.
+func (m *Model) UpstreamOptions(log *slog.Logger) upstream.Options {
+	u := m.Upstream
+	kind, _ := upstream.ParseKind(u.Kind)
+	o := upstream.Options{
+		ID: m.ID, UpstreamModel: u.Model, Kind: kind,
+		Description: m.Description, OwnedBy: m.OwnedBy, ContextLength: m.ContextLength, Drafting: u.Drafting,
+		ConnectTimeout: u.Timeouts.Connect.D(), HeaderTimeout: u.Timeouts.Headers.D(), IdleTimeout: u.Timeouts.Idle.D(),
+		HealthInterval: u.Health.Interval.D(), HealthTimeout: u.Health.Timeout.D(),
+		PrefixBytes: u.Affinity.PrefixBytes, MaxImbalance: u.Affinity.MaxImbalance,
+		Logger: log,
+	}
+	if u.Affinity.Disabled {
+		o.PrefixBytes = -1
+	}
+	for _, r := range u.Replicas {
+		o.Replicas = append(o.Replicas, upstream.Replica{URL: r.URL, APIKey: r.APIKey})
+	}
+	return o
+}

@@ -1,0 +1,197 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rill/engine/upstream"
+)
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	}
+}
+
+var testEnv = env(map[string]string{"VLLM_KEY": "sk-vllm", "OTHER_KEY": "sk-other", "EMPTY_KEY": ""})
+
+const full = `
+models:
+  - id: tiny
+    description: the embedded test model
+    native:
+      model: embedded
+      draft_model: embedded
+      draft_tokens: 3
+      kv_cache_mem: 64MiB
+      kv_cache_type: f32
+  - id: llama-70b
+    context_length: 8192
+    upstream:
+      kind: vllm
+      model: meta-llama/Llama-3.3-70B-Instruct
+      api_key_env: VLLM_KEY
+      timeouts: {connect: 2s, headers: 1m, idle: 30s}
+      health: {interval: 10s, timeout: 1s}
+      affinity: {prefix_bytes: 1024, max_imbalance: 4}
+      replicas:
+        - url: http://10.0.0.1:8000
+        - url: http://10.0.0.2:8000/v1
+          api_key_env: OTHER_KEY
+  - id: stories
+    upstream:
+      kind: llama.cpp
+      affinity: {disabled: true}
+      replicas: [{url: "http://127.0.0.1:8081"}]
+`
+
+func TestParseFull(t *testing.T) {
+	t.Parallel()
+	f, err := Parse([]byte(full), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Models) != 3 {
+		t.Fatalf("%d models", len(f.Models))
+	}
+	n := f.Models[0].Native
+	if n.Model != Embedded || n.DraftModel != Embedded || n.DraftTokens != 3 || n.KVCacheMem != 64<<20 || n.KVCacheType != "f32" {
+		t.Errorf("native %+v", n)
+	}
+	o := f.Models[1].UpstreamOptions(nil)
+	want := upstream.Options{ID: "llama-70b", UpstreamModel: "meta-llama/Llama-3.3-70B-Instruct", Kind: upstream.VLLM,
+		ContextLength: 8192, ConnectTimeout: 2 * time.Second, HeaderTimeout: time.Minute, IdleTimeout: 30 * time.Second,
+		HealthInterval: 10 * time.Second, HealthTimeout: time.Second, PrefixBytes: 1024, MaxImbalance: 4,
+		Replicas: []upstream.Replica{{URL: "http://10.0.0.1:8000", APIKey: "sk-vllm"}, {URL: "http://10.0.0.2:8000/v1", APIKey: "sk-other"}}}
+	if o.ID != want.ID || o.UpstreamModel != want.UpstreamModel || o.Kind != want.Kind || o.ContextLength != want.ContextLength ||
+		o.ConnectTimeout != want.ConnectTimeout || o.HeaderTimeout != want.HeaderTimeout || o.IdleTimeout != want.IdleTimeout ||
+		o.HealthInterval != want.HealthInterval || o.HealthTimeout != want.HealthTimeout ||
+		o.PrefixBytes != want.PrefixBytes || o.MaxImbalance != want.MaxImbalance ||
+		len(o.Replicas) != 2 || o.Replicas[0] != want.Replicas[0] || o.Replicas[1] != want.Replicas[1] {
+		t.Errorf("options\n got %+v\nwant %+v", o, want)
+	}
+	if o := f.Models[2].UpstreamOptions(nil); o.Kind != upstream.LlamaCpp || o.PrefixBytes >= 0 || o.Replicas[0].APIKey != "" {
+		t.Errorf("stories options %+v", o)
+	}
+}
+
+func TestParseJSON(t *testing.T) {
+	t.Parallel()
+	f, err := Parse([]byte(`{"models":[{"id":"m","upstream":{"kind":"sglang","replicas":[{"url":"http://h:30000"}],"timeouts":{"idle":"90s"}}}]}`), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := f.Models[0].Upstream; u.Kind != "sglang" || u.Timeouts.Idle.D() != 90*time.Second {
+		t.Errorf("upstream %+v", u)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	up := func(body string) string {
+		return "models:\n  - id: m\n    upstream:\n" + body
+	}
+	cases := []struct {
+		name string
+		yaml string
+		want []string // every one must be in the error
+	}{
+		{"empty file", "", []string{"empty"}},
+		{"no models", "models: []", []string{"none configured"}},
+		{"unknown key", "models:\n  - id: m\n    natve: {model: embedded}", []string{"natve"}},
+		{"not yaml", "models: [", []string{"yaml"}},
+		{"two documents", "models: [{id: m, native: {model: embedded}}]\n---\nmodels: []", []string{"more than one"}},
+		{"missing id", "models:\n  - native: {model: embedded}", []string{"models[0]: id is required"}},
+		{"space in id", "models:\n  - id: my model\n    native: {model: embedded}", []string{"white space"}},
+		{"duplicate ids", "models:\n  - id: m\n    native: {model: embedded}\n  - id: m\n    native: {model: embedded}",
+			[]string{`models[1] (m): id "m" is also the id of models[0]`}},
+		{"neither", "models:\n  - id: m", []string{"either native or upstream"}},
+		{"both", "models:\n  - id: m\n    native: {model: embedded}\n    upstream: {kind: vllm, replicas: [{url: 'http://h'}]}", []string{"both native and upstream"}},
+		{"native without model", "models:\n  - id: m\n    native: {}", []string{"native.model is required"}},
+		{"bad spec", "models:\n  - id: m\n    native: {model: embedded, spec: medusa}", []string{"native.spec"}},
+		{"spec and draft", "models:\n  - id: m\n    native: {model: embedded, spec: ngram, draft_model: embedded}", []string{"exclude each other"}},
+		{"bad kv type", "models:\n  - id: m\n    native: {model: embedded, kv_cache_type: q8}", []string{"kv_cache_type"}},
+		{"bad size", "models:\n  - id: m\n    native: {model: embedded, kv_cache_mem: lots}", []string{"not a size"}},
+		{"unknown kind", up("      kind: vlm\n      replicas: [{url: 'http://h'}]"), []string{`unknown kind "vlm"`}},
+		{"no kind", up("      replicas: [{url: 'http://h'}]"), []string{"upstream.kind is required"}},
+		{"no replicas", up("      kind: vllm"), []string{"upstream.replicas: none configured"}},
+		{"bad url", up("      kind: vllm\n      replicas: [{url: 'h:8000'}]"), []string{"replicas[0].url"}},
+		{"missing url", up("      kind: vllm\n      replicas: [{}]"), []string{"replicas[0].url: required"}},
+		{"duplicate replica", up("      kind: vllm\n      replicas: [{url: 'http://h'}, {url: 'http://h/v1'}]"), []string{"is also replicas[0]"}},
+		{"missing env var", up("      kind: vllm\n      api_key_env: NO_SUCH_KEY\n      replicas: [{url: 'http://h'}]"),
+			[]string{"environment variable NO_SUCH_KEY is not set"}},
+		{"empty env var", up("      kind: vllm\n      replicas: [{url: 'http://h', api_key_env: EMPTY_KEY}]"),
+			[]string{"replicas[0].api_key_env: environment variable EMPTY_KEY is empty"}},
+		{"bad duration", up("      kind: vllm\n      timeouts: {idle: 30}\n      replicas: [{url: 'http://h'}]"), []string{"not a duration"}},
+		{"negative duration", up("      kind: vllm\n      health: {interval: -1s}\n      replicas: [{url: 'http://h'}]"), []string{"must not be negative"}},
+		{"negative affinity", up("      kind: vllm\n      affinity: {prefix_bytes: -5}\n      replicas: [{url: 'http://h'}]"), []string{"prefix_bytes"}},
+		{"every problem at once", "models:\n  - id: a\n  - id: a\n    upstream: {kind: x}", []string{"models[0] (a): needs either", "is also the id", `unknown kind "x"`, "none configured"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tc.yaml), testEnv)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadResolvesPaths(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rill.yaml")
+	body := "models:\n  - id: a\n    native: {model: models/a.gguf, draft_model: /abs/d.gguf}\n  - id: b\n    native: {model: embedded}\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Models[0].Native; got.Model != filepath.Join(dir, "models/a.gguf") || got.DraftModel != "/abs/d.gguf" {
+		t.Errorf("paths %q %q", got.Model, got.DraftModel)
+	}
+	if f.Models[1].Native.Model != Embedded {
+		t.Errorf("embedded became %q", f.Models[1].Native.Model)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("a missing file loaded")
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in   string
+		want Bytes
+		ok   bool
+	}{
+		{"1024", 1024, true},
+		{"512MiB", 512 << 20, true},
+		{"1.5 GiB", 3 << 29, true},
+		{"2GB", 2e9, true},
+		{"10kb", 10000, true},
+		{"7b", 7, true},
+		{"", 0, false},
+		{"lots", 0, false},
+		{"NaN", 0, false},
+		{"1e300GiB", 0, false},
+	}
+	for _, tc := range cases {
+		got, err := ParseBytes(tc.in)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}

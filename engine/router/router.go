@@ -1,0 +1,91 @@
+// Package router serves several engines as one: each request goes to the
+// engine that serves its model, and /v1/models lists every engine's models.
+// It is how one rill serves native models and models behind HTTP side by
+// side.
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"rill/engine"
+)
+
+// Router is an engine.Engine over other engines, keyed by model id. It is
+// safe for concurrent use; its set of models is fixed at New.
+type Router struct {
+	engines []engine.Engine
+	byID    map[string]engine.Engine
+	models  []engine.Model
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New routes to engines. Every engine must serve at least one model, and
+// no model id may be served twice. The Router takes ownership of the
+// engines: Close closes them.
+func New(engines ...engine.Engine) (*Router, error) {
+	if len(engines) == 0 {
+		return nil, errors.New("router: no engines")
+	}
+	r := &Router{engines: engines, byID: make(map[string]engine.Engine)}
+	for i, e := range engines {
+		if e == nil {
+			return nil, fmt.Errorf("router: engine %d is nil", i)
+		}
+		ms := e.Models()
+		if len(ms) == 0 {
+			return nil, fmt.Errorf("router: engine %d serves no model", i)
+		}
+		for _, m := range ms {
+			if m.ID == "" {
+				return nil, fmt.Errorf("router: engine %d serves a model without an id", i)
+			}
+			if _, dup := r.byID[m.ID]; dup {
+				return nil, fmt.Errorf("router: model %q is served twice", m.ID)
+			}
+			r.byID[m.ID] = e
+			r.models = append(r.models, m)
+		}
+	}
+	return r, nil
+}
+
+// Models implements engine.Engine: every engine's models, in the order of
+// the engines given to New. The slice is the caller's.
+func (r *Router) Models() []engine.Model { return slices.Clone(r.models) }
+
+// Generate implements engine.Engine by handing req to the engine that
+// serves req.Model.
+func (r *Router) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+	e, ok := r.byID[req.Model]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, req.Model)
+	}
+	return e.Generate(ctx, req)
+}
+
+// Engine returns the engine that serves the model id, or nil.
+func (r *Router) Engine(id string) engine.Engine { return r.byID[id] }
+
+// Close closes every engine that has a Close method (io.Closer), last
+// first, and returns their errors joined. Later calls return the same.
+func (r *Router) Close() error {
+	r.closeOnce.Do(func() {
+		var errs []error
+		for i := len(r.engines) - 1; i >= 0; i-- {
+			if c, ok := r.engines[i].(io.Closer); ok {
+				if err := c.Close(); err != nil {
+					errs = append(errs, fmt.Errorf("close engine of %q: %w", r.engines[i].Models()[0].ID, err))
+				}
+			}
+		}
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
+}

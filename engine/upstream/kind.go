@@ -1,0 +1,178 @@
+package upstream
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"rill/engine"
+)
+
+// Kind names the software behind an upstream URL. It decides which request
+// fields the upstream accepts and how its counters become engine.Stats.
+type Kind string
+
+// The kinds rill knows.
+const (
+	// LlamaCpp is llama.cpp's llama-server. Its counters are in the
+	// `timings` object of the last chunk: cache_n (prompt tokens served
+	// from its cache), draft_n and draft_n_accepted (speculative decoding).
+	LlamaCpp Kind = "llamacpp"
+	// VLLM reports usage.prompt_tokens_details.cached_tokens when started
+	// with --enable-prompt-tokens-details.
+	VLLM Kind = "vllm"
+	// SGLang reports usage.prompt_tokens_details.cached_tokens when started
+	// with --enable-cache-report.
+	SGLang Kind = "sglang"
+	// TabbyAPI may send fractional cached counts; they are kept as floats
+	// and the service rounds them.
+	TabbyAPI Kind = "tabbyapi"
+	// OpenAI is any other OpenAI-compatible server: usage as OpenAI defines it.
+	OpenAI Kind = "openai"
+	// Rill is another rill: usage in rill's own shape, and rill's request
+	// extensions (top_k, min_p, ignore_eos, no_draft) pass through.
+	Rill Kind = "rill"
+)
+
+// Kinds lists every known kind, in documentation order.
+var Kinds = []Kind{LlamaCpp, VLLM, SGLang, TabbyAPI, OpenAI, Rill}
+
+// ParseKind reads a kind name, case-insensitively; "llama.cpp" and
+// "llama-server" also name LlamaCpp.
+func ParseKind(s string) (Kind, error) {
+	k := Kind(strings.ToLower(strings.TrimSpace(s)))
+	switch k {
+	case "llama.cpp", "llama-server", "llama_cpp":
+		return LlamaCpp, nil
+	case "tabby":
+		return TabbyAPI, nil
+	}
+	for _, known := range Kinds {
+		if k == known {
+			return k, nil
+		}
+	}
+	names := make([]string, len(Kinds))
+	for i, known := range Kinds {
+		names[i] = string(known)
+	}
+	return "", fmt.Errorf("unknown kind %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// caps are the request fields a kind accepts beyond OpenAI's.
+type caps struct {
+	topK, minP bool
+	// eosField is the name of the "keep generating past EOS" field, or ""
+	// when the kind has none.
+	eosField   string
+	prediction bool // OpenAI Predicted Outputs
+	noDraft    bool // rill's no_draft
+	// splitChoices sends a request for n choices as n requests of one
+	// choice: llama.cpp's server counts only one choice's tokens in
+	// completion_tokens when n > 1, and its timings describe one slot.
+	splitChoices bool
+	// prefixCache: the kind reports a prefix cache (for /v1/models).
+	prefixCache bool
+}
+
+func (k Kind) caps() caps {
+	switch k {
+	case LlamaCpp:
+		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true}
+	case VLLM, SGLang:
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true}
+	case TabbyAPI:
+		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
+	case Rill:
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true}
+	}
+	return caps{prediction: true, prefixCache: true}
+}
+
+// stats maps what the upstream reported for a whole request into the Stats
+// of one choice. u and t may be nil (not sent). predicted tells whether the
+// client sent a prediction, which is when OpenAI's prediction counters mean
+// that drafting was active.
+func (k Kind) stats(u *wireUsage, t *wireTimings, predicted bool) engine.Stats {
+	var st engine.Stats
+	if u != nil {
+		st.PromptTokens = count(u.PromptTokens)
+		st.CompletionTokens = count(u.CompletionTokens)
+	} else if t != nil && k == LlamaCpp {
+		st.PromptTokens = count(t.CacheN) + count(t.PromptN)
+		st.CompletionTokens = count(t.PredictedN)
+	}
+	var cached, accepted, rejected, reasoning *float64
+	if u != nil {
+		if d := u.PromptTokensDetails; d != nil {
+			cached = d.CachedTokens
+		}
+		if d := u.CompletionTokensDetails; d != nil {
+			accepted, rejected, reasoning = d.AcceptedPredictionTokens, d.RejectedPredictionTokens, d.ReasoningTokens
+		}
+	}
+	switch k {
+	case LlamaCpp:
+		if t != nil {
+			if t.CacheN != nil {
+				cached = t.CacheN
+			}
+			// The draft counters are present only when the slot drafted.
+			if t.DraftN != nil {
+				n := count(t.DraftN)
+				a := min(count(t.DraftNAccepted), n)
+				st.DraftAccepted, st.DraftRejected = &a, ptr(n-a)
+			}
+			if t.PromptMS != nil {
+				st.PromptTime = millis(*t.PromptMS)
+			}
+			if t.PredictedMS != nil {
+				st.GenerationTime = millis(*t.PredictedMS)
+			}
+		}
+	case TabbyAPI:
+		if cached == nil && u != nil {
+			cached = u.CachedTokens
+		}
+	case OpenAI:
+		// OpenAI sends the prediction counters on every response, as zeros
+		// when there was no prediction; rill shows them only when drafting
+		// was active (DESIGN §3 rule 4).
+		if !predicted {
+			accepted, rejected = nil, nil
+		}
+	}
+	if cached != nil && !math.IsNaN(*cached) {
+		c := *cached
+		st.CachedTokens = &c
+	}
+	if st.DraftAccepted == nil && (accepted != nil || rejected != nil) {
+		st.DraftAccepted, st.DraftRejected = ptr(count(accepted)), ptr(count(rejected))
+	}
+	if reasoning != nil {
+		st.ReasoningTokens = ptr(count(reasoning))
+	}
+	return st
+}
+
+// count reads a reported count: absent, NaN or negative is 0, a fraction is
+// rounded half to even.
+func count(v *float64) int {
+	if v == nil || math.IsNaN(*v) || *v <= 0 {
+		return 0
+	}
+	if *v >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(math.RoundToEven(*v))
+}
+
+func millis(ms float64) time.Duration {
+	if math.IsNaN(ms) || ms < 0 || ms > 1e12 {
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,216 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"rill/engine"
+)
+
+// stream turns an upstream's chunks into engine events. It implements
+// engine.Stream and is owned by one goroutine.
+//
+// Text and logprobs are passed on as they arrive. A choice's final event
+// waits until the upstream has reported the request's counters (the usage
+// chunk that follows the finish reasons), or has ended its stream without
+// them; then every choice's final event is sent, in choice order, with the
+// Stats of the whole request on choice 0 (see Engine.Generate).
+//
+// Until the first event is sent, a failed attempt is retried on another
+// replica: the client has seen nothing, so nothing is lost. After it, a
+// failure ends the stream with an error wrapping engine.ErrUpstream.
+type stream struct {
+	c *call
+	a *attempt
+	n int
+
+	queue []engine.Event
+	qi    int
+
+	started  bool // an event was queued: no more retries
+	finished []bool
+	reasons  []engine.FinishReason
+	open     int // choices without a finish reason
+	usage    *wireUsage
+	timings  *wireTimings
+	finals   bool // the final events are queued
+
+	t0, first time.Time
+	err       error // terminal; io.EOF after the last final event
+}
+
+func newStream(c *call, a *attempt, n int) *stream {
+	return &stream{c: c, a: a, n: n, finished: make([]bool, n), reasons: make([]engine.FinishReason, n),
+		open: n, queue: make([]engine.Event, 0, 4), t0: time.Now()}
+}
+
+// Recv implements engine.Stream.
+func (s *stream) Recv() (engine.Event, error) {
+	for {
+		if s.qi < len(s.queue) {
+			ev := s.queue[s.qi]
+			s.queue[s.qi] = engine.Event{}
+			s.qi++
+			return ev, nil
+		}
+		s.queue, s.qi = s.queue[:0], 0
+		if s.err != nil {
+			return engine.Event{}, s.err
+		}
+		if s.finals {
+			// Every final event is out: the request is complete, whatever
+			// the upstream still sends.
+			s.a.finish()
+			s.err = io.EOF
+			continue
+		}
+		if err := s.step(); err != nil {
+			s.a.release()
+			s.err = err
+		}
+	}
+}
+
+// step reads and handles one upstream event.
+func (s *stream) step() error {
+	data, err := s.a.next()
+	switch {
+	case errors.Is(err, io.EOF) && s.open == 0:
+		s.queueFinals() // ended without [DONE]: complete all the same
+		return nil
+	case errors.Is(err, io.EOF):
+		return s.broken(errors.New("the stream ended before every choice finished"), false)
+	case err != nil:
+		return s.broken(err, true)
+	case string(data) == "[DONE]":
+		if s.open > 0 {
+			return s.broken(errors.New("[DONE] before every choice finished"), false)
+		}
+		s.queueFinals()
+		return nil
+	}
+	var ch wireChunk
+	if err := decodeChunk(data, &ch); err != nil {
+		return s.broken(fmt.Errorf("unreadable chunk: %v", err), false)
+	}
+	if len(ch.Error) > 0 && string(ch.Error) != "null" {
+		return s.errorEvent(ch.Error)
+	}
+	for i := range ch.Choices {
+		c := &ch.Choices[i]
+		j := c.Index
+		if j < 0 || j >= s.n {
+			return s.broken(fmt.Errorf("chunk for choice %d of %d", j, s.n), false)
+		}
+		if s.finished[j] {
+			// tabbyAPI repeats the finish reason on its usage chunk.
+			continue
+		}
+		var text string
+		switch {
+		case c.Delta != nil && c.Delta.Content != nil:
+			text = *c.Delta.Content
+		case c.Text != nil:
+			text = *c.Text
+		case c.Message != nil && c.Message.Content != nil:
+			text = *c.Message.Content
+		}
+		lps := c.Logprobs.events()
+		if text != "" || len(lps) > 0 {
+			if !s.started {
+				s.started, s.first = true, time.Now()
+			}
+			s.queue = append(s.queue, engine.Event{Choice: j, Text: text, Logprobs: lps})
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			s.finished[j], s.reasons[j] = true, finishReason(*c.FinishReason)
+			s.open--
+		}
+	}
+	if ch.Timings != nil {
+		s.timings = ch.Timings
+	}
+	if ch.Usage != nil {
+		s.usage = ch.Usage
+		if s.open == 0 {
+			// The counters of the finished request: no need to wait for [DONE].
+			s.queueFinals()
+		}
+	}
+	return nil
+}
+
+// queueFinals queues the final event of every choice.
+func (s *stream) queueFinals() {
+	st := s.c.e.opts.Kind.stats(s.usage, s.timings, s.c.predicted)
+	if st.PromptTime == 0 && st.GenerationTime == 0 && !s.first.IsZero() {
+		// Upstreams without timings: what rill saw, time to the first
+		// token and the rest.
+		st.PromptTime, st.GenerationTime = s.first.Sub(s.t0), time.Since(s.first)
+	}
+	if s.usage == nil && s.timings == nil {
+		s.c.e.log.Warn("upstream sent no usage; counts are zero", slog.String("model", s.c.e.info.ID),
+			slog.String("replica", s.a.r.base))
+	}
+	for j := range s.n {
+		ev := engine.Event{Choice: j, Final: true, FinishReason: s.reasons[j]}
+		if j == 0 {
+			ev.Stats = &st
+		} else {
+			ev.Stats = &engine.Stats{PromptTokens: st.PromptTokens}
+		}
+		s.queue = append(s.queue, ev)
+	}
+	s.finals = true
+}
+
+// broken handles a failed attempt: before the first event it tries another
+// replica (and returns nil when one answered); after it, or when none is
+// left, it returns the stream's terminal error. network says the failure
+// was in reading (the replica may be gone), not in what it sent.
+func (s *stream) broken(cause error, network bool) error {
+	if err := s.c.ctx.Err(); err != nil {
+		return err // the client left; that is all there is to say
+	}
+	a := s.a
+	msg := fmt.Sprintf("replica #%d: %v", a.r.idx, cause)
+	if a.idleCause() {
+		msg = fmt.Sprintf("replica #%d sent nothing for %s", a.r.idx, s.c.e.opts.IdleTimeout)
+	}
+	a.release()
+	s.c.e.failed(a.r, &failure{msg: msg, down: network})
+	if !s.started {
+		next, err := s.c.open()
+		if err != nil {
+			return err
+		}
+		s.a, s.t0 = next, time.Now()
+		// Start over: a finish reason without text, or counters, may have
+		// come from the failed attempt.
+		clear(s.finished)
+		s.open, s.usage, s.timings = s.n, nil, nil
+		return nil
+	}
+	return fmt.Errorf("%w: model %q: the stream broke off: %s", engine.ErrUpstream, s.c.e.info.ID, msg)
+}
+
+// errorEvent handles an error the upstream sent in its stream: the
+// client's fault when it says so (a 4xx code or an invalid-request type),
+// else a failure of the upstream, retried while nothing was sent.
+func (s *stream) errorEvent(raw json.RawMessage) error {
+	var e struct {
+		Code any `json:"code"`
+	}
+	_ = json.Unmarshal(raw, &e)
+	we := parseError(append(append([]byte(`{"error":`), raw...), '}'))
+	code, _ := e.Code.(float64)
+	if (code >= 400 && code < 500) || we.Type == "invalid_request_error" {
+		s.a.release()
+		return we.requestError()
+	}
+	return s.broken(fmt.Errorf("error event: %s", we.Message), false)
+}

@@ -1,0 +1,407 @@
+package upstream
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"rill/engine"
+)
+
+// The upstream's wire: the request rill sends and the chunks it reads back.
+
+// Paths of the OpenAI-compatible endpoints, relative to a replica's base URL.
+const (
+	pathChat        = "/v1/chat/completions"
+	pathCompletions = "/v1/completions"
+)
+
+// wireRequest is the body rill sends. Zero-valued optional fields are left
+// out, so that the upstream applies its own defaults.
+type wireRequest struct {
+	Model    string        `json:"model"`
+	Messages []wireMessage `json:"messages,omitempty"`
+	// Prompt is a string or a []int of token ids (completions only).
+	Prompt any `json:"prompt,omitempty"`
+
+	Stream        bool              `json:"stream"`
+	StreamOptions wireStreamOptions `json:"stream_options"`
+
+	MaxTokens        int      `json:"max_tokens,omitempty"`
+	N                int      `json:"n,omitempty"`
+	Stop             []string `json:"stop,omitempty"`
+	Temperature      float64  `json:"temperature"`
+	TopP             float64  `json:"top_p,omitempty"`
+	TopK             int      `json:"top_k,omitempty"`
+	MinP             float64  `json:"min_p,omitempty"`
+	PresencePenalty  float64  `json:"presence_penalty,omitempty"`
+	FrequencyPenalty float64  `json:"frequency_penalty,omitempty"`
+	Seed             *int64   `json:"seed,omitempty"`
+
+	// Logprobs is a bool for chat and the number of alternatives (an int)
+	// for legacy completions.
+	Logprobs    any `json:"logprobs,omitempty"`
+	TopLogprobs int `json:"top_logprobs,omitempty"`
+
+	Prediction  *wirePrediction `json:"prediction,omitempty"`
+	IgnoreEOS   bool            `json:"ignore_eos,omitempty"`
+	BanEOSToken bool            `json:"ban_eos_token,omitempty"` // tabbyAPI's name for ignore_eos
+	NoDraft     bool            `json:"no_draft,omitempty"`      // rill's extension
+}
+
+type wireMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Name    string `json:"name,omitempty"`
+}
+
+type wireStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type wirePrediction struct {
+	Type    string `json:"type"`
+	Content string `json:"content"`
+}
+
+// encodeRequest builds the upstream request for req: its path and JSON
+// body, always streamed with usage. model is the upstream's name for the
+// model; n the number of choices to ask for. Fields the kind does not
+// accept are refused with a *engine.RequestError when set, rather than
+// silently dropped, because they would change the result; a prediction only
+// speeds generation up and is dropped where unsupported.
+func encodeRequest(k Kind, model string, req *engine.Request, n int) (path string, body []byte, err error) {
+	c := k.caps()
+	w := wireRequest{
+		Model:         model,
+		Stream:        true,
+		StreamOptions: wireStreamOptions{IncludeUsage: true},
+		MaxTokens:     req.MaxTokens,
+		Stop:          req.Stop,
+	}
+	if n > 1 {
+		w.N = n
+	}
+	s := req.Sampling
+	w.Temperature = s.Temperature
+	if s.TopP > 0 && s.TopP < 1 {
+		w.TopP = s.TopP
+	}
+	w.PresencePenalty, w.FrequencyPenalty, w.Seed = s.PresencePenalty, s.FrequencyPenalty, s.Seed
+	if s.TopK > 0 {
+		if !c.topK {
+			return "", nil, unsupported(k, "top_k")
+		}
+		w.TopK = s.TopK
+	}
+	if s.MinP > 0 {
+		if !c.minP {
+			return "", nil, unsupported(k, "min_p")
+		}
+		w.MinP = s.MinP
+	}
+	if req.IgnoreEOS {
+		switch c.eosField {
+		case "ignore_eos":
+			w.IgnoreEOS = true
+		case "ban_eos_token":
+			w.BanEOSToken = true
+		default:
+			return "", nil, unsupported(k, "ignore_eos")
+		}
+	}
+	if req.NoDraft && c.noDraft {
+		// Elsewhere there is nothing to turn off that rill can name.
+		w.NoDraft = true
+	}
+	if req.TopLogprobs < 0 || req.TopLogprobs > 20 {
+		return "", nil, engine.Errorf("", "top_logprobs", "top_logprobs must be between 0 and 20")
+	}
+
+	switch {
+	case req.Messages != nil:
+		if len(req.Messages) == 0 {
+			return "", nil, engine.Errorf("", "messages", "messages must not be empty")
+		}
+		path = pathChat
+		w.Messages = make([]wireMessage, len(req.Messages))
+		for i, m := range req.Messages {
+			w.Messages[i] = wireMessage{Role: string(m.Role), Content: m.Content, Name: m.Name}
+		}
+		if req.Logprobs {
+			w.Logprobs = true
+			w.TopLogprobs = req.TopLogprobs
+		}
+		if req.Prediction != "" && c.prediction {
+			w.Prediction = &wirePrediction{Type: "content", Content: req.Prediction}
+		}
+	case req.PromptTokens != nil:
+		path = pathCompletions
+		w.Prompt = req.PromptTokens
+	default:
+		path = pathCompletions
+		w.Prompt = req.Prompt
+	}
+	if path == pathCompletions && req.Logprobs {
+		w.Logprobs = req.TopLogprobs
+	}
+	body, err = json.Marshal(&w)
+	if err != nil {
+		// Only a NaN or infinite sampling parameter gets here.
+		return "", nil, engine.Errorf("", "", "the request cannot be encoded for the upstream: %v", err)
+	}
+	return path, body, nil
+}
+
+func unsupported(k Kind, param string) *engine.RequestError {
+	return engine.Errorf("unsupported_parameter", param, "%s is not supported by this model's upstream (%s).", param, k)
+}
+
+// wireChunk is one streamed chunk, or a whole non-streamed response, or an
+// error event. Every member is optional.
+type wireChunk struct {
+	Choices []wireChoice `json:"choices"`
+	Usage   *wireUsage   `json:"usage"`
+	Timings *wireTimings `json:"timings"`
+	// Error is an error event ({"error": {...}}) in the stream.
+	Error json.RawMessage `json:"error"`
+}
+
+type wireChoice struct {
+	Index        int           `json:"index"`
+	Delta        *wireContent  `json:"delta"`
+	Message      *wireContent  `json:"message"` // non-streamed chat responses
+	Text         *string       `json:"text"`
+	FinishReason *string       `json:"finish_reason"`
+	Logprobs     *wireLogprobs `json:"logprobs"`
+}
+
+type wireContent struct {
+	Content *string `json:"content"`
+}
+
+// wireUsage is the usage object. Counts are floats: some upstreams send
+// fractional averages, and a float reads an integer just as well.
+type wireUsage struct {
+	PromptTokens     *float64 `json:"prompt_tokens"`
+	CompletionTokens *float64 `json:"completion_tokens"`
+	// CachedTokens is tabbyAPI's top-level cached count.
+	CachedTokens        *float64 `json:"cached_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *float64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		AcceptedPredictionTokens *float64 `json:"accepted_prediction_tokens"`
+		RejectedPredictionTokens *float64 `json:"rejected_prediction_tokens"`
+		ReasoningTokens          *float64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// wireTimings is llama.cpp's timings object.
+type wireTimings struct {
+	CacheN         *float64 `json:"cache_n"`
+	PromptN        *float64 `json:"prompt_n"`
+	PromptMS       *float64 `json:"prompt_ms"`
+	PredictedN     *float64 `json:"predicted_n"`
+	PredictedMS    *float64 `json:"predicted_ms"`
+	DraftN         *float64 `json:"draft_n"`
+	DraftNAccepted *float64 `json:"draft_n_accepted"`
+}
+
+// wireLogprobs reads both shapes: chat's {"content": [...]} (which
+// llama.cpp also uses for completions) and the legacy completions shape of
+// parallel arrays.
+type wireLogprobs struct {
+	Content       []wireTokenLogprob   `json:"content"`
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+}
+
+type wireTokenLogprob struct {
+	Token       string  `json:"token"`
+	Logprob     float64 `json:"logprob"`
+	Bytes       []int   `json:"bytes"`
+	TopLogprobs []struct {
+		Token   string  `json:"token"`
+		Logprob float64 `json:"logprob"`
+		Bytes   []int   `json:"bytes"`
+	} `json:"top_logprobs"`
+}
+
+// events converts the logprobs of one chunk choice into the engine's form.
+func (l *wireLogprobs) events() []engine.TokenLogprob {
+	if l == nil {
+		return nil
+	}
+	if len(l.Content) > 0 {
+		out := make([]engine.TokenLogprob, len(l.Content))
+		for i, c := range l.Content {
+			out[i] = engine.TokenLogprob{Token: c.Token, Bytes: tokenBytes(c.Token, c.Bytes), Logprob: c.Logprob}
+			if len(c.TopLogprobs) > 0 {
+				out[i].Top = make([]engine.TopLogprob, len(c.TopLogprobs))
+				for j, t := range c.TopLogprobs {
+					out[i].Top[j] = engine.TopLogprob{Token: t.Token, Bytes: tokenBytes(t.Token, t.Bytes), Logprob: t.Logprob}
+				}
+			}
+		}
+		return out
+	}
+	out := make([]engine.TokenLogprob, len(l.Tokens))
+	for i, tok := range l.Tokens {
+		out[i] = engine.TokenLogprob{Token: tok, Bytes: []byte(tok), Logprob: math.Inf(-1)}
+		if i < len(l.TokenLogprobs) && l.TokenLogprobs[i] != nil {
+			out[i].Logprob = *l.TokenLogprobs[i]
+		}
+		if i < len(l.TopLogprobs) {
+			out[i].Top = topFromMap(l.TopLogprobs[i])
+		}
+	}
+	return out
+}
+
+// topFromMap orders a legacy top_logprobs map, most likely first (ties by
+// token, so the order is stable).
+func topFromMap(m map[string]float64) []engine.TopLogprob {
+	out := make([]engine.TopLogprob, 0, len(m))
+	for tok, lp := range m {
+		out = append(out, engine.TopLogprob{Token: tok, Bytes: []byte(tok), Logprob: lp})
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && less(&out[j], &out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func less(a, b *engine.TopLogprob) bool {
+	if a.Logprob != b.Logprob {
+		return a.Logprob > b.Logprob
+	}
+	return a.Token < b.Token
+}
+
+// tokenBytes is a token's UTF-8 bytes as the upstream sent them, or its
+// text when it sent none. Values outside a byte make the list unusable.
+func tokenBytes(tok string, b []int) []byte {
+	if b == nil {
+		return []byte(tok)
+	}
+	out := make([]byte, len(b))
+	for i, v := range b {
+		if v < 0 || v > 255 {
+			return []byte(tok)
+		}
+		out[i] = byte(v)
+	}
+	return out
+}
+
+// finishReason maps an upstream finish_reason: "length" is the length
+// limit, anything else (stop, eos, tool_calls, content_filter, ...) a stop.
+func finishReason(s string) engine.FinishReason {
+	if s == "length" {
+		return engine.FinishLength
+	}
+	return engine.FinishStop
+}
+
+// wireError is what an upstream says when it refuses a request, in any of
+// the shapes servers use: {"error": {...}} (OpenAI, llama.cpp, rill),
+// {"object": "error", "message": ...} (vLLM), {"detail": ...} (FastAPI).
+type wireError struct {
+	Message string
+	Type    string
+	Param   string
+	Code    string
+}
+
+// parseError reads an error body; it never fails (the raw text is the
+// message of last resort).
+func parseError(body []byte) wireError {
+	var outer struct {
+		Error   json.RawMessage `json:"error"`
+		Message any             `json:"message"`
+		Type    any             `json:"type"`
+		Param   any             `json:"param"`
+		Code    any             `json:"code"`
+		Detail  any             `json:"detail"`
+	}
+	if json.Unmarshal(body, &outer) != nil {
+		return wireError{Message: plain(body)}
+	}
+	if len(outer.Error) > 0 && outer.Error[0] == '{' {
+		return parseError(outer.Error)
+	}
+	var e wireError
+	if len(outer.Error) > 0 && outer.Error[0] == '"' {
+		_ = json.Unmarshal(outer.Error, &e.Message)
+	}
+	if e.Message == "" {
+		e.Message = text(outer.Message)
+	}
+	if e.Message == "" {
+		e.Message = detail(outer.Detail)
+	}
+	if e.Message == "" {
+		e.Message = plain(body)
+	}
+	e.Type, e.Param, e.Code = text(outer.Type), text(outer.Param), text(outer.Code)
+	return e
+}
+
+// text is a JSON string value; numbers and the rest are not codes rill
+// can pass on.
+func text(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// detail reads FastAPI's detail: a string, or a list of {"loc", "msg"}.
+func detail(v any) string {
+	switch d := v.(type) {
+	case string:
+		return d
+	case []any:
+		var msgs []string
+		for _, item := range d {
+			if m, ok := item.(map[string]any); ok {
+				msg := text(m["msg"])
+				if loc, ok := m["loc"].([]any); ok && len(loc) > 0 {
+					msg = fmt.Sprint(loc[len(loc)-1]) + ": " + msg
+				}
+				msgs = append(msgs, msg)
+			}
+		}
+		return strings.Join(msgs, "; ")
+	}
+	return ""
+}
+
+// plain is a body shown as a message: trimmed and cut to a sane length.
+func plain(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if len(s) > 512 {
+		s = s[:512] + "…"
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// requestError turns an upstream's refusal into the client's error: the
+// upstream's message, with context-length errors given OpenAI's code
+// whatever the upstream called them.
+func (e wireError) requestError() *engine.RequestError {
+	code := e.Code
+	low := strings.ToLower(e.Type + " " + e.Code + " " + e.Message)
+	if strings.Contains(low, "context_size") || strings.Contains(low, "context size") ||
+		strings.Contains(low, "context length") || strings.Contains(low, "context_length") {
+		code = engine.CodeContextLengthExceeded
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = "The upstream engine rejected the request."
+	}
+	return &engine.RequestError{Code: code, Param: e.Param, Message: msg}
+}
