@@ -4,14 +4,12 @@
 // llama.cpp comes from node-llama-cpp, pinned at exactly 3.21.1, whose npm
 // package @node-llama-cpp/linux-x64 ships a prebuilt CPU build of llama.cpp
 // (release tag v0.4.0 in node-llama-cpp's llama/llama.cpp.info.json). Install
-// it outside the repository; its postinstall step is not needed (npm skips it
-// unless approved, and nothing is downloaded from GitHub):
-//
-//   mkdir -p /tmp/peer && cd /tmp/peer && npm init -y && npm install node-llama-cpp@3.21.1
+// it with `npm ci --ignore-scripts` in scripts/peer (see README.md), or point
+// PEER_DIR at another folder whose node_modules holds that version.
 //
 // Regenerate from the repository root:
 //
-//   PEER_DIR=/tmp/peer node scripts/peer/tokenize.mjs \
+//   node scripts/peer/tokenize.mjs \
 //     [models dir, default ../shared/models] \
 //     [output, default engine/tokenizer/testdata/llamacpp_tokenize.json]
 //
@@ -25,9 +23,9 @@
 
 import path from "node:path";
 import fs from "node:fs";
-import {pathToFileURL} from "node:url";
+import {fileURLToPath, pathToFileURL} from "node:url";
 
-const peerDir = process.env.PEER_DIR ?? "/tmp/peer";
+const peerDir = process.env.PEER_DIR ?? path.dirname(fileURLToPath(import.meta.url));
 const modelsDir = process.argv[2] ?? "../shared/models";
 const outPath = process.argv[3] ?? "engine/tokenizer/testdata/llamacpp_tokenize.json";
 const version = "3.21.1";
