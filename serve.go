@@ -81,8 +81,9 @@ func serve(ctx context.Context, args []string) error {
 	// outlive the grace period.
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
+	api := service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins})
 	srv := &http.Server{
-		Handler:           service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins}),
+		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
@@ -110,11 +111,18 @@ func serve(ctx context.Context, args []string) error {
 	log.Info("shutting down: waiting for running streams", slog.Duration("grace", *grace))
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	// HTTP streams first, then WebSocket requests (upgraded connections are
+	// no longer the http.Server's to wait for); whatever outlives the grace
+	// period is cancelled.
+	err = srv.Shutdown(sctx)
+	if err == nil {
+		err = api.Drain(sctx)
+	}
+	if err != nil {
 		log.Warn("grace period over: cancelling running streams", slog.Any("err", err))
-		cancelBase()
 		srv.Close()
 	}
+	cancelBase() // closes WebSocket connections (1001, going away)
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

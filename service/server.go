@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,6 +79,12 @@ type Server struct {
 	origins  []string // valid AllowedOrigins
 	wsReqs   int
 	wsMaxMsg int64
+
+	// WebSocket requests in flight, for Drain.
+	wsMu     sync.Mutex
+	wsActive int
+	draining bool
+	wsIdle   chan struct{} // closed when draining and the last request ends
 }
 
 // New returns a Server for opts. It panics if opts.Engine is nil or the

@@ -223,11 +223,17 @@ func (c *wsConn) create(ctx context.Context, id string, body json.RawMessage) {
 				"This connection already has %d requests in flight; wait for one to end or open another connection.", c.s.wsReqs)})
 		return
 	}
+	if !c.s.beginWS() {
+		c.mu.Unlock()
+		c.reject(ctx, appendString(nil, id), errDraining)
+		return
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	req := &wsRequest{cancel: cancel}
 	c.reqs[id] = req
 	c.mu.Unlock()
 	c.wg.Go(func() {
+		defer c.s.endWS()
 		defer cancel()
 		c.run(rctx, id, req, body)
 	})
