@@ -1,141 +1,96 @@
 package model
 
 import (
-	"math"
+	"sync"
 
 	"rill/engine/backend/cpu"
-	"rill/engine/quant"
 )
 
-// maxGroupDim bounds (query heads per KV head) x head size, the attention
-// accumulators one job keeps on its stack.
-const maxGroupDim = 8192
-
-// attend computes attention for jobs [lo,hi) of the current layer. Job j is
-// KV head j%HeadsKV of batch token j/HeadsKV, together with the query heads
-// that share it (grouped-query attention), so each cached key and value is
-// read once per group. Every query attends to positions 0..Pos of its own
-// sequence through the block table. The result of a job depends only on its
-// query and the cache, never on the rest of the batch: batching does not
+// attend computes attention for jobs [lo,hi) of the current layer. A job
+// is one KV head of one batch token, together with the query heads that
+// share it (grouped-query attention), so each cached key and value is read
+// once per group; every query attends to positions 0..Pos of its own
+// sequence through the block table. The jobs of one token that fall in one
+// range go to the kernel in one call, which interleaves their work.
+//
+// Jobs are numbered so that consecutive ranges mix early and late tokens
+// of the batch (see attnToken): under causal attention a token's cost
+// grows with its position, and contiguous ranges of a prefill would
+// otherwise give one thread all the long ones.
+//
+// The result of a job depends only on its query and the cache, never on
+// the rest of the batch or on how jobs were grouped: batching does not
 // change a sequence's numbers.
+//
+// The kernels are the CPU backend's paged attention: over an F16 cache
+// cpu.AttendF16 follows llama.cpp's flash attention (query rounded to half,
+// value sums rounded to half after every position, in position order),
+// which is what keeps rill's log-probabilities within llama.cpp's own noise
+// of its numbers (TestOracle); over an F32 cache cpu.AttendF32 is exact
+// float32 attention.
 func (r *Runner) attend(lo, hi int) {
-	if r.kv.Type == KVF32 {
-		r.attendF32(lo, hi)
-	} else {
-		r.attendF16(lo, hi)
-	}
-}
-
-// attendF16 follows llama.cpp's CPU flash attention over an F16 cache, one
-// position at a time: the query is rounded to half precision, the running
-// value sum is kept in half precision (rounded after every update), and the
-// softmax normaliser and maximum in float32. Matching that rounding is what
-// keeps rill's log-probabilities within llama.cpp's own noise of its numbers.
-func (r *Runner) attendF16(lo, hi int) {
 	c := &r.m.Config
 	b, kv := r.b, r.kv
 	H, HKV, hd := c.Heads, c.HeadsKV, c.HeadDim
 	group := H / HKV
-	kc, vc := kv.k16[r.layer], kv.v16[r.layer]
-	var kBuf, vBuf [MaxHeadDim]float32
-	var accBuf [maxGroupDim]float32
-	var runMax, sum [maxGroupDim / 2]float32
-	k, v := kBuf[:hd], vBuf[:hd]
-	acc := accBuf[:group*hd]
-	for j := lo; j < hi; j++ {
-		t, g := j/HKV, j%HKV
-		qs := r.q[(t*H+g*group)*hd:][:group*hd] // the group's queries, rounded to half in Forward
-		pos := int(b.Pos[t])
+	T := len(b.Tokens)
+	for j := lo; j < hi; {
+		t, g := attnToken(j/HKV, T), j%HKV
+		nkv := min(hi-j, HKV-g) // this token's KV heads in the range
+		i := (t*H + g*group) * hd
+		q, out := r.q[i:i+nkv*group*hd], r.att[i:i+nkv*group*hd]
+		n := int(b.Pos[t]) + 1
 		table := b.Tables[b.Seq[t]]
-		off := g * hd
-		clear(acc)
-		for i := range group {
-			runMax[i], sum[i] = float32(math.Inf(-1)), 0
+		var err error
+		if kv.Type == KVF32 {
+			err = cpu.AttendF32(out, q, kv.k32[r.layer], kv.v32[r.layer], kv.layout, g, nkv, table, n, r.scale)
+		} else {
+			err = cpu.AttendF16(out, q, kv.k16[r.layer], kv.v16[r.layer], kv.layout, g, nkv, table, n, r.scale)
 		}
-		for p := 0; p <= pos; p++ {
-			s := kv.slot(table, p) + off
-			cpu.F16ToF32s(k, kc[s:s+hd])
-			cpu.F16ToF32s(v, vc[s:s+hd])
-			for i := range group {
-				a := acc[i*hd : (i+1)*hd]
-				score := cpu.DotF32(qs[i*hd:(i+1)*hd], k) * r.scale
-				ms, vs := float32(1), float32(1)
-				if score > runMax[i] {
-					ms = float32(math.Exp(float64(runMax[i] - score)))
-					runMax[i] = score
-					for d := range a {
-						a[d] = quant.RoundF16(a[d] * ms)
-					}
-				} else {
-					vs = float32(math.Exp(float64(score - runMax[i])))
-				}
-				for d := range a {
-					a[d] = quant.RoundF16(a[d] + v[d]*vs)
-				}
-				sum[i] = sum[i]*ms + vs
-			}
+		if err != nil {
+			r.attnErr.set(err)
+			return
 		}
-		for i := range group {
-			out := r.att[(t*H+g*group+i)*hd:][:hd]
-			inv := 1 / sum[i]
-			for d, x := range acc[i*hd : (i+1)*hd] {
-				out[d] = x * inv
-			}
-		}
+		j += nkv
 	}
 }
 
-// attendF32 is exact-math attention over a float32 cache: online softmax over
-// tiles of positions with float32 accumulators.
-func (r *Runner) attendF32(lo, hi int) {
-	c := &r.m.Config
-	b, kv := r.b, r.kv
-	H, HKV, hd := c.Heads, c.HeadsKV, c.HeadDim
-	group := H / HKV
-	kc, vc := kv.k32[r.layer], kv.v32[r.layer]
-	const tile = 32
-	var scores [tile]float32
-	var slots [tile]int
-	var accBuf [MaxHeadDim]float32
-	acc := accBuf[:hd]
-	for j := lo; j < hi; j++ {
-		t, g := j/HKV, j%HKV
-		pos := int(b.Pos[t])
-		table := b.Tables[b.Seq[t]]
-		off := g * hd
-		for i := range group {
-			h := g*group + i
-			q := r.q[(t*H+h)*hd:][:hd]
-			runMax := float32(math.Inf(-1))
-			var sum float32
-			clear(acc)
-			for start := 0; start <= pos; start += tile {
-				n := min(tile, pos+1-start)
-				tileMax := float32(math.Inf(-1))
-				for x := range n {
-					s := kv.slot(table, start+x) + off
-					slots[x] = s
-					sc := cpu.DotF32(q, kc[s:s+hd]) * r.scale
-					scores[x] = sc
-					tileMax = max(tileMax, sc)
-				}
-				if tileMax > runMax {
-					corr := float32(math.Exp(float64(runMax - tileMax)))
-					cpu.Scale(acc, corr)
-					sum *= corr
-					runMax = tileMax
-				}
-				for x := range n {
-					w := float32(math.Exp(float64(scores[x] - runMax)))
-					sum += w
-					cpu.AXPY(acc, w, vc[slots[x]:slots[x]+hd])
-				}
-			}
-			out := r.att[(t*H+h)*hd:][:hd]
-			inv := 1 / sum
-			for d := range acc {
-				out[d] = acc[d] * inv
-			}
-		}
+// attnToken maps the u-th token of the attention order to a batch index:
+// 0, T-1, 1, T-2, ... so that any run of the order pairs early tokens with
+// late ones.
+func attnToken(u, T int) int {
+	if u%2 == 0 {
+		return u / 2
 	}
+	return T - 1 - u/2
+}
+
+// attnGrain is the smallest range of attention jobs worth a thread: the KV
+// heads of one token split over the threads, so that a decode step still
+// uses them all while each call takes several KV heads.
+func attnGrain(heads, threads int) int {
+	return max(1, heads/max(1, threads))
+}
+
+// firstError keeps the first error reported by parallel workers.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (e *firstError) set(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+}
+
+// take returns the kept error and clears it.
+func (e *firstError) take() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.err
+	e.err = nil
+	return err
 }

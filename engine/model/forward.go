@@ -46,10 +46,11 @@ type Runner struct {
 	scale       float32   // 1/sqrt(HeadDim)
 
 	// The pass in flight, read by the parallel attention workers.
-	b      *Batch
-	kv     *KV
-	layer  int
-	attnFn func(lo, hi int) // r.attend, bound once so dispatch does not allocate
+	b       *Batch
+	kv      *KV
+	layer   int
+	attnFn  func(lo, hi int) // r.attend, bound once so dispatch does not allocate
+	attnErr firstError       // the first error of the attention workers
 }
 
 // NewRunner prepares forward passes of up to maxTokens tokens per batch.
@@ -78,8 +79,8 @@ func (r *Runner) Model() *Model { return r.m }
 
 // Forward runs the batch through the model, writing its keys and values into
 // kv, and returns the logits of the rows b.Logits asks for: len(b.Logits)
-// rows of VocabSize floats. The returned slice is owned by the Runner and
-// valid until the next call.
+// rows of VocabSize floats (none when b.Logits is empty). The returned slice
+// is owned by the Runner and valid until the next call.
 func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 	if err := r.check(b, kv); err != nil {
 		return nil, err
@@ -118,20 +119,12 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 			cpu.RoPE(qi, c.Heads, c.HeadDim, c.RopeDims, pos, c.RopeBase, c.RopeFreqScale, c.RopeNeox)
 			ki := k[i*kvd : (i+1)*kvd]
 			cpu.RoPE(ki, c.HeadsKV, c.HeadDim, c.RopeDims, pos, c.RopeBase, c.RopeFreqScale, c.RopeNeox)
-			vi := v[i*kvd : (i+1)*kvd]
-			s := kv.slot(b.Tables[b.Seq[i]], pos)
-			if kv.Type == KVF32 {
-				copy(kv.k32[li][s:s+kvd], ki)
-				copy(kv.v32[li][s:s+kvd], vi)
-				continue
-			}
-			cpu.F32ToF16s(kv.k16[li][s:s+kvd], ki)
-			cpu.F32ToF16s(kv.v16[li][s:s+kvd], vi)
-			for d, x := range qi { // queries meet half-precision keys at half precision
-				qi[d] = quant.RoundF16(x)
-			}
+			kv.store(li, b.Tables[b.Seq[i]], pos, ki, v[i*kvd:(i+1)*kvd])
 		}
-		r.be.Parallel(T*c.HeadsKV, r.attnFn)
+		r.be.ParallelGrain(T*c.HeadsKV, attnGrain(c.HeadsKV, r.be.Threads()), r.attnFn)
+		if err := r.attnErr.take(); err != nil {
+			return nil, fmt.Errorf("layer %d: %w", li, err)
+		}
 		r.be.MatMul(tmp, l.wo, att, T)
 		cpu.Add(x, x, tmp)
 

@@ -319,7 +319,8 @@ func TestCancelFreesBlocks(t *testing.T) {
 	t.Fatalf("%d goroutines before, %d after Close", before, runtime.NumGoroutine())
 }
 
-// TestPreemption runs more work than the KV cache holds: sequences are
+// TestPreemption runs more work than the KV cache holds (8 sequences of
+// about 200 tokens in 384 slots; any two overflow it): sequences are
 // preempted and recomputed, and every request still gets its own tokens.
 func TestPreemption(t *testing.T) {
 	t.Parallel()
@@ -329,22 +330,37 @@ func TestPreemption(t *testing.T) {
 	big := newTestEngine(t, Options{})
 	id := small.Models()[0].ID
 	var reqs []*engine.Request
-	for i := range 6 {
-		reqs = append(reqs, &engine.Request{Model: id, Prompt: fmt.Sprintf("The river %d ran", i), MaxTokens: 90, IgnoreEOS: true})
+	for i := range 8 {
+		reqs = append(reqs, &engine.Request{Model: id, Prompt: fmt.Sprintf("The river %d ran", i), MaxTokens: 200, IgnoreEOS: true})
 	}
 	want := make([]string, len(reqs))
 	for i, r := range reqs {
 		want[i] = collect(t, big, r).text[0]
 	}
-	got := make([]string, len(reqs))
-	var wg sync.WaitGroup
+	// Submit everything before reading anything, so that the requests run
+	// at once and overflow the cache however fast the engine is.
+	streams := make([]engine.Stream, len(reqs))
 	for i, r := range reqs {
-		wg.Go(func() { got[i] = collect(t, small, r).text[0] })
+		st, err := small.Generate(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[i] = st
 	}
-	wg.Wait()
-	for i := range reqs {
-		if got[i] != want[i] {
-			t.Fatalf("request %d under preemption: %q, want %q", i, got[i], want[i])
+	for i, st := range streams {
+		var b strings.Builder
+		for {
+			ev, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(ev.Text)
+		}
+		if b.String() != want[i] {
+			t.Fatalf("request %d under preemption: %q, want %q", i, b.String(), want[i])
 		}
 	}
 	if small.Stats().Preemptions == 0 {

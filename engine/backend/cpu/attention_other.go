@@ -1,0 +1,19 @@
+//go:build !amd64
+
+package cpu
+
+// Without amd64 assembly the attention kernels are the generic ones; these
+// are never called (useSIMD is false) but keep the dispatch compiling.
+
+func roundF16ToF64SIMD(dst []float64, src []float32) { roundQuery(dst, src, false) }
+func halfToF64SIMD(dst []float64, src []uint16)      { halfToF64(dst, src, false) }
+func scoresSIMD(s []float32, q, k []float64, n, rd int, scale float32) {
+	scores(s, q, k, n, rd, scale, false)
+}
+func weightsSIMD(sc, w []float32, flags []uint8, m, s []float32, cnt, ws int, lanes uint) {
+	weights(sc, w, flags, m, s, cnt, ws, lanes, false)
+}
+func valuesSIMD(acc []float32, v []uint16, w []float32, flags []uint8, voff []int, cnt, rd, gn int) {
+	values(acc, v, w, flags, voff, cnt, rd, gn, false)
+}
+func expF64SIMD(x []float32) { expF32s(x, false) }
