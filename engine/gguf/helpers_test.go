@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"unsafe"
+
+	"rill/internal/shared"
 )
 
 // raw assembles GGUF bytes by hand, including bytes no Writer would produce.
@@ -51,30 +53,8 @@ func (r *raw) padTo(align int) *raw {
 // zeros appends n zero bytes.
 func (r *raw) zeros(n int) *raw { r.b = append(r.b, make([]byte, n)...); return r }
 
-// sharedDir returns the shared data folder (../shared beside the module
-// root), skipping the test when it is absent.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; cannot locate ../shared")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(filepath.Dir(dir), "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("shared test data not found at %s: %v", shared, err)
-	}
-	return shared
-}
+// sharedDir returns the shared data folder, skipping the test when absent.
+func sharedDir(t testing.TB) string { return shared.Dir(t) }
 
 // modelPath returns the path of a model in shared/models, skipping the test
 // when it is absent.

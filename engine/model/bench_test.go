@@ -10,6 +10,7 @@ import (
 	"rill/engine/gguf"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
+	"rill/internal/shared"
 )
 
 // benchModels are the models the speed benchmarks run on: the test models,
@@ -22,7 +23,7 @@ func benchModels(b *testing.B) map[string]func() *Model {
 	for _, s := range []testmodel.Spec{testmodel.Target(quant.F32), testmodel.Target(quant.Q8_0)} {
 		out[s.Name+"-"+s.Type.String()] = func() *Model { return fromSpec(b, s) }
 	}
-	if dir, ok := findShared(); ok {
+	if dir, ok := shared.Find(); ok {
 		for _, f := range []string{"stories260K.gguf", "llama-2-tiny-random.gguf"} {
 			out[f[:len(f)-5]] = func() *Model {
 				m, err := Open(filepath.Join(dir, "models", f))
@@ -80,25 +81,6 @@ func fromSpec(tb testing.TB, s testmodel.Spec) *Model {
 		tb.Fatal(err)
 	}
 	return m
-}
-
-func findShared() (string, bool) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", false
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			shared := filepath.Join(dir, "..", "shared")
-			_, err := os.Stat(filepath.Join(shared, "models"))
-			return shared, err == nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
 }
 
 // decoder runs greedy-free decoding: it feeds token 1 (any valid id) at

@@ -11,30 +11,13 @@ import (
 	"rill/engine/backend/cpu"
 	"rill/engine/sample"
 	"rill/engine/tokenizer"
+	"rill/internal/shared"
 )
 
-// sharedDir finds ../shared beside the repository root, or skips.
+// sharedDir returns ../shared, skipping the test when it is absent.
 func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root not found")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(filepath.Join(shared, "refdata")); err != nil {
-		t.Skipf("reference data not found at %s: skipping the llama.cpp oracle checks", shared)
-	}
-	return shared
+	shared.Path(t, "refdata") // skips without the recordings
+	return shared.Dir(t)
 }
 
 type oracleStep struct {

@@ -10,32 +10,11 @@ import (
 	"testing"
 
 	"rill/engine/gguf"
+	"rill/internal/shared"
 )
 
-// sharedDir returns ../shared beside the repository root (the folder holding
-// go.mod), skipping the test when it is absent.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; cannot locate ../shared")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(filepath.Dir(dir), "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("reference data %s is absent: %v", shared, err)
-	}
-	return shared
-}
+// sharedDir returns the shared data folder, skipping the test when absent.
+func sharedDir(t testing.TB) string { return shared.Dir(t) }
 
 var modelCache sync.Map // model file name -> *modelResult
 

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"rill/internal/shared"
 )
 
 // fast decodes with the scanner alone and reports whether it handled data.
@@ -89,13 +91,7 @@ func TestDecodeChunkCases(t *testing.T) {
 // recorded both ways: the scanner must handle them all, with the same result.
 func TestDecodeChunkRecordings(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs("../../../shared/refdata/llamacpp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(root); err != nil {
-		t.Skipf("reference data not found at %s (llama.cpp recordings); skipping", root)
-	}
+	root := shared.Path(t, "refdata", "llamacpp")
 	files, _ := filepath.Glob(filepath.Join(root, "*", "*.body"))
 	more, _ := filepath.Glob(filepath.Join(root, "c_spec", "*", "*.body"))
 	n := 0

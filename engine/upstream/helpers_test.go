@@ -8,43 +8,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"rill/engine"
 	"rill/engine/upstream"
+	"rill/internal/shared"
 	"rill/service"
 )
 
 var discard = slog.New(slog.DiscardHandler)
 
-// refdata finds ../shared/refdata next to the repository root (the folder
-// holding go.mod), or skips the test.
-func refdata(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; cannot locate ../shared/refdata")
-		}
-		dir = parent
-	}
-	ref := filepath.Join(dir, "..", "shared", "refdata")
-	if _, err := os.Stat(ref); err != nil {
-		t.Skipf("reference data not found at %s (llama.cpp recordings); skipping", ref)
-	}
-	return ref
-}
+// refdata returns ../shared/refdata, skipping the test when absent.
+func refdata(t testing.TB) string { return shared.Path(t, "refdata") }
 
 // serve runs h on a loopback listener until the test ends, and returns its
 // base URL and its server (Close kills it, connections included).
