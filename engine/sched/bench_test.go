@@ -130,7 +130,10 @@ func BenchmarkConcurrentDecode(b *testing.B) {
 }
 
 // BenchmarkSpeculative measures decode throughput at temperature 0 with each
-// proposer on a repetitive and a plain prompt, and the acceptance rate.
+// proposer on a repetitive and a plain prompt, and the acceptance rate. The
+// "wrong-prediction" case sends a predicted output unrelated to what the
+// model writes: nearly every draft is rejected, and the backoff must keep
+// the cost small.
 func BenchmarkSpeculative(b *testing.B) {
 	prompts := map[string]string{
 		"repetitive": repetitive,
@@ -138,9 +141,11 @@ func BenchmarkSpeculative(b *testing.B) {
 	}
 	for name, load := range benchTargets(b) {
 		b.Run(name, func(b *testing.B) {
+			off := benchEngine(b, load(), Options{})
 			engines := map[string]*Engine{
-				"off":   benchEngine(b, load(), Options{}),
-				"ngram": benchEngine(b, load(), Options{NGram: true}),
+				"off":              off,
+				"ngram":            benchEngine(b, load(), Options{NGram: true}),
+				"wrong-prediction": off,
 			}
 			if name == "rill-tiny" {
 				engines["draft"] = benchEngine(b, load(), Options{Draft: loadSpec(b, testmodel.Draft(quant.F32))})
@@ -152,7 +157,11 @@ func BenchmarkSpeculative(b *testing.B) {
 						var tokens, acc, rej int
 						var gen time.Duration
 						for b.Loop() {
-							r := collect(b, e, &engine.Request{Model: id, Prompt: prompt, MaxTokens: 128, IgnoreEOS: true})
+							req := &engine.Request{Model: id, Prompt: prompt, MaxTokens: 128, IgnoreEOS: true}
+							if ename == "wrong-prediction" {
+								req.Prediction = strings.Repeat("Tokens stream from the server one by one. ", 12)
+							}
+							r := collect(b, e, req)
 							st := r.final[0].Stats
 							tokens += st.CompletionTokens
 							gen += st.GenerationTime
