@@ -5,7 +5,11 @@
 // On amd64 machines with AVX2, FMA and F16C the kernels are Go assembly; on
 // other machines, or when the environment variable RILL_CPU_NOSIMD=1 is set
 // when the process starts, they are pure Go, and the quantised dot products
-// are engine/quant's scalar reference functions.
+// are engine/quant's scalar reference functions. Machines that also have
+// AVX-512 F, BW, VL and VNNI run MatMul on AVX-512 kernels (512-bit float
+// kernels, VNNI int8 dot products, weight-row pairs for batches), which
+// give exactly the bits of the AVX2 kernels, so results do not depend on
+// which of the two runs; RILL_CPU_NOAVX512=1 keeps the AVX2 ones.
 //
 // The package-level vector kernels are safe for concurrent use on disjoint
 // data and never allocate. A Backend is used by one forward pass at a time.
@@ -65,8 +69,8 @@ func (b *Backend) Close() {
 	b.closeOnce.Do(b.pool.stop)
 }
 
-// Kernels names the kernel set b runs: "avx2" (assembly) or "generic"
-// (pure Go), for start-up logs.
+// Kernels names the kernel set b runs: "avx512" or "avx2" (assembly) or
+// "generic" (pure Go), for start-up logs.
 func (b *Backend) Kernels() string { return b.kern.name }
 
 // Threads is the number of goroutines parallel work is split over, the

@@ -160,3 +160,39 @@ func BenchmarkMatMulTiny(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulDRAM multiplies one activation row (decode) or eight
+// (batched decode) with a sequence of distinct 2816x1024 matrices, 256 MiB
+// of weights in all, as a decode step of a 245M-parameter model does: the
+// weights come from memory, not cache, so MB/s is the weight bandwidth a
+// decode step gets from MatMul alone (compare with the machine's read
+// bandwidth).
+func BenchmarkMatMulDRAM(b *testing.B) {
+	const rows, cols, total = 2816, 1024, 256 << 20
+	if !hasSIMD {
+		b.Skip("no assembly kernels on this machine")
+	}
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0} {
+		one := benchMatrix(b, typ, rows, cols)
+		ms := make([]Matrix, max(1, total/len(one.Data)))
+		for i := range ms {
+			ms[i] = one
+			ms[i].Data = append([]byte(nil), one.Data...)
+		}
+		for _, ks := range kernelSets()[1:] {
+			for _, n := range []int{1, 8} {
+				b.Run(fmt.Sprintf("%s/%s/n=%d", ks.name, typ, n), func(b *testing.B) {
+					be := testBackend(b, 0, ks)
+					x := randFloats(newRand(b, 2), n*cols, 1)
+					out := make([]float32, n*rows)
+					b.SetBytes(int64(len(ms) * len(one.Data)))
+					for b.Loop() {
+						for _, m := range ms {
+							be.MatMul(out, m, x, n)
+						}
+					}
+				})
+			}
+		}
+	}
+}

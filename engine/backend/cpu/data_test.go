@@ -138,11 +138,10 @@ func activationRow(t testing.TB, k rowKernel, wt quant.Type, src []float32) ([]b
 	if k.convert == nil {
 		return f32Bytes(append([]float32(nil), src...)), vals
 	}
-	rb, err := k.xType.RowBytes(len(src))
-	if err != nil {
+	if _, err := k.xType.RowBytes(len(src)); err != nil {
 		t.Fatal(err)
 	}
-	b := make([]byte, rb)
+	b := make([]byte, k.xRowBytes(len(src)))
 	k.convert(b, src)
 	return b, vals
 }

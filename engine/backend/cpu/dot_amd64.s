@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "prefetch.h"
 
 // Row dot products of GGML weight formats with AVX2, FMA and F16C. The
 // quantised kernels take a count of blocks; the float kernels a length that
@@ -12,6 +13,9 @@
 // |w| <= 128 and x in [-127,127] (ggml's Q8_0 quantiser never emits -128),
 // so 2*128*127 < 32767. VPMADDWD with int16 ones then sums to 8 int32 lanes,
 // converted exactly to float32 (each lane is at most 4*128*127).
+//
+// The weight stream is prefetched into L1 and L2 (see prefetch.h); the
+// prefetches change nothing in the arithmetic.
 
 #define HSUMPS(Y, X, T) \
 	VEXTRACTF128 $1, Y, T; \
@@ -154,8 +158,14 @@ TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-28
 	INT16ONES(Y15, X15)
 
 q8four:
-	CMPQ      CX, $4
-	JL        q8
+	CMPQ       CX, $4
+	JL         q8
+	PREFETCHT0 PF0(SI)
+	PREFETCHT0 PF0+64(SI)
+	PREFETCHT0 PF0+128(SI)
+	PREFETCHT1 PF1(SI)
+	PREFETCHT1 PF1+64(SI)
+	PREFETCHT1 PF1+128(SI)
 	SCALES4B(34, 34)
 	VPERMILPS $0x00, Y8, Y9
 	VMOVDQU   2(SI), Y4
@@ -204,8 +214,12 @@ TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-28
 	BYTES($0x08080808, Y13, X13)
 
 q4four:
-	CMPQ      CX, $4
-	JL        q4
+	CMPQ       CX, $4
+	JL         q4
+	PREFETCHT0 PF0(SI)
+	PREFETCHT0 PF0+64(SI)
+	PREFETCHT1 PF1(SI)
+	PREFETCHT1 PF1+64(SI)
 	SCALES4B(18, 34)
 	VPERMILPS $0x00, Y8, Y9
 	Q4UNPACK(0, SI, Y4, X4)
@@ -249,8 +263,10 @@ TEXT ·dotQ8_0x4AVX(SB), NOSPLIT, $0-48
 	INT16ONES(Y15, X15)
 
 q8x4:
-	TESTQ   CX, CX
-	JZ      q8x4done
+	TESTQ      CX, CX
+	JZ         q8x4done
+	PREFETCHT0 PF0(SI)
+	PREFETCHT1 PF1(SI)
 	SCALES4
 	VMOVDQU 2(SI), Y5
 	VPSIGNB Y5, Y5, Y6
@@ -281,8 +297,10 @@ TEXT ·dotQ4_0x4AVX(SB), NOSPLIT, $0-48
 	BYTES($0x08080808, Y13, X13)
 
 q4x4:
-	TESTQ    CX, CX
-	JZ       q4x4done
+	TESTQ      CX, CX
+	JZ         q4x4done
+	PREFETCHT0 PF0(SI)
+	PREFETCHT1 PF1(SI)
 	SCALES4
 	Q4UNPACK(0, SI, Y5, X5)
 	VPSIGNB  Y5, Y5, Y6
@@ -318,6 +336,8 @@ TEXT ·dotF16F32AVX(SB), NOSPLIT, $0-28
 hf32:
 	CMPQ        CX, $32
 	JL          hf8
+	PREFETCHT0  PF0(SI)
+	PREFETCHT1  PF1(SI)
 	VCVTPH2PS   (SI), Y4
 	VCVTPH2PS   16(SI), Y5
 	VCVTPH2PS   32(SI), Y6
@@ -364,6 +384,8 @@ TEXT ·dotBF16F32AVX(SB), NOSPLIT, $0-28
 bf32:
 	CMPQ        CX, $32
 	JL          bf8
+	PREFETCHT0  PF0(SI)
+	PREFETCHT1  PF1(SI)
 	VPMOVZXWD   (SI), Y4
 	VPMOVZXWD   16(SI), Y5
 	VPMOVZXWD   32(SI), Y6

@@ -1,11 +1,14 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "prefetch.h"
 
 // K-quant row dot products (Q4_K x Q8_K, Q6_K x Q8_K) with AVX2 and FMA.
 // Each takes a count of 256-element super-blocks. Q8_K blocks are 292 bytes:
 // float32 d at 0, int8 qs[256] at 4, int16 bsums[16] at 260 (sums of each
 // 16 qs).
+//
+// The weight stream is prefetched into L1 and L2 (see prefetch.h).
 
 #define HSUMPS(Y, X, T) \
 	VEXTRACTF128 $1, Y, T; \
@@ -234,8 +237,14 @@ TEXT ·dotQ4_KAVX(SB), NOSPLIT, $16-28
 	BYTES($0x0F0F0F0F, Y15, X15)
 
 q4k:
-	TESTQ CX, CX
-	JZ    q4kdone
+	TESTQ      CX, CX
+	JZ         q4kdone
+	PREFETCHT0 PF0(SI)
+	PREFETCHT0 PF0+64(SI)
+	PREFETCHT0 PF0+128(SI)
+	PREFETCHT1 PF1(SI)
+	PREFETCHT1 PF1+64(SI)
+	PREFETCHT1 PF1+128(SI)
 
 	// Unpack the 6-bit scales and mins: with u0, u1, u2 the three
 	// little-endian words of the 12 bytes, scales 0-3 are u0&0x3f (per
@@ -365,8 +374,16 @@ TEXT ·dotQ6_KAVX(SB), NOSPLIT, $0-28
 	BYTES($0x30303030, Y14, X14)
 
 q6k:
-	TESTQ CX, CX
-	JZ    q6kdone
+	TESTQ      CX, CX
+	JZ         q6kdone
+	PREFETCHT0 PF0(SI)
+	PREFETCHT0 PF0+64(SI)
+	PREFETCHT0 PF0+128(SI)
+	PREFETCHT0 PF0+192(SI)
+	PREFETCHT1 PF1(SI)
+	PREFETCHT1 PF1+64(SI)
+	PREFETCHT1 PF1+128(SI)
+	PREFETCHT1 PF1+192(SI)
 
 	VPMOVSXBW   192(SI), Y4
 	VPMADDWD    260(DI), Y4, Y5
@@ -408,8 +425,14 @@ TEXT ·dotQ4_Kx4AVX(SB), 0, $528-48
 	BYTES($0x0F0F0F0F, Y15, X15)
 
 q4kx4:
-	TESTQ CX, CX
-	JZ    q4kx4done
+	TESTQ      CX, CX
+	JZ         q4kx4done
+	PREFETCHT0 PF0(SI)
+	PREFETCHT0 PF0+64(SI)
+	PREFETCHT0 PF0+128(SI)
+	PREFETCHT1 PF1(SI)
+	PREFETCHT1 PF1+64(SI)
+	PREFETCHT1 PF1+128(SI)
 	Q4K_UNPACK
 	VMOVQ       AX, X4
 	VPMOVZXBW   X4, X4
@@ -451,8 +474,16 @@ TEXT ·dotQ6_Kx4AVX(SB), 0, $512-48
 	BYTES($0x30303030, Y14, X14)
 
 q6kx4:
-	TESTQ CX, CX
-	JZ    q6kx4done
+	TESTQ      CX, CX
+	JZ         q6kx4done
+	PREFETCHT0 PF0(SI)
+	PREFETCHT0 PF0+64(SI)
+	PREFETCHT0 PF0+128(SI)
+	PREFETCHT0 PF0+192(SI)
+	PREFETCHT1 PF1(SI)
+	PREFETCHT1 PF1+64(SI)
+	PREFETCHT1 PF1+128(SI)
+	PREFETCHT1 PF1+192(SI)
 	VPMOVSXBW   192(SI), Y4
 	VINSERTI128 $1, X4, Y4, Y6
 	VPERM2I128  $0x11, Y4, Y4, Y7

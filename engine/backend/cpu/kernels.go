@@ -13,8 +13,13 @@ type rowKernel struct {
 	// keep activations rounded to f16/bf16 precision as float32 (F32), which
 	// gives the same products with half the conversions.
 	xType quant.Type
-	// convert writes one row of len(src) activations into dst in xType's
-	// layout; nil for F32, whose activations are used as they are.
+	// xBlock, when not 0, is the size in bytes of one xType block of
+	// converted activations in this kernel's own layout (the AVX-512 Q8_0
+	// and Q4_0 kernels read the q8x layout, which holds xType's values
+	// with precomputed extras); 0 means xType's own layout.
+	xBlock int
+	// convert writes one row of len(src) activations into dst in the
+	// kernel's layout; nil for F32, whose activations are used as they are.
 	convert func(dst []byte, src []float32)
 	// dot is the dot product of one weight row and one activation row of n
 	// elements, with engine/quant's Dot* signature.
@@ -29,9 +34,25 @@ type rowKernel struct {
 	// r < rows, weight rows wStride bytes apart: one call for many rows, so
 	// that narrow rows do not pay a call each. MatMul uses it instead of dot.
 	dots func(n int, w []byte, wStride, rows int, x []byte, out []float32)
-	// dot, dot4 and dots compute each output with the same arithmetic, bit
-	// for bit, so a row's result does not depend on the batch it came in
-	// (speculative verification must reproduce plain decoding exactly).
+	// dots4, when not nil, is dot4 for many weight rows in one call:
+	// out[r + i*outStride] = dot(weight row r, activation row i) for
+	// r < rows, i < 4, weight rows wStride bytes apart and activation rows
+	// xStride bytes apart (outStride >= rows). MatMul uses it instead of
+	// dot4.
+	dots4 func(n int, w []byte, wStride, rows int, x []byte, xStride int, out []float32, outStride int)
+	// dot, dot4, dots and dots4 compute each output with the same
+	// arithmetic, bit for bit, so a row's result does not depend on the
+	// batch it came in (speculative verification must reproduce plain
+	// decoding exactly).
+}
+
+// xRowBytes is the size of one row of cols converted activations (cols a
+// whole number of xType blocks).
+func (k *rowKernel) xRowBytes(cols int) int {
+	if k.xBlock != 0 {
+		return cols / k.xType.BlockElems() * k.xBlock
+	}
+	return cols / k.xType.BlockElems() * k.xType.BlockBytes()
 }
 
 // kernelSet holds a rowKernel per weight type, indexed by type id.
@@ -86,10 +107,16 @@ func quantizer(t quant.Type) func(dst []byte, src []float32) {
 	}
 }
 
-// defaultKernels is the kernel set New uses: SIMD when the machine has it
-// and RILL_CPU_NOSIMD is not set, else generic.
+// defaultKernels is the kernel set New uses: AVX-512 when the machine has
+// it and RILL_CPU_NOAVX512 is not set, else AVX2 when the machine has it
+// and RILL_CPU_NOSIMD is not set, else generic. The sets give bit-identical
+// MatMul results except the generic one, which follows engine/quant's
+// scalar reference.
 func defaultKernels() *kernelSet {
-	if useSIMD {
+	switch {
+	case useAVX512:
+		return avx512Kernels()
+	case useSIMD:
 		return simdKernels()
 	}
 	return genericKernels()

@@ -72,32 +72,34 @@ func dotCases() []dotCase {
 func TestRowDotSIMD(t *testing.T) {
 	t.Parallel()
 	needSIMD(t)
-	simd, generic := simdKernels(), genericKernels()
-	for i, c := range dotCases() {
-		name := fmt.Sprintf("%s/n=%d/raw=%v", c.typ, c.n, c.raw)
-		t.Run(name, func(t *testing.T) {
-			r := newRand(t, uint64(i))
-			w := randWeights(t, r, c.typ, c.n, c.raw)
-			src := randFloats(r, c.n, 1)
-			x, xd := activationRow(t, simd.rows[c.typ], c.typ, src)
-			xg, _ := activationRow(t, generic.rows[c.typ], c.typ, src)
-			wd := dequantize(t, c.typ, w, c.n)
-			exact, abs := exactDot(wd, xd, magnitudeRow(t, c.typ, w, c.n))
-			tolSIMD := dotTolerance(c.typ, c.n, abs, true)
-			tolRef := dotTolerance(c.typ, c.n, abs, false)
+	generic := genericKernels()
+	for _, simd := range simdSets() {
+		for i, c := range dotCases() {
+			name := fmt.Sprintf("%s/%s/n=%d/raw=%v", simd.name, c.typ, c.n, c.raw)
+			t.Run(name, func(t *testing.T) {
+				r := newRand(t, uint64(i))
+				w := randWeights(t, r, c.typ, c.n, c.raw)
+				src := randFloats(r, c.n, 1)
+				x, xd := activationRow(t, simd.rows[c.typ], c.typ, src)
+				xg, _ := activationRow(t, generic.rows[c.typ], c.typ, src)
+				wd := dequantize(t, c.typ, w, c.n)
+				exact, abs := exactDot(wd, xd, magnitudeRow(t, c.typ, w, c.n))
+				tolSIMD := dotTolerance(c.typ, c.n, abs, true)
+				tolRef := dotTolerance(c.typ, c.n, abs, false)
 
-			got := simd.rows[c.typ].dot(c.n, w, x)
-			ref := generic.rows[c.typ].dot(c.n, w, xg)
-			if d := math.Abs(float64(got) - exact); d > tolSIMD {
-				t.Errorf("simd %g, exact %g: off by %g > %g", got, exact, d, tolSIMD)
-			}
-			if d := math.Abs(float64(ref) - exact); d > tolRef {
-				t.Errorf("scalar %g, exact %g: off by %g > %g", ref, exact, d, tolRef)
-			}
-			if d := math.Abs(float64(got) - float64(ref)); d > tolSIMD+tolRef {
-				t.Errorf("simd %g, scalar %g: off by %g > %g", got, ref, d, tolSIMD+tolRef)
-			}
-		})
+				got := simd.rows[c.typ].dot(c.n, w, x)
+				ref := generic.rows[c.typ].dot(c.n, w, xg)
+				if d := math.Abs(float64(got) - exact); d > tolSIMD {
+					t.Errorf("simd %g, exact %g: off by %g > %g", got, exact, d, tolSIMD)
+				}
+				if d := math.Abs(float64(ref) - exact); d > tolRef {
+					t.Errorf("scalar %g, exact %g: off by %g > %g", ref, exact, d, tolRef)
+				}
+				if d := math.Abs(float64(got) - float64(ref)); d > tolSIMD+tolRef {
+					t.Errorf("simd %g, scalar %g: off by %g > %g", got, ref, d, tolSIMD+tolRef)
+				}
+			})
+		}
 	}
 }
 
@@ -106,50 +108,51 @@ func TestRowDotSIMD(t *testing.T) {
 func TestRowDot4SIMD(t *testing.T) {
 	t.Parallel()
 	needSIMD(t)
-	simd := simdKernels()
-	for _, typ := range weightTypes {
-		k := simd.rows[typ]
-		if k.dot4 == nil {
-			continue
-		}
-		lengths := []int{1, 2, 7, 16}
-		if typ.BlockElems() == 1 {
-			lengths = []int{1, 7, 8, 9, 16, 17, 31, 64, 203}
-		}
-		for _, nb := range lengths {
-			n := nb * typ.BlockElems()
-			t.Run(fmt.Sprintf("%s/n=%d", typ, n), func(t *testing.T) {
-				r := newRand(t, uint64(n)+uint64(typ)<<16)
-				w := randWeights(t, r, typ, n, true)
-				mag := magnitudeRow(t, typ, w, n)
-				wd := dequantize(t, typ, w, n)
-				// Four activation rows with a stride larger than a row, so a
-				// kernel that ignores the stride reads the wrong bytes.
-				xrb, _ := k.xType.RowBytes(n)
-				stride := xrb + 3*k.xType.BlockBytes()
-				xs := make([]byte, 3*stride+xrb)
-				var xd [4][]float32
-				for i := range 4 {
-					var xb []byte
-					xb, xd[i] = activationRow(t, k, typ, randFloats(r, n, 1))
-					copy(xs[i*stride:], xb)
-				}
-				const ostride = 5
-				out := make([]float32, 3*ostride+1)
-				k.dot4(n, w, xs, stride, out, ostride)
-				for i := range 4 {
-					xi := xs[i*stride : i*stride+xrb]
-					exact, abs := exactDot(wd, xd[i], mag)
-					tol := dotTolerance(typ, n, abs, true)
-					if d := math.Abs(float64(out[i*ostride]) - exact); d > tol {
-						t.Errorf("row %d: %g, exact %g: off by %g > %g", i, out[i*ostride], exact, d, tol)
+	for _, simd := range simdSets() {
+		for _, typ := range weightTypes {
+			k := simd.rows[typ]
+			if k.dot4 == nil {
+				continue
+			}
+			lengths := []int{1, 2, 7, 16}
+			if typ.BlockElems() == 1 {
+				lengths = []int{1, 7, 8, 9, 16, 17, 31, 64, 203}
+			}
+			for _, nb := range lengths {
+				n := nb * typ.BlockElems()
+				t.Run(fmt.Sprintf("%s/%s/n=%d", simd.name, typ, n), func(t *testing.T) {
+					r := newRand(t, uint64(n)+uint64(typ)<<16)
+					w := randWeights(t, r, typ, n, true)
+					mag := magnitudeRow(t, typ, w, n)
+					wd := dequantize(t, typ, w, n)
+					// Four activation rows with a stride larger than a row, so a
+					// kernel that ignores the stride reads the wrong bytes.
+					xrb := k.xRowBytes(n)
+					stride := xrb + 3*k.xType.BlockBytes()
+					xs := make([]byte, 3*stride+xrb)
+					var xd [4][]float32
+					for i := range 4 {
+						var xb []byte
+						xb, xd[i] = activationRow(t, k, typ, randFloats(r, n, 1))
+						copy(xs[i*stride:], xb)
 					}
-					// Bit for bit: MatMul's results must not depend on batching.
-					if single := k.dot(n, w, xi); single != out[i*ostride] {
-						t.Errorf("row %d: %g, single-row kernel %g", i, out[i*ostride], single)
+					const ostride = 5
+					out := make([]float32, 3*ostride+1)
+					k.dot4(n, w, xs, stride, out, ostride)
+					for i := range 4 {
+						xi := xs[i*stride : i*stride+xrb]
+						exact, abs := exactDot(wd, xd[i], mag)
+						tol := dotTolerance(typ, n, abs, true)
+						if d := math.Abs(float64(out[i*ostride]) - exact); d > tol {
+							t.Errorf("row %d: %g, exact %g: off by %g > %g", i, out[i*ostride], exact, d, tol)
+						}
+						// Bit for bit: MatMul's results must not depend on batching.
+						if single := k.dot(n, w, xi); single != out[i*ostride] {
+							t.Errorf("row %d: %g, single-row kernel %g", i, out[i*ostride], single)
+						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -158,11 +161,11 @@ func TestRowDot4SIMD(t *testing.T) {
 // supported weight type.
 func TestGenericKernelsComplete(t *testing.T) {
 	t.Parallel()
-	for _, ks := range []*kernelSet{genericKernels(), simdKernels()} {
+	for _, ks := range []*kernelSet{genericKernels(), simdKernels(), avx512Kernels()} {
 		for _, typ := range weightTypes {
 			k := ks.rows[typ]
 			xt, _ := quant.VecDotType(typ)
-			layoutOK := k.xType == xt || ks.name == "avx2" && k.xType == quant.F32 && (typ == quant.F16 || typ == quant.BF16)
+			layoutOK := k.xType == xt || ks.name != "generic" && k.xType == quant.F32 && (typ == quant.F16 || typ == quant.BF16)
 			if k.dot == nil || !layoutOK || (k.convert == nil) != (typ == quant.F32) {
 				t.Errorf("%s kernels, %s: incomplete: %+v", ks.name, typ, k)
 			}
@@ -175,35 +178,43 @@ func TestGenericKernelsComplete(t *testing.T) {
 func TestRowDotsSIMD(t *testing.T) {
 	t.Parallel()
 	needSIMD(t)
-	simd := simdKernels()
-	for _, typ := range weightTypes {
-		k := simd.rows[typ]
-		if k.dots == nil {
-			continue
-		}
-		for _, n := range []int{0, 1, 7, 8, 9, 31, 64, 203} {
-			for _, rows := range []int{1, 5} {
-				t.Run(fmt.Sprintf("%s/n=%d/rows=%d", typ, n, rows), func(t *testing.T) {
-					r := newRand(t, uint64(n*10+rows))
-					rb, _ := typ.RowBytes(n)
-					stride := rb + 6
-					w := make([]byte, (rows-1)*stride+rb)
-					for i := range rows {
-						copy(w[i*stride:], randWeights(t, r, typ, n, false))
-					}
-					x, _ := activationRow(t, k, typ, randFloats(r, n, 1))
-					out := make([]float32, rows+1)
-					out[rows] = 42
-					k.dots(n, w, stride, rows, x, out)
-					for i := range rows {
-						if want := k.dot(n, w[i*stride:i*stride+rb], x); out[i] != want {
-							t.Errorf("row %d: %g, single-row kernel %g", i, out[i], want)
+	for _, simd := range simdSets() {
+		for _, typ := range weightTypes {
+			k := simd.rows[typ]
+			if k.dots == nil {
+				continue
+			}
+			lengths := []int{0, 1, 7, 8, 9, 31, 64, 203}
+			if typ.BlockElems() > 1 {
+				lengths = []int{0, 1, 2, 3, 4, 5, 9}
+				for i := range lengths {
+					lengths[i] *= typ.BlockElems()
+				}
+			}
+			for _, n := range lengths {
+				for _, rows := range []int{1, 5} {
+					t.Run(fmt.Sprintf("%s/%s/n=%d/rows=%d", simd.name, typ, n, rows), func(t *testing.T) {
+						r := newRand(t, uint64(n*10+rows))
+						rb, _ := typ.RowBytes(n)
+						stride := rb + 6
+						w := make([]byte, (rows-1)*stride+rb)
+						for i := range rows {
+							copy(w[i*stride:], randWeights(t, r, typ, n, false))
 						}
-					}
-					if out[rows] != 42 {
-						t.Errorf("wrote past %d rows", rows)
-					}
-				})
+						x, _ := activationRow(t, k, typ, randFloats(r, n, 1))
+						out := make([]float32, rows+1)
+						out[rows] = 42
+						k.dots(n, w, stride, rows, x, out)
+						for i := range rows {
+							if want := k.dot(n, w[i*stride:i*stride+rb], x); out[i] != want {
+								t.Errorf("row %d: %g, single-row kernel %g", i, out[i], want)
+							}
+						}
+						if out[rows] != 42 {
+							t.Errorf("wrote past %d rows", rows)
+						}
+					})
+				}
 			}
 		}
 	}

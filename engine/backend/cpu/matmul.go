@@ -64,7 +64,7 @@ func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
 	if k.convert == nil {
 		j.x, j.xrb = f32Bytes(x[:n*w.Cols]), 4*w.Cols
 	} else {
-		j.xrb = w.Cols / k.xType.BlockElems() * k.xType.BlockBytes()
+		j.xrb = k.xRowBytes(w.Cols)
 		need := n * j.xrb
 		if cap(b.scratch) < need {
 			b.scratch = make([]byte, need)
@@ -103,7 +103,11 @@ func (b *Backend) matmulRange(lo, hi int) {
 	for r0 := lo; r0 < hi; r0 += tile {
 		r1 := min(r0+tile, hi)
 		i := 0
-		if k.dot4 != nil {
+		if k.dots4 != nil {
+			for ; i+4 <= n; i += 4 {
+				k.dots4(cols, j.w[r0*wrb:r1*wrb], wrb, r1-r0, j.x[i*xrb:(i+4)*xrb], xrb, j.out[i*rows+r0:], rows)
+			}
+		} else if k.dot4 != nil {
 			for ; i+4 <= n; i += 4 {
 				xs := j.x[i*xrb : (i+4)*xrb]
 				for r := r0; r < r1; r++ {

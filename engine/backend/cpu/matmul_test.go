@@ -21,9 +21,17 @@ func testBackend(t testing.TB, threads int, ks *kernelSet) *Backend {
 
 // kernelSets are the sets this machine can run.
 func kernelSets() []*kernelSet {
-	sets := []*kernelSet{genericKernels()}
+	return append([]*kernelSet{genericKernels()}, simdSets()...)
+}
+
+// simdSets are the assembly kernel sets this machine can run.
+func simdSets() []*kernelSet {
+	var sets []*kernelSet
 	if hasSIMD {
 		sets = append(sets, simdKernels())
+	}
+	if hasAVX512 {
+		sets = append(sets, avx512Kernels())
 	}
 	return sets
 }

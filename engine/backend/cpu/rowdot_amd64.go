@@ -117,14 +117,22 @@ func floatRows(n int, w []byte, wStride, rows int, x []byte, out []float32, wsiz
 		clear(out)
 	}
 	if body < n {
-		for r := range out {
-			row := w[r*wStride : r*wStride+n*wsize]
-			s := out[r]
-			for i := body; i < n; i++ {
-				s += weight(row, i) * xv[i]
-			}
-			out[r] = s
+		floatTails(n, body, w, wStride, xv, out, wsize, weight)
+	}
+}
+
+// floatTails adds the products of elements [body,n) of each weight row and
+// of xv to out, in order, in float32: the tail of every float row kernel,
+// so that the many-row and four-row kernels round exactly as the
+// single-row ones do.
+func floatTails(n, body int, w []byte, wStride int, xv, out []float32, wsize int, weight func(row []byte, i int) float32) {
+	for r := range out {
+		row := w[r*wStride : r*wStride+n*wsize]
+		s := out[r]
+		for i := body; i < n; i++ {
+			s += weight(row, i) * xv[i]
 		}
+		out[r] = s
 	}
 }
 

@@ -1,12 +1,15 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "prefetch.h"
 
 // Matrix-vector kernels for float weight types: one activation row against
 // many weight rows in one call, so that narrow rows (tiny models have rows
 // of 8 to 64 values) do not pay a Go call per row. n is a multiple of 8
 // (the Go wrappers add the tails); wstride is the distance between weight
 // rows in bytes.
+//
+// The weight stream is prefetched into L1 and L2 (see prefetch.h).
 
 #define HSUMPS(Y, X, T) \
 	VEXTRACTF128 $1, Y, T; \
@@ -60,6 +63,10 @@ f32row:
 f32x32:
 	CMPQ        CX, $32
 	JL          f32x8
+	PREFETCHT0  PF0(AX)
+	PREFETCHT0  PF0+64(AX)
+	PREFETCHT1  PF1(AX)
+	PREFETCHT1  PF1+64(AX)
 	VMOVUPS     (AX), Y4
 	VMOVUPS     32(AX), Y5
 	VMOVUPS     64(AX), Y6
@@ -104,6 +111,8 @@ f16row:
 f16x32:
 	CMPQ        CX, $32
 	JL          f16x8
+	PREFETCHT0  PF0(AX)
+	PREFETCHT1  PF1(AX)
 	VCVTPH2PS   (AX), Y4
 	VCVTPH2PS   16(AX), Y5
 	VCVTPH2PS   32(AX), Y6
@@ -148,6 +157,8 @@ b16row:
 b16x32:
 	CMPQ        CX, $32
 	JL          b16x8
+	PREFETCHT0  PF0(AX)
+	PREFETCHT1  PF1(AX)
 	VPMOVZXWD   (AX), Y4
 	VPMOVZXWD   16(AX), Y5
 	VPMOVZXWD   32(AX), Y6
@@ -183,3 +194,4 @@ b16end:
 b16done:
 	VZEROUPPER
 	RET
+

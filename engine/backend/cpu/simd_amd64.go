@@ -17,6 +17,17 @@ var hasSIMD = xcpu.X86.HasAVX2 && xcpu.X86.HasFMA && xcpu.X86.HasF16C
 // read once, at start-up.
 var useSIMD = hasSIMD && os.Getenv("RILL_CPU_NOSIMD") != "1"
 
+// hasAVX512 reports whether this machine (and its OS) runs the AVX-512
+// MatMul kernels as well: AVX-512 F, BW and VL, and VNNI for the int8 dot
+// products.
+var hasAVX512 = hasSIMD && xcpu.X86.HasAVX512F && xcpu.X86.HasAVX512BW &&
+	xcpu.X86.HasAVX512VL && xcpu.X86.HasAVX512VNNI
+
+// useAVX512 selects the AVX-512 MatMul kernels for new Backends.
+// RILL_CPU_NOAVX512=1 keeps the AVX2 ones (they give the same bits; the
+// switch is for comparisons); RILL_CPU_NOSIMD=1 turns both off.
+var useAVX512 = useSIMD && hasAVX512 && os.Getenv("RILL_CPU_NOAVX512") != "1"
+
 // Vector kernels in vec_amd64.s. Lengths are multiples of 8 elements; the
 // wrappers below add the tails.
 

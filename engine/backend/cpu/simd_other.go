@@ -10,9 +10,15 @@ var hasSIMD = false
 
 var useSIMD = false
 
+var hasAVX512 = false
+
+var useAVX512 = false
+
 func cpuPause() {}
 
 func simdKernels() *kernelSet { return genericKernels() }
+
+func avx512Kernels() *kernelSet { return genericKernels() }
 
 func dotF32SIMD(a, b []float32) float32                     { return dotF32Generic(a, b) }
 func axpySIMD(y []float32, a float32, x []float32)          { axpyGeneric(y, a, x) }
