@@ -37,8 +37,8 @@ type Options struct {
 
 // Stats are cumulative counters and current gauges.
 type Stats struct {
-	Queries     int64 // prompt tokens looked up
-	Hits        int64 // prompt tokens served from the cache
+	Queries     int64 // prompt tokens looked up (Observe)
+	Hits        int64 // prompt tokens served from the cache (Observe)
 	Evictions   int64 // cached blocks reused for other content
 	BlocksUsed  int   // blocks referenced by live sequences
 	BlocksFree  int   // blocks on the free list (cached or empty)
@@ -136,7 +136,6 @@ func (s *Seq) Table() []int32 { return s.Blocks }
 // those blocks to s. It returns the number of prompt tokens covered (0 when
 // s already has blocks). Matched blocks are taken off the free list.
 func (m *Manager) Match(s *Seq, prompt []int32) int {
-	m.stats.Queries += int64(len(prompt))
 	if len(s.Blocks) != 0 {
 		return 0
 	}
@@ -157,9 +156,16 @@ func (m *Manager) Match(s *Seq, prompt []int32) int {
 		s.Blocks = append(s.Blocks, id)
 		s.hashes = append(s.hashes, h)
 	}
-	n := len(s.Blocks) * m.bs
-	m.stats.Hits += int64(n)
-	return n
+	return len(s.Blocks) * m.bs
+}
+
+// Observe records one request's prefix lookup in the counters: queried
+// prompt tokens and hit tokens. It is separate from Match because a
+// sequence may be matched again when its admission is retried or it is
+// preempted; the caller observes each request once.
+func (m *Manager) Observe(queried, hit int) {
+	m.stats.Queries += int64(queried)
+	m.stats.Hits += int64(hit)
 }
 
 // Reserve makes s's block table cover n token positions, taking blocks from

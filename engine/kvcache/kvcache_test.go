@@ -28,6 +28,7 @@ func run(t *testing.T, m *Manager, prompt []int32) (*Seq, int) {
 	t.Helper()
 	s := &Seq{}
 	hit := m.Match(s, prompt)
+	m.Observe(len(prompt), hit)
 	if err := m.Reserve(s, len(prompt)); err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}

@@ -260,6 +260,7 @@ func (l *loopState) step() error {
 			s.comp, s.dcomp = hit, hit // committed blocks hold draft keys too (lockstep)
 			if !s.r.matched {
 				s.r.cached, s.r.matched = hit, true
+				e.cache.Observe(len(s.r.prompt), hit)
 			}
 		}
 		take := min(len(s.tokens)-s.comp, budget)
