@@ -1,0 +1,267 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"rill/engine/quant"
+	"rill/engine/tensor"
+)
+
+// The operations of engine/model's Backend interface: *Backend is the
+// compute backend of the forward pass. They are this package's kernels
+// applied row by row, so the model's numbers are the kernels' numbers. Each
+// runs on the calling goroutine except Linear (MatMul) and Attention, which
+// split their work over the worker pool; like MatMul they are used by one
+// forward pass at a time.
+
+// Linear is MatMul over the model's weight type: dst = x · wᵀ for T rows of
+// x. It panics on inconsistent shapes, as MatMul does.
+func (b *Backend) Linear(dst []float32, w tensor.Matrix, x []float32, T int) {
+	b.MatMul(dst, Matrix(w), x, T)
+}
+
+// Embed writes row rows[i] of table, dequantised to float32, to
+// dst[i*table.Cols:(i+1)*table.Cols].
+func (b *Backend) Embed(dst []float32, table tensor.Matrix, rows []int32) error {
+	if err := table.Validate(); err != nil {
+		return err
+	}
+	cols := table.Cols
+	if len(dst) < len(rows)*cols {
+		return fmt.Errorf("embed: %d values for %d rows of %d", len(dst), len(rows), cols)
+	}
+	rb := table.RowBytes()
+	for i, r := range rows {
+		if r < 0 || int(r) >= table.Rows {
+			return fmt.Errorf("embed: row %d of %d", r, table.Rows)
+		}
+		if err := quant.Dequantize(table.Type, dst[i*cols:(i+1)*cols], table.Data[int(r)*rb:][:rb]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RMSNorm applies the package's RMSNorm to each row of len(weight) values
+// of x. It panics unless len(dst) == len(x) is a multiple of len(weight).
+func (b *Backend) RMSNorm(dst, x, weight []float32, eps float32) {
+	n := len(weight)
+	if n == 0 || len(x)%n != 0 || len(dst) != len(x) {
+		panic(fmt.Sprintf("cpu: RMSNorm: %d values into %d, rows of %d", len(x), len(dst), n))
+	}
+	for i := 0; i < len(x); i += n {
+		RMSNorm(dst[i:i+n], x[i:i+n], weight, eps)
+	}
+}
+
+// RoPE applies the package's RoPE to each of the len(pos) rows of x, at its
+// own position. It panics unless len(x) == len(pos)*heads*headDim.
+func (b *Backend) RoPE(x []float32, pos []int32, heads, headDim int, rope tensor.RoPE) {
+	w := heads * headDim
+	if len(x) != len(pos)*w {
+		panic(fmt.Sprintf("cpu: RoPE: %d values for %d rows of %d heads of %d", len(x), len(pos), heads, headDim))
+	}
+	for t, p := range pos {
+		RoPE(x[t*w:(t+1)*w], heads, headDim, rope.Dims, int(p), rope.Base, rope.FreqScale, rope.Neox)
+	}
+}
+
+// Add is the package's Add.
+func (b *Backend) Add(dst, x, y []float32) { Add(dst, x, y) }
+
+// SwiGLU is the package's SwiGLU.
+func (b *Backend) SwiGLU(dst, gate, up []float32) { SwiGLU(dst, gate, up) }
+
+// NewKVCache allocates a host cache (*tensor.HostKV), the memory StoreKV
+// and Attention work on, after checking that the attention kernels take
+// its layout.
+func (b *Backend) NewKVCache(spec tensor.KVSpec) (tensor.KVCache, error) {
+	if err := KVLayout(spec.Layout).Validate(); err != nil {
+		return nil, err
+	}
+	kv, err := tensor.NewHostKV(spec)
+	if err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// errForeignKV is returned for a cache that is not host memory.
+var errForeignKV = errors.New("kv cache is not in host memory (made by another backend)")
+
+// hostKV returns kv as host memory and checks layer against it.
+func hostKV(kv tensor.KVCache, layer int) (*tensor.HostKV, error) {
+	host, ok := kv.(*tensor.HostKV)
+	if !ok {
+		return nil, errForeignKV
+	}
+	if s := host.Spec(); layer < 0 || layer >= s.Layers {
+		return nil, fmt.Errorf("kv cache layer %d of %d", layer, s.Layers)
+	}
+	return host, nil
+}
+
+// StoreKV writes each token's keys and values (KV heads of HeadDim values
+// per row) into the slot pg gives it, rounded to half precision in an F16
+// cache. Slots that pg does not name are left alone. It panics when k or v
+// does not hold len(pg.Pos) rows or a slot is outside the cache.
+func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tensor.Paging) error {
+	host, err := hostKV(kv, layer)
+	if err != nil {
+		return err
+	}
+	l := host.Spec().Layout
+	hd, dim := l.HeadDim, l.Heads*l.HeadDim
+	if len(k) != len(pg.Pos)*dim || len(v) != len(k) {
+		panic(fmt.Sprintf("cpu: StoreKV: %d keys and %d values for %d rows of %d", len(k), len(v), len(pg.Pos), dim))
+	}
+	for t := range pg.Pos {
+		block, slot := pg.Slot(t, l.BlockSize)
+		for h := range l.Heads {
+			row := l.Row(block, h, slot)
+			kh, vh := k[t*dim+h*hd:][:hd], v[t*dim+h*hd:][:hd]
+			if host.K32 != nil {
+				copy(host.K32[layer][row:row+hd], kh)
+				copy(host.V32[layer][row:row+hd], vh)
+				continue
+			}
+			F32ToF16s(host.K16[layer][row:row+hd], kh)
+			F32ToF16s(host.V16[layer][row:row+hd], vh)
+		}
+	}
+	return nil
+}
+
+// Attention computes causal paged attention with AttendF16 (an F16 cache:
+// llama.cpp's flash-attention rounding) or AttendF32 (an F32 cache: exact
+// float32), split over the worker pool.
+//
+// A job is one KV head of one token, together with the query heads that
+// share it (grouped-query attention), so each cached key and value is read
+// once per group. The jobs of one token that fall in one range go to the
+// kernel in one call, which interleaves their work. Jobs are numbered so
+// that consecutive ranges mix early and late tokens of the batch (see
+// attnToken): under causal attention a token's cost grows with its
+// position, and contiguous ranges of a prefill would otherwise give one
+// thread all the long ones. A job's result depends only on its query and
+// the cache, never on the rest of the batch or on how jobs were grouped.
+func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at tensor.Attention, pg tensor.Paging) error {
+	host, err := hostKV(kv, layer)
+	if err != nil {
+		return err
+	}
+	l := host.Spec().Layout
+	T := len(pg.Pos)
+	switch {
+	case at.Heads <= 0 || at.Heads%l.Heads != 0:
+		return fmt.Errorf("attention: %d query heads over %d kv heads", at.Heads, l.Heads)
+	case len(q) != T*at.Heads*l.HeadDim || len(out) != len(q):
+		return fmt.Errorf("attention: %d query and %d output values for %d rows of %d heads of %d", len(q), len(out), T, at.Heads, l.HeadDim)
+	case len(pg.Seq) != T:
+		return fmt.Errorf("attention: %d positions but %d sequence indices", T, len(pg.Seq))
+	}
+	j := getAttnJob()
+	j.out, j.q, j.kv, j.layer, j.at, j.pg = out, q, host, layer, at, pg
+	b.ParallelGrain(T*l.Heads, attnGrain(l.Heads, b.Threads()), j.fn)
+	err = j.err
+	j.release()
+	putAttnJob(j)
+	return err
+}
+
+// attnJob is one Attention call in flight, read by the workers through fn,
+// which is bound once per job so that dispatching it allocates nothing.
+type attnJob struct {
+	out, q []float32
+	kv     *tensor.HostKV
+	layer  int
+	at     tensor.Attention
+	pg     tensor.Paging
+	fn     func(lo, hi int) // j.run
+
+	mu  sync.Mutex
+	err error // the first error of the workers
+}
+
+// release drops the call's references, so a kept job does not keep the
+// caller's memory alive.
+func (j *attnJob) release() {
+	j.out, j.q, j.kv, j.pg, j.err = nil, nil, nil, tensor.Paging{}, nil
+}
+
+// run computes attention jobs [lo,hi).
+func (j *attnJob) run(lo, hi int) {
+	l := j.kv.Spec().Layout
+	H, HKV, hd := j.at.Heads, l.Heads, l.HeadDim
+	group := H / HKV
+	T := len(j.pg.Pos)
+	for u := lo; u < hi; {
+		t, g := attnToken(u/HKV, T), u%HKV
+		nkv := min(hi-u, HKV-g) // this token's KV heads in the range
+		i := (t*H + g*group) * hd
+		q, out := j.q[i:i+nkv*group*hd], j.out[i:i+nkv*group*hd]
+		n := int(j.pg.Pos[t]) + 1
+		table := j.pg.Table(t)
+		var err error
+		if j.kv.K32 != nil {
+			err = AttendF32(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], KVLayout(l), g, nkv, table, n, j.at.Scale)
+		} else {
+			err = AttendF16(out, q, j.kv.K16[j.layer], j.kv.V16[j.layer], KVLayout(l), g, nkv, table, n, j.at.Scale)
+		}
+		if err != nil {
+			j.mu.Lock()
+			if j.err == nil {
+				j.err = err
+			}
+			j.mu.Unlock()
+			return
+		}
+		u += nkv
+	}
+}
+
+// attnJobs is the free list of attention jobs, as attnScratches is of
+// scratch memory: it keeps the jobs (and their bound fn) of the largest
+// number of concurrent calls seen, so a steady-state call allocates nothing.
+var attnJobs struct {
+	mu   sync.Mutex
+	free []*attnJob
+}
+
+func getAttnJob() *attnJob {
+	attnJobs.mu.Lock()
+	defer attnJobs.mu.Unlock()
+	if n := len(attnJobs.free); n > 0 {
+		j := attnJobs.free[n-1]
+		attnJobs.free = attnJobs.free[:n-1]
+		return j
+	}
+	j := new(attnJob)
+	j.fn = j.run
+	return j
+}
+
+func putAttnJob(j *attnJob) {
+	attnJobs.mu.Lock()
+	attnJobs.free = append(attnJobs.free, j)
+	attnJobs.mu.Unlock()
+}
+
+// attnToken maps the u-th token of the attention order to a batch index:
+// 0, T-1, 1, T-2, ... so that any run of the order pairs early tokens with
+// late ones.
+func attnToken(u, T int) int {
+	if u%2 == 0 {
+		return u / 2
+	}
+	return T - 1 - u/2
+}
+
+// attnGrain is the smallest range of attention jobs worth a thread: the KV
+// heads of one token split over the threads, so that a decode step still
+// uses them all while each call takes several KV heads.
+func attnGrain(heads, threads int) int {
+	return max(1, heads/max(1, threads))
+}

@@ -1,0 +1,251 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"rill/engine/quant"
+	"rill/engine/tensor"
+)
+
+// TestAttnToken: the attention order visits every token of the batch once
+// and pairs early tokens with late ones.
+func TestAttnToken(t *testing.T) {
+	t.Parallel()
+	for _, T := range []int{1, 2, 5, 64} {
+		seen := make([]bool, T)
+		for u := range T {
+			i := attnToken(u, T)
+			if i < 0 || i >= T || seen[i] {
+				t.Fatalf("T=%d: order position %d maps to token %d twice or out of range", T, u, i)
+			}
+			seen[i] = true
+			if u%2 == 1 && i != T-1-u/2 {
+				t.Fatalf("T=%d: order position %d is token %d, want the late token %d", T, u, i, T-1-u/2)
+			}
+		}
+	}
+}
+
+func sameOpBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: [%d] = %g, want %g", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestStoreKV: StoreKV writes a token's heads to the rows of its slot in
+// the block its table names, padding rows to a multiple of 8 that stay
+// zero, and CopyBlock copies the first n slots of every head and layer.
+func TestStoreKV(t *testing.T) {
+	t.Parallel()
+	be := New(Options{Threads: 1})
+	defer be.Close()
+	l := tensor.KVLayout{Blocks: 4, BlockSize: 16, Heads: 3, HeadDim: 4}
+	for _, typ := range []quant.Type{quant.F16, quant.F32} {
+		c, err := be.NewKVCache(tensor.KVSpec{Layers: 2, Type: typ, Layout: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv := c.(*tensor.HostKV)
+		k := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+		v := make([]float32, len(k))
+		for i := range v {
+			v[i] = -k[i]
+		}
+		var pg tensor.Paging
+		pg.Tables = [][]int32{{2, 0}}
+		var ks, vs []float32
+		for pos := range 20 {
+			pg.Pos, pg.Seq = append(pg.Pos, int32(pos)), append(pg.Seq, 0)
+			ks, vs = append(ks, k...), append(vs, v...)
+		}
+		if err := be.StoreKV(c, 1, ks, vs, pg); err != nil {
+			t.Fatal(err)
+		}
+		kv.CopyBlock(3, 2, 5)
+		for h := range 3 {
+			for slot := range 16 {
+				for blk, n := range map[int]int{2: 16, 3: 5, 0: 4, 1: 0} {
+					row := l.Row(blk, h, slot)
+					for d := range 8 {
+						var wantK, gotK, gotV float32
+						if d < 4 && slot < n {
+							wantK = k[h*4+d]
+						}
+						if typ == quant.F32 {
+							gotK, gotV = kv.K32[1][row+d], kv.V32[1][row+d]
+						} else {
+							gotK, gotV = quant.F16ToF32(kv.K16[1][row+d]), quant.F16ToF32(kv.V16[1][row+d])
+						}
+						if gotK != wantK || gotV != -wantK {
+							t.Fatalf("%v: block %d head %d slot %d [%d] = %g, %g, want %g, %g", typ, blk, h, slot, d, gotK, gotV, wantK, -wantK)
+						}
+					}
+				}
+			}
+		}
+		if kv.K16 != nil && kv.K16[0][l.Row(2, 0, 0)] != 0 || kv.K32 != nil && kv.K32[0][l.Row(2, 0, 0)] != 0 {
+			t.Errorf("%v: StoreKV of layer 1 wrote layer 0", typ)
+		}
+	}
+}
+
+// TestAttentionBatch: Attention over a batch of tokens of several
+// sequences, split over threads, gives each token exactly the bits of the
+// kernel called for that token alone.
+func TestAttentionBatch(t *testing.T) {
+	t.Parallel()
+	r := newRand(t, 13)
+	for _, threads := range []int{1, 3} {
+		be := New(Options{Threads: threads})
+		defer be.Close()
+		for _, typ := range []quant.Type{quant.F16, quant.F32} {
+			for _, s := range []struct{ heads, kvHeads, hd int }{{4, 4, 16}, {8, 2, 32}, {6, 1, 8}} {
+				t.Run(fmt.Sprintf("threads=%d/%v/h=%d/kv=%d/hd=%d", threads, typ, s.heads, s.kvHeads, s.hd), func(t *testing.T) {
+					l := tensor.KVLayout{Blocks: 12, BlockSize: 16, Heads: s.kvHeads, HeadDim: s.hd}
+					c, err := be.NewKVCache(tensor.KVSpec{Layers: 2, Type: typ, Layout: l})
+					if err != nil {
+						t.Fatal(err)
+					}
+					// Three sequences: a long prefill, a decode deep in its
+					// context, a short prompt; their blocks interleaved.
+					pg := tensor.Paging{Tables: [][]int32{{5, 1, 9}, {0, 7, 3, 11}, {4}}}
+					for seq, span := range [][2]int{{0, 40}, {57, 58}, {0, 6}} {
+						var hist tensor.Paging
+						hist.Tables = pg.Tables
+						for p := range span[0] {
+							hist.Pos, hist.Seq = append(hist.Pos, int32(p)), append(hist.Seq, int32(seq))
+						}
+						dim := len(hist.Pos) * l.Heads * l.HeadDim
+						if err := be.StoreKV(c, 1, randFloats(r, dim, 1), randFloats(r, dim, 1), hist); err != nil {
+							t.Fatal(err)
+						}
+						for p := span[0]; p < span[1]; p++ {
+							pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, int32(seq))
+						}
+					}
+					T := len(pg.Pos)
+					dim := T * l.Heads * l.HeadDim
+					if err := be.StoreKV(c, 1, randFloats(r, dim, 1), randFloats(r, dim, 1), pg); err != nil {
+						t.Fatal(err)
+					}
+					at := tensor.Attention{Heads: s.heads, Scale: float32(1 / math.Sqrt(float64(s.hd)))}
+					q := randFloats(r, T*s.heads*s.hd, 1)
+					out := make([]float32, len(q))
+					if err := be.Attention(out, q, c, 1, at, pg); err != nil {
+						t.Fatal(err)
+					}
+					kv := c.(*tensor.HostKV)
+					w := s.heads * s.hd
+					for tok := range T {
+						want := make([]float32, w)
+						n := int(pg.Pos[tok]) + 1
+						var err error
+						if typ == quant.F32 {
+							err = AttendF32(want, q[tok*w:(tok+1)*w], kv.K32[1], kv.V32[1], KVLayout(l), 0, s.kvHeads, pg.Table(tok), n, at.Scale)
+						} else {
+							err = AttendF16(want, q[tok*w:(tok+1)*w], kv.K16[1], kv.V16[1], KVLayout(l), 0, s.kvHeads, pg.Table(tok), n, at.Scale)
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						sameOpBits(t, fmt.Sprintf("token %d", tok), out[tok*w:(tok+1)*w], want)
+					}
+				})
+			}
+		}
+	}
+}
+
+// foreignKV is a cache the CPU backend did not make.
+type foreignKV struct{ tensor.KVSpec }
+
+func (f foreignKV) Spec() tensor.KVSpec       { return f.KVSpec }
+func (f foreignKV) CopyBlock(dst, src, n int) {}
+
+// TestOpsErrors: memory the backend cannot read and arguments that do not
+// fit the cache are errors, not crashes.
+func TestOpsErrors(t *testing.T) {
+	t.Parallel()
+	be := New(Options{Threads: 1})
+	defer be.Close()
+	spec := tensor.KVSpec{Layers: 1, Type: quant.F16, Layout: tensor.KVLayout{Blocks: 2, BlockSize: 16, Heads: 2, HeadDim: 8}}
+	kv, err := be.NewKVCache(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := tensor.Paging{Pos: []int32{0}, Seq: []int32{0}, Tables: [][]int32{{1}}}
+	kvs := make([]float32, 16)
+	q := make([]float32, 32)
+	table := tensor.Matrix{Type: quant.F32, Rows: 2, Cols: 8, Data: make([]byte, 64)}
+	for _, c := range []struct {
+		name, want string
+		err        error
+	}{
+		{"store into a foreign cache", "host memory", be.StoreKV(foreignKV{spec}, 0, kvs, kvs, pg)},
+		{"attend over a foreign cache", "host memory", be.Attention(q, q, foreignKV{spec}, 0, tensor.Attention{Heads: 4, Scale: 1}, pg)},
+		{"store into layer 1 of 1", "layer", be.StoreKV(kv, 1, kvs, kvs, pg)},
+		{"query heads not a multiple", "query heads", be.Attention(q[:24], q[:24], kv, 0, tensor.Attention{Heads: 3, Scale: 1}, pg)},
+		{"short query", "query", be.Attention(q[:16], q[:16], kv, 0, tensor.Attention{Heads: 4, Scale: 1}, pg)},
+		{"table past the cache", "block", be.Attention(q, q, kv, 0, tensor.Attention{Heads: 4, Scale: 1}, tensor.Paging{Pos: []int32{0}, Seq: []int32{0}, Tables: [][]int32{{2}}})},
+		{"embedding row past the table", "row 2 of 2", be.Embed(make([]float32, 8), table, []int32{2})},
+		{"embedding into a short row", "values for", be.Embed(make([]float32, 7), table, []int32{0})},
+	} {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one containing %q", c.name, c.err, c.want)
+		}
+	}
+	if _, err := be.NewKVCache(tensor.KVSpec{Layers: 1, Type: quant.F16, Layout: tensor.KVLayout{Blocks: 1, BlockSize: 16, Heads: 1, HeadDim: MaxAttnHeadDim + 8}}); err == nil {
+		t.Error("NewKVCache accepted a head size the kernels do not take")
+	}
+}
+
+// TestRowOps: the batched operations are the package's kernels applied to
+// each row (RMSNorm, RoPE at each row's own position, Embed's dequantised
+// rows), bit for bit.
+func TestRowOps(t *testing.T) {
+	t.Parallel()
+	be := New(Options{Threads: 1})
+	defer be.Close()
+	r := newRand(t, 14)
+	const rows, heads, hd = 5, 3, 16
+	w := heads * hd
+
+	x, weight := randFloats(r, rows*w, 1), randFloats(r, hd, 1)
+	got := make([]float32, len(x))
+	be.RMSNorm(got, x, weight, 1e-5) // per head: len(weight) divides a row
+	for i := 0; i < len(x); i += hd {
+		want := make([]float32, hd)
+		RMSNorm(want, x[i:i+hd], weight, 1e-5)
+		sameOpBits(t, fmt.Sprintf("RMSNorm row at %d", i), got[i:i+hd], want)
+	}
+
+	rope := tensor.RoPE{Dims: 12, Base: 10000, FreqScale: 0.5, Neox: true}
+	pos := []int32{0, 7, 3, 1000, 7}
+	got = append([]float32(nil), x...)
+	be.RoPE(got, pos, heads, hd, rope)
+	for i, p := range pos {
+		want := append([]float32(nil), x[i*w:(i+1)*w]...)
+		RoPE(want, heads, hd, rope.Dims, int(p), rope.Base, rope.FreqScale, rope.Neox)
+		sameOpBits(t, fmt.Sprintf("RoPE row %d", i), got[i*w:(i+1)*w], want)
+	}
+
+	table := randFloats(r, 4*64, 1)
+	m := tensor.Matrix{Type: quant.Q8_0, Rows: 4, Cols: 64, Data: quantize(t, quant.Q8_0, table)}
+	got = make([]float32, 3*64)
+	if err := be.Embed(got, m, []int32{3, 0, 3}); err != nil {
+		t.Fatal(err)
+	}
+	all := dequantize(t, quant.Q8_0, m.Data, 4*64)
+	for i, row := range []int{3, 0, 3} {
+		sameOpBits(t, fmt.Sprintf("Embed row %d", i), got[i*64:(i+1)*64], all[row*64:(row+1)*64])
+	}
+}
