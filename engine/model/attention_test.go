@@ -1,18 +1,20 @@
-package model
+package model_test
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"rill/engine/model"
 	"testing"
 
 	"rill/engine/backend/cpu"
 	"rill/engine/quant"
+	"rill/engine/tensor"
 	"rill/engine/testmodel"
 )
 
 // attnSpecs are small random models with the attention shapes that
-// matter: head sizes 8 to 128 and groups of 1 to 8 query heads per KV head.
+// matter: head sizes 8 to 128 and groups of 1 to 8 query heads per model.KV head.
 func attnSpecs() []testmodel.Spec {
 	base := testmodel.Target(quant.F32)
 	var out []testmodel.Spec
@@ -34,10 +36,10 @@ func attnSpecs() []testmodel.Spec {
 
 // seqRun feeds a prompt in one batch, then decodes a few tokens, and
 // returns the logits of every step.
-func seqRun(t *testing.T, r *Runner, kv *KV, table []int32, prompt []int32, steps int) [][]float32 {
+func seqRun(t *testing.T, r *model.Runner, kv *model.KV, table []int32, prompt []int32, steps int) [][]float32 {
 	t.Helper()
 	var out [][]float32
-	b := &Batch{Tables: [][]int32{table}}
+	b := &model.Batch{Tables: [][]int32{table}}
 	for i, tok := range prompt {
 		b.Tokens = append(b.Tokens, tok)
 		b.Pos = append(b.Pos, int32(i))
@@ -75,17 +77,21 @@ func sameLogits(t *testing.T, what string, got, want [][]float32) {
 
 // scramble fills every cache slot with random values, so that reading a
 // block the table does not name changes the result.
-func scramble(kv *KV, r *rand.Rand) {
-	for l := range kv.k16 {
-		for i := range kv.k16[l] {
-			kv.k16[l][i] = quant.F32ToF16(float32(r.NormFloat64()))
-			kv.v16[l][i] = quant.F32ToF16(float32(r.NormFloat64()))
+func scramble(t *testing.T, kv *model.KV, r *rand.Rand) {
+	host, ok := kv.Memory().(*tensor.HostKV)
+	if !ok {
+		t.Fatalf("NewKV made a %T, want host memory", kv.Memory())
+	}
+	for l := range host.K16 {
+		for i := range host.K16[l] {
+			host.K16[l][i] = quant.F32ToF16(float32(r.NormFloat64()))
+			host.V16[l][i] = quant.F32ToF16(float32(r.NormFloat64()))
 		}
 	}
-	for l := range kv.k32 {
-		for i := range kv.k32[l] {
-			kv.k32[l][i] = float32(r.NormFloat64())
-			kv.v32[l][i] = float32(r.NormFloat64())
+	for l := range host.K32 {
+		for i := range host.K32[l] {
+			host.K32[l][i] = float32(r.NormFloat64())
+			host.V32[l][i] = float32(r.NormFloat64())
 		}
 	}
 }
@@ -102,7 +108,7 @@ func TestPagedAttention(t *testing.T) {
 	const bs, promptLen, steps = 16, 37, 6
 	for si, spec := range attnSpecs() {
 		m := fromSpec(t, spec)
-		for _, typ := range []KVType{KVF16, KVF32} {
+		for _, typ := range []model.KVType{model.KVF16, model.KVF32} {
 			t.Run(spec.Name+"/"+typ.String(), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(si), uint64(typ)))
 				prompt := make([]int32, promptLen)
@@ -110,19 +116,19 @@ func TestPagedAttention(t *testing.T) {
 					prompt[i] = int32(r.IntN(m.Config.VocabSize))
 				}
 				nb := (promptLen + steps + bs) / bs
-				run := NewRunner(m, be, 2*promptLen)
+				run := model.NewRunner(m, be, 2*promptLen)
 
-				kv, err := NewKV(&m.Config, typ, nb, bs)
+				kv, err := model.NewKV(&m.Config, typ, nb, bs)
 				if err != nil {
 					t.Fatal(err)
 				}
 				want := seqRun(t, run, kv, contiguousTable(promptLen+steps+1, bs), prompt, steps)
 
-				big, err := NewKV(&m.Config, typ, 5*nb, bs)
+				big, err := model.NewKV(&m.Config, typ, 5*nb, bs)
 				if err != nil {
 					t.Fatal(err)
 				}
-				scramble(big, r)
+				scramble(t, big, r)
 				table := make([]int32, nb)
 				for i, b := range r.Perm(big.NumBlocks)[:nb] {
 					table[i] = int32(b)
@@ -130,13 +136,13 @@ func TestPagedAttention(t *testing.T) {
 				sameLogits(t, "scattered blocks", seqRun(t, run, big, table, prompt, steps), want)
 
 				// Batched with another sequence, whose prompt comes first.
-				scramble(big, r)
+				scramble(t, big, r)
 				other := r.Perm(big.NumBlocks)
 				tables := [][]int32{make([]int32, nb), make([]int32, nb)}
 				for i := range nb {
 					tables[0][i], tables[1][i] = int32(other[i]), int32(other[nb+i])
 				}
-				b := &Batch{Tables: tables}
+				b := &model.Batch{Tables: tables}
 				for s, p := range [][]int32{prompt[:20], prompt} {
 					for i, tok := range p {
 						b.Tokens = append(b.Tokens, tok)
@@ -155,69 +161,35 @@ func TestPagedAttention(t *testing.T) {
 	}
 }
 
-// TestKVLayout: rows of one KV head of one block are contiguous, padding
-// rows to a multiple of 8, and CopyBlock copies the first n slots of every
-// head and layer.
-func TestKVLayout(t *testing.T) {
+// TestKVSize: a block's memory counts keys and values of every layer, rows
+// padded to a multiple of 8; the backend refuses a cache its kernels cannot
+// read, and nobody accepts an empty one.
+func TestKVSize(t *testing.T) {
 	t.Parallel()
-	c := &Config{Layers: 2, HeadsKV: 3, HeadDim: 4}
-	if got, want := KVBytesPerBlock(c, KVF16, 16), int64(2*2*16*3*8*2); got != want {
-		t.Errorf("KVBytesPerBlock = %d, want %d", got, want)
-	}
-	for _, typ := range []KVType{KVF16, KVF32} {
-		kv, err := NewKV(c, typ, 4, 16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		table := []int32{2, 0}
-		k := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
-		for pos := range 20 {
-			kv.store(1, table, pos, k, k)
-		}
-		kv.CopyBlock(3, 2, 5)
-		for h := range 3 {
-			for slot := range 16 {
-				for blk, n := range map[int]int{2: 16, 3: 5} {
-					row := kv.layout.Row(blk, h, slot)
-					for d := range 8 {
-						want := float32(0)
-						if d < 4 && slot < n {
-							want = k[h*4+d]
-						}
-						var got float32
-						if typ == KVF32 {
-							got = kv.k32[1][row+d]
-						} else {
-							got = quant.F16ToF32(kv.v16[1][row+d])
-						}
-						if got != want {
-							t.Fatalf("%v: block %d head %d slot %d [%d] = %g, want %g", typ, blk, h, slot, d, got, want)
-						}
-					}
-				}
-			}
+	c := &model.Config{Layers: 2, HeadsKV: 3, HeadDim: 4}
+	for _, tc := range []struct {
+		typ  model.KVType
+		want int64
+	}{{model.KVF16, 2 * 2 * 16 * 3 * 8 * 2}, {model.KVF32, 2 * 2 * 16 * 3 * 8 * 4}} {
+		if got := model.KVBytesPerBlock(c, tc.typ, 16); got != tc.want {
+			t.Errorf("KVBytesPerBlock(%v) = %d, want %d", tc.typ, got, tc.want)
 		}
 	}
-	if _, err := NewKV(&Config{Layers: 1, HeadsKV: 1, HeadDim: cpu.MaxAttnHeadDim + 1}, KVF16, 1, 16); err == nil {
-		t.Error("NewKV accepted a head size the kernels do not take")
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	if _, err := model.NewKVOn(be, &model.Config{Layers: 1, HeadsKV: 1, HeadDim: cpu.MaxAttnHeadDim + 1}, model.KVF16, 1, 16); err == nil {
+		t.Error("NewKVOn accepted a head size the kernels do not take")
 	}
-}
-
-// TestAttnToken: the attention order visits every token of the batch once
-// and pairs early tokens with late ones.
-func TestAttnToken(t *testing.T) {
-	t.Parallel()
-	for _, T := range []int{1, 2, 5, 64} {
-		seen := make([]bool, T)
-		for u := range T {
-			i := attnToken(u, T)
-			if i < 0 || i >= T || seen[i] {
-				t.Fatalf("T=%d: order position %d maps to token %d twice or out of range", T, u, i)
-			}
-			seen[i] = true
-			if u%2 == 1 && i != T-1-u/2 {
-				t.Fatalf("T=%d: order position %d is token %d, want the late token %d", T, u, i, T-1-u/2)
-			}
+	for _, n := range [][2]int{{0, 16}, {4, 0}, {-1, 16}} {
+		if _, err := model.NewKV(c, model.KVF16, n[0], n[1]); err == nil {
+			t.Errorf("NewKV accepted %d blocks of %d", n[0], n[1])
 		}
+	}
+	kv, err := model.NewKVOn(be, c, model.KVF32, 4, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := kv.Memory().Spec(); s.Layers != 2 || s.Type != quant.F32 || s.Layout != (tensor.KVLayout{Blocks: 4, BlockSize: 16, Heads: 3, HeadDim: 4}) {
+		t.Errorf("NewKVOn made a cache for %+v", s)
 	}
 }

@@ -1,8 +1,9 @@
-package model
+package model_test
 
 import (
 	"os"
 	"path/filepath"
+	"rill/engine/model"
 	"strings"
 	"testing"
 
@@ -18,15 +19,15 @@ import (
 // and (with RILL_BENCH_BIG=1) the
 // 245M-parameter benchmark model written to a temporary folder, where decode
 // speed is bound by memory bandwidth rather than per-token overhead.
-func benchModels(b *testing.B) map[string]func() *Model {
-	out := map[string]func() *Model{}
+func benchModels(b *testing.B) map[string]func() *model.Model {
+	out := map[string]func() *model.Model{}
 	for _, s := range []testmodel.Spec{testmodel.Target(quant.F32), testmodel.Target(quant.Q8_0)} {
-		out[s.Name+"-"+s.Type.String()] = func() *Model { return fromSpec(b, s) }
+		out[s.Name+"-"+s.Type.String()] = func() *model.Model { return fromSpec(b, s) }
 	}
 	if dir, ok := shared.Find(); ok {
 		for _, f := range []string{"stories260K.gguf", "llama-2-tiny-random.gguf"} {
-			out[f[:len(f)-5]] = func() *Model {
-				m, err := Open(filepath.Join(dir, "models", f))
+			out[f[:len(f)-5]] = func() *model.Model {
+				m, err := model.Open(filepath.Join(dir, "models", f))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -40,8 +41,8 @@ func benchModels(b *testing.B) map[string]func() *Model {
 		if path == "" {
 			continue
 		}
-		out[strings.TrimSuffix(filepath.Base(path), ".gguf")] = func() *Model {
-			m, err := Open(path)
+		out[strings.TrimSuffix(filepath.Base(path), ".gguf")] = func() *model.Model {
+			m, err := model.Open(path)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -51,12 +52,12 @@ func benchModels(b *testing.B) map[string]func() *Model {
 	if os.Getenv("RILL_BENCH_BIG") != "" {
 		for _, t := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0} {
 			s := testmodel.Bench(t)
-			out[s.Name+"-"+t.String()] = func() *Model {
+			out[s.Name+"-"+t.String()] = func() *model.Model {
 				path := filepath.Join(b.TempDir(), "bench.gguf")
 				if err := testmodel.WriteFile(path, s); err != nil {
 					b.Fatal(err)
 				}
-				m, err := Open(path)
+				m, err := model.Open(path)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -67,7 +68,7 @@ func benchModels(b *testing.B) map[string]func() *Model {
 	return out
 }
 
-func fromSpec(tb testing.TB, s testmodel.Spec) *Model {
+func fromSpec(tb testing.TB, s testmodel.Spec) *model.Model {
 	data, err := testmodel.Bytes(s)
 	if err != nil {
 		tb.Fatal(err)
@@ -76,7 +77,7 @@ func fromSpec(tb testing.TB, s testmodel.Spec) *Model {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := Load(f)
+	m, err := model.Load(f)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -86,17 +87,17 @@ func fromSpec(tb testing.TB, s testmodel.Spec) *Model {
 // decoder runs greedy-free decoding: it feeds token 1 (any valid id) at
 // successive positions of one sequence, the cost of a decode step.
 type decoder struct {
-	r  *Runner
-	kv *KV
-	b  Batch
+	r  *model.Runner
+	kv *model.KV
+	b  model.Batch
 }
 
-func newDecoder(m *Model, be *cpu.Backend, ctx, maxBatch int) *decoder {
-	kv, err := NewKV(&m.Config, KVF16, (ctx+15)/16, 16)
+func newDecoder(m *model.Model, be model.Backend, ctx, maxBatch int) *decoder {
+	kv, err := model.NewKV(&m.Config, model.KVF16, (ctx+15)/16, 16)
 	if err != nil {
 		panic(err)
 	}
-	d := &decoder{r: NewRunner(m, be, maxBatch), kv: kv}
+	d := &decoder{r: model.NewRunner(m, be, maxBatch), kv: kv}
 	d.b.Tables = [][]int32{contiguousTable(ctx, 16)}
 	return d
 }

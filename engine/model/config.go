@@ -1,6 +1,11 @@
 // Package model holds transformer architectures as forward passes over a
 // compute backend: configuration from GGUF metadata, weights as zero-copy
 // views of the file, and a batched forward pass over a paged KV cache.
+//
+// The package computes nothing itself: every operation of a pass goes
+// through the Backend interface it defines (backend.go), which
+// engine/backend/cpu implements as the numeric reference and device
+// backends will implement too. engine/model imports no backend.
 package model
 
 import (

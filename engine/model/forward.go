@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"rill/engine/backend/cpu"
-	"rill/engine/quant"
+	"rill/engine/tensor"
 )
 
 // Batch is the input of one forward pass: tokens of any number of sequences,
@@ -35,7 +34,7 @@ func (b *Batch) Reset() {
 // steady-state pass allocates nothing. Not safe for concurrent use.
 type Runner struct {
 	m         *Model
-	be        *cpu.Backend
+	be        Backend
 	maxTokens int
 
 	x, xn, tmp  []float32 // [T, Embd]
@@ -43,18 +42,15 @@ type Runner struct {
 	k, v        []float32 // [T, KVDim]
 	gate, up    []float32 // [T, FF]
 	hid, logits []float32 // [L, Embd], [L, VocabSize]
-	scale       float32   // 1/sqrt(HeadDim)
 
-	// The pass in flight, read by the parallel attention workers.
-	b       *Batch
-	kv      *KV
-	layer   int
-	attnFn  func(lo, hi int) // r.attend, bound once so dispatch does not allocate
-	attnErr firstError       // the first error of the attention workers
+	rope tensor.RoPE      // every layer's rotary embedding
+	attn tensor.Attention // every layer's attention
 }
 
-// NewRunner prepares forward passes of up to maxTokens tokens per batch.
-func NewRunner(m *Model, be *cpu.Backend, maxTokens int) *Runner {
+// NewRunner prepares forward passes of up to maxTokens tokens per batch on
+// be, which the Runner uses but does not own: the caller closes it after
+// the Runner's last pass.
+func NewRunner(m *Model, be Backend, maxTokens int) *Runner {
 	c := &m.Config
 	r := &Runner{m: m, be: be, maxTokens: maxTokens}
 	r.x = make([]float32, maxTokens*c.Embd)
@@ -66,8 +62,8 @@ func NewRunner(m *Model, be *cpu.Backend, maxTokens int) *Runner {
 	r.v = make([]float32, maxTokens*c.KVDim())
 	r.gate = make([]float32, maxTokens*c.FF)
 	r.up = make([]float32, maxTokens*c.FF)
-	r.scale = float32(1 / math.Sqrt(float64(c.HeadDim)))
-	r.attnFn = r.attend
+	r.rope = tensor.RoPE{Dims: c.RopeDims, Base: c.RopeBase, FreqScale: c.RopeFreqScale, Neox: c.RopeNeox}
+	r.attn = tensor.Attention{Heads: c.Heads, Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
 	return r
 }
 
@@ -85,73 +81,81 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 	if err := r.check(b, kv); err != nil {
 		return nil, err
 	}
-	c := &r.m.Config
-	T := len(b.Tokens)
-	E := c.Embd
-	r.b, r.kv = b, kv
-	defer func() { r.b, r.kv = nil, nil }()
-
-	x := r.x[:T*E]
-	rowBytes, _ := r.m.tokEmbd.Type.RowBytes(E)
-	for i, tok := range b.Tokens {
-		row := r.m.tokEmbd.Data[int(tok)*rowBytes:][:rowBytes]
-		if err := quant.Dequantize(r.m.tokEmbd.Type, x[i*E:(i+1)*E], row); err != nil {
-			return nil, fmt.Errorf("embedding: %w", err)
-		}
+	T, E := len(b.Tokens), r.m.Config.Embd
+	if err := r.be.Embed(r.x[:T*E], r.m.tokEmbd, b.Tokens); err != nil {
+		return nil, fmt.Errorf("embedding: %w", err)
 	}
-
-	qd, kvd := c.Heads*c.HeadDim, c.KVDim()
-	xn, tmp := r.xn[:T*E], r.tmp[:T*E]
-	q, k, v, att := r.q[:T*qd], r.k[:T*kvd], r.v[:T*kvd], r.att[:T*qd]
-	gate, up := r.gate[:T*c.FF], r.up[:T*c.FF]
+	pg := tensor.Paging{Pos: b.Pos, Seq: b.Seq, Tables: b.Tables}
 	for li := range r.m.layers {
-		l := &r.m.layers[li]
-		r.layer = li
-		for i := range T {
-			cpu.RMSNorm(xn[i*E:(i+1)*E], x[i*E:(i+1)*E], l.attnNorm, c.NormEps)
-		}
-		r.be.MatMul(q, l.wq, xn, T)
-		r.be.MatMul(k, l.wk, xn, T)
-		r.be.MatMul(v, l.wv, xn, T)
-		for i := range T {
-			pos := int(b.Pos[i])
-			qi := q[i*qd : (i+1)*qd]
-			cpu.RoPE(qi, c.Heads, c.HeadDim, c.RopeDims, pos, c.RopeBase, c.RopeFreqScale, c.RopeNeox)
-			ki := k[i*kvd : (i+1)*kvd]
-			cpu.RoPE(ki, c.HeadsKV, c.HeadDim, c.RopeDims, pos, c.RopeBase, c.RopeFreqScale, c.RopeNeox)
-			kv.store(li, b.Tables[b.Seq[i]], pos, ki, v[i*kvd:(i+1)*kvd])
-		}
-		r.be.ParallelGrain(T*c.HeadsKV, attnGrain(c.HeadsKV, r.be.Threads()), r.attnFn)
-		if err := r.attnErr.take(); err != nil {
+		if err := r.attention(li, T, kv, pg); err != nil {
 			return nil, fmt.Errorf("layer %d: %w", li, err)
 		}
-		r.be.MatMul(tmp, l.wo, att, T)
-		cpu.Add(x, x, tmp)
-
-		for i := range T {
-			cpu.RMSNorm(xn[i*E:(i+1)*E], x[i*E:(i+1)*E], l.ffnNorm, c.NormEps)
-		}
-		r.be.MatMul(gate, l.wGate, xn, T)
-		r.be.MatMul(up, l.wUp, xn, T)
-		cpu.SwiGLU(gate, gate, up)
-		r.be.MatMul(tmp, l.wDown, gate, T)
-		cpu.Add(x, x, tmp)
+		r.feedForward(li, T)
 	}
-
-	L := len(b.Logits)
-	if L == 0 {
+	if len(b.Logits) == 0 {
 		return nil, nil // a prompt chunk that does not reach its end: keys and values only
 	}
+	return r.output(b.Logits), nil
+}
+
+// attention is the attention half of layer li over the T tokens of the
+// batch: x += Wo · attend(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)), with n
+// the layer's RMS norm, this batch's keys and values first stored in kv.
+func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
+	c, l, be := &r.m.Config, &r.m.layers[li], r.be
+	E, qd, kvd := c.Embd, c.Heads*c.HeadDim, c.KVDim()
+	x, xn, tmp := r.x[:T*E], r.xn[:T*E], r.tmp[:T*E]
+	q, k, v, att := r.q[:T*qd], r.k[:T*kvd], r.v[:T*kvd], r.att[:T*qd]
+
+	be.RMSNorm(xn, x, l.attnNorm, c.NormEps)
+	be.Linear(q, l.wq, xn, T)
+	be.Linear(k, l.wk, xn, T)
+	be.Linear(v, l.wv, xn, T)
+	be.RoPE(q, pg.Pos, c.Heads, c.HeadDim, r.rope)
+	be.RoPE(k, pg.Pos, c.HeadsKV, c.HeadDim, r.rope)
+	if err := be.StoreKV(kv.mem, li, k, v, pg); err != nil {
+		return err
+	}
+	if err := be.Attention(att, q, kv.mem, li, r.attn, pg); err != nil {
+		return err
+	}
+	be.Linear(tmp, l.wo, att, T)
+	be.Add(x, x, tmp)
+	return nil
+}
+
+// feedForward is the feed-forward half of layer li:
+// x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)).
+func (r *Runner) feedForward(li, T int) {
+	c, l, be := &r.m.Config, &r.m.layers[li], r.be
+	E, ff := c.Embd, c.FF
+	x, xn, tmp := r.x[:T*E], r.xn[:T*E], r.tmp[:T*E]
+	gate, up := r.gate[:T*ff], r.up[:T*ff]
+
+	be.RMSNorm(xn, x, l.ffnNorm, c.NormEps)
+	be.Linear(gate, l.wGate, xn, T)
+	be.Linear(up, l.wUp, xn, T)
+	be.SwiGLU(gate, gate, up)
+	be.Linear(tmp, l.wDown, gate, T)
+	be.Add(x, x, tmp)
+}
+
+// output returns the logits of the batch rows rows: the final norm of each
+// row's hidden state times the output matrix.
+func (r *Runner) output(rows []int32) []float32 {
+	c := &r.m.Config
+	E, L := c.Embd, len(rows)
 	if cap(r.hid) < L*E {
 		r.hid = make([]float32, L*E)
 		r.logits = make([]float32, L*c.VocabSize)
 	}
 	hid, logits := r.hid[:L*E], r.logits[:L*c.VocabSize]
-	for j, i := range b.Logits {
-		cpu.RMSNorm(hid[j*E:(j+1)*E], x[int(i)*E:(int(i)+1)*E], r.m.outNorm, c.NormEps)
+	for j, i := range rows {
+		copy(hid[j*E:(j+1)*E], r.x[int(i)*E:(int(i)+1)*E])
 	}
-	r.be.MatMul(logits, r.m.output, hid, L)
-	return logits, nil
+	r.be.RMSNorm(hid, hid, r.m.outNorm, c.NormEps)
+	r.be.Linear(logits, r.m.output, hid, L)
+	return logits
 }
 
 func (r *Runner) check(b *Batch, kv *KV) error {
@@ -164,7 +168,7 @@ func (r *Runner) check(b *Batch, kv *KV) error {
 		return fmt.Errorf("forward: batch of %d tokens exceeds the runner's %d", T, r.maxTokens)
 	case len(b.Pos) != T || len(b.Seq) != T:
 		return fmt.Errorf("forward: %d tokens but %d positions and %d sequence indices", T, len(b.Pos), len(b.Seq))
-	case kv.dim != c.KVDim() || kv.layers() != c.Layers:
+	case !kvFits(kv, c):
 		return errors.New("forward: kv cache was made for another model shape")
 	}
 	for i, tok := range b.Tokens {
@@ -194,4 +198,11 @@ func (r *Runner) check(b *Batch, kv *KV) error {
 		}
 	}
 	return nil
+}
+
+// kvFits reports whether kv was made for a model of shape c.
+func kvFits(kv *KV, c *Config) bool {
+	s := kv.mem.Spec()
+	return s.Layers == c.Layers && s.Layout.Heads == c.HeadsKV && s.Layout.HeadDim == c.HeadDim &&
+		s.Layout.Blocks == kv.NumBlocks && s.Layout.BlockSize == kv.BlockSize
 }

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"rill/engine/backend/cpu"
+	"rill/engine/quant"
+	"rill/engine/tensor"
 )
 
 // KVType is the element type of the KV cache.
@@ -38,11 +39,12 @@ func ParseKVType(s string) (KVType, error) {
 	return 0, fmt.Errorf("kv cache type %q (want f16 or f32)", s)
 }
 
-func (t KVType) bytes() int64 {
+// elem is the cache's element type.
+func (t KVType) elem() quant.Type {
 	if t == KVF32 {
-		return 4
+		return quant.F32
 	}
-	return 2
+	return quant.F16
 }
 
 // KV is the paged key/value memory of one model. For every layer it holds
@@ -51,10 +53,10 @@ func (t KVType) bytes() int64 {
 // (engine/kvcache); the forward pass only follows the block tables it is
 // given.
 //
-// Within a layer the memory is ordered [block][kv head][slot][row] (the
-// layout cpu.KVLayout describes): one head's keys of one block are
-// contiguous, so attention reads them as a tile. A row is the head size
-// rounded up to a multiple of 8; the padding stays zero.
+// The memory itself is a tensor.KVCache: host memory in the layout
+// tensor.KVLayout describes (NewKV), or memory a backend allocated and
+// keeps, such as a GPU's (NewKVOn). A Runner uses a KV only with a backend
+// that can read its memory: the CPU backend reads host memory.
 //
 // KV is not safe for concurrent use; the owner serialises forward passes and
 // block copies.
@@ -62,84 +64,59 @@ type KV struct {
 	BlockSize int
 	NumBlocks int
 	Type      KVType
-	dim       int // keys (or values) per token per layer: HeadsKV*HeadDim
-	layout    cpu.KVLayout
-	k16, v16  [][]uint16  // per layer, when Type is KVF16
-	k32, v32  [][]float32 // likewise, when Type is KVF32
+	mem       tensor.KVCache
 }
 
-// kvLayout is the layout of one layer of a cache of numBlocks blocks.
-func kvLayout(c *Config, numBlocks, blockSize int) cpu.KVLayout {
-	return cpu.KVLayout{Blocks: numBlocks, BlockSize: blockSize, Heads: c.HeadsKV, HeadDim: c.HeadDim}
+// kvSpec describes the cache of numBlocks blocks of blockSize tokens for a
+// model of shape c.
+func kvSpec(c *Config, t KVType, numBlocks, blockSize int) tensor.KVSpec {
+	return tensor.KVSpec{
+		Layers: c.Layers,
+		Type:   t.elem(),
+		Layout: tensor.KVLayout{Blocks: numBlocks, BlockSize: blockSize, Heads: c.HeadsKV, HeadDim: c.HeadDim},
+	}
 }
 
-// KVBytesPerBlock is the memory one block takes across all layers.
+// KVBytesPerBlock is the host memory one block takes across all layers.
 func KVBytesPerBlock(c *Config, t KVType, blockSize int) int64 {
-	rows := int64(c.Layers) * 2 * int64(blockSize) * int64(c.HeadsKV)
-	return rows * int64(kvLayout(c, 1, blockSize).RowDim()) * t.bytes()
+	return kvSpec(c, t, 1, blockSize).BytesPerBlock()
 }
 
-// NewKV allocates numBlocks blocks of blockSize tokens for a model of shape c.
+// NewKV allocates numBlocks blocks of blockSize tokens for a model of shape
+// c in host memory, the memory the CPU backend computes on.
 func NewKV(c *Config, t KVType, numBlocks, blockSize int) (*KV, error) {
-	if numBlocks <= 0 || blockSize <= 0 {
-		return nil, fmt.Errorf("kv cache of %d blocks of %d tokens", numBlocks, blockSize)
-	}
-	l := kvLayout(c, numBlocks, blockSize)
-	if err := l.Validate(); err != nil {
-		return nil, fmt.Errorf("kv cache: %w", err)
-	}
-	kv := &KV{BlockSize: blockSize, NumBlocks: numBlocks, Type: t, dim: c.KVDim(), layout: l}
-	n := l.Size()
-	if t == KVF32 {
-		kv.k32, kv.v32 = make([][]float32, c.Layers), make([][]float32, c.Layers)
-		for i := range c.Layers {
-			kv.k32[i], kv.v32[i] = make([]float32, n), make([]float32, n)
-		}
-		return kv, nil
-	}
-	kv.k16, kv.v16 = make([][]uint16, c.Layers), make([][]uint16, c.Layers)
-	for i := range c.Layers {
-		kv.k16[i], kv.v16[i] = make([]uint16, n), make([]uint16, n)
+	return newKV(c, t, numBlocks, blockSize, hostKV)
+}
+
+func hostKV(s tensor.KVSpec) (tensor.KVCache, error) {
+	kv, err := tensor.NewHostKV(s)
+	if err != nil {
+		return nil, err
 	}
 	return kv, nil
 }
 
+// NewKVOn is NewKV in memory that be allocates and keeps (a device
+// backend's own memory), for Runners on be.
+func NewKVOn(be Backend, c *Config, t KVType, numBlocks, blockSize int) (*KV, error) {
+	return newKV(c, t, numBlocks, blockSize, be.NewKVCache)
+}
+
+func newKV(c *Config, t KVType, numBlocks, blockSize int, alloc func(tensor.KVSpec) (tensor.KVCache, error)) (*KV, error) {
+	if numBlocks <= 0 || blockSize <= 0 {
+		return nil, fmt.Errorf("kv cache of %d blocks of %d tokens", numBlocks, blockSize)
+	}
+	mem, err := alloc(kvSpec(c, t, numBlocks, blockSize))
+	if err != nil {
+		return nil, fmt.Errorf("kv cache: %w", err)
+	}
+	return &KV{BlockSize: blockSize, NumBlocks: numBlocks, Type: t, mem: mem}, nil
+}
+
 // CopyBlock copies the first n token slots of block src into block dst in
 // every layer (copy-on-write of a shared, partly filled block).
-func (kv *KV) CopyBlock(dst, src, n int) {
-	l := kv.layout
-	m := n * l.RowDim()
-	for h := range l.Heads {
-		d, s := l.Row(dst, h, 0), l.Row(src, h, 0)
-		for i := range kv.k16 {
-			copy(kv.k16[i][d:d+m], kv.k16[i][s:s+m])
-			copy(kv.v16[i][d:d+m], kv.v16[i][s:s+m])
-		}
-		for i := range kv.k32 {
-			copy(kv.k32[i][d:d+m], kv.k32[i][s:s+m])
-			copy(kv.v32[i][d:d+m], kv.v32[i][s:s+m])
-		}
-	}
-}
+func (kv *KV) CopyBlock(dst, src, n int) { kv.mem.CopyBlock(dst, src, n) }
 
-func (kv *KV) layers() int { return max(len(kv.k16), len(kv.k32)) }
-
-// store writes one token's keys and values of layer li (HeadsKV heads of
-// HeadDim each, in k and v) into slot pos of the sequence with block table
-// table, converting them to the cache's type.
-func (kv *KV) store(li int, table []int32, pos int, k, v []float32) {
-	l := kv.layout
-	hd := l.HeadDim
-	block, slot := int(table[pos/kv.BlockSize]), pos%kv.BlockSize
-	for h := range l.Heads {
-		row := l.Row(block, h, slot)
-		kh, vh := k[h*hd:(h+1)*hd], v[h*hd:(h+1)*hd]
-		if kv.Type == KVF32 {
-			copy(kv.k32[li][row:row+hd], kh)
-			copy(kv.v32[li][row:row+hd], vh)
-			continue
-		}
-		cpu.F32ToF16s(kv.k16[li][row:row+hd], kh)
-		cpu.F32ToF16s(kv.v16[li][row:row+hd], vh)
-	}
-}
+// Memory is the cache's memory, for the backend that computes on it (and
+// for tests that inspect a host cache).
+func (kv *KV) Memory() tensor.KVCache { return kv.mem }

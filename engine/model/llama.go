@@ -3,9 +3,9 @@ package model
 import (
 	"fmt"
 
-	"rill/engine/backend/cpu"
 	"rill/engine/gguf"
 	"rill/engine/quant"
+	"rill/engine/tensor"
 )
 
 // Model is a loaded transformer: configuration and weights. Weights are views
@@ -17,19 +17,19 @@ type Model struct {
 	Config Config
 	File   *gguf.File
 
-	tokEmbd cpu.Matrix // VocabSize rows of Embd
+	tokEmbd tensor.Matrix // VocabSize rows of Embd
 	layers  []layer
 	outNorm []float32
-	output  cpu.Matrix // VocabSize rows of Embd; tokEmbd when tied
+	output  tensor.Matrix // VocabSize rows of Embd; tokEmbd when tied
 }
 
 type layer struct {
 	attnNorm   []float32
-	wq, wk, wv cpu.Matrix
-	wo         cpu.Matrix
+	wq, wk, wv tensor.Matrix
+	wo         tensor.Matrix
 	ffnNorm    []float32
-	wGate, wUp cpu.Matrix
-	wDown      cpu.Matrix
+	wGate, wUp tensor.Matrix
+	wDown      tensor.Matrix
 }
 
 // Load reads a model from an open GGUF file. The Model takes ownership of f.
@@ -59,7 +59,7 @@ func Load(f *gguf.File) (*Model, error) {
 		l := &m.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		for _, t := range []struct {
-			dst        *cpu.Matrix
+			dst        *tensor.Matrix
 			name       string
 			rows, cols int
 		}{
@@ -103,20 +103,20 @@ func Open(path string) (*Model, error) {
 func (m *Model) Close() error { return m.File.Close() }
 
 // matrix returns the named 2-D weight as rows x cols (GGML shape [cols, rows]).
-func matrix(f *gguf.File, name string, rows, cols int) (cpu.Matrix, error) {
+func matrix(f *gguf.File, name string, rows, cols int) (tensor.Matrix, error) {
 	t, ok := f.Tensor(name)
 	if !ok {
-		return cpu.Matrix{}, fmt.Errorf("tensor %s is missing", name)
+		return tensor.Matrix{}, fmt.Errorf("tensor %s is missing", name)
 	}
 	if len(t.Shape) != 2 || t.Shape[0] != cols || t.Shape[1] != rows {
-		return cpu.Matrix{}, fmt.Errorf("tensor %s has shape %v, want [%d %d]", name, t.Shape, cols, rows)
+		return tensor.Matrix{}, fmt.Errorf("tensor %s has shape %v, want [%d %d]", name, t.Shape, cols, rows)
 	}
 	if _, ok := quant.VecDotType(t.Type); !ok {
-		return cpu.Matrix{}, fmt.Errorf("tensor %s: type %s is not supported", name, t.Type)
+		return tensor.Matrix{}, fmt.Errorf("tensor %s: type %s is not supported", name, t.Type)
 	}
-	m := cpu.Matrix{Type: t.Type, Rows: rows, Cols: cols, Data: t.Data}
+	m := tensor.Matrix{Type: t.Type, Rows: rows, Cols: cols, Data: t.Data}
 	if err := m.Validate(); err != nil {
-		return cpu.Matrix{}, fmt.Errorf("tensor %s: %w", name, err)
+		return tensor.Matrix{}, fmt.Errorf("tensor %s: %w", name, err)
 	}
 	return m, nil
 }

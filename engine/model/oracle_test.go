@@ -1,10 +1,11 @@
-package model
+package model_test
 
 import (
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"rill/engine/model"
 	"slices"
 	"testing"
 
@@ -90,7 +91,7 @@ func checkOracle(t *testing.T, shared, path string, tol tolerance) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	for file, cases := range oracle.Models {
-		m, err := Open(filepath.Join(shared, "models", file))
+		m, err := model.Open(filepath.Join(shared, "models", file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,13 +108,13 @@ func checkOracle(t *testing.T, shared, path string, tol tolerance) {
 				}
 				const bs = 16
 				total := len(oc.PromptIDs) + len(oc.GeneratedIDs)
-				kv, err := NewKV(&m.Config, KVF16, (total+bs-1)/bs, bs)
+				kv, err := model.NewKV(&m.Config, model.KVF16, (total+bs-1)/bs, bs)
 				if err != nil {
 					t.Fatal(err)
 				}
-				r := NewRunner(m, be, len(oc.PromptIDs))
+				r := model.NewRunner(m, be, len(oc.PromptIDs))
 				table := contiguousTable(total, bs)
-				b := &Batch{Tables: [][]int32{table}}
+				b := &model.Batch{Tables: [][]int32{table}}
 				for i, id := range oc.PromptIDs {
 					b.Tokens = append(b.Tokens, int32(id))
 					b.Pos = append(b.Pos, int32(i))

@@ -1,0 +1,75 @@
+package model
+
+import "rill/engine/tensor"
+
+// Backend computes the operations of a forward pass. engine/model never
+// imports a backend: engine/backend/cpu (the numeric reference) and later
+// device backends implement this interface, and the caller hands one to
+// NewRunner.
+//
+// Activations are float32, row-major: a batch of T tokens is T rows of
+// equal width, token t's row at [t*width, (t+1)*width). The model owns every
+// slice it passes; an operation reads its inputs and writes dst within the
+// call and keeps no reference afterwards. Unless an operation says so, dst
+// must not overlap an input it does not equal. Weights (tensor.Matrix) are
+// read-only views that outlive the Runner; the KV cache is memory the
+// backend allocated (NewKVCache) and only its operations touch.
+//
+// Operations are synchronous: when one returns, dst holds its result. How a
+// backend splits the work (threads, tiles, a batch of T tokens at once) is
+// its own business; results must not depend on it, and a token's results
+// must not depend on the other tokens of its batch, so that batching never
+// changes a sequence's numbers. Shapes are the caller's contract: a call
+// with inconsistent lengths is a bug in engine/model and may panic, while
+// memory that is not what the backend expects (a cache of another
+// backend) or work it cannot do is reported as an error.
+//
+// A Backend runs one forward pass at a time; Runners sharing one (a target
+// and its draft model) take turns.
+type Backend interface {
+	// Linear multiplies T activation rows of w.Cols values by the
+	// transpose of w: dst[t*w.Rows+r] = Σ_c w[r,c]·x[t*w.Cols+c]. It is
+	// every projection of the model, so a backend may convert x (to the
+	// weight's dot-product format, as llama.cpp does), tile or block over
+	// the T rows as it likes. w's type is one the model loader admits (F32,
+	// F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K).
+	Linear(dst []float32, w tensor.Matrix, x []float32, T int)
+
+	// Embed writes row rows[i] of table, as float32, to dst[i*table.Cols:]:
+	// the token-embedding lookup.
+	Embed(dst []float32, table tensor.Matrix, rows []int32) error
+
+	// RMSNorm normalises each row of len(weight) values of x:
+	// dst = x / sqrt(mean(x²) + eps) * weight. len(x) is a multiple of
+	// len(weight) (several rows, or several heads of a row); dst may be x.
+	RMSNorm(dst, x, weight []float32, eps float32)
+
+	// RoPE rotates, in place, T = len(pos) rows of heads*headDim values:
+	// row t holds the heads of the token at position pos[t].
+	RoPE(x []float32, pos []int32, heads, headDim int, rope tensor.RoPE)
+
+	// Add sets dst = a + b elementwise (equal lengths); dst may be a or b.
+	Add(dst, a, b []float32)
+
+	// SwiGLU sets dst = silu(gate) * up elementwise, silu(g) = g/(1+e^-g)
+	// (equal lengths); dst may be gate or up.
+	SwiGLU(dst, gate, up []float32)
+
+	// NewKVCache allocates a zeroed paged key/value cache in the backend's
+	// memory.
+	NewKVCache(spec tensor.KVSpec) (tensor.KVCache, error)
+
+	// StoreKV writes the keys k and values v of layer of the T tokens that
+	// pg places (T rows of KVHeads*HeadDim values each) into their slots
+	// of kv, converted to the cache's element type.
+	StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tensor.Paging) error
+
+	// Attention computes causal attention of layer for the T tokens that
+	// pg places: q holds T rows of at.Heads*HeadDim query values, rotated;
+	// out receives as many rows. Token t attends to positions 0..Pos[t] of
+	// its own sequence, which must all be in kv (this batch's keys and
+	// values stored by StoreKV first). Over an F16 cache it accumulates as
+	// llama.cpp's CPU flash attention does; over an F32 cache it is float32
+	// attention.
+	Attention(out, q []float32, kv tensor.KVCache, layer int, at tensor.Attention, pg tensor.Paging) error
+}
