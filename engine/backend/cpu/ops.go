@@ -71,6 +71,18 @@ func (b *Backend) RoPE(x []float32, pos []int32, heads, headDim int, rope tensor
 // Add is the package's Add.
 func (b *Backend) Add(dst, x, y []float32) { Add(dst, x, y) }
 
+// AddBias adds bias to each row of len(bias) values of x with the
+// package's Add. It panics unless len(x) is a multiple of len(bias).
+func (b *Backend) AddBias(x, bias []float32) {
+	n := len(bias)
+	if n == 0 || len(x)%n != 0 {
+		panic(fmt.Sprintf("cpu: AddBias: %d values in rows of %d", len(x), n))
+	}
+	for i := 0; i < len(x); i += n {
+		Add(x[i:i+n], x[i:i+n], bias)
+	}
+}
+
 // SwiGLU is the package's SwiGLU.
 func (b *Backend) SwiGLU(dst, gate, up []float32) { SwiGLU(dst, gate, up) }
 

@@ -209,8 +209,8 @@ func TestOpsErrors(t *testing.T) {
 }
 
 // TestRowOps: the batched operations are the package's kernels applied to
-// each row (RMSNorm, RoPE at each row's own position, Embed's dequantised
-// rows), bit for bit.
+// each row (RMSNorm, RoPE at each row's own position, AddBias, Embed's
+// dequantised rows), bit for bit.
 func TestRowOps(t *testing.T) {
 	t.Parallel()
 	be := New(Options{Threads: 1})
@@ -236,6 +236,15 @@ func TestRowOps(t *testing.T) {
 		want := append([]float32(nil), x[i*w:(i+1)*w]...)
 		RoPE(want, heads, hd, rope.Dims, int(p), rope.Base, rope.FreqScale, rope.Neox)
 		sameOpBits(t, fmt.Sprintf("RoPE row %d", i), got[i*w:(i+1)*w], want)
+	}
+
+	bias := randFloats(r, w, 1)
+	got = append([]float32(nil), x...)
+	be.AddBias(got, bias)
+	for i := range rows {
+		want := make([]float32, w)
+		Add(want, x[i*w:(i+1)*w], bias)
+		sameOpBits(t, fmt.Sprintf("AddBias row %d", i), got[i*w:(i+1)*w], want)
 	}
 
 	table := randFloats(r, 4*64, 1)
