@@ -1,5 +1,7 @@
-// Package testmodel writes deterministic llama models for tests, the demo
-// server and benchmarks: GGUF files made by code, no download.
+// Package testmodel writes deterministic models for tests, the demo server
+// and benchmarks: GGUF files made by code, no download. They are llama
+// models unless a Spec names another architecture (qwen2, qwen3), which
+// adds that architecture's tensors to the same recipe.
 //
 // All models share one 512-token SentencePiece vocabulary. Their weights are
 // random from a fixed seed, except that the output projection is built from
@@ -18,9 +20,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 
 	"rill/engine/gguf"
@@ -35,6 +39,28 @@ type Spec struct {
 	FF, Context             int
 	Type                    quant.Type // type of the 2-D weights; norms are F32
 	Seed                    uint64
+	// Arch is general.architecture: "llama" (also when empty), "qwen2"
+	// (biased query, key and value projections) or "qwen3" (per-head RMS
+	// norms of queries and keys).
+	Arch string
+	// HeadDim is the size of an attention head; 0 means Embd/Heads.
+	HeadDim int
+}
+
+// arch is s.Arch with its default.
+func (s Spec) arch() string {
+	if s.Arch == "" {
+		return "llama"
+	}
+	return s.Arch
+}
+
+// headDim is s.HeadDim with its default.
+func (s Spec) headDim() int {
+	if s.HeadDim == 0 {
+		return s.Embd / s.Heads
+	}
+	return s.HeadDim
 }
 
 // Target is the embedded default model: 4 layers of width 64 (about 0.27M
@@ -47,6 +73,23 @@ func Target(t quant.Type) Spec {
 func Draft(t quant.Type) Spec {
 	s := Target(t)
 	s.Name, s.Layers = "rill-tiny-draft", 1
+	return s
+}
+
+// Qwen2 is Target as a qwen2 model: NEOX RoPE and random biases on the
+// query, key and value projections.
+func Qwen2(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Arch, s.Seed = "rill-tiny-qwen2", "qwen2", 3
+	return s
+}
+
+// Qwen3 is Target as a qwen3 model: NEOX RoPE, per-head query and key norms
+// with random weights, and heads of 32 values, twice Embd/Heads, as Qwen3
+// models' heads are larger than their width allows.
+func Qwen3(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Arch, s.Seed, s.HeadDim = "rill-tiny-qwen3", "qwen3", 4, 32
 	return s
 }
 
@@ -86,7 +129,12 @@ func Write(w io.Writer, s Spec) error {
 	default:
 		return fmt.Errorf("test model type %s is not supported (F32, F16, BF16, Q8_0, Q4_0)", s.Type)
 	}
-	if s.Embd%s.Heads != 0 || s.Heads%s.KV != 0 {
+	switch s.arch() {
+	case "llama", "qwen2", "qwen3":
+	default:
+		return fmt.Errorf("test model architecture %q is not supported (llama, qwen2, qwen3)", s.Arch)
+	}
+	if s.HeadDim == 0 && s.Embd%s.Heads != 0 || s.Heads%s.KV != 0 || s.HeadDim < 0 {
 		return fmt.Errorf("test model shape %+v: heads must divide the width and kv heads the heads", s)
 	}
 	v, err := vocab()
@@ -98,27 +146,35 @@ func Write(w io.Writer, s Spec) error {
 		return fmt.Errorf("test vocabulary: %w", err)
 	}
 	gw := gguf.NewWriter()
-	headDim := s.Embd / s.Heads
+	arch, headDim := s.arch(), s.headDim()
 	types := make([]int32, len(v.Types))
 	for i, t := range v.Types {
 		types[i] = int32(t)
 	}
-	for _, kv := range []struct {
+	type keyValue struct {
 		k string
 		v any
-	}{
-		{"general.architecture", "llama"},
+	}
+	meta := []keyValue{
+		{"general.architecture", arch},
 		{"general.name", s.Name},
 		{"general.file_type", fileType(s.Type)},
-		{"llama.context_length", uint32(s.Context)},
-		{"llama.embedding_length", uint32(s.Embd)},
-		{"llama.block_count", uint32(s.Layers)},
-		{"llama.feed_forward_length", uint32(s.FF)},
-		{"llama.attention.head_count", uint32(s.Heads)},
-		{"llama.attention.head_count_kv", uint32(s.KV)},
-		{"llama.rope.dimension_count", uint32(headDim)},
-		{"llama.rope.freq_base", float32(10000)},
-		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
+		{arch + ".context_length", uint32(s.Context)},
+		{arch + ".embedding_length", uint32(s.Embd)},
+		{arch + ".block_count", uint32(s.Layers)},
+		{arch + ".feed_forward_length", uint32(s.FF)},
+		{arch + ".attention.head_count", uint32(s.Heads)},
+		{arch + ".attention.head_count_kv", uint32(s.KV)},
+	}
+	if s.HeadDim != 0 {
+		meta = append(meta,
+			keyValue{arch + ".attention.key_length", uint32(headDim)},
+			keyValue{arch + ".attention.value_length", uint32(headDim)})
+	}
+	for _, kv := range append(meta, []keyValue{
+		{arch + ".rope.dimension_count", uint32(headDim)},
+		{arch + ".rope.freq_base", float32(10000)},
+		{arch + ".attention.layer_norm_rms_epsilon", float32(1e-5)},
 		{"tokenizer.ggml.model", "llama"},
 		{"tokenizer.ggml.tokens", v.Tokens},
 		{"tokenizer.ggml.scores", v.Scores},
@@ -130,7 +186,7 @@ func Write(w io.Writer, s Spec) error {
 		{"tokenizer.ggml.add_bos_token", true},
 		{"tokenizer.ggml.add_eos_token", false},
 		{"tokenizer.chat_template", ChatTemplate},
-	} {
+	}...) {
 		if err := gw.Set(kv.k, kv.v); err != nil {
 			return fmt.Errorf("metadata %s: %w", kv.k, err)
 		}
@@ -177,9 +233,41 @@ func Write(w io.Writer, s Spec) error {
 				return err
 			}
 		}
+		if err := addArchTensors(gw, s, p, qd, kvd); err != nil {
+			return err
+		}
 	}
 	_, err = gw.WriteTo(w)
 	return err
+}
+
+// addArchTensors adds the tensors of layer prefix p that s's architecture
+// has beyond llama's: qwen2's projection biases, large enough to move the
+// logits (a projection's outputs have an RMS of about 1), and qwen3's
+// per-head norm weights, random around 1 so that a norm applied to the
+// wrong values, or not at all, shows.
+func addArchTensors(gw *gguf.Writer, s Spec, p string, qd, kvd int) error {
+	vecs := map[string][]float32{}
+	switch s.arch() {
+	case "qwen2":
+		for name, n := range map[string]int{"attn_q.bias": qd, "attn_k.bias": kvd, "attn_v.bias": kvd} {
+			vecs[name] = gaussian(s.Seed, p+name, n, 0.5)
+		}
+	case "qwen3":
+		for _, name := range []string{"attn_q_norm.weight", "attn_k_norm.weight"} {
+			w := gaussian(s.Seed, p+name, s.headDim(), 0.3)
+			for i := range w {
+				w[i]++
+			}
+			vecs[name] = w
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(vecs)) {
+		if err := addVector(gw, p+name, vecs[name]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // embeddings returns the input embeddings and the output projection. The

@@ -35,7 +35,9 @@ func TestVocab(t *testing.T) {
 
 func TestWriteParses(t *testing.T) {
 	t.Parallel()
-	for _, s := range []Spec{Target(quant.F32), Target(quant.Q8_0), Draft(quant.F32), Draft(quant.Q8_0)} {
+	// Tensors beyond llama's per layer: qwen2's three biases, qwen3's two norms.
+	extra := map[string]int{"llama": 0, "qwen2": 3, "qwen3": 2}
+	for _, s := range []Spec{Target(quant.F32), Target(quant.Q8_0), Draft(quant.F32), Draft(quant.Q8_0), Qwen2(quant.Q8_0), Qwen3(quant.F32)} {
 		data, err := Bytes(s)
 		if err != nil {
 			t.Fatalf("%s %s: %v", s.Name, s.Type, err)
@@ -50,13 +52,20 @@ func TestWriteParses(t *testing.T) {
 		if name, _ := f.Metadata.String("general.name"); name != s.Name {
 			t.Fatalf("general.name = %q, want %q", name, s.Name)
 		}
-		if n, _ := f.Metadata.Uint("llama.block_count"); int(n) != s.Layers {
+		arch, _ := f.Metadata.String("general.architecture")
+		if arch != s.arch() {
+			t.Fatalf("general.architecture = %q, want %q", arch, s.arch())
+		}
+		if n, _ := f.Metadata.Uint(arch + ".block_count"); int(n) != s.Layers {
 			t.Fatalf("block_count = %d, want %d", n, s.Layers)
+		}
+		if n, ok := f.Metadata.Uint(arch + ".attention.key_length"); ok != (s.HeadDim != 0) || ok && int(n) != s.HeadDim {
+			t.Fatalf("key_length = %d (present %v), want %d", n, ok, s.HeadDim)
 		}
 		if tmpl, _ := f.Metadata.String("tokenizer.chat_template"); !strings.Contains(tmpl, "<|im_start|>") {
 			t.Fatalf("chat template missing")
 		}
-		want := 3 + 9*s.Layers
+		want := 3 + (9+extra[arch])*s.Layers
 		if len(f.Tensors) != want {
 			t.Fatalf("%d tensors, want %d", len(f.Tensors), want)
 		}

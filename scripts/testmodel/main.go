@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	which := flag.String("model", "target", "target, draft or bench (245M parameters)")
+	which := flag.String("model", "target", "target, draft, qwen2, qwen3 or bench (245M parameters)")
 	typ := flag.String("type", "F32", "weight type: F32, F16, BF16, Q8_0 or Q4_0")
 	out := flag.String("out", "", "output file (required)")
 	flag.Parse()
@@ -39,10 +39,14 @@ func run(which, typ, out string) error {
 		s = testmodel.Target(t)
 	case "draft":
 		s = testmodel.Draft(t)
+	case "qwen2":
+		s = testmodel.Qwen2(t)
+	case "qwen3":
+		s = testmodel.Qwen3(t)
 	case "bench":
 		s = testmodel.Bench(t)
 	default:
-		return fmt.Errorf("-model %q: want target, draft or bench", which)
+		return fmt.Errorf("-model %q: want target, draft, qwen2, qwen3 or bench", which)
 	}
 	return testmodel.WriteFile(out, s)
 }
