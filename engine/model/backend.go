@@ -51,6 +51,10 @@ type Backend interface {
 	// Add sets dst = a + b elementwise (equal lengths); dst may be a or b.
 	Add(dst, a, b []float32)
 
+	// AddBias adds bias to each row of len(bias) values of x, in place:
+	// the bias of a linear layer. len(x) is a multiple of len(bias).
+	AddBias(x, bias []float32)
+
 	// SwiGLU sets dst = silu(gate) * up elementwise, silu(g) = g/(1+e^-g)
 	// (equal lengths); dst may be gate or up.
 	SwiGLU(dst, gate, up []float32)

@@ -43,12 +43,11 @@ func ConfigFromGGUF(md *gguf.Metadata) (Config, error) {
 	if !ok {
 		return Config{}, errors.New("gguf: general.architecture is missing")
 	}
-	c := Config{Arch: arch}
-	switch arch {
-	case "llama":
-	default:
-		return Config{}, fmt.Errorf("architecture %q is not supported (supported: llama)", arch)
+	a, ok := archs[arch]
+	if !ok {
+		return Config{}, fmt.Errorf("architecture %q is not supported (supported: %s)", arch, archNames())
 	}
+	c := Config{Arch: arch, RopeNeox: a.ropeNeox}
 	c.Name, _ = md.String("general.name")
 
 	u := func(key string, dst *int, required bool) error {

@@ -99,8 +99,10 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 }
 
 // attention is the attention half of layer li over the T tokens of the
-// batch: x += Wo · attend(RoPE(Wq·n(x)), RoPE(Wk·n(x)), Wv·n(x)), with n
-// the layer's RMS norm, this batch's keys and values first stored in kv.
+// batch: x += O(attend(RoPE(n_q(Q(n(x)))), RoPE(n_k(K(n(x)))), V(n(x)))),
+// with n the layer's RMS norm, Q, K, V and O its linear layers, n_q and n_k
+// the per-head norms of architectures that have them, and this batch's
+// keys and values stored in kv before attending.
 func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
 	c, l, be := &r.m.Config, &r.m.layers[li], r.be
 	E, qd, kvd := c.Embd, c.Heads*c.HeadDim, c.KVDim()
@@ -108,9 +110,13 @@ func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
 	q, k, v, att := r.q[:T*qd], r.k[:T*kvd], r.v[:T*kvd], r.att[:T*qd]
 
 	be.RMSNorm(xn, x, l.attnNorm, c.NormEps)
-	be.Linear(q, l.wq, xn, T)
-	be.Linear(k, l.wk, xn, T)
-	be.Linear(v, l.wv, xn, T)
+	r.linear(q, &l.q, xn, T)
+	r.linear(k, &l.k, xn, T)
+	r.linear(v, &l.v, xn, T)
+	if l.qNorm != nil {
+		be.RMSNorm(q, q, l.qNorm, c.NormEps)
+		be.RMSNorm(k, k, l.kNorm, c.NormEps)
+	}
 	be.RoPE(q, pg.Pos, c.Heads, c.HeadDim, r.rope)
 	be.RoPE(k, pg.Pos, c.HeadsKV, c.HeadDim, r.rope)
 	if err := be.StoreKV(kv.mem, li, k, v, pg); err != nil {
@@ -119,13 +125,13 @@ func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
 	if err := be.Attention(att, q, kv.mem, li, r.attn, pg); err != nil {
 		return err
 	}
-	be.Linear(tmp, l.wo, att, T)
+	r.linear(tmp, &l.o, att, T)
 	be.Add(x, x, tmp)
 	return nil
 }
 
 // feedForward is the feed-forward half of layer li:
-// x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)).
+// x += Down(silu(Gate(n(x))) * Up(n(x))).
 func (r *Runner) feedForward(li, T int) {
 	c, l, be := &r.m.Config, &r.m.layers[li], r.be
 	E, ff := c.Embd, c.FF
@@ -133,11 +139,19 @@ func (r *Runner) feedForward(li, T int) {
 	gate, up := r.gate[:T*ff], r.up[:T*ff]
 
 	be.RMSNorm(xn, x, l.ffnNorm, c.NormEps)
-	be.Linear(gate, l.wGate, xn, T)
-	be.Linear(up, l.wUp, xn, T)
+	r.linear(gate, &l.gate, xn, T)
+	r.linear(up, &l.up, xn, T)
 	be.SwiGLU(gate, gate, up)
-	be.Linear(tmp, l.wDown, gate, T)
+	r.linear(tmp, &l.down, gate, T)
 	be.Add(x, x, tmp)
+}
+
+// linear sets dst = x·Wᵀ + bias for T rows of x.
+func (r *Runner) linear(dst []float32, l *linear, x []float32, T int) {
+	r.be.Linear(dst, l.w, x, T)
+	if l.bias != nil {
+		r.be.AddBias(dst, l.bias)
+	}
 }
 
 // output returns the logits of the batch rows rows: the final norm of each
@@ -154,7 +168,7 @@ func (r *Runner) output(rows []int32) []float32 {
 		copy(hid[j*E:(j+1)*E], r.x[int(i)*E:(int(i)+1)*E])
 	}
 	r.be.RMSNorm(hid, hid, r.m.outNorm, c.NormEps)
-	r.be.Linear(logits, r.m.output, hid, L)
+	r.linear(logits, &r.m.output, hid, L)
 	return logits
 }
 

@@ -20,16 +20,24 @@ type Model struct {
 	tokEmbd tensor.Matrix // VocabSize rows of Embd
 	layers  []layer
 	outNorm []float32
-	output  tensor.Matrix // VocabSize rows of Embd; tokEmbd when tied
+	output  linear // VocabSize rows of Embd; tokEmbd when tied
 }
 
+// linear is a linear layer y = x·Wᵀ + bias.
+type linear struct {
+	w    tensor.Matrix
+	bias []float32 // w.Rows values; nil when the layer has none
+}
+
+// layer is the weights of one transformer block. Optional steps are nil
+// when the architecture or the file does not have them.
 type layer struct {
-	attnNorm   []float32
-	wq, wk, wv tensor.Matrix
-	wo         tensor.Matrix
-	ffnNorm    []float32
-	wGate, wUp tensor.Matrix
-	wDown      tensor.Matrix
+	attnNorm     []float32
+	q, k, v, o   linear
+	qNorm, kNorm []float32 // per-head RMS norms of queries and keys (HeadDim), or nil
+	ffnNorm      []float32
+	gate, up     linear
+	down         linear
 }
 
 // Load reads a model from an open GGUF file. The Model takes ownership of f.
@@ -38,6 +46,7 @@ func Load(f *gguf.File) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	a := archs[cfg.Arch]
 	m := &Model{Config: cfg, File: f}
 	c := &cfg
 	if m.tokEmbd, err = matrix(f, "token_embd.weight", c.VocabSize, c.Embd); err != nil {
@@ -47,11 +56,14 @@ func Load(f *gguf.File) (*Model, error) {
 		return nil, err
 	}
 	if _, ok := f.Tensor("output.weight"); ok {
-		if m.output, err = matrix(f, "output.weight", c.VocabSize, c.Embd); err != nil {
+		if m.output, err = linearLayer(f, "output", c.VocabSize, c.Embd); err != nil {
 			return nil, err
 		}
 	} else {
-		m.output = m.tokEmbd // tied embeddings
+		m.output.w = m.tokEmbd // tied embeddings
+		if m.output.bias, err = optionalVector(f, "output.bias", c.VocabSize); err != nil {
+			return nil, err
+		}
 	}
 	qDim := c.Heads * c.HeadDim
 	m.layers = make([]layer, c.Layers)
@@ -59,27 +71,39 @@ func Load(f *gguf.File) (*Model, error) {
 		l := &m.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		for _, t := range []struct {
-			dst        *tensor.Matrix
+			dst        *linear
 			name       string
 			rows, cols int
 		}{
-			{&l.wq, "attn_q.weight", qDim, c.Embd},
-			{&l.wk, "attn_k.weight", c.KVDim(), c.Embd},
-			{&l.wv, "attn_v.weight", c.KVDim(), c.Embd},
-			{&l.wo, "attn_output.weight", c.Embd, qDim},
-			{&l.wGate, "ffn_gate.weight", c.FF, c.Embd},
-			{&l.wUp, "ffn_up.weight", c.FF, c.Embd},
-			{&l.wDown, "ffn_down.weight", c.Embd, c.FF},
+			{&l.q, "attn_q", qDim, c.Embd},
+			{&l.k, "attn_k", c.KVDim(), c.Embd},
+			{&l.v, "attn_v", c.KVDim(), c.Embd},
+			{&l.o, "attn_output", c.Embd, qDim},
+			{&l.gate, "ffn_gate", c.FF, c.Embd},
+			{&l.up, "ffn_up", c.FF, c.Embd},
+			{&l.down, "ffn_down", c.Embd, c.FF},
 		} {
-			if *t.dst, err = matrix(f, p+t.name, t.rows, t.cols); err != nil {
+			if *t.dst, err = linearLayer(f, p+t.name, t.rows, t.cols); err != nil {
 				return nil, err
 			}
 		}
-		if l.attnNorm, err = vector(f, p+"attn_norm.weight", c.Embd); err != nil {
-			return nil, err
-		}
-		if l.ffnNorm, err = vector(f, p+"ffn_norm.weight", c.Embd); err != nil {
-			return nil, err
+		for _, t := range []struct {
+			dst  *[]float32
+			name string
+			n    int
+			want bool
+		}{
+			{&l.attnNorm, "attn_norm.weight", c.Embd, true},
+			{&l.ffnNorm, "ffn_norm.weight", c.Embd, true},
+			{&l.qNorm, "attn_q_norm.weight", c.HeadDim, a.qkNorm},
+			{&l.kNorm, "attn_k_norm.weight", c.HeadDim, a.qkNorm},
+		} {
+			if !t.want {
+				continue
+			}
+			if *t.dst, err = vector(f, p+t.name, t.n); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return m, nil
@@ -119,6 +143,28 @@ func matrix(f *gguf.File, name string, rows, cols int) (tensor.Matrix, error) {
 		return tensor.Matrix{}, fmt.Errorf("tensor %s: %w", name, err)
 	}
 	return m, nil
+}
+
+// linearLayer returns the linear layer name: its weight name.weight as rows
+// x cols and, when the file has it, its bias name.bias of rows values.
+func linearLayer(f *gguf.File, name string, rows, cols int) (linear, error) {
+	w, err := matrix(f, name+".weight", rows, cols)
+	if err != nil {
+		return linear{}, err
+	}
+	bias, err := optionalVector(f, name+".bias", rows)
+	if err != nil {
+		return linear{}, err
+	}
+	return linear{w: w, bias: bias}, nil
+}
+
+// optionalVector is vector, or nil when the file has no tensor name.
+func optionalVector(f *gguf.File, name string, n int) ([]float32, error) {
+	if _, ok := f.Tensor(name); !ok {
+		return nil, nil
+	}
+	return vector(f, name, n)
 }
 
 // vector returns the named 1-D weight converted to float32 (norm weights are

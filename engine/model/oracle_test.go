@@ -58,7 +58,7 @@ type tolerance struct{ median, max float64 }
 // and 2.2e-3 on stories260K; 4e-5 at most on llama-2-tiny-random.)
 func TestOracle(t *testing.T) {
 	shared := sharedDir(t)
-	checkOracle(t, shared, filepath.Join(shared, "refdata/llamacpp/b_oracle/oracle_greedy_top5.json"), tolerance{1e-3, 5e-3})
+	checkOracle(t, sharedModels(shared), filepath.Join(shared, "refdata/llamacpp/b_oracle/oracle_greedy_top5.json"), tolerance{1e-3, 5e-3})
 }
 
 // TestOracleUnseenPrompts does the same for prompts rill's tests had not
@@ -74,10 +74,19 @@ func TestOracle(t *testing.T) {
 // fails it.
 func TestOracleUnseenPrompts(t *testing.T) {
 	shared := sharedDir(t)
-	checkOracle(t, shared, filepath.Join("testdata", "llamacpp_greedy_top5.json"), tolerance{1.5e-2, 4e-2})
+	checkOracle(t, sharedModels(shared), filepath.Join("testdata", "llamacpp_greedy_top5.json"), tolerance{1.5e-2, 4e-2})
 }
 
-func checkOracle(t *testing.T, shared, path string, tol tolerance) {
+// sharedModels opens the models an oracle names from ../shared/models.
+func sharedModels(shared string) func(file string) (*model.Model, error) {
+	return func(file string) (*model.Model, error) {
+		return model.Open(filepath.Join(shared, "models", file))
+	}
+}
+
+// checkOracle runs every prompt of the oracle file at path on the models it
+// names, which open loads by file name.
+func checkOracle(t *testing.T, open func(file string) (*model.Model, error), path string, tol tolerance) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +100,7 @@ func checkOracle(t *testing.T, shared, path string, tol tolerance) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	for file, cases := range oracle.Models {
-		m, err := model.Open(filepath.Join(shared, "models", file))
+		m, err := open(file)
 		if err != nil {
 			t.Fatal(err)
 		}
