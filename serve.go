@@ -30,6 +30,8 @@ func serve(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	configFile := fs.String("config", "", "configuration file (YAML or JSON) of the models to serve, native and upstream; replaces the model flags")
 	wsOrigins := fs.String("ws-allowed-origins", "", "comma-separated host patterns (e.g. *.example.com, https://app.example.com) of browser pages on other origins that may open a WebSocket")
+	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
+	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,6 +45,10 @@ func serve(ctx context.Context, args []string) error {
 	origins, err := service.ParseOriginPatterns(*wsOrigins)
 	if err != nil {
 		return fmt.Errorf("--ws-allowed-origins: %w", err)
+	}
+	cors, err := service.ParseOriginPatterns(*corsOrigins)
+	if err != nil {
+		return fmt.Errorf("--cors-allowed-origins: %w", err)
 	}
 	var e interface {
 		engine.Engine
@@ -81,7 +87,8 @@ func serve(ctx context.Context, args []string) error {
 	// outlive the grace period.
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
-	api := service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins})
+	api := service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins,
+		CORSAllowedOrigins: cors})
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -99,6 +106,15 @@ func serve(ctx context.Context, args []string) error {
 		}
 		log.Info("listening", slog.String("addr", ln.Addr().String()), slog.Any("models", ids),
 			slog.Bool("auth", *apiKey != ""))
+	}
+
+	if *metricsAddr != "" {
+		stop, err := serveMetrics(*metricsAddr, api.MetricsHandler(), log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
 	}
 
 	errc := make(chan error, 1)
@@ -142,4 +158,26 @@ func newLogger(format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q (want text or json)", format)
+}
+
+// serveMetrics serves GET /metrics with h on its own listener at addr,
+// until stop, which closes it and waits for its goroutine.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener failed", slog.Any("err", err))
+		}
+	}()
+	log.Info("serving metrics", slog.String("addr", ln.Addr().String()), slog.String("path", "/metrics"))
+	return func() { srv.Close(); <-done }, nil
 }
