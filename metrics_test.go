@@ -375,7 +375,7 @@ func TestMetricsMatchUsage(t *testing.T) {
 
 	type sums struct {
 		requests, choices, prompt, completion, queried, cached, drafted, accepted int
-		finishes                                                                map[string]int
+		finishes                                                                  map[string]int
 	}
 	want := make(map[string]*sums)
 	for _, u := range seen {
