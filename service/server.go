@@ -164,6 +164,7 @@ var (
 	routeHealth      = route{methods: "GET, HEAD", get: (*Server).handleHealth}
 	routeSpec        = route{methods: "GET, HEAD", get: (*Server).handleSpec}
 	routeMetrics     = route{methods: "GET, HEAD", get: (*Server).handleMetrics}
+	routePage        = route{methods: "GET, HEAD", get: (*Server).handlePage}
 	routeModels      = route{methods: "GET, HEAD", get: (*Server).handleModels}
 	routeModel       = route{methods: "GET, HEAD", get: (*Server).handleModel}
 	routeChat        = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
@@ -187,6 +188,9 @@ func findRoute(path string) *route {
 	}
 	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
 		return &routeModel
+	}
+	if isPagePath(path) {
+		return &routePage
 	}
 	return nil
 }
