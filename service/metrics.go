@@ -24,9 +24,9 @@ import (
 // usage and counts nothing but its time to first token. The gauges come
 // from the engine (engine.LoadReporter), read when the metrics are scraped.
 //
-// Cost per token: one time.Now and at most one histogram observation
-// (inter-token latency); the per-model handles are resolved once per
-// request.
+// Cost per token: one read of the monotonic clock and a bucket search into
+// the request's own inter-token latency tally (latency.go); no atomics, no
+// allocation, no map. The per-model handles are resolved once per request.
 const metricsPrefix = "rill_"
 
 // Metric and label names, for the tests and the page.
@@ -88,7 +88,8 @@ type metrics struct {
 	cacheQueries, cacheHits         *prometheus.CounterVec
 	draftTokens, acceptedTokens     *prometheus.CounterVec
 	success                         *prometheus.CounterVec
-	ttft, itl, e2e                  *prometheus.HistogramVec
+	ttft, e2e                       *prometheus.HistogramVec
+	itl                             *latencyCollector
 	requestPrompt, requestGenerated *prometheus.HistogramVec
 
 	mu      sync.RWMutex
@@ -102,7 +103,8 @@ type modelMetrics struct {
 	cacheQueries, cacheHits        prometheus.Counter
 	draftTokens, acceptedTokens    prometheus.Counter
 	finishedStop, finishedLength   prometheus.Counter
-	ttft, itl, e2e                 prometheus.Observer
+	ttft, e2e                      prometheus.Observer
+	itl                            *latencyHistogram
 	requestPrompt, requestGen      prometheus.Observer
 }
 
@@ -133,7 +135,8 @@ func newMetrics(e engine.Engine) *metrics {
 	m.success = counter(metricSuccess, "Choices that finished, by finish_reason (a request with n choices counts n).", []string{labelModel, labelFinish})
 
 	m.ttft = histogram(metricTTFT, "Time from the start of a request to its first token, in seconds.", ttftBuckets)
-	m.itl = histogram(metricITL, "Time between two consecutive pieces of text of one choice, as the transport received them, in seconds.", itlBuckets)
+	m.itl = newLatencyCollector(metricITL, "Time between two consecutive pieces of text of one choice, as the transport received them, in seconds (counted when the request ends).")
+	reg.MustRegister(m.itl)
 	m.e2e = histogram(metricE2E, "Time from the start of a completed request to its last token, in seconds.", e2eBuckets)
 	longest := 0
 	for _, md := range e.Models() {
@@ -179,7 +182,7 @@ func (m *metrics) model(id string) *modelMetrics {
 		finishedStop:     m.success.WithLabelValues(id, string(engine.FinishStop)),
 		finishedLength:   m.success.WithLabelValues(id, string(engine.FinishLength)),
 		ttft:             m.ttft.WithLabelValues(id),
-		itl:              m.itl.WithLabelValues(id),
+		itl:              m.itl.model(id),
 		e2e:              m.e2e.WithLabelValues(id),
 		requestPrompt:    m.requestPrompt.WithLabelValues(id),
 		requestGen:       m.requestGenerated.WithLabelValues(id),
@@ -191,18 +194,21 @@ func (m *metrics) model(id string) *modelMetrics {
 // begin starts the metrics of one request for model with the given number
 // of choices (wire indexes), started at start.
 func (m *metrics) begin(model string, choices int, start time.Time) *requestMetrics {
-	return &requestMetrics{m: m.model(model), start: start, last: make([]time.Time, choices)}
+	return &requestMetrics{m: m.model(model), start: start, last: make([]time.Duration, choices)}
 }
 
 // requestMetrics observes one request. It is owned by the goroutine that
-// runs the generation; a nil *requestMetrics observes nothing.
+// runs the generation; a nil *requestMetrics observes nothing. Times are
+// kept as offsets from start: time.Since reads only the monotonic clock,
+// half the cost of time.Now, and it runs once per event.
 type requestMetrics struct {
 	m     *modelMetrics
 	start time.Time
 	// ttft is the time to the first event of any choice; 0 until then.
 	ttft time.Duration
-	// last is, per wire index, when its last piece of text came.
-	last                 []time.Time
+	// last is, per wire index, when its last piece of text came (0: none yet).
+	last                 []time.Duration
+	itl                  latencyTally
 	stopped, lengthLimit int // choices finished, by reason
 }
 
@@ -213,14 +219,14 @@ func (o *requestMetrics) event(i int, ev *engine.Event) {
 	if o == nil {
 		return
 	}
-	now := time.Now()
+	now := max(time.Since(o.start), 1) // 0 means "not yet"
 	if o.ttft == 0 {
-		o.ttft = max(now.Sub(o.start), time.Nanosecond)
-		o.m.ttft.Observe(o.ttft.Seconds())
+		o.ttft = now
+		o.m.ttft.Observe(now.Seconds())
 	}
 	if ev.Text != "" {
-		if last := o.last[i]; !last.IsZero() {
-			o.m.itl.Observe(now.Sub(last).Seconds())
+		if last := o.last[i]; last != 0 {
+			o.itl.observe(float64(now-last) / float64(time.Second))
 		}
 		o.last[i] = now
 	}
@@ -231,6 +237,16 @@ func (o *requestMetrics) event(i int, ev *engine.Event) {
 			o.stopped++
 		}
 	}
+}
+
+// end adds the request's inter-token latencies to its model's histogram.
+// The generation calls it once, however it ended.
+func (o *requestMetrics) end() {
+	if o == nil {
+		return
+	}
+	o.m.itl.add(&o.itl)
+	o.itl = latencyTally{}
 }
 
 // finish counts the usage of a completed request: the numbers its client

@@ -79,6 +79,7 @@ func (g *generation) run(ctx context.Context, ping time.Duration,
 		g.cancel()
 		close(stop)
 		wg.Wait()
+		g.obs.end()
 	}()
 	for p, st := range g.streams {
 		wg.Go(func() {
