@@ -167,8 +167,7 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	g := &generation{plan: p, id: idPrefix + requestID, created: begun.Unix(), cancel: cancel,
-		obs: s.metrics.begin(p.model, p.choices(), begun)}
+	g := &generation{plan: p, id: idPrefix + requestID, created: begun.Unix(), cancel: cancel}
 	for _, req := range p.reqs {
 		st, err := s.engine.Generate(ctx, req)
 		if err != nil {
@@ -180,6 +179,9 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 		}
 		g.streams = append(g.streams, st)
 	}
+	// Only now is the model known to be served: series are never made for
+	// the model names of requests that fail.
+	g.obs = s.metrics.begin(p.model, p.choices(), begun)
 	return g, nil
 }
 
