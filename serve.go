@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,19 +31,25 @@ func serve(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	configFile := fs.String("config", "", "configuration file (YAML or JSON) of the models to serve, native and upstream; replaces the model flags")
 	wsOrigins := fs.String("ws-allowed-origins", "", "comma-separated host patterns (e.g. *.example.com, https://app.example.com) of browser pages on other origins that may open a WebSocket")
+	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
+	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	log, err := newLogger(*logFormat, *logLevel)
+	log, err := newLogger(os.Stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err
 	}
 	origins, err := service.ParseOriginPatterns(*wsOrigins)
 	if err != nil {
 		return fmt.Errorf("--ws-allowed-origins: %w", err)
+	}
+	cors, err := service.ParseOriginPatterns(*corsOrigins)
+	if err != nil {
+		return fmt.Errorf("--cors-allowed-origins: %w", err)
 	}
 	var e interface {
 		engine.Engine
@@ -81,7 +88,8 @@ func serve(ctx context.Context, args []string) error {
 	// outlive the grace period.
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
-	api := service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins})
+	api := service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins,
+		CORSAllowedOrigins: cors})
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -99,6 +107,15 @@ func serve(ctx context.Context, args []string) error {
 		}
 		log.Info("listening", slog.String("addr", ln.Addr().String()), slog.Any("models", ids),
 			slog.Bool("auth", *apiKey != ""))
+	}
+
+	if *metricsAddr != "" {
+		stop, err := serveMetrics(*metricsAddr, api.MetricsHandler(), log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
 	}
 
 	errc := make(chan error, 1)
@@ -129,7 +146,8 @@ func serve(ctx context.Context, args []string) error {
 	return nil
 }
 
-func newLogger(format, level string) (*slog.Logger, error) {
+// newLogger logs to w in format (text or json) from level on.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -137,9 +155,31 @@ func newLogger(format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch strings.ToLower(format) {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q (want text or json)", format)
+}
+
+// serveMetrics serves GET /metrics with h on its own listener at addr,
+// until stop, which closes it and waits for its goroutine.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener failed", slog.Any("err", err))
+		}
+	}()
+	log.Info("serving metrics", slog.String("addr", ln.Addr().String()), slog.String("path", "/metrics"))
+	return func() { srv.Close(); <-done }, nil
 }

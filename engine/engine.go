@@ -222,3 +222,38 @@ func Errorf(code, param, format string, args ...any) *RequestError {
 
 // CodeContextLengthExceeded is the OpenAI error code for prompts that do not fit.
 const CodeContextLengthExceeded = "context_length_exceeded"
+
+// LoadReporter is implemented by engines that can say how busy they are
+// now. It is optional: the service asks for it with a type assertion and
+// reads it when metrics are scraped, never on the per-token path.
+type LoadReporter interface {
+	// Load returns one entry per model the engine serves, in the order of
+	// Models. Implementations are safe for concurrent use and cheap: a
+	// snapshot of counters the engine keeps anyway, no I/O.
+	Load() []ModelLoad
+}
+
+// ModelLoad is how busy one model is at an instant.
+type ModelLoad struct {
+	Model string
+	// Running is the number of choices being generated now (for an engine
+	// behind HTTP: the requests rill has in flight there).
+	Running int
+	// Waiting is the number of choices queued in rill for a slot; engines
+	// behind HTTP queue nothing in rill and report 0.
+	Waiting int
+	// KVCacheUsage is the fraction of KV cache blocks in use, 0..1 (cached
+	// blocks that no sequence holds count as free, as in vLLM). Nil: not
+	// measured (engines behind HTTP).
+	KVCacheUsage *float64
+	// Replicas holds the state of each replica of a model behind HTTP, in
+	// configuration order; nil for native models.
+	Replicas []ReplicaLoad
+}
+
+// ReplicaLoad is the state of one replica of a model behind HTTP.
+type ReplicaLoad struct {
+	URL      string
+	Healthy  bool
+	InFlight int
+}

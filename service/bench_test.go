@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"rill/engine"
 )
@@ -52,12 +53,14 @@ func benchEvents() []engine.Event {
 }
 
 // BenchmarkStreamPerToken measures the service's cost per streamed token:
-// chunk building, SSE framing and flushing, and usage assembly, with the
-// engine emitting instantly into a discarding writer. "direct" drives the
-// chunk stream alone; "http" goes through ServeHTTP (routing, validation,
-// logging), amortised over the tokens of one request.
+// chunk building, SSE framing and flushing, metrics (time to first token,
+// inter-token latency) and usage assembly, with the engine emitting
+// instantly into a discarding writer. "direct" drives the chunk stream
+// alone; "http" goes through ServeHTTP (routing, validation, logging),
+// amortised over the tokens of one request.
 func BenchmarkStreamPerToken(b *testing.B) {
 	events := benchEvents()
+	met := newMetrics(&fakeEngine{models: testModels})
 	for _, k := range []kind{kindChat, kindCompletion} {
 		name := map[kind]string{kindChat: "chat", kindCompletion: "completions"}[k]
 		b.Run("direct/"+name, func(b *testing.B) {
@@ -70,6 +73,7 @@ func BenchmarkStreamPerToken(b *testing.B) {
 					id:   "chatcmpl-bench", created: 1,
 					streams: []engine.Stream{&sliceStream{events: events}},
 					cancel:  cancel,
+					obs:     met.begin("tiny", 1, time.Now()),
 				}
 				sw := newSSEWriter(w)
 				if err := sw.start(); err != nil {
@@ -204,3 +208,16 @@ func (r *recordingWriter) chunk(data []byte) error {
 func (r *recordingWriter) ping() error            { r.pings++; return nil }
 func (r *recordingWriter) fail(e *apiError) error { r.err = e; return nil }
 func (r *recordingWriter) done() error            { r.ended = true; return nil }
+
+// BenchmarkMetricsPerToken measures the metrics' share of a streamed token:
+// what requestMetrics.event does for a piece of text (a clock read and an
+// inter-token latency observation).
+func BenchmarkMetricsPerToken(b *testing.B) {
+	m := newMetrics(&fakeEngine{models: testModels})
+	o := m.begin("tiny", 1, time.Now())
+	ev := engine.Event{Text: " little"}
+	b.ReportAllocs()
+	for b.Loop() {
+		o.event(0, &ev)
+	}
+}

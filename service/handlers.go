@@ -86,6 +86,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		return
 	}
 	defer g.cancel()
+	info.model, info.obs = g.model, g.obs
 
 	if g.stream {
 		sw := newSSEWriter(w)
@@ -138,6 +139,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 // cancel. The WebSocket transport calls start with the body of a "create"
 // message and then makes the generation streamed with plan.forceStream.
 func (s *Server) start(ctx context.Context, path string, body []byte, requestID string) (*generation, *apiError) {
+	begun := time.Now()
 	if err := s.validator.ValidateBody(ctx, http.MethodPost, path, body); err != nil {
 		return nil, fromValidation(err)
 	}
@@ -165,7 +167,7 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	g := &generation{plan: p, id: idPrefix + requestID, created: time.Now().Unix(), cancel: cancel}
+	g := &generation{plan: p, id: idPrefix + requestID, created: begun.Unix(), cancel: cancel}
 	for _, req := range p.reqs {
 		st, err := s.engine.Generate(ctx, req)
 		if err != nil {
@@ -177,6 +179,9 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 		}
 		g.streams = append(g.streams, st)
 	}
+	// Only now is the model known to be served: series are never made for
+	// the model names of requests that fail.
+	g.obs = s.metrics.begin(p.model, p.choices(), begun)
 	return g, nil
 }
 

@@ -32,6 +32,7 @@ func (g *generation) collect(ctx context.Context) ([]byte, *Usage, error) {
 		return nil, nil, err
 	}
 	u := AssembleUsage(stats)
+	g.obs.finish(&u)
 	return g.appendResponse(make([]byte, 0, 512), out, &u), &u, nil
 }
 

@@ -55,6 +55,10 @@ type Options struct {
 	// allowed. Invalid patterns are logged and ignored; see
 	// ParseOriginPatterns.
 	AllowedOrigins []string
+	// CORSAllowedOrigins lists the origins, in the syntax of AllowedOrigins,
+	// of browser pages that may call the HTTP API (CORS, see cors.go); they
+	// may open a WebSocket too. Invalid patterns are logged and ignored.
+	CORSAllowedOrigins []string
 	// WSMaxRequests caps the requests in flight on one WebSocket connection;
 	// a create beyond it is answered with an error message. Zero means
 	// DefaultWSMaxRequests.
@@ -76,7 +80,8 @@ type Server struct {
 	maxBody   int64
 	validator *openapi.Validator
 
-	origins  []string // valid AllowedOrigins
+	origins  []string // valid AllowedOrigins and CORSAllowedOrigins
+	cors     []string // valid CORSAllowedOrigins
 	wsReqs   int
 	wsMaxMsg int64
 
@@ -85,6 +90,8 @@ type Server struct {
 	wsActive int
 	draining bool
 	wsIdle   chan struct{} // closed when draining and the last request ends
+
+	metrics *metrics
 }
 
 // New returns a Server for opts. It panics if opts.Engine is nil or the
@@ -104,6 +111,7 @@ func New(opts Options) *Server {
 		ping:      opts.PingInterval,
 		maxBody:   opts.MaxBodyBytes,
 		validator: v,
+		metrics:   newMetrics(opts.Engine),
 	}
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
@@ -122,6 +130,14 @@ func New(opts Options) *Server {
 			s.log.Warn("ignoring WebSocket origin pattern", slog.String("pattern", p), slog.Any("err", err))
 			continue
 		}
+		s.origins = append(s.origins, p)
+	}
+	for _, p := range opts.CORSAllowedOrigins {
+		if err := checkOriginPattern(p); err != nil {
+			s.log.Warn("ignoring CORS origin pattern", slog.String("pattern", p), slog.Any("err", err))
+			continue
+		}
+		s.cors = append(s.cors, p)
 		s.origins = append(s.origins, p)
 	}
 	s.wsReqs = opts.WSMaxRequests
@@ -147,6 +163,8 @@ type route struct {
 var (
 	routeHealth      = route{methods: "GET, HEAD", get: (*Server).handleHealth}
 	routeSpec        = route{methods: "GET, HEAD", get: (*Server).handleSpec}
+	routeMetrics     = route{methods: "GET, HEAD", get: (*Server).handleMetrics}
+	routePage        = route{methods: "GET, HEAD", get: (*Server).handlePage}
 	routeModels      = route{methods: "GET, HEAD", get: (*Server).handleModels}
 	routeModel       = route{methods: "GET, HEAD", get: (*Server).handleModel}
 	routeChat        = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
@@ -159,6 +177,8 @@ func findRoute(path string) *route {
 		return &routeHealth
 	case "/openapi.yaml":
 		return &routeSpec
+	case "/metrics":
+		return &routeMetrics
 	case "/v1/models":
 		return &routeModels
 	case "/v1/chat/completions":
@@ -169,12 +189,17 @@ func findRoute(path string) *route {
 	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
 		return &routeModel
 	}
+	if isPagePath(path) {
+		return &routePage
+	}
 	return nil
 }
 
 // requestInfo is what the request log line reports, filled in by handlers.
 type requestInfo struct {
 	id    string
+	model string
+	obs   *requestMetrics // the generation's, for its time to first token
 	usage *Usage
 	// status overrides the written status in the log (499: the client left).
 	status int
@@ -202,8 +227,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	if s.handleCORS(rec, r) {
+		return
+	}
 	path := r.URL.Path
-	if strings.HasPrefix(path, "/v1/") && !s.authorized(r) {
+	if (strings.HasPrefix(path, "/v1/") || path == "/metrics") && !s.authorized(r) {
 		writeError(rec, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest,
 			Code: "invalid_api_key", Message: "Missing or incorrect API key. Send it as 'Authorization: Bearer <key>'."})
 		return
@@ -292,50 +320,3 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// logRequest writes the one log line of a request.
-func (s *Server) logRequest(r *http.Request, rec *recorder, info *requestInfo, start time.Time) {
-	status := rec.status
-	if info.status != 0 {
-		status = info.status
-	}
-	if status == 0 {
-		status = http.StatusOK
-	}
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelError
-	}
-	ctx := r.Context()
-	if !s.log.Enabled(ctx, level) {
-		return
-	}
-	attrs := make([]slog.Attr, 0, 10)
-	attrs = append(attrs,
-		slog.String("id", info.id),
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", status),
-		slog.Duration("duration", time.Since(start)),
-		slog.Int64("bytes", rec.bytes),
-	)
-	attrs = appendUsageAttrs(attrs, info.usage)
-	s.log.LogAttrs(ctx, level, "request", attrs...)
-}
-
-// appendUsageAttrs appends the log attributes of u, if any.
-func appendUsageAttrs(attrs []slog.Attr, u *Usage) []slog.Attr {
-	if u == nil {
-		return attrs
-	}
-	attrs = append(attrs,
-		slog.Int("prompt_tokens", u.PromptTokens),
-		slog.Int("completion_tokens", u.CompletionTokens))
-	if u.CachedTokens != nil {
-		attrs = append(attrs, slog.Int("cached_tokens", *u.CachedTokens))
-	}
-	if u.AcceptedPredictionTokens != nil {
-		attrs = append(attrs, slog.Int("accepted_prediction_tokens", *u.AcceptedPredictionTokens))
-	}
-	return attrs
-}

@@ -46,6 +46,8 @@ type generation struct {
 	created int64  // unix seconds
 	streams []engine.Stream
 	cancel  context.CancelFunc
+	// obs observes the request's metrics; nil observes nothing.
+	obs *requestMetrics
 }
 
 // sourced is one item of a generation's merged event stream: an event of the
@@ -77,6 +79,7 @@ func (g *generation) run(ctx context.Context, ping time.Duration,
 		g.cancel()
 		close(stop)
 		wg.Wait()
+		g.obs.end()
 	}()
 	for p, st := range g.streams {
 		wg.Go(func() {
@@ -120,6 +123,7 @@ func (g *generation) run(ctx context.Context, ping time.Duration,
 			if err != nil {
 				return nil, err
 			}
+			g.obs.event(i, &s.ev)
 			if err := onEvent(i, &s.ev); err != nil {
 				return nil, err
 			}
@@ -168,6 +172,7 @@ func (g *generation) streamTo(ctx context.Context, w chunkWriter, ping time.Dura
 		return nil, err
 	}
 	u := AssembleUsage(stats)
+	g.obs.finish(&u)
 	if g.includeUsage {
 		if err := c.usage(&u); err != nil {
 			return &u, &transportError{err}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -288,6 +287,8 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 	w := newWSWriter(c.out, ctx.Done(), id, func() { c.release(id, req) })
 	status := http.StatusOK
 	var usage *Usage
+	var model string
+	var obs *requestMetrics
 	defer func() {
 		if v := recover(); v != nil {
 			c.s.log.Error("websocket request panic", "id", c.connID, "request_id", id, "panic", v)
@@ -295,7 +296,9 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 			_ = w.fail(&apiError{Status: status, Type: typeServer, Message: "Internal server error."})
 		}
 		w.release() // in case no last message could be queued
-		c.logRequest(id, status, start, usage)
+		c.s.logAccess(context.Background(), &accessEntry{id: c.connID, wsRequestID: id, method: http.MethodGet,
+			path: c.path, transport: "websocket", model: model, status: status, start: start,
+			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage})
 	}()
 
 	wasCancelled := func() bool {
@@ -313,6 +316,7 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 		return
 	}
 	defer g.cancel()
+	model, obs = g.model, g.obs
 	g.forceStream()
 	u, err := g.streamTo(ctx, w, 0)
 	usage = u
@@ -328,26 +332,4 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 		// The connection ended: nobody is left to tell.
 		status = statusClientClosed
 	}
-}
-
-// logRequest writes the log line of one request on the connection.
-func (c *wsConn) logRequest(id string, status int, start time.Time, u *Usage) {
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelError
-	}
-	ctx := context.Background()
-	if !c.s.log.Enabled(ctx, level) {
-		return
-	}
-	attrs := make([]slog.Attr, 0, 10)
-	attrs = append(attrs,
-		slog.String("id", c.connID),
-		slog.String("request_id", id),
-		slog.String("transport", "websocket"),
-		slog.String("path", c.path),
-		slog.Int("status", status),
-		slog.Duration("duration", time.Since(start)))
-	attrs = appendUsageAttrs(attrs, u)
-	c.s.log.LogAttrs(ctx, level, "request", attrs...)
 }

@@ -89,3 +89,16 @@ func (r *Router) Close() error {
 	})
 	return r.closeErr
 }
+
+// Load implements engine.LoadReporter: the loads of the engines that report
+// theirs, in the order of Models; models of engines that do not report
+// are left out.
+func (r *Router) Load() []engine.ModelLoad {
+	var out []engine.ModelLoad
+	for _, e := range r.engines {
+		if lr, ok := e.(engine.LoadReporter); ok {
+			out = append(out, lr.Load()...)
+		}
+	}
+	return out
+}

@@ -142,6 +142,9 @@ func (c *call) send(r *replica) (*attempt, error) {
 		a.rd = newSSEReader(resp.Body)
 	}
 	a.timer = time.AfterFunc(a.idle, func() { cancel(errIdle) })
+	// A request cancelled by its client frees its replica slot at once, not
+	// when (or if) its consumer calls Recv again.
+	a.unwatch = context.AfterFunc(c.ctx, a.release)
 	return a, nil
 }
 
@@ -174,6 +177,7 @@ type attempt struct {
 	idle   time.Duration
 	timer  *time.Timer
 
+	unwatch     func() bool // stops the release on the request's cancellation
 	releaseOnce sync.Once
 }
 
@@ -220,6 +224,7 @@ func (a *attempt) finish() {
 // the replica's in-flight count. It is idempotent.
 func (a *attempt) release() {
 	a.releaseOnce.Do(func() {
+		a.unwatch()
 		a.timer.Stop()
 		a.cancel(nil)
 		a.body.Close()
