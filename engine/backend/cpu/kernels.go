@@ -65,7 +65,11 @@ type kernelSet struct {
 const maxType = quant.BF16
 
 // weightTypes are the weight formats MatMul supports.
-var weightTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
+var weightTypes = []quant.Type{
+	quant.F32, quant.F16, quant.BF16,
+	quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_NL,
+	quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS,
+}
 
 // supported reports whether MatMul handles weights of type t.
 func supported(t quant.Type) bool {
@@ -91,8 +95,16 @@ func genericKernels() *kernelSet {
 	ks.rows[quant.BF16].dot = quant.DotBF16
 	ks.rows[quant.Q8_0].dot = quant.DotQ8_0
 	ks.rows[quant.Q4_0].dot = quant.DotQ4_0
+	ks.rows[quant.Q4_1].dot = quant.DotQ4_1
+	ks.rows[quant.Q5_0].dot = quant.DotQ5_0
+	ks.rows[quant.Q5_1].dot = quant.DotQ5_1
+	ks.rows[quant.IQ4_NL].dot = quant.DotIQ4_NL
+	ks.rows[quant.Q2_K].dot = quant.DotQ2_K
+	ks.rows[quant.Q3_K].dot = quant.DotQ3_K
 	ks.rows[quant.Q4_K].dot = quant.DotQ4_K
+	ks.rows[quant.Q5_K].dot = quant.DotQ5_K
 	ks.rows[quant.Q6_K].dot = quant.DotQ6_K
+	ks.rows[quant.IQ4_XS].dot = quant.DotIQ4_XS
 	return ks
 }
 
