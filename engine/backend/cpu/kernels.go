@@ -40,10 +40,35 @@ type rowKernel struct {
 	// xStride bytes apart (outStride >= rows). MatMul uses it instead of
 	// dot4.
 	dots4 func(n int, w []byte, wStride, rows int, x []byte, xStride int, out []float32, outStride int)
-	// dot, dot4, dots and dots4 compute each output with the same
+	// gemm, when not nil, is the prefill path: MatMul uses it for batches of
+	// at least gemm.minTokens activation rows.
+	gemm *gemmKernel
+	// dot, dot4, dots, dots4 and gemm compute each output with the same
 	// arithmetic, bit for bit, so a row's result does not depend on the
 	// batch it came in (speculative verification must reproduce plain
 	// decoding exactly).
+}
+
+// gemmKernel is a blocked matrix multiplication for one weight type: the
+// activations are converted once per batch into the kernel's own layout,
+// and register tiles of several weight rows by several activation rows
+// reuse each unpacked weight block across the tile.
+type gemmKernel struct {
+	// minTokens is the batch size from which MatMul takes this path.
+	minTokens int
+	// xBytes is the size of n converted activation rows of cols values.
+	xBytes func(cols, n int) int
+	// wBytes is the size of the per-call weight scratch for rows rows.
+	wBytes func(cols, rows int) int
+	// convert writes activation rows [lo,hi) of the n rows in src (cols
+	// values each) into dst, laid out for n rows; finish completes dst
+	// after all rows are converted (padding), on one thread.
+	convert func(dst []byte, src []float32, cols, n, lo, hi int)
+	finish  func(dst []byte, cols, n int)
+	// run computes out[i*rows + r] for weight rows [lo,hi) and every
+	// activation row i < n, from the converted activations x; scratch is
+	// the call's weight scratch, of which it uses the part of its rows.
+	run func(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, scratch []byte, lo, hi int)
 }
 
 // xRowBytes is the size of one row of cols converted activations (cols a

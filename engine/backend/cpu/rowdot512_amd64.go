@@ -304,5 +304,7 @@ func avx512Kernels() *kernelSet {
 			dot: c.k.dot, dots: c.k.dots, dot4: c.k.dot4, dots4: c.k.dots4,
 		}
 	}
+	r[quant.Q8_0].gemm = gemmQ8_0.kernel()
+	r[quant.Q4_0].gemm = gemmQ4_0.kernel()
 	return ks
 }
