@@ -52,5 +52,29 @@ func gemmIQ4_NLR1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *flo
 // gemmIQ4_NLR1P1 multiplies 1 IQ4_NL weight rows with 1 token pairs (see gemm32Tile).
 func gemmIQ4_NLR1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
+// gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+func gemmKMinR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKMinR4P1 multiplies 4 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+func gemmKMinR4P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKMinR1P4 multiplies 1 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+func gemmKMinR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKMinR1P1 multiplies 1 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+func gemmKMinR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKOffR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+func gemmKOffR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKOffR4P1 multiplies 4 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+func gemmKOffR4P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKOffR1P4 multiplies 1 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+func gemmKOffR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKOffR1P1 multiplies 1 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+func gemmKOffR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
 // quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)

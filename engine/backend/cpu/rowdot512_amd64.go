@@ -306,5 +306,7 @@ func avx512Kernels() *kernelSet {
 	}
 	r[quant.Q8_0].gemm = gemmQ8_0.kernel()
 	r[quant.Q4_0].gemm = gemmQ4_0.kernel()
+	r[quant.Q4_K].gemm = gemmQ4_K.kernel()
+	r[quant.Q6_K].gemm = gemmQ6_K.kernel()
 	return ks
 }

@@ -18,6 +18,7 @@ import (
 func main() {
 	Constraint(buildtags.Term("amd64"))
 	gemm32()
+	gemmK()
 	q8p()
 	Generate()
 }
