@@ -31,16 +31,25 @@ const q8pUnit = 192
 // while the group (at most 4 pairs, in L1) passes over all of them.
 const gemmMCBytes = 256 << 10
 
+type gemm32Tile func(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
 type gemm32Tiles struct {
-	wb                     int // bytes per weight block
-	k                      uint32
-	r4p4, r4p1, r1p4, r1p1 func(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+	wb int // bytes per weight block
+	k  uint32
+	// r4[i], r1[i]: 4 or 1 weight rows by 4, 2 or 1 pairs for i = 0, 1, 2.
+	r4, r1 [3]gemm32Tile
 }
 
 var (
-	gemmQ8_0 = gemm32Tiles{34, 128, gemmQ8_0R4P4, gemmQ8_0R4P1, gemmQ8_0R1P4, gemmQ8_0R1P1}
-	gemmQ4_0 = gemm32Tiles{18, 8, gemmQ4_0R4P4, gemmQ4_0R4P1, gemmQ4_0R1P4, gemmQ4_0R1P1}
+	gemmQ8_0 = gemm32Tiles{34, 128,
+		[3]gemm32Tile{gemmQ8_0R4P4, gemmQ8_0R4P2, gemmQ8_0R4P1}, [3]gemm32Tile{gemmQ8_0R1P4, gemmQ8_0R1P2, gemmQ8_0R1P1}}
+	gemmQ4_0 = gemm32Tiles{18, 8,
+		[3]gemm32Tile{gemmQ4_0R4P4, gemmQ4_0R4P2, gemmQ4_0R4P1}, [3]gemm32Tile{gemmQ4_0R1P4, gemmQ4_0R1P2, gemmQ4_0R1P1}}
 )
+
+// gemmL1Group bounds the activation bytes of one group of pairs: the group
+// is read once per weight row panel and must stay in L1.
+const gemmL1Group = 40 << 10
 
 // kernel returns the tiles as a gemmKernel.
 func (g *gemm32Tiles) kernel() *gemmKernel {
@@ -104,28 +113,25 @@ func (g *gemm32Tiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte
 	mc := max(4, gemmMCBytes/wrb&^3)
 	for m0 := lo; m0 < hi; m0 += mc {
 		m1 := min(hi, m0+mc)
+		// Groups of 4 pairs, or 2 where 4 would not stay in L1.
+		wide := 0
+		if 4*nb*q8pUnit > gemmL1Group {
+			wide = 1
+		}
 		for p0 := 0; p0 < npairs; {
-			P := 4
-			if p0+4 > npairs {
-				P = 1
+			i, P := wide, 4>>wide
+			if p0+P > npairs {
+				i, P = 2, 1
 			}
 			tokens := min(n-2*p0, 2*P)
 			xg := &x[p0*nb*q8pUnit]
 			og := out[2*p0*rows:]
 			r := m0
 			for ; r+4 <= m1; r += 4 {
-				k := g.r4p4
-				if P == 1 {
-					k = g.r4p1
-				}
-				k(&w[r*wrb], wrb, &dw[r*nb], xg, nb, &og[r], rows, tokens)
+				g.r4[i](&w[r*wrb], wrb, &dw[r*nb], xg, nb, &og[r], rows, tokens)
 			}
 			for ; r < m1; r++ {
-				k := g.r1p4
-				if P == 1 {
-					k = g.r1p1
-				}
-				k(&w[r*wrb], wrb, &dw[r*nb], xg, nb, &og[r], rows, tokens)
+				g.r1[i](&w[r*wrb], wrb, &dw[r*nb], xg, nb, &og[r], rows, tokens)
 			}
 			p0 += P
 		}

@@ -425,6 +425,227 @@ gemmQ8_0R4P4_half3:
 	VZEROUPPER
 	RET
 
+// func gemmQ8_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·gemmQ8_0R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z30
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ8_0R4P2_block:
+	VBROADCASTI64X4 2(SI), Z16
+	VPXORD          Z30, Z16, Z16
+	VBROADCASTI64X4 2(R8), Z17
+	VPXORD          Z30, Z17, Z17
+	VBROADCASTI64X4 2(R9), Z18
+	VPXORD          Z30, Z18, Z18
+	VBROADCASTI64X4 2(R10), Z19
+	VPXORD          Z30, Z19, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z2
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z4
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z3
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z5
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x00000022, R8
+	ADDQ            $0x00000022, R9
+	ADDQ            $0x00000022, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ8_0R4P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z2, Y17
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 4(AX)
+	VEXTRACTF64X4   $0x01, Z4, Y18
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 8(AX)
+	VEXTRACTF64X4   $0x01, Z6, Y19
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z3, Y17
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 4(AX)
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 8(AX)
+	VEXTRACTF64X4   $0x01, Z7, Y19
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 12(AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ8_0R4P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ8_0R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
 // func gemmQ8_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 // Requires: AVX, AVX512F, AVX512VL
 TEXT ·gemmQ8_0R4P1(SB), NOSPLIT, $0-64
@@ -687,6 +908,88 @@ gemmQ8_0R1P4_block:
 	VMOVSS          X16, (DX)
 
 gemmQ8_0R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ8_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·gemmQ8_0R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z30
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ8_0R1P2_block:
+	VBROADCASTI64X4 2(SI), Z16
+	VPXORD          Z30, Z16, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	ADDQ            $0x00000022, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ8_0R1P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ8_0R1P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ8_0R1P2_half1:
 	LEAQ (DX)(BX*1), AX
 	VZEROUPPER
 	RET
@@ -1151,6 +1454,232 @@ gemmQ4_0R4P4_half3:
 	VZEROUPPER
 	RET
 
+// func gemmQ4_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_0R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ4_0R4P2_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VBROADCASTI32X4 2(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	VBROADCASTI32X4 2(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	VBROADCASTI32X4 2(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z2
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z4
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z3
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z5
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ4_0R4P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z2, Y17
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 4(AX)
+	VEXTRACTF64X4   $0x01, Z4, Y18
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 8(AX)
+	VEXTRACTF64X4   $0x01, Z6, Y19
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z3, Y17
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 4(AX)
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 8(AX)
+	VEXTRACTF64X4   $0x01, Z7, Y19
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 12(AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ4_0R4P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ4_0R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
 // func gemmQ4_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL
 TEXT ·gemmQ4_0R4P1(SB), NOSPLIT, $0-64
@@ -1420,6 +1949,90 @@ gemmQ4_0R1P4_block:
 	VMOVSS          X16, (DX)
 
 gemmQ4_0R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_0R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ4_0R1P2_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ4_0R1P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ4_0R1P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ4_0R1P2_half1:
 	LEAQ (DX)(BX*1), AX
 	VZEROUPPER
 	RET
@@ -1912,6 +2525,258 @@ gemmQ5_0R4P4_half3:
 	VZEROUPPER
 	RET
 
+// func gemmQ5_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ5_0R4P2_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	MOVL            2(SI), AX
+	MOVQ            AX, BX
+	SHLQ            $0x20, BX
+	ORQ             AX, BX
+	KMOVQ           BX, K1
+	VPADDB          Z29, Z16, K1, Z16
+	VBROADCASTI32X4 6(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	MOVL            2(R8), AX
+	MOVQ            AX, BX
+	SHLQ            $0x20, BX
+	ORQ             AX, BX
+	KMOVQ           BX, K1
+	VPADDB          Z29, Z17, K1, Z17
+	VBROADCASTI32X4 6(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	MOVL            2(R9), AX
+	MOVQ            AX, BX
+	SHLQ            $0x20, BX
+	ORQ             AX, BX
+	KMOVQ           BX, K1
+	VPADDB          Z29, Z18, K1, Z18
+	VBROADCASTI32X4 6(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	MOVL            2(R10), AX
+	MOVQ            AX, BX
+	SHLQ            $0x20, BX
+	ORQ             AX, BX
+	KMOVQ           BX, K1
+	VPADDB          Z29, Z19, K1, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z2
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z4
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z3
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z5
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x00000016, R8
+	ADDQ            $0x00000016, R9
+	ADDQ            $0x00000016, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R4P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z2, Y17
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 4(AX)
+	VEXTRACTF64X4   $0x01, Z4, Y18
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 8(AX)
+	VEXTRACTF64X4   $0x01, Z6, Y19
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z3, Y17
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 4(AX)
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 8(AX)
+	VEXTRACTF64X4   $0x01, Z7, Y19
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 12(AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ5_0R4P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ5_0R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
 // func gemmQ5_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL
 TEXT ·gemmQ5_0R4P1(SB), NOSPLIT, $0-64
@@ -2215,6 +3080,98 @@ gemmQ5_0R1P4_block:
 	VMOVSS          X16, (DX)
 
 gemmQ5_0R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ5_0R1P2_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	MOVL            2(SI), AX
+	MOVQ            AX, BX
+	SHLQ            $0x20, BX
+	ORQ             AX, BX
+	KMOVQ           BX, K1
+	VPADDB          Z29, Z16, K1, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R1P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ5_0R1P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ5_0R1P2_half1:
 	LEAQ (DX)(BX*1), AX
 	VZEROUPPER
 	RET
@@ -2694,6 +3651,237 @@ gemmIQ4_NLR4P4_half3:
 	VZEROUPPER
 	RET
 
+// func gemmIQ4_NLR4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4nlu<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmIQ4_NLR4P2_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VBROADCASTI32X4 2(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	VPSHUFB         Z17, Z29, Z17
+	VBROADCASTI32X4 2(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	VPSHUFB         Z18, Z29, Z18
+	VBROADCASTI32X4 2(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	VPSHUFB         Z19, Z29, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z2
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z4
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z3
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z5
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR4P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z2, Y17
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 4(AX)
+	VEXTRACTF64X4   $0x01, Z4, Y18
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 8(AX)
+	VEXTRACTF64X4   $0x01, Z6, Y19
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z3, Y17
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 4(AX)
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 8(AX)
+	VEXTRACTF64X4   $0x01, Z7, Y19
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 12(AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmIQ4_NLR4P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmIQ4_NLR4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
 // func gemmIQ4_NLR4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL
 TEXT ·gemmIQ4_NLR4P1(SB), NOSPLIT, $0-64
@@ -2970,6 +4158,92 @@ gemmIQ4_NLR1P4_block:
 	VMOVSS          X16, (DX)
 
 gemmIQ4_NLR1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4nlu<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmIQ4_NLR1P2_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR1P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmIQ4_NLR1P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmIQ4_NLR1P2_half1:
 	LEAQ (DX)(BX*1), AX
 	VZEROUPPER
 	RET
@@ -5714,6 +6988,468 @@ gemmKOffR1P1_sb:
 
 gemmKOffR1P1_half0:
 	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·gemmFR3C4(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), SI
+	MOVQ   wstride+8(FP), AX
+	LEAQ   (SI)(AX*1), R8
+	LEAQ   (R8)(AX*1), R9
+	MOVQ   x+16(FP), DI
+	MOVQ   xstride+24(FP), AX
+	LEAQ   (DI)(AX*1), R10
+	LEAQ   (R10)(AX*1), R11
+	LEAQ   (R11)(AX*1), R12
+	MOVQ   n32+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+gemmFR3C4_step:
+	VMOVUPS       (SI), Z24
+	VMOVUPS       (R8), Z25
+	VMOVUPS       (R9), Z26
+	VMOVUPS       (DI), Z28
+	VFMADD231PS   Z28, Z24, Z0
+	VFMADD231PS   Z28, Z25, Z4
+	VFMADD231PS   Z28, Z26, Z8
+	VMOVUPS       (R10), Z29
+	VFMADD231PS   Z29, Z24, Z1
+	VFMADD231PS   Z29, Z25, Z5
+	VFMADD231PS   Z29, Z26, Z9
+	VMOVUPS       (R11), Z28
+	VFMADD231PS   Z28, Z24, Z2
+	VFMADD231PS   Z28, Z25, Z6
+	VFMADD231PS   Z28, Z26, Z10
+	VMOVUPS       (R12), Z29
+	VFMADD231PS   Z29, Z24, Z3
+	VFMADD231PS   Z29, Z25, Z7
+	VFMADD231PS   Z29, Z26, Z11
+	VMOVUPS       64(SI), Z24
+	VMOVUPS       64(R8), Z25
+	VMOVUPS       64(R9), Z26
+	VMOVUPS       64(DI), Z28
+	VFMADD231PS   Z28, Z24, Z12
+	VFMADD231PS   Z28, Z25, Z16
+	VFMADD231PS   Z28, Z26, Z20
+	VMOVUPS       64(R10), Z29
+	VFMADD231PS   Z29, Z24, Z13
+	VFMADD231PS   Z29, Z25, Z17
+	VFMADD231PS   Z29, Z26, Z21
+	VMOVUPS       64(R11), Z28
+	VFMADD231PS   Z28, Z24, Z14
+	VFMADD231PS   Z28, Z25, Z18
+	VFMADD231PS   Z28, Z26, Z22
+	VMOVUPS       64(R12), Z29
+	VFMADD231PS   Z29, Z24, Z15
+	VFMADD231PS   Z29, Z25, Z19
+	VFMADD231PS   Z29, Z26, Z23
+	ADDQ          $0x00000080, SI
+	ADDQ          $0x00000080, R8
+	ADDQ          $0x00000080, R9
+	ADDQ          $0x00000080, DI
+	ADDQ          $0x00000080, R10
+	ADDQ          $0x00000080, R11
+	ADDQ          $0x00000080, R12
+	DECQ          CX
+	JNZ           gemmFR3C4_step
+	MOVQ          out+40(FP), AX
+	MOVQ          ostride+48(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF64X4 $0x01, Z0, Y30
+	VEXTRACTF64X4 $0x01, Z12, Y31
+	VADDPS        Y30, Y0, Y0
+	VADDPS        Y31, Y12, Y12
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X30
+	VADDPS        X30, X0, X0
+	VPERMILPS     $0x4e, X0, X30
+	VADDPS        X30, X0, X0
+	VPERMILPS     $0xb1, X0, X30
+	VADDSS        X30, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z4, Y30
+	VEXTRACTF64X4 $0x01, Z16, Y31
+	VADDPS        Y30, Y4, Y4
+	VADDPS        Y31, Y16, Y16
+	VADDPS        Y16, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X30
+	VADDPS        X30, X4, X4
+	VPERMILPS     $0x4e, X4, X30
+	VADDPS        X30, X4, X4
+	VPERMILPS     $0xb1, X4, X30
+	VADDSS        X30, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y30
+	VEXTRACTF64X4 $0x01, Z20, Y31
+	VADDPS        Y30, Y8, Y8
+	VADDPS        Y31, Y20, Y20
+	VADDPS        Y20, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X30
+	VADDPS        X30, X8, X8
+	VPERMILPS     $0x4e, X8, X30
+	VADDPS        X30, X8, X8
+	VPERMILPS     $0xb1, X8, X30
+	VADDSS        X30, X8, X8
+	VMOVSS        X8, 8(AX)
+	ADDQ          BX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y30
+	VEXTRACTF64X4 $0x01, Z13, Y31
+	VADDPS        Y30, Y1, Y1
+	VADDPS        Y31, Y13, Y13
+	VADDPS        Y13, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X30
+	VADDPS        X30, X1, X1
+	VPERMILPS     $0x4e, X1, X30
+	VADDPS        X30, X1, X1
+	VPERMILPS     $0xb1, X1, X30
+	VADDSS        X30, X1, X1
+	VMOVSS        X1, (AX)
+	VEXTRACTF64X4 $0x01, Z5, Y30
+	VEXTRACTF64X4 $0x01, Z17, Y31
+	VADDPS        Y30, Y5, Y5
+	VADDPS        Y31, Y17, Y17
+	VADDPS        Y17, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X30
+	VADDPS        X30, X5, X5
+	VPERMILPS     $0x4e, X5, X30
+	VADDPS        X30, X5, X5
+	VPERMILPS     $0xb1, X5, X30
+	VADDSS        X30, X5, X5
+	VMOVSS        X5, 4(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y30
+	VEXTRACTF64X4 $0x01, Z21, Y31
+	VADDPS        Y30, Y9, Y9
+	VADDPS        Y31, Y21, Y21
+	VADDPS        Y21, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X30
+	VADDPS        X30, X9, X9
+	VPERMILPS     $0x4e, X9, X30
+	VADDPS        X30, X9, X9
+	VPERMILPS     $0xb1, X9, X30
+	VADDSS        X30, X9, X9
+	VMOVSS        X9, 8(AX)
+	ADDQ          BX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y30
+	VEXTRACTF64X4 $0x01, Z14, Y31
+	VADDPS        Y30, Y2, Y2
+	VADDPS        Y31, Y14, Y14
+	VADDPS        Y14, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X30
+	VADDPS        X30, X2, X2
+	VPERMILPS     $0x4e, X2, X30
+	VADDPS        X30, X2, X2
+	VPERMILPS     $0xb1, X2, X30
+	VADDSS        X30, X2, X2
+	VMOVSS        X2, (AX)
+	VEXTRACTF64X4 $0x01, Z6, Y30
+	VEXTRACTF64X4 $0x01, Z18, Y31
+	VADDPS        Y30, Y6, Y6
+	VADDPS        Y31, Y18, Y18
+	VADDPS        Y18, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X30
+	VADDPS        X30, X6, X6
+	VPERMILPS     $0x4e, X6, X30
+	VADDPS        X30, X6, X6
+	VPERMILPS     $0xb1, X6, X30
+	VADDSS        X30, X6, X6
+	VMOVSS        X6, 4(AX)
+	VEXTRACTF64X4 $0x01, Z10, Y30
+	VEXTRACTF64X4 $0x01, Z22, Y31
+	VADDPS        Y30, Y10, Y10
+	VADDPS        Y31, Y22, Y22
+	VADDPS        Y22, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X30
+	VADDPS        X30, X10, X10
+	VPERMILPS     $0x4e, X10, X30
+	VADDPS        X30, X10, X10
+	VPERMILPS     $0xb1, X10, X30
+	VADDSS        X30, X10, X10
+	VMOVSS        X10, 8(AX)
+	ADDQ          BX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y30
+	VEXTRACTF64X4 $0x01, Z15, Y31
+	VADDPS        Y30, Y3, Y3
+	VADDPS        Y31, Y15, Y15
+	VADDPS        Y15, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X30
+	VADDPS        X30, X3, X3
+	VPERMILPS     $0x4e, X3, X30
+	VADDPS        X30, X3, X3
+	VPERMILPS     $0xb1, X3, X30
+	VADDSS        X30, X3, X3
+	VMOVSS        X3, (AX)
+	VEXTRACTF64X4 $0x01, Z7, Y30
+	VEXTRACTF64X4 $0x01, Z19, Y31
+	VADDPS        Y30, Y7, Y7
+	VADDPS        Y31, Y19, Y19
+	VADDPS        Y19, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X30
+	VADDPS        X30, X7, X7
+	VPERMILPS     $0x4e, X7, X30
+	VADDPS        X30, X7, X7
+	VPERMILPS     $0xb1, X7, X30
+	VADDSS        X30, X7, X7
+	VMOVSS        X7, 4(AX)
+	VEXTRACTF64X4 $0x01, Z11, Y30
+	VEXTRACTF64X4 $0x01, Z23, Y31
+	VADDPS        Y30, Y11, Y11
+	VADDPS        Y31, Y23, Y23
+	VADDPS        Y23, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X30
+	VADDPS        X30, X11, X11
+	VPERMILPS     $0x4e, X11, X30
+	VADDPS        X30, X11, X11
+	VPERMILPS     $0xb1, X11, X30
+	VADDSS        X30, X11, X11
+	VMOVSS        X11, 8(AX)
+	ADDQ          BX, AX
+	VZEROUPPER
+	RET
+
+// func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·gemmFR3C1(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), SI
+	MOVQ   wstride+8(FP), AX
+	LEAQ   (SI)(AX*1), R8
+	LEAQ   (R8)(AX*1), R9
+	MOVQ   x+16(FP), DI
+	MOVQ   n32+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+gemmFR3C1_step:
+	VMOVUPS       (SI), Z24
+	VMOVUPS       (R8), Z25
+	VMOVUPS       (R9), Z26
+	VMOVUPS       (DI), Z28
+	VFMADD231PS   Z28, Z24, Z0
+	VFMADD231PS   Z28, Z25, Z1
+	VFMADD231PS   Z28, Z26, Z2
+	VMOVUPS       64(SI), Z24
+	VMOVUPS       64(R8), Z25
+	VMOVUPS       64(R9), Z26
+	VMOVUPS       64(DI), Z29
+	VFMADD231PS   Z29, Z24, Z3
+	VFMADD231PS   Z29, Z25, Z4
+	VFMADD231PS   Z29, Z26, Z5
+	ADDQ          $0x00000080, SI
+	ADDQ          $0x00000080, R8
+	ADDQ          $0x00000080, R9
+	ADDQ          $0x00000080, DI
+	DECQ          CX
+	JNZ           gemmFR3C1_step
+	MOVQ          out+40(FP), AX
+	MOVQ          ostride+48(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF64X4 $0x01, Z0, Y30
+	VEXTRACTF64X4 $0x01, Z3, Y31
+	VADDPS        Y30, Y0, Y0
+	VADDPS        Y31, Y3, Y3
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X30
+	VADDPS        X30, X0, X0
+	VPERMILPS     $0x4e, X0, X30
+	VADDPS        X30, X0, X0
+	VPERMILPS     $0xb1, X0, X30
+	VADDSS        X30, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y30
+	VEXTRACTF64X4 $0x01, Z4, Y31
+	VADDPS        Y30, Y1, Y1
+	VADDPS        Y31, Y4, Y4
+	VADDPS        Y4, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X30
+	VADDPS        X30, X1, X1
+	VPERMILPS     $0x4e, X1, X30
+	VADDPS        X30, X1, X1
+	VPERMILPS     $0xb1, X1, X30
+	VADDSS        X30, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y30
+	VEXTRACTF64X4 $0x01, Z5, Y31
+	VADDPS        Y30, Y2, Y2
+	VADDPS        Y31, Y5, Y5
+	VADDPS        Y5, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X30
+	VADDPS        X30, X2, X2
+	VPERMILPS     $0x4e, X2, X30
+	VADDPS        X30, X2, X2
+	VPERMILPS     $0xb1, X2, X30
+	VADDSS        X30, X2, X2
+	VMOVSS        X2, 8(AX)
+	ADDQ          BX, AX
+	VZEROUPPER
+	RET
+
+// func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·gemmFR1C4(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), SI
+	MOVQ   x+16(FP), DI
+	MOVQ   xstride+24(FP), AX
+	LEAQ   (DI)(AX*1), R10
+	LEAQ   (R10)(AX*1), R11
+	LEAQ   (R11)(AX*1), R12
+	MOVQ   n32+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+gemmFR1C4_step:
+	VMOVUPS       (SI), Z24
+	VMOVUPS       (DI), Z28
+	VFMADD231PS   Z28, Z24, Z0
+	VMOVUPS       (R10), Z29
+	VFMADD231PS   Z29, Z24, Z1
+	VMOVUPS       (R11), Z28
+	VFMADD231PS   Z28, Z24, Z2
+	VMOVUPS       (R12), Z29
+	VFMADD231PS   Z29, Z24, Z3
+	VMOVUPS       64(SI), Z24
+	VMOVUPS       64(DI), Z28
+	VFMADD231PS   Z28, Z24, Z4
+	VMOVUPS       64(R10), Z29
+	VFMADD231PS   Z29, Z24, Z5
+	VMOVUPS       64(R11), Z28
+	VFMADD231PS   Z28, Z24, Z6
+	VMOVUPS       64(R12), Z29
+	VFMADD231PS   Z29, Z24, Z7
+	ADDQ          $0x00000080, SI
+	ADDQ          $0x00000080, DI
+	ADDQ          $0x00000080, R10
+	ADDQ          $0x00000080, R11
+	ADDQ          $0x00000080, R12
+	DECQ          CX
+	JNZ           gemmFR1C4_step
+	MOVQ          out+40(FP), AX
+	MOVQ          ostride+48(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF64X4 $0x01, Z0, Y30
+	VEXTRACTF64X4 $0x01, Z4, Y31
+	VADDPS        Y30, Y0, Y0
+	VADDPS        Y31, Y4, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X30
+	VADDPS        X30, X0, X0
+	VPERMILPS     $0x4e, X0, X30
+	VADDPS        X30, X0, X0
+	VPERMILPS     $0xb1, X0, X30
+	VADDSS        X30, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          BX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y30
+	VEXTRACTF64X4 $0x01, Z5, Y31
+	VADDPS        Y30, Y1, Y1
+	VADDPS        Y31, Y5, Y5
+	VADDPS        Y5, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X30
+	VADDPS        X30, X1, X1
+	VPERMILPS     $0x4e, X1, X30
+	VADDPS        X30, X1, X1
+	VPERMILPS     $0xb1, X1, X30
+	VADDSS        X30, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          BX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y30
+	VEXTRACTF64X4 $0x01, Z6, Y31
+	VADDPS        Y30, Y2, Y2
+	VADDPS        Y31, Y6, Y6
+	VADDPS        Y6, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X30
+	VADDPS        X30, X2, X2
+	VPERMILPS     $0x4e, X2, X30
+	VADDPS        X30, X2, X2
+	VPERMILPS     $0xb1, X2, X30
+	VADDSS        X30, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          BX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y30
+	VEXTRACTF64X4 $0x01, Z7, Y31
+	VADDPS        Y30, Y3, Y3
+	VADDPS        Y31, Y7, Y7
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X30
+	VADDPS        X30, X3, X3
+	VPERMILPS     $0x4e, X3, X30
+	VADDPS        X30, X3, X3
+	VPERMILPS     $0xb1, X3, X30
+	VADDSS        X30, X3, X3
+	VMOVSS        X3, (AX)
+	ADDQ          BX, AX
+	VZEROUPPER
+	RET
+
+// func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·gemmFR1C1(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), SI
+	MOVQ   x+16(FP), DI
+	MOVQ   n32+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+gemmFR1C1_step:
+	VMOVUPS       (SI), Z24
+	VMOVUPS       (DI), Z28
+	VFMADD231PS   Z28, Z24, Z0
+	VMOVUPS       64(SI), Z24
+	VMOVUPS       64(DI), Z29
+	VFMADD231PS   Z29, Z24, Z1
+	ADDQ          $0x00000080, SI
+	ADDQ          $0x00000080, DI
+	DECQ          CX
+	JNZ           gemmFR1C1_step
+	MOVQ          out+40(FP), AX
+	MOVQ          ostride+48(FP), BX
+	SHLQ          $0x02, BX
+	VEXTRACTF64X4 $0x01, Z0, Y30
+	VEXTRACTF64X4 $0x01, Z1, Y31
+	VADDPS        Y30, Y0, Y0
+	VADDPS        Y31, Y1, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X30
+	VADDPS        X30, X0, X0
+	VPERMILPS     $0x4e, X0, X30
+	VADDPS        X30, X0, X0
+	VPERMILPS     $0xb1, X0, X30
+	VADDSS        X30, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          BX, AX
 	VZEROUPPER
 	RET
 

@@ -7,11 +7,17 @@ package cpu
 // gemmQ8_0R4P4 multiplies 4 Q8_0 weight rows with 4 token pairs (see gemm32Tile).
 func gemmQ8_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
+// gemmQ8_0R4P2 multiplies 4 Q8_0 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ8_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
 // gemmQ8_0R4P1 multiplies 4 Q8_0 weight rows with 1 token pairs (see gemm32Tile).
 func gemmQ8_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ8_0R1P4 multiplies 1 Q8_0 weight rows with 4 token pairs (see gemm32Tile).
 func gemmQ8_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ8_0R1P2 multiplies 1 Q8_0 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ8_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ8_0R1P1 multiplies 1 Q8_0 weight rows with 1 token pairs (see gemm32Tile).
 func gemmQ8_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
@@ -19,11 +25,17 @@ func gemmQ8_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float
 // gemmQ4_0R4P4 multiplies 4 Q4_0 weight rows with 4 token pairs (see gemm32Tile).
 func gemmQ4_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
+// gemmQ4_0R4P2 multiplies 4 Q4_0 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ4_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
 // gemmQ4_0R4P1 multiplies 4 Q4_0 weight rows with 1 token pairs (see gemm32Tile).
 func gemmQ4_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ4_0R1P4 multiplies 1 Q4_0 weight rows with 4 token pairs (see gemm32Tile).
 func gemmQ4_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_0R1P2 multiplies 1 Q4_0 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ4_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ4_0R1P1 multiplies 1 Q4_0 weight rows with 1 token pairs (see gemm32Tile).
 func gemmQ4_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
@@ -31,11 +43,17 @@ func gemmQ4_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float
 // gemmQ5_0R4P4 multiplies 4 Q5_0 weight rows with 4 token pairs (see gemm32Tile).
 func gemmQ5_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
+// gemmQ5_0R4P2 multiplies 4 Q5_0 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ5_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
 // gemmQ5_0R4P1 multiplies 4 Q5_0 weight rows with 1 token pairs (see gemm32Tile).
 func gemmQ5_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ5_0R1P4 multiplies 1 Q5_0 weight rows with 4 token pairs (see gemm32Tile).
 func gemmQ5_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R1P2 multiplies 1 Q5_0 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ5_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ5_0R1P1 multiplies 1 Q5_0 weight rows with 1 token pairs (see gemm32Tile).
 func gemmQ5_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
@@ -43,11 +61,17 @@ func gemmQ5_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float
 // gemmIQ4_NLR4P4 multiplies 4 IQ4_NL weight rows with 4 token pairs (see gemm32Tile).
 func gemmIQ4_NLR4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
+// gemmIQ4_NLR4P2 multiplies 4 IQ4_NL weight rows with 2 token pairs (see gemm32Tile).
+func gemmIQ4_NLR4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
 // gemmIQ4_NLR4P1 multiplies 4 IQ4_NL weight rows with 1 token pairs (see gemm32Tile).
 func gemmIQ4_NLR4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmIQ4_NLR1P4 multiplies 1 IQ4_NL weight rows with 4 token pairs (see gemm32Tile).
 func gemmIQ4_NLR1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR1P2 multiplies 1 IQ4_NL weight rows with 2 token pairs (see gemm32Tile).
+func gemmIQ4_NLR1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmIQ4_NLR1P1 multiplies 1 IQ4_NL weight rows with 1 token pairs (see gemm32Tile).
 func gemmIQ4_NLR1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
@@ -75,6 +99,18 @@ func gemmKOffR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride 
 
 // gemmKOffR1P1 multiplies 1 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
 func gemmKOffR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmFR3C4 multiplies 3 float32 weight rows with 4 activation rows (see gemmFTile).
+func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+
+// gemmFR3C1 multiplies 3 float32 weight rows with 1 activation rows (see gemmFTile).
+func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+
+// gemmFR1C4 multiplies 1 float32 weight rows with 4 activation rows (see gemmFTile).
+func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+
+// gemmFR1C1 multiplies 1 float32 weight rows with 1 activation rows (see gemmFTile).
+func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
 
 // quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)

@@ -56,6 +56,9 @@ type rowKernel struct {
 type gemmKernel struct {
 	// minTokens is the batch size from which MatMul takes this path.
 	minTokens int
+	// cols, when not nil, reports whether rows of cols elements can take
+	// this path.
+	cols func(cols int) bool
 	// xBytes is the size of n converted activation rows of cols values.
 	xBytes func(cols, n int) int
 	// wBytes is the size of the per-call weight scratch for rows rows.

@@ -61,7 +61,7 @@ func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
 	wrb := w.rowBytes()
 	j := &b.mm
 	*j = mmJob{out: out, w: w.Data, rows: w.Rows, cols: w.Cols, wrb: wrb, n: n, k: k}
-	if g := k.gemm; g != nil && n >= g.minTokens {
+	if g := k.gemm; g != nil && n >= g.minTokens && (g.cols == nil || g.cols(w.Cols)) {
 		b.gemm(g, x)
 		*j = mmJob{}
 		return

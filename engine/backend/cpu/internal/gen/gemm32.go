@@ -126,13 +126,13 @@ var blocks32 = []block32{
 }
 
 // gemm32 generates gemm<type>R<r>P<p> for every type and the tile shapes
-// the driver uses (gemm512_amd64.go): 4 rows by 4 pairs, and 1 row or 1
-// pair for the edges.
+// the driver uses (gemm32_amd64.go): 4 rows by 4 pairs (2 pairs for long
+// rows), and 1 row or 1 pair for the edges.
 func gemm32() {
 	dataConsts()
 	for _, b := range blocks32 {
 		for _, r := range []int{4, 1} {
-			for _, p := range []int{4, 1} {
+			for _, p := range []int{4, 2, 1} {
 				gemm32Tile(b, r, p)
 			}
 		}

@@ -19,6 +19,7 @@ func main() {
 	Constraint(buildtags.Term("amd64"))
 	gemm32()
 	gemmK()
+	gemmF()
 	q8p()
 	Generate()
 }
