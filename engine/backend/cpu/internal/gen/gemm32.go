@@ -10,7 +10,9 @@ import (
 )
 
 // Prefill kernels for the 32-element block types whose weights become
-// unsigned bytes u = w + K (Q8_0: K = 128, Q4_0: 8, Q5_0: 16, IQ4_NL: 128):
+// unsigned bytes u = w + K (Q8_0: K = 128, Q4_0: 8; Q5_0 with K = 16 and
+// IQ4_NL with K = 128 through a level table would fit the same tiles once
+// they have decode kernels of the same arithmetic):
 // a register tile of R weight rows times P pairs of activation rows, over
 // activations in the q8p layout (q8p_amd64.go), with AVX-512 BW and VNNI.
 //
@@ -35,7 +37,7 @@ type block32 struct {
 	bytes int // bytes per block
 	// unpack sets w to the block's 32 unsigned weights at m (the block's
 	// start), in element order, in both 256-bit halves. It may use the
-	// constant registers that consts set up and AX, BX, K1.
+	// constant registers that consts set up and AX.
 	unpack func(m Mem, w reg.VecPhysical)
 	consts func()
 }
@@ -44,7 +46,6 @@ type block32 struct {
 var (
 	cMask   = reg.Z30 // 0x80 bytes (Q8_0) or 0x0F bytes (nibbles)
 	cShifts = reg.Z31 // word shift counts 0 and 4 in alternate 128-bit lanes
-	cExtra  = reg.Z29 // IQ4_NL: its levels + 128; Q5_0: 0x10 bytes
 )
 
 func broadcastByte(b byte, z reg.VecPhysical) {
@@ -73,19 +74,7 @@ func dataConsts() {
 	for i := 0; i < 8; i++ {
 		DATA(8*i, U64(uint64(i%4/2)*0x0004000400040004))
 	}
-	// IQ4_NL's levels plus 128, for VPSHUFB, in every 128-bit lane.
-	iq4Table = GLOBL("iq4nlu", RODATA|NOPTR)
-	levels := []int{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
-	for i := 0; i < 8; i++ {
-		var v uint64
-		for j := 0; j < 8; j++ {
-			v |= uint64(uint8(levels[(8*i+j)%16]+128)) << (8 * j)
-		}
-		DATA(8*i, U64(v))
-	}
 }
-
-var iq4Table Mem
 
 var blocks32 = []block32{
 	{
@@ -100,28 +89,6 @@ var blocks32 = []block32{
 		name: "Q4_0", bytes: 18,
 		unpack: func(m Mem, w reg.VecPhysical) { nibbles(m.Offset(2), w) },
 		consts: nibbleConsts,
-	},
-	{
-		name: "Q5_0", bytes: 22,
-		unpack: func(m Mem, w reg.VecPhysical) {
-			nibbles(m.Offset(6), w)
-			// The fifth bits, one per element, in both halves: +16 where set.
-			MOVL(m.Offset(2), EAX)
-			MOVQ(RAX, RBX)
-			SHLQ(U8(32), RBX)
-			ORQ(RAX, RBX)
-			KMOVQ(RBX, reg.K1)
-			VPADDB(cExtra, w, reg.K1, w)
-		},
-		consts: func() { nibbleConsts(); broadcastByte(0x10, cExtra) },
-	},
-	{
-		name: "IQ4_NL", bytes: 18,
-		unpack: func(m Mem, w reg.VecPhysical) {
-			nibbles(m.Offset(2), w)
-			VPSHUFB(w, cExtra, w)
-		},
-		consts: func() { nibbleConsts(); VMOVDQU64(iq4Table, cExtra) },
 	},
 }
 
