@@ -1,52 +1,95 @@
 #!/usr/bin/env bash
-# bench-peer.sh: rill's engine next to llama.cpp (node-llama-cpp 3.21.1) on
-# the same GGUF files, in the same run, with the same thread count, and the
-# ratios. Decode is llama-bench's tg128, prefill its pp64.
+# bench-peer.sh: rill's engine next to llama.cpp's llama-bench on the same
+# GGUF files, in the same run, at the same thread count, and the ratios.
 #
-#   scripts/bench-peer.sh [--threads N] [--reps N] MODEL.gguf...
+#   scripts/bench-peer.sh [--threads N] [--reps N] [--pp N] [--tg N] [--depth N]
+#                         [--types "F16 Q8_0 ..."] [--models DIR]
 #
-# Without MODEL arguments it uses ../shared/models/stories260K.gguf and writes
-# the 245M benchmark model (Q8_0) to a temporary folder.
+# It writes the 245M benchmark model as F16 (scripts/testmodel), quantises it
+# with llama-quantize to each type (DIR keeps the files between runs; default
+# a temporary folder), then for each type runs llama-bench (flash attention
+# on, F16 KV cache, as rill computes attention) and scripts/rillbench:
+# prompt processing of --pp tokens, generation of --tg tokens, and
+# generation of 32 tokens after --depth tokens. It also measures the
+# machine's read bandwidth and prints, for decode, the share of the
+# bandwidth bound (weight bytes x tokens/s over bandwidth).
 #
-# Needs node-llama-cpp installed in scripts/peer (see scripts/peer/README.md).
-# node-llama-cpp's prebuilt binary has no OpenMP: with 2 threads it spends
-# most of its time in a thread barrier, so compare at --threads 1 (default).
+# llama-bench and llama-quantize come from scripts/peer/build-llama.sh
+# (llama.cpp from node-llama-cpp's bundled source, OpenMP, native CPU), in
+# $LLAMA_BUILD_DIR/bin (default /work/llama-build/bin). The machine is
+# shared: run it when `uptime` shows little load, and read the ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=1
-reps=3
-models=()
+threads=2 reps=3 pp=494 tg=128 depth=2048
+types="F16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
+models=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
-    *) models+=("$1"); shift ;;
+    --pp) pp=$2; shift 2 ;;
+    --tg) tg=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
+    --types) types=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
   esac
+done
+bin=${LLAMA_BUILD_DIR:-/work/llama-build}/bin
+for tool in llama-bench llama-quantize; do
+  if [ ! -x "$bin/$tool" ]; then
+    echo "$bin/$tool is missing: run scripts/peer/build-llama.sh (about 25 minutes)" >&2
+    exit 1
+  fi
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ ${#models[@]} -eq 0 ]; then
-  [ -f ../shared/models/stories260K.gguf ] && models+=(../shared/models/stories260K.gguf)
-  go run ./scripts/testmodel -model bench -type Q8_0 -out "$tmp/rill-bench-245m-Q8_0.gguf"
-  models+=("$tmp/rill-bench-245m-Q8_0.gguf")
-fi
-if [ ! -d scripts/peer/node_modules/node-llama-cpp ] && [ -z "${PEER_DIR:-}" ]; then
-  echo "node-llama-cpp is not installed: cd scripts/peer && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm ci --ignore-scripts" >&2
-  exit 1
-fi
+[ -n "$models" ] || models=$tmp/models
+mkdir -p "$models"
+go build -o "$tmp/rillbench" ./scripts/rillbench
 
-printf '%-26s %-8s %12s %12s %8s\n' model test rill_tok_s llama_tok_s ratio
-for m in "${models[@]}"; do
-  name=$(basename "$m" .gguf)
-  abs=$(cd "$(dirname "$m")" && pwd)/$(basename "$m")
-  RILL_BENCH_GGUF="$abs" GOMAXPROCS="$threads" go test -run '^$' -bench "(Decode|Prefill)/${name}\$" \
-    -benchtime 3x -count "$reps" ./engine/model/ > "$tmp/rill.txt"
-  node scripts/peer/bench.mjs --threads "$threads" --reps "$reps" --parallel 0 "$abs" > "$tmp/peer.json"
-  for test in Decode Prefill; do
-    r=$(awk -v t="Benchmark$test/$name" '$1 ~ "^"t"(-[0-9]+)?$" { for (i=1;i<=NF;i++) if ($(i+1)=="tokens/s") { s+=$i; n++ } } END { if (n) printf "%.1f", s/n }' "$tmp/rill.txt")
-    key=tg128; [ "$test" = Prefill ] && key=pp64
-    p=$(python3 -c "import json; d=json.load(open('$tmp/peer.json')); print(next('%.1f' % r['avg_ts'] for r in d['results'] if r['test'] == '$key'))" 2>/dev/null || echo "")
-    ratio=$(python3 -c "print('%.2f' % ($r/$p))" 2>/dev/null || echo "?")
-    printf '%-26s %-8s %12s %12s %8s\n' "$name" "$key" "$r" "$p" "$ratio"
-  done
+f16=$models/rill-bench-245m-F16.gguf
+[ -f "$f16" ] || go run ./scripts/testmodel -model bench -type F16 -out "$f16"
+
+# json FILE KEY N_PROMPT N_GEN N_DEPTH: avg_ts of the matching record
+# (llama-bench's -o json array, or rillbench's JSON lines).
+json() {
+  python3 - "$@" <<'EOF'
+import json, sys
+path, key, p, n, d = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+text = open(path).read().strip()
+recs = json.loads(text) if text.startswith('[') else [json.loads(l) for l in text.splitlines() if l.startswith('{')]
+for r in recs:
+    if 'n_prompt' in r:
+        ok = r['n_prompt'] == p and r['n_gen'] == n and r['n_depth'] == d
+    else:
+        ok = r['test'] == (f'pp{p}' if p else f'tg{n}') and r['n_depth'] == d
+    if ok:
+        print('%.1f' % r[key]); break
+else:
+    print('')
+EOF
+}
+ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if a and b else '?')" "$1" "$2"; }
+
+bw=$("$tmp/rillbench" -bandwidth -t "$threads" | python3 -c "import json,sys; print(json.load(sys.stdin)['gb_s'])")
+echo "# $(date -u +%FT%TZ) threads=$threads reps=$reps load: $(cut -d' ' -f1-3 /proc/loadavg) read bandwidth: $bw GB/s"
+echo "# llama.cpp: $(cat "$bin/COMMIT" 2>/dev/null || echo unknown) (llama-bench -fa 1, OpenMP); rill: $(git rev-parse --short HEAD)"
+printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' type MiB "pp$pp" llama ratio "tg$tg" llama ratio bw% "tg32@$depth" llama ratio
+for t in $types; do
+  m=$models/rill-bench-245m-$t.gguf
+  if [ "$t" != F16 ] && [ ! -f "$m" ]; then
+    "$bin/llama-quantize" "$f16" "$m" "$t" > "$tmp/quantize.log" 2>&1 || { cat "$tmp/quantize.log" >&2; exit 1; }
+  fi
+  "$bin/llama-bench" -m "$m" -t "$threads" -r "$reps" -fa 1 -p "$pp" -n "$tg" -o json > "$tmp/l1.json" 2> "$tmp/l.err"
+  "$bin/llama-bench" -m "$m" -t "$threads" -r "$reps" -fa 1 -p 0 -n 32 -d "$depth" -o json > "$tmp/l2.json" 2>> "$tmp/l.err"
+  "$tmp/rillbench" -model "$m" -t "$threads" -r "$reps" -p "$pp" -n "$tg" > "$tmp/r1.json"
+  "$tmp/rillbench" -model "$m" -t "$threads" -r "$reps" -p 0 -n 32 -d "$depth" > "$tmp/r2.json"
+  rp=$(json "$tmp/r1.json" avg_ts "$pp" 0 0); lp=$(json "$tmp/l1.json" avg_ts "$pp" 0 0)
+  rt=$(json "$tmp/r1.json" avg_ts 0 "$tg" 0); lt=$(json "$tmp/l1.json" avg_ts 0 "$tg" 0)
+  rd=$(json "$tmp/r2.json" avg_ts 0 32 "$depth"); ld=$(json "$tmp/l2.json" avg_ts 0 32 "$depth")
+  mib=$(( $(stat -c %s "$m") / 1048576 ))
+  share=$(python3 -c "import sys; print('%.0f' % (100*$mib*1.048576e-3*float('${rt:-0}')/float('$bw')))")
+  printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' "$t" "$mib" \
+    "$rp" "$lp" "$(ratio "$rp" "$lp")" "$rt" "$lt" "$(ratio "$rt" "$lt")" "$share" "$rd" "$ld" "$(ratio "$rd" "$ld")"
 done

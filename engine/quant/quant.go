@@ -4,15 +4,18 @@ import "fmt"
 
 // VecDotType is the format activations are converted to before a dot product
 // with weights of type t, as llama.cpp's CPU backend does: F32->F32,
-// F16->F16, BF16->BF16, Q8_0->Q8_0, Q4_0->Q8_0, Q4_K->Q8_K, Q6_K->Q8_K.
+// F16->F16, BF16->BF16, Q8_0, Q4_0, Q5_0 and IQ4_NL->Q8_0, Q4_1 and
+// Q5_1->Q8_1, the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS->Q8_K.
 // ok is false for every other type.
 func VecDotType(t Type) (Type, bool) {
 	switch t {
 	case F32, F16, BF16, Q8_0:
 		return t, true
-	case Q4_0:
+	case Q4_0, Q5_0, IQ4_NL:
 		return Q8_0, true
-	case Q4_K, Q6_K:
+	case Q4_1, Q5_1:
+		return Q8_1, true
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 		return Q8_K, true
 	}
 	return 0, false
@@ -20,9 +23,9 @@ func VecDotType(t Type) (Type, bool) {
 
 // Quantize writes the len(src) values of src into dst in format t.
 // len(src) must be a whole number of t's blocks and len(dst) must equal
-// t.RowBytes(len(src)). Supported: F32, F16, BF16, Q8_0, Q4_0, Q8_K, Q4_K,
-// Q6_K. Q8_0, Q4_0 and Q8_K follow ggml's reference quantizers bit for bit
-// (for finite input). llama.cpp's x86 AVX2 build quantises Q8_0 activations
+// t.RowBytes(len(src)). Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_1, Q8_K, Q4_K, Q6_K. Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and Q8_K
+// follow ggml's reference quantizers bit for bit (for finite input). llama.cpp's x86 AVX2 build quantises Q8_0 activations
 // with a variant (multiplier 127/amax, ties to even) that can differ from
 // the reference by one step for values at or near a tie. Q4_K and Q6_K use this package's
 // own simpler scheme, documented at quantizeQ4_K and quantizeQ6_K, not
@@ -30,6 +33,9 @@ func VecDotType(t Type) (Type, bool) {
 // unspecified bytes, never a panic. It allocates nothing and is safe for
 // concurrent use on distinct dst.
 func Quantize(t Type, dst []byte, src []float32) error {
+	if !canQuantize(t) {
+		return fmt.Errorf("quantize: unsupported tensor type %s", t)
+	}
 	if err := checkRow(t, dst, len(src)); err != nil {
 		return fmt.Errorf("quantize: %w", err)
 	}
@@ -44,6 +50,14 @@ func Quantize(t Type, dst []byte, src []float32) error {
 		quantizeQ8_0(dst, src)
 	case Q4_0:
 		quantizeQ4_0(dst, src)
+	case Q4_1:
+		quantizeQ4_1(dst, src)
+	case Q5_0:
+		quantizeQ5_0(dst, src)
+	case Q5_1:
+		quantizeQ5_1(dst, src)
+	case Q8_1:
+		quantizeQ8_1(dst, src)
 	case Q8_K:
 		quantizeQ8_K(dst, src)
 	case Q4_K:
@@ -55,7 +69,8 @@ func Quantize(t Type, dst []byte, src []float32) error {
 }
 
 // Dequantize writes the len(dst) values stored in src in format t into dst.
-// len(src) must equal t.RowBytes(len(dst)). Supported: the types of Quantize.
+// len(src) must equal t.RowBytes(len(dst)). Supported: the types of
+// Quantize, and Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS.
 // It allocates nothing and is safe for concurrent use on distinct dst.
 func Dequantize(t Type, dst []float32, src []byte) error {
 	if err := checkRow(t, src, len(dst)); err != nil {
@@ -72,21 +87,49 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 		dequantizeQ8_0(dst, src)
 	case Q4_0:
 		dequantizeQ4_0(dst, src)
+	case Q4_1:
+		dequantizeQ4_1(dst, src)
+	case Q5_0:
+		dequantizeQ5_0(dst, src)
+	case Q5_1:
+		dequantizeQ5_1(dst, src)
+	case Q8_1:
+		dequantizeQ8_1(dst, src)
+	case IQ4_NL:
+		dequantizeIQ4_NL(dst, src)
 	case Q8_K:
 		dequantizeQ8_K(dst, src)
+	case Q2_K:
+		dequantizeQ2_K(dst, src)
+	case Q3_K:
+		dequantizeQ3_K(dst, src)
 	case Q4_K:
 		dequantizeQ4_K(dst, src)
+	case Q5_K:
+		dequantizeQ5_K(dst, src)
 	case Q6_K:
 		dequantizeQ6_K(dst, src)
+	case IQ4_XS:
+		dequantizeIQ4_XS(dst, src)
 	}
 	return nil
 }
 
-// checkRow reports whether t is supported by Quantize and Dequantize and
-// whether b holds exactly n elements of it.
+// canQuantize reports whether Quantize writes type t.
+func canQuantize(t Type) bool {
+	switch t {
+	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, Q8_K, Q4_K, Q6_K:
+		return true
+	}
+	return false
+}
+
+// checkRow reports whether t is supported by Dequantize and whether b holds
+// exactly n elements of it.
 func checkRow(t Type, b []byte, n int) error {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_0, Q8_K, Q4_K, Q6_K:
+	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, IQ4_NL,
+		Q8_K, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
 	default:
 		return fmt.Errorf("unsupported tensor type %s", t)
 	}
@@ -133,8 +176,24 @@ func VecDot(t Type, n int, w, x []byte) (float32, error) {
 		return DotQ8_0(n, w, x), nil
 	case Q4_0:
 		return DotQ4_0(n, w, x), nil
+	case Q4_1:
+		return DotQ4_1(n, w, x), nil
+	case Q5_0:
+		return DotQ5_0(n, w, x), nil
+	case Q5_1:
+		return DotQ5_1(n, w, x), nil
+	case IQ4_NL:
+		return DotIQ4_NL(n, w, x), nil
+	case Q2_K:
+		return DotQ2_K(n, w, x), nil
+	case Q3_K:
+		return DotQ3_K(n, w, x), nil
 	case Q4_K:
 		return DotQ4_K(n, w, x), nil
+	case Q5_K:
+		return DotQ5_K(n, w, x), nil
+	case IQ4_XS:
+		return DotIQ4_XS(n, w, x), nil
 	default: // Q6_K, the last type VecDotType accepts
 		return DotQ6_K(n, w, x), nil
 	}

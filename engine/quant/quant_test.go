@@ -67,6 +67,27 @@ var (
 		[]byte{0x01, 0x02, 0x03, 0x84, 0x00, 0x02, 0xc4, 0x06, 0x85, 0xa6, 0x27, 0xe8},
 		rep(nib16, 8))
 
+	// Q4_1: d = 2, m = -1, nibbles nib16.
+	q41Block = cat([]byte{0x00, 0x40, 0x00, 0xbc}, nib16)
+	// Q5_0: d = 1, fifth bits set for elements 16-31, nibbles nib16.
+	q50Block = cat([]byte{0x00, 0x3c, 0x00, 0x00, 0xff, 0xff}, nib16)
+	// Q5_1: d = 0.5, m = 1, fifth bits set for elements 0-15, nibbles nib16.
+	q51Block = cat([]byte{0x00, 0x38, 0x00, 0x3c, 0xff, 0xff, 0x00, 0x00}, nib16)
+	// IQ4_NL: d = 0.5, nibbles nib16.
+	iq4NLBlock = cat([]byte{0x00, 0x38}, nib16)
+	// Q2_K: scales[s] = s | 1<<4 (sc = s, m = 1), every byte of qs 0xe4
+	// (quarter p holds q = p), d = 1, dmin = 0.5.
+	q2KBlock = cat([]byte{0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f},
+		rep([]byte{0xe4}, 64), []byte{0x00, 0x3c, 0x00, 0x38})
+	// Q3_K: hmask 0x0f (high bit set in the first half only), qs 0xe4, every
+	// scale 33 (low nibbles 1, top bits 2), d = 2.
+	q3KBlock = cat(rep([]byte{0x0f}, 32), rep([]byte{0xe4}, 64), rep([]byte{0x11}, 8), rep([]byte{0xaa}, 4),
+		[]byte{0x00, 0x40})
+	// Q5_K: Q4_K's block with a fifth bit for sub-blocks 0, 2, 4, 6 (qh 0x55).
+	q5KBlock = cat(q4KBlock[:16], rep([]byte{0x55}, 32), q4KBlock[16:])
+	// IQ4_XS: d = 0.5, scales 33 for even and 34 for odd sub-blocks, nibbles nib16.
+	iq4XSBlock = cat([]byte{0x00, 0x38, 0xaa, 0xaa}, rep([]byte{0x21}, 4), rep(nib16, 8))
+
 	// Q6_K: ql nib16, qh 0xe4 (high bits 0, 1, 2, 3 for the four quarters),
 	// scales 1..15 and -16, d = 0.5.
 	q6KBlock = cat(rep(nib16, 8), rep([]byte{0xe4}, 64),
@@ -103,6 +124,26 @@ func TestDequantizeHandWorked(t *testing.T) {
 			14, 12, 10, 8, 6, 4, 2, 0, -2, -4, -6, -8, -10, -12, -14, -16,
 			8, 7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7,
 			-7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+		}},
+		{name: "Q4_1", t: Q4_1, data: q41Block, n: 32, spots: []spot{{0, -1}, {5, 9}, {16, 29}, {31, -1}}},
+		{name: "Q5_0", t: Q5_0, data: q50Block, n: 32, spots: []spot{{0, -16}, {3, -13}, {16, 15}, {31, 0}}},
+		{name: "Q5_1", t: Q5_1, data: q51Block, n: 32, spots: []spot{{0, 9}, {15, 16.5}, {16, 8.5}, {31, 1}}},
+		{name: "IQ4_NL", t: IQ4_NL, data: iq4NLBlock, n: 32, spots: []spot{{0, -63.5}, {8, 0.5}, {16, 56.5}, {31, -63.5}}},
+		{name: "Q2_K", t: Q2_K, data: q2KBlock, n: 256, spots: []spot{
+			// element 128h+32p+l: sc = element/16, q = p -> sc*q - 0.5
+			{0, -0.5}, {40, 1.5}, {100, 17.5}, {200, 23.5}, {255, 44.5},
+		}},
+		{name: "Q3_K", t: Q3_K, data: q3KBlock, n: 256, spots: []spot{
+			// 2*1*(p - 4 in the second half)
+			{0, 0}, {40, 2}, {127, 6}, {128, -8}, {200, -4}, {255, -2},
+		}},
+		{name: "Q5_K", t: Q5_K, data: q5KBlock, n: 256, spots: []spot{
+			// Q4_K's values, plus 16*sc[s] in sub-blocks 0, 2, 4, 6
+			{0, 16}, {5, 21}, {33, 27}, {100, 41}, {130, 86}, {255, -7},
+		}},
+		{name: "IQ4_XS", t: IQ4_XS, data: iq4XSBlock, n: 256, spots: []spot{
+			// 0.5*(1 + s%2)*IQ4NLValues[nibble]
+			{0, -63.5}, {40, 1}, {60, -65}, {255, -127},
 		}},
 		{name: "Q8_K", t: Q8_K, data: q8KBlock, n: 256, spots: []spot{
 			{0, -4}, {8, 0}, {17, -3.5}, {100, -2}, {255, 3.5},
@@ -234,7 +275,9 @@ func TestVecDotType(t *testing.T) {
 	}{
 		{F32, F32, true}, {F16, F16, true}, {BF16, BF16, true}, {Q8_0, Q8_0, true},
 		{Q4_0, Q8_0, true}, {Q4_K, Q8_K, true}, {Q6_K, Q8_K, true},
-		{Q8_K, 0, false}, {Q5_0, 0, false}, {Q4_1, 0, false}, {Type(999), 0, false},
+		{Q4_1, Q8_1, true}, {Q5_0, Q8_0, true}, {Q5_1, Q8_1, true}, {IQ4_NL, Q8_0, true},
+		{Q2_K, Q8_K, true}, {Q3_K, Q8_K, true}, {Q5_K, Q8_K, true}, {IQ4_XS, Q8_K, true},
+		{Q8_K, 0, false}, {Q8_1, 0, false}, {IQ2_XXS, 0, false}, {Type(999), 0, false},
 	}
 	for _, tt := range tests {
 		got, ok := VecDotType(tt.w)
@@ -251,7 +294,7 @@ func TestBadInput(t *testing.T) {
 		call    func() error
 		wantErr string
 	}{
-		{"quantize unsupported", func() error { return Quantize(Q5_0, make([]byte, 22), make([]float32, 32)) }, "unsupported"},
+		{"quantize unsupported", func() error { return Quantize(Q5_K, make([]byte, 176), make([]float32, 256)) }, "unsupported"},
 		{"quantize unknown", func() error { return Quantize(Type(77), nil, nil) }, "unsupported"},
 		{"quantize partial block", func() error { return Quantize(Q8_0, make([]byte, 34), make([]float32, 31)) }, "multiple"},
 		{"quantize short dst", func() error { return Quantize(Q4_K, make([]byte, 143), make([]float32, 256)) }, "bytes"},

@@ -190,7 +190,10 @@ func TestDotMatchesDequantized(t *testing.T) {
 	const n = 1024
 	for seed, set := range testSets(n, 3) {
 		xs := testSets(n, uint64(seed)+10)[0].x
-		for _, wt := range weightTypes {
+		// Q4_1 and Q5_1 are left out: their dots use Q8_1's s = d*sum(q) rounded to
+		// f16, as ggml does, which this bound does not cover (TestGGMLReference
+		// checks them bit for bit against ggml).
+		for _, wt := range append(weightTypes, Q5_0) {
 			xt, _ := VecDotType(wt)
 			wb, xb := quantizeRow(t, wt, set.x), quantizeRow(t, xt, xs)
 			wd, xd := dequantizeRow(t, wt, wb, n), dequantizeRow(t, xt, xb, n)

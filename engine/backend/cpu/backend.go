@@ -38,11 +38,14 @@ type Backend struct {
 	// MatMul state: scratch for converted activations and the job in flight,
 	// read by the workers through mmFn/convFn, which are bound once in New so
 	// that dispatching them allocates nothing.
-	scratch []byte
-	mm      mmJob
-	mmFn    func(lo, hi int)
-	convFn  func(lo, hi int)
-	kern    *kernelSet
+	scratch  []byte
+	wscratch []byte // per-call weight scratch of the prefill kernels
+	mm       mmJob
+	mmFn     func(lo, hi int)
+	convFn   func(lo, hi int)
+	gemmFn   func(lo, hi int)
+	gconvFn  func(lo, hi int)
+	kern     *kernelSet
 
 	closeOnce sync.Once
 }
@@ -58,6 +61,8 @@ func New(opts Options) *Backend {
 	b := &Backend{kern: defaultKernels()}
 	b.mmFn = b.matmulRange
 	b.convFn = b.convertRange
+	b.gemmFn = b.gemmRange
+	b.gconvFn = b.gemmConvert
 	b.pool.start(threads)
 	return b
 }

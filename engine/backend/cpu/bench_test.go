@@ -196,3 +196,40 @@ func BenchmarkMatMulDRAM(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrefill multiplies the 245M benchmark model's feed-forward
+// matrices (2816x1024 and 1024x2816) with 494 activation rows, llama.cpp's
+// prompt-processing shape, on one thread: path=gemm is the prefill kernel,
+// path=rows the same kernel set without it (the batched row kernels), for
+// a same-run ratio. The MMAC/s metric is multiply-adds per second.
+func BenchmarkPrefill(b *testing.B) {
+	const n = 494
+	for _, ks := range simdSets() {
+		for _, typ := range weightTypes {
+			if ks.rows[typ].gemm == nil {
+				continue
+			}
+			rowsOnly := *ks
+			rowsOnly.rows[typ].gemm = nil
+			for _, shape := range [][2]int{{2816, 1024}, {1024, 2816}} {
+				w := benchMatrix(b, typ, shape[0], shape[1])
+				x := randFloats(newRand(b, 2), n*shape[1], 1)
+				out := make([]float32, n*shape[0])
+				for _, path := range []struct {
+					name string
+					ks   *kernelSet
+				}{{"gemm", ks}, {"rows", &rowsOnly}} {
+					b.Run(fmt.Sprintf("%s/%s/%dx%d/path=%s", ks.name, typ, shape[0], shape[1], path.name), func(b *testing.B) {
+						be := testBackend(b, 1, path.ks)
+						be.MatMul(out, w, x, n)
+						b.ResetTimer()
+						for b.Loop() {
+							be.MatMul(out, w, x, n)
+						}
+						b.ReportMetric(float64(n*shape[0]*shape[1])*float64(b.N)/b.Elapsed().Seconds()/1e6, "MMAC/s")
+					})
+				}
+			}
+		}
+	}
+}

@@ -67,8 +67,13 @@ func putF16(b []byte, off int, v float32) {
 // engine/quant.
 func randWeights(t testing.TB, r *rand.Rand, typ quant.Type, n int, raw bool) []byte {
 	t.Helper()
-	if !raw || typ == quant.F32 || typ == quant.F16 || typ == quant.BF16 {
+	switch typ {
+	case quant.F32, quant.F16, quant.BF16:
 		return quantize(t, typ, randFloats(r, n, 1))
+	case quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q6_K:
+		if !raw {
+			return quantize(t, typ, randFloats(r, n, 1))
+		}
 	}
 	rb, err := typ.RowBytes(n)
 	if err != nil {
@@ -82,11 +87,16 @@ func randWeights(t testing.TB, r *rand.Rand, typ quant.Type, n int, raw bool) []
 	for off := 0; off < len(b); off += bs {
 		d := float32(0.001 + 0.05*r.Float64())
 		switch typ {
-		case quant.Q8_0, quant.Q4_0:
+		case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS:
 			putF16(b, off, d)
-		case quant.Q4_K:
+		case quant.Q4_1, quant.Q5_1, quant.Q4_K, quant.Q5_K:
 			putF16(b, off, d)
 			putF16(b, off+2, float32(0.001+0.05*r.Float64()))
+		case quant.Q2_K:
+			putF16(b, off+80, d)
+			putF16(b, off+82, float32(0.001+0.05*r.Float64()))
+		case quant.Q3_K:
+			putF16(b, off+108, d)
 		case quant.Q6_K:
 			putF16(b, off+208, d)
 		}
@@ -95,22 +105,35 @@ func randWeights(t testing.TB, r *rand.Rand, typ quant.Type, n int, raw bool) []
 }
 
 // magnitudeRow returns, per element, a bound on the magnitude of what a dot
-// kernel adds up for that weight: |w| for most types; for Q4_K, whose values
-// are d*sc*q - dmin*m, the sum d*sc*q + dmin*m, got by dequantising the
-// block with dmin negated (both parts are then non-negative), so that
-// tolerances account for cancellation between the two parts.
+// kernel adds up for that weight: |w| for most types; for the types with a
+// block offset (Q4_1 and Q5_1: d*q + m; Q2_K, Q4_K, Q5_K: d*sc*q - dmin*m)
+// the sum of the magnitudes of the two parts, got by dequantising the block
+// with the signs of the scale and the offset set so that both parts are
+// non-negative, so that tolerances account for cancellation between them.
 func magnitudeRow(t testing.TB, typ quant.Type, w []byte, n int) []float32 {
 	t.Helper()
-	if typ != quant.Q4_K {
-		v := dequantize(t, typ, w, n)
-		for i := range v {
-			v[i] = float32(math.Abs(float64(v[i])))
-		}
-		return v
+	// Byte offsets of the high bytes of the fp16 scale and offset fields, and
+	// whether the offset is subtracted.
+	var dHi, mHi int
+	var sub bool
+	switch typ {
+	case quant.Q4_1, quant.Q5_1:
+		dHi, mHi = 1, 3
+	case quant.Q4_K, quant.Q5_K:
+		dHi, mHi, sub = 1, 3, true
+	case quant.Q2_K:
+		dHi, mHi, sub = 81, 83, true
 	}
 	flipped := append([]byte(nil), w...)
-	for off := 0; off < len(flipped); off += typ.BlockBytes() {
-		flipped[off+3] ^= 0x80 // sign bit of the fp16 dmin
+	if mHi != 0 {
+		for off := 0; off < len(flipped); off += typ.BlockBytes() {
+			flipped[off+dHi] &^= 0x80
+			if sub {
+				flipped[off+mHi] |= 0x80
+			} else {
+				flipped[off+mHi] &^= 0x80
+			}
+		}
 	}
 	v := dequantize(t, typ, flipped, n)
 	for i := range v {

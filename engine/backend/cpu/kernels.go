@@ -40,10 +40,38 @@ type rowKernel struct {
 	// xStride bytes apart (outStride >= rows). MatMul uses it instead of
 	// dot4.
 	dots4 func(n int, w []byte, wStride, rows int, x []byte, xStride int, out []float32, outStride int)
-	// dot, dot4, dots and dots4 compute each output with the same
+	// gemm, when not nil, is the prefill path: MatMul uses it for batches of
+	// at least gemm.minTokens activation rows.
+	gemm *gemmKernel
+	// dot, dot4, dots, dots4 and gemm compute each output with the same
 	// arithmetic, bit for bit, so a row's result does not depend on the
 	// batch it came in (speculative verification must reproduce plain
 	// decoding exactly).
+}
+
+// gemmKernel is a blocked matrix multiplication for one weight type: the
+// activations are converted once per batch into the kernel's own layout,
+// and register tiles of several weight rows by several activation rows
+// reuse each unpacked weight block across the tile.
+type gemmKernel struct {
+	// minTokens is the batch size from which MatMul takes this path.
+	minTokens int
+	// cols, when not nil, reports whether rows of cols elements can take
+	// this path.
+	cols func(cols int) bool
+	// xBytes is the size of n converted activation rows of cols values.
+	xBytes func(cols, n int) int
+	// wBytes is the size of the per-call weight scratch for rows rows.
+	wBytes func(cols, rows int) int
+	// convert writes activation rows [lo,hi) of the n rows in src (cols
+	// values each) into dst, laid out for n rows; finish completes dst
+	// after all rows are converted (padding), on one thread.
+	convert func(dst []byte, src []float32, cols, n, lo, hi int)
+	finish  func(dst []byte, cols, n int)
+	// run computes out[i*rows + r] for weight rows [lo,hi) and every
+	// activation row i < n, from the converted activations x; scratch is
+	// the call's weight scratch, of which it uses the part of its rows.
+	run func(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, scratch []byte, lo, hi int)
 }
 
 // xRowBytes is the size of one row of cols converted activations (cols a
@@ -65,7 +93,11 @@ type kernelSet struct {
 const maxType = quant.BF16
 
 // weightTypes are the weight formats MatMul supports.
-var weightTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
+var weightTypes = []quant.Type{
+	quant.F32, quant.F16, quant.BF16,
+	quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_NL,
+	quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS,
+}
 
 // supported reports whether MatMul handles weights of type t.
 func supported(t quant.Type) bool {
@@ -91,8 +123,16 @@ func genericKernels() *kernelSet {
 	ks.rows[quant.BF16].dot = quant.DotBF16
 	ks.rows[quant.Q8_0].dot = quant.DotQ8_0
 	ks.rows[quant.Q4_0].dot = quant.DotQ4_0
+	ks.rows[quant.Q4_1].dot = quant.DotQ4_1
+	ks.rows[quant.Q5_0].dot = quant.DotQ5_0
+	ks.rows[quant.Q5_1].dot = quant.DotQ5_1
+	ks.rows[quant.IQ4_NL].dot = quant.DotIQ4_NL
+	ks.rows[quant.Q2_K].dot = quant.DotQ2_K
+	ks.rows[quant.Q3_K].dot = quant.DotQ3_K
 	ks.rows[quant.Q4_K].dot = quant.DotQ4_K
+	ks.rows[quant.Q5_K].dot = quant.DotQ5_K
 	ks.rows[quant.Q6_K].dot = quant.DotQ6_K
+	ks.rows[quant.IQ4_XS].dot = quant.DotIQ4_XS
 	return ks
 }
 

@@ -34,6 +34,11 @@ func needSIMD(t *testing.T) {
 // the short rows test.
 func dotTolerance(typ quant.Type, n int, abs float64, simd bool) float64 {
 	switch {
+	case typ == quant.Q4_1 || typ == quant.Q5_1:
+		// The offset term m*s uses Q8_1's s = d*sum(q) stored as fp16, as
+		// ggml does: up to 2^-11 of each block's part of abs.
+		nb := n / typ.BlockElems()
+		return float64(nb+8)*2*unit*abs + 0x1p-11*abs + 1e-30
 	case typ.BlockElems() > 1:
 		nb := n / typ.BlockElems()
 		return float64(nb+8)*2*unit*abs + 1e-30
@@ -57,7 +62,7 @@ func dotCases() []dotCase {
 			cs = append(cs, dotCase{typ, n, false})
 		}
 	}
-	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+	for _, typ := range weightTypes[3:] {
 		for _, nb := range []int{1, 2, 3, 5, 16, 33} {
 			for _, raw := range []bool{false, true} {
 				cs = append(cs, dotCase{typ, nb * typ.BlockElems(), raw})

@@ -26,7 +26,8 @@ type mmJob struct {
 	x        []byte // converted activations, n rows of xrb bytes
 	n        int
 	k        *rowKernel
-	src      []float32 // activations to convert
+	g        *gemmKernel // the prefill kernel, when the job runs on one
+	src      []float32   // activations to convert
 }
 
 // MatMul computes out[i*w.Rows + r] = sum_c W[r][c] * x[i*w.Cols + c] for
@@ -60,6 +61,11 @@ func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
 	wrb := w.rowBytes()
 	j := &b.mm
 	*j = mmJob{out: out, w: w.Data, rows: w.Rows, cols: w.Cols, wrb: wrb, n: n, k: k}
+	if g := k.gemm; g != nil && n >= g.minTokens && (g.cols == nil || g.cols(w.Cols)) {
+		b.gemm(g, x)
+		*j = mmJob{}
+		return
+	}
 
 	if k.convert == nil {
 		j.x, j.xrb = f32Bytes(x[:n*w.Cols]), 4*w.Cols
@@ -84,6 +90,43 @@ func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
 		b.pool.run(w.Rows, max(1, grainWork/(wrb*n)), b.mmFn)
 	}
 	*j = mmJob{}
+}
+
+// gemm runs the job in flight on its prefill kernel g: activations
+// converted in parallel, then weight rows split over the threads.
+func (b *Backend) gemm(g *gemmKernel, x []float32) {
+	j := &b.mm
+	need := g.xBytes(j.cols, j.n)
+	if cap(b.scratch) < need {
+		b.scratch = make([]byte, need)
+	}
+	j.x, j.src = b.scratch[:need], x
+	if wneed := g.wBytes(j.cols, j.rows); cap(b.wscratch) < wneed {
+		b.wscratch = make([]byte, wneed)
+	}
+	j.g = g
+	if j.n*j.cols >= convertParallelMin {
+		b.pool.run(j.n, 1, b.gconvFn)
+	} else {
+		b.gemmConvert(0, j.n)
+	}
+	g.finish(j.x, j.cols, j.n)
+	// Rows in ranges of at least grainRows (a few register tiles), so that
+	// every thread gets work of the same shape.
+	b.pool.run(j.rows, gemmGrainRows, b.gemmFn)
+}
+
+// gemmGrainRows is the least number of weight rows of one prefill range.
+const gemmGrainRows = 16
+
+func (b *Backend) gemmConvert(lo, hi int) {
+	j := &b.mm
+	j.g.convert(j.x, j.src, j.cols, j.n, lo, hi)
+}
+
+func (b *Backend) gemmRange(lo, hi int) {
+	j := &b.mm
+	j.g.run(j.out, j.w, j.rows, j.cols, j.wrb, j.x, j.n, b.wscratch, lo, hi)
 }
 
 // convertRange converts activation rows [lo,hi) of the job in flight.

@@ -214,7 +214,7 @@ func TestMatrixValidate(t *testing.T) {
 		{"f32", Matrix{Type: quant.F32, Rows: 2, Cols: 3, Data: make([]byte, 24)}, ""},
 		{"q4_K", Matrix{Type: quant.Q4_K, Rows: 2, Cols: 256, Data: make([]byte, 288)}, ""},
 		{"empty", Matrix{Type: quant.Q8_0, Rows: 0, Cols: 64}, ""},
-		{"unsupported type", Matrix{Type: quant.Q5_K, Rows: 1, Cols: 256, Data: make([]byte, 176)}, "not a supported"},
+		{"unsupported type", Matrix{Type: quant.IQ2_XXS, Rows: 1, Cols: 256, Data: make([]byte, 66)}, "not a supported"},
 		{"unknown type", Matrix{Type: 99, Rows: 1, Cols: 1, Data: make([]byte, 4)}, "not a supported"},
 		{"negative", Matrix{Type: quant.F32, Rows: -1, Cols: 3}, "negative"},
 		{"partial block", Matrix{Type: quant.Q8_0, Rows: 1, Cols: 40, Data: make([]byte, 34)}, "block"},

@@ -19,7 +19,8 @@ type Matrix struct {
 }
 
 // Validate reports whether m can be multiplied: a weight type MatMul supports
-// (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), non-negative dimensions, Cols a
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_XS), non-negative dimensions, Cols a
 // whole number of Type's blocks, and exactly Rows rows of data.
 func (m Matrix) Validate() error {
 	if !supported(m.Type) {

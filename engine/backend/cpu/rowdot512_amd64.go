@@ -304,5 +304,12 @@ func avx512Kernels() *kernelSet {
 			dot: c.k.dot, dots: c.k.dots, dot4: c.k.dot4, dots4: c.k.dots4,
 		}
 	}
+	r[quant.Q8_0].gemm = gemmQ8_0.kernel()
+	r[quant.Q4_0].gemm = gemmQ4_0.kernel()
+	r[quant.F32].gemm = gemmF32.kernel()
+	r[quant.F16].gemm = gemmF16.kernel()
+	r[quant.BF16].gemm = gemmBF16.kernel()
+	r[quant.Q4_K].gemm = gemmQ4_K.kernel()
+	r[quant.Q6_K].gemm = gemmQ6_K.kernel()
 	return ks
 }

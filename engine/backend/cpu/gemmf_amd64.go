@@ -1,0 +1,118 @@
+//go:build amd64
+
+package cpu
+
+import "math"
+
+// Prefill for the float weight types on AVX-512: gen_amd64.s's gemmFR<r>C<c>
+// tiles (internal/gen/gemmf.go) of 3 weight rows by 4 activation rows, over
+// float32 weights (F16 and BF16 rows converted once per call, per L2-sized
+// block of a thread's rows) and the activations as the row kernels see
+// them (F16 and BF16: rounded to the weight type's precision). Per output
+// the arithmetic is that of the 512-bit row kernels, so prefill results
+// are the bits of decode results. Rows must be whole multiples of 32
+// elements of at least zmmMin (shorter ones run the AVX2 row kernels, whose
+// order the tiles do not follow).
+
+// fTiles is the prefill kernel of one float weight type.
+type fTiles struct {
+	wsize   int
+	convert func(dst []byte, src []float32) // activation row, as the row kernels see it
+	// widen writes a weight row as float32; nil for F32 (used in place).
+	widen func(dst []float32, src []byte)
+}
+
+var (
+	gemmF32  = fTiles{4, func(dst []byte, src []float32) { copy(bytesF32(dst), src) }, nil}
+	gemmF16  = fTiles{2, f16Row, func(dst []float32, src []byte) { f16ToF32SIMD(dst, bytesU16(src)[:len(dst)]) }}
+	gemmBF16 = fTiles{2, bf16Row, func(dst []float32, src []byte) {
+		for i, h := range bytesU16(src)[:len(dst)] {
+			dst[i] = math.Float32frombits(uint32(h) << 16)
+		}
+	}}
+)
+
+// fStride is the distance in floats between rows of the converted
+// activations and weights: a row plus one cache line, so that rows of a
+// power-of-two length do not all map to the same cache sets.
+func fStride(cols int) int { return cols + 16 }
+
+// gemmFMCBytes bounds the float32 weight rows one thread multiplies with
+// each group of activation rows: they stay in L2.
+const gemmFMCBytes = 512 << 10
+
+func (g *fTiles) kernel() *gemmKernel {
+	return &gemmKernel{
+		minTokens: 8,
+		cols:      func(cols int) bool { return cols%32 == 0 && cols >= zmmMin },
+		xBytes:    func(cols, n int) int { return n * fStride(cols) * 4 },
+		wBytes: func(cols, rows int) int {
+			if g.widen == nil {
+				return 0
+			}
+			return rows * fStride(cols) * 4
+		},
+		convert: func(dst []byte, src []float32, cols, n, lo, hi int) {
+			s := fStride(cols) * 4
+			for i := lo; i < hi; i++ {
+				g.convert(dst[i*s:i*s+cols*4], src[i*cols:(i+1)*cols])
+			}
+		},
+		finish: func([]byte, int, int) {},
+		run:    g.run,
+	}
+}
+
+func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, scratch []byte, lo, hi int) {
+	if lo >= hi {
+		return
+	}
+	_ = w[hi*wrb-1]
+	_ = out[(n-1)*rows+hi-1]
+	fs := fStride(cols)
+	xs := bytesF32(x[:n*fs*4])
+	n32 := cols / 32
+	xstride := fs * 4
+	wstride := wrb // bytes between float32 weight rows
+	ws := cols     // and in floats
+	var wf []float32
+	if g.widen == nil {
+		wf = bytesF32(w[:hi*wrb])
+	} else {
+		wf = bytesF32(scratch[:rows*fs*4])
+		wstride, ws = xstride, fs
+	}
+	mc := max(3, gemmFMCBytes/(fs*4)/3*3)
+	for m0 := lo; m0 < hi; m0 += mc {
+		m1 := min(hi, m0+mc)
+		if g.widen != nil {
+			for r := m0; r < m1; r++ {
+				g.widen(wf[r*ws:r*ws+cols], w[r*wrb:(r+1)*wrb])
+			}
+		}
+		for c0 := 0; c0 < n; {
+			C := 4
+			if c0+4 > n {
+				C = 1
+			}
+			xg := &xs[c0*fs]
+			og := out[c0*rows:]
+			r := m0
+			for ; r+3 <= m1; r += 3 {
+				if C == 4 {
+					gemmFR3C4(&wf[r*ws], wstride, xg, xstride, n32, &og[r], rows)
+				} else {
+					gemmFR3C1(&wf[r*ws], wstride, xg, xstride, n32, &og[r], rows)
+				}
+			}
+			for ; r < m1; r++ {
+				if C == 4 {
+					gemmFR1C4(&wf[r*ws], wstride, xg, xstride, n32, &og[r], rows)
+				} else {
+					gemmFR1C1(&wf[r*ws], wstride, xg, xstride, n32, &og[r], rows)
+				}
+			}
+			c0 += C
+		}
+	}
+}

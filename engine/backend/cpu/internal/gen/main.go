@@ -1,0 +1,31 @@
+// Command gen writes engine/backend/cpu's generated assembly with avo: one
+// generator per kernel family, parameterised by weight type and tile shape.
+//
+//	go generate ./engine/backend/cpu   (runs: go run ./internal/gen -out ... -stubs ...)
+//
+// The .s file and its Go declarations are committed; CI regenerates them and
+// fails when they differ (.ci/run), so the generator is the source of truth.
+package main
+
+import (
+	"github.com/mmcloughlin/avo/buildtags"
+	"github.com/mmcloughlin/avo/ir"
+	"github.com/mmcloughlin/avo/operand"
+
+	. "github.com/mmcloughlin/avo/build"
+)
+
+func main() {
+	Constraint(buildtags.Term("amd64"))
+	gemm32()
+	gemmK()
+	gemmF()
+	q8p()
+	Generate()
+}
+
+// raw emits an instruction avo's database lacks (AVX-512 VNNI). The
+// operands are in Go assembler order (sources first, destination last).
+func raw(opcode string, ops ...operand.Op) {
+	Instruction(&ir.Instruction{Opcode: opcode, Operands: ops})
+}

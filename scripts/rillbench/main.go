@@ -1,0 +1,170 @@
+// Command rillbench measures rill's native engine as llama.cpp's llama-bench
+// does, for a same-run comparison (scripts/bench-peer.sh): prompt processing
+// of -p tokens in one batch and generation of -n tokens one at a time, each
+// after -d tokens already in the cache (a fresh cache per repetition), with
+// a warm-up run first; it prints one JSON object per test with the mean and
+// sample standard deviation of tokens/s over -r repetitions.
+//
+//	go run ./scripts/rillbench -model m.gguf -t 2 -p 494 -n 128 -d 0 -r 3
+//	go run ./scripts/rillbench -bandwidth -t 2    # read bandwidth, GB/s
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"rill/engine/backend/cpu"
+	"rill/engine/model"
+)
+
+type result struct {
+	Model    string  `json:"model"`
+	Test     string  `json:"test"`
+	Threads  int     `json:"threads"`
+	Depth    int     `json:"n_depth"`
+	AvgTS    float64 `json:"avg_ts"`
+	StddevTS float64 `json:"stddev_ts"`
+	Kernels  string  `json:"kernels"`
+}
+
+func main() {
+	path := flag.String("model", "", "GGUF model")
+	threads := flag.Int("t", 2, "threads")
+	pp := flag.Int("p", 512, "prompt tokens (0: none)")
+	tg := flag.Int("n", 128, "generated tokens (0: none)")
+	depth := flag.Int("d", 0, "tokens in the cache before each test")
+	reps := flag.Int("r", 3, "repetitions")
+	bandwidth := flag.Bool("bandwidth", false, "measure read bandwidth instead (GB/s)")
+	flag.Parse()
+	if *bandwidth {
+		fmt.Printf("{\"test\":\"read\",\"threads\":%d,\"gb_s\":%.2f}\n", *threads, readBandwidth(*threads))
+		return
+	}
+	if err := run(*path, *threads, *pp, *tg, *depth, *reps); err != nil {
+		fmt.Fprintln(os.Stderr, "rillbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(path string, threads, pp, tg, depth, reps int) error {
+	m, err := model.Open(path)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	be := cpu.New(cpu.Options{Threads: threads})
+	defer be.Close()
+	ctx := depth + max(pp, tg) + 16
+	table := make([]int32, (ctx+15)/16)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	batch := max(pp, min(depth, 512), 1)
+	r := model.NewRunner(m, be, batch)
+	var b model.Batch
+	// forward feeds n tokens at positions pos.. (token ids cycle through
+	// the vocabulary's low ids, as llama-bench feeds random ones).
+	forward := func(kv *model.KV, pos, n int) error {
+		b.Reset()
+		b.Tables = append(b.Tables, table)
+		for i := range n {
+			b.Tokens = append(b.Tokens, int32(1+(pos+i)*7%250))
+			b.Pos = append(b.Pos, int32(pos+i))
+			b.Seq = append(b.Seq, 0)
+		}
+		b.Logits = append(b.Logits, int32(n-1))
+		_, err := r.Forward(&b, kv)
+		return err
+	}
+	measure := func(test string, n int, body func(kv *model.KV) error) error {
+		var rates []float64
+		for rep := -1; rep < reps; rep++ { // rep -1: warm-up
+			kv, err := model.NewKV(&m.Config, model.KVF16, len(table), 16)
+			if err != nil {
+				return err
+			}
+			for pos := 0; pos < depth; pos += batch {
+				if err := forward(kv, pos, min(batch, depth-pos)); err != nil {
+					return err
+				}
+			}
+			start := time.Now()
+			if err := body(kv); err != nil {
+				return err
+			}
+			if rep >= 0 {
+				rates = append(rates, float64(n)/time.Since(start).Seconds())
+			}
+		}
+		mean, sd := stats(rates)
+		out, _ := json.Marshal(result{Model: path, Test: test, Threads: be.Threads(), Depth: depth, AvgTS: mean, StddevTS: sd, Kernels: be.Kernels()})
+		fmt.Println(string(out))
+		return nil
+	}
+	if pp > 0 {
+		if err := measure(fmt.Sprintf("pp%d", pp), pp, func(kv *model.KV) error { return forward(kv, depth, pp) }); err != nil {
+			return err
+		}
+	}
+	if tg > 0 {
+		err := measure(fmt.Sprintf("tg%d", tg), tg, func(kv *model.KV) error {
+			for i := range tg {
+				if err := forward(kv, depth+i, 1); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stats(v []float64) (mean, sd float64) {
+	for _, x := range v {
+		mean += x
+	}
+	mean /= float64(len(v))
+	if len(v) > 1 {
+		for _, x := range v {
+			sd += (x - mean) * (x - mean)
+		}
+		sd = math.Sqrt(sd / float64(len(v)-1))
+	}
+	return mean, sd
+}
+
+// readBandwidth reads a 1 GiB buffer (far larger than any cache) with the
+// SIMD dot kernel on the given number of goroutines, 3 times, and returns
+// the best rate in GB/s: the memory-bandwidth bound of a decode step.
+func readBandwidth(threads int) float64 {
+	const n = 1 << 28 // float32s: 1 GiB
+	buf := make([]float32, n)
+	for i := range buf {
+		buf[i] = 1
+	}
+	best := 0.0
+	for range 3 {
+		var wg sync.WaitGroup
+		start := time.Now()
+		per := n / threads
+		for t := range threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				part := buf[t*per : (t+1)*per]
+				_ = cpu.DotF32(part, part)
+			}()
+		}
+		wg.Wait()
+		best = max(best, 4*float64(n)/time.Since(start).Seconds()/1e9)
+	}
+	return best
+}
