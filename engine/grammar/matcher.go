@@ -257,3 +257,15 @@ func (m *Matcher) Clone() *Matcher {
 	c.w.arena = slices.Clone(m.w.arena)
 	return c
 }
+
+// AcceptPrefix accepts tokens from ids in order until one is not allowed and
+// returns how many were accepted: the grammar-valid prefix of a speculative
+// draft. Roll back with Rollback when the target rejects some of them.
+func (m *Matcher) AcceptPrefix(ids []int) int {
+	for i, id := range ids {
+		if m.Accept(id) != nil {
+			return i
+		}
+	}
+	return len(ids)
+}
