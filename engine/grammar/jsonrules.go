@@ -37,6 +37,10 @@ func (o JSONOptions) maxWS() int {
 	return o.MaxWhitespace
 }
 
+// Whitespace is the whitespace pattern these options allow between JSON
+// tokens, for grammars that put text around JSON.
+func (o JSONOptions) Whitespace() Node { return Whitespace(o.maxWS()) }
+
 // Whitespace matches up to max bytes of JSON whitespace (none for max <= 0).
 func Whitespace(max int) Node {
 	if max <= 0 {
