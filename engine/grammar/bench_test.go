@@ -147,7 +147,7 @@ func BenchmarkStringEntryBuild(b *testing.B) {
 				}
 			}
 			for b.Loop() {
-				buildEntry(g, v, body)
+				buildEntry(g, v, body, false)
 			}
 		})
 	}

@@ -43,8 +43,11 @@ func (e *maskEntry) orInside(dst []uint64) {
 	}
 }
 
-// buildEntry computes the mask entry of state s over vocabulary v.
-func buildEntry(g *Grammar, v *Vocab, s int32) *maskEntry {
+// buildEntry computes the mask entry of state s over vocabulary v. With
+// bottom, s is known to be at the bottom of every stack (a state of the
+// root rule): its rule has no caller, so tokens that run past its end are
+// simply not allowed and no remainders are kept.
+func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool) *maskEntry {
 	w := &trieWalker{stepper: stepper{g: g}}
 	e := &maskEntry{}
 	words := MaskWords(v.n)
@@ -62,7 +65,7 @@ func buildEntry(g *Grammar, v *Vocab, s int32) *maskEntry {
 			count++
 		}
 		for _, f := range alive {
-			if w.canComplete(f) {
+			if !bottom && w.canComplete(f) {
 				if node == 0 {
 					e.exitAtRoot = true
 				} else {
@@ -118,8 +121,9 @@ func buildEntry(g *Grammar, v *Vocab, s int32) *maskEntry {
 const defaultCacheBytes = 256 << 20
 
 type cacheKey struct {
-	fp    [16]byte // rule fingerprint
-	local int32    // state index within the rule
+	fp     [16]byte // rule fingerprint
+	local  int32    // state index within the rule
+	bottom bool     // built for the root rule (no remainders)
 }
 
 // maskCache holds mask entries of one vocabulary for every grammar compiled

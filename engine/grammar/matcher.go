@@ -133,11 +133,12 @@ func (m *Matcher) entry(s int32) *maskEntry {
 	if e := m.entries[s]; e != nil {
 		return e
 	}
-	r := &m.g.rules[m.g.states[s].rule]
-	k := cacheKey{fp: r.fp, local: s - r.start}
+	rule := m.g.states[s].rule
+	r := &m.g.rules[rule]
+	k := cacheKey{fp: r.fp, local: s - r.start, bottom: rule == m.g.root}
 	e := m.v.cache.get(k)
 	if e == nil {
-		e = m.v.cache.put(k, buildEntry(m.g, m.v, s))
+		e = m.v.cache.put(k, buildEntry(m.g, m.v, s, k.bottom))
 	}
 	m.entries[s] = e
 	return e
