@@ -152,3 +152,33 @@ func BenchmarkStringEntryBuild(b *testing.B) {
 		})
 	}
 }
+
+// benchmarkUncached is the peer of benchmarkMaskAccept: the same document,
+// each mask computed by a full trie walk from the live stacks without the
+// cache (how a grammar engine without per-state caching works).
+func benchmarkUncached(b *testing.B, vocab string) {
+	v := loadVocab(b, vocab)
+	g, err := FromJSONSchema([]byte(benchSchema), JSONOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := greedyTokens(b, v, benchDoc)
+	m := NewMatcher(g, v)
+	mask := make([]uint64, MaskWords(v.Size()))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, id := range toks {
+			uncachedMask(m, mask)
+			if err := m.Accept(id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := m.Rollback(m.Len()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(toks)), "ns/token")
+}
+
+func BenchmarkUncachedSPM32k(b *testing.B)   { benchmarkUncached(b, "llama-spm") }
+func BenchmarkUncachedQwen152k(b *testing.B) { benchmarkUncached(b, "qwen2") }
