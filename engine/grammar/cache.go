@@ -1,0 +1,164 @@
+package grammar
+
+import (
+	"bytes"
+	"math/bits"
+	"slices"
+	"sync"
+)
+
+// maskEntry is the context-independent part of the mask of one automaton
+// state, computed once per vocabulary by walking the token trie from a stack
+// holding only that state:
+//
+//   - inside: the tokens that stack can consume while its rule is still
+//     active (or that end exactly where the rule ends). They are allowed
+//     whatever lies below the state on the real stack.
+//   - exits: tokens whose bytes run past the end of the rule. Whether they
+//     are allowed depends on the caller's frame, so only their remainders are
+//     kept, merged into a small trie (rest) walked at run time from the
+//     caller's frame; exitAtRoot says the rule can end before the first
+//     byte, so the caller's own mask applies in full.
+//
+// This is the adaptive token-mask cache of XGrammar in spirit: inside a JSON
+// string almost every token is in inside, and only the few that contain a
+// closing quote are checked against the context.
+type maskEntry struct {
+	dense      []uint64 // inside as a bitset, when many tokens are in it
+	sparse     []int32  // inside as ids, when few are
+	exitAtRoot bool
+	rest       trie // remainders of tokens that exit below the root; nil nodes when none
+	size       int  // bytes held, for the cache budget
+}
+
+func (e *maskEntry) orInside(dst []uint64) {
+	if e.dense != nil {
+		for i, w := range e.dense {
+			dst[i] |= w
+		}
+		return
+	}
+	for _, id := range e.sparse {
+		dst[id>>6] |= 1 << (id & 63)
+	}
+}
+
+// buildEntry computes the mask entry of state s over vocabulary v. With
+// bottom, s is known to be at the bottom of every stack (a state of the
+// root rule): its rule has no caller, so tokens that run past its end are
+// simply not allowed and no remainders are kept.
+func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool) *maskEntry {
+	w := &trieWalker{stepper: stepper{g: g}}
+	e := &maskEntry{}
+	words := MaskWords(v.n)
+	inside := make([]uint64, words)
+	count := 0
+	type exit struct {
+		node  int
+		depth int
+	}
+	var exits []exit
+	init := []frame{{state: s, parent: -1}}
+	w.walk(&v.trie, init, func(node int, alive []frame) {
+		for _, id := range v.trie.tokens(node) {
+			inside[id>>6] |= 1 << (id & 63)
+			count++
+		}
+		for _, f := range alive {
+			if !bottom && w.canComplete(f) {
+				if node == 0 {
+					e.exitAtRoot = true
+				} else {
+					exits = append(exits, exit{node: node, depth: int(v.trie.nodes[node].depth)})
+				}
+				break
+			}
+		}
+	})
+	if count > words {
+		e.dense = inside
+		e.size = 8 * words
+	} else {
+		e.sparse = make([]int32, 0, count)
+		for i, word := range inside {
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				word &^= 1 << b
+				e.sparse = append(e.sparse, int32(i*64+b))
+			}
+		}
+		e.size = 4 * count
+	}
+	// Remainders: for each exit node, every token strictly below it.
+	type rest struct {
+		b  []byte
+		id int32
+	}
+	var rests []rest
+	for _, x := range exits {
+		end := int(v.trie.nodes[x.node].end)
+		for j := x.node + 1; j < end; j++ {
+			for _, id := range v.trie.tokens(j) {
+				rests = append(rests, rest{b: v.tokens[id][x.depth:], id: id})
+			}
+		}
+	}
+	if len(rests) > 0 {
+		slices.SortFunc(rests, func(a, b rest) int {
+			if c := bytes.Compare(a.b, b.b); c != 0 {
+				return c
+			}
+			return int(a.id - b.id)
+		})
+		rests = slices.CompactFunc(rests, func(a, b rest) bool { return a.id == b.id && bytes.Equal(a.b, b.b) })
+		e.rest = buildTrieSorted(len(rests), func(i int) ([]byte, int32) { return rests[i].b, rests[i].id })
+		e.size += 12*len(e.rest.nodes) + 4*len(e.rest.toks)
+	}
+	return e
+}
+
+// defaultCacheBytes bounds the memory of a vocabulary's mask cache.
+const defaultCacheBytes = 256 << 20
+
+type cacheKey struct {
+	fp     [16]byte // rule fingerprint
+	local  int32    // state index within the rule
+	bottom bool     // built for the root rule (no remainders)
+}
+
+// maskCache holds mask entries of one vocabulary for every grammar compiled
+// against it, keyed by rule fingerprint, so that requests with the same
+// schema (or the same JSON building blocks) share them. When it outgrows its
+// budget it is emptied; entries already handed out stay valid (they are
+// immutable).
+type maskCache struct {
+	mu      sync.Mutex
+	entries map[cacheKey]*maskEntry
+	bytes   int
+	limit   int
+}
+
+func newMaskCache(limit int) *maskCache {
+	return &maskCache{entries: map[cacheKey]*maskEntry{}, limit: limit}
+}
+
+func (c *maskCache) get(k cacheKey) *maskEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[k]
+}
+
+func (c *maskCache) put(k cacheKey, e *maskEntry) *maskEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.entries[k]; ok {
+		return old // another sequence built it meanwhile
+	}
+	if c.bytes+e.size > c.limit {
+		clear(c.entries)
+		c.bytes = 0
+	}
+	c.entries[k] = e
+	c.bytes += e.size
+	return e
+}

@@ -1,0 +1,86 @@
+// Package grammar constrains generation to a grammar: a token mask, applied
+// before sampling, that lets through exactly the tokens whose bytes keep the
+// output a prefix of some string of the grammar. It compiles JSON Schemas
+// (response_format json_schema, tool arguments), "any JSON object"
+// (response_format json_object), and grammars built from combinators (Lit,
+// Seq, Alt, Repeat, Ref, and JSONSchema as a piece), which engine/toolcall
+// uses to force a chat template's tool-call wrapper around JSON arguments.
+//
+// # Contract for the engine
+//
+// Once per model: build a Vocab with NewVocab from each token's raw bytes
+// (nil for control, unknown and unused tokens; added tokens that stand for
+// text, such as Qwen's <tool_call>, with their text) and the
+// end-of-generation ids. A Vocab is immutable apart from its internally
+// synchronised mask cache, and shared by all requests.
+//
+// Per request: compile the grammar (FromJSONSchema, AnyJSONObject, or a
+// Builder); schema problems are a *SchemaError, a client error (HTTP 400)
+// naming the JSON pointer of the offending schema. A *Grammar is immutable
+// and may be shared between the choices of the request and cached across
+// requests.
+//
+// Per choice (sequence): NewMatcher(g, vocab). A Matcher is owned by one
+// sequence and not safe for concurrent use. At each step:
+//
+//  1. compute log-probabilities for logprobs from the raw distribution (they
+//     report the model's distribution, not the constrained one);
+//  2. Mask(dst) and MaskLogits(logits, dst): disallowed tokens get -Inf;
+//     then penalties, logit_bias, temperature, top-k/top-p/min-p and the
+//     seeded draw as usual (a logit_bias cannot resurrect a masked token if
+//     it is applied before masking, which is the safe order);
+//  3. Accept(token) with the sampled token.
+//
+// End-of-generation tokens are allowed exactly when the grammar is complete
+// (Done); no token is allowed after one is accepted. The grammar never
+// allows other special tokens. max_tokens is the caller's: a grammar may
+// allow output without end (an array without maxItems, a string), so a
+// request cut by max_tokens ends with finish_reason "length" and possibly
+// incomplete JSON, as with OpenAI.
+//
+// Speculative decoding: check a draft with AcceptPrefix (it stops at the
+// first token the grammar refuses; the draft is cut there), compute the
+// target's masked distribution at each drafted position from the matcher
+// advanced to it, and Rollback(n) the tokens the verifier rejects. The
+// output is then lossless: it follows the constrained target distribution
+// exactly as without drafting. Rollback costs nothing (the matcher keeps the
+// parse state after every token); Clone copies a matcher when two
+// continuations must live at once.
+//
+// # How masks are computed
+//
+// A grammar is a set of rules, each a deterministic automaton over bytes
+// whose edges consume a byte or call another rule; a Matcher holds the set
+// of parse stacks that the text so far allows (usually one). Tokens are
+// found by walking a trie of the vocabulary's byte strings while stepping
+// the stacks, pruning every subtree no stack survives. For speed each
+// automaton state has a mask entry, computed once per vocabulary on first
+// use and cached in the Vocab under a fingerprint of its rule (so requests
+// with equal schemas, and all JSON strings and numbers, share them): the
+// tokens allowed whatever lies below the state on the stack (inside a JSON
+// string, nearly all of them) as a bitset, and a small trie of the
+// remainders of tokens that run past the end of the rule, walked at run time
+// from the caller's frame. A warm mask costs a few bitset ORs and a short
+// walk; see the benchmarks in bench_test.go.
+//
+// Whitespace between JSON tokens is allowed in runs of at most
+// JSONOptions.MaxWhitespace bytes (default 20), so models that pretty-print
+// are not forced into odd tokens, and whitespace alone cannot go on for
+// ever. Numbers have at most 16 integer and 16 fraction digits and a
+// two-digit exponent. Object properties come in the schema's order.
+package grammar
+
+import "math"
+
+// MaskLogits sets logits[id] to -Inf for every token id the mask does not
+// allow, ids at or beyond the mask's vocabulary included (models often pad
+// their output row past the tokenizer's vocabulary).
+func MaskLogits(logits []float32, mask []uint64) {
+	inf := float32(math.Inf(-1))
+	for id := range logits {
+		w := id >> 6
+		if w >= len(mask) || mask[w]&(1<<(id&63)) == 0 {
+			logits[id] = inf
+		}
+	}
+}

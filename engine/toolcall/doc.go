@@ -1,0 +1,56 @@
+// Package toolcall reads and constrains the tool calls models write: the
+// output formats of the common chat templates, a streaming parser that
+// turns generated text into OpenAI-shaped content and tool-call deltas, and
+// the grammars that force a call for tool_choice "required" or a named
+// function.
+//
+// # Formats
+//
+// Detect picks the format from the chat template's source:
+//
+//   - Hermes (Qwen, Hermes, QwQ): <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
+//     one block per call, possibly after some content;
+//   - Llama3 (Llama 3.1-3.3): {"name": ..., "parameters": {...}} as the
+//     whole reply or after <|python_tag|>; calls may be separated by ";";
+//   - Mistral (7B v0.3, Nemo): [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...];
+//   - MistralArgs (Small 3.2 and later): [TOOL_CALLS]name[ARGS]{...}, with an
+//     optional [CALL_ID]id, repeated per call;
+//   - Generic, for templates without tool syntax: the whole reply is one
+//     JSON object, {"tool_calls": [{"name": ..., "arguments": {...}}]} to
+//     call, or {"content": "..."} to answer in words. The engine puts
+//     GenericInstructions in the system prompt and constrains the reply with
+//     Grammar (AllowContent for tool_choice "auto"), which even a small
+//     model then follows.
+//
+// The parser reads the decoded text with the markers rendered: an engine
+// that drops control tokens when decoding must render [TOOL_CALLS], [ARGS],
+// [CALL_ID], <tool_call> and <|python_tag|> as text for it. For the
+// grammars these markers must be tokens of the grammar.Vocab with their
+// text as bytes (they are then one token each where the vocabulary has
+// them).
+//
+// # Contract for the engine
+//
+// Per choice: NewParser(format, Options{Tools: declared names}); Feed each
+// decoded text delta and forward the returned deltas (content as content,
+// CallDelta as tool_calls[index] with id, type "function" and name on the
+// first delta of a call, arguments pieces after); Flush at the end (stop,
+// length or cancel). Non-streaming responses use Parse (or Assemble of the
+// deltas), which gives the same result as any streaming of the same text.
+// finish_reason is "tool_calls" when a call was made and generation
+// stopped on its own; "length" when max_tokens cut it (the last call's
+// arguments may then be incomplete JSON, as with OpenAI). A Parser belongs
+// to one goroutine; Grammar's result is an immutable *grammar.Grammar.
+//
+// Text that looks like a call but is not one (malformed JSON, an
+// undeclared function, no arguments in the Llama format) is content. Only
+// the minimum is held back: a possible marker prefix, whitespace before
+// it, and a call until its name and the start of its arguments are seen;
+// after that the arguments stream as they are generated.
+//
+// Not supported: Qwen3-Coder/Qwen3.5's XML calls
+// (<tool_call><function=...><parameter=...>, detected as Hermes, whose JSON
+// parser then reads them as content), Llama's built-in tool syntax
+// (<|python_tag|>f.call(...)), DeepSeek's and Command-R's own syntaxes
+// (detected as Generic).
+package toolcall

@@ -1,0 +1,133 @@
+package toolcall
+
+import (
+	"crypto/rand"
+	"strings"
+)
+
+// Format is how a model writes tool calls in its output.
+type Format string
+
+const (
+	// Hermes: <tool_call>{"name": "f", "arguments": {...}}</tool_call>, once
+	// per call, possibly after some content (Qwen 2/2.5/3, Hermes, QwQ).
+	Hermes Format = "hermes"
+	// Llama3: {"name": "f", "parameters": {...}} as the whole reply, or
+	// after <|python_tag|>; several calls may follow each other, separated
+	// by ";" or whitespace (Llama 3.1, 3.2, 3.3).
+	Llama3 Format = "llama3"
+	// Mistral: [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]
+	// (Mistral 7B v0.3, Nemo).
+	Mistral Format = "mistral"
+	// MistralArgs: [TOOL_CALLS]f[ARGS]{...}, once per call, optionally
+	// with [CALL_ID]id before [ARGS] (Mistral Small 3.2 and later).
+	MistralArgs Format = "mistral-args"
+	// Generic is for models whose chat template has no tool syntax. The
+	// whole reply is one JSON object, either
+	//
+	//	{"tool_calls": [{"name": "f", "arguments": {...}}, ...]}
+	//
+	// or, when the model answers in words,
+	//
+	//	{"content": "the answer"}
+	//
+	// The system prompt describes the tools and this format
+	// (GenericInstructions), and the grammar (Grammar with AllowContent)
+	// holds the model to it, so even a small model produces it reliably.
+	Generic Format = "generic"
+)
+
+// Markers that open tool calls in the model's output. The parser reads the
+// decoded text with these rendered; an engine that decodes control tokens
+// as nothing must render them for the parser (Mistral's [TOOL_CALLS] is a
+// control token; Qwen's <tool_call> and Llama's <|python_tag|> are text or
+// special depending on the vocabulary).
+const (
+	hermesOpen      = "<tool_call>"
+	hermesClose     = "</tool_call>"
+	llamaPythonTag  = "<|python_tag|>"
+	mistralCalls    = "[TOOL_CALLS]"
+	mistralArgs     = "[ARGS]"
+	mistralCallID   = "[CALL_ID]"
+	mistralIDLength = 9 // Mistral's templates refuse other lengths
+)
+
+// Detect tells the tool-call format from a chat template's source: the
+// syntax the template renders past tool calls in is the syntax the model was
+// trained to write.
+//
+//   - "[TOOL_CALLS]" with "[ARGS]": MistralArgs; "[TOOL_CALLS]": Mistral;
+//   - "<tool_call>": Hermes;
+//   - "<|python_tag|>" or the "ipython" role: Llama3;
+//   - anything else: Generic.
+func Detect(chatTemplate string) Format {
+	switch {
+	case strings.Contains(chatTemplate, mistralCalls) && strings.Contains(chatTemplate, mistralArgs):
+		return MistralArgs
+	case strings.Contains(chatTemplate, mistralCalls):
+		return Mistral
+	case strings.Contains(chatTemplate, hermesOpen):
+		return Hermes
+	case strings.Contains(chatTemplate, llamaPythonTag) || strings.Contains(chatTemplate, "ipython"):
+		return Llama3
+	}
+	return Generic
+}
+
+// Valid reports whether f is one of the formats above.
+func (f Format) Valid() bool {
+	switch f {
+	case Hermes, Llama3, Mistral, MistralArgs, Generic:
+		return true
+	}
+	return false
+}
+
+// argKeys are the member names that hold a call's arguments, preferred
+// first.
+func (f Format) argKeys() []string {
+	if f == Llama3 {
+		return []string{"parameters", "arguments"}
+	}
+	return []string{"arguments", "parameters"}
+}
+
+// marker is the text that opens a call region ("" when calls are bare JSON
+// at the start of the reply).
+func (f Format) marker() string {
+	switch f {
+	case Hermes:
+		return hermesOpen
+	case Llama3:
+		return llamaPythonTag
+	case Mistral, MistralArgs:
+		return mistralCalls
+	}
+	return ""
+}
+
+// bareStart reports whether a call region may also open with '{' as the
+// first non-space character of the reply.
+func (f Format) bareStart() bool { return f == Llama3 || f == Generic }
+
+const idAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// randomID returns n random alphanumeric characters.
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return string(b)
+}
+
+// defaultID is the id generator for f: OpenAI-style "call_" + 24
+// characters, or 9 characters for Mistral, whose chat templates reject a
+// conversation whose tool-call ids have another length.
+func (f Format) defaultID() func() string {
+	if f == Mistral || f == MistralArgs {
+		return func() string { return randomID(mistralIDLength) }
+	}
+	return func() string { return "call_" + randomID(24) }
+}

@@ -1,0 +1,78 @@
+package toolcall
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+var fragments = []string{
+	"<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[", "]",
+	`{"name": "f", "arguments": {"a": 1}}`, `{"name": "g", "parameters": {}}`, `{"name": "h"`, `, "arguments": `,
+	`{"tool_calls": [`, `{"content": "x\u00e9`, `"`, "}", "{", ",", ";", " ", "\n", "text", "é", "🙂", "<", "tool", `\`,
+	`{"arguments": {"k": [true, null]}, "name": "f"}`, "f", "abc123XYZ", `"id": "i"`, "tru", "1e", "-", "\"\\u00",
+}
+
+// checkSplits asserts that every UTF-8 split of text, and rune-by-rune
+// feeding, assemble to Parse's result with a well-formed delta stream.
+func checkSplits(t *testing.T, f Format, text string) {
+	t.Helper()
+	c := parseCase{format: f, text: text}
+	wantContent, wantCalls := Parse(f, text, Options{NewID: counterIDs()})
+	var runes []string
+	for _, r := range text {
+		runes = append(runes, string(r))
+	}
+	splits := [][]string{runes}
+	for i := 0; i <= len(text); i++ {
+		if i == len(text) || utf8.RuneStart(text[i]) {
+			splits = append(splits, []string{text[:i], text[i:]})
+		}
+	}
+	for _, pieces := range splits {
+		deltas := stream(c, pieces)
+		checkShape(t, deltas)
+		content, calls := Assemble(deltas)
+		if content != wantContent || !reflect.DeepEqual(calls, wantCalls) {
+			t.Fatalf("%s %q split as %q:\ngot  %q %+v\nwant %q %+v", f, text, pieces, content, calls, wantContent, wantCalls)
+		}
+	}
+	// Nothing is lost: content plus calls account for every non-space
+	// character of the text, unless some of it was call syntax.
+	if len(wantCalls) == 0 && strings.TrimSpace(wantContent) != strings.TrimSpace(text) && f != Generic {
+		t.Fatalf("%s %q: no calls, but content %q is not the text", f, text, wantContent)
+	}
+}
+
+func TestRandomOutputs(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := 3000
+	if testing.Short() {
+		n = 300
+	}
+	for range n {
+		var sb strings.Builder
+		for range 1 + rng.IntN(7) {
+			sb.WriteString(fragments[rng.IntN(len(fragments))])
+		}
+		for _, f := range []Format{Hermes, Llama3, Mistral, MistralArgs, Generic} {
+			checkSplits(t, f, sb.String())
+		}
+	}
+}
+
+func FuzzStreamingEqualsParse(f *testing.F) {
+	for _, c := range parseCases {
+		f.Add(string(c.format), c.text)
+	}
+	f.Fuzz(func(t *testing.T, format, text string) {
+		fm := Format(format)
+		if !fm.Valid() || !utf8.ValidString(text) || len(text) > 300 {
+			return
+		}
+		checkSplits(t, fm, text)
+	})
+}
