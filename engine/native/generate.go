@@ -208,7 +208,8 @@ func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 	return c
 }
 
-// release drops c's vocabulary-sized buffers: c is not running now.
+// release drops c's vocabulary-sized buffers: c finished, was preempted or
+// is paused. They come back when it samples again.
 func (c *choice) release() {
 	c.sampler.Release()
 	if c.draftSampler != nil {

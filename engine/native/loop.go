@@ -20,6 +20,10 @@ type loopState struct {
 	slots    []*choice  // the choices of admitted requests, by sched.Sequence.ID
 	free     []int      // unused slot ids
 	paused   int        // requests paused because their consumer is behind
+	// newlyPaused are requests paused during the last step, whose buffers
+	// are released before the next one (not during a step that may still
+	// verify their drafts).
+	newlyPaused []*request
 
 	batch      model.Batch
 	draftBatch model.Batch
@@ -59,6 +63,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if l.paused > 0 {
 			e.resumeCaughtUp()
 		}
+		e.releasePaused()
 		e.publish()
 		if e.sched.Idle() {
 			select {
@@ -190,8 +195,24 @@ func (e *Engine) push(r *request, ev engine.Event) {
 	if r.out.Push(ev) && !r.paused && !ev.Final {
 		r.paused = true
 		e.loop.paused++
+		e.loop.newlyPaused = append(e.loop.newlyPaused, r)
 		e.sched.Pause(r.group)
 	}
+}
+
+// releasePaused releases the vocabulary-sized buffers of the requests
+// paused in the last step and still paused: they wait for their consumer.
+func (e *Engine) releasePaused() {
+	l := &e.loop
+	for _, r := range l.newlyPaused {
+		if r.paused {
+			for _, c := range r.choices {
+				c.release()
+			}
+		}
+	}
+	clear(l.newlyPaused)
+	l.newlyPaused = l.newlyPaused[:0]
 }
 
 // safeStep runs one step. A panic in it fails every request that was

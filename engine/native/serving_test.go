@@ -29,6 +29,8 @@ func TestOverloaded(t *testing.T) {
 	// paused request gives up its running slot).
 	e := newTestEngine(t, Options{MaxSeqs: 1, MaxQueuedRequests: 1, StreamBuffer: 256})
 	id := e.Models()[0].ID
+	// Slow steps keep the first request running while the others arrive.
+	e.beforeForward = func(*sched.Plan) { time.Sleep(time.Millisecond) }
 	var streams []engine.Stream
 	for i := range 4 {
 		st, err := e.Generate(context.Background(), &engine.Request{Model: id, Prompt: fmt.Sprintf("The fox %d", i), MaxTokens: 200, IgnoreEOS: true})
