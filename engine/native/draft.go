@@ -28,9 +28,8 @@ func (e *Engine) draftLen(seq *sched.Sequence, budget int) int {
 	if c.r.draft == draftNone {
 		return 0
 	}
-	k := c.backoff.Next()
-	k = min(k, c.r.maxTokens-c.emitted-1, e.ctxLen-len(seq.Tokens)-1, budget)
-	return max(k, 0)
+	wanted := c.backoff.Next()
+	return max(0, min(wanted, c.r.maxTokens-c.emitted-1, e.ctxLen-len(seq.Tokens)-1, budget))
 }
 
 // propose fills the drafts of every planned sequence that reserved draft
@@ -148,9 +147,9 @@ func (e *Engine) draftOne(c *choice, row []float32) {
 	if i >= len(c.draftDists) {
 		c.draftDists = append(c.draftDists, make([]float32, len(row)))
 	}
-	q := c.draftDists[i]
-	copy(q, c.draftSampler.Dist(row))
-	c.drafts = append(c.drafts, int32(c.draftSampler.SampleDist(q)))
+	dist := c.draftDists[i]
+	copy(dist, c.draftSampler.Dist(row))
+	c.drafts = append(c.drafts, int32(c.draftSampler.SampleDist(dist)))
 }
 
 // verify checks c's drafts against the target's rows (one for the last
@@ -162,12 +161,12 @@ func (e *Engine) verify(c *choice, rows []float32) {
 	vocab := e.model.Config.VocabSize
 	seq := c.seq
 	proposed := len(c.drafts)
-	var q [][]float32
+	var draftDists [][]float32 // nil: the drafts were deterministic guesses
 	if c.draftSampler != nil && c.r.draft == draftModel {
-		q = c.draftDists[:proposed]
+		draftDists = c.draftDists[:proposed]
 	}
 	drafts := c.drafts
-	accepted, next := spec.Verify(c.sampler, rows, vocab, drafts, q)
+	accepted, next := spec.Verify(c.sampler, rows, vocab, drafts, draftDists)
 	c.backoff.Record(proposed, accepted)
 	outStart := len(seq.Tokens)
 	baseAccepted, baseRejected := c.accepted, c.rejected
