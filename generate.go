@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 
+	"rill/config"
 	"rill/engine"
 )
 
@@ -16,8 +17,8 @@ import (
 // continuation as it streams and then prompt and decode speed.
 func generate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
-	var nf nativeFlags
-	nf.register(fs)
+	flagModel := config.Model{Native: &config.Native{}}
+	flagModel.RegisterNativeFlags(fs)
 	prompt := fs.String("prompt", "Once upon a time", "prompt text")
 	n := fs.Int("n", 64, "tokens to generate")
 	temp := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
@@ -31,11 +32,17 @@ func generate(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e, err := openNative(nf, log)
+	e, err := openFlags(&flagModel, log)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	runCtx, stopEngine := context.WithCancel(context.Background())
+	waitEngine := e.run(runCtx, log)
+	defer func() {
+		stopEngine()
+		waitEngine()
+		e.Close()
+	}()
 
 	req := &engine.Request{
 		Model:      e.Models()[0].ID,
@@ -55,7 +62,7 @@ func generate(ctx context.Context, args []string) error {
 	fmt.Print(*prompt)
 	var stats *engine.Stats
 	for {
-		ev, err := st.Recv()
+		ev, err := engine.Recv(st)
 		if errors.Is(err, io.EOF) {
 			break
 		}

@@ -93,31 +93,16 @@ func (u *usageSeen) add(c *wireChunk) {
 func startStack(t *testing.T) string {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	drafting, err := openNative(nativeFlags{modelID: draftingModel, draftModel: "embedded", threads: 1}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := openNative(nativeFlags{modelID: plainModel, threads: 1}, log)
-	if err != nil {
-		drafting.Close()
-		t.Fatal(err)
-	}
-	back, err := openNative(nativeFlags{modelID: remoteModel, threads: 1}, log)
-	if err != nil {
-		drafting.Close()
-		plain.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { back.Close() })
+	drafting := startFlags(t, log, "--model-id", draftingModel, "--draft-model", "embedded", "--threads", "1")
+	plain := startFlags(t, log, "--model-id", plainModel, "--threads", "1")
+	back := startFlags(t, log, "--model-id", remoteModel, "--threads", "1")
 	backURL := listen(t, service.New(service.Options{Engine: back, Logger: log}))
 	remote, err := upstream.New(upstream.Options{ID: remoteModel, Kind: upstream.Rill,
 		Replicas: []upstream.Replica{{URL: backURL}}, Logger: log})
 	if err != nil {
-		drafting.Close()
-		plain.Close()
 		t.Fatal(err)
 	}
-	r, err := router.New(drafting, plain, remote)
+	r, err := router.New(drafting.natives[0], plain.natives[0], remote)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,117 +1,85 @@
 package main
 
 import (
-	"flag"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"rill/config"
 	"rill/engine"
 	"rill/engine/gguf"
 	"rill/engine/model"
+	"rill/engine/native"
 	"rill/engine/quant"
 	"rill/engine/router"
-	"rill/engine/sched"
 	"rill/engine/testmodel"
 	"rill/engine/upstream"
 )
 
-// nativeFlags are the model and engine flags shared by serve and generate.
-type nativeFlags struct {
-	model   string
-	ctxLen  int
-	kvMem   int64
-	batch   int
-	threads int
-	modelID string
-	kvType  string
+// embeddedDescription is what /v1/models says of the embedded test model.
+const embeddedDescription = "embedded test model: tiny llama with random weights from a fixed seed (it proves the pipes, not the prose); pass --model FILE.gguf for a real model"
 
-	draftModel  string
-	spec        string
-	draftTokens int
-
-	// description and ownedBy, when set, are what /v1/models shows; they
-	// come from a configuration file, not from flags.
-	description string
-	ownedBy     string
-}
-
-// openNative loads the GGUF model at f.model, or the embedded test model
-// when it is empty, and starts the native engine on it.
-func openNative(f nativeFlags, log *slog.Logger) (*sched.Engine, error) {
-	var m *model.Model
-	kvType, err := model.ParseKVType(f.kvType)
+// openNative loads the model m describes (a native model of the
+// configuration file or of the flags, already checked) and returns its
+// engine, which serves once its Run runs.
+func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
+	n := m.Native
+	kvType, err := model.ParseKVType(n.KVCacheType)
 	if err != nil {
 		return nil, err
 	}
-	opts := sched.Options{
-		KVType:         kvType,
-		ID:             f.modelID,
-		ContextLength:  f.ctxLen,
-		KVCacheBytes:   f.kvMem,
-		MaxBatchTokens: f.batch,
-		Threads:        f.threads,
-		Logger:         log,
-		OwnedBy:        f.ownedBy,
+	opts := native.Options{
+		ID:                m.ID,
+		Description:       m.Description,
+		OwnedBy:           m.OwnedBy,
+		ContextLength:     m.ContextLength,
+		KVCacheBytes:      int64(n.KVCacheMem),
+		KVType:            kvType,
+		MaxBatchTokens:    n.BatchTokens,
+		MaxSeqs:           n.MaxSeqs,
+		MaxQueuedRequests: n.MaxQueuedRequests,
+		Threads:           n.Threads,
+		NGram:             n.Spec == "ngram",
+		DraftTokens:       n.DraftTokens,
+		Logger:            log,
 	}
-	if f.model == "" {
-		data, err := testmodel.Bytes(testmodel.Target(quant.F32))
-		if err != nil {
+	var target *model.Model
+	if n.Model == "" || n.Model == config.Embedded {
+		if target, err = loadEmbedded(testmodel.Target(quant.F32)); err != nil {
 			return nil, fmt.Errorf("embedded test model: %w", err)
 		}
-		gf, err := gguf.Parse(data)
-		if err != nil {
-			return nil, fmt.Errorf("embedded test model: %w", err)
+		if opts.Description == "" {
+			opts.Description = embeddedDescription
 		}
-		if m, err = model.Load(gf); err != nil {
-			return nil, fmt.Errorf("embedded test model: %w", err)
-		}
-		opts.Description = "embedded test model: tiny llama with random weights from a fixed seed (it proves the pipes, not the prose); pass --model FILE.gguf for a real model"
-		log.Warn("no --model given: serving the embedded test model (random weights, not a real language model)",
-			slog.String("model", m.Config.Name))
+		log.Warn("serving the embedded test model (random weights, not a real language model)",
+			slog.String("model", target.Config.Name))
 	} else {
-		var err error
-		if m, err = model.Open(f.model); err != nil {
+		if target, err = model.Open(n.Model); err != nil {
 			return nil, err
 		}
 		if opts.ID == "" {
-			opts.ID = modelIDFromPath(f.model)
+			opts.ID = modelIDFromPath(n.Model)
 		}
-		log.Info("model loaded", slog.String("path", f.model), slog.String("arch", m.Config.Arch),
-			slog.Int("layers", m.Config.Layers), slog.Int("embd", m.Config.Embd), slog.Int("vocab", m.Config.VocabSize))
+		log.Info("model loaded", slog.String("path", n.Model), slog.String("arch", target.Config.Arch),
+			slog.Int("layers", target.Config.Layers), slog.Int("embd", target.Config.Embd), slog.Int("vocab", target.Config.VocabSize))
 	}
-	if f.description != "" {
-		opts.Description = f.description
-	}
-	switch f.spec {
-	case "":
-	case "ngram":
-		opts.NGram = true
-	default:
-		m.Close()
-		return nil, fmt.Errorf("--spec %q: want ngram", f.spec)
-	}
-	opts.DraftTokens = f.draftTokens
-	if f.draftModel != "" {
-		if opts.NGram {
-			m.Close()
-			return nil, fmt.Errorf("--spec ngram and --draft-model exclude each other")
-		}
-		d, err := loadDraft(f.draftModel)
+	if n.DraftModel != "" {
+		d, err := loadDraft(n.DraftModel)
 		if err != nil {
-			m.Close()
+			target.Close()
 			return nil, fmt.Errorf("draft model: %w", err)
 		}
 		opts.Draft = d
-		log.Info("draft model loaded", slog.String("path", f.draftModel), slog.String("name", d.Config.Name),
+		log.Info("draft model loaded", slog.String("path", n.DraftModel), slog.String("name", d.Config.Name),
 			slog.Int("layers", d.Config.Layers))
 	}
-	e, err := sched.New(m, opts)
+	e, err := native.New(target, opts)
 	if err != nil {
-		m.Close()
+		target.Close()
 		if opts.Draft != nil {
 			opts.Draft.Close()
 		}
@@ -123,10 +91,14 @@ func openNative(f nativeFlags, log *slog.Logger) (*sched.Engine, error) {
 // loadDraft opens the draft model at path; "embedded" is the embedded test
 // model's draft.
 func loadDraft(path string) (*model.Model, error) {
-	if path != "embedded" {
+	if path != config.Embedded {
 		return model.Open(path)
 	}
-	data, err := testmodel.Bytes(testmodel.Draft(quant.F32))
+	return loadEmbedded(testmodel.Draft(quant.F32))
+}
+
+func loadEmbedded(spec testmodel.Spec) (*model.Model, error) {
+	data, err := testmodel.Bytes(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -144,30 +116,62 @@ func modelIDFromPath(path string) string {
 	return strings.TrimSuffix(base, filepath.Ext(base))
 }
 
-func (f *nativeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.model, "model", "", "GGUF model file (default: the embedded test model)")
-	fs.StringVar(&f.modelID, "model-id", "", "model name clients use (default: the file name without .gguf)")
-	fs.IntVar(&f.ctxLen, "ctx", 0, "context length in tokens (default: the model's)")
-	fs.Int64Var(&f.kvMem, "kv-cache-mem", 0, "KV cache memory budget in bytes (default: 4 full contexts, at most 1 GiB)")
-	fs.IntVar(&f.batch, "batch-tokens", 0, "token budget of one forward pass (default 512)")
-	fs.IntVar(&f.threads, "threads", 0, "CPU threads (default: GOMAXPROCS)")
-	fs.StringVar(&f.draftModel, "draft-model", "", "GGUF draft model for speculative decoding (same vocabulary as --model); \"embedded\" is the embedded test model's draft")
-	fs.StringVar(&f.spec, "spec", "", "speculative decoding without a draft model: \"ngram\" (prompt lookup); requests' predicted outputs draft either way")
-	fs.IntVar(&f.draftTokens, "draft-tokens", 0, "most tokens drafted per step (default 4)")
-	fs.StringVar(&f.kvType, "kv-cache-type", "f16", "KV cache element type: f16 (llama.cpp's numerics, half the memory) or f32 (exact)")
+// engines is what serve and generate serve: one engine for the service (a
+// router when a configuration file names several models) and the native
+// engines among them, whose loops must run.
+type engines struct {
+	engine.Engine
+	io.Closer
+	natives []*native.Engine
 }
 
-// openConfig starts the engines of the configuration file at path, native
+// Load implements engine.LoadReporter for the metrics' gauges, with the
+// load of the engine it wraps (a native engine or the router).
+func (es *engines) Load() []engine.ModelLoad {
+	if lr, ok := es.Engine.(engine.LoadReporter); ok {
+		return lr.Load()
+	}
+	return nil
+}
+
+// run runs the native engines' loops, each on a goroutine of its own, until
+// ctx ends or the engines are closed. The returned function waits for them.
+func (es *engines) run(ctx context.Context, log *slog.Logger) (wait func()) {
+	var wg sync.WaitGroup
+	for _, e := range es.natives {
+		wg.Go(func() {
+			if err := e.Run(ctx); err != nil {
+				log.Error("native engine stopped", slog.String("model", e.Models()[0].ID), slog.Any("err", err))
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// openFlags opens the one native model the flags describe.
+func openFlags(m *config.Model, log *slog.Logger) (*engines, error) {
+	if err := m.CheckNativeFlags(); err != nil {
+		return nil, err
+	}
+	e, err := openNative(m, log)
+	if err != nil {
+		return nil, err
+	}
+	return &engines{Engine: e, Closer: e, natives: []*native.Engine{e}}, nil
+}
+
+// openConfig opens the engines of the configuration file at path, native
 // and upstream, behind one router that serves them all by model id.
-func openConfig(path string, log *slog.Logger) (*router.Router, error) {
+func openConfig(path string, log *slog.Logger) (*engines, error) {
 	f, err := config.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	var engines []engine.Engine
-	fail := func(err error) (*router.Router, error) {
-		for i := len(engines) - 1; i >= 0; i-- {
-			if c, ok := engines[i].(io.Closer); ok {
+	var all []engine.Engine
+	var natives []*native.Engine
+	fail := func(err error) (*engines, error) {
+		for i := len(all) - 1; i >= 0; i-- {
+			if c, ok := all[i].(io.Closer); ok {
 				c.Close()
 			}
 		}
@@ -175,45 +179,26 @@ func openConfig(path string, log *slog.Logger) (*router.Router, error) {
 	}
 	for i := range f.Models {
 		m := &f.Models[i]
-		if n := m.Native; n != nil {
-			nf := nativeFlags{
-				model: n.Model, modelID: m.ID, ctxLen: m.ContextLength, kvMem: int64(n.KVCacheMem),
-				batch: n.BatchTokens, threads: n.Threads, kvType: n.KVCacheType,
-				draftModel: n.DraftModel, spec: n.Spec, draftTokens: n.DraftTokens,
-				description: m.Description, ownedBy: m.OwnedBy,
-			}
-			if nf.model == config.Embedded {
-				nf.model = ""
-			}
-			e, err := openNative(nf, log)
+		if m.Native != nil {
+			e, err := openNative(m, log)
 			if err != nil {
 				return fail(fmt.Errorf("model %q: %w", m.ID, err))
 			}
-			engines = append(engines, e)
+			all = append(all, e)
+			natives = append(natives, e)
 			continue
 		}
 		e, err := upstream.New(m.UpstreamOptions(log))
 		if err != nil {
 			return fail(fmt.Errorf("model %q: %w", m.ID, err))
 		}
-		engines = append(engines, e)
+		all = append(all, e)
 		log.Info("upstream model", slog.String("model", m.ID), slog.String("kind", m.Upstream.Kind),
 			slog.Int("replicas", len(m.Upstream.Replicas)))
 	}
-	r, err := router.New(engines...)
+	r, err := router.New(all...)
 	if err != nil {
 		return fail(err)
 	}
-	return r, nil
-}
-
-// nativeFlagNames are the names of the flags register defines, which a
-// configuration file replaces.
-func nativeFlagNames() map[string]bool {
-	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	var nf nativeFlags
-	nf.register(fs)
-	names := make(map[string]bool)
-	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
-	return names
+	return &engines{Engine: r, Closer: r, natives: natives}, nil
 }

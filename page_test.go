@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -54,24 +56,30 @@ func (e slowEngine) Generate(ctx context.Context, req *engine.Request) (engine.S
 	if err != nil || req.MaxTokens <= slowAbove {
 		return st, err
 	}
-	return slowStream{st, ctx, e.delay}, nil
+	// A relay that holds each event back for the delay; it ends with the
+	// inner stream, which ends when ctx does.
+	q := engine.NewQueue(0, nil)
+	go func() {
+		for {
+			ev, err := engine.Recv(st)
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				q.End(err)
+				return
+			}
+			select {
+			case <-time.After(e.delay):
+			case <-ctx.Done():
+			}
+			q.Push(ev)
+		}
+	}()
+	return q, nil
 }
 
 func (e slowEngine) Load() []engine.ModelLoad { return e.Engine.(engine.LoadReporter).Load() }
-
-type slowStream struct {
-	engine.Stream
-	ctx   context.Context
-	delay time.Duration
-}
-
-func (s slowStream) Recv() (engine.Event, error) {
-	select {
-	case <-time.After(s.delay):
-	case <-s.ctx.Done():
-	}
-	return s.Stream.Recv()
-}
 
 // logSink keeps the server's log lines.
 type logSink struct {
@@ -99,11 +107,7 @@ func TestPageInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	e, err := openNative(nativeFlags{modelID: "rill-tiny", draftModel: "embedded", threads: 1}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
+	e := startFlags(t, slog.New(slog.DiscardHandler), "--model-id", "rill-tiny", "--draft-model", "embedded", "--threads", "1")
 	var serverLog logSink
 	base := listen(t, service.New(service.Options{Engine: slowEngine{e, 20 * time.Millisecond}, APIKey: pageKey,
 		Logger: slog.New(slog.NewJSONHandler(&serverLog, nil))}))

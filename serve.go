@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"rill/engine"
+	"rill/config"
 	"rill/service"
 )
 
@@ -22,8 +22,8 @@ import (
 // to --shutdown-grace before cancelling them.
 func serve(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var nf nativeFlags
-	nf.register(fs)
+	flagModel := config.Model{Native: &config.Native{}}
+	flagModel.RegisterNativeFlags(fs)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	apiKey := fs.String("api-key", os.Getenv("RILL_API_KEY"), "require this Bearer key on /v1 (default $RILL_API_KEY)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running streams may finish after a shutdown signal")
@@ -51,12 +51,9 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--cors-allowed-origins: %w", err)
 	}
-	var e interface {
-		engine.Engine
-		Close() error
-	}
+	var e *engines
 	if *configFile != "" {
-		native := nativeFlagNames()
+		native := config.NativeFlagNames()
 		var set []string
 		fs.Visit(func(f *flag.Flag) {
 			if native[f.Name] {
@@ -66,19 +63,21 @@ func serve(ctx context.Context, args []string) error {
 		if len(set) > 0 {
 			return fmt.Errorf("--config and %s exclude each other: set them in the file", strings.Join(set, ", "))
 		}
-		r, err := openConfig(*configFile, log)
-		if err != nil {
+		if e, err = openConfig(*configFile, log); err != nil {
 			return err
 		}
-		e = r
-	} else {
-		n, err := openNative(nf, log)
-		if err != nil {
-			return err
-		}
-		e = n
+	} else if e, err = openFlags(&flagModel, log); err != nil {
+		return err
 	}
-	defer e.Close()
+	// The engines' loops run until the server is done with them; they are
+	// stopped and waited for before the engines are closed.
+	runCtx, stopEngines := context.WithCancel(context.Background())
+	waitEngines := e.run(runCtx, log)
+	defer func() {
+		stopEngines()
+		waitEngines()
+		e.Close()
+	}()
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"rill/config"
 	"rill/service"
 )
 
@@ -70,16 +73,36 @@ func streamText(t *testing.T, client *http.Client, url, prompt string, maxTokens
 	return text.String(), completion
 }
 
+// startFlags opens the engine that serve's flags args describe and runs it
+// until the test ends.
+func startFlags(t *testing.T, log *slog.Logger, args ...string) *engines {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	m := config.Model{Native: &config.Native{}}
+	m.RegisterNativeFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	e, err := openFlags(&m, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	wait := e.run(ctx, log)
+	t.Cleanup(func() {
+		stop()
+		wait()
+		e.Close()
+	})
+	return e
+}
+
 // TestConcurrentStreams: 8 and 32 greedy streams at once over loopback HTTP
 // all complete, each with the text it gets alone and the usage it asked for.
 func TestConcurrentStreams(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
-	e, err := openNative(nativeFlags{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := startFlags(t, log)
 	ts := httptest.NewServer(service.New(service.Options{Engine: e, Logger: log}))
 	defer ts.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}

@@ -42,8 +42,11 @@ type Model struct {
 	Upstream *Upstream `yaml:"upstream"`
 }
 
-// Native runs a model on rill's own engine; its fields are serve's flags
-// of the same names.
+// Native runs a model on rill's own engine. It is the one description of
+// a native model's settings: the file's native section decodes into it,
+// serve's and generate's flags of the same names (with - for _) write into
+// it (RegisterFlags), and one check validates it either way. Zero values
+// mean the engine's defaults.
 type Native struct {
 	// Model is the GGUF file (relative paths are relative to the
 	// configuration file), or "embedded" for the embedded test model.
@@ -51,13 +54,21 @@ type Native struct {
 	// DraftModel is a GGUF draft model sharing Model's vocabulary, or
 	// "embedded"; empty for none.
 	DraftModel  string `yaml:"draft_model"`
-	Spec        string `yaml:"spec"` // "" or "ngram"
-	DraftTokens int    `yaml:"draft_tokens"`
+	Spec        string `yaml:"spec"`         // "" or "ngram"
+	DraftTokens int    `yaml:"draft_tokens"` // most tokens drafted per step, 1 to MaxDraftTokens
 	KVCacheMem  Bytes  `yaml:"kv_cache_mem"`
 	KVCacheType string `yaml:"kv_cache_type"` // "f16" (default) or "f32"
 	BatchTokens int    `yaml:"batch_tokens"`
 	Threads     int    `yaml:"threads"`
+	// MaxSeqs bounds the sequences (choices) decoding at once.
+	MaxSeqs int `yaml:"max_seqs"`
+	// MaxQueuedRequests bounds the requests waiting to start beyond the
+	// free decoding slots; past it requests are refused with a 503.
+	MaxQueuedRequests int `yaml:"max_queued_requests"`
 }
+
+// MaxDraftTokens is the largest draft_tokens accepted.
+const MaxDraftTokens = 32
 
 // Upstream serves a model from one or more replicas of a server.
 type Upstream struct {
@@ -147,17 +158,27 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f File
+	var errs []error
 	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		switch {
+		case errors.Is(err, io.EOF):
 			return nil, errors.New("the file is empty")
+		case errors.As(err, &te):
+			// Unknown keys and values of the wrong type: the decoder went on
+			// past them, so the rest of the file is checked too.
+			for _, msg := range te.Errors {
+				errs = append(errs, errors.New(msg))
+			}
+		default:
+			return nil, err
 		}
-		return nil, err
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("the file holds more than one YAML document")
+		errs = append(errs, errors.New("the file holds more than one YAML document"))
 	}
-	if errs := f.check(lookupEnv); len(errs) > 0 {
+	if errs = append(errs, f.check(lookupEnv)...); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return &f, nil
@@ -199,7 +220,7 @@ func (f *File) check(lookupEnv func(string) (string, bool)) []error {
 		case m.Native != nil && m.Upstream != nil:
 			bad("has both native and upstream; choose one")
 		case m.Native != nil:
-			m.Native.check(bad)
+			m.Native.check(bad, fileKey)
 		default:
 			m.Upstream.check(bad, lookupEnv)
 		}
@@ -207,28 +228,41 @@ func (f *File) check(lookupEnv func(string) (string, bool)) []error {
 	return errs
 }
 
-func (n *Native) check(bad func(string, ...any)) {
+// fileKey names a native setting as the file writes it.
+func fileKey(key string) string { return "native." + key }
+
+// check reports every problem of n through bad; name turns a key
+// ("draft_tokens") into the name the user wrote (a file key or a flag).
+func (n *Native) check(bad func(string, ...any), name func(string) string) {
 	if n.Model == "" {
-		bad("native.model is required: a GGUF file, or %q for the embedded test model", Embedded)
+		bad("%s is required: a GGUF file, or %q for the embedded test model", name("model"), Embedded)
 	}
 	switch n.Spec {
 	case "", "ngram":
 	default:
-		bad("native.spec %q: want ngram or nothing", n.Spec)
+		bad("%s %q: want ngram or nothing", name("spec"), n.Spec)
 	}
 	if n.Spec == "ngram" && n.DraftModel != "" {
-		bad("native.spec ngram and native.draft_model exclude each other")
+		bad("%s ngram and %s exclude each other", name("spec"), name("draft_model"))
 	}
 	switch strings.ToLower(n.KVCacheType) {
 	case "", "f16", "f32":
 	default:
-		bad("native.kv_cache_type %q: want f16 or f32", n.KVCacheType)
+		bad("%s %q: want f16 or f32", name("kv_cache_type"), n.KVCacheType)
 	}
-	if n.DraftTokens < 0 || n.DraftTokens > 32 {
-		bad("native.draft_tokens %d: want 1 to 32 (0 for the default)", n.DraftTokens)
+	if n.DraftTokens < 0 || n.DraftTokens > MaxDraftTokens {
+		bad("%s %d: want 1 to %d (0 for the default)", name("draft_tokens"), n.DraftTokens, MaxDraftTokens)
 	}
-	if n.BatchTokens < 0 || n.Threads < 0 || n.KVCacheMem < 0 {
-		bad("native.batch_tokens, native.threads and native.kv_cache_mem must not be negative")
+	for _, v := range []struct {
+		key   string
+		value int64
+	}{
+		{"batch_tokens", int64(n.BatchTokens)}, {"threads", int64(n.Threads)}, {"kv_cache_mem", int64(n.KVCacheMem)},
+		{"max_seqs", int64(n.MaxSeqs)}, {"max_queued_requests", int64(n.MaxQueuedRequests)},
+	} {
+		if v.value < 0 {
+			bad("%s must not be negative", name(v.key))
+		}
 	}
 }
 

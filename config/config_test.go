@@ -1,6 +1,7 @@
 package config
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,6 +131,10 @@ func TestParseErrors(t *testing.T) {
 		{"negative duration", up("      kind: vllm\n      health: {interval: -1s}\n      replicas: [{url: 'http://h'}]"), []string{"must not be negative"}},
 		{"negative affinity", up("      kind: vllm\n      affinity: {prefix_bytes: -5}\n      replicas: [{url: 'http://h'}]"), []string{"prefix_bytes"}},
 		{"every problem at once", "models:\n  - id: a\n  - id: a\n    upstream: {kind: x}", []string{"models[0] (a): needs either", "is also the id", `unknown kind "x"`, "none configured"}},
+		{"unknown keys and bad values do not hide the rest",
+			"models:\n  - id: a\n    natve: {model: embedded}\n  - id: a\n    native: {model: embedded, kv_cache_mem: lots, draft_tokens: 99, max_queued_requests: -1, max_sed: 4}",
+			[]string{"field natve not found", "field max_sed not found", "not a size", "native.draft_tokens 99", "native.max_queued_requests must not be negative", "models[0] (a): needs either", "is also the id"}},
+		{"negative max_seqs", "models:\n  - id: m\n    native: {model: embedded, max_seqs: -4}", []string{"native.max_seqs must not be negative"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,6 +197,48 @@ func TestParseBytes(t *testing.T) {
 		got, err := ParseBytes(tc.in)
 		if got != tc.want || (err == nil) != tc.ok {
 			t.Errorf("ParseBytes(%q) = %d, %v; want %d (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestFlagsAndFileAgree: the flags and the file's native section fill the
+// same struct and are checked by the same rules, each naming what the user
+// wrote.
+func TestFlagsAndFileAgree(t *testing.T) {
+	t.Parallel()
+	f, err := Parse([]byte(`
+models:
+  - id: tiny
+    context_length: 512
+    native: {model: embedded, kv_cache_mem: 4MiB, batch_tokens: 64, draft_tokens: 2, max_seqs: 8, max_queued_requests: 4, spec: ngram}
+`), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	m := Model{Native: &Native{}}
+	m.RegisterNativeFlags(fs)
+	if err := fs.Parse([]string{"--model-id", "tiny", "--ctx", "512", "--kv-cache-mem", "4MiB", "--batch-tokens", "64",
+		"--draft-tokens", "2", "--max-seqs", "8", "--max-queued-requests", "4", "--spec", "ngram", "--kv-cache-type", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckNativeFlags(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m, f.Models[0]; got.ID != want.ID || got.ContextLength != want.ContextLength || *got.Native != *want.Native {
+		t.Fatalf("flags %+v %+v\nfile  %+v %+v", got, *got.Native, want, *want.Native)
+	}
+
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	m = Model{Native: &Native{}}
+	m.RegisterNativeFlags(fs)
+	if err := fs.Parse([]string{"--draft-tokens", "99", "--spec", "medusa", "--max-queued-requests", "-1", "--kv-cache-type", "q4", "--ctx", "-1"}); err != nil {
+		t.Fatal(err)
+	}
+	err = m.CheckNativeFlags()
+	for _, want := range []string{"--draft-tokens 99", `--spec "medusa"`, "--max-queued-requests must not be negative", `--kv-cache-type "q4"`, "--ctx must not be negative"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not contain %q", err, want)
 		}
 	}
 }

@@ -17,17 +17,23 @@ type Duration time.Duration
 // D is d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// UnmarshalYAML implements yaml.Unmarshaler.
+// UnmarshalYAML implements yaml.Unmarshaler. Its errors are type errors,
+// so that the decoder goes on and reports every problem of the file.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as \"5s\"", n.Line)
+		return typeError("line %d: want a duration such as \"5s\"", n.Line)
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (want one such as \"500ms\", \"5s\" or \"2m\")", n.Line, n.Value)
+		return typeError("line %d: %q is not a duration (want one such as \"500ms\", \"5s\" or \"2m\")", n.Line, n.Value)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// typeError is an error the YAML decoder collects instead of stopping at.
+func typeError(format string, args ...any) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf(format, args...)}}
 }
 
 // Bytes is a size in bytes: a plain integer, or a number with a unit —
@@ -64,14 +70,32 @@ func ParseBytes(s string) (Bytes, error) {
 	return Bytes(math.Round(b)), nil
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler.
+// UnmarshalYAML implements yaml.Unmarshaler (type errors, as Duration's).
 func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a size such as 512MiB", n.Line)
+		return typeError("line %d: want a size such as 512MiB", n.Line)
 	}
 	v, err := ParseBytes(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return typeError("line %d: %v", n.Line, err)
+	}
+	*b = v
+	return nil
+}
+
+// String implements flag.Value.
+func (b *Bytes) String() string {
+	if b == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+// Set implements flag.Value: a size as ParseBytes reads it.
+func (b *Bytes) Set(s string) error {
+	v, err := ParseBytes(s)
+	if err != nil {
+		return err
 	}
 	*b = v
 	return nil

@@ -113,14 +113,23 @@ type doubleStream struct {
 	events []engine.Event
 }
 
-func (s *doubleStream) Recv() (engine.Event, error) {
+func (s *doubleStream) TryRecv() (engine.Event, bool, error) {
 	if err := s.ctx.Err(); err != nil {
-		return engine.Event{}, err
+		return engine.Event{}, false, err
 	}
 	if len(s.events) == 0 {
-		return engine.Event{}, io.EOF
+		return engine.Event{}, false, io.EOF
 	}
 	ev := s.events[0]
 	s.events = s.events[1:]
-	return ev, nil
+	return ev, true, nil
 }
+
+// Ready is always ready: the double has every event at once.
+func (s *doubleStream) Ready() <-chan struct{} { return readyNow }
+
+var readyNow = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

@@ -12,8 +12,8 @@ import (
 	"rill/engine"
 	"rill/engine/gguf"
 	"rill/engine/model"
+	"rill/engine/native"
 	"rill/engine/quant"
-	"rill/engine/sched"
 	"rill/engine/testmodel"
 	"rill/service"
 
@@ -30,7 +30,7 @@ const nativeDescription = "embedded test model: tiny llama with random weights f
 // newNativeEngine starts the native engine on the embedded test model and
 // its draft model, with KV blocks of blockSize tokens, so that the suite's
 // expected cached counts and the engine agree by construction.
-func newNativeEngine(blockSize int) (*sched.Engine, error) {
+func newNativeEngine(blockSize int) (*native.Engine, error) {
 	data, err := testmodel.Bytes(testmodel.Target(quant.F32))
 	if err != nil {
 		return nil, fmt.Errorf("embedded test model: %w", err)
@@ -55,7 +55,7 @@ func newNativeEngine(blockSize int) (*sched.Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded draft model: %w", err)
 	}
-	e, err := sched.New(m, sched.Options{
+	e, err := native.New(m, native.Options{
 		Description: nativeDescription,
 		BlockSize:   blockSize,
 		Logger:      slog.New(slog.DiscardHandler),
@@ -66,6 +66,7 @@ func newNativeEngine(blockSize int) (*sched.Engine, error) {
 		_ = draft.Close()
 		return nil, fmt.Errorf("native engine: %w", err)
 	}
+	go e.Run(context.Background()) // Close stops it
 	return e, nil
 }
 

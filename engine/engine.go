@@ -23,19 +23,49 @@ type Engine interface {
 	// are returned here, as *RequestError or wrapped ErrUnknownModel, so that the
 	// transport can answer with a plain HTTP error.
 	//
+	// An engine that cannot take more work now returns (a wrapped)
+	// ErrOverloaded; a request it accepted always runs to its end.
+	//
 	// The returned Stream yields events in order until a final event for every
 	// choice. Cancelling ctx stops generation of every choice and frees the
-	// request's resources promptly; Recv then returns ctx's error. ctx is used
-	// only for this request and is not retained after the stream ends.
+	// request's resources promptly; the stream then ends with ctx's error
+	// (its Ready channel is signalled). ctx is used only for this request and
+	// is not retained after the stream ends.
 	Generate(ctx context.Context, req *Request) (Stream, error)
 }
 
-// Stream delivers the events of one request. It is owned by one goroutine.
+// Stream delivers the events of one request to one consumer goroutine,
+// without a goroutine of the consumer's in between: the consumer takes
+// what is ready with TryRecv and waits on Ready (together with its own
+// timers and its context) when nothing is. Recv wraps the two for
+// consumers that only wait.
 type Stream interface {
-	// Recv blocks until the next event. It returns io.EOF after the final
-	// event of the last choice. Any other error is terminal: the request
-	// failed mid-stream (or its context ended) and no more events follow.
-	Recv() (Event, error)
+	// TryRecv returns the next event if one is ready (ok true). With ok
+	// false and a nil error nothing is ready yet: wait on Ready. io.EOF
+	// follows the final event of the last choice; any other error is
+	// terminal: the request failed mid-stream (or its context ended) and
+	// no more events follow. Once TryRecv returned an error it returns the
+	// same error again.
+	TryRecv() (ev Event, ok bool, err error)
+
+	// Ready returns the channel on which the stream signals that TryRecv
+	// may have something new: an event or the end. It is the same channel
+	// for the life of the stream. A signal may be spurious, but after
+	// TryRecv reported nothing ready one always follows new events.
+	Ready() <-chan struct{}
+}
+
+// Recv blocks until the next event of st: the event, or io.EOF after the
+// last one, or the terminal error. It does not take a context because a
+// stream ends by itself when its request's context ends.
+func Recv(st Stream) (Event, error) {
+	for {
+		ev, ok, err := st.TryRecv()
+		if ok || err != nil {
+			return ev, err
+		}
+		<-st.Ready()
+	}
 }
 
 // Model describes a model as /v1/models shows it.
@@ -102,6 +132,14 @@ type Request struct {
 	Prediction string
 	// NoDraft turns speculative decoding off for this request (rill extension).
 	NoDraft bool
+
+	// ContinuousUsage asks for running Stats on every event that carries
+	// output: every non-final event with Text or Logprobs then carries the
+	// Stats of its choice so far (PromptTokens, CachedTokens,
+	// CompletionTokens, and DraftAccepted/DraftRejected when drafting).
+	// Final events carry the totals either way; without ContinuousUsage
+	// non-final events carry no Stats.
+	ContinuousUsage bool
 }
 
 // Choices returns the number of choices the request asks for (at least 1).
@@ -152,7 +190,10 @@ type Event struct {
 	// Final marks the last event of the choice; FinishReason and Stats are set.
 	Final        bool
 	FinishReason FinishReason
-	Stats        *Stats
+	// Stats are the choice's totals on its final event; on other events
+	// they are set only when the request asked for ContinuousUsage (the
+	// counts so far).
+	Stats *Stats
 }
 
 // TokenLogprob is the log-probability of one emitted token and its most

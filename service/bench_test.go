@@ -20,13 +20,15 @@ type sliceStream struct {
 	i      int
 }
 
-func (s *sliceStream) Recv() (engine.Event, error) {
+func (s *sliceStream) TryRecv() (engine.Event, bool, error) {
 	if s.i == len(s.events) {
-		return engine.Event{}, io.EOF
+		return engine.Event{}, false, io.EOF
 	}
 	s.i++
-	return s.events[s.i-1], nil
+	return s.events[s.i-1], true, nil
 }
+
+func (s *sliceStream) Ready() <-chan struct{} { return readyNow }
 
 // discardWriter is a ResponseWriter that flushes and forgets.
 type discardWriter struct {

@@ -53,49 +53,90 @@ func (f *fakeEngine) requests() []engine.Request {
 var testModels = []engine.Model{{ID: "tiny", OwnedBy: "rill", Created: 1700000000,
 	ContextLength: 256, Description: "a test double"}}
 
-// fakeStream replays events; it honours ctx the way the Stream contract asks.
+// fakeStream replays events; it honours ctx the way the Stream contract
+// asks: the stream ends with ctx's error once it is cancelled.
 type fakeStream struct {
 	ctx    context.Context
 	events []engine.Event
-	// delay comes before every event; hang blocks after the events until
-	// ctx ends; err is returned after the events instead of io.EOF.
+	// delay comes before every event; hang holds the stream open after the
+	// events until ctx ends; err is returned after the events instead of
+	// io.EOF.
 	delay time.Duration
 	hang  bool
 	err   error
-	// cancelled, if set, is closed when Recv observes the cancellation.
+	// cancelled, if set, is closed when the stream sees ctx end, as an
+	// engine does.
 	cancelled chan struct{}
-	once      sync.Once
+
+	init    sync.Once
+	ready   chan struct{}
+	due     time.Time   // when the next event may go
+	unwatch func() bool // stops watching ctx once the stream completed
 }
 
-func (s *fakeStream) Recv() (engine.Event, error) {
-	wait := s.delay
-	if len(s.events) == 0 && s.hang {
-		wait = time.Hour
+func (s *fakeStream) start() {
+	s.init.Do(func() {
+		s.ready = make(chan struct{}, 1)
+		s.unwatch = context.AfterFunc(s.ctx, func() {
+			if s.cancelled != nil {
+				close(s.cancelled)
+			}
+			s.signal()
+		})
+		s.arm()
+	})
+}
+
+func (s *fakeStream) signal() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
 	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-s.ctx.Done():
-			t.Stop()
-		}
+}
+
+// arm makes the next event wait for the delay.
+func (s *fakeStream) arm() {
+	if s.delay > 0 {
+		s.due = time.Now().Add(s.delay)
+		time.AfterFunc(s.delay, s.signal)
 	}
+}
+
+func (s *fakeStream) Ready() <-chan struct{} {
+	s.start()
+	return s.ready
+}
+
+func (s *fakeStream) TryRecv() (engine.Event, bool, error) {
+	s.start()
 	if err := s.ctx.Err(); err != nil {
-		if s.cancelled != nil {
-			s.once.Do(func() { close(s.cancelled) })
-		}
-		return engine.Event{}, err
+		return engine.Event{}, false, err
+	}
+	if time.Now().Before(s.due) {
+		return engine.Event{}, false, nil
 	}
 	if len(s.events) == 0 {
-		if s.err != nil {
-			return engine.Event{}, s.err
+		if s.hang {
+			return engine.Event{}, false, nil
 		}
-		return engine.Event{}, io.EOF
+		s.unwatch() // done: a later cancellation finds nothing to stop
+		if s.err != nil {
+			return engine.Event{}, false, s.err
+		}
+		return engine.Event{}, false, io.EOF
 	}
 	ev := s.events[0]
 	s.events = s.events[1:]
-	return ev, nil
+	s.arm()
+	return ev, true, nil
 }
+
+// readyNow is the Ready channel of doubles that always have something.
+var readyNow = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // script builds events: every piece for every choice (interleaved), then a
 // final event per choice with reason and the Stats stats(choice) returns.

@@ -198,7 +198,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, info *requestInfo,
 // finished before the handler returns.
 func drain(st engine.Stream) {
 	for {
-		if _, err := st.Recv(); err != nil {
+		if _, err := engine.Recv(st); err != nil {
 			return
 		}
 	}

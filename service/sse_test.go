@@ -176,6 +176,32 @@ type gatedStream struct {
 	step    int
 }
 
+func (s *gatedStream) TryRecv() (engine.Event, bool, error) {
+	if err := s.ctx.Err(); err != nil {
+		return engine.Event{}, false, err
+	}
+	switch s.step {
+	case 0:
+		s.step++
+		return engine.Event{Text: "before"}, true, nil
+	case 1:
+		select {
+		case <-s.release:
+		default:
+			return engine.Event{}, false, nil
+		}
+		s.step++
+		return engine.Event{Text: "after"}, true, nil
+	case 2:
+		s.step++
+		return engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{PromptTokens: 1, CompletionTokens: 2}}, true, nil
+	}
+	return engine.Event{}, false, io.EOF
+}
+
+// Ready is release: it becomes ready when the gate opens (and stays so).
+func (s *gatedStream) Ready() <-chan struct{} { return s.release }
+
 func (s *gatedStream) Recv() (engine.Event, error) {
 	s.step++
 	switch s.step {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
+	"reflect"
 	"time"
 
 	"rill/engine"
@@ -50,15 +50,6 @@ type generation struct {
 	obs *requestMetrics
 }
 
-// sourced is one item of a generation's merged event stream: an event of the
-// stream of prompt, or (err != nil) the end of that stream, io.EOF when it
-// completed.
-type sourced struct {
-	prompt int
-	ev     engine.Event
-	err    error
-}
-
 // run pulls the events of every stream of g until all completed, calling
 // onEvent with each event and its wire index. When ping > 0 and no event
 // arrived for a ping interval, it calls onIdle. It returns the Stats of
@@ -66,79 +57,149 @@ type sourced struct {
 // the error of the engine, of onEvent or onIdle, or of ctx (the request's
 // context: the client left).
 //
-// run owns the goroutines that read the streams (one per stream). Before it
-// returns it cancels the generation, which stops the engine at once if it is
-// still generating, and waits for them, so the streams are not touched
-// after it returns.
+// run takes events straight from the engine's streams on the calling
+// goroutine (engine.Stream.TryRecv) and waits on their Ready channels
+// together with the ping ticker and ctx: no goroutine stands between the
+// engine and the writer. Before it returns it cancels the generation, which
+// stops the engine at once if it is still generating.
 func (g *generation) run(ctx context.Context, ping time.Duration,
 	onEvent func(index int, ev *engine.Event) error, onIdle func() error) ([][]engine.Stats, error) {
-	ch := make(chan sourced, 16)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	defer func() {
 		g.cancel()
-		close(stop)
-		wg.Wait()
 		g.obs.end()
 	}()
-	for p, st := range g.streams {
-		wg.Go(func() {
-			for {
-				ev, err := st.Recv()
-				select {
-				case ch <- sourced{prompt: p, ev: ev, err: err}:
-				case <-stop:
-					return
-				}
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-
 	var tick <-chan time.Time
 	if ping > 0 && onIdle != nil {
 		t := time.NewTicker(ping)
 		defer t.Stop()
 		tick = t.C
 	}
+	w := newStreamWaiter(g.streams, ctx.Done(), tick)
 	prog := newProgress(g.n, len(g.streams))
 	active := false
-	var s sourced // outside the loop: &s.ev escapes, and once is enough
+	next := 0           // the stream to try first: streams take turns
+	var ev engine.Event // outside the loop: &ev escapes, and once is enough
 	for !prog.complete() {
-		select {
-		case s = <-ch:
-			active = true
-			if s.err != nil {
-				if errors.Is(s.err, io.EOF) {
-					if err := prog.end(s.prompt); err != nil {
-						return nil, err
-					}
-					continue
-				}
-				return nil, s.err
+		got, idle := false, false
+		for range g.streams {
+			p := next
+			next = (next + 1) % len(g.streams)
+			if prog.ended[p] {
+				continue
 			}
-			i, err := prog.record(s.prompt, &s.ev)
-			if err != nil {
-				return nil, err
-			}
-			g.obs.event(i, &s.ev)
-			if err := onEvent(i, &s.ev); err != nil {
-				return nil, err
-			}
-		case <-tick:
-			if !active {
-				if err := onIdle(); err != nil {
+			var ok bool
+			var err error
+			ev, ok, err = g.streams[p].TryRecv()
+			switch {
+			case errors.Is(err, io.EOF):
+				if err := prog.end(p); err != nil {
 					return nil, err
 				}
+				got = true
+			case err != nil:
+				return nil, err
+			case ok:
+				i, err := prog.record(p, &ev)
+				if err != nil {
+					return nil, err
+				}
+				g.obs.event(i, &ev)
+				if err := onEvent(i, &ev); err != nil {
+					return nil, err
+				}
+				got = true
 			}
-			active = false
-		case <-ctx.Done():
+			if got {
+				break
+			}
+		}
+		if got {
+			active = true
+			// An engine that always has an event ready never makes run wait:
+			// notice a client that left all the same.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			default:
+			}
+			continue
+		}
+		switch w.wait(prog.ended) {
+		case waitDone:
 			return nil, ctx.Err()
+		case waitTick:
+			idle = !active
+			active = false
+		}
+		if idle {
+			if err := onIdle(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return prog.stats, nil
+}
+
+// streamWaiter waits until one of a generation's streams may have
+// something new, the ping ticker ticks, or the request's context ends.
+type streamWaiter struct {
+	streams []engine.Stream
+	done    <-chan struct{}
+	tick    <-chan time.Time
+	cases   []reflect.SelectCase // for more than one stream; built once
+}
+
+type waitResult uint8
+
+const (
+	waitReady waitResult = iota
+	waitTick
+	waitDone
+)
+
+func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan time.Time) *streamWaiter {
+	w := &streamWaiter{streams: streams, done: done, tick: tick}
+	if len(streams) > 1 {
+		// Prompt arrays: a select over a number of channels only known at
+		// run time. The case of a stream that ended is disabled (nil channel).
+		w.cases = make([]reflect.SelectCase, 0, len(streams)+2)
+		w.cases = append(w.cases,
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)})
+		for _, st := range streams {
+			w.cases = append(w.cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Ready())})
+		}
+	}
+	return w
+}
+
+// wait blocks until something may have happened; ended marks the streams
+// not to wait for.
+func (w *streamWaiter) wait(ended []bool) waitResult {
+	if w.cases == nil {
+		select {
+		case <-w.streams[0].Ready():
+			return waitReady
+		case <-w.tick:
+			return waitTick
+		case <-w.done:
+			return waitDone
+		}
+	}
+	for i, st := range w.streams {
+		if ended[i] {
+			w.cases[2+i].Chan = reflect.Value{}
+		} else {
+			w.cases[2+i].Chan = reflect.ValueOf(st.Ready())
+		}
+	}
+	switch chosen, _, _ := reflect.Select(w.cases); chosen {
+	case 0:
+		return waitDone
+	case 1:
+		return waitTick
+	}
+	return waitReady
 }
 
 // streamTo runs g and writes its chunks to w: the opening chunks, one or two

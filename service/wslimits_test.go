@@ -319,13 +319,15 @@ type floodStream struct {
 	n    *atomic.Int64
 }
 
-func (s *floodStream) Recv() (engine.Event, error) {
+func (s *floodStream) TryRecv() (engine.Event, bool, error) {
 	if err := s.ctx.Err(); err != nil {
-		return engine.Event{}, err
+		return engine.Event{}, false, err
 	}
 	s.n.Add(1)
-	return engine.Event{Text: s.text}, nil
+	return engine.Event{Text: s.text}, true, nil
 }
+
+func (s *floodStream) Ready() <-chan struct{} { return readyNow }
 
 // TestWSBackpressure: a client that stops reading stops its request's
 // engine stream from being pulled (its queue is bounded), while another

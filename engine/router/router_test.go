@@ -28,7 +28,15 @@ func (f *fake) Generate(ctx context.Context, req *engine.Request) (engine.Stream
 
 type eof struct{}
 
-func (eof) Recv() (engine.Event, error) { return engine.Event{}, io.EOF }
+func (eof) TryRecv() (engine.Event, bool, error) { return engine.Event{}, false, io.EOF }
+
+func (eof) Ready() <-chan struct{} { return readyNow }
+
+var readyNow = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // closer is a fake with a Close method.
 type closer struct{ *fake }

@@ -18,14 +18,19 @@ import (
 )
 
 // Sampler samples the tokens of one choice. It is not safe for concurrent use.
-// It allocates only in New: Sample and Accept reuse its buffers.
+//
+// Its vocabulary-sized buffers are allocated at the first call that needs
+// them and dropped by Release, so that a choice that is not running costs
+// only its generator and penalty counts; between the two, Sample, Dist and
+// Accept do not allocate.
 type Sampler struct {
 	p      engine.Sampling
+	vocab  int
 	rng    *rand.Rand
 	counts map[int32]int32 // generated-token counts, for penalties; nil when no penalty is set
-	cands  []cand          // scratch, len vocab
-	dense  []float32       // tempered softmax, len vocab
-	probs  []float32       // dense distribution of the last filtered Dist call
+	cands  []cand          // scratch, len vocab; nil until needed
+	dense  []float32       // tempered softmax, len vocab; nil until needed
+	probs  []float32       // dense distribution of the last Dist call; nil until needed
 }
 
 type cand struct {
@@ -33,20 +38,32 @@ type cand struct {
 	p  float32 // logit, then probability
 }
 
+// pcgStream is the second word of the PCG generator's seed: the seed with
+// the golden-ratio constant 2^64/φ folded in, so that one 64-bit seed fills
+// both words with well-mixed, different values.
+const pcgStream = 0x9e3779b97f4a7c15
+
 // New returns a sampler for a vocabulary of size vocab. seed drives the
 // generator; callers derive it from the request's seed (and choice index) or
-// from a random source when the request has none.
+// from a random source when the request has none. It allocates no
+// vocabulary-sized buffer.
 func New(p engine.Sampling, vocab int, seed uint64) *Sampler {
 	s := &Sampler{
 		p:     p,
-		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		cands: make([]cand, vocab),
-		dense: make([]float32, vocab),
+		vocab: vocab,
+		rng:   rand.New(rand.NewPCG(seed, seed^pcgStream)),
 	}
 	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
 		s.counts = make(map[int32]int32)
 	}
 	return s
+}
+
+// Release drops the sampler's vocabulary-sized buffers (the generator and
+// the penalty counts stay): call it when the choice stops running. The next
+// call that needs them allocates them again.
+func (s *Sampler) Release() {
+	s.cands, s.dense, s.probs = nil, nil, nil
 }
 
 // Greedy reports whether this sampler takes the argmax (temperature 0).
@@ -76,12 +93,15 @@ func (s *Sampler) Sample(logits []float32) int {
 
 // filtered reports whether top-k, top-p or min-p restrict the distribution.
 func (s *Sampler) filtered() bool {
-	return (s.p.TopK > 0 && s.p.TopK < len(s.cands)) || (s.p.TopP > 0 && s.p.TopP < 1) || (s.p.MinP > 0 && s.p.MinP <= 1)
+	return (s.p.TopK > 0 && s.p.TopK < s.vocab) || (s.p.TopP > 0 && s.p.TopP < 1) || (s.p.MinP > 0 && s.p.MinP <= 1)
 }
 
 // tempered returns softmax(penalised logits / temperature), dense, in the
 // sampler's buffer.
 func (s *Sampler) tempered(logits []float32) []float32 {
+	if len(s.dense) < len(logits) {
+		s.dense = make([]float32, max(s.vocab, len(logits)))
+	}
 	d := s.dense[:len(logits)]
 	invT := float32(1 / s.p.Temperature)
 	if s.counts == nil {
@@ -118,23 +138,24 @@ func (s *Sampler) drawDense(d []float32) int {
 // (zero for filtered tokens). For a greedy sampler it is one-hot on the argmax.
 // The slice is owned by the sampler and valid until the next call.
 func (s *Sampler) Dist(logits []float32) []float32 {
-	if s.probs == nil {
-		s.probs = make([]float32, len(s.cands))
+	if len(s.probs) < len(logits) {
+		s.probs = make([]float32, max(s.vocab, len(logits)))
 	}
+	p := s.probs[:len(logits)]
 	if s.Greedy() {
-		clear(s.probs)
-		s.probs[s.argmax(logits)] = 1
-		return s.probs
+		clear(p)
+		p[s.argmax(logits)] = 1
+		return p
 	}
 	if !s.filtered() {
-		copy(s.probs, s.tempered(logits))
-		return s.probs
+		copy(p, s.tempered(logits))
+		return p
 	}
-	clear(s.probs)
+	clear(p)
 	for _, c := range s.filter(logits) {
-		s.probs[c.id] = c.p
+		p[c.id] = c.p
 	}
-	return s.probs
+	return p
 }
 
 // SampleDist draws a token from a dense distribution (need not be normalised),
@@ -206,6 +227,9 @@ func (s *Sampler) argmax(logits []float32) int {
 // function of the logits alone (so the same seed gives the same token).
 func (s *Sampler) filter(logits []float32) []cand {
 	d := s.tempered(logits)
+	if len(s.cands) < len(logits) {
+		s.cands = make([]cand, max(s.vocab, len(logits)))
+	}
 	c := s.cands[:len(logits)]
 	for i, p := range d {
 		c[i] = cand{int32(i), p}

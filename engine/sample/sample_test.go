@@ -3,6 +3,7 @@ package sample
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -229,6 +230,39 @@ func TestSampleAllocs(t *testing.T) {
 	s := New(engine.Sampling{Temperature: 0.8, TopP: 0.9, TopK: 40}, len(logits), 1)
 	if a := testing.AllocsPerRun(20, func() { s.Sample(logits) }); a != 0 {
 		t.Fatalf("Sample allocates %v times per call", a)
+	}
+}
+
+// TestLazyBuffers: a sampler costs no vocabulary-sized memory until it
+// samples, and Release gives that memory back without changing what it
+// samples (the generator and the penalty counts are kept).
+func TestLazyBuffers(t *testing.T) {
+	const vocab = 32000
+	logits := randomLogits(rand.New(rand.NewPCG(8, 9)), vocab)
+	p := engine.Sampling{Temperature: 0.8, TopP: 0.9, FrequencyPenalty: 0.5}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	samplers := make([]*Sampler, 128)
+	for i := range samplers {
+		samplers[i] = New(p, vocab, uint64(i))
+	}
+	runtime.ReadMemStats(&after)
+	if perSampler := (after.TotalAlloc - before.TotalAlloc) / uint64(len(samplers)); perSampler > vocab {
+		t.Fatalf("New allocates %d bytes per sampler, over the vocabulary's %d tokens", perSampler, vocab)
+	}
+
+	kept, released := New(p, vocab, 7), New(p, vocab, 7)
+	for i := range 20 {
+		a, b := kept.Sample(logits), released.Sample(logits)
+		if a != b {
+			t.Fatalf("token %d: %d kept, %d after Release", i, a, b)
+		}
+		kept.Accept(a)
+		released.Accept(b)
+		released.Release()
+		if released.cands != nil || released.dense != nil || released.probs != nil {
+			t.Fatal("Release kept a buffer")
+		}
 	}
 }
 

@@ -262,14 +262,14 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	if err != nil {
 		return nil, err
 	}
-	return newStream(c, a, n), nil
+	return pump(ctx, ctx, nil, []*stream{newStream(c, a, n)}), nil
 }
 
 // fanOut starts one single-choice request per choice of req.
 func (e *Engine) fanOut(ctx context.Context, req *engine.Request, key uint64, haveKey bool) (engine.Stream, error) {
 	n := req.Choices()
 	fctx, cancel := context.WithCancel(ctx)
-	subs := make([]engine.Stream, 0, n)
+	subs := make([]*stream, 0, n)
 	for j := range n {
 		sub := *req
 		sub.N = 1
@@ -293,13 +293,13 @@ func (e *Engine) fanOut(ctx context.Context, req *engine.Request, key uint64, ha
 		}
 		return nil, err
 	}
-	return newFanout(ctx, fctx, cancel, subs), nil
+	return pump(ctx, fctx, cancel, subs), nil
 }
 
 // drain reads a cancelled stream to its end, releasing its replica.
-func drain(s engine.Stream) {
+func drain(s *stream) {
 	for {
-		if _, err := s.Recv(); err != nil {
+		if _, err := s.recv(); err != nil {
 			return
 		}
 	}

@@ -88,7 +88,7 @@ func TestLoad(t *testing.T) {
 	// calls Recv again (a consumer that has stopped reading).
 	cancel()
 	waitFor("the request to end", func(l engine.ModelLoad) bool { return l.Running == 0 && l.Replicas[0].InFlight == 0 })
-	if _, err := st.Recv(); err == nil {
+	if _, err := engine.Recv(st); err == nil {
 		t.Error("Recv after cancel returned no error")
 	}
 }

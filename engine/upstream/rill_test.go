@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,15 +14,15 @@ import (
 
 	"rill/engine/gguf"
 	"rill/engine/model"
+	"rill/engine/native"
 	"rill/engine/quant"
-	"rill/engine/sched"
 	"rill/engine/testmodel"
 	"rill/engine/upstream"
 	"rill/service"
 )
 
 // nativeEngine starts the native engine on the embedded test model.
-func nativeEngine(t testing.TB, id string) *sched.Engine {
+func nativeEngine(t testing.TB, id string) *native.Engine {
 	t.Helper()
 	data, err := testmodel.Bytes(testmodel.Target(quant.F32))
 	if err != nil {
@@ -35,10 +36,11 @@ func nativeEngine(t testing.TB, id string) *sched.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := sched.New(m, sched.Options{ID: id, Threads: 1, Logger: discard})
+	e, err := native.New(m, native.Options{ID: id, Threads: 1, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
+	go e.Run(context.Background()) // Close stops it
 	t.Cleanup(func() { e.Close() })
 	return e
 }

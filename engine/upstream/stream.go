@@ -11,8 +11,9 @@ import (
 	"rill/engine"
 )
 
-// stream turns an upstream's chunks into engine events. It implements
-// engine.Stream and is owned by one goroutine.
+// stream turns an upstream's chunks into engine events, pulled one at a
+// time with recv, which reads the upstream's body. It is owned by one
+// goroutine: the pump that feeds the request's engine.Stream (pump.go).
 //
 // Text and logprobs are passed on as they arrive. A choice's final event
 // waits until the upstream has reported the request's counters (the usage
@@ -48,8 +49,9 @@ func newStream(c *call, a *attempt, n int) *stream {
 		open: n, queue: make([]engine.Event, 0, 4), t0: time.Now()}
 }
 
-// Recv implements engine.Stream.
-func (s *stream) Recv() (engine.Event, error) {
+// recv blocks until the next event: io.EOF after the last final event,
+// any other error terminal (the replica is released either way).
+func (s *stream) recv() (engine.Event, error) {
 	for {
 		if s.qi < len(s.queue) {
 			ev := s.queue[s.qi]

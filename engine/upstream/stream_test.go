@@ -48,7 +48,7 @@ func collect(t *testing.T, st engine.Stream) run {
 	t.Helper()
 	r := run{text: map[int]string{}, finals: map[int]engine.Event{}}
 	for {
-		ev, err := st.Recv()
+		ev, err := engine.Recv(st)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				r.err = err
@@ -279,7 +279,7 @@ func TestCancelPropagates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := st.Recv(); err != nil || ev.Text != "tick" {
+	if ev, err := engine.Recv(st); err != nil || ev.Text != "tick" {
 		t.Fatalf("first event %+v, %v", ev, err)
 	}
 	if e.Replicas()[0].InFlight != 1 {
@@ -291,7 +291,7 @@ func TestCancelPropagates(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream request outlived its context")
 	}
-	if _, err := st.Recv(); !errors.Is(err, context.Canceled) {
+	if _, err := engine.Recv(st); !errors.Is(err, context.Canceled) {
 		t.Errorf("Recv after cancel: %v, want context.Canceled", err)
 	}
 	if st := e.Replicas()[0]; st.InFlight != 0 || !st.Healthy {

@@ -1,4 +1,4 @@
-package sched
+package native
 
 import (
 	"bytes"

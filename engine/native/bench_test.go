@@ -1,4 +1,4 @@
-package sched
+package native
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func benchEngine(b *testing.B, m *model.Model, opts Options) *Engine {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { e.Close() })
+	start(b, e)
 	return e
 }
 
@@ -56,12 +56,12 @@ func firstToken(b *testing.B, e *Engine, req *engine.Request) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := st.Recv(); err != nil {
+	if _, err := engine.Recv(st); err != nil {
 		b.Fatal(err)
 	}
 	d := time.Since(start)
 	for {
-		if _, err := st.Recv(); err != nil {
+		if _, err := engine.Recv(st); err != nil {
 			return d
 		}
 	}

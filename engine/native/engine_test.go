@@ -1,4 +1,4 @@
-package sched
+package native
 
 import (
 	"context"
@@ -42,8 +42,21 @@ func newTestEngine(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close() })
+	start(t, e)
 	return e
+}
+
+// start runs e until the test ends; Close stops it.
+func start(t testing.TB, e *Engine) {
+	t.Helper()
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(context.Background()) }()
+	t.Cleanup(func() {
+		e.Close()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }
 
 var discard = slog.New(slog.DiscardHandler)
@@ -65,7 +78,7 @@ func collect(t testing.TB, e *Engine, req *engine.Request) result {
 	r := result{text: make([]string, n), final: make([]engine.Event, n)}
 	var b []strings.Builder = make([]strings.Builder, n)
 	for {
-		ev, err := st.Recv()
+		ev, err := engine.Recv(st)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -281,14 +294,14 @@ func TestCancelFreesBlocks(t *testing.T) {
 				return
 			}
 			for range 3 + i {
-				if _, err := st.Recv(); err != nil {
+				if _, err := engine.Recv(st); err != nil {
 					t.Error(err)
 					return
 				}
 			}
 			cancel()
 			for {
-				if _, err := st.Recv(); err != nil {
+				if _, err := engine.Recv(st); err != nil {
 					if !errors.Is(err, context.Canceled) {
 						t.Errorf("after cancel: %v", err)
 					}
@@ -350,7 +363,7 @@ func TestPreemption(t *testing.T) {
 	for i, st := range streams {
 		var b strings.Builder
 		for {
-			ev, err := st.Recv()
+			ev, err := engine.Recv(st)
 			if errors.Is(err, io.EOF) {
 				break
 			}

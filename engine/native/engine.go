@@ -1,0 +1,340 @@
+// Package native is rill's embedded engine: it implements engine.Engine
+// over one model on the CPU backend, with continuous batching, a paged KV
+// cache with automatic prefix caching, and speculative decoding.
+//
+// The work is split the vLLM v1 way: engine/sched decides what each step
+// computes, engine/kvcache allocates blocks, and this package does the rest:
+// it renders chat templates and tokenises (on the caller's goroutine, in
+// Generate), runs the model over each step's plan, samples, drafts and
+// verifies, detokenises, and streams events.
+//
+// One goroutine, the loop (Run), owns the model runner, the KV cache, the
+// scheduler and every sequence. Events flow to each request's consumer
+// through an engine.Queue that never blocks the loop; a request whose
+// consumer falls behind is paused until it catches up.
+package native
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rill/engine"
+	"rill/engine/backend/cpu"
+	"rill/engine/chat"
+	"rill/engine/kvcache"
+	"rill/engine/model"
+	"rill/engine/sched"
+	"rill/engine/tokenizer"
+)
+
+// Options configure an Engine. Zero values mean the defaults.
+type Options struct {
+	// ID is the model name clients use; default the GGUF general.name.
+	ID          string
+	Description string
+	OwnedBy     string
+	// ContextLength caps prompt + completion; default the model's training context.
+	ContextLength int
+	// KVCacheBytes is the memory budget of the KV cache; default room for
+	// 4 full contexts, at most 1 GiB.
+	KVCacheBytes int64
+	// KVType is the cache's element type; the zero value is F16.
+	KVType model.KVType
+	// BlockSize is the KV block size in tokens; default 16.
+	BlockSize int
+	// MaxBatchTokens is the token budget of one forward pass; default 512.
+	MaxBatchTokens int
+	// MaxSeqs bounds the sequences (choices) decoding at once; default 64.
+	MaxSeqs int
+	// MaxQueuedRequests bounds the requests waiting to start beyond the
+	// free decoding slots; past it Generate fails with engine.ErrOverloaded.
+	// Default 256.
+	MaxQueuedRequests int
+	// StreamBuffer is how many events per choice a request's stream holds
+	// before the request is paused until its consumer catches up; default 64.
+	StreamBuffer int
+
+	// Backend computes the forward passes. Nil: New creates a CPU backend
+	// with Threads workers and Close closes it; a backend given here stays
+	// the caller's.
+	Backend model.Backend
+	// Threads for the CPU backend New creates; default GOMAXPROCS.
+	Threads int
+	Logger  *slog.Logger
+
+	// Draft is a draft model for speculative decoding; it must share the
+	// target's vocabulary. The engine takes ownership of it.
+	Draft *model.Model
+	// NGram turns on n-gram prompt lookup as the proposer when there is no
+	// draft model.
+	NGram bool
+	// DraftTokens is the most tokens proposed per step (k); default 4.
+	DraftTokens int
+}
+
+// Defaults of Options.
+const (
+	DefaultDraftTokens  = 4
+	DefaultStreamBuffer = 64
+	// defaultKVContexts is how many full contexts the default KV cache
+	// holds, up to defaultKVBytesMax.
+	defaultKVContexts = 4
+	defaultKVBytesMax = 1 << 30
+)
+
+// Engine serves one model. Create it with New, run it with Run, stop it
+// with Close.
+type Engine struct {
+	info   engine.Model
+	model  *model.Model
+	tok    *tokenizer.Tokenizer
+	tmpl   *chat.Template
+	opts   Options
+	ctxLen int
+	log    *slog.Logger
+
+	// Owned by Run's goroutine.
+	be          model.Backend
+	ownBackend  *cpu.Backend // the backend New created, which Close closes; nil if given
+	runner      *model.Runner
+	kv          *model.KV
+	cache       *kvcache.Manager
+	sched       *sched.Scheduler
+	draft       *model.Model // nil without a draft model
+	draftRunner *model.Runner
+	draftKV     *model.KV // indexed by the same block ids as kv
+	loop        loopState
+
+	submit    chan *request
+	wake      chan struct{} // cap 1: a request was cancelled or a consumer caught up
+	quit      chan struct{}
+	done      chan struct{} // closed when Run returns
+	started   atomic.Bool
+	closeOnce sync.Once
+
+	statsMu sync.Mutex
+	stats   Stats
+
+	// beforeForward, when set (by tests), is called with every step's plan
+	// before the forward pass.
+	beforeForward func(*sched.Plan)
+}
+
+// Stats are the engine's counters, for metrics.
+type Stats struct {
+	Cache       kvcache.Stats
+	Preemptions int64
+	Steps       int64
+	Running     int // sequences scheduled each step
+	Paused      int // sequences of requests whose consumer is behind
+	Waiting     int // sequences waiting for admission
+	Queued      int // requests that have not started
+}
+
+// New returns an engine over m, which it takes ownership of (Close closes
+// it, and opts.Draft). On error the caller keeps ownership. The engine
+// serves nothing until Run runs.
+func New(m *model.Model, opts Options) (*Engine, error) {
+	tok, err := tokenizer.FromGGUF(m.File.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	if tok.Size() != m.Config.VocabSize {
+		return nil, fmt.Errorf("tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config.VocabSize)
+	}
+	src, _ := m.File.Metadata.String("tokenizer.chat_template")
+	tmpl, err := chat.NewWithOptions(src, chat.Options{BOS: tok.Text(tok.BOS()), EOS: tok.Text(tok.EOS())})
+	if err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
+	}
+	o := withDefaults(opts, m)
+	if o.Draft != nil {
+		if err := sameVocabulary(tok, o.Draft); err != nil {
+			return nil, err
+		}
+	}
+	ctxLen := m.Config.ContextLength
+	if o.ContextLength > 0 {
+		ctxLen = o.ContextLength
+	}
+	perBlock := model.KVBytesPerBlock(&m.Config, o.KVType, o.BlockSize)
+	if o.Draft != nil {
+		perBlock += model.KVBytesPerBlock(&o.Draft.Config, o.KVType, o.BlockSize)
+	}
+	if o.KVCacheBytes <= 0 {
+		o.KVCacheBytes = min(defaultKVContexts*int64(ctxLen)/int64(o.BlockSize)*perBlock, defaultKVBytesMax)
+	}
+	nBlocks := int(o.KVCacheBytes / perBlock)
+	if nBlocks < 2 {
+		return nil, fmt.Errorf("kv cache budget of %d bytes holds %d blocks of %d bytes; need at least 2", o.KVCacheBytes, nBlocks, perBlock)
+	}
+	kv, err := model.NewKV(&m.Config, o.KVType, nBlocks, o.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	var draftKV *model.KV
+	if o.Draft != nil {
+		if draftKV, err = model.NewKV(&o.Draft.Config, o.KVType, nBlocks, o.BlockSize); err != nil {
+			return nil, err
+		}
+	}
+	cache, err := kvcache.New(kvcache.Options{NumBlocks: nBlocks, BlockSize: o.BlockSize, Scope: o.ID})
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		info: engine.Model{
+			ID: o.ID, OwnedBy: o.OwnedBy, Created: time.Now().Unix(),
+			ContextLength: ctxLen, Description: o.Description, PrefixCache: true,
+			Drafting: o.Draft != nil || o.NGram,
+		},
+		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger,
+		kv: kv, cache: cache, draft: o.Draft, draftKV: draftKV,
+		submit: make(chan *request),
+		wake:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	e.sched = sched.New(cache, sched.Options{
+		MaxBatchTokens: o.MaxBatchTokens,
+		MaxRunning:     o.MaxSeqs,
+		MaxQueued:      o.MaxQueuedRequests,
+		DraftLen:       e.draftLen,
+		LockstepDraft:  o.Draft != nil,
+	})
+	e.be = o.Backend
+	if e.be == nil {
+		e.ownBackend = cpu.New(cpu.Options{Threads: o.Threads})
+		e.be = e.ownBackend
+	}
+	// Drafting adds up to k tokens per running sequence to a step.
+	maxTokens := o.MaxBatchTokens + o.MaxSeqs*o.DraftTokens
+	e.runner = model.NewRunner(m, e.be, maxTokens)
+	if o.Draft != nil {
+		e.draftRunner = model.NewRunner(o.Draft, e.be, maxTokens)
+	}
+	o.Logger.Info("kv cache",
+		slog.String("model", o.ID),
+		slog.Int("blocks", nBlocks),
+		slog.Int("block_tokens", o.BlockSize),
+		slog.Int("tokens", nBlocks*o.BlockSize),
+		slog.Int64("bytes", int64(nBlocks)*perBlock),
+		slog.String("type", o.KVType.String()),
+		slog.Int("context_length", ctxLen),
+		slog.String("chat_template", tmpl.Name()),
+		slog.String("speculative", e.proposerName()),
+		slog.Int("draft_tokens", o.DraftTokens),
+		slog.Int("max_seqs", o.MaxSeqs),
+		slog.Int("max_queued_requests", o.MaxQueuedRequests))
+	return e, nil
+}
+
+// withDefaults fills in opts' zero (or negative) values.
+func withDefaults(o Options, m *model.Model) Options {
+	if o.ID == "" {
+		o.ID = m.Config.Name
+		if o.ID == "" {
+			o.ID = "model"
+		}
+	}
+	if o.OwnedBy == "" {
+		o.OwnedBy = "rill"
+	}
+	if o.BlockSize <= 0 {
+		o.BlockSize = kvcache.DefaultBlockSize
+	}
+	if o.MaxBatchTokens <= 0 {
+		o.MaxBatchTokens = sched.DefaultMaxBatchTokens
+	}
+	if o.MaxSeqs <= 0 {
+		o.MaxSeqs = sched.DefaultMaxRunning
+	}
+	if o.MaxQueuedRequests <= 0 {
+		o.MaxQueuedRequests = sched.DefaultMaxQueued
+	}
+	if o.StreamBuffer <= 0 {
+		o.StreamBuffer = DefaultStreamBuffer
+	}
+	if o.DraftTokens <= 0 {
+		o.DraftTokens = DefaultDraftTokens
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Close stops Run (and waits for it to return), fails the requests in
+// flight with ErrClosed, and releases the model, the draft model and the
+// backend New created. Later calls do nothing.
+func (e *Engine) Close() error {
+	var err error
+	e.closeOnce.Do(func() {
+		close(e.quit)
+		if e.started.Load() {
+			<-e.done
+		}
+		if e.ownBackend != nil {
+			e.ownBackend.Close()
+		}
+		if e.draft != nil {
+			e.draft.Close()
+		}
+		err = e.model.Close()
+	})
+	return err
+}
+
+// proposerName says which proposer drafts for requests without a prediction.
+func (e *Engine) proposerName() string {
+	switch {
+	case e.draft != nil:
+		return "draft model " + e.draft.Config.Name
+	case e.opts.NGram:
+		return "ngram"
+	}
+	return "off"
+}
+
+// sameVocabulary refuses a draft model whose vocabulary differs from the
+// target's: draft token ids must mean the same text to both models.
+func sameVocabulary(target *tokenizer.Tokenizer, draft *model.Model) error {
+	dt, err := tokenizer.FromGGUF(draft.File.Metadata)
+	if err != nil {
+		return fmt.Errorf("draft model tokenizer: %w", err)
+	}
+	if dt.Size() != target.Size() || draft.Config.VocabSize != target.Size() {
+		return fmt.Errorf("draft model vocabulary has %d tokens, the target's %d: a draft model must share the target's vocabulary", dt.Size(), target.Size())
+	}
+	tv, dv := target.Vocab(), dt.Vocab()
+	for i := range tv.Tokens {
+		if tv.Tokens[i] != dv.Tokens[i] {
+			return fmt.Errorf("draft model vocabulary differs from the target's at token %d (%q vs %q): a draft model must share the target's vocabulary", i, dv.Tokens[i], tv.Tokens[i])
+		}
+	}
+	if tv.BOS != dv.BOS || tv.EOS != dv.EOS {
+		return fmt.Errorf("draft model special tokens differ from the target's (BOS %d/%d, EOS %d/%d)", dv.BOS, tv.BOS, dv.EOS, tv.EOS)
+	}
+	return nil
+}
+
+// Models implements engine.Engine.
+func (e *Engine) Models() []engine.Model { return []engine.Model{e.info} }
+
+// Tokenizer exposes the model's tokenizer (read-only), for tools and tests.
+func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
+
+// Stats returns a snapshot of the engine's counters, as of the last step.
+func (e *Engine) Stats() Stats {
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	return e.stats
+}
+
+// ErrClosed is the error of requests cut short by Close (or the end of
+// Run's context), and of Generate after it.
+var ErrClosed = errors.New("engine closed")

@@ -1,0 +1,276 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"rill/engine"
+	"rill/engine/chat"
+	"rill/engine/sample"
+	"rill/engine/sched"
+	"rill/engine/spec"
+	"rill/engine/tokenizer"
+)
+
+// request is one Generate call. Generate builds it; from then on the loop
+// owns it, except for cancelled, which the request context's AfterFunc sets.
+type request struct {
+	req       *engine.Request
+	prompt    []int32
+	maxTokens int
+	out       *engine.Queue
+	arrival   time.Time
+	group     *sched.Group // set on admission
+	choices   []*choice
+	live      int  // choices not yet finished
+	paused    bool // the scheduler holds the request: its consumer is behind
+
+	draft      draftKind
+	prediction []int32 // the client's predicted output, tokenised
+
+	verdict   chan error  // the loop's admission answer to Generate (cap 1)
+	cancelled atomic.Bool // the request's context ended
+	unwatch   func() bool // stops watching the request's context
+}
+
+// draftKind is the proposer a request drafts with.
+type draftKind uint8
+
+const (
+	draftNone draftKind = iota
+	draftModel
+	draftNGram
+	draftPrediction
+)
+
+// Seeds of a request's samplers: choice i of a request with seed s samples
+// with s + i*choiceSeedStride, so that choices differ and each is
+// reproducible (choice 0 uses s itself). The stride is 2^64/φ, SplitMix64's
+// increment, which spreads consecutive choices over the whole seed space.
+// A draft model's sampler gets (choice+1)*draftSeedMultiplier folded in, an
+// odd 64-bit multiplier with good spectral properties (Steele and Vigna's
+// tables for LCGs), so that its stream is unrelated to the target's.
+const (
+	choiceSeedStride    = 0x9e3779b97f4a7c15
+	draftSeedMultiplier = 0xd1b54a32d192ed03
+)
+
+// Generate implements engine.Engine. It validates and tokenises req on the
+// caller's goroutine, then hands it to the loop, which admits it or, with
+// MaxQueuedRequests requests waiting to start, refuses it with
+// engine.ErrOverloaded. Requests wait for Run.
+func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+	if req.Model != e.info.ID {
+		return nil, fmt.Errorf("%w: %q (this server has %q)", engine.ErrUnknownModel, req.Model, e.info.ID)
+	}
+	prompt, err := e.promptTokens(req)
+	if err != nil {
+		return nil, err
+	}
+	maxTokens := req.MaxTokens
+	room := e.ctxLen - len(prompt)
+	switch {
+	case room <= 0:
+		return nil, engine.Errorf(engine.CodeContextLengthExceeded, promptParam(req),
+			"This model's maximum context length is %d tokens. However, your prompt is %d tokens.", e.ctxLen, len(prompt))
+	case maxTokens > room:
+		return nil, engine.Errorf(engine.CodeContextLengthExceeded, "max_tokens",
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the prompt or the completion length.",
+			e.ctxLen, len(prompt)+maxTokens, len(prompt), maxTokens)
+	case maxTokens == 0:
+		maxTokens = room
+	}
+	if need := e.cache.BlocksFor(len(prompt) + 1); need > e.cache.NumBlocks() {
+		return nil, engine.Errorf(engine.CodeContextLengthExceeded, promptParam(req),
+			"the prompt of %d tokens does not fit in this server's KV cache of %d tokens", len(prompt), e.cache.NumBlocks()*e.cache.BlockSize())
+	}
+	if req.TopLogprobs < 0 || req.TopLogprobs > 20 {
+		return nil, engine.Errorf("", "top_logprobs", "top_logprobs must be between 0 and 20")
+	}
+
+	n := req.Choices()
+	r := &request{
+		req:       req,
+		prompt:    prompt,
+		maxTokens: maxTokens,
+		arrival:   time.Now(),
+		verdict:   make(chan error, 1),
+	}
+	r.out = engine.NewQueue(e.opts.StreamBuffer*n, e.signal)
+	if !req.NoDraft {
+		switch {
+		case req.Prediction != "":
+			r.draft = draftPrediction
+			for _, id := range e.tok.Encode(req.Prediction, tokenizer.EncodeOptions{Continuation: true}) {
+				r.prediction = append(r.prediction, int32(id))
+			}
+		case e.draft != nil:
+			r.draft = draftModel
+		case e.opts.NGram:
+			r.draft = draftNGram
+		}
+	}
+	seed := rand.Uint64()
+	if req.Sampling.Seed != nil {
+		seed = uint64(*req.Sampling.Seed)
+	}
+	r.choices = make([]*choice, n)
+	for i := range n {
+		r.choices[i] = e.newChoice(r, i, seed)
+	}
+	// Watch the context from now on: a cancellation ends the stream at once
+	// and wakes the loop, which frees the request's blocks.
+	r.unwatch = context.AfterFunc(ctx, func() {
+		r.out.End(ctx.Err()) // first: the loop's own End must not win
+		r.cancelled.Store(true)
+		e.signal()
+	})
+	select {
+	case e.submit <- r:
+	case <-ctx.Done():
+		r.unwatch()
+		return nil, ctx.Err()
+	case <-e.quit:
+		r.unwatch()
+		return nil, ErrClosed
+	case <-e.done:
+		r.unwatch()
+		return nil, ErrClosed
+	}
+	if err := <-r.verdict; err != nil {
+		r.unwatch()
+		return nil, err
+	}
+	return r.out, nil
+}
+
+// signal wakes the loop if it waits; it never blocks.
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// choice is the engine's state of one choice of a request: what samples,
+// detokenises, stops and drafts it. The scheduler's view of it is seq.
+type choice struct {
+	r       *request
+	seq     *sched.Sequence // set on admission
+	index   int
+	sampler *sample.Sampler
+	dec     *tokenizer.Decoder
+	stop    stopper
+	emitted int       // completion tokens emitted
+	first   time.Time // when the first token was emitted
+	top     []sample.Logprob
+
+	// Speculative decoding (drafting requests only).
+	backoff      spec.Backoff
+	prediction   *spec.Prediction
+	drafts       []int32         // this step's proposal
+	draftsWanted int             // this step's reserved draft slots, while the draft model proposes
+	draftSampler *sample.Sampler // draws proposals from the draft model (sampling requests)
+	draftDists   [][]float32     // the draft model's distribution of each proposal, when sampling
+	accepted     int             // draft tokens in the output
+	rejected     int             // draft tokens known not to be in the output
+	undecided    int             // this step's drafts not (yet) in the output: rejected if the choice ends now
+}
+
+func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
+	c := &choice{
+		r:       r,
+		index:   i,
+		sampler: sample.New(r.req.Sampling, e.tok.Size(), seed+uint64(i)*choiceSeedStride),
+		dec:     e.tok.NewDecoder(),
+		stop:    stopper{stops: r.req.Stop},
+	}
+	if r.draft != draftNone {
+		c.backoff = spec.Backoff{Max: e.opts.DraftTokens}
+	}
+	switch r.draft {
+	case draftPrediction:
+		c.prediction = &spec.Prediction{Tokens: r.prediction}
+	case draftModel:
+		if r.req.Sampling.Temperature > 0 {
+			// Proposals are drawn from the draft's tempered, filtered
+			// distribution q; verification divides by it.
+			p := r.req.Sampling
+			p.PresencePenalty, p.FrequencyPenalty = 0, 0
+			c.draftSampler = sample.New(p, e.tok.Size(), seed^uint64(i+1)*draftSeedMultiplier)
+		}
+	}
+	return c
+}
+
+// release drops c's vocabulary-sized buffers: c finished, was preempted or
+// is paused. They come back when it samples again.
+func (c *choice) release() {
+	c.sampler.Release()
+	if c.draftSampler != nil {
+		c.draftSampler.Release()
+	}
+	c.draftDists = nil
+}
+
+func promptParam(req *engine.Request) string {
+	if req.Messages != nil {
+		return "messages"
+	}
+	return "prompt"
+}
+
+// promptTokens tokenises the request's prompt: chat messages through the
+// template, text with BOS and special tokens parsed (as llama.cpp's server
+// does), token ids as given.
+func (e *Engine) promptTokens(req *engine.Request) ([]int32, error) {
+	var ids []int
+	switch {
+	case req.Messages != nil:
+		if len(req.Messages) == 0 {
+			return nil, engine.Errorf("", "messages", "messages must not be empty")
+		}
+		text, err := e.tmpl.Render(req.Messages, true)
+		if err != nil {
+			var re *chat.RenderError
+			if errors.As(err, &re) && re.Raised {
+				// The template refused the conversation (roles that do not
+				// alternate, say): the client's to fix.
+				return nil, engine.Errorf("", "messages", "%s", re.Msg)
+			}
+			return nil, engine.Errorf("", "messages", "the model's chat template failed on these messages: %v", err)
+		}
+		// Templates that write bos_token themselves would get a second BOS
+		// from the tokenizer; llama.cpp drops the template's.
+		if bos := e.tok.Text(e.tok.BOS()); bos != "" && e.tok.Vocab().AddBOS {
+			text = strings.TrimPrefix(text, bos)
+		}
+		ids = e.tok.Encode(text, encodeWithBOS)
+	case req.PromptTokens != nil:
+		for i, id := range req.PromptTokens {
+			if !e.tok.Valid(id) {
+				return nil, engine.Errorf("", "prompt", "prompt token %d at index %d is outside the vocabulary of %d tokens", id, i, e.tok.Size())
+			}
+		}
+		ids = req.PromptTokens
+	default:
+		ids = e.tok.Encode(req.Prompt, encodeWithBOS)
+	}
+	if len(ids) == 0 {
+		return nil, engine.Errorf("", promptParam(req), "the prompt is empty")
+	}
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out, nil
+}
+
+// encodeWithBOS tokenises prompts as llama.cpp's server does: BOS added per
+// the vocabulary, special-token text parsed.
+var encodeWithBOS = tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}

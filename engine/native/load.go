@@ -1,0 +1,16 @@
+package native
+
+import "rill/engine"
+
+// Load implements engine.LoadReporter from the counters the loop publishes
+// after every step. Running counts admitted choices, paused ones included
+// (they hold their KV blocks while their readers catch up); Waiting counts
+// choices not yet admitted.
+func (e *Engine) Load() []engine.ModelLoad {
+	st := e.Stats()
+	usage := 0.0
+	if st.Cache.BlocksTotal > 0 {
+		usage = float64(st.Cache.BlocksUsed) / float64(st.Cache.BlocksTotal)
+	}
+	return []engine.ModelLoad{{Model: e.info.ID, Running: st.Running + st.Paused, Waiting: st.Waiting, KVCacheUsage: &usage}}
+}

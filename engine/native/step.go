@@ -1,0 +1,218 @@
+package native
+
+import (
+	"slices"
+	"time"
+
+	"rill/engine"
+	"rill/engine/sample"
+	"rill/engine/sched"
+)
+
+// step runs one step of the scheduler's plan: proposers draft, the target
+// computes every planned token in one batched forward pass, and each
+// sequence that reached its last known token samples (or verifies its
+// drafts) and emits.
+func (e *Engine) step() error {
+	plan := e.sched.Schedule()
+	for _, seq := range plan.Preempted {
+		e.choiceOf(seq).release()
+	}
+	for _, seq := range plan.Exhausted {
+		e.finish(e.choiceOf(seq), engine.FinishLength)
+	}
+	if len(plan.Seqs) == 0 {
+		return nil
+	}
+	if e.beforeForward != nil {
+		e.beforeForward(plan)
+	}
+	if err := e.propose(plan); err != nil {
+		return err
+	}
+	e.build(plan)
+	logits, err := e.runner.Forward(&e.loop.batch, e.kv)
+	if err != nil {
+		return err
+	}
+	e.loop.steps++
+	vocab := e.model.Config.VocabSize
+	for i := range plan.Seqs {
+		sc := &plan.Seqs[i]
+		e.sched.Advance(sc)
+		row := e.loop.rows[i]
+		if row < 0 || sc.Seq.Done() {
+			continue // a prompt chunk that does not reach the end yet
+		}
+		c := e.choiceOf(sc.Seq)
+		rows := logits[row*vocab : (row+1+len(c.drafts))*vocab]
+		last := rows[:vocab] // the logits after the last known token
+		for _, f := range e.sched.Fork(sc.Seq) {
+			e.startFork(f, last)
+		}
+		if len(c.drafts) > 0 {
+			e.verify(c, rows)
+			continue
+		}
+		tok := c.sampler.Sample(last)
+		c.sampler.Accept(tok)
+		e.emit(c, tok, last)
+	}
+	return nil
+}
+
+// build lays the plan out as the target's batch: each sequence's planned
+// known tokens, then its drafts; logits for the last known token and every
+// draft. It records each sequence's first logits row (-1: none).
+func (e *Engine) build(plan *sched.Plan) {
+	l := &e.loop
+	b := &l.batch
+	b.Reset()
+	l.rows = l.rows[:0]
+	for i := range plan.Seqs {
+		sc := &plan.Seqs[i]
+		seq := sc.Seq
+		table := int32(len(b.Tables))
+		b.Tables = append(b.Tables, seq.KV.Blocks)
+		for j := range sc.Compute {
+			pos := sc.Start + j
+			b.Tokens = append(b.Tokens, seq.Tokens[pos])
+			b.Pos = append(b.Pos, int32(pos))
+			b.Seq = append(b.Seq, table)
+		}
+		if !sc.Sampled {
+			l.rows = append(l.rows, -1)
+			continue
+		}
+		l.rows = append(l.rows, len(b.Logits))
+		b.Logits = append(b.Logits, int32(len(b.Tokens)-1))
+		for j, d := range e.choiceOf(seq).drafts {
+			b.Tokens = append(b.Tokens, d)
+			b.Pos = append(b.Pos, int32(sc.Start+sc.Compute+j))
+			b.Seq = append(b.Seq, table)
+			b.Logits = append(b.Logits, int32(len(b.Tokens)-1))
+		}
+	}
+}
+
+// startFork starts a further choice on its leader's computed prompt: it
+// copies the partial prompt block, then samples the choice's first token
+// from the leader's logits row.
+func (e *Engine) startFork(f sched.Fork, row []float32) {
+	if f.Copy {
+		e.kv.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
+		if e.draftKV != nil {
+			e.draftKV.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
+		}
+	}
+	c := e.choiceOf(f.Child)
+	tok := c.sampler.Sample(row)
+	c.sampler.Accept(tok)
+	e.emit(c, tok, row)
+}
+
+// emit appends tok, sampled from row, to c's output and streams it. It
+// reports whether the choice finished (end of sequence, a stop string, max
+// tokens or the context), in which case c is already released.
+func (e *Engine) emit(c *choice, tok int, row []float32) bool {
+	r := c.r
+	seq := c.seq
+	seq.Tokens = append(seq.Tokens, int32(tok))
+	c.emitted++
+	if c.emitted == 1 {
+		c.first = time.Now()
+	}
+
+	ev := engine.Event{Choice: c.index}
+	var finish engine.FinishReason
+	var text string
+	if !r.req.IgnoreEOS && e.tok.IsEOG(tok) {
+		finish = engine.FinishStop
+		text = c.dec.Flush()
+	} else {
+		if r.req.Logprobs {
+			ev.Logprobs = []engine.TokenLogprob{e.logprob(c, row, tok)}
+		}
+		text = c.dec.Add(tok)
+		if c.emitted >= r.maxTokens || len(seq.Tokens) >= e.ctxLen {
+			finish = engine.FinishLength
+			text += c.dec.Flush()
+		}
+	}
+	out, stopped := c.stop.push(text)
+	if stopped {
+		finish = engine.FinishStop
+	} else if finish != "" {
+		out += c.stop.flush()
+	}
+	ev.Text = out
+	if ev.Text != "" || ev.Logprobs != nil {
+		if r.req.ContinuousUsage {
+			ev.Stats = c.stats(false)
+		}
+		e.push(r, ev)
+	}
+	if finish == "" {
+		return false
+	}
+	e.finish(c, finish)
+	return true
+}
+
+func (e *Engine) logprob(c *choice, row []float32, tok int) engine.TokenLogprob {
+	ls := sample.NewLogSoftmax(row)
+	piece := e.tok.Piece(tok)
+	lp := engine.TokenLogprob{Token: string(piece), Bytes: slices.Clone(piece), Logprob: float64(ls.Of(tok))}
+	if n := c.r.req.TopLogprobs; n > 0 {
+		c.top = ls.Top(n, c.top)
+		lp.Top = make([]engine.TopLogprob, len(c.top))
+		for i, t := range c.top {
+			p := e.tok.Piece(t.ID)
+			lp.Top[i] = engine.TopLogprob{Token: string(p), Bytes: slices.Clone(p), Logprob: float64(t.Logprob)}
+		}
+	}
+	return lp
+}
+
+// finish ends choice c with reason: its blocks are freed (full ones stay
+// cached), its buffers released, its final event streamed; the request's
+// stream ends after its last choice.
+func (e *Engine) finish(c *choice, reason engine.FinishReason) {
+	r := c.r
+	e.sched.Finish(c.seq)
+	c.release()
+	st := c.stats(true)
+	if !c.first.IsZero() {
+		st.PromptTime = c.first.Sub(r.arrival)
+		st.GenerationTime = time.Now().Sub(c.first)
+	}
+	e.push(r, engine.Event{Choice: c.index, Final: true, FinishReason: reason, Stats: st})
+	r.live--
+	if r.live == 0 {
+		e.end(r, nil)
+	}
+}
+
+// statsBox holds a Stats and the values its pointers point at, so that
+// one allocation makes a complete Stats.
+type statsBox struct {
+	stats              engine.Stats
+	cached             float64
+	accepted, rejected int
+}
+
+// stats returns c's counts so far; final adds the drafts of the current
+// step that did not make it into the output to the rejected ones.
+func (c *choice) stats(final bool) *engine.Stats {
+	r := c.r
+	b := &statsBox{cached: float64(r.group.CachedTokens())}
+	b.stats = engine.Stats{PromptTokens: len(r.prompt), CachedTokens: &b.cached, CompletionTokens: c.emitted}
+	if r.draft != draftNone {
+		b.accepted, b.rejected = c.accepted, c.rejected
+		if final {
+			b.rejected += c.undecided
+		}
+		b.stats.DraftAccepted, b.stats.DraftRejected = &b.accepted, &b.rejected
+	}
+	return &b.stats
+}

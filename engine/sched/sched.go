@@ -1,0 +1,472 @@
+// Package sched is the native engine's scheduler: it decides, step by
+// step, which sequences compute how many tokens. It knows sequences only as
+// token counts and block tables; it never sees a model, a tokenizer or a
+// backend (the vLLM v1 split: the scheduler decides, engine/kvcache
+// allocates, the engine's model runner computes).
+//
+// One rule covers everything: each sequence's computed tokens catch up with
+// its known tokens, within a per-step token budget, running sequences first
+// (decodes cost one token each), then admissions from the waiting queue.
+// A prompt longer than the budget is computed over several steps (chunked
+// prefill); a prefix found in the cache is computed already (prefix reuse);
+// draft tokens ride on top of a decode and only the verified ones count as
+// computed. Only verified tokens enter the prefix index.
+//
+// The engine drives one step as:
+//
+//	plan := s.Schedule()          // who computes what; who ran out of room
+//	...                           // run the model over the plan
+//	for each planned sequence:
+//	    s.Advance(sc)             // its planned tokens are computed
+//	    s.Fork(seq)               // further choices start on a computed prompt
+//	    ... sample, append to seq.Tokens ...
+//	    s.Accept(seq, accepted)   // verified drafts count, rejected slots go
+//	    s.Finish(seq)             // when the choice ended
+//
+// A Scheduler is not safe for concurrent use: the engine's loop owns it,
+// together with its kvcache.Manager.
+package sched
+
+import (
+	"fmt"
+	"slices"
+
+	"rill/engine"
+	"rill/engine/kvcache"
+)
+
+// Options configure a Scheduler. Zero values mean the defaults.
+type Options struct {
+	// MaxBatchTokens is the token budget of one step: known tokens plus
+	// draft tokens. Default 512.
+	MaxBatchTokens int
+	// MaxRunning bounds the sequences that are scheduled (running and not
+	// paused) at once. Default 64.
+	MaxRunning int
+	// MaxQueued bounds the requests waiting to start beyond the running
+	// slots free now: Add fails with engine.ErrOverloaded past it.
+	// Default 256.
+	MaxQueued int
+	// DraftLen, if set, says how many draft tokens a decoding sequence
+	// proposes this step, given the budget left after its own token. The
+	// scheduler reserves that many slots on top of the decode and drops them
+	// before it would preempt anyone. It is called once per decode scheduled.
+	DraftLen func(seq *Sequence, budget int) int
+	// LockstepDraft says that a draft model keeps its keys and values in the
+	// same blocks as the target (Sequence.DraftComputed), so that a block
+	// enters the prefix index only once both models computed it.
+	LockstepDraft bool
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxBatchTokens = 512
+	DefaultMaxRunning     = 64
+	DefaultMaxQueued      = 256
+)
+
+// Scheduler plans the steps of one engine over one KV cache.
+type Scheduler struct {
+	cache *kvcache.Manager
+	opts  Options
+
+	running []*Sequence // in admission order: the last is the newest
+	waiting []*Sequence // in order of (re)admission; preempted ones first
+	queued  int         // groups added whose leader has not run yet
+	paused  int         // running sequences of paused groups
+
+	plan        Plan
+	forks       []Fork
+	preemptions int64
+}
+
+// Plan is the work of one step. It is owned by the Scheduler and valid
+// until the next Schedule.
+type Plan struct {
+	// Seqs are the scheduled sequences: running ones first, then the ones
+	// admitted this step.
+	Seqs []Scheduled
+	// Exhausted are sequences ended because the cache cannot hold them any
+	// longer, not even alone (finish reason "length"); they hold nothing.
+	Exhausted []*Sequence
+	// Preempted are sequences taken off the running set to free blocks;
+	// they wait to be readmitted and hold nothing.
+	Preempted []*Sequence
+}
+
+// Scheduled is one sequence's share of a step.
+type Scheduled struct {
+	Seq *Sequence
+	// Start is Seq.Computed when planned: the step computes
+	// Seq.Tokens[Start:Start+Compute].
+	Start, Compute int
+	// Sampled says the step computes the last known token, so the engine
+	// samples the next one from its logits.
+	Sampled bool
+	// Drafts is the number of draft-token slots reserved after the known
+	// tokens (only when Sampled): the engine may verify up to that many.
+	Drafts int
+}
+
+// Fork is a further choice started on its leader's computed prompt.
+type Fork struct {
+	Child *Sequence
+	// Copy says that the prompt ends inside a block: the engine must copy
+	// the first Slots slots of block Src into block Dst (in every KV store
+	// that uses the block ids) before the next step.
+	Copy     bool
+	Src, Dst int32
+	Slots    int
+}
+
+// Stats are the scheduler's gauges and counters.
+type Stats struct {
+	Running     int // sequences scheduled each step (not paused)
+	Paused      int // running sequences of paused requests, holding blocks
+	Waiting     int // sequences waiting for admission
+	Queued      int // requests that have not started
+	Preemptions int64
+}
+
+// New returns a scheduler over cache.
+func New(cache *kvcache.Manager, opts Options) *Scheduler {
+	if opts.MaxBatchTokens <= 0 {
+		opts.MaxBatchTokens = DefaultMaxBatchTokens
+	}
+	if opts.MaxRunning <= 0 {
+		opts.MaxRunning = DefaultMaxRunning
+	}
+	if opts.MaxQueued <= 0 {
+		opts.MaxQueued = DefaultMaxQueued
+	}
+	return &Scheduler{cache: cache, opts: opts}
+}
+
+// Options returns the options in effect, defaults filled in.
+func (s *Scheduler) Options() Options { return s.opts }
+
+// Stats returns the current gauges and counters.
+func (s *Scheduler) Stats() Stats {
+	return Stats{
+		Running:     len(s.running) - s.paused,
+		Paused:      s.paused,
+		Waiting:     len(s.waiting),
+		Queued:      s.queued,
+		Preemptions: s.preemptions,
+	}
+}
+
+// Idle reports whether no sequence could be scheduled: nothing waits or
+// runs that is not paused.
+func (s *Scheduler) Idle() bool {
+	if len(s.running) > s.paused {
+		return false
+	}
+	for _, seq := range s.waiting {
+		if !seq.group.paused {
+			return false
+		}
+	}
+	return true
+}
+
+// Add queues g's leader for admission; its further choices wait to fork.
+// It fails with (a wrapped) engine.ErrOverloaded, and takes nothing, when
+// MaxQueued requests wait to start beyond the running slots free now.
+func (s *Scheduler) Add(g *Group) error {
+	free := max(0, s.opts.MaxRunning-(len(s.running)-s.paused))
+	if s.queued >= s.opts.MaxQueued+free {
+		return fmt.Errorf("%w: %d requests are waiting to start", engine.ErrOverloaded, s.queued)
+	}
+	for _, seq := range g.seqs[1:] {
+		seq.state = stateForking
+	}
+	g.seqs[0].state = stateWaiting
+	s.waiting = append(s.waiting, g.seqs[0])
+	s.queued++
+	return nil
+}
+
+// Schedule plans the next step: every running sequence computes the known
+// tokens it lacks, as far as the budget goes; a decoding sequence may
+// reserve draft slots on top; then waiting sequences are admitted in order
+// while the budget, the running slots and the cache allow. When the cache
+// runs out of blocks, drafts are dropped first, then paused sequences and
+// then the newest running ones are preempted (freed and requeued first;
+// they recompute, mostly from the prefix cache); a step that preempted
+// admits nobody.
+func (s *Scheduler) Schedule() *Plan {
+	p := &s.plan
+	clear(p.Seqs)
+	p.Seqs, p.Exhausted, p.Preempted = p.Seqs[:0], p.Exhausted[:0], p.Preempted[:0]
+	budget := s.opts.MaxBatchTokens
+	preempted := false
+
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		seq := s.running[i]
+		pending := len(seq.Tokens) - seq.Computed
+		if seq.group.paused || pending <= 0 {
+			continue
+		}
+		compute := min(pending, budget)
+		drafts := 0
+		if pending == 1 && s.opts.DraftLen != nil {
+			drafts = max(0, min(s.opts.DraftLen(seq, budget-compute), budget-compute))
+		}
+		for s.cache.Reserve(&seq.KV, seq.Computed+compute+drafts) != nil {
+			if drafts > 0 { // drafting is optional: drop it before preempting anyone
+				drafts = 0
+				continue
+			}
+			victim := s.victim()
+			if victim == seq && len(s.running) == 1 {
+				// Alone and still out of room: the cache cannot hold this
+				// sequence any longer.
+				s.exhaust(seq)
+				break
+			}
+			if s.preempt(victim) < i {
+				i-- // the victim stood before seq: seq moved down one
+			}
+			preempted = true
+			if victim == seq {
+				break
+			}
+		}
+		if seq.state != stateRunning {
+			i-- // seq left the running set: the next one took its place
+			continue
+		}
+		p.Seqs = append(p.Seqs, Scheduled{Seq: seq, Start: seq.Computed, Compute: compute,
+			Sampled: compute == pending, Drafts: drafts})
+		budget -= compute + drafts
+	}
+
+	for !preempted && budget > 0 && len(s.running)-s.paused < s.opts.MaxRunning {
+		j := slices.IndexFunc(s.waiting, func(seq *Sequence) bool { return !seq.group.paused })
+		if j < 0 {
+			break
+		}
+		seq := s.waiting[j]
+		g := seq.group
+		if len(seq.KV.Blocks) == 0 {
+			hit := s.cache.Match(&seq.KV, seq.Tokens)
+			// Committed blocks hold a lockstep draft model's keys too.
+			seq.Computed, seq.DraftComputed = hit, hit
+			if !g.matched {
+				g.cached, g.matched = hit, true
+				s.cache.Observe(g.promptLen, hit)
+			}
+		}
+		compute := min(len(seq.Tokens)-seq.Computed, budget)
+		if err := s.cache.Reserve(&seq.KV, seq.Computed+compute); err != nil {
+			if victim := s.pausedVictim(); victim != nil {
+				// A paused sequence holds blocks it does not use now.
+				s.preempt(victim)
+				continue
+			}
+			if len(s.running) == 0 && len(p.Seqs) == 0 && s.cache.FreeBlocks() == s.cache.NumBlocks()-len(seq.KV.Blocks) {
+				s.exhaust(seq) // it cannot fit even alone
+				continue
+			}
+			// Wait for blocks to come free; keep the order.
+			s.cache.Free(&seq.KV)
+			seq.Computed, seq.DraftComputed = 0, 0
+			break
+		}
+		s.waiting = slices.Delete(s.waiting, j, j+1)
+		seq.state = stateRunning
+		s.running = append(s.running, seq)
+		if !g.started {
+			g.started = true
+			s.queued--
+		}
+		pending := len(seq.Tokens) - seq.Computed
+		p.Seqs = append(p.Seqs, Scheduled{Seq: seq, Start: seq.Computed, Compute: compute, Sampled: compute == pending})
+		budget -= compute
+	}
+	return p
+}
+
+// victim is the sequence to preempt when blocks run out: the newest paused
+// one, else the newest running one.
+func (s *Scheduler) victim() *Sequence {
+	if v := s.pausedVictim(); v != nil {
+		return v
+	}
+	return s.running[len(s.running)-1]
+}
+
+func (s *Scheduler) pausedVictim() *Sequence {
+	if s.paused == 0 {
+		return nil
+	}
+	for i := len(s.running) - 1; i >= 0; i-- {
+		if s.running[i].group.paused {
+			return s.running[i]
+		}
+	}
+	return nil
+}
+
+// preempt takes seq off the running set and frees its blocks; it is
+// requeued first and recomputes when readmitted. It returns the index seq
+// had in the running set.
+func (s *Scheduler) preempt(seq *Sequence) int {
+	i := s.leave(seq)
+	s.cache.Free(&seq.KV)
+	seq.Computed, seq.DraftComputed = 0, 0
+	seq.state = stateWaiting
+	s.waiting = slices.Insert(s.waiting, 0, seq)
+	s.preemptions++
+	s.plan.Preempted = append(s.plan.Preempted, seq)
+	return i
+}
+
+// exhaust ends seq because the cache cannot hold it.
+func (s *Scheduler) exhaust(seq *Sequence) {
+	s.Finish(seq)
+	s.plan.Exhausted = append(s.plan.Exhausted, seq)
+}
+
+// leave removes seq from the running or waiting list it is on and returns
+// its index in the running set (-1 if it was not running).
+func (s *Scheduler) leave(seq *Sequence) int {
+	switch seq.state {
+	case stateRunning:
+		i := slices.Index(s.running, seq)
+		s.running = slices.Delete(s.running, i, i+1)
+		if seq.group.paused {
+			s.paused--
+		}
+		return i
+	case stateWaiting:
+		if i := slices.Index(s.waiting, seq); i >= 0 {
+			s.waiting = slices.Delete(s.waiting, i, i+1)
+		}
+	}
+	return -1
+}
+
+// Advance records that the step computed sc's planned known tokens and
+// registers the sequence's verified full blocks in the prefix index. Call
+// it once for every scheduled sequence after the forward pass, before
+// appending the tokens sampled for it.
+func (s *Scheduler) Advance(sc *Scheduled) {
+	sc.Seq.Computed = sc.Start + sc.Compute
+	s.commit(sc.Seq)
+}
+
+// Accept records that the first accepted of the draft tokens verified for
+// seq are computed (they are known tokens now, already appended by the
+// engine), releases the slots reserved past the known tokens and
+// registers the verified blocks.
+func (s *Scheduler) Accept(seq *Sequence, accepted int) {
+	seq.Computed += accepted
+	seq.DraftComputed = min(seq.DraftComputed, seq.Computed)
+	s.cache.Truncate(&seq.KV, len(seq.Tokens))
+	s.commit(seq)
+}
+
+// commit registers seq's computed, verified full blocks in the prefix
+// index; with a lockstep draft model only those both models computed.
+func (s *Scheduler) commit(seq *Sequence) {
+	n := seq.Computed
+	if s.opts.LockstepDraft {
+		n = min(n, seq.DraftComputed)
+	}
+	s.cache.Commit(&seq.KV, seq.Tokens[:n])
+}
+
+// Fork starts the further choices of leader's group once the leader's
+// prompt is computed (call it after Advance for every sampled leader; it
+// does nothing otherwise). A started choice shares the leader's full prompt
+// blocks, gets a copy of its partial last block (see Fork.Copy) and runs
+// from the next step on; its first token is sampled from the same logits
+// as the leader's. A choice for which no block is free now is queued
+// instead: it recomputes the prompt, mostly from the prefix cache. The
+// returned slice is valid until the next Fork.
+func (s *Scheduler) Fork(leader *Sequence) []Fork {
+	g := leader.group
+	s.forks = s.forks[:0]
+	if leader.choice != 0 || g.prefilled || leader.Computed < g.promptLen || leader.state != stateRunning {
+		return s.forks
+	}
+	g.prefilled = true
+	prompt := leader.Tokens[:g.promptLen]
+	for _, c := range g.seqs[1:] {
+		if c.state != stateForking {
+			continue
+		}
+		c.Tokens = slices.Clone(prompt)
+		child, src, dst, copied, err := s.cache.Fork(&leader.KV, g.promptLen)
+		if err != nil {
+			c.state = stateWaiting
+			s.waiting = append(s.waiting, c)
+			continue
+		}
+		c.KV = *child
+		c.Computed = g.promptLen
+		c.DraftComputed = min(leader.DraftComputed, c.Computed)
+		c.state = stateRunning
+		s.running = append(s.running, c)
+		if g.paused {
+			s.paused++
+		}
+		s.forks = append(s.forks, Fork{Child: c, Copy: copied, Src: src, Dst: dst,
+			Slots: g.promptLen % s.cache.BlockSize()})
+	}
+	return s.forks
+}
+
+// Finish ends seq: its blocks are freed (full ones stay cached for later
+// prefix hits) and it is never scheduled again. Finishing a finished
+// sequence does nothing.
+func (s *Scheduler) Finish(seq *Sequence) {
+	if seq.state == stateDone {
+		return
+	}
+	s.leave(seq)
+	s.cache.Free(&seq.KV)
+	seq.state = stateDone
+}
+
+// Abort ends every sequence of g that has not ended (the request was
+// cancelled or failed), releasing its blocks and its place in the queue.
+func (s *Scheduler) Abort(g *Group) {
+	for _, seq := range g.seqs {
+		s.Finish(seq)
+	}
+	if !g.started {
+		g.started = true
+		s.queued--
+	}
+}
+
+// Pause stops scheduling g's sequences (its consumer is behind). They keep
+// their blocks, do not count against MaxRunning, and are the first to be
+// preempted when blocks run out.
+func (s *Scheduler) Pause(g *Group) {
+	if g.paused {
+		return
+	}
+	g.paused = true
+	for _, seq := range g.seqs {
+		if seq.state == stateRunning {
+			s.paused++
+		}
+	}
+}
+
+// Resume schedules g's sequences again.
+func (s *Scheduler) Resume(g *Group) {
+	if !g.paused {
+		return
+	}
+	g.paused = false
+	for _, seq := range g.seqs {
+		if seq.state == stateRunning {
+			s.paused--
+		}
+	}
+}

@@ -1,0 +1,439 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"rill/engine"
+	"rill/engine/kvcache"
+)
+
+// The scheduler is tested as the engine drives it, with no model: a step
+// "computes" what the plan says and appends a made-up token to every
+// sequence that reached its last known token.
+
+const blockSize = 4
+
+func newScheduler(t *testing.T, blocks int, opts Options) (*Scheduler, *kvcache.Manager) {
+	t.Helper()
+	cache, err := kvcache.New(kvcache.Options{NumBlocks: blocks, BlockSize: blockSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(cache, opts), cache
+}
+
+// prompt returns n distinct tokens starting at from.
+func prompt(from, n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(from + i)
+	}
+	return p
+}
+
+// group adds a request of n choices over p and fails the test if it is refused.
+func group(t *testing.T, s *Scheduler, p []int32, n int) *Group {
+	t.Helper()
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i
+	}
+	g := NewGroup(p, ids...)
+	if err := s.Add(g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// entry is a plan entry in a comparable form.
+type entry struct {
+	seq             *Sequence
+	compute, drafts int
+	sampled         bool
+}
+
+func entries(p *Plan) []entry {
+	out := make([]entry, len(p.Seqs))
+	for i, sc := range p.Seqs {
+		out[i] = entry{sc.Seq, sc.Compute, sc.Drafts, sc.Sampled}
+	}
+	return out
+}
+
+// step runs one step: every planned sequence computes its tokens, sampled
+// ones get a token (and keep accepted of their drafts), forks start.
+func step(s *Scheduler, accepted int) *Plan {
+	p := s.Schedule()
+	for i := range p.Seqs {
+		sc := &p.Seqs[i]
+		s.Advance(sc)
+		if !sc.Sampled {
+			continue
+		}
+		for _, f := range s.Fork(sc.Seq) {
+			f.Child.Tokens = append(f.Child.Tokens, 9000)
+		}
+		seq := sc.Seq
+		a := min(accepted, sc.Drafts)
+		for j := range a + 1 {
+			seq.Tokens = append(seq.Tokens, int32(8000+j))
+		}
+		if sc.Drafts > 0 {
+			s.Accept(seq, a)
+		}
+	}
+	return p
+}
+
+func check(t *testing.T, s *Scheduler, cache *kvcache.Manager, groups ...*Group) {
+	t.Helper()
+	var live []*kvcache.Seq
+	for _, g := range groups {
+		for _, seq := range g.seqs {
+			live = append(live, &seq.KV)
+		}
+	}
+	if err := cache.Check(live...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestChunkedPrefill(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		prompt int
+		budget int
+		want   [][]int // per step: computed tokens (a trailing sampled step has 1 token)
+	}{
+		{"fits in one step", 10, 16, [][]int{{10}, {1}, {1}}},
+		{"three chunks", 40, 16, [][]int{{16}, {16}, {8}, {1}}},
+		{"budget of one token", 3, 1, [][]int{{1}, {1}, {1}, {1}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, cache := newScheduler(t, 64, Options{MaxBatchTokens: tc.budget})
+			g := group(t, s, prompt(1, tc.prompt), 1)
+			seq := g.seqs[0]
+			for i, want := range tc.want {
+				p := step(s, 0)
+				got := []int{}
+				for _, e := range entries(p) {
+					got = append(got, e.compute)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("step %d computed %v, want %v", i, got, want)
+				}
+				sampled := seq.Computed >= tc.prompt
+				if p.Seqs[0].Sampled != sampled {
+					t.Fatalf("step %d: sampled %v, want %v", i, p.Seqs[0].Sampled, sampled)
+				}
+			}
+			if seq.Computed != len(seq.Tokens)-1 {
+				t.Fatalf("computed %d of %d known tokens", seq.Computed, len(seq.Tokens))
+			}
+			check(t, s, cache, g)
+		})
+	}
+}
+
+func TestDecodesFirst(t *testing.T) {
+	t.Parallel()
+	s, cache := newScheduler(t, 64, Options{MaxBatchTokens: 8})
+	a := group(t, s, prompt(1, 5), 1)
+	step(s, 0) // a's prompt
+	b := group(t, s, prompt(100, 20), 1)
+	p := step(s, 0)
+	want := []entry{{a.seqs[0], 1, 0, true}, {b.seqs[0], 7, 0, false}}
+	if got := entries(p); !slices.Equal(got, want) {
+		t.Fatalf("plan %+v, want the decode first, then a 7-token chunk", got)
+	}
+	check(t, s, cache, a, b)
+}
+
+func TestPrefixHit(t *testing.T) {
+	t.Parallel()
+	s, cache := newScheduler(t, 64, Options{})
+	p := prompt(1, 11) // 2 full blocks and 3 tokens
+	a := group(t, s, slices.Clone(p), 1)
+	step(s, 0)
+	s.Finish(a.seqs[0])
+	if a.CachedTokens() != 0 {
+		t.Fatalf("cold request cached %d", a.CachedTokens())
+	}
+	tests := []struct {
+		name   string
+		prompt []int32
+		cached int
+	}{
+		{"same prompt", slices.Clone(p), 8},
+		{"prompt of whole blocks keeps its last token to compute", prompt(1, 8), 4},
+		{"different first block", append([]int32{99}, p[1:]...), 0},
+	}
+	for _, tc := range tests {
+		g := group(t, s, tc.prompt, 1)
+		plan := step(s, 0)
+		if g.CachedTokens() != tc.cached || plan.Seqs[0].Compute != len(tc.prompt)-tc.cached {
+			t.Errorf("%s: cached %d, computed %d; want cached %d", tc.name, g.CachedTokens(), plan.Seqs[0].Compute, tc.cached)
+		}
+		s.Finish(g.seqs[0])
+	}
+	check(t, s, cache)
+}
+
+func TestPreemptsNewestAndRequeuesFirst(t *testing.T) {
+	t.Parallel()
+	// 6 blocks of 4 tokens. Three sequences with 7-token prompts take 2
+	// blocks each; their first decodes need a third block each.
+	s, cache := newScheduler(t, 6, Options{})
+	var gs []*Group
+	for i := range 3 {
+		gs = append(gs, group(t, s, prompt(100*i, 7), 1))
+	}
+	step(s, 0) // prompts: 6 blocks used
+	p := step(s, 0)
+	// Position 7 fits in the second block; position 8 needs a new one.
+	p = step(s, 0)
+	if len(p.Preempted) == 0 || p.Preempted[0] != gs[2].seqs[0] {
+		t.Fatalf("preempted %v, want the newest sequence", p.Preempted)
+	}
+	if s.waiting[0] != gs[2].seqs[0] || gs[2].seqs[0].Computed != 0 || len(gs[2].seqs[0].KV.Blocks) != 0 {
+		t.Fatal("the preempted sequence is not requeued first, freed")
+	}
+	if s.Stats().Preemptions != 1 {
+		t.Fatalf("%d preemptions", s.Stats().Preemptions)
+	}
+	for _, sc := range p.Seqs {
+		if sc.Seq == gs[2].seqs[0] {
+			t.Fatal("a preempted sequence is in the plan")
+		}
+	}
+	check(t, s, cache, gs...)
+	// When the others finish, it is readmitted and recomputes its tokens.
+	s.Finish(gs[0].seqs[0])
+	s.Finish(gs[1].seqs[0])
+	p = step(s, 0)
+	// (step appended the token sampled after the recomputation)
+	if len(p.Seqs) != 1 || p.Seqs[0].Seq != gs[2].seqs[0] || p.Seqs[0].Compute != len(gs[2].seqs[0].Tokens)-1 {
+		t.Fatalf("after the others finished: %+v", entries(p))
+	}
+	check(t, s, cache, gs...)
+}
+
+func TestExhausted(t *testing.T) {
+	t.Parallel()
+	s, cache := newScheduler(t, 2, Options{})
+	g := group(t, s, prompt(1, 7), 1)
+	step(s, 0)
+	step(s, 0) // position 7: the second block's last slot
+	p := step(s, 0)
+	if len(p.Exhausted) != 1 || p.Exhausted[0] != g.seqs[0] || !g.seqs[0].Done() {
+		t.Fatalf("exhausted %v: a sequence alone in a full cache must end", p.Exhausted)
+	}
+	check(t, s, cache, g)
+
+	// A prompt that can never fit ends at admission.
+	big := group(t, s, prompt(1, 12), 1)
+	p = step(s, 0)
+	if len(p.Exhausted) != 1 || p.Exhausted[0] != big.seqs[0] {
+		t.Fatalf("a prompt larger than the cache: exhausted %v", p.Exhausted)
+	}
+	check(t, s, cache, big)
+}
+
+func TestDraftsReservedAndDroppedFirst(t *testing.T) {
+	t.Parallel()
+	draftLen := func(seq *Sequence, budget int) int { return min(3, budget) }
+	t.Run("reserved on a decode within the budget", func(t *testing.T) {
+		t.Parallel()
+		s, cache := newScheduler(t, 16, Options{MaxBatchTokens: 3, DraftLen: draftLen})
+		g := group(t, s, prompt(1, 3), 1)
+		step(s, 0)
+		p := step(s, 1)
+		want := []entry{{g.seqs[0], 1, 2, true}}
+		if got := entries(p); !slices.Equal(got, want) {
+			t.Fatalf("plan %+v, want a decode with 2 drafts (the budget's rest)", got)
+		}
+		// One draft accepted: 3 + 1 sampled + 1 accepted + 1 next.
+		if seq := g.seqs[0]; seq.Computed != 5 || len(seq.Tokens) != 6 || len(seq.KV.Blocks) != 2 {
+			t.Fatalf("after verification: computed %d, tokens %d, blocks %d", seq.Computed, len(seq.Tokens), len(seq.KV.Blocks))
+		}
+		check(t, s, cache, g)
+	})
+	t.Run("dropped before preempting", func(t *testing.T) {
+		t.Parallel()
+		// 2 blocks: two sequences of 3 tokens, one block each. Their
+		// decodes fit; drafts would need a second block each.
+		s, cache := newScheduler(t, 2, Options{DraftLen: draftLen})
+		a := group(t, s, prompt(1, 3), 1)
+		b := group(t, s, prompt(10, 3), 1)
+		step(s, 0)
+		p := step(s, 0)
+		for _, e := range entries(p) {
+			if e.drafts != 0 {
+				t.Fatalf("drafts reserved with no block for them: %+v", entries(p))
+			}
+		}
+		if len(p.Seqs) != 2 || len(p.Preempted) != 0 {
+			t.Fatalf("plan %+v, preempted %v: want both decodes, no preemption", entries(p), p.Preempted)
+		}
+		check(t, s, cache, a, b)
+	})
+}
+
+func TestForks(t *testing.T) {
+	t.Parallel()
+	t.Run("share full blocks, copy the partial one", func(t *testing.T) {
+		t.Parallel()
+		s, cache := newScheduler(t, 16, Options{})
+		g := group(t, s, prompt(1, 6), 3)
+		p := s.Schedule()
+		if len(p.Seqs) != 1 || p.Seqs[0].Seq != g.seqs[0] {
+			t.Fatalf("plan %+v: only the leader computes the prompt", entries(p))
+		}
+		s.Advance(&p.Seqs[0])
+		forks := slices.Clone(s.Fork(g.seqs[0]))
+		if len(forks) != 2 {
+			t.Fatalf("%d forks, want 2", len(forks))
+		}
+		leader := g.seqs[0]
+		for i, f := range forks {
+			c := f.Child
+			if c != g.seqs[i+1] || !f.Copy || f.Slots != 2 || f.Src != leader.KV.Blocks[1] || f.Dst == f.Src {
+				t.Fatalf("fork %d: %+v", i, f)
+			}
+			if c.KV.Blocks[0] != leader.KV.Blocks[0] || c.Computed != 6 || !slices.Equal(c.Tokens, leader.Tokens[:6]) {
+				t.Fatalf("fork %d does not share the prompt: %v vs %v, computed %d", i, c.KV.Blocks, leader.KV.Blocks, c.Computed)
+			}
+		}
+		if again := s.Fork(leader); len(again) != 0 {
+			t.Fatal("a group forked twice")
+		}
+		check(t, s, cache, g)
+	})
+	t.Run("no block for the copy: the choice waits", func(t *testing.T) {
+		t.Parallel()
+		s, cache := newScheduler(t, 2, Options{})
+		g := group(t, s, prompt(1, 6), 2)
+		p := s.Schedule()
+		s.Advance(&p.Seqs[0])
+		if forks := s.Fork(g.seqs[0]); len(forks) != 0 {
+			t.Fatalf("forked with no free block: %+v", forks)
+		}
+		if c := g.seqs[1]; c.state != stateWaiting || !slices.Equal(c.Tokens, g.seqs[0].Tokens[:6]) {
+			t.Fatalf("the choice is %v with tokens %v, want waiting on the prompt", c.state, c.Tokens)
+		}
+		check(t, s, cache, g)
+	})
+}
+
+func TestPaused(t *testing.T) {
+	t.Parallel()
+	s, cache := newScheduler(t, 16, Options{MaxRunning: 2})
+	a := group(t, s, prompt(1, 3), 1)
+	b := group(t, s, prompt(10, 3), 1)
+	step(s, 0)
+	s.Pause(a)
+	p := step(s, 0)
+	if got := entries(p); len(got) != 1 || got[0].seq != b.seqs[0] {
+		t.Fatalf("plan %+v: a paused sequence was scheduled", got)
+	}
+	if !a.seqs[0].Running() || len(a.seqs[0].KV.Blocks) == 0 {
+		t.Fatal("a paused sequence lost its place or its blocks")
+	}
+	// A paused sequence does not hold a running slot.
+	c := group(t, s, prompt(20, 3), 1)
+	if p := step(s, 0); len(p.Seqs) != 2 {
+		t.Fatalf("plan %+v: a new request waits behind a paused one", entries(p))
+	}
+	if st := s.Stats(); st.Running != 2 || st.Paused != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	s.Resume(a)
+	if p := step(s, 0); len(p.Seqs) != 3 {
+		t.Fatalf("plan %+v after resuming", entries(p))
+	}
+	check(t, s, cache, a, b, c)
+
+	t.Run("preempted first when blocks run out", func(t *testing.T) {
+		t.Parallel()
+		s, cache := newScheduler(t, 3, Options{})
+		a := group(t, s, prompt(1, 3), 1)
+		b := group(t, s, prompt(10, 3), 1)
+		step(s, 0)
+		s.Pause(a) // a is the older one: without the pause b would go
+		c := group(t, s, prompt(20, 7), 1)
+		p := step(s, 0)
+		if len(p.Preempted) != 1 || p.Preempted[0] != a.seqs[0] {
+			t.Fatalf("preempted %v, want the paused sequence", p.Preempted)
+		}
+		if !slices.ContainsFunc(p.Seqs, func(sc Scheduled) bool { return sc.Seq == c.seqs[0] }) {
+			t.Fatalf("plan %+v: the new request was not admitted into the freed blocks", entries(p))
+		}
+		s.Resume(a)
+		check(t, s, cache, a, b, c)
+	})
+}
+
+func TestAdmissionBound(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		running, queued int
+		arrive          int
+		wantAdmitted    int
+	}{
+		{running: 2, queued: 1, arrive: 10, wantAdmitted: 3}, // 2 free slots + 1 queued
+		{running: 4, queued: 4, arrive: 64, wantAdmitted: 8}, // the HTTP test's setting
+		{running: 64, queued: 256, arrive: 10, wantAdmitted: 10},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("running %d queued %d", tc.running, tc.queued), func(t *testing.T) {
+			t.Parallel()
+			s, cache := newScheduler(t, 256, Options{MaxRunning: tc.running, MaxQueued: tc.queued})
+			var admitted []*Group
+			for i := range tc.arrive {
+				g := NewGroup(prompt(10*i, 3), i)
+				switch err := s.Add(g); {
+				case err == nil:
+					admitted = append(admitted, g)
+				case !errors.Is(err, engine.ErrOverloaded):
+					t.Fatalf("Add: %v", err)
+				}
+			}
+			if len(admitted) != tc.wantAdmitted {
+				t.Fatalf("%d admitted, want %d", len(admitted), tc.wantAdmitted)
+			}
+			// Once the running slots are taken, only MaxQueued wait.
+			step(s, 0)
+			if st := s.Stats(); st.Queued != max(0, tc.wantAdmitted-tc.running) {
+				t.Fatalf("stats %+v", st)
+			}
+			late := NewGroup(prompt(5000, 3), 0)
+			err := s.Add(late)
+			if (len(admitted) >= tc.running+tc.queued) != errors.Is(err, engine.ErrOverloaded) {
+				t.Fatalf("with %d admitted: Add = %v", len(admitted), err)
+			}
+			if err == nil {
+				admitted = append(admitted, late)
+			}
+			// An aborted request leaves the queue.
+			if st := s.Stats(); st.Queued > 0 {
+				var last *Group
+				for _, g := range admitted {
+					if !g.started {
+						last = g
+					}
+				}
+				s.Abort(last)
+				if s.Stats().Queued != st.Queued-1 {
+					t.Fatalf("queued %d after aborting a queued request, was %d", s.Stats().Queued, st.Queued)
+				}
+			}
+			check(t, s, cache, admitted...)
+		})
+	}
+}
