@@ -194,7 +194,11 @@ func TestPartitionLongestFirst(t *testing.T) {
 	tk := mustNew(t, v)
 	text := "x<a><b>y<b><a>"
 	var got []string
-	for _, f := range tk.partition(text, true) {
+	st := new(encodeState)
+	if !tk.partition(st, text, true, &canceller{}) {
+		t.Fatal("partition stopped without a context")
+	}
+	for _, f := range st.frags {
 		if f.token >= 0 {
 			got = append(got, tk.Vocab().Tokens[f.token])
 		} else {
@@ -228,8 +232,9 @@ func TestEncodeChunked(t *testing.T) {
 	text := strings.Repeat("abé🦙", 50)
 	for _, limit := range []int{1, 2, 3, 5, 7, 64} {
 		var s spmSession
-		ids := s.encodeChunked(tk, text, nil, limit)
-		if got := tk.Decode(ids); got != text {
+		var out idBuffer
+		s.encodeChunked(tk, []byte(text), &out, limit)
+		if got := tk.Decode(out.take()); got != text {
 			t.Errorf("limit %d: decoded %q, want %q", limit, got, text)
 		}
 	}

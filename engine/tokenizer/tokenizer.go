@@ -20,9 +20,20 @@ type Tokenizer struct {
 	// -1 when the vocabulary has no way to spell b.
 	byteToken [256]int
 	// specials are the ids that partition input text before merging
-	// (Control, UserDefined and Unknown types), longest text first.
-	specials []int
-	eog      map[int]bool
+	// (Control, UserDefined and Unknown types), longest text first;
+	// specialTrie finds which of them a text holds.
+	specials    []int
+	specialTrie specialTrie
+	strip       map[int]stripFlags
+	eog         map[int]bool
+
+	// bpe is the byte-level BPE encoder; nil for SentencePiece.
+	bpe *bpeModel
+	// spmCutAtSpace says that no token holds U+2581 right after another
+	// character, so SentencePiece text can be merged in chunks cut before
+	// each space that follows a character (see encodeSPM).
+	spmCutAtSpace bool
+	maxTokenBytes int
 }
 
 // New checks v and builds a Tokenizer. It copies the slices of v, so the
@@ -30,7 +41,15 @@ type Tokenizer struct {
 // special ids outside the vocabulary, empty or duplicate token texts, a byte
 // token whose text is not <0xXX>, AddBOS/AddEOS without the token.
 func New(v Vocab) (*Tokenizer, error) {
-	if v.Model != ModelLlama {
+	var spec preSpec
+	switch v.Model {
+	case ModelLlama:
+	case ModelGPT2:
+		var err error
+		if spec, err = lookupPre(v.Pre); err != nil {
+			return nil, err
+		}
+	default:
 		return nil, fmt.Errorf("unsupported tokenizer model %q", v.Model)
 	}
 	if err := v.validate(); err != nil {
@@ -40,6 +59,9 @@ func New(v Vocab) (*Tokenizer, error) {
 	v.Scores = slices.Clone(v.Scores)
 	v.Types = slices.Clone(v.Types)
 	v.EOG = slices.Clone(v.EOG)
+	v.Merges = slices.Clone(v.Merges)
+	v.LStrip = slices.Clone(v.LStrip)
+	v.RStrip = slices.Clone(v.RStrip)
 
 	n := len(v.Tokens)
 	t := &Tokenizer{
@@ -47,6 +69,7 @@ func New(v Vocab) (*Tokenizer, error) {
 		byText: make(map[string]int, n),
 		pieces: make([][]byte, n),
 		eog:    map[int]bool{},
+		strip:  map[int]stripFlags{},
 	}
 	for id, text := range v.Tokens {
 		if prev, dup := t.byText[text]; dup {
@@ -60,6 +83,11 @@ func New(v Vocab) (*Tokenizer, error) {
 		case Control, UserDefined, Unknown:
 			t.specials = append(t.specials, id)
 		}
+		n := len(v.Tokens[id])
+		if v.Types[id] == Byte {
+			n = 1
+		}
+		t.maxTokenBytes = max(t.maxTokenBytes, n)
 	}
 	// Longest first so that a special token wins over any special token that
 	// is a part of it; ties keep id order, which makes the choice stable
@@ -67,6 +95,25 @@ func New(v Vocab) (*Tokenizer, error) {
 	slices.SortStableFunc(t.specials, func(a, b int) int {
 		return cmp.Compare(len(v.Tokens[b]), len(v.Tokens[a]))
 	})
+	texts := make([]string, len(t.specials))
+	for i, id := range t.specials {
+		texts[i] = v.Tokens[id]
+	}
+	t.specialTrie = newSpecialTrie(texts)
+	for _, id := range v.LStrip {
+		t.strip[id] |= stripLeft
+	}
+	for _, id := range v.RStrip {
+		t.strip[id] |= stripRight
+	}
+	if v.Model == ModelGPT2 {
+		var err error
+		if t.bpe, err = newBPE(t, spec, v.Merges, v.IgnoreMerges); err != nil {
+			return nil, err
+		}
+	} else {
+		t.spmCutAtSpace = !slices.ContainsFunc(v.Tokens, spaceAfterChar)
+	}
 	for b := range 256 {
 		t.byteToken[b] = t.lookupByte(byte(b))
 	}
@@ -78,12 +125,31 @@ func New(v Vocab) (*Tokenizer, error) {
 	return t, nil
 }
 
+// spaceAfterChar reports whether a token text holds U+2581 right after
+// another character.
+func spaceAfterChar(text string) bool {
+	for i := strings.Index(text, spaceMark); i >= 0; {
+		if i > 0 && !strings.HasSuffix(text[:i], spaceMark) {
+			return true
+		}
+		j := strings.Index(text[i+len(spaceMark):], spaceMark)
+		if j < 0 {
+			return false
+		}
+		i += len(spaceMark) + j
+	}
+	return false
+}
+
 // piece computes the output bytes of id, following llama.cpp's
 // token_to_piece without special rendering.
 func (t *Tokenizer) piece(id int) []byte {
 	text := t.vocab.Tokens[id]
 	switch t.vocab.Types[id] {
 	case Normal:
+		if t.vocab.Model == ModelGPT2 {
+			return decodeByteLevel(text)
+		}
 		return []byte(strings.ReplaceAll(text, spaceMark, " "))
 	case UserDefined:
 		// Added tokens are emitted verbatim: no U+2581 unescaping.
@@ -139,7 +205,8 @@ func (t *Tokenizer) Text(id int) string {
 
 // Piece returns the bytes id contributes to output text, as llama.cpp's
 // server renders generated tokens: Normal tokens with U+2581 turned into a
-// space (a leading one included), Byte tokens as their single byte,
+// space (a leading one included) for SentencePiece, or mapped back from
+// GPT-2's byte alphabet for byte-level BPE, Byte tokens as their single byte,
 // UserDefined tokens verbatim, and nothing for Control, Unknown, Unused and
 // undefined types and for invalid ids. A piece may be part of a multi-byte
 // UTF-8 character; Decoder reassembles those. The slice is shared and must not

@@ -16,7 +16,9 @@ func TestNewRejects(t *testing.T) {
 		mutate func(v *Vocab)
 		want   string
 	}{
-		{"other model", func(v *Vocab) { v.Model = "gpt2" }, `unsupported tokenizer model "gpt2"`},
+		{"other model", func(v *Vocab) { v.Model = "t5" }, `unsupported tokenizer model "t5"`},
+		{"unknown pre-tokenizer", func(v *Vocab) { v.Model, v.Pre = ModelGPT2, "no-such-pre" }, `unsupported pre-tokenizer "no-such-pre"`},
+		{"strip id out of range", func(v *Vocab) { v.RStrip = []int{len(v.Tokens)} }, "strip token id"},
 		{"no tokens", func(v *Vocab) { v.Tokens, v.Scores, v.Types = nil, nil, nil }, "no tokens"},
 		{"short scores", func(v *Vocab) { v.Scores = v.Scores[1:] }, "scores"},
 		{"short types", func(v *Vocab) { v.Types = v.Types[1:] }, "token types"},
@@ -283,7 +285,17 @@ func TestVocabFromGGUFErrors(t *testing.T) {
 	}{
 		{"no model", func(kv map[string]any) { delete(kv, "tokenizer.ggml.model") }, "tokenizer.ggml.model is missing"},
 		{"model not a string", func(kv map[string]any) { kv["tokenizer.ggml.model"] = uint32(1) }, "tokenizer.ggml.model is not a string"},
-		{"gpt2 model", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "gpt2" }, `unsupported tokenizer model "gpt2"`},
+		{"t5 model", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "t5" }, `unsupported tokenizer model "t5"`},
+		{"gpt2 without merges", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "gpt2" }, "tokenizer.ggml.merges is missing"},
+		{"gpt2 with an unknown pre-tokenizer", func(kv map[string]any) {
+			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.merges"], kv["tokenizer.ggml.pre"] = "gpt2", []string{"a b"}, "tekken"
+		}, `unsupported pre-tokenizer "tekken"`},
+		{"gpt2 merges of another type", func(kv map[string]any) {
+			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.merges"] = "gpt2", []int32{1}
+		}, "tokenizer.ggml.merges is not an array of strings"},
+		{"pre of another type", func(kv map[string]any) {
+			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.merges"], kv["tokenizer.ggml.pre"] = "gpt2", []string{"a b"}, int32(1)
+		}, "tokenizer.ggml.pre is not a string"},
 		{"no tokens", func(kv map[string]any) { delete(kv, "tokenizer.ggml.tokens") }, "tokenizer.ggml.tokens is missing"},
 		{"tokens not strings", func(kv map[string]any) { kv["tokenizer.ggml.tokens"] = []int32{1} }, "not an array of strings"},
 		{"empty token list", func(kv map[string]any) { kv["tokenizer.ggml.tokens"] = []string{} }, "tokenizer.ggml.tokens is empty"},

@@ -1,0 +1,291 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// GPT-2's byte-level alphabet: every byte stands for one printable code
+// point, so that token texts never hold raw control bytes or spaces. Bytes
+// that are printable Latin-1 ('!'..'~', '¡'..'¬', '®'..'ÿ') stand for
+// themselves; the other 68 take U+0100, U+0101, ... in byte order (the
+// space 0x20 is U+0120 'Ġ', the newline 0x0A is U+010A 'Ċ').
+var (
+	byteRune  [256]rune
+	runeBytes [0x100 + 68]int16 // inverse of byteRune; -1 where none
+	byteText  [256]string       // string(byteRune[b])
+)
+
+func init() {
+	next := rune(0x100)
+	for b := range 256 {
+		switch {
+		case '!' <= b && b <= '~', 0xA1 <= b && b <= 0xAC, 0xAE <= b && b <= 0xFF:
+			byteRune[b] = rune(b)
+		default:
+			byteRune[b] = next
+			next++
+		}
+	}
+	for i := range runeBytes {
+		runeBytes[i] = -1
+	}
+	for b, r := range byteRune {
+		runeBytes[r] = int16(b)
+		byteText[b] = string(r)
+	}
+}
+
+// decodeByteLevel turns the text of a byte-level token back into the bytes
+// it stands for. A code point outside the alphabet (no real vocabulary has
+// one) is written as llama.cpp's llama_decode_text writes it:
+// "[UNK_BYTE_0x" its UTF-8 in hex, the whole token text, "]".
+func decodeByteLevel(text string) []byte {
+	out := make([]byte, 0, len(text))
+	for _, r := range text {
+		if r >= 0 && int(r) < len(runeBytes) && runeBytes[r] >= 0 {
+			out = append(out, byte(runeBytes[r]))
+			continue
+		}
+		out = append(out, "[UNK_BYTE_0x"...)
+		var buf [utf8.UTFMax]byte
+		for _, b := range buf[:utf8.EncodeRune(buf[:], r)] {
+			out = fmt.Appendf(out, "%02x", b)
+		}
+		out = append(out, text...)
+		out = append(out, ']')
+	}
+	return out
+}
+
+// bpeModel is the byte-level BPE encoder of one vocabulary. Symbols are
+// token ids; strings that merges mention but the vocabulary lacks get ids
+// from Size() up (extra), so that merging never needs strings.
+type bpeModel struct {
+	pre          preTokenizer
+	ignoreMerges bool
+	// merges maps a pair of symbols (left<<32 | right) to its rank and the
+	// symbol it merges into.
+	merges map[uint64]bpeMerge
+	// byteSymbol[b] is the symbol of input byte b before any merge.
+	byteSymbol [256]int32
+	// extra holds the texts of symbols Size(), Size()+1, ...
+	extra []string
+}
+
+type bpeMerge struct {
+	rank, result int32
+}
+
+func pairKey(left, right int32) uint64 { return uint64(uint32(left))<<32 | uint64(uint32(right)) }
+
+// newBPE builds the merge table. A merge is "left right", split at the first
+// space after the first byte; the first of duplicate pairs wins, as in
+// llama.cpp. A merge without a space can never apply and is skipped.
+func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bpeModel, error) {
+	m := &bpeModel{
+		pre:          spec.family.rules(),
+		ignoreMerges: ignoreMerges,
+		merges:       make(map[uint64]bpeMerge, len(merges)),
+	}
+	extraIDs := map[string]int32{}
+	symbol := func(text string) int32 {
+		if id, ok := t.byText[text]; ok {
+			return int32(id)
+		}
+		if id, ok := extraIDs[text]; ok {
+			return id
+		}
+		id := int32(t.Size() + len(m.extra))
+		m.extra = append(m.extra, text)
+		extraIDs[text] = id
+		return id
+	}
+	for b := range 256 {
+		m.byteSymbol[b] = symbol(byteText[b])
+	}
+	if len(merges) >= 1<<31 {
+		return nil, fmt.Errorf("%d merges, more than ranks can address", len(merges))
+	}
+	for rank, merge := range merges {
+		sp := -1
+		if len(merge) > 1 {
+			sp = strings.IndexByte(merge[1:], ' ')
+		}
+		if sp < 0 {
+			continue
+		}
+		left, right := merge[:sp+1], merge[sp+2:]
+		key := pairKey(symbol(left), symbol(right))
+		if _, dup := m.merges[key]; dup {
+			continue
+		}
+		m.merges[key] = bpeMerge{rank: int32(rank), result: symbol(left + right)}
+	}
+	return m, nil
+}
+
+// bpeSession is the scratch space of merging one word; it lives in a
+// pooled encodeState.
+type bpeSession struct {
+	syms    []bpeSymbol
+	queue   []bpeBigram
+	encoded []byte
+}
+
+// small reports whether s is small enough to keep in the pool.
+func (s *bpeSession) small() bool {
+	return cap(s.syms) <= maxPooledSymbols && cap(s.queue) <= 2*maxPooledSymbols && cap(s.encoded) <= 4*maxPooledSymbols
+}
+
+// bpeSymbol is a run of n input bytes that currently forms symbol id, in a
+// doubly linked list (-1 at the ends); n is 0 once merged into its left
+// neighbour. Symbol i starts at input byte i.
+type bpeSymbol struct {
+	id, n, prev, next int32
+}
+
+// bpeBigram is a queued merge of symbol left with its right neighbour into
+// result; size, the byte length of the pair when it was queued, tells a
+// stale entry from a current one (symbols only ever grow).
+type bpeBigram struct {
+	rank, left, size, result int32
+}
+
+// before orders the queue: lowest rank first, then the leftmost pair.
+func (a bpeBigram) before(b bpeBigram) bool {
+	return a.rank < b.rank || (a.rank == b.rank && a.left < b.left)
+}
+
+// encodeWord appends the tokens of one pre-tokenized word (raw bytes; the
+// byte-level alphabet is implied by byteSymbol) to out.
+func (s *bpeSession) encodeWord(t *Tokenizer, m *bpeModel, word string, out *idBuffer) {
+	if m.ignoreMerges {
+		s.encoded = s.encoded[:0]
+		for i := 0; i < len(word); i++ {
+			s.encoded = append(s.encoded, byteText[word[i]]...)
+		}
+		if id, ok := t.byText[string(s.encoded)]; ok {
+			out.push(id)
+			return
+		}
+	}
+	if len(word) == 1 {
+		s.emit(t, m, m.byteSymbol[word[0]], out)
+		return
+	}
+	// Words longer than 2 GiB do not fit int32 offsets; cut them, which can
+	// only change how the cut bytes merge (no prompt gets near this).
+	for len(word) > maxWordBytes {
+		s.merge(t, m, word[:maxWordBytes], out)
+		word = word[maxWordBytes:]
+	}
+	s.merge(t, m, word, out)
+}
+
+// maxWordBytes bounds the word merge handles at once (int32 offsets).
+const maxWordBytes = 1<<31 - 1
+
+func (s *bpeSession) merge(t *Tokenizer, m *bpeModel, word string, out *idBuffer) {
+	n := len(word)
+	s.syms = s.syms[:0]
+	s.queue = s.queue[:0]
+	for i := range n {
+		s.syms = append(s.syms, bpeSymbol{id: m.byteSymbol[word[i]], n: 1, prev: int32(i - 1), next: int32(i + 1)})
+	}
+	s.syms[n-1].next = -1
+	for i := 1; i < n; i++ {
+		s.tryAdd(m, int32(i-1), int32(i))
+	}
+	for len(s.queue) > 0 {
+		b := s.pop()
+		left := &s.syms[b.left]
+		if left.n == 0 || left.next < 0 {
+			continue
+		}
+		right := &s.syms[left.next]
+		if left.n+right.n != b.size {
+			continue // one side merged elsewhere since b was queued
+		}
+		left.id = b.result
+		left.n += right.n
+		right.n = 0
+		left.next = right.next
+		if left.next >= 0 {
+			s.syms[left.next].prev = b.left
+		}
+		s.tryAdd(m, left.prev, b.left)
+		s.tryAdd(m, b.left, left.next)
+	}
+	for i := int32(0); i != -1; i = s.syms[i].next {
+		s.emit(t, m, s.syms[i].id, out)
+	}
+}
+
+// emit appends symbol id: itself when it is a token, else (a string only
+// merges know) each of its bytes that is a one-byte token, as llama.cpp
+// falls back; bytes without such a token are dropped.
+func (s *bpeSession) emit(t *Tokenizer, m *bpeModel, id int32, out *idBuffer) {
+	if int(id) < t.Size() {
+		out.push(int(id))
+		return
+	}
+	text := m.extra[int(id)-t.Size()]
+	for i := 0; i < len(text); i++ {
+		if tok, ok := t.byText[text[i:i+1]]; ok {
+			out.push(tok)
+		}
+	}
+}
+
+func (s *bpeSession) tryAdd(m *bpeModel, left, right int32) {
+	if left < 0 || right < 0 {
+		return
+	}
+	l, r := s.syms[left], s.syms[right]
+	mg, ok := m.merges[pairKey(l.id, r.id)]
+	if !ok {
+		return
+	}
+	s.push(bpeBigram{rank: mg.rank, left: left, size: l.n + r.n, result: mg.result})
+}
+
+// push and pop keep s.queue a binary heap ordered by before.
+func (s *bpeSession) push(b bpeBigram) {
+	q := append(s.queue, b)
+	i := len(q) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q[i].before(q[p]) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+	s.queue = q
+}
+
+func (s *bpeSession) pop() bpeBigram {
+	q := s.queue
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q = q[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(q) && q[l].before(q[m]) {
+			m = l
+		}
+		if r < len(q) && q[r].before(q[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	s.queue = q
+	return top
+}

@@ -1,0 +1,151 @@
+package tokenizer
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"rill/engine/gguf"
+	"rill/internal/shared"
+)
+
+// vocabSets are llama.cpp's vocab-only GGUFs in ../shared/models/vocab that
+// this package claims: every line of their .inp/.out test cases must match.
+// ggml-vocab-gemma-4.gguf (its own tokenizer model) is not claimed.
+var vocabSets = []string{
+	"llama-spm", "phi-3",
+	"llama-bpe", "qwen2", "qwen35", "starcoder", "gpt-2", "deepseek-llm", "deepseek-coder",
+	"falcon", "mpt", "refact", "command-r",
+}
+
+var vocabCache sync.Map // set name -> *modelResult
+
+// loadVocab returns the tokenizer of ../shared/models/vocab/ggml-vocab-<set>.gguf,
+// built once per test binary.
+func loadVocab(t testing.TB, set string) *Tokenizer {
+	t.Helper()
+	path := shared.Path(t, "models", "vocab", "ggml-vocab-"+set+".gguf")
+	r, _ := vocabCache.LoadOrStore(set, &modelResult{})
+	res := r.(*modelResult)
+	res.once.Do(func() {
+		f, err := gguf.Open(path)
+		if err != nil {
+			res.err = err
+			return
+		}
+		defer f.Close()
+		res.tk, res.err = FromGGUF(f.Metadata)
+	})
+	if res.err != nil {
+		t.Fatalf("load %s: %v", set, res.err)
+	}
+	return res.tk
+}
+
+// vocabCase is one string of a .inp file and its ids from the .out file.
+type vocabCase struct {
+	text string
+	ids  []int
+}
+
+// readVocabCases parses a set's .inp/.out pair as llama.cpp's
+// test-tokenizer-0 does: inputs separated by "\n__ggml_vocab_test__\n", one
+// line of space-separated ids per input.
+func readVocabCases(t *testing.T, set string) []vocabCase {
+	t.Helper()
+	base := shared.Path(t, "models", "vocab", "ggml-vocab-"+set+".gguf")
+	inp, err := os.ReadFile(base + ".inp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(base + ".out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sep = "\n__ggml_vocab_test__\n"
+	var texts []string
+	for raw := string(inp); raw != ""; {
+		i := strings.Index(raw, sep)
+		if i < 0 {
+			texts = append(texts, raw)
+			break
+		}
+		texts = append(texts, raw[:i])
+		raw = raw[i+len(sep):]
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(texts) {
+		t.Fatalf("%s: %d inputs but %d output lines", set, len(texts), len(lines))
+	}
+	cases := make([]vocabCase, len(texts))
+	for i, line := range lines {
+		cases[i].text = texts[i]
+		for _, f := range strings.Fields(line) {
+			id, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("%s line %d: %v", set, i+1, err)
+			}
+			cases[i].ids = append(cases[i].ids, id)
+		}
+	}
+	return cases
+}
+
+// TestVocabSets replays llama.cpp's tokenizer tests: add_special and
+// parse_special off, every line exact.
+func TestVocabSets(t *testing.T) {
+	t.Parallel()
+	for _, set := range vocabSets {
+		t.Run(set, func(t *testing.T) {
+			t.Parallel()
+			tk := loadVocab(t, set)
+			cases := readVocabCases(t, set)
+			for i, c := range cases {
+				got := tk.Encode(c.text, EncodeOptions{})
+				if !slices.Equal(got, c.ids) && !(len(got) == 0 && len(c.ids) == 0) {
+					t.Errorf("case %d: Encode(%q)\n got %v\nwant %v", i+1, c.text, got, c.ids)
+				}
+			}
+		})
+	}
+}
+
+// TestVocabSetsRoundTrip checks that decoding the expected ids gives the
+// input back for byte-level BPE (no space prefix, every byte spelt), as
+// llama.cpp's test checks its detokenizer.
+func TestVocabSetsRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, set := range vocabSets {
+		t.Run(set, func(t *testing.T) {
+			t.Parallel()
+			tk := loadVocab(t, set)
+			if tk.Vocab().Model != ModelGPT2 {
+				t.Skip("SentencePiece adds a space prefix")
+			}
+			for i, c := range readVocabCases(t, set) {
+				if got := tk.Decode(c.ids); got != c.text {
+					t.Errorf("case %d: Decode(%v) = %q, want %q", i+1, c.ids, got, c.text)
+				}
+			}
+		})
+	}
+}
+
+func TestVocabSetsListed(t *testing.T) {
+	t.Parallel()
+	dir := shared.Path(t, "models", "vocab")
+	files, err := filepath.Glob(filepath.Join(dir, "ggml-vocab-*.gguf.inp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		set := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "ggml-vocab-"), ".gguf.inp")
+		if !slices.Contains(vocabSets, set) && set != "gemma-4" {
+			t.Errorf("vocab set %s in %s is neither claimed nor listed as not claimed", set, dir)
+		}
+	}
+}
