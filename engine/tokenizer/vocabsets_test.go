@@ -149,3 +149,60 @@ func TestVocabSetsListed(t *testing.T) {
 		}
 	}
 }
+
+// vocabGolden is testdata/llamacpp_vocab.json, written by
+// scripts/peer/vocab.mjs from llama.cpp itself (node-llama-cpp 3.21.1).
+type vocabGolden struct {
+	Vocabs map[string]struct {
+		NTokens int   `json:"n_tokens"`
+		BOS     int   `json:"bos"`
+		EOS     int   `json:"eos"`
+		AddBOS  bool  `json:"add_bos"`
+		AddEOS  bool  `json:"add_eos"`
+		EOG     []int `json:"eog"`
+		Cases   []struct {
+			Text         string `json:"text"`
+			ParseSpecial bool   `json:"parse_special"`
+			IDs          []int  `json:"ids"`
+		} `json:"cases"`
+	} `json:"vocabs"`
+}
+
+// TestVocabGoldenLlamaCpp checks hard strings (special tokens parsed and
+// not, every kind of whitespace, contractions, digit runs, many scripts)
+// and the special ids, add_bos/add_eos and end-of-generation set that
+// llama.cpp resolves for each claimed vocabulary.
+func TestVocabGoldenLlamaCpp(t *testing.T) {
+	t.Parallel()
+	var g vocabGolden
+	readJSON(t, filepath.Join("testdata", "llamacpp_vocab.json"), &g)
+	if len(g.Vocabs) != len(vocabSets) {
+		t.Errorf("golden file has %d vocabularies, want the %d claimed", len(g.Vocabs), len(vocabSets))
+	}
+	for set, want := range g.Vocabs {
+		t.Run(set, func(t *testing.T) {
+			t.Parallel()
+			tk := loadVocab(t, set)
+			v := tk.Vocab()
+			if tk.Size() != want.NTokens || v.BOS != want.BOS || v.EOS != want.EOS || v.AddBOS != want.AddBOS || v.AddEOS != want.AddEOS {
+				t.Errorf("size %d bos %d eos %d add_bos %v add_eos %v, llama.cpp has %d %d %d %v %v",
+					tk.Size(), v.BOS, v.EOS, v.AddBOS, v.AddEOS, want.NTokens, want.BOS, want.EOS, want.AddBOS, want.AddEOS)
+			}
+			var eog []int
+			for id := range tk.Size() {
+				if tk.IsEOG(id) {
+					eog = append(eog, id)
+				}
+			}
+			if !slices.Equal(eog, want.EOG) {
+				t.Errorf("end-of-generation ids %v, llama.cpp has %v", eog, want.EOG)
+			}
+			for _, c := range want.Cases {
+				got := tk.Encode(c.Text, EncodeOptions{ParseSpecial: c.ParseSpecial})
+				if !slices.Equal(got, c.IDs) && !(len(got) == 0 && len(c.IDs) == 0) {
+					t.Errorf("Encode(%q, parse_special=%v)\n got %v\nwant %v", c.Text, c.ParseSpecial, got, c.IDs)
+				}
+			}
+		})
+	}
+}
