@@ -1,7 +1,14 @@
 package tokenizer
 
 import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -28,4 +35,128 @@ func BenchmarkEncode(b *testing.B) {
 		tk.Encode(text, EncodeOptions{AddSpecial: true})
 	}
 	b.ReportMetric(float64(n), "tokens/op")
+}
+
+var (
+	corpusOnce sync.Once
+	corpusText string
+)
+
+// corpus returns about n bytes of real, varied text: the Go standard
+// library's own sources (code, comments and prose in doc comments), read
+// from GOROOT in a fixed order (the .go files outside testdata folders,
+// sorted by path), repeated when GOROOT holds less. It is the same text for
+// every run of one Go version. When $TOKENIZER_BENCH_TEXT names a file, that
+// whole file is the text instead, whatever n says (scripts/bench-tokenizer.sh
+// gives the peers and rill the same file that way).
+func corpus(tb testing.TB, n int) string {
+	tb.Helper()
+	corpusOnce.Do(func() {
+		if path := os.Getenv("TOKENIZER_BENCH_TEXT"); path != "" {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				tb.Fatalf("TOKENIZER_BENCH_TEXT: %v", err)
+			}
+			corpusText = string(data)
+			return
+		}
+		root := filepath.Join(runtime.GOROOT(), "src")
+		var files []string
+		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.Contains(path, "testdata") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		sort.Strings(files)
+		var sb strings.Builder
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			sb.Write(data)
+			if sb.Len() >= 16<<20 {
+				break
+			}
+		}
+		corpusText = sb.String()
+	})
+	if corpusText == "" {
+		tb.Skip("no Go sources under GOROOT to build a corpus from")
+	}
+	if os.Getenv("TOKENIZER_BENCH_TEXT") != "" {
+		return corpusText
+	}
+	text := corpusText
+	for len(text) < n {
+		text += corpusText
+	}
+	text = text[:n]
+	// Cut at a character boundary so that every vocabulary sees valid UTF-8.
+	for len(text) > 0 && text[len(text)-1]&0xc0 == 0x80 {
+		text = text[:len(text)-1]
+	}
+	return text
+}
+
+// benchBytes is how much of the corpus BenchmarkEncodeVocab encodes.
+const benchBytes = 1 << 20
+
+// BenchmarkEncodeVocab measures encoding speed (tokens/s) and the bytes
+// allocated per input byte on 1 MiB of the corpus, for SentencePiece
+// (llama-spm) and byte-level BPE (llama-bpe, qwen2) vocabularies.
+func BenchmarkEncodeVocab(b *testing.B) {
+	for _, set := range []string{"llama-spm", "llama-bpe", "qwen2"} {
+		b.Run(set, func(b *testing.B) {
+			tk := loadVocab(b, set)
+			text := corpus(b, benchBytes)
+			n := len(tk.Encode(text, EncodeOptions{}))
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b.ResetTimer()
+			for b.Loop() {
+				tk.Encode(text, EncodeOptions{})
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(n), "tokens/op")
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/float64(len(text)), "allocB/inputB")
+		})
+	}
+}
+
+// TestEncodeBoundedMemory encodes an 8 MiB prompt and checks the bytes it
+// allocates: linear and small in the input, with the result itself (8 bytes
+// per token) the largest part.
+func TestEncodeBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("encodes 8 MiB per vocabulary")
+	}
+	text := corpus(t, 8<<20)
+	for _, set := range []string{"llama-spm", "llama-bpe", "qwen2"} {
+		tk := loadVocab(t, set)
+		tk.Encode(text[:1<<20], EncodeOptions{}) // warm the pools and tables
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		ids, err := tk.EncodeContext(context.Background(), text, EncodeOptions{ParseSpecial: true})
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc := after.TotalAlloc - before.TotalAlloc
+		perByte := float64(alloc) / float64(len(text))
+		result := 8 * len(ids)
+		t.Logf("%s: %d bytes -> %d tokens; allocated %d bytes (%.2f per input byte; result %d)", set, len(text), len(ids), alloc, perByte, result)
+		if perByte > 4 {
+			t.Errorf("%s: %.2f bytes allocated per input byte, want at most 4", set, perByte)
+		}
+		if extra := int64(alloc) - int64(result); extra > int64(len(text))/2 {
+			t.Errorf("%s: %d bytes allocated besides the result, want at most half the input (%d)", set, extra, len(text)/2)
+		}
+	}
 }
