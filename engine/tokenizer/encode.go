@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -197,16 +198,16 @@ func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool 
 }
 
 // encodeSPM appends the tokens of one piece of raw text, space prefix
-// included when prefix is set. The piece is merged in chunks cut before a
-// space that follows another character, when the vocabulary makes that exact
-// (see Tokenizer.spmCutAtSpace): no token can then span a cut, so no merge
-// crosses one and every chunk merges as it would inside the whole.
+// included when prefix is set. The piece is merged in chunks cut where the
+// vocabulary makes a cut exact (see spmCuts): no token can then span a cut,
+// so no merge crosses one and every chunk merges as it would inside the
+// whole. Cuts need valid UTF-8, which keeps symbols aligned with characters.
 func (t *Tokenizer) encodeSPM(st *encodeState, piece string, prefix bool, c *canceller) bool {
-	cut := t.spmCutAtSpace && utf8.ValidString(piece)
+	cut := utf8.ValidString(piece)
 	for len(piece) > 0 {
 		end := len(piece)
 		if cut {
-			end = nextSPMCut(piece)
+			end = t.spmCuts.next(piece)
 		}
 		st.buf = st.buf[:0]
 		if prefix {
@@ -226,15 +227,47 @@ func (t *Tokenizer) encodeSPM(st *encodeState, piece string, prefix bool, c *can
 // maxSPMChunk is the most bytes merged at once: symbol offsets are int32.
 const maxSPMChunk = 1<<31 - 1
 
-// nextSPMCut returns the end of the first chunk of s: the first space after
-// position 0 that follows a character other than a space or U+2581 (which
-// escapes to the same mark), or len(s).
-func nextSPMCut(s string) int {
-	for i := 1; i < len(s); i++ {
-		if s[i] != ' ' {
+// spmCuts says where SentencePiece text may be cut into chunks that merge
+// independently.
+type spmCuts struct {
+	// beforeSpace: no token holds U+2581 right after another character, so
+	// a cut may go before a space that follows a character other than a
+	// space or U+2581 (which escapes to the same mark). True for Llama 2
+	// and Phi-3.
+	beforeSpace bool
+	// isolated[b]: no token longer than one byte holds the ASCII byte b, so
+	// b never merges and a cut may go on either side of it ('\n' in Llama 2).
+	isolated [utf8.RuneSelf]bool
+}
+
+// newSPMCuts finds the cuts a vocabulary allows.
+func newSPMCuts(tokens []string) spmCuts {
+	c := spmCuts{beforeSpace: !slices.ContainsFunc(tokens, spaceAfterChar)}
+	for b := range c.isolated {
+		c.isolated[b] = b != ' '
+	}
+	for _, text := range tokens {
+		if len(text) < 2 {
 			continue
 		}
-		if prev := s[i-1]; prev != ' ' && !strings.HasSuffix(s[:i], spaceMark) {
+		for i := 0; i < len(text); i++ {
+			if text[i] < utf8.RuneSelf {
+				c.isolated[text[i]] = false
+			}
+		}
+	}
+	return c
+}
+
+// next returns the end of the first chunk of s (valid UTF-8): the first
+// allowed cut after position 0, or len(s).
+func (c *spmCuts) next(s string) int {
+	for i := 1; i < len(s); i++ {
+		b, prev := s[i], s[i-1]
+		switch {
+		case b < utf8.RuneSelf && c.isolated[b], prev < utf8.RuneSelf && c.isolated[prev]:
+			return i
+		case c.beforeSpace && b == ' ' && prev != ' ' && !strings.HasSuffix(s[:i], spaceMark):
 			return i
 		}
 	}
@@ -331,24 +364,26 @@ func isASCIISpace(b byte) bool {
 	return b == ' ' || ('\t' <= b && b <= '\r')
 }
 
-// idBuffer collects token ids in pooled fixed-size chunks, so that an
-// encode allocates only its exactly sized result, not a slice grown by
-// doubling.
+// idBuffer collects token ids in pooled fixed-size chunks of int32, so that
+// an encode allocates only its exactly sized result, not a slice grown by
+// doubling: 8 bytes per token once the pool is warm, 12 when the chunks are
+// new.
 type idBuffer struct {
-	full [][]int
-	cur  []int
+	full [][]int32
+	cur  []int32
 	n    int
 }
 
-const chunkIDs = 4096
+const chunkIDs = 8192
 
-var idChunks = sync.Pool{New: func() any { return new([chunkIDs]int) }}
+var idChunks = sync.Pool{New: func() any { return new([chunkIDs]int32) }}
 
+// push appends id, which fits int32: token ids are bounded by Vocab.validate.
 func (b *idBuffer) push(id int) {
 	if len(b.cur) == cap(b.cur) {
 		b.grow()
 	}
-	b.cur = append(b.cur, id)
+	b.cur = append(b.cur, int32(id))
 	b.n++
 }
 
@@ -356,16 +391,20 @@ func (b *idBuffer) grow() {
 	if cap(b.cur) > 0 {
 		b.full = append(b.full, b.cur)
 	}
-	b.cur = idChunks.Get().(*[chunkIDs]int)[:0]
+	b.cur = idChunks.Get().(*[chunkIDs]int32)[:0]
 }
 
 // take returns the ids collected and empties b.
 func (b *idBuffer) take() []int {
 	out := make([]int, 0, b.n)
 	for _, c := range b.full {
-		out = append(out, c...)
+		for _, id := range c {
+			out = append(out, int(id))
+		}
 	}
-	out = append(out, b.cur...)
+	for _, id := range b.cur {
+		out = append(out, int(id))
+	}
 	b.release()
 	return out
 }
@@ -373,10 +412,10 @@ func (b *idBuffer) take() []int {
 // release returns the chunks to the pool and empties b.
 func (b *idBuffer) release() {
 	for _, c := range b.full {
-		idChunks.Put((*[chunkIDs]int)(c[:chunkIDs]))
+		idChunks.Put((*[chunkIDs]int32)(c[:chunkIDs]))
 	}
 	if cap(b.cur) > 0 {
-		idChunks.Put((*[chunkIDs]int)(b.cur[:chunkIDs]))
+		idChunks.Put((*[chunkIDs]int32)(b.cur[:chunkIDs]))
 	}
 	clear(b.full)
 	b.full, b.cur, b.n = b.full[:0], nil, 0

@@ -29,10 +29,9 @@ type Tokenizer struct {
 
 	// bpe is the byte-level BPE encoder; nil for SentencePiece.
 	bpe *bpeModel
-	// spmCutAtSpace says that no token holds U+2581 right after another
-	// character, so SentencePiece text can be merged in chunks cut before
-	// each space that follows a character (see encodeSPM).
-	spmCutAtSpace bool
+	// spmCuts says where SentencePiece text can be merged in independent
+	// chunks (see encodeSPM).
+	spmCuts       spmCuts
 	maxTokenBytes int
 }
 
@@ -112,7 +111,7 @@ func New(v Vocab) (*Tokenizer, error) {
 			return nil, err
 		}
 	} else {
-		t.spmCutAtSpace = !slices.ContainsFunc(v.Tokens, spaceAfterChar)
+		t.spmCuts = newSPMCuts(v.Tokens)
 	}
 	for b := range 256 {
 		t.byteToken[b] = t.lookupByte(byte(b))
