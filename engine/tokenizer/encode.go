@@ -130,11 +130,13 @@ type canceller struct {
 	ctx     context.Context
 	done    <-chan struct{}
 	pending int
+	seen    int // bytes of progress in all
 	err     error
 }
 
 // advance records n bytes of progress and reports whether to go on.
 func (c *canceller) advance(n int) bool {
+	c.seen += n
 	if c.done == nil {
 		return true
 	}
