@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"rill/engine/gguf"
 	"rill/internal/shared"
@@ -204,5 +205,43 @@ func TestVocabGoldenLlamaCpp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamingDecodeBPE feeds the tokens of multi-byte text (emoji, CJK,
+// combining marks, which byte-level BPE splits inside characters) to a
+// Decoder one at a time: every step is valid UTF-8 and the steps add up to
+// the text.
+func TestStreamingDecodeBPE(t *testing.T) {
+	t.Parallel()
+	texts := []string{
+		"emoji \U0001f999\U0001f680\U0001f44d\U0001f3fd family \U0001f468\u200d\U0001f469\u200d\U0001f467",
+		"\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8 \ud55c\uad6d\uc5b4 \u0928\u092e\u0938\u094d\u0924\u0947",
+		"e\u0301 a\u0300\u0301\u0302 \u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22",
+	}
+	for _, set := range []string{"llama-bpe", "qwen2", "gpt-2"} {
+		tk := loadVocab(t, set)
+		split := 0
+		for _, text := range texts {
+			d := tk.NewDecoder()
+			var sb strings.Builder
+			for _, id := range tk.Encode(text, EncodeOptions{}) {
+				if !utf8.Valid(tk.Piece(id)) {
+					split++
+				}
+				step := d.Add(id)
+				if !utf8.ValidString(step) {
+					t.Fatalf("%s: Decoder.Add gave invalid UTF-8 %q", set, step)
+				}
+				sb.WriteString(step)
+			}
+			sb.WriteString(d.Flush())
+			if sb.String() != text {
+				t.Errorf("%s: streamed %q, want %q", set, sb.String(), text)
+			}
+		}
+		if split == 0 {
+			t.Errorf("%s: no token split a character; the test shows nothing", set)
+		}
 	}
 }
