@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"rill/engine/gguf"
+	"rill/internal/shared"
 )
 
 // benchText is plain English prose; repeated to about 1,000 Llama-2 tokens.
@@ -157,5 +160,25 @@ func TestEncodeBoundedMemory(t *testing.T) {
 			t.Errorf("%s: %d bytes allocated besides the result and the id chunks, want at most an eighth of the input (%d)",
 				set, scratch, len(text)/8)
 		}
+	}
+}
+
+// BenchmarkFromGGUF measures building a tokenizer from a vocabulary's
+// metadata (the file already parsed): part of every model load.
+func BenchmarkFromGGUF(b *testing.B) {
+	for _, set := range []string{"llama-spm", "qwen2", "command-r"} {
+		b.Run(set, func(b *testing.B) {
+			f, err := gguf.Open(shared.Path(b, "models", "vocab", "ggml-vocab-"+set+".gguf"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := FromGGUF(f.Metadata); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

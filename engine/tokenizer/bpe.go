@@ -108,6 +108,7 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 	if len(merges) >= 1<<31 {
 		return nil, fmt.Errorf("%d merges, more than ranks can address", len(merges))
 	}
+	var joined []byte
 	for rank, merge := range merges {
 		sp := -1
 		if len(merge) > 1 {
@@ -121,7 +122,12 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 		if _, dup := m.merges[key]; dup {
 			continue
 		}
-		m.merges[key] = bpeMerge{rank: int32(rank), result: symbol(left + right)}
+		joined = append(append(joined[:0], left...), right...)
+		result, ok := t.byText[string(joined)]
+		if !ok {
+			result = int(symbol(string(joined)))
+		}
+		m.merges[key] = bpeMerge{rank: int32(rank), result: int32(result)}
 	}
 	return m, nil
 }

@@ -96,11 +96,11 @@ var eogTexts = []string{
 // FromGGUF builds a Tokenizer from a GGUF file's metadata:
 // New(VocabFromGGUF(md)).
 func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
-	v, err := VocabFromGGUF(md)
+	v, byText, err := vocabFromGGUF(md)
 	if err != nil {
 		return nil, err
 	}
-	return New(v)
+	return newTokenizer(v, byText)
 }
 
 // VocabFromGGUF reads the tokenizer.ggml.* metadata the way llama.cpp's loader
@@ -138,12 +138,19 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 //
 // A key present with the wrong value type is an error naming the key.
 func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
+	v, _, err := vocabFromGGUF(md)
+	return v, err
+}
+
+// vocabFromGGUF is VocabFromGGUF that also returns its text-to-id index of
+// the tokens, which New would otherwise build again.
+func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 	model, ok := md.String(keyModel)
 	if !ok {
 		if _, present := md.Value(keyModel); present {
-			return Vocab{}, fmt.Errorf("%s is not a string", keyModel)
+			return Vocab{}, nil, fmt.Errorf("%s is not a string", keyModel)
 		}
-		return Vocab{}, fmt.Errorf("%s is missing", keyModel)
+		return Vocab{}, nil, fmt.Errorf("%s is missing", keyModel)
 	}
 	var v Vocab
 	switch model {
@@ -152,34 +159,34 @@ func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
 	case ModelGPT2:
 		pre, err := optionalString(md, keyPre)
 		if err != nil {
-			return Vocab{}, err
+			return Vocab{}, nil, err
 		}
 		spec, err := lookupPre(pre)
 		if err != nil {
-			return Vocab{}, err
+			return Vocab{}, nil, err
 		}
 		merges, ok := md.Strings(keyMerges)
 		if !ok {
 			if _, present := md.Value(keyMerges); present {
-				return Vocab{}, fmt.Errorf("%s is not an array of strings", keyMerges)
+				return Vocab{}, nil, fmt.Errorf("%s is not an array of strings", keyMerges)
 			}
-			return Vocab{}, fmt.Errorf("%s is missing", keyMerges)
+			return Vocab{}, nil, fmt.Errorf("%s is missing", keyMerges)
 		}
 		v = Vocab{Model: model, Pre: pre, Merges: merges, IgnoreMerges: spec.ignoreMerges, AddBOS: spec.addBOS}
 	default:
-		return Vocab{}, fmt.Errorf("unsupported tokenizer model %q", model)
+		return Vocab{}, nil, fmt.Errorf("unsupported tokenizer model %q", model)
 	}
 
 	tokens, ok := md.Strings(keyTokens)
 	if !ok {
 		if _, present := md.Value(keyTokens); present {
-			return Vocab{}, fmt.Errorf("%s is not an array of strings", keyTokens)
+			return Vocab{}, nil, fmt.Errorf("%s is not an array of strings", keyTokens)
 		}
-		return Vocab{}, fmt.Errorf("%s is missing", keyTokens)
+		return Vocab{}, nil, fmt.Errorf("%s is missing", keyTokens)
 	}
 	n := len(tokens)
 	if n == 0 {
-		return Vocab{}, fmt.Errorf("%s is empty", keyTokens)
+		return Vocab{}, nil, fmt.Errorf("%s is empty", keyTokens)
 	}
 	seen := make(map[string]int, n)
 	for i, t := range tokens {
@@ -188,7 +195,7 @@ func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
 			tokens[i] = t
 		}
 		if j, dup := seen[t]; dup {
-			return Vocab{}, fmt.Errorf("%s: tokens %d and %d are both %q", keyTokens, j, i, t)
+			return Vocab{}, nil, fmt.Errorf("%s: tokens %d and %d are both %q", keyTokens, j, i, t)
 		}
 		seen[t] = i
 	}
@@ -196,12 +203,12 @@ func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
 
 	scores, err := readScores(md, n)
 	if err != nil {
-		return Vocab{}, err
+		return Vocab{}, nil, err
 	}
 	v.Scores = scores
 	types, err := readTypes(md, n)
 	if err != nil {
-		return Vocab{}, err
+		return Vocab{}, nil, err
 	}
 	v.Types = types
 
@@ -214,26 +221,26 @@ func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
 		}
 		b, ok := md.Bool(k.key)
 		if !ok {
-			return Vocab{}, fmt.Errorf("%s is not a bool", k.key)
+			return Vocab{}, nil, fmt.Errorf("%s is not a bool", k.key)
 		}
 		*k.dst = b
 	}
 
 	ids, err := readRoles(md, model, n)
 	if err != nil {
-		return Vocab{}, err
+		return Vocab{}, nil, err
 	}
 	detectRoles(&v, &ids, seen)
 	v.BOS, v.EOS, v.UNK, v.PAD, v.EOT = ids[roleBOS], ids[roleEOS], ids[roleUNK], ids[rolePAD], ids[roleEOT]
 
 	name, err := optionalString(md, keyName)
 	if err != nil {
-		return Vocab{}, err
+		return Vocab{}, nil, err
 	}
 	if lower := strings.ToLower(name); strings.Contains(lower, "phi-3") || strings.Contains(lower, "phi3") {
 		setPhi3Strip(&v, seen)
 	}
-	return v, nil
+	return v, seen, nil
 }
 
 // optionalString reads a string key that may be absent ("").

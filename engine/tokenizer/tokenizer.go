@@ -39,7 +39,11 @@ type Tokenizer struct {
 // caller may reuse them. Errors: an unsupported model, mismatched lengths,
 // special ids outside the vocabulary, empty or duplicate token texts, a byte
 // token whose text is not <0xXX>, AddBOS/AddEOS without the token.
-func New(v Vocab) (*Tokenizer, error) {
+func New(v Vocab) (*Tokenizer, error) { return newTokenizer(v, nil) }
+
+// newTokenizer is New; byText, when not nil, is the text-to-id index of
+// v.Tokens that the caller already built (and owns no longer).
+func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 	var spec preSpec
 	switch v.Model {
 	case ModelLlama:
@@ -65,16 +69,19 @@ func New(v Vocab) (*Tokenizer, error) {
 	n := len(v.Tokens)
 	t := &Tokenizer{
 		vocab:  v,
-		byText: make(map[string]int, n),
+		byText: byText,
 		pieces: make([][]byte, n),
 		eog:    map[int]bool{},
 		strip:  map[int]stripFlags{},
 	}
-	for id, text := range v.Tokens {
-		if prev, dup := t.byText[text]; dup {
-			return nil, fmt.Errorf("tokens %d and %d are both %q", prev, id, text)
+	if t.byText == nil {
+		t.byText = make(map[string]int, n)
+		for id, text := range v.Tokens {
+			if prev, dup := t.byText[text]; dup {
+				return nil, fmt.Errorf("tokens %d and %d are both %q", prev, id, text)
+			}
+			t.byText[text] = id
 		}
-		t.byText[text] = id
 	}
 	for id := range v.Tokens {
 		t.pieces[id] = t.piece(id)
