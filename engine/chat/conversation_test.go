@@ -27,11 +27,11 @@ func conversationOf(t *testing.T, raw json.RawMessage) (Conversation, Options) {
 		switch k {
 		case "messages":
 			var msgs []struct {
-				Role             string          `json:"role"`
-				Content          *string         `json:"content"`
-				Name             string          `json:"name"`
-				ReasoningContent string          `json:"reasoning_content"`
-				ToolCallID       string          `json:"tool_call_id"`
+				Role             string  `json:"role"`
+				Content          *string `json:"content"`
+				Name             string  `json:"name"`
+				ReasoningContent string  `json:"reasoning_content"`
+				ToolCallID       string  `json:"tool_call_id"`
 				ToolCalls        []struct {
 					ID       string `json:"id"`
 					Type     string `json:"type"`

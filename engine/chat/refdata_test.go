@@ -89,9 +89,11 @@ func TestRefdataTemplates(t *testing.T) {
 	if len(g.Cases) < 200 {
 		t.Fatalf("only %d cases", len(g.Cases))
 	}
-	// Every real template renders a plain conversation.
+	// Every real template renders a plain conversation, except Command-R's
+	// named variants, which iterate tools and documents (None here).
 	for _, c := range g.Cases {
-		if c.Context == "simple" && c.Output == nil {
+		variant := strings.Contains(c.Template, ".rag.") || strings.Contains(c.Template, ".tool_use.")
+		if c.Context == "simple" && c.Output == nil && !variant {
 			t.Errorf("%s: jinja2 failed on the simple conversation (%s: %s)", c.Template, c.Kind, c.Error)
 		}
 	}
