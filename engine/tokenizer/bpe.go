@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -59,19 +60,30 @@ func decodeByteLevel(text string) []byte {
 	return out
 }
 
-// bpeModel is the byte-level BPE encoder of one vocabulary. Symbols are
-// token ids; strings that merges mention but the vocabulary lacks get ids
-// from Size() up (extra), so that merging never needs strings.
+// bpeModel is the BPE encoder of one vocabulary. Symbols are token ids;
+// strings that merges mention but the vocabulary lacks get ids from Size()
+// up (extra), so that merging never needs strings.
+//
+// Byte-level vocabularies (gpt2) start every word from one symbol per byte,
+// spelt in GPT-2's alphabet. The others (gemma4) escape spaces as U+2581,
+// start from one symbol per UTF-8 character and spell what no token covers
+// with <0xXX> byte tokens.
 type bpeModel struct {
 	pre          preTokenizer
 	ignoreMerges bool
+	byteLevel    bool
+	// newlineWords: a word of newlines only that is a token is that token
+	// (llama.cpp's fix for Gemma 4).
+	newlineWords bool
 	// merges maps a pair of symbols (left<<32 | right) to its rank and the
 	// symbol it merges into.
 	merges map[uint64]bpeMerge
 	// byteSymbol[b] is the symbol of input byte b before any merge.
 	byteSymbol [256]int32
-	// extra holds the texts of symbols Size(), Size()+1, ...
-	extra []string
+	// extra holds the texts of symbols Size(), Size()+1, ...; extraIDs
+	// indexes them.
+	extra    []string
+	extraIDs map[string]int32
 }
 
 type bpeMerge struct {
@@ -87,19 +99,21 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 	m := &bpeModel{
 		pre:          spec.family.rules(),
 		ignoreMerges: ignoreMerges,
+		byteLevel:    spec.family != preGemma4,
+		newlineWords: spec.family == preGemma4,
 		merges:       make(map[uint64]bpeMerge, len(merges)),
+		extraIDs:     map[string]int32{},
 	}
-	extraIDs := map[string]int32{}
 	symbol := func(text string) int32 {
 		if id, ok := t.byText[text]; ok {
 			return int32(id)
 		}
-		if id, ok := extraIDs[text]; ok {
+		if id, ok := m.extraIDs[text]; ok {
 			return id
 		}
 		id := int32(t.Size() + len(m.extra))
 		m.extra = append(m.extra, text)
-		extraIDs[text] = id
+		m.extraIDs[text] = id
 		return id
 	}
 	for b := range 256 {
@@ -138,6 +152,7 @@ type bpeSession struct {
 	syms    []bpeSymbol
 	queue   []bpeBigram
 	encoded []byte
+	chars   []byte // the word encodeChars works on
 }
 
 // small reports whether s is small enough to keep in the pool.
@@ -145,11 +160,11 @@ func (s *bpeSession) small() bool {
 	return cap(s.syms) <= maxPooledSymbols && cap(s.queue) <= 2*maxPooledSymbols && cap(s.encoded) <= 4*maxPooledSymbols
 }
 
-// bpeSymbol is a run of n input bytes that currently forms symbol id, in a
-// doubly linked list (-1 at the ends); n is 0 once merged into its left
-// neighbour. Symbol i starts at input byte i.
+// bpeSymbol is the run word[start:start+n] that currently forms symbol id
+// (-1: no symbol spells it), in a doubly linked list (-1 at the ends); n is
+// 0 once merged into its left neighbour.
 type bpeSymbol struct {
-	id, n, prev, next int32
+	id, start, n, prev, next int32
 }
 
 // bpeBigram is a queued merge of symbol left with its right neighbour into
@@ -196,10 +211,17 @@ const maxWordBytes = 1<<31 - 1
 func (s *bpeSession) merge(t *Tokenizer, m *bpeModel, word string, out *idBuffer) {
 	n := len(word)
 	s.syms = s.syms[:0]
-	s.queue = s.queue[:0]
 	for i := range n {
-		s.syms = append(s.syms, bpeSymbol{id: m.byteSymbol[word[i]], n: 1, prev: int32(i - 1), next: int32(i + 1)})
+		s.syms = append(s.syms, bpeSymbol{id: m.byteSymbol[word[i]], start: int32(i), n: 1, prev: int32(i - 1), next: int32(i + 1)})
 	}
+	s.run(t, m, out)
+}
+
+// run merges the symbols in s.syms (the initial segmentation of a word) and
+// appends the tokens.
+func (s *bpeSession) run(t *Tokenizer, m *bpeModel, out *idBuffer) {
+	n := len(s.syms)
+	s.queue = s.queue[:0]
 	s.syms[n-1].next = -1
 	for i := 1; i < n; i++ {
 		s.tryAdd(m, int32(i-1), int32(i))
@@ -225,24 +247,88 @@ func (s *bpeSession) merge(t *Tokenizer, m *bpeModel, word string, out *idBuffer
 		s.tryAdd(m, b.left, left.next)
 	}
 	for i := int32(0); i != -1; i = s.syms[i].next {
-		s.emit(t, m, s.syms[i].id, out)
+		sym := s.syms[i]
+		if sym.id >= 0 && int(sym.id) < t.Size() {
+			out.push(int(sym.id))
+			continue
+		}
+		s.fallback(t, m, sym, out)
 	}
 }
 
-// emit appends symbol id: itself when it is a token, else (a string only
-// merges know) each of its bytes that is a one-byte token, as llama.cpp
-// falls back; bytes without such a token are dropped.
+// emit appends one symbol that is known to be a token or a byte.
 func (s *bpeSession) emit(t *Tokenizer, m *bpeModel, id int32, out *idBuffer) {
 	if int(id) < t.Size() {
 		out.push(int(id))
 		return
 	}
-	text := m.extra[int(id)-t.Size()]
-	for i := 0; i < len(text); i++ {
-		if tok, ok := t.byText[text[i:i+1]]; ok {
+	s.fallback(t, m, bpeSymbol{id: id}, out)
+}
+
+// fallback spells a symbol that is no token, as llama.cpp does: byte-level
+// vocabularies look up each byte of its (GPT-2 alphabet) text as a token,
+// the others each byte of its raw text as a <0xXX> token; bytes without
+// such a token are dropped.
+func (s *bpeSession) fallback(t *Tokenizer, m *bpeModel, sym bpeSymbol, out *idBuffer) {
+	if m.byteLevel {
+		text := m.extra[int(sym.id)-t.Size()]
+		for i := 0; i < len(text); i++ {
+			if tok, ok := t.byText[text[i:i+1]]; ok {
+				out.push(tok)
+			}
+		}
+		return
+	}
+	for _, b := range s.chars[sym.start : sym.start+sym.n] {
+		if tok := t.byteToken[b]; tok >= 0 {
 			out.push(tok)
 		}
 	}
+}
+
+// encodeChars appends the tokens of one word of a non-byte-level vocabulary
+// (spaces already escaped): one symbol per UTF-8 character (a byte that
+// starts no valid sequence takes the length it announces, as in
+// llama.cpp), merged like a byte-level word. The session keeps word as
+// s.chars while it works.
+func (s *bpeSession) encodeChars(t *Tokenizer, m *bpeModel, word []byte, out *idBuffer) {
+	if m.newlineWords && len(bytes.Trim(word, "\n")) == 0 {
+		if id, ok := t.byText[string(word)]; ok {
+			out.push(id)
+			return
+		}
+	}
+	for len(word) > maxWordBytes {
+		cut := maxWordBytes
+		for cut > 0 && !utf8.RuneStart(word[cut]) {
+			cut--
+		}
+		s.encodeChars(t, m, word[:cut], out)
+		word = word[cut:]
+	}
+	s.chars = word
+	s.syms = s.syms[:0]
+	for off := 0; off < len(word); {
+		n := min(utf8Len(word[off]), len(word)-off)
+		i := int32(len(s.syms))
+		s.syms = append(s.syms, bpeSymbol{id: m.lookup(t, word[off:off+n]), start: int32(off), n: int32(n), prev: i - 1, next: i + 1})
+		off += n
+	}
+	if len(s.syms) > 0 {
+		s.run(t, m, out)
+	}
+	s.chars = nil
+}
+
+// lookup returns the symbol of text: a token, an extra, or -1.
+func (m *bpeModel) lookup(t *Tokenizer, text []byte) int32 {
+	if id, ok := t.byText[string(text)]; ok {
+		return int32(id)
+	}
+	if id, ok := m.extraIDs[string(text)]; ok {
+		return id
+	}
+	return -1
 }
 
 func (s *bpeSession) tryAdd(m *bpeModel, left, right int32) {
@@ -250,6 +336,9 @@ func (s *bpeSession) tryAdd(m *bpeModel, left, right int32) {
 		return
 	}
 	l, r := s.syms[left], s.syms[right]
+	if l.id < 0 || r.id < 0 {
+		return
+	}
 	mg, ok := m.merges[pairKey(l.id, r.id)]
 	if !ok {
 		return

@@ -190,6 +190,15 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 
 // encodeBPE appends the tokens of one piece of raw text.
 func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool {
+	if !t.bpe.byteLevel {
+		// Spaces become U+2581 word by word; the split (at newlines) does
+		// not look at them.
+		return t.bpe.pre.split(piece, func(word string) bool {
+			st.buf = appendEscaped(st.buf[:0], word)
+			st.bpe.encodeChars(t, t.bpe, st.buf, &st.out)
+			return c.advance(len(word))
+		})
+	}
 	if !laxValid(piece) {
 		piece = laxNormalize(piece)
 	}

@@ -108,6 +108,9 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 //   - model "llama": BOS 1, EOS 2, UNK 0 unless their keys say otherwise;
 //     add_bos_token true, add_eos_token false, add_space_prefix true when the
 //     keys are absent.
+//   - model "gemma4": as "gpt2" with pre-tokenizer "gemma4" (spaces as
+//     U+2581, words split at newlines, <0xXX> byte fallback), no default
+//     special ids, and add_bos_token always true, as llama.cpp forces it.
 //   - model "gpt2": tokenizer.ggml.merges is required and tokenizer.ggml.pre
 //     names the pre-tokenizer (absent: llama.cpp's default rules); BOS and
 //     EOS 11 (llama.cpp's historical default) and no UNK unless keys say
@@ -156,10 +159,13 @@ func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 	switch model {
 	case ModelLlama:
 		v = Vocab{Model: model, AddBOS: true, AddSpacePrefix: true}
-	case ModelGPT2:
+	case ModelGPT2, ModelGemma4:
 		pre, err := optionalString(md, keyPre)
 		if err != nil {
 			return Vocab{}, nil, err
+		}
+		if model == ModelGemma4 {
+			pre = "gemma4" // llama.cpp ignores the key for this model
 		}
 		spec, err := lookupPre(pre)
 		if err != nil {
@@ -224,6 +230,9 @@ func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 			return Vocab{}, nil, fmt.Errorf("%s is not a bool", k.key)
 		}
 		*k.dst = b
+	}
+	if v.Pre == "gemma4" {
+		v.AddBOS = true // llama.cpp overrides add_bos_token=false for Gemma 4
 	}
 
 	ids, err := readRoles(md, model, n)
@@ -329,9 +338,10 @@ func readRoles(md *gguf.Metadata, model string, n int) ([nRoles]int, error) {
 	for r := range ids {
 		ids[r] = -1
 	}
-	if model == ModelGPT2 {
+	switch model {
+	case ModelGPT2:
 		ids[roleBOS], ids[roleEOS] = 11, 11
-	} else {
+	case ModelLlama:
 		ids[roleBOS], ids[roleEOS], ids[roleUNK] = 1, 2, 0
 	}
 	for r, id := range ids {

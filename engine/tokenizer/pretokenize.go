@@ -45,6 +45,7 @@ const (
 	preFalcon
 	preDeepseekLLM
 	preDeepseekCoder
+	preGemma4
 )
 
 // preSpec is what a tokenizer.ggml.pre name selects: the split rules and
@@ -86,6 +87,11 @@ var preNames = map[string]preSpec{
 
 	"deepseek-llm":   {family: preDeepseekLLM},
 	"deepseek-coder": {family: preDeepseekCoder},
+
+	// SentencePiece-style BPE: spaces become U+2581, words are runs of
+	// newlines and runs of anything else, no byte-level alphabet; llama.cpp
+	// always adds BOS for it.
+	"gemma4": {family: preGemma4, addBOS: true},
 }
 
 // lookupPre returns the spec of a tokenizer.ggml.pre value; "" is the
@@ -126,6 +132,8 @@ func (f preFamily) rules() preTokenizer {
 			matchRule(runOf(cjkHangul.has)),
 			matchRule(runOf(classIs(classNumber))),
 		}
+	case preGemma4:
+		return preTokenizer{matchRule(newlineRun)}
 	case preDeepseekCoder:
 		return preTokenizer{
 			matchRule(isCRLF),
@@ -492,6 +500,16 @@ func spaceThenRun(in func(rune) bool) matchRule {
 		}
 		return run(c, i)
 	}
+}
+
+// newlineRun matches [\n]+; as a split rule it gives [^\n]+|[\n]+, runs
+// of newlines and, between them, runs of anything else.
+func newlineRun(c cursor, i int) int {
+	j := i
+	for j < len(c) && c[j] == '\n' {
+		j++
+	}
+	return j - i
 }
 
 // isCRLF matches [\r\n].

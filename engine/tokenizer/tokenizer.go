@@ -27,8 +27,10 @@ type Tokenizer struct {
 	strip       map[int]stripFlags
 	eog         map[int]bool
 
-	// bpe is the byte-level BPE encoder; nil for SentencePiece.
-	bpe *bpeModel
+	// bpe is the BPE encoder; nil for SentencePiece. byteLevel says its
+	// token texts are in GPT-2's byte alphabet.
+	bpe       *bpeModel
+	byteLevel bool
 	// spmCuts says where SentencePiece text can be merged in independent
 	// chunks (see encodeSPM).
 	spmCuts       spmCuts
@@ -52,6 +54,8 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		if spec, err = lookupPre(v.Pre); err != nil {
 			return nil, err
 		}
+	case ModelGemma4:
+		spec = preNames["gemma4"]
 	default:
 		return nil, fmt.Errorf("unsupported tokenizer model %q", v.Model)
 	}
@@ -73,6 +77,9 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		pieces: make([][]byte, n),
 		eog:    map[int]bool{},
 		strip:  map[int]stripFlags{},
+		// gpt2 vocabularies are byte-level unless their pre-tokenizer is
+		// Gemma 4's SentencePiece-style one.
+		byteLevel: v.Model == ModelGPT2 && spec.family != preGemma4,
 	}
 	if t.byText == nil {
 		t.byText = make(map[string]int, n)
@@ -112,7 +119,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 	for _, id := range v.RStrip {
 		t.strip[id] |= stripRight
 	}
-	if v.Model == ModelGPT2 {
+	if v.Model != ModelLlama {
 		var err error
 		if t.bpe, err = newBPE(t, spec, v.Merges, v.IgnoreMerges); err != nil {
 			return nil, err
@@ -153,7 +160,7 @@ func (t *Tokenizer) piece(id int) []byte {
 	text := t.vocab.Tokens[id]
 	switch t.vocab.Types[id] {
 	case Normal:
-		if t.vocab.Model == ModelGPT2 {
+		if t.byteLevel {
 			return decodeByteLevel(text)
 		}
 		return []byte(strings.ReplaceAll(text, spaceMark, " "))

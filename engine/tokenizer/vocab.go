@@ -1,14 +1,15 @@
 // Package tokenizer turns text into token ids and back for the vocabularies
 // that GGUF files describe in their tokenizer.ggml.* metadata.
 //
-// Two tokenizer models are implemented: SentencePiece ("llama": scores, byte
-// fallback, a space prefix) and byte-level BPE ("gpt2": GPT-2's byte-to-
+// Three tokenizer models are implemented: SentencePiece ("llama": scores,
+// byte fallback, a space prefix), byte-level BPE ("gpt2": GPT-2's byte-to-
 // unicode mapping, merges by rank, and the pre-tokenizer split rules that
-// tokenizer.ggml.pre names). Encoding follows llama.cpp (src/llama-vocab.cpp,
-// src/unicode.cpp) token for token: the same special-token partitioning, the
-// same space-prefix rule, the same pre-tokenizer splits and the same merge
-// order, so that prompt token counts, prefix-cache hashes and logits agree
-// with that widely used peer.
+// tokenizer.ggml.pre names) and Gemma 4's BPE ("gemma4": merges over
+// characters with U+2581 for spaces and <0xXX> byte fallback). Encoding
+// follows llama.cpp (src/llama-vocab.cpp, src/unicode.cpp) token for token:
+// the same special-token partitioning, the same space-prefix rule, the same
+// pre-tokenizer splits and the same merge order, so that prompt token
+// counts, prefix-cache hashes and logits agree with that widely used peer.
 package tokenizer
 
 import (
@@ -34,8 +35,9 @@ const (
 
 // Model names of tokenizer.ggml.model.
 const (
-	ModelLlama = "llama" // SentencePiece with scores and byte fallback
-	ModelGPT2  = "gpt2"  // byte-level BPE with merges and a pre-tokenizer
+	ModelLlama  = "llama"  // SentencePiece with scores and byte fallback
+	ModelGPT2   = "gpt2"   // byte-level BPE with merges and a pre-tokenizer
+	ModelGemma4 = "gemma4" // BPE over characters with U+2581 for spaces and byte fallback (Gemma 4)
 )
 
 // Vocab is a vocabulary with everything needed to encode and decode. Token ids
@@ -44,15 +46,15 @@ const (
 // Special ids are -1 when the vocabulary has none; note that 0 is a valid id,
 // so a Vocab built by hand must set unused ids to -1 explicitly.
 type Vocab struct {
-	// Model is tokenizer.ggml.model: ModelLlama or ModelGPT2.
+	// Model is tokenizer.ggml.model: ModelLlama, ModelGPT2 or ModelGemma4.
 	Model string
 	// Pre names the pre-tokenizer of a ModelGPT2 vocabulary
 	// (tokenizer.ggml.pre: "llama-bpe", "qwen2", "gpt-2", ...; see
 	// PreTokenizers); "" or "default" is llama.cpp's default rule set.
-	// Unused for ModelLlama.
+	// ModelGemma4 always uses "gemma4"; ModelLlama has none.
 	Pre string
-	// Merges are the BPE merges of a ModelGPT2 vocabulary, highest priority
-	// first, each "left right" (tokenizer.ggml.merges).
+	// Merges are the BPE merges of a ModelGPT2 or ModelGemma4 vocabulary,
+	// highest priority first, each "left right" (tokenizer.ggml.merges).
 	Merges []string
 	// IgnoreMerges makes a pre-tokenized word that is itself a token encode
 	// as that token without merging (Hugging Face's ignore_merges; llama.cpp

@@ -23,7 +23,7 @@ const outPath = process.argv[3] ?? "engine/tokenizer/testdata/llamacpp_vocab.jso
 
 const sets = [
     "llama-spm", "phi-3", "llama-bpe", "qwen2", "qwen35", "starcoder", "gpt-2",
-    "deepseek-llm", "deepseek-coder", "falcon", "mpt", "refact", "command-r",
+    "deepseek-llm", "deepseek-coder", "falcon", "mpt", "refact", "command-r", "gemma-4",
 ];
 
 // Strings for every vocabulary; each vocabulary adds its own special texts.
