@@ -317,7 +317,7 @@ func (t *Tokenizer) partition(st *encodeState, text string, parseSpecial bool, c
 		return true
 	}
 	st.frags = append(st.frags, fragment{token: -1, start: 0, end: len(text)})
-	if len(t.specials) == 0 {
+	if len(t.specials) == 0 || (!parseSpecial && !t.hasUserDefined) {
 		return true
 	}
 	if !t.specialTrie.find(text, &st.found, len(t.specials), c) {

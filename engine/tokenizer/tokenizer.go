@@ -22,10 +22,11 @@ type Tokenizer struct {
 	// specials are the ids that partition input text before merging
 	// (Control, UserDefined and Unknown types), longest text first;
 	// specialTrie finds which of them a text holds.
-	specials    []int
-	specialTrie specialTrie
-	strip       map[int]stripFlags
-	eog         map[int]bool
+	specials       []int
+	specialTrie    specialTrie
+	hasUserDefined bool // some special is UserDefined, so plain text has specials too
+	strip          map[int]stripFlags
+	eog            map[int]bool
 
 	// bpe is the BPE encoder; nil for SentencePiece. byteLevel says its
 	// token texts are in GPT-2's byte alphabet.
@@ -95,6 +96,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		switch v.Types[id] {
 		case Control, UserDefined, Unknown:
 			t.specials = append(t.specials, id)
+			t.hasUserDefined = t.hasUserDefined || v.Types[id] == UserDefined
 		}
 		n := len(v.Tokens[id])
 		if v.Types[id] == Byte {
