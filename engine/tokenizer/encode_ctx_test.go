@@ -106,13 +106,16 @@ func TestMaxTokenBytes(t *testing.T) {
 			want := 0
 			for id, text := range tk.Vocab().Tokens {
 				n := len(text)
-				if tk.Vocab().Types[id] == Byte {
+				switch typ := tk.Vocab().Types[id]; {
+				case typ == Byte:
 					n = 1
+				case typ == Normal && tk.byteLevel:
+					n = len(tk.Piece(id)) // the bytes it decodes to
 				}
 				want = max(want, n)
 			}
 			if got := tk.MaxTokenBytes(); got != want || got < 1 {
-				t.Fatalf("MaxTokenBytes = %d, want the longest token text, %d", got, want)
+				t.Fatalf("MaxTokenBytes = %d, want the longest token in input bytes, %d", got, want)
 			}
 			strip := len(tk.Vocab().LStrip)+len(tk.Vocab().RStrip) > 0
 			texts := []string{corpus(t, 32<<10), strings.Repeat(" ", 10000), strings.Repeat("=", 5000)}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Tokenizer encodes text to token ids and decodes ids to text for one
@@ -98,11 +99,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 			t.specials = append(t.specials, id)
 			t.hasUserDefined = t.hasUserDefined || v.Types[id] == UserDefined
 		}
-		n := len(v.Tokens[id])
-		if v.Types[id] == Byte {
-			n = 1
-		}
-		t.maxTokenBytes = max(t.maxTokenBytes, n)
+		t.maxTokenBytes = max(t.maxTokenBytes, t.inputBytes(id))
 	}
 	// Longest first so that a special token wins over any special token that
 	// is a part of it; ties keep id order, which makes the choice stable
@@ -138,6 +135,22 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// inputBytes is the most input bytes token id can stand for: its text's
+// length, except that a byte token stands for one byte and a byte-level
+// token that is not special for one byte per character of its text.
+func (t *Tokenizer) inputBytes(id int) int {
+	text := t.vocab.Tokens[id]
+	switch typ := t.vocab.Types[id]; {
+	case typ == Byte:
+		return 1
+	case typ == Control || typ == UserDefined || typ == Unknown:
+		return len(text) // matched verbatim in the input
+	case t.byteLevel:
+		return utf8.RuneCountInString(text)
+	}
+	return len(text)
 }
 
 // spaceAfterChar reports whether a token text holds U+2581 right after
