@@ -55,7 +55,9 @@ type vocabCase struct {
 // readVocabCases parses a set's .inp/.out pair as llama.cpp's
 // test-tokenizer-0 does: inputs separated by "\n__ggml_vocab_test__\n", one
 // line of space-separated ids per input.
-func readVocabCases(t *testing.T, set string) []vocabCase {
+func readVocabCases(t *testing.T, set string) []vocabCase { return readVocabCasesTB(t, set) }
+
+func readVocabCasesTB(t testing.TB, set string) []vocabCase {
 	t.Helper()
 	base := shared.Path(t, "models", "vocab", "ggml-vocab-"+set+".gguf")
 	inp, err := os.ReadFile(base + ".inp")
