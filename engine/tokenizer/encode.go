@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"context"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -26,6 +27,53 @@ type EncodeOptions struct {
 	// the model would have generated it. Only SentencePiece vocabularies
 	// add a space prefix; for the others it changes nothing.
 	Continuation bool
+	// Plain lists byte ranges of the text, sorted and not overlapping,
+	// that encode as if ParseSpecial were off: a Control or Unknown
+	// token's text that overlaps one is ordinary text. With ParseSpecial
+	// this encodes a rendered chat prompt whole (so merges across the
+	// boundaries are the model's) while the special-token texts that came
+	// from user data (chat.Prompt.UserSpecials) stay text.
+	Plain []Span
+}
+
+// Span is the byte range [Start, End) of a text.
+type Span struct {
+	Start, End int
+}
+
+// normalizeSpans returns spans sorted and merged where they overlap; spans
+// that already are come back as they are.
+func normalizeSpans(spans []Span) []Span {
+	ok := true
+	for i, sp := range spans {
+		if sp.End < sp.Start || (i > 0 && sp.Start < spans[i-1].End) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return spans
+	}
+	sorted := slices.Clone(spans)
+	slices.SortFunc(sorted, func(a, b Span) int { return a.Start - b.Start })
+	out := sorted[:0]
+	for _, sp := range sorted {
+		if sp.End <= sp.Start {
+			continue
+		}
+		if n := len(out); n > 0 && sp.Start <= out[n-1].End {
+			out[n-1].End = max(out[n-1].End, sp.End)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// overlaps reports whether [start, end) overlaps a span of sorted spans.
+func overlaps(spans []Span, start, end int) bool {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].End > start })
+	return i < len(spans) && spans[i].Start < end
 }
 
 // Encode returns the token ids of text. It never fails: text that no token
@@ -168,7 +216,8 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 	if opts.AddSpecial && t.vocab.AddBOS {
 		st.out.push(t.vocab.BOS)
 	}
-	if !t.partition(st, text, opts.ParseSpecial, &c) {
+	opts.Plain = normalizeSpans(opts.Plain)
+	if !t.partition(st, text, opts, &c) {
 		return nil, c.err
 	}
 	prevSpecial := !opts.Continuation
@@ -317,9 +366,12 @@ type fragment struct {
 // special token in turn (longest first) claims its non-overlapping
 // occurrences, searched left to right, inside the text fragments that
 // earlier tokens left; empty text fragments are dropped. Only the tokens the
-// text contains at all (found in one pass over a trie) are searched for.
-// It returns false when c says to stop.
-func (t *Tokenizer) partition(st *encodeState, text string, parseSpecial bool, c *canceller) bool {
+// text contains at all (found in one pass over a trie) are searched for. A
+// Control or Unknown occurrence that overlaps opts.Plain is skipped (the
+// search goes on one byte after its start). It returns false when c says to
+// stop.
+func (t *Tokenizer) partition(st *encodeState, text string, opts EncodeOptions, c *canceller) bool {
+	parseSpecial := opts.ParseSpecial
 	st.frags = st.frags[:0]
 	if text == "" {
 		return true
@@ -338,19 +390,26 @@ func (t *Tokenizer) partition(st *encodeState, text string, parseSpecial bool, c
 		}
 		tok := t.vocab.Tokens[id]
 		lstrip, rstrip := t.strip[id]&stripLeft != 0, t.strip[id]&stripRight != 0
+		plain := len(opts.Plain) > 0 && t.vocab.Types[id] != UserDefined
 		next = next[:0]
 		for _, f := range st.frags {
 			if f.token >= 0 {
 				next = append(next, f)
 				continue
 			}
-			base := f.start
-			for base < f.end {
-				at := strings.Index(text[base:f.end], tok)
+			// base is where the text not yet cut off starts; from is where
+			// the search goes on (past a skipped occurrence).
+			base, from := f.start, f.start
+			for from < f.end {
+				at := strings.Index(text[from:f.end], tok)
 				if at < 0 {
 					break
 				}
-				at += base
+				at += from
+				if plain && overlaps(opts.Plain, at, at+len(tok)) {
+					from = at + 1
+					continue
+				}
 				leftEnd := at
 				for lstrip && leftEnd > base && isASCIISpace(text[leftEnd-1]) {
 					leftEnd--
@@ -363,6 +422,7 @@ func (t *Tokenizer) partition(st *encodeState, text string, parseSpecial bool, c
 				for rstrip && base < f.end && isASCIISpace(text[base]) {
 					base++
 				}
+				from = base
 			}
 			if base < f.end {
 				next = append(next, fragment{token: -1, start: base, end: f.end})

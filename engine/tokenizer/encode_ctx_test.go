@@ -52,7 +52,7 @@ func TestEncodeStopsPromptly(t *testing.T) {
 			cancel()
 			st := new(encodeState)
 			c := canceller{ctx: ctx, done: ctx.Done()}
-			ok := tk.partition(st, input, true, &c)
+			ok := tk.partition(st, input, EncodeOptions{ParseSpecial: true}, &c)
 			if ok {
 				for _, f := range st.frags {
 					if f.token >= 0 {

@@ -219,6 +219,22 @@ func (t *Tokenizer) EOS() int { return t.vocab.EOS }
 // Vocab.EOG.
 func (t *Tokenizer) IsEOG(id int) bool { return t.eog[id] }
 
+// ControlTexts returns the texts of the special tokens that only
+// EncodeOptions.ParseSpecial lets input text spell (Control and Unknown
+// tokens: "<|im_start|>", "<|eot_id|>", "<s>"), longest first: the texts a
+// chat prompt must not take from user data (see chat.Template.RenderPrompt).
+// UserDefined tokens are not among them: they match in any text, as in
+// llama.cpp and Hugging Face tokenizers. The slice is the caller's.
+func (t *Tokenizer) ControlTexts() []string {
+	var out []string
+	for _, id := range t.specials {
+		if t.vocab.Types[id] != UserDefined {
+			out = append(out, t.vocab.Tokens[id])
+		}
+	}
+	return out
+}
+
 // Valid reports whether id is a token id of this vocabulary.
 func (t *Tokenizer) Valid(id int) bool { return id >= 0 && id < len(t.vocab.Tokens) }
 
