@@ -17,7 +17,9 @@ type EncodeOptions struct {
 	// ParseSpecial makes the texts of Control and Unknown tokens in the input
 	// ("<s>", "</s>", "<|im_start|>", "<|eot_id|>") encode as those tokens;
 	// without it they are ordinary text (llama.cpp's parse_special). Set it
-	// for text a chat template wrote, never for text a user wrote.
+	// for text a chat template wrote, never for text a user wrote; a
+	// rendered prompt holds both, so give it Plain as well (see
+	// chat.Template.RenderPrompt).
 	// UserDefined tokens (added tokens such as Qwen 3's "<think>") are
 	// matched verbatim either way, as in llama.cpp and Hugging Face
 	// tokenizers.
