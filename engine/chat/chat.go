@@ -8,9 +8,13 @@
 // lstrip_blocks=True) plus the loopcontrols extension, a raise_exception
 // global, a tojson filter without HTML escaping and a strftime_now global.
 // The variables a template sees are messages (a list of dicts with role,
-// content, and name when set), add_generation_prompt, bos_token, eos_token,
-// and tools and documents, both None. The output matches jinja2's byte for
-// byte on the templates in testdata (see scripts/chat/golden.py).
+// content, and reasoning_content, name, tool_calls and tool_call_id when
+// set), add_generation_prompt, bos_token, eos_token, tools and documents
+// (None unless the Conversation has them) and the Conversation's further
+// variables (chat_template_kwargs such as enable_thinking). The output
+// matches jinja2's byte for byte on the templates in testdata (see
+// scripts/chat/golden.py) and on the real templates in ../shared (see
+// scripts/chat/refgolden.py).
 //
 // The interpreter is safe for untrusted templates: nothing outside the
 // template's own values is reachable, values cannot be mutated except
@@ -130,26 +134,15 @@ func (t *Template) Name() string { return t.name }
 // Render returns the prompt for msgs; with addGen it ends with the cue for
 // the assistant's reply. A template that rejects the conversation (by
 // raise_exception, such as roles that do not alternate) or fails gives a
-// *RenderError.
+// *RenderError. Each message is a dict of role, content, and name when set;
+// tools and documents are None. RenderConversation renders the rest (tools,
+// tool calls, reasoning, template kwargs).
 func (t *Template) Render(msgs []engine.Message, addGen bool) (string, error) {
-	list := make([]value, len(msgs))
+	c := Conversation{Messages: make([]Message, len(msgs)), AddGenerationPrompt: addGen}
 	for i, m := range msgs {
-		d := newDict()
-		_ = d.set("role", string(m.Role))
-		_ = d.set("content", m.Content)
-		if m.Name != "" {
-			_ = d.set("name", m.Name)
-		}
-		list[i] = d
+		c.Messages[i] = Message{Role: string(m.Role), Content: m.Content, Name: m.Name}
 	}
-	return t.execute(map[string]value{
-		"messages":              newList(list),
-		"add_generation_prompt": addGen,
-		"bos_token":             t.opts.BOS,
-		"eos_token":             t.opts.EOS,
-		"tools":                 nil,
-		"documents":             nil,
-	})
+	return t.RenderConversation(c)
 }
 
 // execute renders the template with the given top-level variables.

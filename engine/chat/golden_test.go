@@ -1,13 +1,11 @@
 package chat
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -173,54 +171,4 @@ func TestGoldenSnippets(t *testing.T) {
 
 // decodeJSONValue decodes JSON into template values, keeping object key
 // order and telling ints from floats as Python's json does.
-func decodeJSONValue(data []byte) (value, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var read func() (value, error)
-	read = func() (value, error) {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		switch x := tok.(type) {
-		case json.Delim:
-			if x == '[' {
-				l := newList(nil)
-				for dec.More() {
-					v, err := read()
-					if err != nil {
-						return nil, err
-					}
-					l.items = append(l.items, v)
-				}
-				_, err := dec.Token()
-				return l, err
-			}
-			d := newDict()
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				v, err := read()
-				if err != nil {
-					return nil, err
-				}
-				if err := d.set(k.(string), v); err != nil {
-					return nil, err
-				}
-			}
-			_, err := dec.Token()
-			return d, err
-		case json.Number:
-			if strings.ContainsAny(x.String(), ".eE") {
-				return x.Float64()
-			}
-			return x.Int64()
-		case string, bool, nil:
-			return x, nil
-		}
-		return nil, fmt.Errorf("unexpected JSON token %v", tok)
-	}
-	return read()
-}
+func decodeJSONValue(data []byte) (value, error) { return decodeJSON(data) }

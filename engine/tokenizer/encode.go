@@ -1,6 +1,13 @@
 package tokenizer
 
-import "strings"
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
 
 // EncodeOptions control Encode.
 type EncodeOptions struct {
@@ -8,25 +15,84 @@ type EncodeOptions struct {
 	// Vocab.AddEOS say (llama.cpp's add_special).
 	AddSpecial bool
 	// ParseSpecial makes the texts of Control and Unknown tokens in the input
-	// ("<s>", "</s>", "<unk>", chat markers) encode as those tokens; without
-	// it they are ordinary text (llama.cpp's parse_special). UserDefined
-	// tokens are matched verbatim either way, as in llama.cpp and Hugging
-	// Face tokenizers.
+	// ("<s>", "</s>", "<|im_start|>", "<|eot_id|>") encode as those tokens;
+	// without it they are ordinary text (llama.cpp's parse_special). Set it
+	// for text a chat template wrote, never for text a user wrote; a
+	// rendered prompt holds both, so give it Plain as well (see
+	// chat.Template.RenderPrompt).
+	// UserDefined tokens (added tokens such as Qwen 3's "<think>") are
+	// matched verbatim either way, as in llama.cpp and Hugging Face
+	// tokenizers.
 	ParseSpecial bool
 	// Continuation marks text that continues earlier output (a predicted
 	// completion, say): its start gets no space prefix, so it encodes as
-	// the model would have generated it.
+	// the model would have generated it. Only SentencePiece vocabularies
+	// add a space prefix; for the others it changes nothing.
 	Continuation bool
+	// Plain lists byte ranges of the text, sorted and not overlapping,
+	// that encode as if ParseSpecial were off: a Control or Unknown
+	// token's text that overlaps one is ordinary text. With ParseSpecial
+	// this encodes a rendered chat prompt whole (so merges across the
+	// boundaries are the model's) while the special-token texts that came
+	// from user data (chat.Prompt.UserSpecials) stay text.
+	Plain []Span
+}
+
+// Span is the byte range [Start, End) of a text.
+type Span struct {
+	Start, End int
+}
+
+// normalizeSpans returns spans sorted and merged where they overlap; spans
+// that already are come back as they are.
+func normalizeSpans(spans []Span) []Span {
+	ok := true
+	for i, sp := range spans {
+		if sp.End < sp.Start || (i > 0 && sp.Start < spans[i-1].End) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return spans
+	}
+	sorted := slices.Clone(spans)
+	slices.SortFunc(sorted, func(a, b Span) int { return a.Start - b.Start })
+	out := sorted[:0]
+	for _, sp := range sorted {
+		if sp.End <= sp.Start {
+			continue
+		}
+		if n := len(out); n > 0 && sp.Start <= out[n-1].End {
+			out[n-1].End = max(out[n-1].End, sp.End)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// overlaps reports whether [start, end) overlaps a span of sorted spans.
+func overlaps(spans []Span, start, end int) bool {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].End > start })
+	return i < len(spans) && spans[i].Start < end
 }
 
 // Encode returns the token ids of text. It never fails: text that no token
 // spells (including invalid UTF-8) falls back to byte tokens, or to UNK where
 // the vocabulary has no byte token for a byte.
 //
-// The SentencePiece rules, as llama.cpp applies them:
+// Common to both models, as llama.cpp applies them:
 //   - With ParseSpecial the text is first cut at special-token texts, longest
 //     token first, leftmost occurrences first; with it off only UserDefined
-//     tokens cut.
+//     tokens cut. A token in Vocab.LStrip or Vocab.RStrip drops the ASCII
+//     whitespace next to it.
+//   - BOS (AddSpecial and Vocab.AddBOS) comes first even when the text
+//     itself starts with BOS's text and ParseSpecial turns that into a second
+//     BOS; EOS likewise comes last.
+//   - The empty text encodes to no tokens (plus BOS/EOS by AddSpecial).
+//
+// SentencePiece ("llama"):
 //   - When Vocab.AddSpacePrefix is set, every piece of text that begins the
 //     input or follows a special token (UserDefined ones included) gets one
 //     space put before it (so "<s>Hi" and "Hi" both encode "Hi" as " Hi").
@@ -37,34 +103,258 @@ type EncodeOptions struct {
 //     until no adjacent pair spells a token. A symbol that is no token is
 //     spelled with byte tokens.
 //
-// The empty text encodes to no tokens (plus BOS/EOS by AddSpecial). BOS is
-// added even when the text itself starts with "<s>" and ParseSpecial turns
-// that into a second BOS, as in llama.cpp.
+// Byte-level BPE ("gpt2"):
+//   - Each piece of text is split into words by the pre-tokenizer that
+//     Vocab.Pre names (see PreTokenizers); invalid UTF-8 first becomes
+//     U+FFFD, one per byte that starts no sequence, as in llama.cpp.
+//   - A word that is itself a token is that token when Vocab.IgnoreMerges
+//     is set. Otherwise its bytes are the symbols, and adjacent symbols
+//     merge, lowest merge rank first, the leftmost pair on ties.
 func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int {
-	var out []int
-	if opts.AddSpecial && t.vocab.AddBOS {
-		out = append(out, t.vocab.BOS)
+	ids, _ := t.encode(context.Background(), text, opts)
+	return ids
+}
+
+// EncodeContext is Encode that stops when ctx ends: it checks ctx about
+// every CheckBytes bytes of input and then returns nil and ctx.Err(). Its
+// result is otherwise exactly Encode's.
+//
+// Memory: besides the result (one int per token) an encode uses scratch
+// space that is linear in the longest piece that cannot be cut (a
+// pre-tokenized word for BPE; a run of text between spaces for the
+// SentencePiece vocabularies of Llama 2 and Phi-3, whose tokens never hold
+// a space after another character) and in the number of special tokens the
+// text holds. See BenchmarkEncodeAllocs for the figures.
+func (t *Tokenizer) EncodeContext(ctx context.Context, text string, opts EncodeOptions) ([]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	s := sessions.Get().(*spmSession)
-	defer s.release()
+	return t.encode(ctx, text, opts)
+}
+
+// CheckBytes is how much input EncodeContext encodes between two looks at
+// its context.
+const CheckBytes = 4 << 10
+
+// MaxTokenBytes is the largest number of input bytes one token can stand
+// for: the longest token text in bytes, where a byte-fallback token
+// ("<0xE2>") counts 1 and a byte-level BPE token that is not special counts
+// one byte per character of its text (its text spells each input byte as
+// one character of GPT-2's alphabet, "\u0120" for a space). So encoding B
+// bytes of valid UTF-8 gives at least ceil(B / MaxTokenBytes()) tokens (BOS
+// and EOS not counted), and a caller may refuse a prompt of B bytes without
+// encoding it when B > MaxTokenBytes() * contextLength. Special tokens count
+// with their full text, which only ParseSpecial (Control) or any text
+// (UserDefined) lets them match; SentencePiece's space prefix only adds
+// tokens.
+//
+// One exception: a token listed in Vocab.LStrip or Vocab.RStrip (Phi-3's
+// special tokens, <|end|> say) also swallows the ASCII whitespace next to
+// it, so for such vocabularies the bound holds for B counted without
+// whitespace that touches those tokens. (Invalid UTF-8 can also break it for
+// byte-level BPE, whose overlong forms shrink when normalised.)
+//
+// Figures: 48 for Llama 2 and Phi-3, 93 for Gemma 4, 128 for Llama 3 and
+// Qwen 2, 512 for Command-R (the longest texts are runs of spaces or
+// dashes).
+func (t *Tokenizer) MaxTokenBytes() int { return t.maxTokenBytes }
+
+// encodeState is the scratch space of one encode; pooled.
+type encodeState struct {
+	frags []fragment
+	next  []fragment // partition's second buffer
+	found []bool
+	out   idBuffer
+	spm   spmSession
+	bpe   bpeSession
+	buf   []byte
+}
+
+var encodeStates = sync.Pool{New: func() any { return new(encodeState) }}
+
+// maxPooledFragments bounds the fragment list kept for reuse.
+const maxPooledFragments = 1 << 12
+
+func (st *encodeState) release() {
+	st.out.release()
+	if cap(st.frags) > maxPooledFragments || cap(st.next) > maxPooledFragments || !st.spm.small() || !st.bpe.small() || cap(st.buf) > 4*maxPooledSymbols {
+		return
+	}
+	encodeStates.Put(st)
+}
+
+// canceller looks at a context every CheckBytes of progress.
+type canceller struct {
+	ctx     context.Context
+	done    <-chan struct{}
+	pending int
+	seen    int // bytes of progress in all
+	err     error
+}
+
+// advance records n bytes of progress and reports whether to go on.
+func (c *canceller) advance(n int) bool {
+	c.seen += n
+	if c.done == nil {
+		return true
+	}
+	if c.pending += n; c.pending < CheckBytes {
+		return true
+	}
+	c.pending = 0
+	select {
+	case <-c.done:
+		c.err = c.ctx.Err()
+		return false
+	default:
+		return true
+	}
+}
+
+func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions) ([]int, error) {
+	c := canceller{ctx: ctx, done: ctx.Done()}
+	st := encodeStates.Get().(*encodeState)
+	defer st.release()
+	if opts.AddSpecial && t.vocab.AddBOS {
+		st.out.push(t.vocab.BOS)
+	}
+	opts.Plain = normalizeSpans(opts.Plain)
+	if !t.partition(st, text, opts, &c) {
+		return nil, c.err
+	}
 	prevSpecial := !opts.Continuation
-	for _, f := range t.partition(text, opts.ParseSpecial) {
+	for _, f := range st.frags {
 		if f.token >= 0 {
-			out = append(out, f.token)
+			st.out.push(f.token)
 			prevSpecial = true
 			continue
 		}
 		piece := text[f.start:f.end]
-		if t.vocab.AddSpacePrefix && prevSpecial {
-			piece = " " + piece
+		var ok bool
+		if t.bpe != nil {
+			ok = t.encodeBPE(st, piece, &c)
+		} else {
+			ok = t.encodeSPM(st, piece, t.vocab.AddSpacePrefix && prevSpecial, &c)
 		}
-		out = s.encode(t, strings.ReplaceAll(piece, " ", spaceMark), out)
+		if !ok {
+			return nil, c.err
+		}
 		prevSpecial = false
 	}
 	if opts.AddSpecial && t.vocab.AddEOS {
-		out = append(out, t.vocab.EOS)
+		st.out.push(t.vocab.EOS)
 	}
-	return out
+	return st.out.take(), nil
+}
+
+// encodeBPE appends the tokens of one piece of raw text.
+func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool {
+	if !t.bpe.byteLevel {
+		// Spaces become U+2581 word by word; the split (at newlines) does
+		// not look at them.
+		return t.bpe.pre.split(piece, func(word string) bool {
+			st.buf = appendEscaped(st.buf[:0], word)
+			st.bpe.encodeChars(t, t.bpe, st.buf, &st.out)
+			return c.advance(len(word))
+		})
+	}
+	if !laxValid(piece) {
+		piece = laxNormalize(piece)
+	}
+	return t.bpe.pre.split(piece, func(word string) bool {
+		st.bpe.encodeWord(t, t.bpe, word, &st.out)
+		return c.advance(len(word))
+	})
+}
+
+// encodeSPM appends the tokens of one piece of raw text, space prefix
+// included when prefix is set. The piece is merged in chunks cut where the
+// vocabulary makes a cut exact (see spmCuts): no token can then span a cut,
+// so no merge crosses one and every chunk merges as it would inside the
+// whole. Cuts need valid UTF-8, which keeps symbols aligned with characters.
+func (t *Tokenizer) encodeSPM(st *encodeState, piece string, prefix bool, c *canceller) bool {
+	cut := utf8.ValidString(piece)
+	for len(piece) > 0 {
+		end := len(piece)
+		if cut {
+			end = t.spmCuts.next(piece)
+		}
+		st.buf = st.buf[:0]
+		if prefix {
+			st.buf = append(st.buf, spaceMark...)
+			prefix = false
+		}
+		st.buf = appendEscaped(st.buf, piece[:end])
+		st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk)
+		if !c.advance(end + 1) {
+			return false
+		}
+		piece = piece[end:]
+	}
+	return true
+}
+
+// maxSPMChunk is the most bytes merged at once: symbol offsets are int32.
+const maxSPMChunk = 1<<31 - 1
+
+// spmCuts says where SentencePiece text may be cut into chunks that merge
+// independently.
+type spmCuts struct {
+	// beforeSpace: no token holds U+2581 right after another character, so
+	// a cut may go before a space that follows a character other than a
+	// space or U+2581 (which escapes to the same mark). True for Llama 2
+	// and Phi-3.
+	beforeSpace bool
+	// isolated[b]: no token longer than one byte holds the ASCII byte b, so
+	// b never merges and a cut may go on either side of it ('\n' in Llama 2).
+	isolated [utf8.RuneSelf]bool
+}
+
+// newSPMCuts finds the cuts a vocabulary allows.
+func newSPMCuts(tokens []string) spmCuts {
+	c := spmCuts{beforeSpace: !slices.ContainsFunc(tokens, spaceAfterChar)}
+	for b := range c.isolated {
+		c.isolated[b] = b != ' '
+	}
+	for _, text := range tokens {
+		if len(text) < 2 {
+			continue
+		}
+		for i := 0; i < len(text); i++ {
+			if text[i] < utf8.RuneSelf {
+				c.isolated[text[i]] = false
+			}
+		}
+	}
+	return c
+}
+
+// next returns the end of the first chunk of s (valid UTF-8): the first
+// allowed cut after position 0, or len(s).
+func (c *spmCuts) next(s string) int {
+	for i := 1; i < len(s); i++ {
+		b, prev := s[i], s[i-1]
+		switch {
+		case b < utf8.RuneSelf && c.isolated[b], prev < utf8.RuneSelf && c.isolated[prev]:
+			return i
+		case c.beforeSpace && b == ' ' && prev != ' ' && !strings.HasSuffix(s[:i], spaceMark):
+			return i
+		}
+	}
+	return len(s)
+}
+
+// appendEscaped appends s with every space as U+2581.
+func appendEscaped(dst []byte, s string) []byte {
+	for {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		dst = append(dst, spaceMark...)
+		s = s[i+1:]
+	}
 }
 
 // fragment is a special token (token >= 0) or the raw text text[start:end]
@@ -74,47 +364,140 @@ type fragment struct {
 	start, end int
 }
 
-// partition cuts text at the texts of special tokens. Each special token in
-// turn (longest first) claims its non-overlapping occurrences, searched left
-// to right, inside the text fragments that earlier tokens left; empty text
-// fragments are dropped.
-func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
+// partition cuts text at the texts of special tokens into st.frags. Each
+// special token in turn (longest first) claims its non-overlapping
+// occurrences, searched left to right, inside the text fragments that
+// earlier tokens left; empty text fragments are dropped. Only the tokens the
+// text contains at all (found in one pass over a trie) are searched for. A
+// Control or Unknown occurrence that overlaps opts.Plain is skipped (the
+// search goes on one byte after its start). It returns false when c says to
+// stop.
+func (t *Tokenizer) partition(st *encodeState, text string, opts EncodeOptions, c *canceller) bool {
+	parseSpecial := opts.ParseSpecial
+	st.frags = st.frags[:0]
 	if text == "" {
-		return nil
+		return true
 	}
-	frags := []fragment{{token: -1, start: 0, end: len(text)}}
-	var next []fragment
-	for _, id := range t.specials {
-		if !parseSpecial && t.vocab.Types[id] != UserDefined {
+	st.frags = append(st.frags, fragment{token: -1, start: 0, end: len(text)})
+	if len(t.specials) == 0 || (!parseSpecial && !t.hasUserDefined) {
+		return true
+	}
+	if !t.specialTrie.find(text, &st.found, len(t.specials), c) {
+		return false
+	}
+	next := st.next
+	for i, id := range t.specials {
+		if !st.found[i] || (!parseSpecial && t.vocab.Types[id] != UserDefined) {
 			continue
 		}
 		tok := t.vocab.Tokens[id]
-		if !strings.Contains(text, tok) {
-			continue // cheap skip: no fragment can contain it either
-		}
+		lstrip, rstrip := t.strip[id]&stripLeft != 0, t.strip[id]&stripRight != 0
+		plain := len(opts.Plain) > 0 && t.vocab.Types[id] != UserDefined
 		next = next[:0]
-		for _, f := range frags {
+		for _, f := range st.frags {
 			if f.token >= 0 {
 				next = append(next, f)
 				continue
 			}
-			start := f.start
-			for start < f.end {
-				i := strings.Index(text[start:f.end], tok)
-				if i < 0 {
+			// base is where the text not yet cut off starts; from is where
+			// the search goes on (past a skipped occurrence).
+			base, from := f.start, f.start
+			for from < f.end {
+				at := strings.Index(text[from:f.end], tok)
+				if at < 0 {
 					break
 				}
-				if i > 0 {
-					next = append(next, fragment{token: -1, start: start, end: start + i})
+				at += from
+				if plain && overlaps(opts.Plain, at, at+len(tok)) {
+					from = at + 1
+					continue
+				}
+				leftEnd := at
+				for lstrip && leftEnd > base && isASCIISpace(text[leftEnd-1]) {
+					leftEnd--
+				}
+				if leftEnd > base {
+					next = append(next, fragment{token: -1, start: base, end: leftEnd})
 				}
 				next = append(next, fragment{token: id})
-				start += i + len(tok)
+				base = at + len(tok)
+				for rstrip && base < f.end && isASCIISpace(text[base]) {
+					base++
+				}
+				from = base
 			}
-			if start < f.end {
-				next = append(next, fragment{token: -1, start: start, end: f.end})
+			if base < f.end {
+				next = append(next, fragment{token: -1, start: base, end: f.end})
 			}
 		}
-		frags, next = next, frags
+		st.frags, next = next, st.frags
+		if !c.advance(len(text)) {
+			return false
+		}
 	}
-	return frags
+	st.next = next
+	return true
+}
+
+// isASCIISpace is C's isspace in the C locale, which llama.cpp's strip
+// attributes use.
+func isASCIISpace(b byte) bool {
+	return b == ' ' || ('\t' <= b && b <= '\r')
+}
+
+// idBuffer collects token ids in pooled fixed-size chunks of int32, so that
+// an encode allocates only its exactly sized result, not a slice grown by
+// doubling: 8 bytes per token once the pool is warm, 12 when the chunks are
+// new.
+type idBuffer struct {
+	full [][]int32
+	cur  []int32
+	n    int
+}
+
+const chunkIDs = 8192
+
+var idChunks = sync.Pool{New: func() any { return new([chunkIDs]int32) }}
+
+// push appends id, which fits int32: token ids are bounded by Vocab.validate.
+func (b *idBuffer) push(id int) {
+	if len(b.cur) == cap(b.cur) {
+		b.grow()
+	}
+	b.cur = append(b.cur, int32(id))
+	b.n++
+}
+
+func (b *idBuffer) grow() {
+	if cap(b.cur) > 0 {
+		b.full = append(b.full, b.cur)
+	}
+	b.cur = idChunks.Get().(*[chunkIDs]int32)[:0]
+}
+
+// take returns the ids collected and empties b.
+func (b *idBuffer) take() []int {
+	out := make([]int, 0, b.n)
+	for _, c := range b.full {
+		for _, id := range c {
+			out = append(out, int(id))
+		}
+	}
+	for _, id := range b.cur {
+		out = append(out, int(id))
+	}
+	b.release()
+	return out
+}
+
+// release returns the chunks to the pool and empties b.
+func (b *idBuffer) release() {
+	for _, c := range b.full {
+		idChunks.Put((*[chunkIDs]int32)(c[:chunkIDs]))
+	}
+	if cap(b.cur) > 0 {
+		idChunks.Put((*[chunkIDs]int32)(b.cur[:chunkIDs]))
+	}
+	clear(b.full)
+	b.full, b.cur, b.n = b.full[:0], nil, 0
 }

@@ -194,7 +194,11 @@ func TestPartitionLongestFirst(t *testing.T) {
 	tk := mustNew(t, v)
 	text := "x<a><b>y<b><a>"
 	var got []string
-	for _, f := range tk.partition(text, true) {
+	st := new(encodeState)
+	if !tk.partition(st, text, EncodeOptions{ParseSpecial: true}, &canceller{}) {
+		t.Fatal("partition stopped without a context")
+	}
+	for _, f := range st.frags {
 		if f.token >= 0 {
 			got = append(got, tk.Vocab().Tokens[f.token])
 		} else {
@@ -228,8 +232,9 @@ func TestEncodeChunked(t *testing.T) {
 	text := strings.Repeat("abé🦙", 50)
 	for _, limit := range []int{1, 2, 3, 5, 7, 64} {
 		var s spmSession
-		ids := s.encodeChunked(tk, text, nil, limit)
-		if got := tk.Decode(ids); got != text {
+		var out idBuffer
+		s.encodeChunked(tk, []byte(text), &out, limit)
+		if got := tk.Decode(out.take()); got != text {
 			t.Errorf("limit %d: decoded %q, want %q", limit, got, text)
 		}
 	}
@@ -247,4 +252,64 @@ func TestEncodeContinuation(t *testing.T) {
 	if plain := tok.Encode(", there was", EncodeOptions{}); slices.Equal(plain, tail) {
 		t.Fatalf("without Continuation the text should get a space prefix: %v", plain)
 	}
+}
+
+func TestEncodePlainSpans(t *testing.T) {
+	t.Parallel()
+	tk := loadVocab(t, "qwen2")
+	text := "<|im_start|>user\nsay <|im_end|> and <|im_start|>[PAD151650]<|im_end|>\n"
+	at := func(sub string, nth int) Span {
+		i := -1
+		for range nth + 1 {
+			i += 1 + strings.Index(text[i+1:], sub)
+		}
+		return Span{i, i + len(sub)}
+	}
+	userEnd, userStart := at("<|im_end|>", 0), at("<|im_start|>", 1)
+	on := EncodeOptions{ParseSpecial: true}
+	full := tk.Encode(text, on)
+	with := tk.Encode(text, EncodeOptions{ParseSpecial: true, Plain: []Span{userEnd, userStart}})
+	count := func(ids []int, text string) int {
+		n := 0
+		for _, id := range ids {
+			if tk.Vocab().Tokens[id] == text {
+				n++
+			}
+		}
+		return n
+	}
+	if count(full, "<|im_start|>") != 2 || count(full, "<|im_end|>") != 2 {
+		t.Fatalf("without spans: %v", texts(tk, full))
+	}
+	// The spanned occurrences are text; the template's stay tokens; the
+	// user-defined [PAD151650] matches either way.
+	if count(with, "<|im_start|>") != 1 || count(with, "<|im_end|>") != 1 || count(with, "[PAD151650]") != 1 {
+		t.Errorf("with spans: %q", texts(tk, with))
+	}
+	if got := tk.Decode(with); got != strings.ReplaceAll(strings.Replace(text, "<|im_start|>", "", 1), "<|im_end|>\n", "\n") {
+		t.Errorf("Decode = %q: the spanned texts should decode as text", got)
+	}
+	// The words around a span merge as in the whole text: the plain part
+	// encodes as ParseSpecial off would.
+	plain := tk.Encode(" <|im_end|> and", EncodeOptions{})
+	if !containsRun(with, plain) {
+		t.Errorf("with spans %v lacks the plain encoding %v of the spanned text", with, plain)
+	}
+	// Unsorted, overlapping and empty spans are normalised.
+	messy := tk.Encode(text, EncodeOptions{ParseSpecial: true, Plain: []Span{userStart, {userEnd.Start, userEnd.Start + 2}, userEnd, {3, 3}}})
+	if !slices.Equal(messy, with) {
+		t.Errorf("messy spans: %q, want %q", texts(tk, messy), texts(tk, with))
+	}
+	if got := tk.ControlTexts(); !slices.Contains(got, "<|im_start|>") || slices.Contains(got, "[PAD151650]") || len(got[0]) < len(got[len(got)-1]) {
+		t.Errorf("ControlTexts = %q: want the control tokens, longest first, without user-defined ones", got)
+	}
+}
+
+func containsRun(ids, run []int) bool {
+	for i := 0; i+len(run) <= len(ids); i++ {
+		if slices.Equal(ids[i:i+len(run)], run) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"rill/engine/gguf"
 )
@@ -11,6 +12,9 @@ import (
 // Metadata keys read by VocabFromGGUF.
 const (
 	keyModel          = "tokenizer.ggml.model"
+	keyPre            = "tokenizer.ggml.pre"
+	keyMerges         = "tokenizer.ggml.merges"
+	keyName           = "general.name"
 	keyTokens         = "tokenizer.ggml.tokens"
 	keyScores         = "tokenizer.ggml.scores"
 	keyTypes          = "tokenizer.ggml.token_type"
@@ -92,18 +96,28 @@ var eogTexts = []string{
 // FromGGUF builds a Tokenizer from a GGUF file's metadata:
 // New(VocabFromGGUF(md)).
 func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
-	v, err := VocabFromGGUF(md)
+	v, byText, err := vocabFromGGUF(md)
 	if err != nil {
 		return nil, err
 	}
-	return New(v)
+	return newTokenizer(v, byText)
 }
 
 // VocabFromGGUF reads the tokenizer.ggml.* metadata the way llama.cpp's loader
 // does, defaults included:
 //   - model "llama": BOS 1, EOS 2, UNK 0 unless their keys say otherwise;
 //     add_bos_token true, add_eos_token false, add_space_prefix true when the
-//     keys are absent. Other models are an "unsupported tokenizer model" error.
+//     keys are absent.
+//   - model "gemma4": as "gpt2" with pre-tokenizer "gemma4" (spaces as
+//     U+2581, words split at newlines, <0xXX> byte fallback), no default
+//     special ids, and add_bos_token always true, as llama.cpp forces it.
+//   - model "gpt2": tokenizer.ggml.merges is required and tokenizer.ggml.pre
+//     names the pre-tokenizer (absent: llama.cpp's default rules); BOS and
+//     EOS 11 (llama.cpp's historical default) and no UNK unless keys say
+//     otherwise; add_bos_token true for the llama-bpe family and false for
+//     the others, add_eos_token false, when the keys are absent;
+//     IgnoreMerges for the llama-bpe family. Other models, and pre-tokenizers
+//     this package does not implement, are an "unsupported" error.
 //   - scores absent: all 0 (FLOAT32 or INT32 arrays accepted); token_type
 //     absent: all Normal. Arrays shorter than the token list are an error,
 //     longer ones are cut to it.
@@ -114,32 +128,71 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 //   - EOT, EOM and fill-in-the-middle tokens that no key names are recognised
 //     by their text, and they and the tokens llama.cpp treats as end of
 //     generation by text are made Control, as llama.cpp does. EOM and the FIM
-//     pad/repo/separator tokens go into Vocab.EOG.
+//     pad/repo/separator tokens go into Vocab.EOG. llama.cpp's fixes for
+//     particular vocabularies apply too: gpt-oss's <|channel|>, <|message|>,
+//     <|start|>, <|constrain|> are UserDefined; <|end|> is no end of
+//     generation (and UserDefined) beside <|return|> and <|call|>, or
+//     <|calls|> and <|flush|>; </s> is none (and Normal) beside
+//     <|tool_response>.
+//   - a model whose general.name contains "phi-3" or "phi3" (any case) gets
+//     llama.cpp's Phi-3 strip attributes: every special token but <unk>,
+//     <s> and <|endoftext|>, and </s>, swallows the whitespace to its right
+//     (Vocab.RStrip).
 //
 // A key present with the wrong value type is an error naming the key.
 func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
+	v, _, err := vocabFromGGUF(md)
+	return v, err
+}
+
+// vocabFromGGUF is VocabFromGGUF that also returns its text-to-id index of
+// the tokens, which New would otherwise build again.
+func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 	model, ok := md.String(keyModel)
 	if !ok {
 		if _, present := md.Value(keyModel); present {
-			return Vocab{}, fmt.Errorf("%s is not a string", keyModel)
+			return Vocab{}, nil, fmt.Errorf("%s is not a string", keyModel)
 		}
-		return Vocab{}, fmt.Errorf("%s is missing", keyModel)
+		return Vocab{}, nil, fmt.Errorf("%s is missing", keyModel)
 	}
-	if model != ModelLlama {
-		return Vocab{}, fmt.Errorf("unsupported tokenizer model %q", model)
+	var v Vocab
+	switch model {
+	case ModelLlama:
+		v = Vocab{Model: model, AddBOS: true, AddSpacePrefix: true}
+	case ModelGPT2, ModelGemma4:
+		pre, err := optionalString(md, keyPre)
+		if err != nil {
+			return Vocab{}, nil, err
+		}
+		if model == ModelGemma4 {
+			pre = "gemma4" // llama.cpp ignores the key for this model
+		}
+		spec, err := lookupPre(pre)
+		if err != nil {
+			return Vocab{}, nil, err
+		}
+		merges, ok := md.Strings(keyMerges)
+		if !ok {
+			if _, present := md.Value(keyMerges); present {
+				return Vocab{}, nil, fmt.Errorf("%s is not an array of strings", keyMerges)
+			}
+			return Vocab{}, nil, fmt.Errorf("%s is missing", keyMerges)
+		}
+		v = Vocab{Model: model, Pre: pre, Merges: merges, IgnoreMerges: spec.ignoreMerges, AddBOS: spec.addBOS}
+	default:
+		return Vocab{}, nil, fmt.Errorf("unsupported tokenizer model %q", model)
 	}
-	v := Vocab{Model: model, AddBOS: true, AddSpacePrefix: true}
 
 	tokens, ok := md.Strings(keyTokens)
 	if !ok {
 		if _, present := md.Value(keyTokens); present {
-			return Vocab{}, fmt.Errorf("%s is not an array of strings", keyTokens)
+			return Vocab{}, nil, fmt.Errorf("%s is not an array of strings", keyTokens)
 		}
-		return Vocab{}, fmt.Errorf("%s is missing", keyTokens)
+		return Vocab{}, nil, fmt.Errorf("%s is missing", keyTokens)
 	}
 	n := len(tokens)
 	if n == 0 {
-		return Vocab{}, fmt.Errorf("%s is empty", keyTokens)
+		return Vocab{}, nil, fmt.Errorf("%s is empty", keyTokens)
 	}
 	seen := make(map[string]int, n)
 	for i, t := range tokens {
@@ -148,7 +201,7 @@ func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
 			tokens[i] = t
 		}
 		if j, dup := seen[t]; dup {
-			return Vocab{}, fmt.Errorf("%s: tokens %d and %d are both %q", keyTokens, j, i, t)
+			return Vocab{}, nil, fmt.Errorf("%s: tokens %d and %d are both %q", keyTokens, j, i, t)
 		}
 		seen[t] = i
 	}
@@ -156,12 +209,12 @@ func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
 
 	scores, err := readScores(md, n)
 	if err != nil {
-		return Vocab{}, err
+		return Vocab{}, nil, err
 	}
 	v.Scores = scores
 	types, err := readTypes(md, n)
 	if err != nil {
-		return Vocab{}, err
+		return Vocab{}, nil, err
 	}
 	v.Types = types
 
@@ -174,18 +227,64 @@ func VocabFromGGUF(md *gguf.Metadata) (Vocab, error) {
 		}
 		b, ok := md.Bool(k.key)
 		if !ok {
-			return Vocab{}, fmt.Errorf("%s is not a bool", k.key)
+			return Vocab{}, nil, fmt.Errorf("%s is not a bool", k.key)
 		}
 		*k.dst = b
 	}
+	if v.Pre == "gemma4" {
+		v.AddBOS = true // llama.cpp overrides add_bos_token=false for Gemma 4
+	}
 
-	ids, err := readRoles(md, n)
+	ids, err := readRoles(md, model, n)
 	if err != nil {
-		return Vocab{}, err
+		return Vocab{}, nil, err
 	}
 	detectRoles(&v, &ids, seen)
 	v.BOS, v.EOS, v.UNK, v.PAD, v.EOT = ids[roleBOS], ids[roleEOS], ids[roleUNK], ids[rolePAD], ids[roleEOT]
-	return v, nil
+
+	name, err := optionalString(md, keyName)
+	if err != nil {
+		return Vocab{}, nil, err
+	}
+	if lower := strings.ToLower(name); strings.Contains(lower, "phi-3") || strings.Contains(lower, "phi3") {
+		setPhi3Strip(&v, seen)
+	}
+	return v, seen, nil
+}
+
+// optionalString reads a string key that may be absent ("").
+func optionalString(md *gguf.Metadata, key string) (string, error) {
+	s, ok := md.String(key)
+	if !ok {
+		if _, present := md.Value(key); present {
+			return "", fmt.Errorf("%s is not a string", key)
+		}
+	}
+	return s, nil
+}
+
+// setPhi3Strip gives v llama.cpp's Phi-3 strip attributes.
+func setPhi3Strip(v *Vocab, byText map[string]int) {
+	rstrip := map[int]bool{}
+	for id, typ := range v.Types {
+		switch typ {
+		case Control, UserDefined, Unknown:
+			rstrip[id] = true
+		}
+	}
+	if id, ok := byText["</s>"]; ok {
+		rstrip[id] = true
+	}
+	for _, text := range []string{"<unk>", "<s>", "<|endoftext|>"} {
+		if id, ok := byText[text]; ok {
+			delete(rstrip, id)
+		}
+	}
+	v.RStrip = nil
+	for id := range rstrip {
+		v.RStrip = append(v.RStrip, id)
+	}
+	slices.Sort(v.RStrip)
 }
 
 func readScores(md *gguf.Metadata, n int) ([]float32, error) {
@@ -232,14 +331,19 @@ func readTypes(md *gguf.Metadata, n int) ([]TokenType, error) {
 	return types, nil
 }
 
-// readRoles returns the id of every role: the llama defaults, overridden by
-// keys whose value lies in the vocabulary; -1 for none.
-func readRoles(md *gguf.Metadata, n int) ([nRoles]int, error) {
+// readRoles returns the id of every role: the model's defaults, overridden
+// by keys whose value lies in the vocabulary; -1 for none.
+func readRoles(md *gguf.Metadata, model string, n int) ([nRoles]int, error) {
 	var ids [nRoles]int
 	for r := range ids {
 		ids[r] = -1
 	}
-	ids[roleBOS], ids[roleEOS], ids[roleUNK] = 1, 2, 0
+	switch model {
+	case ModelGPT2:
+		ids[roleBOS], ids[roleEOS] = 11, 11
+	case ModelLlama:
+		ids[roleBOS], ids[roleEOS], ids[roleUNK] = 1, 2, 0
+	}
 	for r, id := range ids {
 		if id >= n {
 			ids[r] = -1
@@ -261,6 +365,15 @@ func readRoles(md *gguf.Metadata, n int) ([nRoles]int, error) {
 		}
 	}
 	return ids, nil
+}
+
+// dropRole unsets the EOT role when id holds it: llama.cpp took id out of
+// its end-of-generation set, and IsEOG counts EOT always. (EOS stays: it is
+// also what templates and AddEOS use; llama.cpp's fixes never hit it.)
+func dropRole(ids *[nRoles]int, id int) {
+	if ids[roleEOT] == id {
+		ids[roleEOT] = -1
+	}
 }
 
 // detectRoles fills roles that no key named from token texts, collects the
@@ -298,6 +411,40 @@ func detectRoles(v *Vocab, ids *[nRoles]int, byText map[string]int) {
 		if id, ok := byText[t]; ok {
 			eog[id] = true
 			forceControl(id)
+		}
+	}
+	// gpt-oss renders these markers as text.
+	for _, t := range []string{"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"} {
+		if id, ok := byText[t]; ok {
+			v.Types[id] = UserDefined
+		}
+	}
+	for _, r := range []role{roleEOS, roleEOT, roleEOM} {
+		if ids[r] >= 0 {
+			eog[ids[r]] = true
+		}
+	}
+	inEOG := func(text string) (int, bool) {
+		id, ok := byText[text]
+		return id, ok && eog[id]
+	}
+	// o200k_harmony and solar-open end a message with <|end|> but not the
+	// generation.
+	_, hasReturn := inEOG("<|return|>")
+	_, hasCall := inEOG("<|call|>")
+	_, hasCalls := inEOG("<|calls|>")
+	_, hasFlush := inEOG("<|flush|>")
+	if end, hasEnd := inEOG("<|end|>"); hasEnd && (hasCall || hasCalls) && (hasReturn || hasFlush) {
+		delete(eog, end)
+		v.Types[end] = UserDefined
+		dropRole(ids, end)
+	}
+	// Gemma 4 and PaddleOCR: </s> is text.
+	if _, hasToolResponse := inEOG("<|tool_response>"); hasToolResponse {
+		if s, hasS := inEOG("</s>"); hasS {
+			delete(eog, s)
+			v.Types[s] = Normal
+			dropRole(ids, s)
 		}
 	}
 	delete(eog, ids[roleEOS])

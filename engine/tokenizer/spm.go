@@ -1,37 +1,28 @@
 package tokenizer
 
-import (
-	"math"
-	"sync"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
-// spmSession holds the scratch space of SentencePiece merging. Sessions are
-// pooled so that Encode calls reuse it; one session is used by one goroutine
-// at a time.
+// spmSession holds the scratch space of SentencePiece merging; it lives in
+// a pooled encodeState and is used by one goroutine at a time.
 type spmSession struct {
 	syms  []symbol
 	queue []bigram
 }
 
-var sessions = sync.Pool{New: func() any { return new(spmSession) }}
-
 // maxPooledSymbols bounds the scratch space kept for reuse, so that one huge
 // prompt does not pin its buffers.
 const maxPooledSymbols = 1 << 16
 
-// release returns s to the pool unless it grew too large to keep.
-func (s *spmSession) release() {
-	if cap(s.syms) <= maxPooledSymbols && cap(s.queue) <= 2*maxPooledSymbols {
-		sessions.Put(s)
-	}
+// small reports whether s is small enough to keep in the pool.
+func (s *spmSession) small() bool {
+	return cap(s.syms) <= maxPooledSymbols && cap(s.queue) <= 2*maxPooledSymbols
 }
 
 // symbol is a run of text[start:start+n] in a doubly linked list of the
 // current segmentation; n is 0 once the symbol merged into its left neighbour.
 type symbol struct {
-	start, n   int
-	prev, next int // -1 at the ends
+	start, n   int32
+	prev, next int32 // -1 at the ends
 }
 
 // bigram is a candidate merge of symbols left and right (adjacent when it was
@@ -64,93 +55,86 @@ func utf8Len(b byte) int {
 	return 1
 }
 
-// encode appends the tokens of text (spaces already escaped) to out.
-func (s *spmSession) encode(t *Tokenizer, text string, out []int) []int {
-	return s.encodeChunked(t, text, out, math.MaxInt32)
-}
-
-// encodeChunked encodes text in pieces of at most limit bytes, cut at
-// character starts. Symbol indices are int32 to keep the merge queue small;
-// only a text over 2 GiB, which no model could take as a prompt anyway, is
-// cut, and it merges as if a piece ended there.
-func (s *spmSession) encodeChunked(t *Tokenizer, text string, out []int, limit int) []int {
+// encodeChunked encodes text (spaces already escaped) in pieces of at most
+// limit bytes, cut at character starts. Symbol offsets are int32; only a text
+// over 2 GiB, which no model could take as a prompt anyway, is cut, and it
+// merges as if a piece ended there.
+func (s *spmSession) encodeChunked(t *Tokenizer, text []byte, out *idBuffer, limit int) {
 	for len(text) > limit {
 		cut := limit
 		for back := 0; back < utf8.UTFMax-1 && cut > 1 && !utf8.RuneStart(text[cut]); back++ {
 			cut--
 		}
-		out = s.encodeChunk(t, text[:cut], out)
+		s.encodeChunk(t, text[:cut], out)
 		text = text[cut:]
 	}
-	return s.encodeChunk(t, text, out)
+	s.encodeChunk(t, text, out)
 }
 
 // encodeChunk merges and emits the tokens of text, at most MaxInt32 bytes.
-func (s *spmSession) encodeChunk(t *Tokenizer, text string, out []int) []int {
+func (s *spmSession) encodeChunk(t *Tokenizer, text []byte, out *idBuffer) {
 	s.syms = s.syms[:0]
 	s.queue = s.queue[:0]
 	for off := 0; off < len(text); {
 		n := min(utf8Len(text[off]), len(text)-off)
-		i := len(s.syms)
-		s.syms = append(s.syms, symbol{start: off, n: n, prev: i - 1, next: i + 1})
+		i := int32(len(s.syms))
+		s.syms = append(s.syms, symbol{start: int32(off), n: int32(n), prev: i - 1, next: i + 1})
 		off += n
 	}
 	if len(s.syms) == 0 {
-		return out
+		return
 	}
 	s.syms[len(s.syms)-1].next = -1
 
 	for i := 1; i < len(s.syms); i++ {
-		s.tryAdd(t, text, i-1, i)
+		s.tryAdd(t, text, int32(i-1), int32(i))
 	}
 	for len(s.queue) > 0 {
 		b := s.pop()
 		left, right := &s.syms[b.left], &s.syms[b.right]
-		if left.n == 0 || right.n == 0 || left.n+right.n != int(b.size) {
+		if left.n == 0 || right.n == 0 || left.n+right.n != b.size {
 			continue // one side merged elsewhere since b was queued
 		}
 		left.n += right.n
 		right.n = 0
 		left.next = right.next
 		if left.next >= 0 {
-			s.syms[left.next].prev = int(b.left)
+			s.syms[left.next].prev = b.left
 		}
-		s.tryAdd(t, text, left.prev, int(b.left))
-		s.tryAdd(t, text, int(b.left), left.next)
+		s.tryAdd(t, text, left.prev, b.left)
+		s.tryAdd(t, text, b.left, left.next)
 	}
 
-	for i := 0; i != -1; i = s.syms[i].next {
+	for i := int32(0); i != -1; i = s.syms[i].next {
 		sym := s.syms[i]
 		piece := text[sym.start : sym.start+sym.n]
-		if id, ok := t.byText[piece]; ok {
-			out = append(out, id)
+		if id, ok := t.byText[string(piece)]; ok {
+			out.push(id)
 			continue
 		}
 		// Merged symbols are always tokens, so this is a single character
 		// the vocabulary lacks: spell it byte by byte.
-		for j := 0; j < len(piece); j++ {
-			if id := t.byteToken[piece[j]]; id >= 0 {
-				out = append(out, id)
+		for _, b := range piece {
+			if id := t.byteToken[b]; id >= 0 {
+				out.push(id)
 			}
 		}
 	}
-	return out
 }
 
 // tryAdd queues the merge of symbols left and right when their joined text
 // is a token.
-func (s *spmSession) tryAdd(t *Tokenizer, text string, left, right int) {
+func (s *spmSession) tryAdd(t *Tokenizer, text []byte, left, right int32) {
 	if left < 0 || right < 0 {
 		return
 	}
 	l, r := s.syms[left], s.syms[right]
 	size := l.n + r.n
-	id, ok := t.byText[text[l.start:l.start+size]]
+	id, ok := t.byText[string(text[l.start:l.start+size])]
 	if !ok {
 		return
 	}
-	// Indices and sizes fit int32: encodeChunked bounds the text.
-	s.push(bigram{left: int32(left), right: int32(right), score: t.vocab.Scores[id], size: int32(size)})
+	s.push(bigram{left: left, right: right, score: t.vocab.Scores[id], size: size})
 }
 
 // push and pop keep s.queue a binary heap ordered by bigram.before; written

@@ -1,17 +1,21 @@
 // Package tokenizer turns text into token ids and back for the vocabularies
 // that GGUF files describe in their tokenizer.ggml.* metadata.
 //
-// Encoding follows llama.cpp (src/llama-vocab.cpp) token for token: the same
-// special-token partitioning, the same space-prefix rule and the same merge
-// order, so that prompt token counts, prefix-cache hashes and logits agree
-// with that widely used peer. Only the SentencePiece ("llama") model is
-// implemented; the gpt2 byte-level BPE model is meant to slot in behind the
-// same Tokenizer type.
+// Three tokenizer models are implemented: SentencePiece ("llama": scores,
+// byte fallback, a space prefix), byte-level BPE ("gpt2": GPT-2's byte-to-
+// unicode mapping, merges by rank, and the pre-tokenizer split rules that
+// tokenizer.ggml.pre names) and Gemma 4's BPE ("gemma4": merges over
+// characters with U+2581 for spaces and <0xXX> byte fallback). Encoding
+// follows llama.cpp (src/llama-vocab.cpp, src/unicode.cpp) token for token:
+// the same special-token partitioning, the same space-prefix rule, the same
+// pre-tokenizer splits and the same merge order, so that prompt token
+// counts, prefix-cache hashes and logits agree with that widely used peer.
 package tokenizer
 
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // TokenType is the kind of a vocabulary entry, with tokenizer.ggml.token_type
@@ -31,7 +35,9 @@ const (
 
 // Model names of tokenizer.ggml.model.
 const (
-	ModelLlama = "llama" // SentencePiece with scores and byte fallback
+	ModelLlama  = "llama"  // SentencePiece with scores and byte fallback
+	ModelGPT2   = "gpt2"   // byte-level BPE with merges and a pre-tokenizer
+	ModelGemma4 = "gemma4" // BPE over characters with U+2581 for spaces and byte fallback (Gemma 4)
 )
 
 // Vocab is a vocabulary with everything needed to encode and decode. Token ids
@@ -40,8 +46,20 @@ const (
 // Special ids are -1 when the vocabulary has none; note that 0 is a valid id,
 // so a Vocab built by hand must set unused ids to -1 explicitly.
 type Vocab struct {
-	// Model is tokenizer.ggml.model; only ModelLlama is supported.
+	// Model is tokenizer.ggml.model: ModelLlama, ModelGPT2 or ModelGemma4.
 	Model string
+	// Pre names the pre-tokenizer of a ModelGPT2 vocabulary
+	// (tokenizer.ggml.pre: "llama-bpe", "qwen2", "gpt-2", ...; see
+	// PreTokenizers); "" or "default" is llama.cpp's default rule set.
+	// ModelGemma4 always uses "gemma4"; ModelLlama has none.
+	Pre string
+	// Merges are the BPE merges of a ModelGPT2 or ModelGemma4 vocabulary,
+	// highest priority first, each "left right" (tokenizer.ggml.merges).
+	Merges []string
+	// IgnoreMerges makes a pre-tokenized word that is itself a token encode
+	// as that token without merging (Hugging Face's ignore_merges; llama.cpp
+	// sets it for the llama-bpe family).
+	IgnoreMerges bool
 	// Tokens are the token texts. They are unique and non-empty.
 	Tokens []string
 	// Scores rank SentencePiece merges: of two candidate pairs the one whose
@@ -57,9 +75,16 @@ type Vocab struct {
 	EOG []int
 
 	// AddBOS and AddEOS say whether Encode with AddSpecial puts BOS first and
-	// EOS last. AddSpacePrefix makes the encoder put a space before text that
-	// starts the input or follows a special token.
+	// EOS last. AddSpacePrefix makes the SentencePiece encoder put a space
+	// before text that starts the input or follows a special token.
 	AddBOS, AddEOS, AddSpacePrefix bool
+
+	// LStrip and RStrip list special tokens that swallow the ASCII
+	// whitespace (space, \t, \n, \v, \f, \r) to their left or right when
+	// they are cut out of input text: llama.cpp's LSTRIP/RSTRIP token
+	// attributes, which it sets per model (all special tokens of Phi-3 but
+	// <unk>, <s> and <|endoftext|> strip to the right). Usually nil.
+	LStrip, RStrip []int
 }
 
 // validate checks the invariants New relies on.
@@ -96,6 +121,11 @@ func (v *Vocab) validate() error {
 	}
 	if v.AddEOS && v.EOS < 0 {
 		return fmt.Errorf("vocabulary asks to add an eos token but has none")
+	}
+	for _, id := range append(slices.Clip(v.LStrip), v.RStrip...) {
+		if id < 0 || id >= n {
+			return fmt.Errorf("strip token id %d outside the vocabulary of %d tokens", id, n)
+		}
 	}
 	for i, text := range v.Tokens {
 		if text == "" {

@@ -16,7 +16,9 @@ func TestNewRejects(t *testing.T) {
 		mutate func(v *Vocab)
 		want   string
 	}{
-		{"other model", func(v *Vocab) { v.Model = "gpt2" }, `unsupported tokenizer model "gpt2"`},
+		{"other model", func(v *Vocab) { v.Model = "t5" }, `unsupported tokenizer model "t5"`},
+		{"unknown pre-tokenizer", func(v *Vocab) { v.Model, v.Pre = ModelGPT2, "no-such-pre" }, `unsupported pre-tokenizer "no-such-pre"`},
+		{"strip id out of range", func(v *Vocab) { v.RStrip = []int{len(v.Tokens)} }, "strip token id"},
 		{"no tokens", func(v *Vocab) { v.Tokens, v.Scores, v.Types = nil, nil, nil }, "no tokens"},
 		{"short scores", func(v *Vocab) { v.Scores = v.Scores[1:] }, "scores"},
 		{"short types", func(v *Vocab) { v.Types = v.Types[1:] }, "token types"},
@@ -158,6 +160,21 @@ func baseKV() map[string]any {
 	}
 }
 
+// gpt2KV turns baseKV into a gpt2 vocabulary of 12 tokens with
+// pre-tokenizer pre ("": no key) and two merges.
+func gpt2KV(pre string) func(kv map[string]any) {
+	return func(kv map[string]any) {
+		kv["tokenizer.ggml.model"] = "gpt2"
+		kv["tokenizer.ggml.tokens"] = []string{"a", "b", "ab", "<|endoftext|>", "c", "d", "e", "f", "g", "h", "i", "j"}
+		kv["tokenizer.ggml.token_type"] = []int32{1, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1}
+		delete(kv, "tokenizer.ggml.scores")
+		kv["tokenizer.ggml.merges"] = []string{"a b", "ab c"}
+		if pre != "" {
+			kv["tokenizer.ggml.pre"] = pre
+		}
+	}
+}
+
 func TestVocabFromGGUF(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -246,6 +263,71 @@ func TestVocabFromGGUF(t *testing.T) {
 				t.Errorf("types %v, want all but <unk> Control", v.Types)
 			}
 		}},
+		{"gpt2 defaults for qwen2", gpt2KV("qwen2"), func(t *testing.T, v Vocab) {
+			if v.Model != ModelGPT2 || v.Pre != "qwen2" || len(v.Merges) != 2 || v.IgnoreMerges {
+				t.Errorf("model %q pre %q merges %v ignore_merges %v", v.Model, v.Pre, v.Merges, v.IgnoreMerges)
+			}
+			// llama.cpp's gpt2 defaults: BOS and EOS 11, no UNK, no flags;
+			// <|endoftext|> ends turns by its text.
+			if v.BOS != 11 || v.EOS != 11 || v.UNK != -1 || v.EOT != 3 || v.AddBOS || v.AddEOS {
+				t.Errorf("bos %d eos %d unk %d eot %d add_bos %v add_eos %v, want 11 11 -1 3 false false",
+					v.BOS, v.EOS, v.UNK, v.EOT, v.AddBOS, v.AddEOS)
+			}
+		}},
+		{"gpt2 defaults for llama-bpe", gpt2KV("llama-bpe"), func(t *testing.T, v Vocab) {
+			if !v.IgnoreMerges || !v.AddBOS || v.BOS != 11 {
+				t.Errorf("ignore_merges %v add_bos %v bos %d, want true true 11", v.IgnoreMerges, v.AddBOS, v.BOS)
+			}
+		}},
+		{"gpt2 without pre uses the default rules", gpt2KV(""), func(t *testing.T, v Vocab) {
+			if v.Pre != "" || v.AddBOS {
+				t.Errorf("pre %q add_bos %v", v.Pre, v.AddBOS)
+			}
+		}},
+		{"gemma4 forces add_bos", func(kv map[string]any) {
+			gpt2KV("")(kv)
+			kv["tokenizer.ggml.model"] = "gemma4"
+			kv["tokenizer.ggml.add_bos_token"] = false
+			kv["tokenizer.ggml.bos_token_id"] = uint32(1)
+		}, func(t *testing.T, v Vocab) {
+			if v.Model != ModelGemma4 || v.Pre != "gemma4" || !v.AddBOS || v.BOS != 1 || v.EOS != -1 {
+				t.Errorf("model %q pre %q add_bos %v bos %d eos %d", v.Model, v.Pre, v.AddBOS, v.BOS, v.EOS)
+			}
+		}},
+		{"phi-3 strips after its special tokens", func(kv map[string]any) {
+			kv["general.name"] = "Phi-3 mini"
+			kv["tokenizer.ggml.tokens"] = []string{"<unk>", "<s>", "</s>", "<0x0A>", "<|end|>", "<|user|>", "<|endoftext|>", "a"}
+			kv["tokenizer.ggml.scores"] = make([]float32, 8)
+			kv["tokenizer.ggml.token_type"] = []int32{2, 3, 4, 6, 3, 3, 3, 1}
+		}, func(t *testing.T, v Vocab) {
+			if !slices.Equal(v.RStrip, []int{2, 4, 5}) || v.LStrip != nil {
+				t.Errorf("rstrip %v lstrip %v, want [2 4 5] (</s> <|end|> <|user|>) and none", v.RStrip, v.LStrip)
+			}
+		}},
+		{"other models do not strip", func(kv map[string]any) { kv["general.name"] = "Llama 2" }, func(t *testing.T, v Vocab) {
+			if v.RStrip != nil {
+				t.Errorf("rstrip %v", v.RStrip)
+			}
+		}},
+		{"</s> is text beside <|tool_response>", func(kv map[string]any) {
+			kv["tokenizer.ggml.tokens"] = []string{"<unk>", "<s>", "</s>", "<|tool_response>", "<eos>"}
+			kv["tokenizer.ggml.scores"] = make([]float32, 5)
+			kv["tokenizer.ggml.token_type"] = []int32{2, 3, 3, 4, 3}
+			kv["tokenizer.ggml.eos_token_id"] = uint32(4)
+		}, func(t *testing.T, v Vocab) {
+			if !slices.Equal(v.EOG, []int{3}) || v.Types[2] != Normal || v.Types[3] != Control {
+				t.Errorf("eog %v types %v, want [3], </s> Normal, <|tool_response> Control", v.EOG, v.Types)
+			}
+		}},
+		{"<|end|> ends no generation beside <|return|> and <|call|>", func(kv map[string]any) {
+			kv["tokenizer.ggml.tokens"] = []string{"<unk>", "<s>", "</s>", "<|end|>", "<|return|>", "<|call|>", "<|channel|>"}
+			kv["tokenizer.ggml.scores"] = make([]float32, 7)
+			kv["tokenizer.ggml.token_type"] = []int32{2, 3, 3, 3, 3, 3, 3}
+		}, func(t *testing.T, v Vocab) {
+			if v.EOT != -1 || !slices.Equal(v.EOG, []int{4, 5}) || v.Types[3] != UserDefined || v.Types[6] != UserDefined {
+				t.Errorf("eot %d eog %v types %v, want -1 [4 5] and <|end|>, <|channel|> UserDefined", v.EOT, v.EOG, v.Types)
+			}
+		}},
 		{"end-of-turn key wins over text", func(kv map[string]any) {
 			kv["tokenizer.ggml.tokens"] = []string{"<unk>", "<s>", "</s>", "<|im_end|>", "<|eot_id|>"}
 			kv["tokenizer.ggml.scores"] = make([]float32, 5)
@@ -283,7 +365,17 @@ func TestVocabFromGGUFErrors(t *testing.T) {
 	}{
 		{"no model", func(kv map[string]any) { delete(kv, "tokenizer.ggml.model") }, "tokenizer.ggml.model is missing"},
 		{"model not a string", func(kv map[string]any) { kv["tokenizer.ggml.model"] = uint32(1) }, "tokenizer.ggml.model is not a string"},
-		{"gpt2 model", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "gpt2" }, `unsupported tokenizer model "gpt2"`},
+		{"t5 model", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "t5" }, `unsupported tokenizer model "t5"`},
+		{"gpt2 without merges", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "gpt2" }, "tokenizer.ggml.merges is missing"},
+		{"gpt2 with an unknown pre-tokenizer", func(kv map[string]any) {
+			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.merges"], kv["tokenizer.ggml.pre"] = "gpt2", []string{"a b"}, "tekken"
+		}, `unsupported pre-tokenizer "tekken"`},
+		{"gpt2 merges of another type", func(kv map[string]any) {
+			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.merges"] = "gpt2", []int32{1}
+		}, "tokenizer.ggml.merges is not an array of strings"},
+		{"pre of another type", func(kv map[string]any) {
+			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.merges"], kv["tokenizer.ggml.pre"] = "gpt2", []string{"a b"}, int32(1)
+		}, "tokenizer.ggml.pre is not a string"},
 		{"no tokens", func(kv map[string]any) { delete(kv, "tokenizer.ggml.tokens") }, "tokenizer.ggml.tokens is missing"},
 		{"tokens not strings", func(kv map[string]any) { kv["tokenizer.ggml.tokens"] = []int32{1} }, "not an array of strings"},
 		{"empty token list", func(kv map[string]any) { kv["tokenizer.ggml.tokens"] = []string{} }, "tokenizer.ggml.tokens is empty"},
