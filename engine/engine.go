@@ -99,7 +99,17 @@ const (
 type Message struct {
 	Role    Role
 	Content string
-	Name    string
+	// NullContent marks an assistant message whose content was null (it
+	// carries only tool calls); Content is then empty.
+	NullContent bool
+	Name        string
+	// ReasoningContent is an assistant message's earlier reasoning, for
+	// templates that render it; empty for none.
+	ReasoningContent string
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall
+	// ToolCallID names the call a tool message answers.
+	ToolCallID string
 }
 
 // Request is one generation request. Exactly one of Messages (chat), Prompt
@@ -140,6 +150,21 @@ type Request struct {
 	// Final events carry the totals either way; without ContinuousUsage
 	// non-final events carry no Stats.
 	ContinuousUsage bool
+
+	// Tools the model may call (chat only); ToolChoice says whether and
+	// which it must. See tools.go.
+	Tools      []Tool
+	ToolChoice ToolChoice
+	// ParallelToolCalls nil means the engine's default (allowed).
+	ParallelToolCalls *bool
+	// ResponseFormat constrains the output; nil means free text.
+	ResponseFormat *ResponseFormat
+	// LogitBias adds a bias (-100..100, OpenAI's scale) to the logits of
+	// token ids before sampling; -100 bans a token, 100 all but forces it.
+	LogitBias map[int]float64
+	// ChatTemplateKwargs are extra variables for the chat template, such
+	// as {"enable_thinking": false} (vLLM's chat_template_kwargs).
+	ChatTemplateKwargs map[string]any
 }
 
 // Choices returns the number of choices the request asks for (at least 1).
@@ -175,6 +200,8 @@ type FinishReason string
 const (
 	FinishStop   FinishReason = "stop"   // end-of-sequence token or a stop string
 	FinishLength FinishReason = "length" // max tokens or the context window
+	// FinishToolCalls: the choice ended with one or more tool calls.
+	FinishToolCalls FinishReason = "tool_calls"
 )
 
 // Event is one step of one choice's output.
@@ -184,6 +211,12 @@ type Event struct {
 	// Text is the next piece of output text. It is always valid UTF-8 and never
 	// contains a stop string or a part of one that could still complete.
 	Text string
+	// Reasoning is the next piece of the model's reasoning (a thinking
+	// block), streamed apart from Text as delta.reasoning_content.
+	Reasoning string
+	// ToolCalls are the next fragments of the choice's tool calls, in
+	// OpenAI's streaming shape (see ToolCallDelta).
+	ToolCalls []ToolCallDelta
 	// Logprobs holds one entry per token whose text is (completed) in this
 	// event, when the request asked for logprobs.
 	Logprobs []TokenLogprob
