@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -90,13 +91,22 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 	if g.stream {
 		sw := newSSEWriter(w)
 		if err := sw.start(); err != nil {
-			info.status = statusClientClosed
+			s.transportFailed(r, info, err)
 			return
 		}
 		u, err := g.streamTo(r.Context(), sw, s.ping)
 		info.usage = u
-		if err != nil && r.Context().Err() != nil {
-			info.status = statusClientClosed
+		switch {
+		case err == nil:
+		case isShutdown(r.Context()):
+			// The client is still there: tell it why its stream ends.
+			info.status, info.reason = errShutdownCut.Status, reasonShutdown
+			_ = sw.fail(errShutdownCut)
+		default:
+			var te *transportError
+			if errors.As(err, &te) || r.Context().Err() != nil {
+				s.transportFailed(r, info, err)
+			}
 		}
 		return
 	}
@@ -109,7 +119,20 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 	writeJSON(w, r, out)
 }
 
-// readBody reads r's body, at most maxBody bytes.
+// transportFailed records, for the log, why the client stopped hearing
+// its stream: it left (499), or it stopped reading and a write made no
+// progress for the write idle timeout (499, with that reason).
+func (s *Server) transportFailed(r *http.Request, info *requestInfo, err error) {
+	info.status = statusClientClosed
+	if errors.Is(err, os.ErrDeadlineExceeded) && r.Context().Err() == nil {
+		info.reason = reasonWriteIdle
+	}
+}
+
+// readBody reads r's body, at most maxBody bytes, within the read timeout.
+// A body that does not arrive in time is a 408, and the connection is not
+// reused: the read deadline stays in place so that net/http, which would
+// otherwise read on to find the next request, gives the connection up.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	tooLarge := func() *apiError {
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
@@ -118,13 +141,30 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	if r.ContentLength > s.maxBody {
 		return nil, tooLarge()
 	}
+	var rc *http.ResponseController
+	if s.bodyTimeout > 0 {
+		rc = http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) != nil {
+			rc = nil // not a connection (a test's writer)
+		}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return nil, tooLarge()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			return nil, &apiError{Status: http.StatusRequestTimeout, Type: typeInvalidRequest, Code: "request_timeout",
+				Message: "The request body did not arrive within " + s.bodyTimeout.String() + "."}
 		}
 		return nil, invalid("", "", "The request body could not be read: %v", err)
+	}
+	if rc != nil {
+		// The body is in: from here on the connection is read only to
+		// notice the client leaving, which has no deadline.
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return body, nil
 }
@@ -158,9 +198,12 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 		}
 	default:
 		e = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
-			Message: "Invalid URL (POST " + path + ")."}
+			Message: "Invalid URL (POST " + clip(path, maxEchoBytes) + ")."}
 	}
 	if e != nil {
+		return nil, e
+	}
+	if e := s.checkChoices(p); e != nil {
 		return nil, e
 	}
 
@@ -180,8 +223,31 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 	return g, nil
 }
 
-// fail answers with e unless the client is gone, which is only logged.
+// checkChoices refuses a plan that asks for more choices (prompts × n)
+// than Options.MaxChoices, before any engine work: every choice is a
+// sequence the engine must hold.
+func (s *Server) checkChoices(p *plan) *apiError {
+	c := p.choices()
+	if c <= s.maxChoices {
+		return nil
+	}
+	param := "n"
+	if p.n == 1 {
+		param = "prompt"
+	}
+	return invalid(param, "too_many_choices",
+		"This request asks for %d choices (%d prompts × n = %d); this server generates at most %d choices per request.",
+		c, len(p.reqs), p.n, s.maxChoices)
+}
+
+// fail answers with e unless the client is gone, which is only logged. A
+// request that a shutdown cut is answered as such, whatever e says.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, info *requestInfo, e *apiError) {
+	if isShutdown(r.Context()) {
+		info.reason = reasonShutdown
+		writeError(w, errShutdownCut)
+		return
+	}
 	if r.Context().Err() != nil {
 		info.status = statusClientClosed
 		return
