@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 )
@@ -254,7 +255,27 @@ func paramName(pointer []string) string {
 		}
 		b.WriteString(seg)
 	}
-	return b.String()
+	return clipParam(b.String())
+}
+
+// maxParamBytes caps a parameter name, which can hold a client's keys, so
+// that errors never echo large client input.
+const maxParamBytes = 256
+
+// clipParam cuts p to maxParamBytes, marking the cut.
+func clipParam(p string) string { return clipText(p, maxParamBytes, "…") }
+
+// clipText cuts s to at most n bytes at a UTF-8 boundary and appends mark
+// when it did cut.
+func clipText(s string, n int, mark string) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 func schemaTypes(s *openapi3.Schema) string {
@@ -333,12 +354,7 @@ func number(f *float64) string {
 // error messages never echo large client input.
 func short(v any) string {
 	const limit = 40
-	cut := func(s string) string {
-		if len(s) > limit {
-			return s[:limit] + "..."
-		}
-		return s
-	}
+	cut := func(s string) string { return clipText(s, limit, "...") }
 	switch v := v.(type) {
 	case string:
 		return "'" + cut(v) + "'"

@@ -218,7 +218,7 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 			}
 			return nil, fromEngine(err, p.model)
 		}
-		g.streams = append(g.streams, st)
+		g.streams = append(g.streams, &panicSafeStream{Stream: st, log: s.log, requestID: requestID})
 	}
 	return g, nil
 }

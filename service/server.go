@@ -9,7 +9,6 @@ import (
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -284,35 +283,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Header().Set("Allow", rt.methods)
 		writeError(rec, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest,
 			Code: "method_not_allowed", Message: "Method " + clip(r.Method, maxEchoBytes) + " is not allowed on " + clip(path, maxEchoBytes) + "; use " + rt.methods + "."})
-	}
-}
-
-// recoverHandler turns a panic in a handler (a bug) into a failed request
-// that is logged with its stack, without taking the server down: a 500
-// when nothing was sent yet, a last error event on an SSE stream, and
-// otherwise an aborted connection, so that the client cannot take a cut
-// response for a whole one. http.ErrAbortHandler keeps its meaning. It
-// runs deferred by ServeHTTP.
-func (s *Server) recoverHandler(rec *recorder, info *requestInfo) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	if v == http.ErrAbortHandler {
-		panic(v)
-	}
-	s.log.Error("handler panic", slog.String("id", info.id), slog.Any("panic", v),
-		slog.String("stack", string(debug.Stack())))
-	e := &apiError{Status: http.StatusInternalServerError, Type: typeServer, Message: "Internal server error."}
-	info.status = e.Status
-	switch {
-	case rec.status == 0:
-		writeError(rec, e)
-	case rec.Header().Get("Content-Type") == "text/event-stream":
-		sw := newSSEWriter(rec)
-		_ = sw.fail(e)
-	default:
-		panic(http.ErrAbortHandler)
 	}
 }
 
