@@ -156,3 +156,32 @@ func BenchmarkValidateHostile(b *testing.B) {
 		}
 	})
 }
+
+// FuzzValidateBody feeds bodies to the validator: it answers nil or a
+// *FieldError, never panics, and never accepts a body beyond the bounds.
+func FuzzValidateBody(f *testing.F) {
+	f.Add(false, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{}],"metadata":{"a":"b"}}`))
+	f.Add(true, []byte(`{"model":"m","prompt":[[1,2],[3]],"n":3}`))
+	f.Add(true, []byte(`{"model":"m","prompt":"x","stop":["a","b"],"logit_bias":{"1":2}}`))
+	v, err := NewValidator()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, completions bool, body []byte) {
+		path := "/v1/chat/completions"
+		if completions {
+			path = "/v1/completions"
+		}
+		err := v.ValidateBody(context.Background(), "POST", path, body)
+		if err == nil {
+			return
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Fatalf("not a FieldError: %v", err)
+		}
+		if fe.Message == "" || len(fe.Param) > maxParamBytes+len("…") {
+			t.Fatalf("error %+v", fe)
+		}
+	})
+}

@@ -169,44 +169,23 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	return body, nil
 }
 
-// start is where every transport's generation begins: it validates body as
-// the body of POST path (/v1/chat/completions or /v1/completions) against
-// the OpenAPI schema, converts it, and starts its engine requests under a
-// context derived from ctx. Errors the engine can know before the first
-// token come back as *apiError, ready for a plain HTTP answer. The caller
-// owns the generation: it must run it (stream or collect), or call its
-// cancel. The WebSocket transport calls start with the body of a "create"
-// message and then makes the generation streamed with plan.forceStream.
+// start is where every transport's generation begins: it parses body as
+// the body of POST path (/v1/chat/completions or /v1/completions) and
+// starts its engine requests under a context derived from ctx. Errors the
+// engine can know before the first token come back as *apiError, ready
+// for a plain HTTP answer. The caller owns the generation: it must run it
+// (stream or collect), or call its cancel. The WebSocket transport calls
+// start with the body of a "create" message and then makes the generation
+// streamed with plan.forceStream.
 func (s *Server) start(ctx context.Context, path string, body []byte, requestID string) (*generation, *apiError) {
-	if err := s.validator.ValidateBody(ctx, http.MethodPost, path, body); err != nil {
-		return nil, fromValidation(err)
-	}
-	var p *plan
-	var e *apiError
-	idPrefix := "chatcmpl-"
-	switch path {
-	case "/v1/chat/completions":
-		var req chatRequest
-		if e = decodeBody(body, &req); e == nil {
-			p, e = chatPlan(&req)
-		}
-	case "/v1/completions":
-		idPrefix = "cmpl-"
-		var req completionRequest
-		if e = decodeBody(body, &req); e == nil {
-			p, e = completionPlan(&req)
-		}
-	default:
-		e = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
-			Message: "Invalid URL (POST " + clip(path, maxEchoBytes) + ")."}
-	}
+	p, e := s.parse(ctx, path, body)
 	if e != nil {
 		return nil, e
 	}
-	if e := s.checkChoices(p); e != nil {
-		return nil, e
+	idPrefix := "chatcmpl-"
+	if p.kind == kindCompletion {
+		idPrefix = "cmpl-"
 	}
-
 	ctx, cancel := context.WithCancel(ctx)
 	g := &generation{plan: p, id: idPrefix + requestID, created: time.Now().Unix(), cancel: cancel}
 	for _, req := range p.reqs {
@@ -221,6 +200,41 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 		g.streams = append(g.streams, &panicSafeStream{Stream: st, log: s.log, requestID: requestID})
 	}
 	return g, nil
+}
+
+// parse is the request decoder: it validates body against the OpenAPI
+// schema of POST path, decodes it and converts it into a plan, checking
+// what the schema cannot. It touches no engine.
+func (s *Server) parse(ctx context.Context, path string, body []byte) (*plan, *apiError) {
+	var p *plan
+	var e *apiError
+	switch path {
+	case "/v1/chat/completions", "/v1/completions":
+	default:
+		return nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
+			Message: "Invalid URL (POST " + clip(path, maxEchoBytes) + ")."}
+	}
+	if err := s.validator.ValidateBody(ctx, http.MethodPost, path, body); err != nil {
+		return nil, fromValidation(err)
+	}
+	if path == "/v1/chat/completions" {
+		var req chatRequest
+		if e = decodeBody(body, &req); e == nil {
+			p, e = chatPlan(&req)
+		}
+	} else {
+		var req completionRequest
+		if e = decodeBody(body, &req); e == nil {
+			p, e = completionPlan(&req)
+		}
+	}
+	if e != nil {
+		return nil, e
+	}
+	if e := s.checkChoices(p); e != nil {
+		return nil, e
+	}
+	return p, nil
 }
 
 // checkChoices refuses a plan that asks for more choices (prompts × n)
