@@ -78,4 +78,3 @@ func FuzzWSMessage(f *testing.F) {
 		}
 	})
 }
-
