@@ -21,9 +21,12 @@ import (
 
 // Defaults for zero Options fields.
 const (
-	DefaultPingInterval  = 15 * time.Second
-	DefaultMaxBodyBytes  = 16 << 20
-	DefaultWSMaxRequests = 32
+	DefaultPingInterval     = 15 * time.Second
+	DefaultMaxBodyBytes     = 16 << 20
+	DefaultWSMaxRequests    = 32
+	DefaultReadTimeout      = 30 * time.Second
+	DefaultWriteIdleTimeout = 60 * time.Second
+	DefaultMaxChoices       = 256
 )
 
 // Options configure a Server. Zero values mean the defaults.
@@ -46,19 +49,47 @@ type Options struct {
 	// MaxBodyBytes caps request bodies; larger ones get a 413. Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ReadTimeout bounds the reading of a request body, from the end of
+	// its headers (which http.Server.ReadHeaderTimeout bounds): a body not
+	// complete by then is answered 408 and its connection closed. Zero
+	// means DefaultReadTimeout; negative disables it.
+	ReadTimeout time.Duration
+	// WriteIdleTimeout bounds every write to a client: a write (an SSE
+	// event, a WebSocket message, a response) that makes no progress for
+	// this long ends the request, or the WebSocket connection with every
+	// request on it, and cancels their engine work. A stream that has
+	// nothing to send is not affected. Zero means DefaultWriteIdleTimeout;
+	// negative disables it.
+	WriteIdleTimeout time.Duration
+	// MaxChoices caps the choices of one request, prompts × n; a request
+	// that asks for more gets a 400 that names the limit. Zero means
+	// DefaultMaxChoices.
+	MaxChoices int
 
-	// AllowedOrigins lists the host patterns of the browser pages on other
-	// origins that may open a WebSocket: path.Match patterns matched case-
-	// insensitively against the Origin's host ("*.example.com"), or against
-	// "scheme://host" when the pattern contains "://". Same-origin pages and
-	// clients that send no Origin (anything but a browser) are always
-	// allowed. Invalid patterns are logged and ignored; see
-	// ParseOriginPatterns.
+	// AllowedOrigins lists the origins of browser pages, other than the
+	// server's own, that may use the server (open a WebSocket, send a
+	// request): path.Match patterns matched case-insensitively against the
+	// Origin's host ("*.example.com"), or against "scheme://host" when the
+	// pattern contains "://". A request with another Origin gets a 403;
+	// clients that send no Origin (anything but a browser) are not
+	// affected. Invalid patterns are logged and ignored; see
+	// ParseOriginPatterns and browserPolicy (origin.go), the one rule for
+	// browsers.
 	AllowedOrigins []string
 	// CORSAllowedOrigins lists the origins, in the syntax of AllowedOrigins,
 	// of browser pages that may call the HTTP API (CORS, see cors.go); they
 	// may open a WebSocket too. Invalid patterns are logged and ignored.
 	CORSAllowedOrigins []string
+	// HostCheck turns on the Host header check against DNS rebinding: a
+	// request is served only when its Host names a loopback IP, localhost
+	// (or a name under .localhost), or matches AllowedHosts; others get a
+	// 403. serve turns it on when it listens on a loopback address or
+	// --allowed-hosts is given. Off, every Host is accepted.
+	HostCheck bool
+	// AllowedHosts are path.Match patterns of further host names (without
+	// port, case-insensitive) the Host check accepts: "rill.internal",
+	// "*.example.com".
+	AllowedHosts []string
 	// WSMaxRequests caps the requests in flight on one WebSocket connection;
 	// a create beyond it is answered with an error message. Zero means
 	// DefaultWSMaxRequests.
@@ -73,23 +104,27 @@ type Options struct {
 // it holds no per-request state and needs no shutdown of its own (the
 // caller's http.Server drains it).
 type Server struct {
-	engine    engine.Engine
-	apiKey    []byte
-	log       *slog.Logger
-	ping      time.Duration
-	maxBody   int64
-	validator *openapi.Validator
+	engine      engine.Engine
+	apiKey      []byte
+	log         *slog.Logger
+	ping        time.Duration
+	maxBody     int64
+	bodyTimeout time.Duration // 0: no body deadline
+	writeIdle   time.Duration // 0: no write deadline
+	maxChoices  int
+	validator   *openapi.Validator
 
-	origins  []string // valid AllowedOrigins and CORSAllowedOrigins
-	cors     []string // valid CORSAllowedOrigins
+	browser  *browserPolicy
+	cors     []string // valid CORSAllowedOrigins, for preflights and CORS headers
 	wsReqs   int
 	wsMaxMsg int64
 
-	// WebSocket requests in flight, for Drain.
-	wsMu     sync.Mutex
-	wsActive int
-	draining bool
-	wsIdle   chan struct{} // closed when draining and the last request ends
+	// Shutdown (drain.go): draining refuses new WebSocket requests;
+	// wsRequests and wsConns are what Drain and WaitConnections wait for.
+	wsMu       sync.Mutex
+	draining   bool
+	wsRequests inflight
+	wsConns    inflight
 
 	metrics *metrics
 }
@@ -125,21 +160,18 @@ func New(opts Options) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	for _, p := range opts.AllowedOrigins {
-		if err := checkOriginPattern(p); err != nil {
-			s.log.Warn("ignoring WebSocket origin pattern", slog.String("pattern", p), slog.Any("err", err))
-			continue
-		}
-		s.origins = append(s.origins, p)
+	s.bodyTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
+	s.writeIdle = orDefault(opts.WriteIdleTimeout, DefaultWriteIdleTimeout)
+	s.maxChoices = opts.MaxChoices
+	if s.maxChoices <= 0 {
+		s.maxChoices = DefaultMaxChoices
 	}
 	for _, p := range opts.CORSAllowedOrigins {
-		if err := checkOriginPattern(p); err != nil {
-			s.log.Warn("ignoring CORS origin pattern", slog.String("pattern", p), slog.Any("err", err))
-			continue
+		if checkOriginPattern(p) == nil { // newBrowserPolicy logs the invalid ones
+			s.cors = append(s.cors, p)
 		}
-		s.cors = append(s.cors, p)
-		s.origins = append(s.origins, p)
 	}
+	s.browser = newBrowserPolicy(s.log, opts.HostCheck, opts.AllowedHosts, opts.AllowedOrigins, opts.CORSAllowedOrigins)
 	s.wsReqs = opts.WSMaxRequests
 	if s.wsReqs <= 0 {
 		s.wsReqs = DefaultWSMaxRequests
@@ -149,6 +181,17 @@ func New(opts Options) *Server {
 		s.wsMaxMsg = s.maxBody
 	}
 	return s
+}
+
+// orDefault reads a timeout option: zero means def, negative means none (0).
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // route is one path's handlers by method. upgrade serves a GET that asks
@@ -203,30 +246,44 @@ type requestInfo struct {
 	usage *Usage
 	// status overrides the written status in the log (499: the client left).
 	status int
+	// reason says why a request ended early, when that is not the client's
+	// doing: reasonShutdown, reasonWriteIdle.
+	reason string
+}
+
+// Reasons in the request log.
+const (
+	reasonShutdown  = "shutdown"           // cut when the grace period of a shutdown ran out
+	reasonWriteIdle = "write_idle_timeout" // the client stopped reading (Options.WriteIdleTimeout)
+)
+
+// logLevel is the level of a request's log line: errors for 5xx, but a
+// request cut by a shutdown is an expected end, a warning.
+func logLevel(status int, reason string) slog.Level {
+	switch {
+	case reason == reasonShutdown:
+		return slog.LevelWarn
+	case status >= 500:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
 }
 
 // ServeHTTP routes r, after giving it a request id and checking its API key.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &requestInfo{id: requestID(r.Header.Get("X-Request-Id"))}
-	rec := &recorder{ResponseWriter: w}
+	rec := newRecorder(w, s.writeIdle)
 	rec.Header().Set("X-Request-Id", info.id)
 	defer s.logRequest(r, rec, info, start)
-	defer func() {
-		// A bug in a handler answers 500 and is logged; it does not take the
-		// connection down. http.ErrAbortHandler keeps its meaning.
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.Error("handler panic", "id", info.id, "panic", v)
-			if rec.status == 0 {
-				writeError(rec, &apiError{Status: http.StatusInternalServerError, Type: typeServer,
-					Message: "Internal server error."})
-			}
-		}
-	}()
+	defer s.recoverHandler(rec, info)
 
+	if e := s.browser.check(r); e != nil {
+		writeError(rec, e)
+		return
+	}
+	// Preflights come without the API key; they are answered here, for
+	// allowed origins only (the browser check above refused the others).
 	if s.handleCORS(rec, r) {
 		return
 	}
@@ -239,7 +296,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := findRoute(path)
 	if rt == nil {
 		writeError(rec, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest,
-			Code: "unknown_url", Message: "Invalid URL (" + r.Method + " " + path + ")."})
+			Code: "unknown_url", Message: "Invalid URL (" + clip(r.Method, maxEchoBytes) + " " + clip(path, maxEchoBytes) + ")."})
 		return
 	}
 	switch {
@@ -252,7 +309,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		rec.Header().Set("Allow", rt.methods)
 		writeError(rec, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest,
-			Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + path + "; use " + rt.methods + "."})
+			Code: "method_not_allowed", Message: "Method " + clip(r.Method, maxEchoBytes) + " is not allowed on " + clip(path, maxEchoBytes) + "; use " + rt.methods + "."})
 	}
 }
 
@@ -295,18 +352,58 @@ func requestID(client string) string {
 	return client
 }
 
-// recorder remembers the status and size of a response for the log. It
-// unwraps to the real writer, so http.ResponseController can flush it.
+// recorder remembers the status and size of a response for the log, and
+// gives every write a deadline (Options.WriteIdleTimeout): each write, and
+// the flush that follows it, must make progress within writeIdle of its
+// start, give or take a sixteenth (see armWrite). It unwraps to the real
+// writer, so http.ResponseController can flush it.
 type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+
+	rc        *http.ResponseController
+	writeIdle time.Duration // 0: no deadlines (disabled, or unsupported by the writer)
+	armed     time.Time     // when the deadline was last moved
+}
+
+// newRecorder wraps w. The connection's write deadline starts at now plus
+// writeIdle, which also bounds what net/http writes on its own before the
+// handler's first write (a 100 Continue); net/http clears it after the
+// response, and on a hijack.
+func newRecorder(w http.ResponseWriter, writeIdle time.Duration) *recorder {
+	r := &recorder{ResponseWriter: w, writeIdle: writeIdle}
+	if writeIdle > 0 {
+		r.rc = http.NewResponseController(w)
+		r.armed = time.Now()
+		if r.rc.SetWriteDeadline(r.armed.Add(writeIdle)) != nil {
+			r.writeIdle = 0 // not a connection (a test's writer)
+		}
+	}
+	return r
+}
+
+// armWrite moves the write deadline to writeIdle from now before a write,
+// unless it was moved less than a sixteenth of writeIdle ago: moving it
+// costs about half a microsecond (a timer in the runtime's poller), as
+// much as a tenth of a token's write, so a stream of tokens moves it a few
+// times per window instead of once per token, and a write gets between
+// 15/16 of writeIdle and all of it.
+func (r *recorder) armWrite() {
+	if r.writeIdle <= 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(r.armed) >= r.writeIdle/16 {
+		r.armed = now
+		_ = r.rc.SetWriteDeadline(now.Add(r.writeIdle))
+	}
 }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
 	}
+	r.armWrite()
 	r.ResponseWriter.WriteHeader(code)
 }
 
@@ -314,6 +411,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
+	r.armWrite()
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
 	return n, err
