@@ -31,6 +31,10 @@ type wsConn struct {
 	mu   sync.Mutex
 	reqs map[string]*wsRequest // in flight, by request_id
 
+	// onMessage handles a client message in place of handle, for a
+	// connection that speaks another protocol (the Responses API's).
+	onMessage func(ctx context.Context, data []byte)
+
 	wg sync.WaitGroup
 }
 
@@ -120,6 +124,10 @@ func (c *wsConn) read(ctx context.Context) {
 			if _, err := io.Copy(io.Discard, r); err != nil {
 				return
 			}
+			continue
+		}
+		if c.onMessage != nil {
+			c.onMessage(ctx, msg)
 			continue
 		}
 		c.handle(ctx, msg)
@@ -270,7 +278,11 @@ func (c *wsConn) release(id string, req *wsRequest) {
 // with bad messages and reads nothing.
 func (c *wsConn) reject(ctx context.Context, id []byte, e *apiError) {
 	f := getFrame()
-	f.b = appendWSError(f.b, id, e)
+	if c.onMessage != nil {
+		f.b = appendResponseWSError(f.b, e, "", -1) // the Responses API's shape
+	} else {
+		f.b = appendWSError(f.b, id, e)
+	}
 	_ = c.out.put(c.out.ctrl, f, ctx.Done())
 }
 
