@@ -159,46 +159,48 @@ func (w *responsesWS) create(ctx context.Context, streamID string, body []byte) 
 	}
 	w.pending++
 	lane := w.lanes[streamID]
-	start := lane == nil
-	if start {
-		lane = &responseLane{id: streamID}
-		w.lanes[streamID] = lane
+	if lane != nil {
+		lane.queue = append(lane.queue, body)
+		w.mu.Unlock()
+		return
 	}
-	lane.queue = append(lane.queue, body)
+	// An idle lane starts at once: a cancel read after this create finds
+	// the response running.
+	lane = &responseLane{id: streamID}
+	w.lanes[streamID] = lane
+	rctx, cancel := context.WithCancel(ctx)
+	run := &runningResponse{cancel: cancel}
+	lane.running = run
 	w.mu.Unlock()
-	if start {
-		w.c.wg.Go(func() { w.runLane(ctx, lane) })
-	}
+	w.c.wg.Go(func() { w.runLane(ctx, lane, rctx, run, body) })
 }
 
-// runLane runs the lane's responses one after the other until its queue is
-// empty, then retires the lane. Once the connection ended, queued responses
-// are dropped unrun.
-func (w *responsesWS) runLane(ctx context.Context, lane *responseLane) {
+// runLane runs the lane's responses one after the other, from the first
+// (already marked running), until its queue is empty, then retires the
+// lane. Once the connection ended, queued responses are dropped unrun.
+func (w *responsesWS) runLane(ctx context.Context, lane *responseLane, rctx context.Context, run *runningResponse, body []byte) {
 	for {
+		if ctx.Err() == nil {
+			w.run(rctx, lane.id, run, body)
+		}
+		run.cancel()
+		w.c.s.endWS()
+
 		w.mu.Lock()
+		w.pending--
+		lane.running = nil
 		if len(lane.queue) == 0 {
 			delete(w.lanes, lane.id)
 			w.mu.Unlock()
 			return
 		}
-		body := lane.queue[0]
+		body = lane.queue[0]
 		lane.queue = lane.queue[1:]
-		rctx, cancel := context.WithCancel(ctx)
-		run := &runningResponse{cancel: cancel}
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithCancel(ctx)
+		run = &runningResponse{cancel: cancel}
 		lane.running = run
 		w.mu.Unlock()
-
-		if ctx.Err() == nil {
-			w.run(rctx, lane.id, run, body)
-		}
-		cancel()
-
-		w.mu.Lock()
-		lane.running = nil
-		w.pending--
-		w.mu.Unlock()
-		w.c.s.endWS()
 	}
 }
 
