@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -32,12 +33,16 @@ func serve(ctx context.Context, args []string) error {
 	configFile := fs.String("config", "", "configuration file (YAML or JSON) of the models to serve, native and upstream; replaces the model flags")
 	wsOrigins := fs.String("ws-allowed-origins", "", "comma-separated host patterns (e.g. *.example.com, https://app.example.com) of browser pages on other origins that may open a WebSocket")
 	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
+	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses to keep in memory for previous_response_id and GET /v1/responses/{id} (least recently used out; 0 keeps none; nothing survives a restart)")
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *responsesStore < 0 {
+		return fmt.Errorf("--responses-store %d: want 0 (keep none) or more", *responsesStore)
 	}
 	log, err := newLogger(os.Stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -89,7 +94,7 @@ func serve(ctx context.Context, args []string) error {
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	api := service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins,
-		CORSAllowedOrigins: cors})
+		CORSAllowedOrigins: cors, ResponsesStore: cmp.Or(*responsesStore, -1)})
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,

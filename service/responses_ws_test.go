@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -271,5 +272,74 @@ func TestResponsesWSBadMessages(t *testing.T) {
 	}
 	if isClosed(e.channel("hang-2")) {
 		t.Error("the queued response ran or ended")
+	}
+}
+
+// TestResponsesMetricsAndLog: responses count in the metrics and the access
+// log exactly as chat requests do, on every transport.
+func TestResponsesMetricsAndLog(t *testing.T) {
+	t.Parallel()
+	var sink lockedBuffer
+	cached := 3.0
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		return &fakeStream{ctx: ctx, delay: time.Millisecond, events: script(1, []string{"a", "b"}, engine.FinishStop,
+			func(int) engine.Stats {
+				return engine.Stats{PromptTokens: 7, CompletionTokens: 2, CachedTokens: &cached, DraftAccepted: ptr(1), DraftRejected: ptr(1)}
+			})}, nil
+	}}
+	ts := newTestServer(t, fake, Options{Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	for _, body := range []string{`{"model":"tiny","input":"x"}`, `{"model":"tiny","input":"x","stream":true}`} {
+		if resp, b := post(t, ts.Client(), ts.URL+"/v1/responses", body); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	}
+	c := dialWS(t, ts, "/v1/responses", nil)
+	sendWS(t, c, `{"type":"response.create","model":"tiny","input":"x"}`)
+	msgs := readUntilEnd(t, c)
+	wsID := msgs[len(msgs)-1].Response.ID
+	_ = c.Close(websocket.StatusNormalClosure, "")
+
+	_, metrics := get(t, ts, "/metrics")
+	for _, want := range []string{
+		`rill_prompt_tokens_total{model_name="tiny"} 21`,
+		`rill_generation_tokens_total{model_name="tiny"} 6`,
+		`rill_prefix_cache_queries_total{model_name="tiny"} 21`,
+		`rill_prefix_cache_hits_total{model_name="tiny"} 9`,
+		`rill_spec_decode_num_draft_tokens_total{model_name="tiny"} 6`,
+		`rill_spec_decode_num_accepted_tokens_total{model_name="tiny"} 3`,
+		`rill_request_success_total{finished_reason="stop",model_name="tiny"} 3`,
+		`rill_time_to_first_token_seconds_count{model_name="tiny"} 3`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	var lines []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if lines = sink.lines(); len(lines) >= 4 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(lines) != 4 {
+		t.Fatalf("%d log lines, want 4 (plain, SSE, WebSocket response, WebSocket connection):\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for i, want := range []map[string]any{
+		{"method": "POST", "transport": "http"},
+		{"method": "POST", "transport": "http"},
+		{"method": "GET", "transport": "websocket", "request_id": wsID},
+	} {
+		line := decodeMap(t, []byte(lines[i]))
+		want["path"], want["model"], want["status"] = "/v1/responses", "tiny", 200.0
+		want["prompt_tokens"], want["completion_tokens"], want["cached_tokens"] = 7.0, 2.0, 3.0
+		want["accepted_prediction_tokens"], want["rejected_prediction_tokens"] = 1.0, 1.0
+		for k, v := range want {
+			if line[k] != v {
+				t.Errorf("line %d: %s = %v, want %v\n%s", i, k, line[k], v, lines[i])
+			}
+		}
+		if ttft, _ := line["ttft"].(float64); ttft <= 0 {
+			t.Errorf("line %d has no ttft: %s", i, lines[i])
+		}
 	}
 }
