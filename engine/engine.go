@@ -102,6 +102,10 @@ type Request struct {
 	Prediction string
 	// NoDraft turns speculative decoding off for this request (rill extension).
 	NoDraft bool
+	// Responses marks a chat request that came through the Responses API:
+	// an engine behind HTTP whose server has that API may send it there, so
+	// that the server counts it as that API does. Others treat it as chat.
+	Responses bool
 }
 
 // Choices returns the number of choices the request asks for (at least 1).

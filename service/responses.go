@@ -112,7 +112,7 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 	if e := responsesUnsupported(r); e != nil {
 		return nil, e
 	}
-	req := &engine.Request{Model: r.Model, N: 1}
+	req := &engine.Request{Model: r.Model, N: 1, Responses: true}
 	p := &responsePlan{
 		plan:      &plan{kind: kindChat, model: r.Model, n: 1, reqs: []*engine.Request{req}},
 		id:        newObjectID("resp_"),
