@@ -547,3 +547,39 @@ func do(t testing.TB, ts *httptest.Server, method, path string) (*http.Response,
 	}
 	return resp, body
 }
+
+// TestResponsesLogprobs: with include ["message.output_text.logprobs"] the
+// deltas, the done text and the final part carry the tokens' logprobs in
+// the Responses API's shape; without it they carry [].
+func TestResponsesLogprobs(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		lp := func(tok string) []engine.TokenLogprob {
+			if !req.Logprobs {
+				return nil
+			}
+			return []engine.TokenLogprob{{Token: tok, Logprob: -0.5, Top: []engine.TopLogprob{{Token: tok, Logprob: -0.5}, {Token: "z", Logprob: -2}}[:req.TopLogprobs]}}
+		}
+		st := plainStats(3, 2)(0)
+		return &fakeStream{ctx: ctx, events: []engine.Event{{Text: "a", Logprobs: lp("a")}, {Text: "b", Logprobs: lp("b")},
+			{Final: true, FinishReason: engine.FinishStop, Stats: &st}}}, nil
+	}}
+	ts := newTestServer(t, fake, Options{})
+	_, body := post(t, ts.Client(), ts.URL+"/v1/responses",
+		`{"model":"tiny","input":"x","stream":true,"include":["message.output_text.logprobs"],"top_logprobs":2}`)
+	evs := parseResponseSSE(t, body)
+	const first = `"logprobs":[{"token":"a","logprob":-0.5,"bytes":[97],"top_logprobs":[{"token":"a","logprob":-0.5,"bytes":[97]},{"token":"z","logprob":-2,"bytes":[122]}]}]`
+	if !strings.Contains(string(evs[4].data), first) {
+		t.Errorf("first delta %s", evs[4].data)
+	}
+	final := string(evs[len(evs)-1].data)
+	if !strings.Contains(final, `"logprobs":[{"token":"a"`) || !strings.Contains(final, `{"token":"b","logprob":-0.5`) ||
+		!strings.Contains(final, `"top_logprobs":2`) {
+		t.Errorf("final response %s", final)
+	}
+	_, body = post(t, ts.Client(), ts.URL+"/v1/responses", `{"model":"tiny","input":"x","stream":true}`)
+	evs = parseResponseSSE(t, body)
+	if !strings.Contains(string(evs[4].data), `"logprobs":[]`) || strings.Contains(string(body), `"token"`) {
+		t.Errorf("logprobs without include: %s", evs[4].data)
+	}
+}
