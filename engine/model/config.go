@@ -214,6 +214,9 @@ func ConfigFromGGUF(md *gguf.Metadata) (Config, error) {
 	if a.gemma {
 		c.EmbedScale = float32(math.Sqrt(float64(float32(c.Embd))))
 	}
+	// Local layers rotate as the global ones unless the architecture says
+	// otherwise.
+	c.RopeBaseSWA, c.RopeFreqScaleSWA = c.RopeBase, c.RopeFreqScale
 	if a.hparams != nil {
 		if err := a.hparams(&c, meta{md, arch}); err != nil {
 			return Config{}, err

@@ -139,24 +139,25 @@ func LlamaYaRN(t quant.Type) Spec {
 	return s
 }
 
-// Mistral is Target with a sliding window of 8 tokens in its metadata, as
+// Mistral is Target with a sliding window in its metadata, as
 // Mistral-style llama files may carry (llama.cpp applies no window to the
-// llama architecture).
+// llama architecture). The window is 2 tokens, so that applying it would
+// show.
 func Mistral(t quant.Type) Spec {
 	s := Target(t)
-	s.Name, s.Seed, s.SlidingWindow = "rill-tiny-mistral", 8, 8
+	s.Name, s.Seed, s.SlidingWindow = "rill-tiny-mistral", 8, 2
 	return s
 }
 
 // Phi3 is Target as a long-context phi3 model: fused query-key-value and
 // gate-up weights, long and short RoPE factors that switch at an original
 // context of 512 (of 4096) with their attention factor, and a sliding
-// window in the metadata (llama.cpp applies none to phi3). Its name avoids
+// window of 2 tokens in the metadata (llama.cpp applies none to phi3). Its name avoids
 // "phi3": llama.cpp gives the special tokens of models so named extra
 // attributes and fails on a vocabulary without Phi-3's <|endoftext|>.
 func Phi3(t quant.Type) Spec {
 	s := Target(t)
-	s.Name, s.Arch, s.Seed, s.Context, s.RopeOrigContext, s.SlidingWindow = "rill-tiny-phi", "phi3", 9, 4096, 512, 8
+	s.Name, s.Arch, s.Seed, s.Context, s.RopeOrigContext, s.SlidingWindow = "rill-tiny-phi", "phi3", 9, 4096, 512, 2
 	return s
 }
 
