@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"rill/engine/backend/cpu"
 	"rill/engine/model"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
@@ -213,6 +214,31 @@ func TestLoadFamilies(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestFamiliesDecodeAllocatesNothing: a steady-state decode step allocates
+// nothing on the new paths either (scaled RoPE, windowed and soft-capped
+// attention, GELU, post-norms, fused weights), past the first window.
+func TestFamiliesDecodeAllocatesNothing(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	for _, s := range []testmodel.Spec{testmodel.LlamaYaRN(quant.Q8_0), testmodel.Phi3(quant.Q8_0), testmodel.Gemma2(quant.Q8_0), testmodel.Gemma3(quant.Q8_0)} {
+		m := fromSpec(t, s)
+		d := newDecoder(m, be, 256, 1)
+		pos := 0
+		step := func() {
+			if err := d.run(pos, 1); err != nil {
+				t.Fatal(err)
+			}
+			pos++
+		}
+		for range 20 {
+			step() // the first calls size buffers and build GELU's table
+		}
+		if a := testing.AllocsPerRun(100, step); a != 0 {
+			t.Errorf("%s: a decode step allocates %v times", s.Name, a)
 		}
 	}
 }
