@@ -54,8 +54,9 @@ type arch struct {
 	// else the file holds (Gemma, Gemma 2).
 	tiedOutput bool
 	// hparams reads the architecture's own metadata (sliding windows,
-	// soft-capping, the attention scale) into c after the common keys.
-	hparams func(c *Config, md meta) error
+	// soft-capping, the attention scale) into c after the common keys;
+	// md keeps the first error.
+	hparams func(c *Config, md *meta)
 }
 
 // archs are the architectures engine/model runs, by general.architecture.
@@ -81,7 +82,7 @@ func archNames() string {
 // (default the global base) and the global scaling; attention scores are
 // soft-capped at attn_logit_softcapping (default 50) and logits at
 // final_logit_softcapping (default 30).
-func gemma2Params(c *Config, md meta) error {
+func gemma2Params(c *Config, md *meta) {
 	c.SlidingWindow, c.SlidingPeriod = 4096, 2
 	c.RopeBaseSWA, c.RopeFreqScaleSWA = c.RopeBase, c.ropeFreqScaleTrain
 	c.AttnSoftCap, c.FinalSoftCap = 50, 30
@@ -91,7 +92,6 @@ func gemma2Params(c *Config, md meta) error {
 	md.float32("attn_logit_softcapping", &c.AttnSoftCap)
 	md.float32("final_logit_softcapping", &c.FinalSoftCap)
 	c.AttnScale = gemmaAttnScale(c, 46)
-	return nil
 }
 
 // gemma3Params: when sliding_window is set, the layers attend over that
@@ -99,7 +99,7 @@ func gemma2Params(c *Config, md meta) error {
 // the windowed layers use RoPE base rope.freq_base_swa (default 10000)
 // without scaling; logits are soft-capped only when
 // final_logit_softcapping is set.
-func gemma3Params(c *Config, md meta) error {
+func gemma3Params(c *Config, md *meta) {
 	md.uint32("attention.sliding_window", &c.SlidingWindow)
 	if c.SlidingWindow > 0 {
 		c.SlidingPeriod = 6
@@ -109,7 +109,6 @@ func gemma3Params(c *Config, md meta) error {
 	}
 	md.float32("final_logit_softcapping", &c.FinalSoftCap)
 	c.AttnScale = gemmaAttnScale(c, 62)
-	return nil
 }
 
 // gemmaAttnScale is the query scale of Gemma 2 and 3 as llama.cpp sets

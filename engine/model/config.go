@@ -89,23 +89,36 @@ func (c *Config) Sliding(layer int) bool {
 	return c.SlidingPeriod == 0 || layer%c.SlidingPeriod < c.SlidingPeriod-1
 }
 
-// meta reads the keys of one architecture (prefix "arch.") the way
-// llama.cpp's optional keys are read: a key that is absent, or present
-// with another type, leaves the default in place.
+// meta reads the optional keys of one architecture (prefix "arch."): an
+// absent key leaves the default in place, and a key of another type is an
+// error, as llama.cpp's loader makes it. The first error is kept in err.
 type meta struct {
 	md   *gguf.Metadata
 	arch string
+	err  error
 }
 
-func (m meta) uint32(key string, dst *int) {
-	if v, ok := m.md.Uint(m.arch + "." + key); ok && v <= 1<<31 {
+func (m *meta) uint32(key string, dst *int) {
+	k := m.arch + "." + key
+	if _, ok := m.md.Value(k); !ok {
+		return
+	}
+	if v, ok := m.md.Uint(k); ok && v <= 1<<31 {
 		*dst = int(v)
+	} else if m.err == nil {
+		m.err = fmt.Errorf("gguf: %s is not an unsigned 32-bit integer", k)
 	}
 }
 
-func (m meta) float32(key string, dst *float32) {
-	if v, ok := m.md.Float(m.arch + "." + key); ok {
+func (m *meta) float32(key string, dst *float32) {
+	k := m.arch + "." + key
+	if _, ok := m.md.Value(k); !ok {
+		return
+	}
+	if v, ok := m.md.Float(k); ok {
 		*dst = float32(v)
+	} else if m.err == nil {
+		m.err = fmt.Errorf("gguf: %s is not a float", k)
 	}
 }
 
@@ -197,7 +210,8 @@ func ConfigFromGGUF(md *gguf.Metadata) (Config, error) {
 	if v, ok := md.Float(arch + ".rope.freq_base"); ok {
 		c.RopeBase = float32(v)
 	}
-	if err := c.ropeScaling(meta{md, arch}); err != nil {
+	m := &meta{md: md, arch: arch}
+	if err := c.ropeScaling(m); err != nil {
 		return Config{}, err
 	}
 	c.NormEps = 1e-5
@@ -218,9 +232,10 @@ func ConfigFromGGUF(md *gguf.Metadata) (Config, error) {
 	// otherwise.
 	c.RopeBaseSWA, c.RopeFreqScaleSWA = c.RopeBase, c.RopeFreqScale
 	if a.hparams != nil {
-		if err := a.hparams(&c, meta{md, arch}); err != nil {
-			return Config{}, err
-		}
+		a.hparams(&c, m)
+	}
+	if m.err != nil {
+		return Config{}, m.err
 	}
 	if c.SlidingWindow < 0 || c.SlidingPeriod < 0 || !(c.AttnSoftCap >= 0) || !(c.FinalSoftCap >= 0) {
 		return Config{}, fmt.Errorf("gguf: sliding window %d of period %d, soft caps %g and %g", c.SlidingWindow, c.SlidingPeriod, c.AttnSoftCap, c.FinalSoftCap)
@@ -239,9 +254,13 @@ const MaxHeadDim = 512
 // the magnitude mscale(factor)/(1+0.1*ln(factor)), which ggml's kernel
 // multiplies back by 1+0.1*ln(factor). rope.scaling.attn_factor
 // multiplies the magnitude in every case.
-func (c *Config) ropeScaling(m meta) error {
+func (c *Config) ropeScaling(m *meta) error {
 	c.RopeScaling = "linear"
-	if typ, ok := m.md.String(m.arch + ".rope.scaling.type"); ok {
+	if _, ok := m.md.Value(m.arch + ".rope.scaling.type"); ok {
+		typ, ok := m.md.String(m.arch + ".rope.scaling.type")
+		if !ok {
+			return fmt.Errorf("gguf: %s.rope.scaling.type is not a string", m.arch)
+		}
 		c.RopeScaling = typ
 	}
 	switch c.RopeScaling {

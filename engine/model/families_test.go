@@ -207,6 +207,9 @@ func TestLoadFamilies(t *testing.T) {
 		{"unknown RoPE scaling", testmodel.Target(quant.F32), map[string]any{"llama.rope.scaling.type": "dynamic"}, nil,
 			`rope scaling "dynamic" is not supported (supported: none, linear, yarn, longrope)`},
 		{"negative soft cap", gemma2, map[string]any{"gemma2.attn_logit_softcapping": float32(-1)}, nil, "soft caps -1"},
+		{"window of the wrong type", gemma2, map[string]any{"gemma2.attention.sliding_window": float32(8)}, nil, "gemma2.attention.sliding_window is not an unsigned 32-bit integer"},
+		{"soft cap of the wrong type", gemma2, map[string]any{"gemma2.final_logit_softcapping": "30"}, nil, "gemma2.final_logit_softcapping is not a float"},
+		{"scaling type of the wrong type", testmodel.Target(quant.F32), map[string]any{"llama.rope.scaling.type": uint32(1)}, nil, "llama.rope.scaling.type is not a string"},
 	} {
 		_, err := model.Load(edited(t, c.spec, c.meta, c.tensors))
 		switch {
