@@ -57,8 +57,9 @@ func (b *Backend) RMSNorm(dst, x, weight []float32, eps float32) {
 }
 
 // RoPE applies the package's RoPE (RoPEScaled when rope.Scaling has
-// frequency factors, a magnitude factor or YaRN) to each of the len(pos) rows of x,
-// at its own position. It panics unless len(x) == len(pos)*heads*headDim.
+// frequency factors, a magnitude factor or YaRN) to each of the len(pos)
+// rows of x, at its own position. It panics unless len(x) ==
+// len(pos)*heads*headDim.
 func (b *Backend) RoPE(x []float32, pos []int32, heads, headDim int, rope tensor.RoPE) {
 	w := heads * headDim
 	if len(x) != len(pos)*w {
