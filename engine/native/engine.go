@@ -214,8 +214,12 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 	// Drafting adds up to k tokens per running sequence to a step.
 	maxTokens := o.MaxBatchTokens + o.MaxSeqs*o.DraftTokens
 	e.runner = model.NewRunner(m, e.be, maxTokens)
+	// Long-context Phi-3 picks its RoPE factors by the served context, as
+	// llama.cpp picks them by n_ctx.
+	e.runner.SetContextLength(ctxLen)
 	if o.Draft != nil {
 		e.draftRunner = model.NewRunner(o.Draft, e.be, maxTokens)
+		e.draftRunner.SetContextLength(ctxLen)
 	}
 	o.Logger.Info("kv cache",
 		slog.String("model", o.ID),
