@@ -102,8 +102,8 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 
 	n := req.Choices()
 	r := &request{
-		req:       req,
-		prompt:    prompt,
+		req:        req,
+		prompt:     prompt,
 		maxTokens:  maxTokens,
 		arrival:    time.Now(),
 		verdict:    make(chan error, 1),
