@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -332,9 +333,10 @@ func (s *shaper) release() {
 
 // shape returns the logits to sample from at the matcher's position: row
 // itself when nothing shapes it, else a copy in slot (one row of the
-// shaper's buffer per drafted position) with the bias added and the mask
-// applied. ok is false when the grammar allows no token at all (a dead end:
-// the grammar wants bytes no token spells).
+// shaper's buffer per drafted position) with the mask applied and the bias
+// added (a masked logit stays -Inf whatever its bias). ok is false when the
+// grammar allows no token at all (a dead end: the grammar wants bytes no
+// token spells).
 func (s *shaper) shape(row []float32, slot int) (out []float32, ok bool) {
 	if !s.k.shapes() {
 		return row, true
@@ -344,52 +346,78 @@ func (s *shaper) shape(row []float32, slot int) (out []float32, ok bool) {
 		s.rows = append(s.rows, make([]float32, need-len(s.rows))...)
 	}
 	out = s.rows[slot*vocab : (slot+1)*vocab]
-	copy(out, row)
+	ok = true
+	if s.matcher == nil {
+		copy(out, row)
+	} else {
+		if s.mask == nil {
+			s.mask = make([]uint64, grammar.MaskWords(s.k.vocab.Size()))
+		}
+		s.matcher.Mask(s.mask)
+		ok = maskedCopy(out, row, s.mask)
+	}
 	for _, b := range s.k.bias {
 		if int(b.id) < vocab {
 			out[b.id] += b.value
 		}
 	}
-	if s.matcher == nil {
-		return out, true
-	}
-	if s.mask == nil {
-		s.mask = make([]uint64, grammar.MaskWords(s.k.vocab.Size()))
-	}
-	s.matcher.Mask(s.mask)
-	return out, applyMask(out, s.mask)
+	return out, ok
 }
 
-// applyMask sets every logit the mask does not allow to -Inf (ids past the
-// mask included) and reports whether any token is allowed. Whole words are
-// handled at once: inside a JSON string nearly every word is all ones, and
-// between JSON tokens nearly every word is zero.
-func applyMask(row []float32, mask []uint64) bool {
-	inf := float32(math.Inf(-1))
-	allowed := false
-	for w := 0; w*64 < len(row); w++ {
-		lo, hi := w*64, min(w*64+64, len(row))
-		var bits uint64
+// negInf is a run of -Inf to copy from: filling with copy is a vectorised
+// memmove, much faster than a loop of stores.
+var negInf = func() []float32 {
+	v := make([]float32, 4096)
+	for i := range v {
+		v[i] = float32(math.Inf(-1))
+	}
+	return v
+}()
+
+// maskedCopy writes src to dst (equal lengths) with every logit the mask
+// does not allow set to -Inf (ids past the mask included), and reports
+// whether any token is allowed. It goes by runs of whole words: between
+// JSON tokens nearly every word is zero (a fill), inside a JSON string
+// nearly every word is all ones (a copy), and only the few mixed words are
+// handled bit by bit.
+func maskedCopy(dst, src []float32, mask []uint64) bool {
+	n := len(src)
+	word := func(w int) uint64 {
 		if w < len(mask) {
-			bits = mask[w]
+			return mask[w]
 		}
-		switch bits {
-		case ^uint64(0):
-			allowed = true
-			continue
-		case 0:
-			for i := lo; i < hi; i++ {
-				row[i] = inf
+		return 0
+	}
+	full := n &^ 63 // ids below full are in whole words
+	allowed := false
+	for lo := 0; lo < n; {
+		m := word(lo >> 6)
+		if lo < full && (m == 0 || m == ^uint64(0)) {
+			end := lo + 64
+			for end < full && word(end>>6) == m {
+				end += 64
 			}
-			continue
-		}
-		for id := lo; id < hi; id++ {
-			if bits&(1<<(id-lo)) == 0 {
-				row[id] = inf
+			if m == 0 {
+				for i := lo; i < end; i += len(negInf) {
+					copy(dst[i:end], negInf)
+				}
 			} else {
+				copy(dst[lo:end], src[lo:end])
 				allowed = true
 			}
+			lo = end
+			continue
 		}
+		hi := min(lo+64, n)
+		valid := ^uint64(0) >> (64 - (hi - lo))
+		copy(dst[lo:hi], src[lo:hi])
+		if m&valid != 0 {
+			allowed = true
+		}
+		for z := ^m & valid; z != 0; z &= z - 1 {
+			dst[lo+bits.TrailingZeros64(z)] = negInf[0]
+		}
+		lo = hi
 	}
 	return allowed
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -539,5 +540,48 @@ func TestConstraintErrors(t *testing.T) {
 			t.Fatalf("%+v: got %v, want a request error on %s", tc.req, err, tc.param)
 		}
 		t.Logf("%s: %s", re.Param, re.Message)
+	}
+}
+
+// TestMaskedCopy checks the word-run mask against the plain rule on random
+// masks of every density, with a vocabulary that ends inside a word and
+// a mask shorter than the row.
+func TestMaskedCopy(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 63, 64, 65, 1000, 4096 + 130, 10000} {
+		for _, density := range []float64{0, 0.01, 0.5, 0.99, 1} {
+			src := make([]float32, n)
+			for i := range src {
+				src[i] = float32(rng.NormFloat64())
+			}
+			words := (n + 63) / 64
+			if n > 100 {
+				words-- // a mask shorter than the row: the rest is disallowed
+			}
+			mask := make([]uint64, words)
+			// Runs of whole words as well as random bits.
+			for w := range mask {
+				switch r := rng.Float64(); {
+				case r < density/2:
+					mask[w] = ^uint64(0)
+				case r < density:
+					mask[w] = rng.Uint64()
+				}
+			}
+			dst := make([]float32, n)
+			got := maskedCopy(dst, src, mask)
+			want := false
+			for id := range n {
+				in := id/64 < len(mask) && mask[id/64]&(1<<(id%64)) != 0
+				want = want || in
+				if in && dst[id] != src[id] || !in && !math.IsInf(float64(dst[id]), -1) {
+					t.Fatalf("n %d density %v: id %d allowed %v: %v (src %v)", n, density, id, in, dst[id], src[id])
+				}
+			}
+			if got != want {
+				t.Fatalf("n %d density %v: allowed %v, want %v", n, density, got, want)
+			}
+		}
 	}
 }
