@@ -511,6 +511,11 @@ func (s *shaper) parse(out string, final bool) (string, []engine.ToolCallDelta) 
 			}
 			if d.Call.ID != "" {
 				s.calls++ // the first delta of a call carries its id
+			} else if n := len(calls); n > 0 && calls[n-1].Index == d.Call.Index {
+				// One fragment per call and event: Feed's and Flush's
+				// pieces of the same call join.
+				calls[n-1].Arguments += d.Call.Arguments
+				continue
 			}
 			calls = append(calls, engine.ToolCallDelta{Index: d.Call.Index, ID: d.Call.ID, Name: d.Call.Name, Arguments: d.Call.Arguments})
 		}
