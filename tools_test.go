@@ -180,6 +180,19 @@ func TestStructuredOutputsWithOpenAIClient(t *testing.T) {
 			}
 			mustValidate(t, object, res.Choices[0].Message.Content, "json_object")
 
+			// response_format on the legacy completions endpoint (vLLM's
+			// extension, which openai-go has no field for).
+			comp, err := s.client.Completions.New(ctx, openai.CompletionNewParams{
+				Model:     openai.CompletionNewParamsModel("rill-tiny"),
+				Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("An event as JSON:")},
+				MaxTokens: openai.Int(2000), Seed: openai.Int(5),
+			}, option.WithJSONSet("response_format", map[string]any{"type": "json_schema",
+				"json_schema": map[string]any{"name": "event", "schema": eventSchema}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustValidate(t, schema, comp.Choices[0].Text, "completions json_schema")
+
 			// A streamed schema with usage: the accumulated content is valid
 			// and the usage chunk matches the non-streamed request's.
 			p := openai.ChatCompletionNewParams{Model: "rill-tiny", Messages: userMessage("Plan a trip."), ResponseFormat: rf,
