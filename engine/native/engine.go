@@ -5,8 +5,10 @@
 // The work is split the vLLM v1 way: engine/sched decides what each step
 // computes, engine/kvcache allocates blocks, and this package does the rest:
 // it renders chat templates and tokenises (on the caller's goroutine, in
-// Generate), runs the model over each step's plan, samples, drafts and
-// verifies, detokenises, and streams events.
+// Generate), runs the model over each step's plan, shapes the logits of
+// constrained choices (response_format, forced tool calls, logit_bias; see
+// constrain.go), samples, drafts and verifies, detokenises, parses tool
+// calls, and streams events.
 //
 // One goroutine, the loop (Run), owns the model runner, the KV cache, the
 // scheduler and every sequence. Events flow to each request's consumer
