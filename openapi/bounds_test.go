@@ -26,7 +26,7 @@ func TestBounds(t *testing.T) {
 		name, path, body string
 		param, code      string // both empty: valid
 	}{
-		{"128 tools", chat, `{"model":"m",` + user + `,"tools":` + list(`{"type":"function"}`, 128) + `}`, "", ""},
+		{"128 tools", chat, `{"model":"m",` + user + `,"tools":` + list(`{"type":"function","function":{"name":"f"}}`, 128) + `}`, "", ""},
 		{"129 tools", chat, `{"model":"m",` + user + `,"tools":` + list(`{}`, 129) + `}`, "tools", "array_above_max_length"},
 		{"129 functions", chat, `{"model":"m",` + user + `,"functions":` + list(`{}`, 129) + `}`, "functions", "array_above_max_length"},
 		{"5 stops", chat, `{"model":"m",` + user + `,"stop":` + list(`"x"`, 5) + `}`, "stop", "array_above_max_length"},
@@ -38,12 +38,12 @@ func TestBounds(t *testing.T) {
 		{"a long token prompt", comp, `{"model":"m","prompt":` + list(`1`, 100000) + `}`, "", ""},
 		{"too many values", comp, `{"model":"m","prompt":` + list(`1`, MaxValues) + `}`, "", "too_many_values"},
 		{"too many values in a tool", chat, `{"model":"m",` + user + `,"tools":[{"x":` + list(`{}`, MaxValues) + `}]}`, "", "too_many_values"},
-		{"deep, within the limit", chat, `{"model":"m",` + user + `,"tools":[` + nest(MaxDepth-3) + `]}`, "", ""},
+		{"deep, within the limit", chat, `{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f","parameters":` + nest(MaxDepth-5) + `}}]}`, "", ""},
 		{"too deep", chat, `{"model":"m",` + user + `,"tools":[` + nest(MaxDepth) + `]}`, "tools[0]" + strings.Repeat(".a", MaxDepth-2), "too_deep"},
 		{"too many parts, nested", chat, `{"model":"m","messages":[{"role":"user","content":"a"},{"role":"user","content":` +
 			list(`{"type":"text","text":"a"}`, 3) + `}],"stop":{"x":1}}`, "stop", "invalid_type"},
 		{"escaped key", chat, `{"model":"m",` + user + `,"t\u006fols":` + list(`{}`, 129) + `}`, "tools", "array_above_max_length"},
-		{"spaces everywhere", chat, " { \"model\" : \"m\" ,\n\t\"messages\" : [ { \"role\" : \"user\" , \"content\" : \"hi\" } ] , \"tools\" : [ {} , {} ] } ", "", ""},
+		{"spaces everywhere", chat, " { \"model\" : \"m\" ,\n\t\"messages\" : [ { \"role\" : \"user\" , \"content\" : \"hi\" } ] , \"tools\" : [ { \"type\" : \"function\" , \"function\" : { \"name\" : \"f\" } } ] } ", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 type choiceOutput struct {
 	text     []byte
 	logprobs []engine.TokenLogprob
+	calls    []callOutput
 	final    engine.Event // the final event, for its FinishReason
 }
 
@@ -20,6 +21,7 @@ func (g *generation) collect(ctx context.Context) ([]byte, *Usage, error) {
 	stats, err := g.run(ctx, 0, func(i int, ev *engine.Event) error {
 		o := &out[i]
 		o.text = append(o.text, ev.Text...)
+		o.calls = addCalls(o.calls, ev.ToolCalls)
 		if g.logprobs {
 			o.logprobs = append(o.logprobs, ev.Logprobs...)
 		}
@@ -70,8 +72,17 @@ func (g *generation) appendResponse(b []byte, out []choiceOutput, u *Usage) []by
 			b = append(b, `{"index":`...)
 			b = appendInt(b, i)
 			b = append(b, `,"message":{"role":"assistant","content":`...)
-			b = appendString(b, string(o.text))
-			b = append(b, `,"refusal":null},"logprobs":`...)
+			if len(o.text) == 0 && len(o.calls) > 0 {
+				b = append(b, "null"...) // a reply that only calls tools, as OpenAI writes it
+			} else {
+				b = appendString(b, string(o.text))
+			}
+			b = append(b, `,"refusal":null`...)
+			if len(o.calls) > 0 {
+				b = append(b, ',')
+				b = appendToolCalls(b, o.calls)
+			}
+			b = append(b, `},"logprobs":`...)
 			if g.logprobs {
 				b = appendChatLogprobs(b, o.logprobs)
 			} else {

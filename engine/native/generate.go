@@ -32,6 +32,9 @@ type request struct {
 
 	draft      draftKind
 	prediction []int32 // the client's predicted output, tokenised
+	// constraint is what the request asks of its output beyond sampling
+	// (a grammar, tool-call parsing, a logit bias); nil for none.
+	constraint *constraint
 
 	verdict   chan error  // the loop's admission answer to Generate (cap 1)
 	cancelled atomic.Bool // the request's context ended
@@ -68,7 +71,11 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	if req.Model != e.info.ID {
 		return nil, fmt.Errorf("%w: %q (this server has %q)", engine.ErrUnknownModel, req.Model, e.info.ID)
 	}
-	prompt, err := e.promptTokens(req)
+	k, err := e.constraintFor(req)
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := e.promptTokens(promptRequest(req, k))
 	if err != nil {
 		return nil, err
 	}
@@ -95,11 +102,12 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 
 	n := req.Choices()
 	r := &request{
-		req:       req,
-		prompt:    prompt,
-		maxTokens: maxTokens,
-		arrival:   time.Now(),
-		verdict:   make(chan error, 1),
+		req:        req,
+		prompt:     prompt,
+		maxTokens:  maxTokens,
+		arrival:    time.Now(),
+		verdict:    make(chan error, 1),
+		constraint: k,
 	}
 	r.out = engine.NewQueue(e.opts.StreamBuffer*n, e.signal)
 	if !req.NoDraft {
@@ -169,6 +177,9 @@ type choice struct {
 	emitted int       // completion tokens emitted
 	first   time.Time // when the first token was emitted
 	top     []sample.Logprob
+	// shaper applies the request's constraint to this choice (its grammar
+	// matcher, logit bias and tool-call parser); nil for none.
+	shaper *shaper
 
 	// Speculative decoding (drafting requests only).
 	backoff      spec.Backoff
@@ -177,6 +188,7 @@ type choice struct {
 	draftsWanted int             // this step's reserved draft slots, while the draft model proposes
 	draftSampler *sample.Sampler // draws proposals from the draft model (sampling requests)
 	draftDists   [][]float32     // the draft model's distribution of each proposal, when sampling
+	draftMatched int             // proposals the grammar matcher advanced over while the draft model drafted
 	accepted     int             // draft tokens in the output
 	rejected     int             // draft tokens known not to be in the output
 	undecided    int             // this step's drafts not (yet) in the output: rejected if the choice ends now
@@ -189,6 +201,7 @@ func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 		sampler: sample.New(r.req.Sampling, e.tok.Size(), seed+uint64(i)*choiceSeedStride),
 		dec:     e.tok.NewDecoder(),
 		stop:    stopper{stops: r.req.Stop},
+		shaper:  newShaper(r.constraint),
 	}
 	if r.draft != draftNone {
 		c.backoff = spec.Backoff{Max: e.opts.DraftTokens}
@@ -212,6 +225,7 @@ func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 // is paused. They come back when it samples again.
 func (c *choice) release() {
 	c.sampler.Release()
+	c.shaper.release()
 	if c.draftSampler != nil {
 		c.draftSampler.Release()
 	}

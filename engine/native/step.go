@@ -19,7 +19,7 @@ func (e *Engine) step() error {
 		e.choiceOf(seq).release()
 	}
 	for _, seq := range plan.Exhausted {
-		e.finish(e.choiceOf(seq), engine.FinishLength)
+		e.cut(e.choiceOf(seq), engine.FinishLength)
 	}
 	if len(plan.Seqs) == 0 {
 		return nil
@@ -54,11 +54,27 @@ func (e *Engine) step() error {
 			e.verify(c, rows)
 			continue
 		}
-		tok := c.sampler.Sample(last)
-		c.sampler.Accept(tok)
-		e.emit(c, tok, last)
+		e.sampleNext(c, last)
 	}
 	return nil
+}
+
+// sampleNext samples c's next token from row, the model's logits after its
+// last token, shaped by its constraint, and emits it.
+func (e *Engine) sampleNext(c *choice, row []float32) {
+	shaped := row
+	if c.shaper != nil {
+		var ok bool
+		if shaped, ok = c.shaper.shape(row, 0); !ok {
+			// The grammar allows no token at all here: the output is as
+			// complete as it can be.
+			e.cut(c, engine.FinishStop)
+			return
+		}
+	}
+	tok := c.sampler.Sample(shaped)
+	c.sampler.Accept(tok)
+	e.emit(c, tok, row)
 }
 
 // build lays the plan out as the target's batch: each sequence's planned
@@ -105,15 +121,13 @@ func (e *Engine) startFork(f sched.Fork, row []float32) {
 			e.draftKV.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
 		}
 	}
-	c := e.choiceOf(f.Child)
-	tok := c.sampler.Sample(row)
-	c.sampler.Accept(tok)
-	e.emit(c, tok, row)
+	e.sampleNext(e.choiceOf(f.Child), row)
 }
 
-// emit appends tok, sampled from row, to c's output and streams it. It
-// reports whether the choice finished (end of sequence, a stop string, max
-// tokens or the context), in which case c is already released.
+// emit appends tok, sampled from row (the model's logits, unshaped), to
+// c's output and streams it. It reports whether the choice finished (end of
+// sequence, a stop string, max tokens or the context), in which case c is
+// already released.
 func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	r := c.r
 	seq := c.seq
@@ -122,18 +136,21 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	if c.emitted == 1 {
 		c.first = time.Now()
 	}
+	c.shaper.accept(tok)
 
 	ev := engine.Event{Choice: c.index}
 	var finish engine.FinishReason
 	var text string
-	if !r.req.IgnoreEOS && e.tok.IsEOG(tok) {
+	// ignore_eos keeps going past an end token, but not past the end of a
+	// grammar: nothing may follow it.
+	if e.tok.IsEOG(tok) && (!r.req.IgnoreEOS || c.shaper.ended()) {
 		finish = engine.FinishStop
 		text = c.dec.Flush()
 	} else {
 		if r.req.Logprobs {
 			ev.Logprobs = []engine.TokenLogprob{e.logprob(c, row, tok)}
 		}
-		text = c.dec.Add(tok)
+		text = e.decode(c, tok)
 		if c.emitted >= r.maxTokens || len(seq.Tokens) >= e.ctxLen {
 			finish = engine.FinishLength
 			text += c.dec.Flush()
@@ -145,18 +162,55 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	} else if finish != "" {
 		out += c.stop.flush()
 	}
-	ev.Text = out
-	if ev.Text != "" || ev.Logprobs != nil {
-		if r.req.ContinuousUsage {
-			ev.Stats = c.stats(false)
-		}
-		e.push(r, ev)
-	}
+	e.output(c, &ev, out, finish != "")
 	if finish == "" {
 		return false
 	}
 	e.finish(c, finish)
 	return true
+}
+
+// decode returns the text tok adds to c's output. Choices that read or
+// constrain tool calls see the tool-call markers that the vocabulary makes
+// control tokens as their text.
+func (e *Engine) decode(c *choice, tok int) string {
+	if s := c.shaper; s != nil && (s.matcher != nil || s.parser != nil) {
+		if m, ok := e.markers[tok]; ok {
+			return c.dec.Flush() + m
+		}
+	}
+	return c.dec.Add(tok)
+}
+
+// output streams out, the next text of c (final: its last), in ev: as
+// content and tool-call deltas when c parses tool calls, else as text. An
+// event with nothing in it is not sent.
+func (e *Engine) output(c *choice, ev *engine.Event, out string, final bool) {
+	ev.Text = out
+	if c.shaper != nil && c.shaper.parser != nil {
+		ev.Text, ev.ToolCalls = c.shaper.parse(out, final)
+	}
+	if ev.Text == "" && ev.Logprobs == nil && len(ev.ToolCalls) == 0 {
+		return
+	}
+	if c.r.req.ContinuousUsage {
+		ev.Stats = c.stats(false)
+	}
+	e.push(c.r, *ev)
+}
+
+// cut ends c without a new token (the context or the KV cache is
+// exhausted, or the grammar allows nothing more): the text held back for
+// stop strings and tool calls is sent, then the final event.
+func (e *Engine) cut(c *choice, reason engine.FinishReason) {
+	out, stopped := c.stop.push(c.dec.Flush())
+	if stopped {
+		reason = engine.FinishStop
+	} else {
+		out += c.stop.flush()
+	}
+	e.output(c, &engine.Event{Choice: c.index}, out, true)
+	e.finish(c, reason)
 }
 
 func (e *Engine) logprob(c *choice, row []float32, tok int) engine.TokenLogprob {
@@ -179,6 +233,9 @@ func (e *Engine) logprob(c *choice, row []float32, tok int) engine.TokenLogprob 
 // stream ends after its last choice.
 func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 	r := c.r
+	if reason == engine.FinishStop && c.shaper != nil && c.shaper.calls > 0 {
+		reason = engine.FinishToolCalls
+	}
 	e.sched.Finish(c.seq)
 	c.release()
 	st := c.stats(true)

@@ -465,19 +465,24 @@ func (s *scanner) choice(c *wireChoice) bool {
 	})
 }
 
-// content reads a delta or message object (null: nil) for its content.
+// content reads a delta or message object (null: nil) for its content and
+// tool calls.
 func (s *scanner) content() (*wireContent, bool) {
 	if s.null() {
 		return nil, true
 	}
 	w := &wireContent{}
 	ok := s.object(func(key []byte) bool {
-		if string(key) == "content" {
+		switch string(key) {
+		case "content":
 			var ok bool
 			w.Content, ok = s.str()
 			return ok
+		case "tool_calls":
+			w.ToolCalls = nil
+			return s.nested(&w.ToolCalls)
 		}
-		if known(key, "content") {
+		if known(key, "content", "tool_calls") {
 			return false
 		}
 		_, ok := s.skip()

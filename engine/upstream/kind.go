@@ -76,22 +76,27 @@ type caps struct {
 	prefixCache bool
 	// responses: the kind's server has the Responses API (responses.go).
 	responses bool
+	// forcedTools: the kind enforces tool_choice "required" and named
+	// functions. tabbyAPI treats every tool_choice as "auto", so a forced
+	// one is refused rather than silently not forced. Tools,
+	// response_format and logit_bias go to every kind.
+	forcedTools bool
 }
 
 func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true}
 	case VLLM:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true}
 	case SGLang:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, forcedTools: true}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true}
 	}
-	return caps{prediction: true, prefixCache: true, responses: true}
+	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true}
 }
 
 // stats maps what the upstream reported for a whole request into the Stats

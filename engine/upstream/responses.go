@@ -64,7 +64,8 @@ func encodeResponsesRequest(k Kind, model string, req *engine.Request) ([]byte, 
 	w := wireResponsesRequest{Model: model, Stream: true, MaxOutputTokens: req.MaxTokens}
 	w.Input = make([]wireMessage, len(req.Messages))
 	for i, m := range req.Messages {
-		w.Input[i] = wireMessage{Role: string(m.Role), Content: m.Content}
+		content := m.Content // Responses message items always carry text
+		w.Input[i] = wireMessage{Role: string(m.Role), Content: &content}
 	}
 	s := req.Sampling
 	w.Temperature = s.Temperature

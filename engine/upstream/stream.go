@@ -125,12 +125,19 @@ func (s *stream) step() error {
 		case c.Message != nil && c.Message.Content != nil:
 			text = *c.Message.Content
 		}
+		var calls []engine.ToolCallDelta
+		switch {
+		case c.Delta != nil && len(c.Delta.ToolCalls) > 0:
+			calls = callDeltas(c.Delta.ToolCalls)
+		case c.Message != nil:
+			calls = callDeltas(c.Message.ToolCalls)
+		}
 		lps := c.Logprobs.events()
-		if text != "" || len(lps) > 0 {
+		if text != "" || len(lps) > 0 || len(calls) > 0 {
 			if !s.started {
 				s.started, s.first = true, time.Now()
 			}
-			s.queue = append(s.queue, engine.Event{Choice: j, Text: text, Logprobs: lps})
+			s.queue = append(s.queue, engine.Event{Choice: j, Text: text, Logprobs: lps, ToolCalls: calls})
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			s.finished[j], s.reasons[j] = true, finishReason(*c.FinishReason)

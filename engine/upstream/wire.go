@@ -48,12 +48,21 @@ type wireRequest struct {
 	IgnoreEOS   bool            `json:"ignore_eos,omitempty"`
 	BanEOSToken bool            `json:"ban_eos_token,omitempty"` // tabbyAPI's name for ignore_eos
 	NoDraft     bool            `json:"no_draft,omitempty"`      // rill's extension
+
+	Tools             []wireTool          `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage     `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool               `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    *wireResponseFormat `json:"response_format,omitempty"`
+	LogitBias         map[string]float64  `json:"logit_bias,omitempty"`
 }
 
 type wireMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-	Name    string `json:"name,omitempty"`
+	Role string `json:"role"`
+	// Content is nil (null) for an assistant turn that only calls tools.
+	Content    *string        `json:"content"`
+	Name       string         `json:"name,omitempty"`
+	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
 }
 
 type wireStreamOptions struct {
@@ -118,6 +127,9 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 	if req.TopLogprobs < 0 || req.TopLogprobs > 20 {
 		return "", nil, engine.Errorf("", "top_logprobs", "top_logprobs must be between 0 and 20")
 	}
+	if err := encodeTools(k, req, &w); err != nil {
+		return "", nil, err
+	}
 
 	switch {
 	case req.Messages != nil:
@@ -127,7 +139,10 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 		path = pathChat
 		w.Messages = make([]wireMessage, len(req.Messages))
 		for i, m := range req.Messages {
-			w.Messages[i] = wireMessage{Role: string(m.Role), Content: m.Content, Name: m.Name}
+			w.Messages[i] = wireMessage{Role: string(m.Role), Name: m.Name, ToolCalls: wireCalls(m.ToolCalls), ToolCallID: m.ToolCallID}
+			if !m.NullContent {
+				w.Messages[i].Content = &req.Messages[i].Content
+			}
 		}
 		if req.Logprobs {
 			w.Logprobs = true
@@ -178,7 +193,8 @@ type wireChoice struct {
 }
 
 type wireContent struct {
-	Content *string `json:"content"`
+	Content   *string        `json:"content"`
+	ToolCalls []wireToolCall `json:"tool_calls"`
 }
 
 // wireUsage is the usage object. Counts are floats: some upstreams send
@@ -300,10 +316,14 @@ func tokenBytes(tok string, b []int) []byte {
 }
 
 // finishReason maps an upstream finish_reason: "length" is the length
-// limit, anything else (stop, eos, tool_calls, content_filter, ...) a stop.
+// limit, "tool_calls" (and OpenAI's deprecated "function_call") a reply
+// that called tools, anything else (stop, eos, content_filter, ...) a stop.
 func finishReason(s string) engine.FinishReason {
-	if s == "length" {
+	switch s {
+	case "length":
 		return engine.FinishLength
+	case "tool_calls", "function_call":
+		return engine.FinishToolCalls
 	}
 	return engine.FinishStop
 }
