@@ -61,12 +61,22 @@ type chatMessage struct {
 	ToolCalls []json.RawMessage `json:"tool_calls"`
 }
 
-// contentPart is one element of an array content. Only its type and text
-// are read; the other members stay unparsed.
+// contentPart is one element of an array content, read leniently: a
+// missing text is an empty one. Only its type and text are read; the other
+// members stay unparsed. (Chat content is read as chatContentPart; the
+// Responses API's parser, on its branch, reads this one.)
 type contentPart struct {
 	Type    string `json:"type"`
 	Text    string `json:"text"`
 	Refusal string `json:"refusal"`
+}
+
+// chatContentPart is a contentPart that tells a missing text from an empty
+// one: a chat text part must carry its text, a refusal part its refusal.
+type chatContentPart struct {
+	Type    string  `json:"type"`
+	Text    *string `json:"text"`
+	Refusal *string `json:"refusal"`
 }
 
 type prediction struct {
@@ -132,17 +142,25 @@ func textContent(raw json.RawMessage, param string) (string, *apiError) {
 		}
 		return s, nil
 	case '[':
-		var parts []contentPart
+		var parts []chatContentPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
 			return "", invalid(param, "invalid_type", "Invalid type for '%s': expected an array of content parts.", param)
 		}
 		var b []byte
 		for i, p := range parts {
+			// A part without its text is refused, as OpenAI does, rather
+			// than read as an empty string.
 			switch p.Type {
 			case "text":
-				b = append(b, p.Text...)
+				if p.Text == nil {
+					return "", missingPartField(param, i, "text")
+				}
+				b = append(b, *p.Text...)
 			case "refusal":
-				b = append(b, p.Refusal...)
+				if p.Refusal == nil {
+					return "", missingPartField(param, i, "refusal")
+				}
+				b = append(b, *p.Refusal...)
 			default:
 				return "", unsupported(fmt.Sprintf("%s[%d]", param, i), fmt.Sprintf("Content of type '%s'", p.Type))
 			}
@@ -150,6 +168,13 @@ func textContent(raw json.RawMessage, param string) (string, *apiError) {
 		return string(b), nil
 	}
 	return "", nil
+}
+
+// missingPartField is the 400 for part i of content param that lacks its
+// field (text, refusal).
+func missingPartField(param string, i int, field string) *apiError {
+	name := fmt.Sprintf("%s[%d].%s", param, i, field)
+	return invalid(name, "missing_required_parameter", "Missing required parameter: '%s'.", name)
 }
 
 // stopStrings reads stop: null, a string, or an array of strings. Empty
