@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -36,12 +37,16 @@ func serve(ctx context.Context, args []string) error {
 	writeIdle := fs.Duration("write-idle-timeout", service.DefaultWriteIdleTimeout, "how long a write to a client may make no progress before its request (or WebSocket connection) is ended and its engine work cancelled; 0 turns the limit off")
 	maxChoices := fs.Int("max-choices", service.DefaultMaxChoices, "most choices (prompts × n) one request may ask for")
 	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
+	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses to keep in memory for previous_response_id and GET /v1/responses/{id} (least recently used out; 0 keeps none; nothing survives a restart)")
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *responsesStore < 0 {
+		return fmt.Errorf("--responses-store %d: want 0 (keep none) or more", *responsesStore)
 	}
 	log, err := newLogger(os.Stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -110,6 +115,7 @@ func serve(ctx context.Context, args []string) error {
 		ReadTimeout:      flagTimeout(*readTimeout),
 		WriteIdleTimeout: flagTimeout(*writeIdle),
 		MaxChoices:       *maxChoices,
+		ResponsesStore:   cmp.Or(*responsesStore, -1),
 	})
 	srv := &http.Server{
 		Handler:           api,

@@ -31,6 +31,8 @@ func TestConformance(t *testing.T) {
 type target struct {
 	*conformance.Target
 	caps conformance.Capabilities
+	// responses: what the target does of the Responses API (responses_test.go).
+	responses responsesCaps
 }
 
 // suiteEnv is what BeforeSuite sets up. It is written once, before any
@@ -74,6 +76,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(e.main.ResolveModel(ctx)).To(Succeed(), "target %s", e.main.BaseURL)
 	e.main.caps, err = conformance.Probe(ctx, e.main.Target)
 	Expect(err).NotTo(HaveOccurred(), "probe %s", e.main.BaseURL)
+	e.main.responses = probeResponses(ctx, e.main.Target)
 	if d := e.double; d != nil {
 		// The double's prompts are scripts, so only its transport is probed.
 		d.caps.WebSocket, d.caps.WebSocketReason = conformance.ProbeWebSocket(ctx, d.Target)

@@ -165,6 +165,11 @@ type Request struct {
 	// ChatTemplateKwargs are extra variables for the chat template, such
 	// as {"enable_thinking": false} (vLLM's chat_template_kwargs).
 	ChatTemplateKwargs map[string]any
+
+	// Responses marks a chat request that came through the Responses API:
+	// an engine behind HTTP whose server has that API may send it there, so
+	// that the server counts it as that API does. Others treat it as chat.
+	Responses bool
 }
 
 // Choices returns the number of choices the request asks for (at least 1).

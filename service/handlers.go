@@ -188,8 +188,15 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 	if p.kind == kindCompletion {
 		idPrefix = "cmpl-"
 	}
+	return s.launch(ctx, p, idPrefix+requestID, begun)
+}
+
+// launch starts the engine requests of p under a context derived from ctx
+// and begins its metrics; id is the wire id, begun when the request came
+// in. The caller owns the generation as start's caller does.
+func (s *Server) launch(ctx context.Context, p *plan, id string, begun time.Time) (*generation, *apiError) {
 	ctx, cancel := context.WithCancel(ctx)
-	g := &generation{plan: p, id: idPrefix + requestID, created: begun.Unix(), cancel: cancel}
+	g := &generation{plan: p, id: id, created: begun.Unix(), cancel: cancel}
 	for _, req := range p.reqs {
 		st, err := s.engine.Generate(ctx, req)
 		if err != nil {
@@ -199,7 +206,7 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 			}
 			return nil, fromEngine(err, p.model)
 		}
-		g.streams = append(g.streams, &panicSafeStream{Stream: st, log: s.log, requestID: requestID})
+		g.streams = append(g.streams, &panicSafeStream{Stream: st, log: s.log, requestID: id})
 	}
 	// Only now is the model known to be served: series are never made for
 	// the model names of requests that fail.

@@ -98,6 +98,11 @@ type Options struct {
 	// is answered with an error message and discarded, and the connection
 	// stays open. Zero means MaxBodyBytes.
 	WSMaxMessageBytes int64
+	// ResponsesStore is how many responses of the Responses API are kept in
+	// memory for previous_response_id and GET /v1/responses/{id}, least
+	// recently used first out. Zero means DefaultResponsesStore; negative
+	// keeps none.
+	ResponsesStore int
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use;
@@ -127,6 +132,8 @@ type Server struct {
 	wsConns    inflight
 
 	metrics *metrics
+	// responses keeps stored responses; nil keeps none.
+	responses *responseStore
 }
 
 // New returns a Server for opts. It panics if opts.Engine is nil or the
@@ -148,6 +155,10 @@ func New(opts Options) *Server {
 		validator: v,
 		metrics:   newMetrics(opts.Engine),
 	}
+	if opts.ResponsesStore == 0 {
+		opts.ResponsesStore = DefaultResponsesStore
+	}
+	s.responses = newResponseStore(opts.ResponsesStore)
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
 	}
@@ -200,6 +211,7 @@ type route struct {
 	methods string // the Allow header
 	get     func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 	post    func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
+	del     func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 	upgrade func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 }
 
@@ -212,6 +224,9 @@ var (
 	routeModel       = route{methods: "GET, HEAD", get: (*Server).handleModel}
 	routeChat        = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
 	routeCompletions = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
+	// The Responses API (responses.go, responses_ws.go).
+	routeResponses = route{methods: "POST", post: (*Server).handleCreateResponse, upgrade: (*Server).handleWebSocket}
+	routeResponse  = route{methods: "GET, HEAD, DELETE", get: (*Server).handleGetResponse, del: (*Server).handleDeleteResponse}
 )
 
 func findRoute(path string) *route {
@@ -228,6 +243,11 @@ func findRoute(path string) *route {
 		return &routeChat
 	case "/v1/completions":
 		return &routeCompletions
+	case pathResponses:
+		return &routeResponses
+	}
+	if id, ok := strings.CutPrefix(path, pathResponses+"/"); ok && id != "" && !strings.Contains(id, "/") {
+		return &routeResponse
 	}
 	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
 		return &routeModel
@@ -306,6 +326,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.get(s, rec, r, info)
 	case r.Method == http.MethodPost && rt.post != nil:
 		rt.post(s, rec, r, info)
+	case r.Method == http.MethodDelete && rt.del != nil:
+		rt.del(s, rec, r, info)
 	default:
 		rec.Header().Set("Allow", rt.methods)
 		writeError(rec, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest,

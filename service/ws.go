@@ -90,6 +90,9 @@ func (s *Server) handleWebSocket(w http.ResponseWriter, r *http.Request, info *r
 		return
 	}
 	c := newWSConn(s, conn, r.URL.Path, info.id)
+	if r.URL.Path == pathResponses {
+		c.onMessage = newResponsesWS(c).handle
+	}
 	c.serve(r.Context())
 }
 

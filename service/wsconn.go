@@ -37,6 +37,10 @@ type wsConn struct {
 	closing bool                  // shutdown began: creates are refused
 	running sync.WaitGroup        // request goroutines; Add under mu while !closing
 
+	// onMessage handles a client message in place of handle, for a
+	// connection that speaks another protocol (the Responses API's).
+	onMessage func(ctx, reqCtx context.Context, data []byte)
+
 	wg sync.WaitGroup
 }
 
@@ -184,6 +188,10 @@ func (c *wsConn) read(ctx, reqCtx context.Context) {
 			if _, err := io.Copy(io.Discard, r); err != nil {
 				return
 			}
+			continue
+		}
+		if c.onMessage != nil {
+			c.onMessage(ctx, reqCtx, msg)
 			continue
 		}
 		c.handle(ctx, reqCtx, msg)
@@ -339,7 +347,11 @@ func (c *wsConn) release(id string, req *wsRequest) {
 // with bad messages and reads nothing.
 func (c *wsConn) reject(ctx context.Context, id []byte, e *apiError) {
 	f := getFrame()
-	f.b = appendWSError(f.b, id, e)
+	if c.onMessage != nil {
+		f.b = appendResponseWSError(f.b, e, "", -1) // the Responses API's shape
+	} else {
+		f.b = appendWSError(f.b, id, e)
+	}
 	_ = c.out.put(c.out.ctrl, f, ctx.Done())
 }
 

@@ -74,20 +74,24 @@ type caps struct {
 	splitChoices bool
 	// prefixCache: the kind reports a prefix cache (for /v1/models).
 	prefixCache bool
+	// responses: the kind's server has the Responses API (responses.go).
+	responses bool
 }
 
 func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true}
-	case VLLM, SGLang:
+	case VLLM:
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true}
+	case SGLang:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true}
 	}
-	return caps{prediction: true, prefixCache: true}
+	return caps{prediction: true, prefixCache: true, responses: true}
 }
 
 // stats maps what the upstream reported for a whole request into the Stats

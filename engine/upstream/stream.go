@@ -96,7 +96,11 @@ func (s *stream) step() error {
 		return nil
 	}
 	var ch wireChunk
-	if err := decodeChunk(data, &ch); err != nil {
+	decode := decodeChunk
+	if s.c.responses {
+		decode = decodeResponseEvent
+	}
+	if err := decode(data, &ch); err != nil {
 		return s.broken(fmt.Errorf("unreadable chunk: %v", err), false)
 	}
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
