@@ -61,19 +61,11 @@ type chatMessage struct {
 	ToolCalls []json.RawMessage `json:"tool_calls"`
 }
 
-// contentPart is one element of an array content, read leniently: a
-// missing text is an empty one. Only its type and text are read; the other
-// members stay unparsed. (Chat content is read as chatContentPart; the
-// Responses API's parser, on its branch, reads this one.)
+// contentPart is one element of an array content (of chat messages and
+// of Responses input messages). Only its type and text are read; the other
+// members stay unparsed. Text and Refusal are nil when absent: a text part
+// must carry its text, a refusal part its refusal (missingPartField).
 type contentPart struct {
-	Type    string `json:"type"`
-	Text    string `json:"text"`
-	Refusal string `json:"refusal"`
-}
-
-// chatContentPart is a contentPart that tells a missing text from an empty
-// one: a chat text part must carry its text, a refusal part its refusal.
-type chatContentPart struct {
 	Type    string  `json:"type"`
 	Text    *string `json:"text"`
 	Refusal *string `json:"refusal"`
@@ -142,14 +134,12 @@ func textContent(raw json.RawMessage, param string) (string, *apiError) {
 		}
 		return s, nil
 	case '[':
-		var parts []chatContentPart
+		var parts []contentPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
 			return "", invalid(param, "invalid_type", "Invalid type for '%s': expected an array of content parts.", param)
 		}
 		var b []byte
 		for i, p := range parts {
-			// A part without its text is refused, as OpenAI does, rather
-			// than read as an empty string.
 			switch p.Type {
 			case "text":
 				if p.Text == nil {
@@ -171,7 +161,8 @@ func textContent(raw json.RawMessage, param string) (string, *apiError) {
 }
 
 // missingPartField is the 400 for part i of content param that lacks its
-// field (text, refusal).
+// field (text, refusal): OpenAI refuses such a part rather than read it as
+// empty.
 func missingPartField(param string, i int, field string) *apiError {
 	name := fmt.Sprintf("%s[%d].%s", param, i, field)
 	return invalid(name, "missing_required_parameter", "Missing required parameter: '%s'.", name)
