@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -350,4 +352,78 @@ func logCheck(srv *child) outcome {
 		o.err = errors.New(strings.Join(fails, "\n"))
 	}
 	return o
+}
+
+// checkOverload sends 64 streams at once to a server that runs 4 and
+// queues 4 (--max-seqs 4 --max-queued-requests 4): the rest are refused at
+// once with a 503 engine_overloaded in OpenAI's shape and a Retry-After;
+// every admitted stream completes with its usage. The log holds no error
+// but the shed requests' (a 5xx logs at error, as documented).
+func checkOverload(ctx context.Context, h *harness) (string, error) {
+	srv, err := startChild(ctx, childOptions{bin: h.bin, args: lifecycleArgs("5s", "--max-seqs", "4", "--max-queued-requests", "4"), wantListen: true})
+	if err != nil {
+		return "", err
+	}
+	defer srv.kill()
+	const streams = 64
+	type result struct {
+		status     int
+		retryAfter string
+		body       []byte
+		sse        sseResult
+	}
+	results := make([]result, streams)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range streams {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.url("/v1/chat/completions"), bytes.NewReader(streamBody(200)))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				results[i].sse.err = err
+				return
+			}
+			defer resp.Body.Close()
+			results[i].status, results[i].retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+			if resp.StatusCode != http.StatusOK {
+				results[i].body, _ = io.ReadAll(resp.Body)
+				return
+			}
+			results[i].sse = readSSE(resp.Body, nil)
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	var fails []string
+	served, shed := 0, 0
+	for i, r := range results {
+		switch {
+		case r.status == http.StatusOK && r.sse.done && r.sse.completionTokens == 200:
+			served++
+		case r.status == http.StatusServiceUnavailable && errorCode(r.body) == "engine_overloaded" && errorShape(r.body) == nil && r.retryAfter != "":
+			shed++
+		default:
+			fails = append(fails, fmt.Sprintf("stream %d: status %d %s, %d tokens, %v", i, r.status, clipQ(r.body), r.sse.completionTokens, r.sse.err))
+		}
+	}
+	srv.stop(20 * time.Second)
+	var other []string
+	for _, l := range logProblems(srv.log()) {
+		if !strings.Contains(l, `"status":503`) {
+			other = append(other, l)
+		}
+	}
+	if len(other) > 0 {
+		fails = append(fails, "log: "+strings.Join(other, "\n"))
+	}
+	figures := fmt.Sprintf("%d streams: %d served, %d shed with 503 + Retry-After, in %v", streams, served, shed, took.Round(10*time.Millisecond))
+	if served < 8 || shed == 0 {
+		fails = append(fails, fmt.Sprintf("%d served and %d shed: want at least the 8 the engine holds served, and some shed", served, shed))
+	}
+	if len(fails) > 0 {
+		return figures, errors.New(strings.Join(dedupe(fails), "\n"))
+	}
+	return figures, nil
 }

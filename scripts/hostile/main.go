@@ -170,6 +170,7 @@ func checks() []check {
 		{name: "ws disconnect storm", expect: "100 conns × 2 streams dropped: nothing left", run: checkWSDisconnectStorm},
 		{name: "SIGTERM, idle ws (defect 5)", expect: "exit 0 at once, 1001 on every close", run: checkShutdownIdle, own: true},
 		{name: "SIGTERM, busy ws + SSE (defect 5)", expect: "503 late create, done/503 ends, 1001, exit 0, no ERROR", run: checkShutdownBusy, own: true},
+		{name: "overload: 64 streams on 4+4 slots", expect: "503 engine_overloaded + Retry-After at once; the admitted complete", run: checkOverload, own: true},
 		{name: "kill -9", expect: "clients cut at once; restart on the same address serves", run: checkKill9, own: true},
 		{name: "corrupt GGUFs", expect: "exit 1 with a clear error, no panic, bounded", run: checkCorruptGGUFs, own: true},
 		{name: "broken configs (defect 7)", expect: "exit 1 listing every error at once", run: checkBrokenConfigs, own: true},

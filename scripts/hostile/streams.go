@@ -79,7 +79,16 @@ func streamSSE(ctx context.Context, client *http.Client, srv *child, path string
 		r.errMsg = clipQ(b)
 		return r
 	}
-	sc := bufio.NewScanner(resp.Body)
+	r = readSSE(resp.Body, firstChunk)
+	r.status = resp.StatusCode
+	return r
+}
+
+// readSSE reads an SSE stream to its end; firstChunk, when not nil, is
+// called at the first data event.
+func readSSE(body io.Reader, firstChunk func()) sseResult {
+	var r sseResult
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<16), 1<<22)
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
