@@ -160,6 +160,69 @@ func CheckUsage(u *Usage) []string {
 	return p
 }
 
+// NonceSlack is how many cached tokens beyond the shared prefix a cold
+// prompt may report by chance: the suite cannot tokenize, and a fresh
+// nonce (see Nonce) can start like an earlier prompt's, each matching
+// character letting a token-grained cache reuse at most one more token, and
+// a separator token before the nonce (SentencePiece's "▁") may be shared
+// or merged into the first letter. Three tokens cover a separator and two
+// matching characters; more happens by chance about once in 30,000 checks
+// per cached prompt the server compares against.
+const NonceSlack = 3
+
+// ColdBound is what the suite knows of a cold prompt's cache hit: one that
+// starts, after what every prompt of its endpoint shares, with a fresh nonce.
+type ColdBound struct {
+	// Shared is L, the tokens every fresh prompt of the endpoint shares with
+	// earlier ones (BOS, a chat template's preamble), as the probe measured
+	// it: the cached count of a fresh prompt sent after another.
+	Shared int
+	// BlockSize is the cache's grain in tokens; 0 means unknown (for
+	// example a token-grained cache, as llama.cpp's).
+	BlockSize int
+}
+
+// CheckCold checks the cached count of a cold prompt (DESIGN §3 rules 3
+// and 11): present when the target measures a prefix cache, and no more
+// than the prefix the prompt shares with earlier prompts. That is L (plus
+// NonceSlack for chance matches of the nonce) on a token-grained cache, and
+// the whole blocks of that, floor((L+NonceSlack)/B)*B, on a cache of B-token
+// blocks: 0 on rill's, unless a long fixed preamble fills a 16-token block.
+func CheckCold(u *Usage, b ColdBound) []string {
+	if u.CachedTokens == nil {
+		return []string{"prompt_tokens_details.cached_tokens is absent although the target measures a prefix cache (absent means \"not measured\"; a cold prompt reports 0, or the prefix it shares with earlier prompts)"}
+	}
+	cached, p := *u.CachedTokens, u.PromptTokens
+	shares := fmt.Sprintf("the %s every fresh prompt shares with earlier ones (BOS, a chat template's preamble; learned by the probe)", tokens(b.Shared))
+	if b.Shared == 0 {
+		shares = "nothing every fresh prompt shares with earlier ones (the probe saw 0)"
+	}
+	if bs := b.BlockSize; bs > 0 {
+		var q []string
+		if cached%bs != 0 {
+			q = append(q, fmt.Sprintf("a cold %d-token prompt reported %s cached, not a whole number of %d-token blocks", p, tokens(cached), bs))
+		}
+		if limit := (b.Shared + NonceSlack) / bs * bs; cached > limit {
+			q = append(q, fmt.Sprintf("a cold %d-token prompt reported %s cached; it shares %s, plus at most %d tokens its fresh nonce can match by chance, which fill %d whole %d-token blocks: want at most %d",
+				p, tokens(cached), shares, NonceSlack, limit/bs, bs, limit))
+		}
+		return q
+	}
+	if limit := b.Shared + NonceSlack; cached > limit {
+		return []string{fmt.Sprintf("a cold %d-token prompt reported %s cached; it shares %s, plus at most %d tokens its fresh nonce can match by chance: want at most %d",
+			p, tokens(cached), shares, NonceSlack, limit)}
+	}
+	return nil
+}
+
+// tokens says "1 token" or "n tokens".
+func tokens(n int) string {
+	if n == 1 {
+		return "1 token"
+	}
+	return fmt.Sprintf("%d tokens", n)
+}
+
 // CheckDraft checks the draft counters of a request with choices choices
 // whose verification steps propose at most k tokens (DESIGN §3 rule 5): each
 // step emits the accepted tokens plus one, so a choice took at least

@@ -20,6 +20,15 @@ type Capabilities struct {
 	CacheMeasured bool
 	CacheReason   string
 
+	// SharedPrefix is, per endpoint name ("chat", "completions"), how many
+	// tokens a fresh prompt shares with earlier ones on a cache that reuses
+	// single tokens: BOS, a chat template's fixed preamble. The probe sends
+	// two fresh prompts to each endpoint, one after the other, and keeps the
+	// larger cached count. An endpoint is missing when the count could not
+	// be learned; SharedReason then says why.
+	SharedPrefix map[string]int
+	SharedReason map[string]string
+
 	Drafting       bool
 	DraftingReason string
 }
@@ -34,29 +43,29 @@ func ProbePrompt(nonce string) string {
 	return nonce + " " + text
 }
 
+// probeTokens is the max_tokens of the probe's requests.
+const probeTokens = 4
+
 // Probe finds out once what t can do: whether GET on the chat endpoint
 // upgrades to a WebSocket, whether a repeated prompt reports cached tokens,
-// and whether usage carries draft counters. It returns an error only when
-// the target cannot serve a plain chat completion at all.
+// how many tokens fresh prompts share on each endpoint, and whether usage
+// carries draft counters. It returns an error only when the target cannot
+// serve a plain chat completion at all.
 func Probe(ctx context.Context, t *Target) (Capabilities, error) {
-	var c Capabilities
+	c := Capabilities{SharedPrefix: map[string]int{}, SharedReason: map[string]string{}}
 	c.WebSocket, c.WebSocketReason = ProbeWebSocket(ctx, t)
 
-	body := Chat.Body(t.Model, ProbePrompt(Nonce()), map[string]any{"max_tokens": 4})
+	body := Chat.Body(t.Model, ProbePrompt(Nonce()), map[string]any{"max_tokens": probeTokens})
 	var usages [2]*Usage
 	for i := range usages {
-		r, err := t.Post(ctx, Chat.Path, body)
+		u, unreadable, err := probeUsage(ctx, t, Chat, body)
 		if err != nil {
 			return c, fmt.Errorf("probe: %w", err)
 		}
-		if r.Status != http.StatusOK {
-			return c, fmt.Errorf("probe: POST %s answered %d: %s", Chat.Path, r.Status, clip(r.Body))
-		}
-		_, u, err := ResponseUsage(r.Body)
-		if err != nil || u == nil {
+		if u == nil {
 			// The usage specs will name this; the probe only learns that
 			// neither a cache nor drafting can be observed.
-			c.CacheReason = fmt.Sprintf("target's response has no readable usage (%v)", err)
+			c.CacheReason = fmt.Sprintf("target's response has no readable usage (%v)", unreadable)
 			c.DraftingReason = c.CacheReason
 			return c, nil
 		}
@@ -80,7 +89,54 @@ func Probe(ctx context.Context, t *Target) (Capabilities, error) {
 	if !c.Drafting {
 		c.DraftingReason = "target reports no drafting"
 	}
+	if c.CacheMeasured {
+		for _, ep := range []Endpoint{Chat, Completions} {
+			n, reason := probeShared(ctx, t, ep)
+			if reason != "" {
+				c.SharedReason[ep.Name] = reason
+				continue
+			}
+			c.SharedPrefix[ep.Name] = n
+		}
+	}
 	return c, nil
+}
+
+// probeShared learns how many tokens fresh prompts share on ep: the larger
+// cached count of two fresh prompts, sent one after the other (the first
+// follows the probe's other prompts). reason is empty when it learned it.
+func probeShared(ctx context.Context, t *Target, ep Endpoint) (shared int, reason string) {
+	for range 2 {
+		u, unreadable, err := probeUsage(ctx, t, ep, ep.Body(t.Model, ProbePrompt(Nonce()), map[string]any{"max_tokens": probeTokens}))
+		switch {
+		case err != nil:
+			return 0, err.Error()
+		case u == nil:
+			return 0, fmt.Sprintf("POST %s answered without a readable usage (%v)", ep.Path, unreadable)
+		case u.CachedTokens == nil:
+			return 0, fmt.Sprintf("POST %s reported no cached_tokens", ep.Path)
+		}
+		shared = max(shared, *u.CachedTokens)
+	}
+	return shared, ""
+}
+
+// probeUsage sends body to ep and returns the usage of the answer. When the
+// answer has none that reads, u is nil and unreadable says why; err is set
+// when the request failed.
+func probeUsage(ctx context.Context, t *Target, ep Endpoint, body map[string]any) (u *Usage, unreadable, err error) {
+	r, err := t.Post(ctx, ep.Path, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.Status != http.StatusOK {
+		return nil, nil, fmt.Errorf("POST %s answered %d: %s", ep.Path, r.Status, clip(r.Body))
+	}
+	_, u, unreadable = ResponseUsage(r.Body)
+	if u == nil && unreadable == nil {
+		unreadable = errors.New("usage is absent or null")
+	}
+	return u, unreadable, nil
 }
 
 // ProbeWebSocket reports whether GET on the chat endpoint with Upgrade:
@@ -109,6 +165,13 @@ func (c Capabilities) String() string {
 	}
 	yes(c.WebSocket, "websocket", c.WebSocketReason)
 	yes(c.PrefixCache, "prefix cache", c.CacheReason)
+	for _, ep := range []Endpoint{Chat, Completions} {
+		if n, ok := c.SharedPrefix[ep.Name]; ok {
+			parts = append(parts, fmt.Sprintf("fresh %s prompts share %d tokens", ep.Name, n))
+		} else if r := c.SharedReason[ep.Name]; r != "" {
+			parts = append(parts, fmt.Sprintf("fresh %s prompts share: unknown (%s)", ep.Name, r))
+		}
+	}
 	yes(c.Drafting, "drafting", c.DraftingReason)
 	return strings.Join(parts, "; ")
 }

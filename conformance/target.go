@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -220,12 +219,25 @@ func (t *Target) ResolveModel(ctx context.Context) error {
 		t.Model, len(ids), strings.Join(ids, ", "))
 }
 
-// Nonce returns a fresh random word, for prompts that must be cold in any
-// cache. It starts with a letter so that it is one word to a tokenizer.
+// Nonce returns a fresh random word of 12 lowercase letters and digits, for
+// prompts that must be cold in any cache. Its first character is a random
+// letter, not a fixed one: a fixed first letter would be a token every
+// prompt shares, or not, depending on how a tokenizer merges it with the
+// next character, and the suite could not tell how many tokens fresh
+// prompts share. A fresh nonce matches the first k characters of a given
+// earlier one with probability 1/26 × 1/36^(k-1).
 func Nonce() string {
-	var b [6]byte
+	const letters, alnum = "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return "n" + hex.EncodeToString(b[:])
+	out := make([]byte, len(b))
+	// 256 is not a multiple of 26 or 36: the bias of b % n is under 1%, which
+	// only changes the chance of a match by as much.
+	out[0] = letters[int(b[0])%len(letters)]
+	for i := 1; i < len(b); i++ {
+		out[i] = alnum[int(b[i])%len(alnum)]
+	}
+	return string(out)
 }
 
 // clip shortens a response body for an error message.
