@@ -102,6 +102,12 @@ type Request struct {
 	Prediction string
 	// NoDraft turns speculative decoding off for this request (rill extension).
 	NoDraft bool
+
+	// ContinuousUsage asks for running counts (stream_options.
+	// continuous_usage_stats): every non-final Event that carries text or
+	// logprobs then also carries Stats, the counts of its choice so far.
+	// Without it non-final events carry no Stats.
+	ContinuousUsage bool
 }
 
 // Choices returns the number of choices the request asks for (at least 1).
@@ -152,7 +158,12 @@ type Event struct {
 	// Final marks the last event of the choice; FinishReason and Stats are set.
 	Final        bool
 	FinishReason FinishReason
-	Stats        *Stats
+	// Stats are the choice's totals on its final event. On a non-final event
+	// they are set only when the request asked for ContinuousUsage: the
+	// choice's counts so far (prompt and cached tokens, the completion tokens
+	// emitted up to and including this event, draft counters so far when
+	// drafting), never more than its final totals.
+	Stats *Stats
 }
 
 // TokenLogprob is the log-probability of one emitted token and its most
@@ -171,7 +182,8 @@ type TopLogprob struct {
 	Logprob float64
 }
 
-// Stats are the measured counts of one choice, carried on its final event.
+// Stats are the measured counts of one choice, carried on its final event
+// (and, with Request.ContinuousUsage, its running counts on the others).
 // The service, not the engine, turns them into the wire usage.
 type Stats struct {
 	// PromptTokens is the number of prompt tokens after templating, BOS included.

@@ -75,6 +75,41 @@ type seq struct {
 	q        [][]float32 // draft-model distributions of drafts, when sampling
 	accepted int
 	rejected int
+	// The verification step whose tokens are being emitted (all zero outside
+	// one): drafts proposed, drafts the target verified, and verified drafts
+	// emitted so far. They are added to accepted and rejected when the step
+	// ends; until then draftCounts counts them.
+	stepProposed, stepVerified, stepKept int
+}
+
+// draftCounts returns the draft counters of s so far, the step being
+// emitted included: its emitted drafts are accepted, and the drafts the
+// target refused are rejected at once; at the end of the choice (final)
+// the verified drafts a stop condition cut off are rejected too.
+func (s *seq) draftCounts(final bool) (accepted, rejected int) {
+	accepted = s.accepted + s.stepKept
+	rejected = s.rejected + s.stepProposed - s.stepVerified
+	if final {
+		rejected += s.stepVerified - s.stepKept
+	}
+	return accepted, rejected
+}
+
+// stats returns the counts of s so far: its running counts while it
+// generates, its totals when final.
+func (s *seq) stats(final bool) *engine.Stats {
+	r := s.r
+	cached := float64(r.cached)
+	st := &engine.Stats{
+		PromptTokens:     len(r.prompt),
+		CachedTokens:     &cached,
+		CompletionTokens: s.gen,
+	}
+	if r.draft != draftNone {
+		acc, rej := s.draftCounts(final)
+		st.DraftAccepted, st.DraftRejected = &acc, &rej
+	}
+	return st
 }
 
 func (e *Engine) newSeq(r *request, choice int, seed uint64) *seq {
@@ -432,6 +467,9 @@ func (l *loopState) emit(s *seq, tok int, row []float32) bool {
 	}
 	ev.Text = emit
 	if ev.Text != "" || ev.Logprobs != nil {
+		if r.req.ContinuousUsage {
+			ev.Stats = s.stats(false)
+		}
 		r.out.push(ev)
 	}
 	if finish == "" {
@@ -465,16 +503,7 @@ func (l *loopState) finish(s *seq, reason engine.FinishReason) {
 	e.cache.Free(&s.kv)
 	s.state = stDone
 	now := time.Now()
-	cached := float64(r.cached)
-	st := &engine.Stats{
-		PromptTokens:     len(r.prompt),
-		CachedTokens:     &cached,
-		CompletionTokens: s.gen,
-	}
-	if r.draft != draftNone {
-		acc, rej := s.accepted, s.rejected
-		st.DraftAccepted, st.DraftRejected = &acc, &rej
-	}
+	st := s.stats(true)
 	if !s.first.IsZero() {
 		st.PromptTime = s.first.Sub(r.arrival)
 		st.GenerationTime = now.Sub(s.first)

@@ -158,20 +158,23 @@ func (l *loopState) verify(s *seq, rows []float32) {
 	a, next := spec.Verify(s.sampler, rows, V, drafts, q)
 	s.backoff.Record(proposed, a)
 	outStart := len(s.tokens)
+	// emit reports the counters with the step's counts in them (draftCounts),
+	// the final event of a choice that stops within the step included.
+	s.stepProposed, s.stepVerified = proposed, a
 	for j := 0; j <= a; j++ {
 		tok := next
+		s.stepKept = min(a, j+1)
 		if j < a {
 			tok = int(drafts[j])
 		}
 		if l.emit(s, tok, rows[j*V:(j+1)*V]) {
-			kept := min(a, j+1)
-			s.accepted += kept
-			s.rejected += proposed - kept
+			s.accepted, s.rejected = s.draftCounts(true)
+			s.stepProposed, s.stepVerified, s.stepKept = 0, 0, 0
 			return
 		}
 	}
-	s.accepted += a
-	s.rejected += proposed - a
+	s.accepted, s.rejected = s.draftCounts(false)
+	s.stepProposed, s.stepVerified, s.stepKept = 0, 0, 0
 	// The accepted drafts' keys and values are valid; the rejected ones'
 	// slots will be overwritten.
 	s.comp += a
