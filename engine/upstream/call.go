@@ -28,6 +28,8 @@ type call struct {
 	haveKey   bool
 	tried     []bool // by replica index
 	predicted bool   // the client sent a prediction
+	// continuous: the client asked for running counts (ContinuousUsage).
+	continuous bool
 }
 
 // failure is an attempt that failed in a way another replica may not.

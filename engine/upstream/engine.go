@@ -257,7 +257,7 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 		return nil, err
 	}
 	c := &call{e: e, ctx: ctx, path: path, body: body, key: key, haveKey: haveKey,
-		tried: make([]bool, len(e.replicas)), predicted: req.Prediction != ""}
+		tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", continuous: req.ContinuousUsage}
 	a, err := c.open()
 	if err != nil {
 		return nil, err
@@ -280,7 +280,7 @@ func (e *Engine) fanOut(ctx context.Context, req *engine.Request, key uint64, ha
 		path, body, err := encodeRequest(e.opts.Kind, e.opts.UpstreamModel, &sub, 1)
 		if err == nil {
 			c := &call{e: e, ctx: fctx, path: path, body: body, key: key, haveKey: haveKey,
-				tried: make([]bool, len(e.replicas)), predicted: req.Prediction != ""}
+				tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", continuous: req.ContinuousUsage}
 			var a *attempt
 			if a, err = c.open(); err == nil {
 				subs = append(subs, newStream(c, a, 1))

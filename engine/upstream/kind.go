@@ -74,18 +74,45 @@ type caps struct {
 	splitChoices bool
 	// prefixCache: the kind reports a prefix cache (for /v1/models).
 	prefixCache bool
+	// running is where the kind's running counts come from when a request
+	// asks for continuous usage.
+	running runningSource
 }
+
+// runningSource is how rill learns a request's counts while it streams
+// (engine.Request.ContinuousUsage).
+type runningSource int
+
+const (
+	// runningCounted: the upstream reports nothing before the end; rill
+	// counts the tokens it passes on (one per logprob entry, else one per
+	// chunk with text) and knows no prompt count until the end.
+	runningCounted runningSource = iota
+	// runningTimings: llama.cpp's timings_per_token puts its counters
+	// (cache_n, prompt_n, predicted_n, draft_n, draft_n_accepted) on every
+	// chunk; rill splits n > 1 into single-choice requests, so they are
+	// each choice's own.
+	runningTimings
+	// runningChoiceUsage: stream_options.continuous_usage_stats puts a usage
+	// on every chunk that counts the chunk's choice (vLLM, SGLang).
+	runningChoiceUsage
+	// runningRequestUsage: as runningChoiceUsage, but the usage counts the
+	// whole request (another rill): a choice's own completion count is only
+	// known when it is the request's only choice.
+	runningRequestUsage
+)
 
 func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, running: runningTimings}
 	case VLLM, SGLang:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, running: runningChoiceUsage}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true,
+			running: runningRequestUsage}
 	}
 	return caps{prediction: true, prefixCache: true}
 }
