@@ -17,13 +17,18 @@ type StreamWant struct {
 	IncludeUsage bool
 	// Choices is the number of choices the request asked for (n, at least 1).
 	Choices int
+	// ContinuousUsage is stream_options.continuous_usage_stats as sent, with
+	// include_usage true: chunks with choices carry the running usage.
+	ContinuousUsage bool
 }
 
 // CheckStream checks the framing and the usage rules of one stream: it
 // ended with its end marker; without include_usage no chunk has a usage key;
 // with it every chunk has one, null on all but exactly one last chunk that
 // has "choices": [] and the usage, after every choice got its finish_reason.
-// It also checks the usage itself with CheckUsage.
+// With continuous usage the chunks with choices carry a usage object
+// instead of null (CheckRunning checks what it counts). It also checks the
+// usage itself with CheckUsage.
 func CheckStream(tr *Transcript, want StreamWant) []string {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
@@ -62,15 +67,18 @@ func CheckStream(tr *Transcript, want StreamWant) []string {
 		case want.IncludeUsage && c.UsageKey == Absent:
 			add("chunk %d has no usage key although include_usage is true (every chunk must carry \"usage\": null)", i)
 		}
-		if c.Usage != nil {
+		running := want.ContinuousUsage && len(c.Choices) > 0
+		if c.Usage != nil && !running {
 			usageAt = append(usageAt, i)
 			usage = c.Usage
 		}
 		if !c.HasChoices {
 			add("chunk %d has no choices key", i)
 		}
-		isUsageChunk := want.IncludeUsage && c.Usage != nil
+		isUsageChunk := want.IncludeUsage && c.Usage != nil && !running
 		switch {
+		case running && c.Usage == nil && c.UsageKey != Absent:
+			add("chunk %d has %d choice(s) and \"usage\": %s although continuous_usage_stats is true (every chunk with choices must carry the running usage)", i, len(c.Choices), c.UsageKey)
 		case isUsageChunk && len(c.Choices) > 0:
 			add("chunk %d carries usage together with %d choice(s); the usage chunk must have \"choices\": []", i, len(c.Choices))
 		case c.HasChoices && len(c.Choices) == 0 && !isUsageChunk:

@@ -23,14 +23,20 @@ type Capabilities struct {
 	// SharedPrefix is, per endpoint name ("chat", "completions"), how many
 	// tokens a fresh prompt shares with earlier ones on a cache that reuses
 	// single tokens: BOS, a chat template's fixed preamble. The probe sends
-	// two fresh prompts to each endpoint, one after the other, and keeps the
-	// larger cached count. An endpoint is missing when the count could not
-	// be learned; SharedReason then says why.
+	// two fresh prompts to each endpoint, a short and a long one, and keeps
+	// the larger cached count (see probeShared). An endpoint is missing when
+	// the count could not be learned; SharedReason then says why.
 	SharedPrefix map[string]int
 	SharedReason map[string]string
 
 	Drafting       bool
 	DraftingReason string
+
+	// ContinuousUsage: a stream that asked for include_usage and
+	// continuous_usage_stats (vLLM's extension) had a usage object on a
+	// chunk with choices.
+	ContinuousUsage       bool
+	ContinuousUsageReason string
 }
 
 // ProbePrompt returns a prompt that starts with nonce and is long enough
@@ -42,6 +48,9 @@ func ProbePrompt(nonce string) string {
 		"and the bells of the church ring out across the water to the hills beyond the town"
 	return nonce + " " + text
 }
+
+// ShortProbePrompt returns a prompt of a few words that starts with nonce.
+func ShortProbePrompt(nonce string) string { return nonce + " tell me about the river" }
 
 // probeTokens is the max_tokens of the probe's requests.
 const probeTokens = 4
@@ -89,6 +98,7 @@ func Probe(ctx context.Context, t *Target) (Capabilities, error) {
 	if !c.Drafting {
 		c.DraftingReason = "target reports no drafting"
 	}
+	c.ContinuousUsage, c.ContinuousUsageReason = probeContinuousUsage(ctx, t)
 	if c.CacheMeasured {
 		for _, ep := range []Endpoint{Chat, Completions} {
 			n, reason := probeShared(ctx, t, ep)
@@ -103,11 +113,16 @@ func Probe(ctx context.Context, t *Target) (Capabilities, error) {
 }
 
 // probeShared learns how many tokens fresh prompts share on ep: the larger
-// cached count of two fresh prompts, sent one after the other (the first
-// follows the probe's other prompts). reason is empty when it learned it.
+// cached count of two fresh prompts, a short one and a long one, sent one
+// after the other (the first follows the probe's other prompts). What
+// fresh prompts share is a fixed preamble, so the two counts must agree
+// (within NonceSlack): a count that grows with the prompt's length is not
+// a shared prefix, and nothing is learned. reason is empty when it learned
+// the count.
 func probeShared(ctx context.Context, t *Target, ep Endpoint) (shared int, reason string) {
-	for range 2 {
-		u, unreadable, err := probeUsage(ctx, t, ep, ep.Body(t.Model, ProbePrompt(Nonce()), map[string]any{"max_tokens": probeTokens}))
+	var counts, prompts [2]int
+	for i, text := range []string{ShortProbePrompt(Nonce()), ProbePrompt(Nonce())} {
+		u, unreadable, err := probeUsage(ctx, t, ep, ep.Body(t.Model, text, map[string]any{"max_tokens": probeTokens}))
 		switch {
 		case err != nil:
 			return 0, err.Error()
@@ -116,9 +131,34 @@ func probeShared(ctx context.Context, t *Target, ep Endpoint) (shared int, reaso
 		case u.CachedTokens == nil:
 			return 0, fmt.Sprintf("POST %s reported no cached_tokens", ep.Path)
 		}
-		shared = max(shared, *u.CachedTokens)
+		counts[i], prompts[i] = *u.CachedTokens, u.PromptTokens
 	}
-	return shared, ""
+	if counts[1]-counts[0] > NonceSlack {
+		return 0, fmt.Sprintf("fresh prompts of %d and %d tokens on POST %s reported %d and %d cached tokens: a count that grows with a fresh prompt's length is not a prefix it shares with earlier prompts",
+			prompts[0], prompts[1], ep.Path, counts[0], counts[1])
+	}
+	return max(counts[0], counts[1]), ""
+}
+
+// probeContinuousUsage streams one chat request over SSE with
+// include_usage and continuous_usage_stats, and reports whether a chunk
+// with choices carried a usage object, and if not, why.
+func probeContinuousUsage(ctx context.Context, t *Target) (bool, string) {
+	body := Chat.Body(t.Model, ProbePrompt(Nonce()), map[string]any{"max_tokens": probeTokens,
+		"stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true}})
+	tr, err := t.Stream(ctx, Chat.Path, body)
+	if err != nil {
+		return false, "the continuous-usage probe failed: " + err.Error()
+	}
+	if tr.Status != http.StatusOK {
+		return false, fmt.Sprintf("POST %s with stream_options.continuous_usage_stats answered %d: %s", Chat.Path, tr.Status, clip(tr.Error))
+	}
+	for _, raw := range tr.Chunks {
+		if c, err := ParseChunk(raw); err == nil && len(c.Choices) > 0 && c.Usage != nil {
+			return true, ""
+		}
+	}
+	return false, "target ignores stream_options.continuous_usage_stats (vLLM's extension): no chunk with choices carried a usage"
 }
 
 // probeUsage sends body to ep and returns the usage of the answer. When the
@@ -173,5 +213,6 @@ func (c Capabilities) String() string {
 		}
 	}
 	yes(c.Drafting, "drafting", c.DraftingReason)
+	yes(c.ContinuousUsage, "continuous usage", c.ContinuousUsageReason)
 	return strings.Join(parts, "; ")
 }
