@@ -213,3 +213,34 @@ func TestContinuousUsagePlan(t *testing.T) {
 		})
 	}
 }
+
+// TestContinuousUsageWebSocket: the WebSocket transport streams whatever
+// the body says, and the engine must know that before it starts, so that
+// it is asked for running counts (an upstream engine encodes its request
+// in Generate); the chunks are those of SSE.
+func TestContinuousUsageWebSocket(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: runningScript(10, 8, []string{"a", "b"})}
+	ts := newTestServer(t, fake, Options{})
+	c := dialWS(t, ts, "/v1/chat/completions", nil)
+	sendWS(t, c, createMsg("r1", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`))
+	var chunks [][]byte
+	for _, m := range collectWS(t, c, 1) {
+		if m.Type == "chunk" {
+			chunks = append(chunks, m.Chunk)
+		}
+	}
+	if !fake.requests()[0].ContinuousUsage {
+		t.Fatal("the engine request started without ContinuousUsage")
+	}
+	choices, usages, _ := chunkUsages(t, chatComponent, chunks)
+	want := []int{0, 1, 2, 2, 2}
+	if len(usages) != len(want) {
+		t.Fatalf("%d chunks, want %d", len(usages), len(want))
+	}
+	for i, u := range usages {
+		if u == nil || u.Prompt != 10 || u.Completion != want[i] || (choices[i] == 0) != (i == len(usages)-1) {
+			t.Errorf("chunk %d: usage %+v, want completion_tokens %d: %s", i, u, want[i], chunks[i])
+		}
+	}
+}

@@ -80,7 +80,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		writeError(w, e)
 		return
 	}
-	g, e := s.start(r.Context(), r.URL.Path, body, info.id)
+	g, e := s.start(r.Context(), r.URL.Path, body, info.id, asRequested)
 	if e != nil {
 		s.fail(w, r, info, e)
 		return
@@ -136,8 +136,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 // token come back as *apiError, ready for a plain HTTP answer. The caller
 // owns the generation: it must run it (stream or collect), or call its
 // cancel. The WebSocket transport calls start with the body of a "create"
-// message and then makes the generation streamed with plan.forceStream.
-func (s *Server) start(ctx context.Context, path string, body []byte, requestID string) (*generation, *apiError) {
+// message and alwaysStreamed, which makes the plan streamed
+// (plan.forceStream) before its engine requests start: what they ask of
+// the engine (running counts for continuous usage) depends on it.
+func (s *Server) start(ctx context.Context, path string, body []byte, requestID string, d delivery) (*generation, *apiError) {
 	if err := s.validator.ValidateBody(ctx, http.MethodPost, path, body); err != nil {
 		return nil, fromValidation(err)
 	}
@@ -163,6 +165,9 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 	if e != nil {
 		return nil, e
 	}
+	if d == alwaysStreamed {
+		p.forceStream()
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	g := &generation{plan: p, id: idPrefix + requestID, created: time.Now().Unix(), cancel: cancel}
@@ -179,6 +184,16 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 	}
 	return g, nil
 }
+
+// delivery says how a transport delivers a generation.
+type delivery int
+
+const (
+	// asRequested streams when the body's "stream" says so (HTTP).
+	asRequested delivery = iota
+	// alwaysStreamed streams whatever the body says (WebSocket).
+	alwaysStreamed
+)
 
 // fail answers with e unless the client is gone, which is only logged.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, info *requestInfo, e *apiError) {

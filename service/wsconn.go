@@ -303,7 +303,7 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 		defer req.mu.Unlock()
 		return req.cancelled
 	}
-	g, e := c.s.start(ctx, c.path, body, uuid.NewString())
+	g, e := c.s.start(ctx, c.path, body, uuid.NewString(), alwaysStreamed)
 	if e != nil {
 		if wasCancelled() {
 			e = errCancelled
@@ -313,7 +313,6 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 		return
 	}
 	defer g.cancel()
-	g.forceStream()
 	u, err := g.streamTo(ctx, w, 0)
 	usage = u
 	switch {
