@@ -14,7 +14,7 @@ import (
 	"rill/engine/upstream"
 )
 
-// events collects every event of a stream, failing on an error.
+// allEvents collects every event of a stream, failing on an error.
 func allEvents(t *testing.T, st engine.Stream) []engine.Event {
 	t.Helper()
 	var out []engine.Event
