@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -237,7 +238,8 @@ func (e *Engine) Replicas() []ReplicaStatus {
 // counts) and the other choices' Stats have the prompt count and zeros; the
 // service's sums then give the upstream's totals. For llama.cpp, whose
 // totals count a single choice, each choice is a request of its own (n = 1;
-// choice j's seed is the request's seed + j), with Stats of its own.
+// choice j's seed is the request's seed + j), with Stats of its own, but
+// for the cached prompt tokens (see fanOut).
 func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
 	if req.Model != e.info.ID {
 		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, req.Model)
@@ -265,11 +267,26 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	return newStream(c, a, n), nil
 }
 
-// fanOut starts one single-choice request per choice of req.
+// fanOut starts one single-choice request per choice of req. Choice 0
+// goes first, and the others only once it has sent its first event (its
+// prompt is processed): the request's cached prompt tokens are choice 0's,
+// what the upstream held when the request came. A sibling sent at the same
+// time may find the prompt a sibling computed a moment before (llama.cpp
+// does, on a cold prompt, about one time in four), or miss a cached prompt
+// because another slot holds it, so the siblings' counts say nothing about
+// the request; fanout drops them. Generate thus returns after choice 0's
+// first token.
 func (e *Engine) fanOut(ctx context.Context, req *engine.Request, key uint64, haveKey bool) (engine.Stream, error) {
 	n := req.Choices()
 	fctx, cancel := context.WithCancel(ctx)
 	subs := make([]engine.Stream, 0, n)
+	fail := func(err error) (engine.Stream, error) {
+		cancel()
+		for _, s := range subs {
+			drain(s)
+		}
+		return nil, err
+	}
 	for j := range n {
 		sub := *req
 		sub.N = 1
@@ -278,22 +295,44 @@ func (e *Engine) fanOut(ctx context.Context, req *engine.Request, key uint64, ha
 			sub.Sampling.Seed = &seed
 		}
 		path, body, err := encodeRequest(e.opts.Kind, e.opts.UpstreamModel, &sub, 1)
-		if err == nil {
-			c := &call{e: e, ctx: fctx, path: path, body: body, key: key, haveKey: haveKey,
-				tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", continuous: req.ContinuousUsage}
-			var a *attempt
-			if a, err = c.open(); err == nil {
-				subs = append(subs, newStream(c, a, 1))
-				continue
+		if err != nil {
+			return fail(err)
+		}
+		c := &call{e: e, ctx: fctx, path: path, body: body, key: key, haveKey: haveKey,
+			tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", continuous: req.ContinuousUsage}
+		a, err := c.open()
+		if err != nil {
+			return fail(err)
+		}
+		var st engine.Stream = newStream(c, a, 1)
+		if j == 0 {
+			first, err := st.Recv()
+			if err != nil {
+				drain(st)
+				if errors.Is(err, io.EOF) {
+					err = fmt.Errorf("%w: model %q: the stream ended without an event", engine.ErrUpstream, e.info.ID)
+				}
+				return fail(err)
 			}
+			st = &prefetched{Stream: st, first: &first}
 		}
-		cancel()
-		for _, s := range subs {
-			drain(s)
-		}
-		return nil, err
+		subs = append(subs, st)
 	}
 	return newFanout(ctx, fctx, cancel, subs), nil
+}
+
+// prefetched is a stream whose first event was read ahead.
+type prefetched struct {
+	engine.Stream
+	first *engine.Event
+}
+
+func (p *prefetched) Recv() (engine.Event, error) {
+	if ev := p.first; ev != nil {
+		p.first = nil
+		return *ev, nil
+	}
+	return p.Stream.Recv()
 }
 
 // drain reads a cancelled stream to its end, releasing its replica.

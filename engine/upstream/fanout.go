@@ -11,7 +11,8 @@ import (
 
 // fanout merges the single-choice streams of a request split by choice
 // (see caps.splitChoices): events of sub-stream j become events of choice
-// j. It implements engine.Stream and is owned by one goroutine.
+// j, without a cached count for j > 0 (see Engine.fanOut). It implements
+// engine.Stream and is owned by one goroutine.
 //
 // It owns one reader goroutine per sub-stream. They end when their stream
 // ends; the first error of any sub-stream cancels the others, and the
@@ -40,6 +41,12 @@ func newFanout(parent, fctx context.Context, cancel context.CancelFunc, subs []e
 			for {
 				ev, err := s.Recv()
 				ev.Choice = j
+				if j > 0 && ev.Stats != nil {
+					// Only choice 0's cache hit is the request's (see fanOut).
+					st := *ev.Stats
+					st.CachedTokens = nil
+					ev.Stats = &st
+				}
 				select {
 				case f.ch <- fanItem{ev: ev, err: err}:
 				case <-fctx.Done():

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"rill/engine"
 	"rill/engine/upstream"
@@ -255,5 +257,46 @@ func TestContinuousUsageRillBehindRill(t *testing.T) {
 				t.Errorf("total completion_tokens %d, want %d", prev.CompletionTokens, 8*n)
 			}
 		})
+	}
+}
+
+// TestFanOutSendsSiblingsAfterTheFirstToken: for llama.cpp, whose choices
+// rill sends as requests of their own, choice 1 goes out only once choice 0
+// has sent its first token, so that choice 0's cache hit is what the
+// upstream held when the request came, not a sibling's work.
+func TestFanOutSendsSiblingsAfterTheFirstToken(t *testing.T) {
+	t.Parallel()
+	firstSent := make(chan struct{})
+	var early atomic.Bool
+	u, _ := serve(t, health(func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if req["seed"] == 1.0 {
+			time.Sleep(30 * time.Millisecond) // the prompt takes a while
+			sse(w, `{"choices":[{"index":0,"text":"a","finish_reason":null}]}`)
+			close(firstSent)
+			sse(w, `{"choices":[{"index":0,"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":1},"timings":{"cache_n":4,"prompt_n":1,"predicted_n":1}}`, `[DONE]`)
+			return
+		}
+		select {
+		case <-firstSent:
+		default:
+			early.Store(true)
+		}
+		sse(w, `{"choices":[{"index":0,"text":"b","finish_reason":null}]}`,
+			`{"choices":[{"index":0,"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":1},"timings":{"cache_n":4,"prompt_n":1,"predicted_n":1}}`, `[DONE]`)
+	}))
+	e := newUpstream(t, "m", upstream.LlamaCpp, u)
+	seed := int64(1)
+	st, err := e.Generate(context.Background(), &engine.Request{Model: "m", Prompt: "x", N: 2, Sampling: engine.Sampling{Seed: &seed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := allEvents(t, st)
+	if early.Load() {
+		t.Error("choice 1 was sent before choice 0's first token")
+	}
+	if len(evs) != 4 {
+		t.Fatalf("%d events: %+v", len(evs), evs)
 	}
 }
