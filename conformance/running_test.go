@@ -57,6 +57,12 @@ func TestCheckRunning(t *testing.T) {
 		{"bad arithmetic", []string{`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":7}}`, totalChunk(5, 1)},
 			RunningWant{Choices: 1}, "chunk 0's running usage: total_tokens 7 != prompt_tokens 5 + completion_tokens 1"},
 		{"no total", []string{runChunk(1, "stop", 5, 1)}, RunningWant{Choices: 1}, "no total usage"},
+		// llama.cpp sends no logprobs for the tokens its draft model proposed:
+		// the tokens sent cannot be counted, only bounded from below.
+		{"tokens without logprob entries", []string{runChunk(1, "", 5, 1), runChunk(0, "", 5, 3), runChunk(1, "stop", 5, 4), totalChunk(5, 4)},
+			RunningWant{Choices: 1, Logprobs: true}, ""},
+		{"tokens without logprob entries, counted short", []string{runChunk(1, "", 5, 1), runChunk(0, "", 5, 3), runChunk(1, "", 5, 1), runChunk(1, "stop", 5, 4), totalChunk(5, 4)},
+			RunningWant{Choices: 1, Logprobs: true}, "chunk 2's running completion_tokens is 1, but 2 tokens were sent up to it"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

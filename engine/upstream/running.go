@@ -64,6 +64,12 @@ func (r *running) event(j, tokens int, report *engine.Stats) *engine.Stats {
 	if own {
 		st.CompletionTokens = report.CompletionTokens
 		st.DraftAccepted, st.DraftRejected = report.DraftAccepted, report.DraftRejected
+		if a := st.DraftAccepted; a != nil && *a > st.CompletionTokens {
+			// llama.cpp counts a verified draft as accepted before it has
+			// sent its tokens; so far, only the tokens sent are accepted.
+			sent := st.CompletionTokens
+			st.DraftAccepted = &sent
+		}
 	} else {
 		st.CompletionTokens += max(tokens, 1)
 	}
