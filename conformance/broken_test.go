@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"testing"
 
 	"rill/conformance"
 )
@@ -28,7 +33,15 @@ const envBroken = "RILL_CONFORMANCE_SELFTEST_BROKEN"
 //   - tool-calls-stop: a reply that calls tools ends with finish_reason
 //     "stop", and streamed tool-call fragments carry no id (mistakes
 //     early tool-calling servers made).
-var brokenModes = []string{"usage-everywhere", "no-usage-chunk", "one-choice", "tool-calls-stop"}
+//   - cached-everything: every usage claims the whole prompt but its last
+//     token as cached, cold or not (a cache count that is not measured).
+//   - continuous-total: with continuous_usage_stats, every chunk with
+//     choices carries the request's total instead of the running usage.
+//
+// .ci/run runs the suite once per mode and requires it to fail;
+// TestCIRunsEveryBrokenMode keeps its list and this one the same.
+var brokenModes = []string{"usage-everywhere", "no-usage-chunk", "one-choice", "cached-everything", "continuous-total",
+	"tool-calls-stop"}
 
 // breakHandler wraps h so that its POST answers are rewritten as mode says.
 // It buffers each answer whole, which is fine for the suite (it reads
@@ -113,10 +126,13 @@ func rewrite(mode, contentType string, body []byte) []byte {
 		if err != nil {
 			return body
 		}
-		if mode == "one-choice" {
+		switch mode {
+		case "one-choice":
 			if choices, _ := doc["choices"].([]any); len(choices) > 1 {
 				countOneChoice(doc["usage"], len(choices))
 			}
+		case "cached-everything":
+			cacheEverything(doc["usage"])
 		}
 		if mode == "tool-calls-stop" {
 			breakToolCalls(doc)
@@ -161,6 +177,12 @@ func rewrite(mode, contentType string, body []byte) []byte {
 			countOneChoice(doc["usage"], choices)
 		case "tool-calls-stop":
 			breakToolCalls(doc)
+		case "cached-everything":
+			cacheEverything(doc["usage"])
+		case "continuous-total":
+			if len(cs) > 0 && doc["usage"] != nil {
+				doc["usage"] = usage
+			}
 		}
 		fmt.Fprintf(&out, "data: %s\n\n", encode(doc))
 	}
@@ -211,6 +233,20 @@ func countOneChoice(usage any, n int) {
 	u["total_tokens"] = json.Number(strconv.FormatInt(p+c, 10))
 }
 
+// cacheEverything rewrites a usage object to claim all but the last prompt
+// token as cached.
+func cacheEverything(usage any) {
+	u, ok := usage.(map[string]any)
+	if !ok {
+		return
+	}
+	p, err := number(u["prompt_tokens"])
+	if err != nil || p < 2 {
+		return
+	}
+	u["prompt_tokens_details"] = map[string]any{"cached_tokens": json.Number(strconv.FormatInt(p-1, 10))}
+}
+
 func decode(b []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -238,4 +274,28 @@ func encode(m map[string]any) []byte {
 		return []byte("{}")
 	}
 	return out
+}
+
+// TestCIRunsEveryBrokenMode checks that .ci/run's self-test runs the suite
+// against every broken mode, and only against modes that exist.
+func TestCIRunsEveryBrokenMode(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := regexp.MustCompile(`(?s)\nbroken_modes=\((.*?)\n\)`).FindSubmatch(data)
+	if list == nil {
+		t.Fatal(".ci/run has no broken_modes=( ... ) list")
+	}
+	var ci []string
+	for _, m := range regexp.MustCompile(`"([a-z-]+)\|[^"]+"`).FindAllSubmatch(list[1], -1) {
+		ci = append(ci, string(m[1]))
+	}
+	want := slices.Clone(brokenModes)
+	slices.Sort(ci)
+	slices.Sort(want)
+	if !slices.Equal(ci, want) {
+		t.Errorf(".ci/run's broken_modes are %v; broken_test.go's are %v", ci, want)
+	}
 }

@@ -216,7 +216,7 @@ func merge(ms ...map[string]any) map[string]any {
 func prompt() string { return conformance.ProbePrompt(conformance.Nonce()) }
 
 // shortPrompt is a fresh prompt of a few tokens.
-func shortPrompt() string { return conformance.Nonce() + " tell me about the river" }
+func shortPrompt() string { return conformance.ShortProbePrompt(conformance.Nonce()) }
 
 // pretty formats a JSON document for failure messages.
 func pretty(b []byte) string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -220,12 +219,30 @@ func (t *Target) ResolveModel(ctx context.Context) error {
 		t.Model, len(ids), strings.Join(ids, ", "))
 }
 
-// Nonce returns a fresh random word, for prompts that must be cold in any
-// cache. It starts with a letter so that it is one word to a tokenizer.
+// Nonce returns a fresh random word of 12 letters and digits, for prompts
+// that must be cold in any cache. Its first character is a random letter,
+// not a fixed one: a fixed first letter would be a token every prompt
+// shares, or not, depending on how a tokenizer merges it with the next
+// character, and the suite could not tell how many tokens fresh prompts
+// share. Mixed case keeps chance matches rare even against the thousands
+// of earlier prompts a server's prompt cache may compare a new one with
+// (llama.cpp keeps them in RAM): a fresh nonce matches the first k
+// characters of a given earlier one with probability 1/52 × 1/62^(k-1).
 func Nonce() string {
-	var b [6]byte
+	const (
+		letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		alnum   = letters + "0123456789"
+	)
+	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return "n" + hex.EncodeToString(b[:])
+	out := make([]byte, len(b))
+	// 256 is not a multiple of 52 or 62: the bias of b % n is under 2%, which
+	// only changes the chance of a match by as much.
+	out[0] = letters[int(b[0])%len(letters)]
+	for i := 1; i < len(b); i++ {
+		out[i] = alnum[int(b[i])%len(alnum)]
+	}
+	return string(out)
 }
 
 // clip shortens a response body for an error message.

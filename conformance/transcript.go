@@ -106,6 +106,9 @@ type ChunkChoice struct {
 	// Tokens counts the log-probability entries of this chunk for the
 	// choice: one per emitted token when logprobs were asked for.
 	Tokens int
+	// Text reports whether the choice carries text (delta.content for
+	// chat, text for completions) that is not empty.
+	Text bool
 }
 
 // Chunk is a decoded stream chunk.
@@ -135,6 +138,10 @@ func ParseChunk(raw json.RawMessage) (*Chunk, error) {
 			Index        *int            `json:"index"`
 			FinishReason *string         `json:"finish_reason"`
 			Logprobs     json.RawMessage `json:"logprobs"`
+			Text         any             `json:"text"`
+			Delta        *struct {
+				Content any `json:"content"`
+			} `json:"delta"`
 		}
 		if err := json.Unmarshal(v, &choices); err != nil {
 			return nil, fmt.Errorf("choices: %w", err)
@@ -144,6 +151,15 @@ func ParseChunk(raw json.RawMessage) (*Chunk, error) {
 				return nil, fmt.Errorf("choices[%d] has no index", i)
 			}
 			cc := ChunkChoice{Index: *ch.Index, Tokens: countLogprobs(ch.Logprobs)}
+			// A wrong type is the schema check's to report, not an error here.
+			if t, ok := ch.Text.(string); ok && t != "" {
+				cc.Text = true
+			}
+			if ch.Delta != nil {
+				if t, ok := ch.Delta.Content.(string); ok && t != "" {
+					cc.Text = true
+				}
+			}
 			if ch.FinishReason != nil {
 				cc.FinishReason = *ch.FinishReason
 			}

@@ -228,9 +228,11 @@ type Event struct {
 	// Final marks the last event of the choice; FinishReason and Stats are set.
 	Final        bool
 	FinishReason FinishReason
-	// Stats are the choice's totals on its final event; on other events
-	// they are set only when the request asked for ContinuousUsage (the
-	// counts so far).
+	// Stats are the choice's totals on its final event. On a non-final event
+	// they are set only when the request asked for ContinuousUsage: the
+	// choice's counts so far (prompt and cached tokens, the completion tokens
+	// emitted up to and including this event, draft counters so far when
+	// drafting), never more than its final totals.
 	Stats *Stats
 }
 
@@ -250,7 +252,8 @@ type TopLogprob struct {
 	Logprob float64
 }
 
-// Stats are the measured counts of one choice, carried on its final event.
+// Stats are the measured counts of one choice, carried on its final event
+// (and, with Request.ContinuousUsage, its running counts on the others).
 // The service, not the engine, turns them into the wire usage.
 type Stats struct {
 	// PromptTokens is the number of prompt tokens after templating, BOS included.

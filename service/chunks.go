@@ -20,6 +20,15 @@ type chunker struct {
 	// tokenRunes is, per wire index, the length in code points of the
 	// tokens already sent: the legacy text_offset of the next token.
 	tokenRunes []int
+	// With continuous usage: the latest Stats of each choice by wire index
+	// (seen is false until its first), from which every chunk's running
+	// usage is assembled, and scratch space for that. Chat's opening chunks
+	// wait for the first event (openingDue), which brings the prompt's
+	// counts: a running usage of zero prompt tokens would be false.
+	running    []engine.Stats
+	seen       []bool
+	byPrompt   [][]engine.Stats
+	openingDue bool
 }
 
 func newChunker(g *generation, w chunkWriter) *chunker {
@@ -35,6 +44,11 @@ func newChunker(g *generation, w chunkWriter) *chunker {
 	}
 	if g.kind == kindCompletion && g.logprobs {
 		c.tokenRunes = make([]int, g.choices())
+	}
+	if g.continuousUsage {
+		c.running = make([]engine.Stats, g.choices())
+		c.seen = make([]bool, g.choices())
+		c.byPrompt = make([][]engine.Stats, len(g.reqs))
 	}
 	return c
 }
@@ -53,20 +67,58 @@ func appendHeader(b []byte, g *generation, object string) []byte {
 	return append(b, `,"choices":[`...)
 }
 
-// emit frames the choice object in c.buf[len(prefix):] and sends the chunk.
+// emit frames the choice object in c.buf[len(prefix):] and sends the chunk,
+// with the running usage when the request asked for continuous usage.
 func (c *chunker) emit() error {
-	c.buf = append(c.buf, c.suffix...)
+	if c.running != nil {
+		u := c.runningUsage()
+		c.buf = append(c.buf, `],"usage":`...)
+		c.buf = u.AppendJSON(c.buf)
+		c.buf = append(c.buf, '}')
+	} else {
+		c.buf = append(c.buf, c.suffix...)
+	}
 	return c.w.chunk(c.buf)
+}
+
+// record keeps st as the latest counts of the choice at wire index i.
+func (c *chunker) record(i int, st *engine.Stats) {
+	c.running[i], c.seen[i] = *st, true
+}
+
+// runningUsage assembles the usage of the request so far from the latest
+// counts of every choice that has reported any, by DESIGN §3's rules (a
+// prompt and its cached prefix once, completion and draft counters summed).
+func (c *chunker) runningUsage() Usage {
+	n := c.g.n
+	for p := range c.byPrompt {
+		c.byPrompt[p] = c.byPrompt[p][:0]
+		for j := range n {
+			if i := p*n + j; c.seen[i] {
+				c.byPrompt[p] = append(c.byPrompt[p], c.running[i])
+			}
+		}
+	}
+	return AssembleUsage(c.byPrompt)
 }
 
 func (c *chunker) begin() { c.buf = append(c.buf[:0], c.prefix...) }
 
 // opening sends what precedes the first token: for chat, one chunk per
 // choice with delta.role "assistant" and empty content, as OpenAI does.
+// With continuous usage they wait for the first event (see event).
 func (c *chunker) opening() error {
 	if c.g.kind != kindChat {
 		return nil
 	}
+	if c.running != nil {
+		c.openingDue = true
+		return nil
+	}
+	return c.sendOpening()
+}
+
+func (c *chunker) sendOpening() error {
 	for i := range c.g.choices() {
 		c.begin()
 		c.buf = append(c.buf, `{"index":`...)
@@ -84,6 +136,22 @@ func (c *chunker) opening() error {
 // event the finish_reason — in a separate chunk with an empty delta for chat,
 // together with the last text for completions, as OpenAI does.
 func (c *chunker) event(i int, ev *engine.Event) error {
+	if c.running != nil {
+		if c.openingDue {
+			// The opening chunks go first, with the prompt's counts and
+			// none of this event's tokens, as vLLM's first chunk has.
+			c.openingDue = false
+			if ev.Stats != nil {
+				c.record(i, openingStats(ev.Stats))
+			}
+			if err := c.sendOpening(); err != nil {
+				return err
+			}
+		}
+		if ev.Stats != nil {
+			c.record(i, ev.Stats)
+		}
+	}
 	hasContent := ev.Text != "" || len(ev.Logprobs) > 0
 	if c.g.kind == kindCompletion {
 		if !hasContent && !ev.Final {
@@ -152,6 +220,23 @@ func (c *chunker) delta(i int, ev *engine.Event, tools, withLogprobs bool) error
 	}
 	c.buf = append(c.buf, `,"finish_reason":null}`...)
 	return c.emit()
+}
+
+// openingStats are st with nothing generated yet: its prompt counts, and
+// zero for each completion counter st reports.
+func openingStats(st *engine.Stats) *engine.Stats {
+	zero := 0
+	out := &engine.Stats{PromptTokens: st.PromptTokens, CachedTokens: st.CachedTokens}
+	if st.DraftAccepted != nil {
+		out.DraftAccepted = &zero
+	}
+	if st.DraftRejected != nil {
+		out.DraftRejected = &zero
+	}
+	if st.ReasoningTokens != nil {
+		out.ReasoningTokens = &zero
+	}
+	return out
 }
 
 // usage sends the last chunk of an include_usage stream: no choices, the

@@ -29,6 +29,12 @@ type plan struct {
 	stream       bool
 	includeUsage bool
 	usageAsked   bool
+	// continuousUsage is stream_options.continuous_usage_stats, honoured
+	// only with includeUsage: every chunk with choices carries the running
+	// usage (the engine requests ask for running Stats). continuousAsked is
+	// it as the body says it.
+	continuousUsage bool
+	continuousAsked bool
 	// logprobs asks for logprobs in the response shape of kind.
 	logprobs bool
 	// n is the number of choices per prompt; choice j of prompt p has the
@@ -43,6 +49,16 @@ type plan struct {
 func (p *plan) forceStream() {
 	p.stream = true
 	p.includeUsage = p.usageAsked
+	p.setContinuousUsage()
+}
+
+// setContinuousUsage applies continuous_usage_stats as the stream and
+// include_usage allow, to p and to its engine requests.
+func (p *plan) setContinuousUsage() {
+	p.continuousUsage = p.includeUsage && p.continuousAsked
+	for _, r := range p.reqs {
+		r.ContinuousUsage = p.continuousUsage
+	}
 }
 
 // choices is the number of choices of the whole request.
@@ -209,6 +225,10 @@ func applyCommon(c *commonRequest, req *engine.Request, p *plan) *apiError {
 	// stream_options is honoured only when streaming; {} means false.
 	p.usageAsked = c.StreamOptions != nil && c.StreamOptions.IncludeUsage != nil && *c.StreamOptions.IncludeUsage
 	p.includeUsage = p.stream && p.usageAsked
+	o := c.StreamOptions
+	p.continuousAsked = o != nil && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
+	p.continuousUsage = p.includeUsage && p.continuousAsked
+	req.ContinuousUsage = p.continuousUsage
 
 	s := engine.Sampling{Temperature: 1, TopP: 1}
 	if c.Temperature != nil {

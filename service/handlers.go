@@ -81,7 +81,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		writeError(w, e)
 		return
 	}
-	g, e := s.start(r.Context(), r.URL.Path, body, info.id)
+	g, e := s.start(r.Context(), r.URL.Path, body, info.id, asRequested)
 	if e != nil {
 		s.fail(w, r, info, e)
 		return
@@ -176,13 +176,18 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 // engine can know before the first token come back as *apiError, ready
 // for a plain HTTP answer. The caller owns the generation: it must run it
 // (stream or collect), or call its cancel. The WebSocket transport calls
-// start with the body of a "create" message and then makes the generation
-// streamed with plan.forceStream.
-func (s *Server) start(ctx context.Context, path string, body []byte, requestID string) (*generation, *apiError) {
+// start with the body of a "create" message and alwaysStreamed, which makes
+// the plan streamed (plan.forceStream) before its engine requests start:
+// what they ask of the engine (running counts for continuous usage)
+// depends on it.
+func (s *Server) start(ctx context.Context, path string, body []byte, requestID string, d delivery) (*generation, *apiError) {
 	begun := time.Now()
 	p, e := s.parse(ctx, path, body)
 	if e != nil {
 		return nil, e
+	}
+	if d == alwaysStreamed {
+		p.forceStream()
 	}
 	idPrefix := "chatcmpl-"
 	if p.kind == kindCompletion {
@@ -265,6 +270,17 @@ func (s *Server) checkChoices(p *plan) *apiError {
 		"This request asks for %d choices (%d prompts × n = %d); this server generates at most %d choices per request.",
 		c, len(p.reqs), p.n, s.maxChoices)
 }
+
+// request that a shutdown cut is answered as such, whatever e says.
+// delivery says how a transport delivers a generation.
+type delivery int
+
+const (
+	// asRequested streams when the body's "stream" says so (HTTP).
+	asRequested delivery = iota
+	// alwaysStreamed streams whatever the body says (WebSocket).
+	alwaysStreamed
+)
 
 // fail answers with e unless the client is gone, which is only logged. A
 // request that a shutdown cut is answered as such, whatever e says.

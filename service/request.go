@@ -38,6 +38,9 @@ type commonRequest struct {
 
 type streamOptions struct {
 	IncludeUsage *bool `json:"include_usage"`
+	// ContinuousUsageStats is vLLM's extension: running usage on every
+	// chunk with choices (honoured with include_usage only).
+	ContinuousUsageStats *bool `json:"continuous_usage_stats"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.

@@ -389,7 +389,7 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 		defer req.mu.Unlock()
 		return req.cancelled
 	}
-	g, e := c.s.start(ctx, c.path, body, uuid.NewString())
+	g, e := c.s.start(ctx, c.path, body, uuid.NewString(), alwaysStreamed)
 	if e != nil {
 		switch {
 		case wasCancelled():
@@ -403,7 +403,6 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 	}
 	defer g.cancel()
 	model, obs = g.model, g.obs
-	g.forceStream()
 	u, err := g.streamTo(ctx, w, 0)
 	usage = u
 	switch {

@@ -3,11 +3,11 @@ package gguf
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"rill/engine/quant"
+	"rill/internal/shared"
 )
 
 // writerSeed returns a small Writer-made file with every kind of value and
@@ -38,20 +38,11 @@ func writerSeed(t testing.TB, align uint32) []byte {
 // realHeader returns the first n bytes of a real model, or nil when the
 // shared models are absent (a fuzz seed is optional, so no skip here).
 func realHeader(name string, n int) []byte {
-	dir, err := os.Getwd()
-	if err != nil {
+	path, ok := shared.Lookup("models", name)
+	if !ok {
 		return nil
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			return nil
-		}
-		dir = filepath.Dir(dir)
-	}
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(dir), "shared", "models", name))
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}

@@ -54,7 +54,7 @@ func (r *raw) padTo(align int) *raw {
 func (r *raw) zeros(n int) *raw { r.b = append(r.b, make([]byte, n)...); return r }
 
 // sharedDir returns the shared data folder, skipping the test when absent.
-func sharedDir(t testing.TB) string { return shared.Dir(t) }
+func sharedDir(t testing.TB) string { return shared.Root(t) }
 
 // modelPath returns the path of a model in shared/models, skipping the test
 // when it is absent.

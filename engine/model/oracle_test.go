@@ -15,11 +15,9 @@ import (
 	"rill/internal/shared"
 )
 
-// sharedDir returns ../shared, skipping the test when it is absent.
-func sharedDir(t testing.TB) string {
-	shared.Path(t, "refdata") // skips without the recordings
-	return shared.Dir(t)
-}
+// sharedDir returns ../shared or the repository's mirror of it, skipping
+// the test when neither is there.
+func sharedDir(t testing.TB) string { return shared.Root(t) }
 
 type oracleStep struct {
 	ID   int          `json:"id"`

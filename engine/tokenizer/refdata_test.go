@@ -14,7 +14,7 @@ import (
 )
 
 // sharedDir returns the shared data folder, skipping the test when absent.
-func sharedDir(t testing.TB) string { return shared.Dir(t) }
+func sharedDir(t testing.TB) string { return shared.Root(t) }
 
 var modelCache sync.Map // model file name -> *modelResult
 

@@ -28,6 +28,8 @@ type call struct {
 	haveKey   bool
 	tried     []bool // by replica index
 	predicted bool   // the client sent a prediction
+	// continuous: the client asked for running counts (ContinuousUsage).
+	continuous bool
 	// responses: the upstream speaks the Responses API for this call; its
 	// events are read with decodeResponseEvent.
 	responses bool

@@ -17,6 +17,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"io"
 	"fmt"
 	"log/slog"
 	"net"
@@ -266,7 +267,8 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 		return nil, err
 	}
 	c := &call{e: e, ctx: ctx, path: path, body: body, key: key, haveKey: haveKey,
-		tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", responses: responses}
+		tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", responses: responses,
+		continuous: req.ContinuousUsage}
 	a, err := c.open()
 	if err != nil {
 		return nil, err
@@ -274,11 +276,26 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	return pump(ctx, ctx, nil, []*stream{newStream(c, a, n)}), nil
 }
 
-// fanOut starts one single-choice request per choice of req.
+// fanOut starts one single-choice request per choice of req. Choice 0
+// goes first, and the others only once it has sent its first event (its
+// prompt is processed): the request's cached prompt tokens are choice 0's,
+// what the upstream held when the request came. A sibling sent at the same
+// time may find the prompt a sibling computed a moment before (llama.cpp
+// does, on a cold prompt, about one time in four), or miss a cached prompt
+// because another slot holds it, so the siblings' counts say nothing about
+// the request; the pump drops them (pumped.split). Generate thus returns
+// after choice 0's first token.
 func (e *Engine) fanOut(ctx context.Context, req *engine.Request, key uint64, haveKey bool) (engine.Stream, error) {
 	n := req.Choices()
 	fctx, cancel := context.WithCancel(ctx)
 	subs := make([]*stream, 0, n)
+	fail := func(err error) (engine.Stream, error) {
+		cancel()
+		for _, s := range subs {
+			drain(s)
+		}
+		return nil, err
+	}
 	for j := range n {
 		sub := *req
 		sub.N = 1
@@ -287,20 +304,26 @@ func (e *Engine) fanOut(ctx context.Context, req *engine.Request, key uint64, ha
 			sub.Sampling.Seed = &seed
 		}
 		path, body, err := encodeRequest(e.opts.Kind, e.opts.UpstreamModel, &sub, 1)
-		if err == nil {
-			c := &call{e: e, ctx: fctx, path: path, body: body, key: key, haveKey: haveKey,
-				tried: make([]bool, len(e.replicas)), predicted: req.Prediction != ""}
-			var a *attempt
-			if a, err = c.open(); err == nil {
-				subs = append(subs, newStream(c, a, 1))
-				continue
+		if err != nil {
+			return fail(err)
+		}
+		c := &call{e: e, ctx: fctx, path: path, body: body, key: key, haveKey: haveKey,
+			tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", continuous: req.ContinuousUsage}
+		a, err := c.open()
+		if err != nil {
+			return fail(err)
+		}
+		st := newStream(c, a, 1)
+		subs = append(subs, st)
+		if j == 0 {
+			// Read ahead to choice 0's first event; the pump passes it on.
+			if err := st.prefetch(); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = fmt.Errorf("%w: model %q: the stream ended without an event", engine.ErrUpstream, e.info.ID)
+				}
+				return fail(err)
 			}
 		}
-		cancel()
-		for _, s := range subs {
-			drain(s)
-		}
-		return nil, err
 	}
 	return pump(ctx, fctx, cancel, subs), nil
 }

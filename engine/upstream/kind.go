@@ -74,6 +74,9 @@ type caps struct {
 	splitChoices bool
 	// prefixCache: the kind reports a prefix cache (for /v1/models).
 	prefixCache bool
+	// running is where the kind's running counts come from when a request
+	// asks for continuous usage.
+	running runningSource
 	// responses: the kind's server has the Responses API (responses.go).
 	responses bool
 	// forcedTools: the kind enforces tool_choice "required" and named
@@ -83,18 +86,45 @@ type caps struct {
 	forcedTools bool
 }
 
+// runningSource is how rill learns a request's counts while it streams
+// (engine.Request.ContinuousUsage).
+type runningSource int
+
+const (
+	// runningCounted: the upstream reports nothing before the end; rill
+	// counts the tokens it passes on (one per logprob entry, else one per
+	// chunk with text) and knows no prompt count until the end.
+	runningCounted runningSource = iota
+	// runningTimings: llama.cpp's timings_per_token puts its counters
+	// (cache_n, prompt_n, predicted_n, draft_n, draft_n_accepted) on every
+	// chunk; rill splits n > 1 into single-choice requests, so they are
+	// each choice's own.
+	runningTimings
+	// runningChoiceUsage: stream_options.continuous_usage_stats puts a usage
+	// on every chunk that counts the chunk's choice (vLLM, SGLang).
+	runningChoiceUsage
+	// runningRequestUsage: as runningChoiceUsage, but the usage counts the
+	// whole request (another rill): a choice's own completion count is only
+	// known when it is the request's only choice.
+	runningRequestUsage
+)
+
 func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true,
+			running: runningTimings}
 	case VLLM:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true,
+			running: runningChoiceUsage}
 	case SGLang:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, forcedTools: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, forcedTools: true,
+			running: runningChoiceUsage}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true,
+			running: runningRequestUsage}
 	}
 	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true}
 }

@@ -70,6 +70,13 @@ func (p *pumped) run(parent, ctx context.Context, j int, s *stream) {
 		}
 		if p.split {
 			ev.Choice = j
+			if j > 0 && ev.Stats != nil {
+				// Only choice 0's cache hit is the request's (see
+				// Engine.fanOut).
+				st := *ev.Stats
+				st.CachedTokens = nil
+				ev.Stats = &st
+			}
 		}
 		// Take the drain signal before pushing, so that a drain between the
 		// push and the wait is not missed.

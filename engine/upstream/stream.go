@@ -39,14 +39,21 @@ type stream struct {
 	usage    *wireUsage
 	timings  *wireTimings
 	finals   bool // the final events are queued
+	// running builds the running Stats of a request that asked for
+	// continuous usage; nil otherwise.
+	running *running
 
 	t0, first time.Time
 	err       error // terminal; io.EOF after the last final event
 }
 
 func newStream(c *call, a *attempt, n int) *stream {
-	return &stream{c: c, a: a, n: n, finished: make([]bool, n), reasons: make([]engine.FinishReason, n),
+	s := &stream{c: c, a: a, n: n, finished: make([]bool, n), reasons: make([]engine.FinishReason, n),
 		open: n, queue: make([]engine.Event, 0, 4), t0: time.Now()}
+	if c.continuous {
+		s.running = newRunning(c.e.opts.Kind, n, c.predicted)
+	}
+	return s
 }
 
 // recv blocks until the next event: io.EOF after the last final event,
@@ -77,6 +84,26 @@ func (s *stream) recv() (engine.Event, error) {
 	}
 }
 
+// prefetch reads until the stream has an event queued (which recv then
+// returns first) or fails; the error is the stream's terminal one, io.EOF
+// when it ended without any event.
+func (s *stream) prefetch() error {
+	for s.qi >= len(s.queue) {
+		if s.err != nil {
+			return s.err
+		}
+		if s.finals {
+			return io.EOF
+		}
+		if err := s.step(); err != nil {
+			s.a.release()
+			s.err = err
+			return err
+		}
+	}
+	return nil
+}
+
 // step reads and handles one upstream event.
 func (s *stream) step() error {
 	data, err := s.a.next()
@@ -105,6 +132,10 @@ func (s *stream) step() error {
 	}
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
 		return s.errorEvent(ch.Error)
+	}
+	var report *engine.Stats
+	if s.running != nil {
+		report = s.running.chunk(&ch)
 	}
 	for i := range ch.Choices {
 		c := &ch.Choices[i]
@@ -137,7 +168,11 @@ func (s *stream) step() error {
 			if !s.started {
 				s.started, s.first = true, time.Now()
 			}
-			s.queue = append(s.queue, engine.Event{Choice: j, Text: text, Logprobs: lps, ToolCalls: calls})
+			ev := engine.Event{Choice: j, Text: text, Logprobs: lps, ToolCalls: calls}
+			if s.running != nil {
+				ev.Stats = s.running.event(j, len(lps), report)
+			}
+			s.queue = append(s.queue, ev)
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			s.finished[j], s.reasons[j] = true, finishReason(*c.FinishReason)
@@ -147,7 +182,10 @@ func (s *stream) step() error {
 	if ch.Timings != nil {
 		s.timings = ch.Timings
 	}
-	if ch.Usage != nil {
+	// A usage that came with choices because rill asked for continuous
+	// usage is a running count, not the request's.
+	runningUsage := report != nil && s.running.source != runningTimings
+	if ch.Usage != nil && !runningUsage {
 		s.usage = ch.Usage
 		if s.open == 0 {
 			// The counters of the finished request: no need to wait for [DONE].
@@ -169,11 +207,18 @@ func (s *stream) queueFinals() {
 		s.c.e.log.Warn("upstream sent no usage; counts are zero", slog.String("model", s.c.e.info.ID),
 			slog.String("replica", s.a.r.base))
 	}
+	var perChoice []engine.Stats
+	if s.running != nil && s.n > 1 {
+		perChoice = s.running.finals(st)
+	}
 	for j := range s.n {
 		ev := engine.Event{Choice: j, Final: true, FinishReason: s.reasons[j]}
-		if j == 0 {
+		switch {
+		case perChoice != nil:
+			ev.Stats = &perChoice[j]
+		case j == 0:
 			ev.Stats = &st
-		} else {
+		default:
 			ev.Stats = &engine.Stats{PromptTokens: st.PromptTokens}
 		}
 		s.queue = append(s.queue, ev)
@@ -206,6 +251,9 @@ func (s *stream) broken(cause error, network bool) error {
 		// come from the failed attempt.
 		clear(s.finished)
 		s.open, s.usage, s.timings = s.n, nil, nil
+		if s.running != nil {
+			s.running = newRunning(s.c.e.opts.Kind, s.n, s.c.predicted)
+		}
 		return nil
 	}
 	return fmt.Errorf("%w: model %q: the stream broke off: %s", engine.ErrUpstream, s.c.e.info.ID, msg)

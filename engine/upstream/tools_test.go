@@ -13,15 +13,15 @@ import (
 	"rill/service"
 )
 
-// recorder keeps a copy of every response body its handler writes to a
+// bodyRecorder keeps a copy of every response body its handler writes to a
 // POST (health checks are not kept).
-type recorder struct {
+type bodyRecorder struct {
 	h      http.Handler
 	mu     sync.Mutex
 	bodies []*bytes.Buffer
 }
 
-func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (rec *bodyRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		rec.h.ServeHTTP(w, r)
 		return
@@ -33,7 +33,7 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.h.ServeHTTP(&teeWriter{ResponseWriter: w, buf: buf}, r)
 }
 
-func (rec *recorder) last() []byte {
+func (rec *bodyRecorder) last() []byte {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return rec.bodies[len(rec.bodies)-1].Bytes()
@@ -80,7 +80,7 @@ func toolFragments(t *testing.T, events [][]byte) []json.RawMessage {
 // tool_calls; its refusals reach the client as 400s.
 func TestToolsBehindRill(t *testing.T) {
 	t.Parallel()
-	inner := &recorder{h: service.New(service.Options{Engine: nativeEngine(t, "tiny"), Logger: discard})}
+	inner := &bodyRecorder{h: service.New(service.Options{Engine: nativeEngine(t, "tiny"), Logger: discard})}
 	innerURL, _ := serve(t, inner)
 	url := front(t, newUpstream(t, "tiny", upstream.Rill, innerURL))
 

@@ -44,6 +44,9 @@ type wireRequest struct {
 	Logprobs    any `json:"logprobs,omitempty"`
 	TopLogprobs int `json:"top_logprobs,omitempty"`
 
+	// TimingsPerToken asks llama.cpp for its counters on every chunk.
+	TimingsPerToken bool `json:"timings_per_token,omitempty"`
+
 	Prediction  *wirePrediction `json:"prediction,omitempty"`
 	IgnoreEOS   bool            `json:"ignore_eos,omitempty"`
 	BanEOSToken bool            `json:"ban_eos_token,omitempty"` // tabbyAPI's name for ignore_eos
@@ -67,6 +70,8 @@ type wireMessage struct {
 
 type wireStreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
+	// ContinuousUsageStats asks vLLM, SGLang or rill for a usage on every chunk.
+	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
 }
 
 type wirePrediction struct {
@@ -118,6 +123,14 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 			w.BanEOSToken = true
 		default:
 			return "", nil, unsupported(k, "ignore_eos")
+		}
+	}
+	if req.ContinuousUsage {
+		switch c.running {
+		case runningTimings:
+			w.TimingsPerToken = true
+		case runningChoiceUsage, runningRequestUsage:
+			w.StreamOptions.ContinuousUsageStats = true
 		}
 	}
 	if req.NoDraft && c.noDraft {
