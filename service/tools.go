@@ -50,20 +50,9 @@ func applyTools(r *chatRequest, req *engine.Request) *apiError {
 			return invalid(param+".function", "missing_required_parameter", "Missing required parameter: '%s.function'.", param)
 		}
 		f := t.Function
-		if !functionName.MatchString(f.Name) {
-			return invalid(param+".function.name", "invalid_value",
-				"Invalid '%s.function.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.", param)
-		}
-		if names[f.Name] {
-			return invalid(param+".function.name", "invalid_value", "Invalid '%s.function.name': the function '%s' is declared twice.", param, f.Name)
-		}
-		names[f.Name] = true
-		tool := engine.Tool{Name: f.Name, Description: f.Description, Strict: f.Strict != nil && *f.Strict}
-		if !isNull(f.Parameters) {
-			if firstByte(f.Parameters) != '{' {
-				return invalid(param+".function.parameters", "invalid_type", "Invalid type for '%s.function.parameters': expected an object.", param)
-			}
-			tool.Parameters = f.Parameters
+		tool, e := declareFunction(f.Name, f.Description, f.Parameters, f.Strict != nil && *f.Strict, names, param+".function")
+		if e != nil {
+			return e
 		}
 		req.Tools = append(req.Tools, tool)
 	}
@@ -79,6 +68,30 @@ func applyTools(r *chatRequest, req *engine.Request) *apiError {
 	return nil
 }
 
+// declareFunction checks one function tool, as chat (under
+// "tools[i].function") and the Responses API (under "tools[i]") declare
+// it: a name OpenAI allows, not declared before (names collects them), and
+// parameters that are an object when present. at is the path of the
+// declaration's members in error params.
+func declareFunction(name, description string, parameters json.RawMessage, strict bool, names map[string]bool, at string) (engine.Tool, *apiError) {
+	if !functionName.MatchString(name) {
+		return engine.Tool{}, invalid(at+".name", "invalid_value",
+			"Invalid '%s.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.", at)
+	}
+	if names[name] {
+		return engine.Tool{}, invalid(at+".name", "invalid_value", "Invalid '%s.name': the function '%s' is declared twice.", at, name)
+	}
+	names[name] = true
+	tool := engine.Tool{Name: name, Description: description, Strict: strict}
+	if !isNull(parameters) {
+		if firstByte(parameters) != '{' {
+			return engine.Tool{}, invalid(at+".parameters", "invalid_type", "Invalid type for '%s.parameters': expected an object.", at)
+		}
+		tool.Parameters = parameters
+	}
+	return tool, nil
+}
+
 // toolChoice reads tool_choice: null, "none", "auto", "required", or
 // {"type": "function", "function": {"name": ...}} naming a declared tool.
 func toolChoice(raw json.RawMessage, names map[string]bool) (engine.ToolChoice, *apiError) {
@@ -88,18 +101,7 @@ func toolChoice(raw json.RawMessage, names map[string]bool) (engine.ToolChoice, 
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		switch s {
-		case "auto":
-			return engine.ToolChoice{Mode: engine.ToolChoiceAuto}, nil
-		case "none":
-			return engine.ToolChoice{Mode: engine.ToolChoiceNone}, nil
-		case "required":
-			if len(names) == 0 {
-				return none, invalid("tool_choice", "invalid_value", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
-			}
-			return engine.ToolChoice{Mode: engine.ToolChoiceRequired}, nil
-		}
-		return none, invalid("tool_choice", "invalid_value", "Invalid value for 'tool_choice': '%s' (want none, auto, required or a function).", s)
+		return toolChoiceMode(s, len(names) > 0)
 	}
 	var obj struct {
 		Type     string `json:"type"`
@@ -116,10 +118,32 @@ func toolChoice(raw json.RawMessage, names map[string]bool) (engine.ToolChoice, 
 	if obj.Function == nil || obj.Function.Name == "" {
 		return none, invalid("tool_choice.function.name", "missing_required_parameter", "Missing required parameter: 'tool_choice.function.name'.")
 	}
-	if !names[obj.Function.Name] {
-		return none, invalid("tool_choice", "invalid_value", "Invalid value for 'tool_choice': no function named '%s' is among the tools.", obj.Function.Name)
+	return namedToolChoice(obj.Function.Name, names)
+}
+
+// toolChoiceMode reads a tool_choice string, the same in both APIs;
+// "required" needs tools.
+func toolChoiceMode(s string, haveTools bool) (engine.ToolChoice, *apiError) {
+	switch s {
+	case "auto":
+		return engine.ToolChoice{Mode: engine.ToolChoiceAuto}, nil
+	case "none":
+		return engine.ToolChoice{Mode: engine.ToolChoiceNone}, nil
+	case "required":
+		if !haveTools {
+			return engine.ToolChoice{}, invalid("tool_choice", "invalid_value", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
+		}
+		return engine.ToolChoice{Mode: engine.ToolChoiceRequired}, nil
 	}
-	return engine.ToolChoice{Mode: engine.ToolChoiceFunction, Name: obj.Function.Name}, nil
+	return engine.ToolChoice{}, invalid("tool_choice", "invalid_value", "Invalid value for 'tool_choice': '%s' (want none, auto, required or a function).", s)
+}
+
+// namedToolChoice forces a call of the declared function name.
+func namedToolChoice(name string, names map[string]bool) (engine.ToolChoice, *apiError) {
+	if !names[name] {
+		return engine.ToolChoice{}, invalid("tool_choice", "invalid_value", "Invalid value for 'tool_choice': no function named '%s' is among the tools.", name)
+	}
+	return engine.ToolChoice{Mode: engine.ToolChoiceFunction, Name: name}, nil
 }
 
 // applyResponseFormat converts response_format into req: text (or none)
@@ -140,17 +164,29 @@ func applyResponseFormat(rf *responseFormat, req *engine.Request) *apiError {
 		if js == nil {
 			return invalid("response_format.json_schema", "missing_required_parameter", "Missing required parameter: 'response_format.json_schema'.")
 		}
-		if !isNull(js.Schema) && firstByte(js.Schema) != '{' {
-			return invalid("response_format.json_schema.schema", "invalid_type", "Invalid type for 'response_format.json_schema.schema': expected an object.")
-		}
-		out := &engine.ResponseFormat{Type: engine.FormatJSONSchema, Name: js.Name, Strict: js.Strict != nil && *js.Strict}
-		if !isNull(js.Schema) {
-			out.Schema = js.Schema
+		out, e := jsonSchemaFormat(js.Name, js.Schema, js.Strict != nil && *js.Strict, "response_format.json_schema")
+		if e != nil {
+			return e
 		}
 		req.ResponseFormat = out
 		return nil
 	}
 	return invalid("response_format.type", "invalid_value", "Invalid value for 'response_format.type': '%s'.", rf.Type)
+}
+
+// jsonSchemaFormat is a json_schema format as chat (under
+// "response_format.json_schema") and the Responses API (under
+// "text.format") declare it; at is the path of its members in error
+// params. A schema, when present, must be an object.
+func jsonSchemaFormat(name string, schema json.RawMessage, strict bool, at string) (*engine.ResponseFormat, *apiError) {
+	if !isNull(schema) && firstByte(schema) != '{' {
+		return nil, invalid(at+".schema", "invalid_type", "Invalid type for '%s.schema': expected an object.", at)
+	}
+	out := &engine.ResponseFormat{Type: engine.FormatJSONSchema, Name: name, Strict: strict}
+	if !isNull(schema) {
+		out.Schema = schema
+	}
+	return out, nil
 }
 
 // logitBias reads logit_bias: token ids (as decimal strings) to biases
