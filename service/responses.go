@@ -38,12 +38,11 @@ type responseRequest struct {
 	TopLogprobs        *int              `json:"top_logprobs"`
 	Include            []string          `json:"include"`
 	Stream             *bool             `json:"stream"`
-	Tools              []json.RawMessage `json:"tools"`
+	Tools              []responseTool    `json:"tools"`
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 	Text               *struct {
-		Format *struct {
-			Type string `json:"type"`
-		} `json:"format"`
+		Format *responseTextFormat `json:"format"`
 	} `json:"text"`
 	Metadata     map[string]string `json:"metadata"`
 	Background   *bool             `json:"background"`
@@ -59,15 +58,6 @@ type responseRequest struct {
 	NoDraft   *bool    `json:"no_draft"`
 }
 
-// responseInputItem is one element of an input list. Content stays raw: a
-// string or a list of parts.
-type responseInputItem struct {
-	Type    string          `json:"type"`
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	ID      string          `json:"id"`
-}
-
 // includeLogprobs is the include value that asks for output logprobs.
 const includeLogprobs = "message.output_text.logprobs"
 
@@ -76,7 +66,6 @@ const includeLogprobs = "message.output_text.logprobs"
 type responsePlan struct {
 	*plan
 	id        string // "resp_…"
-	messageID string // "msg_…", of the output message
 	createdAt int64  // unix seconds
 	// streamID is the WebSocket lane the response.create named ("": none).
 	streamID string
@@ -90,24 +79,29 @@ type responsePlan struct {
 	temperature     float64
 	topP            float64
 	topLogprobs     int
-	toolChoice      []byte // JSON, echoed
+	// What the response object echoes of tools and formats, as compact
+	// JSON (responses_tools.go): tools, tool_choice, text.format.
+	tools             []byte
+	toolChoice        []byte
+	textFormat        []byte
+	parallelToolCalls bool
 	user            string
 	metadata        map[string]string
 	metadataKeys    []string // sorted, for a stable encoding
 }
 
 // conversations resolves what a request refers to: stored responses and
-// their output messages.
+// their output items (messages and function calls), each as the message it
+// stands for in a conversation.
 type conversations interface {
 	response(id string) (*storedResponse, bool)
 	item(id string) (engine.Message, bool)
 }
 
 // responsesPlan converts a Responses request. It checks what the schema
-// cannot and refuses what rill does not support yet; every such refusal is
-// in responsesUnsupported, the one place where tools, text.format and
-// function call items will plug in. storeOn says whether the server keeps
-// responses at all.
+// cannot and refuses what rill does not support (responsesUnsupported;
+// tool types and input items it lacks are refused where they are read).
+// storeOn says whether the server keeps responses at all.
 func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*responsePlan, *apiError) {
 	if e := responsesUnsupported(r); e != nil {
 		return nil, e
@@ -116,7 +110,6 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 	p := &responsePlan{
 		plan:      &plan{kind: kindChat, model: r.Model, n: 1, reqs: []*engine.Request{req}},
 		id:        newObjectID("resp_"),
-		messageID: newObjectID("msg_"),
 		createdAt: time.Now().Unix(),
 		store:     storeOn && (r.Store == nil || *r.Store),
 		metadata:  r.Metadata,
@@ -135,7 +128,11 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 		}
 		p.previousID, p.parent = id, parent
 	}
-	input, e := responseInput(r.Input, conv)
+	var history []engine.Message
+	if p.parent != nil {
+		history = p.parent.history()
+	}
+	input, e := responseInput(r.Input, conv, history)
 	if e != nil {
 		return nil, e
 	}
@@ -146,9 +143,7 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 		p.instructions = r.Instructions
 		msgs = append(msgs, engine.Message{Role: engine.RoleSystem, Content: *r.Instructions})
 	}
-	if p.parent != nil {
-		msgs = append(msgs, p.parent.history()...)
-	}
+	msgs = append(msgs, history...)
 	msgs = append(msgs, input...)
 	if len(input) == 0 && p.parent == nil {
 		return nil, invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
@@ -192,9 +187,8 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 		req.TopLogprobs = p.topLogprobs
 	}
 
-	p.toolChoice = []byte(`"auto"`)
-	if !isNull(r.ToolChoice) {
-		p.toolChoice = []byte(strings.TrimSpace(string(r.ToolChoice)))
+	if e := applyResponseTools(r, req, p); e != nil {
+		return nil, e
 	}
 	if r.User != nil {
 		p.user = *r.User
@@ -208,14 +202,11 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 
 // responsesUnsupported refuses the features a request needs that rill does
 // not have yet, each with a 400 naming its field. reasoning is not among
-// them: like OpenAI for a model that does not reason, rill ignores it.
+// them: like OpenAI for a model that does not reason, rill ignores it (a
+// reasoning split of the output plugs in at responseEncoder.event).
 func responsesUnsupported(r *responseRequest) *apiError {
 	notYet := func(param, what string) *apiError {
 		return invalid(param, "unsupported_parameter", "%s not supported by this server yet.", what)
-	}
-	toolChoice := ""
-	if firstByte(r.ToolChoice) == '"' {
-		_ = json.Unmarshal(r.ToolChoice, &toolChoice)
 	}
 	switch {
 	case r.Background != nil && *r.Background:
@@ -224,99 +215,8 @@ func responsesUnsupported(r *responseRequest) *apiError {
 		return notYet("conversation", "Conversations are")
 	case !isNull(r.Prompt):
 		return notYet("prompt", "Prompt templates are")
-	case len(r.Tools) > 0 && toolChoice != "none":
-		return notYet("tools", "Tool calling is")
-	case forcedChoice(r.ToolChoice, "none", "auto"):
-		return notYet("tool_choice", "Forcing a tool call is")
-	case r.Text != nil && r.Text.Format != nil && r.Text.Format.Type != "" && r.Text.Format.Type != "text":
-		return notYet("text.format", fmt.Sprintf("text.format of type '%s' is", r.Text.Format.Type))
 	}
 	return nil
-}
-
-// responseInput reads input: a string is one user message; a list holds
-// messages and item references. Content parts other than text, and item
-// types other than messages and references to stored output messages, are
-// refused.
-func responseInput(raw json.RawMessage, conv conversations) ([]engine.Message, *apiError) {
-	switch firstByte(raw) {
-	case 0, 'n':
-		return nil, nil
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, invalid("input", "invalid_type", "Invalid type for 'input': expected a string.")
-		}
-		return []engine.Message{{Role: engine.RoleUser, Content: s}}, nil
-	}
-	var items []responseInputItem
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
-	}
-	msgs := make([]engine.Message, 0, len(items))
-	for i, it := range items {
-		param := fmt.Sprintf("input[%d]", i)
-		switch it.Type {
-		case "", "message":
-		case "item_reference":
-			m, ok := conv.item(it.ID)
-			if !ok {
-				return nil, invalid(param+".id", "item_not_found", "Item with id '%s' not found.", clip(it.ID, maxEchoBytes))
-			}
-			msgs = append(msgs, m)
-			continue
-		default:
-			return nil, invalid(param+".type", "unsupported_parameter",
-				"Input items of type '%s' are not supported by this server yet.", clip(it.Type, maxEchoBytes))
-		}
-		if it.Role == "" {
-			return nil, invalid(param+".role", "missing_required_parameter", "Missing required parameter: '%s.role'.", param)
-		}
-		if isNull(it.Content) {
-			return nil, invalid(param+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", param)
-		}
-		text, e := responseContent(it.Content, param+".content")
-		if e != nil {
-			return nil, e
-		}
-		msgs = append(msgs, engine.Message{Role: engine.Role(it.Role), Content: text})
-	}
-	return msgs, nil
-}
-
-// responseContent reads a message's content: a string, or text parts
-// (input_text, output_text, refusal) concatenated.
-func responseContent(raw json.RawMessage, param string) (string, *apiError) {
-	if firstByte(raw) == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", invalid(param, "invalid_type", "Invalid type for '%s': expected a string.", param)
-		}
-		return s, nil
-	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", invalid(param, "invalid_type", "Invalid type for '%s': expected a string or an array of content parts.", param)
-	}
-	var b []byte
-	for j, part := range parts {
-		switch part.Type {
-		case "input_text", "output_text", "text":
-			if part.Text == nil {
-				return "", missingPartField(param, j, "text")
-			}
-			b = append(b, *part.Text...)
-		case "refusal":
-			if part.Refusal == nil {
-				return "", missingPartField(param, j, "refusal")
-			}
-			b = append(b, *part.Refusal...)
-		default:
-			return "", invalid(fmt.Sprintf("%s[%d].type", param, j), "unsupported_parameter",
-				"Content of type '%s' is not supported by this server yet.", clip(part.Type, maxEchoBytes))
-		}
-	}
-	return string(b), nil
 }
 
 // newObjectID returns prefix and 48 random hex digits, the shape of
@@ -343,8 +243,10 @@ func (c serverConversations) response(id string) (*storedResponse, bool) {
 }
 
 func (c serverConversations) item(id string) (engine.Message, bool) {
-	if c.last != nil && c.last.outputID == id {
-		return c.last.output(), true
+	if c.last != nil {
+		if m, ok := c.last.item(id); ok {
+			return m, true
+		}
 	}
 	return c.store.item(id)
 }
@@ -367,7 +269,7 @@ func (s *Server) startResponse(ctx context.Context, body []byte, last *storedRes
 	}
 	g, e := s.launch(ctx, rp.plan, rp.id, begun)
 	if e != nil {
-		return nil, nil, e
+		return nil, nil, responsesError(e)
 	}
 	return rp, g, nil
 }
@@ -392,6 +294,10 @@ func (rp *responsePlan) runResponse(ctx context.Context, g *generation, enc *res
 	}
 	stats, err := g.run(ctx, ping, func(_ int, ev *engine.Event) error {
 		if err := enc.event(ev); err != nil {
+			var order *errCallsInterleaved
+			if errors.As(err, &order) {
+				return err // the engine's fault: the response fails
+			}
 			return &transportError{err}
 		}
 		return nil
@@ -419,12 +325,23 @@ func isClientGone(err error) bool {
 	return errors.As(err, &te) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// stored is the finished response as the store keeps it.
+// stored is the finished response as the store keeps it: its turn is the
+// input, then one assistant message with the text of its output messages
+// and the calls of its function_call items, as chat has a reply.
 func (rp *responsePlan) stored(enc *responseEncoder) *storedResponse {
 	turn := make([]engine.Message, 0, len(rp.input)+1)
 	turn = append(turn, rp.input...)
-	turn = append(turn, engine.Message{Role: engine.RoleAssistant, Content: string(enc.text)})
-	return &storedResponse{id: rp.id, body: enc.response(), turn: turn, parent: rp.parent, outputID: rp.messageID}
+	reply := engine.Message{Role: engine.RoleAssistant}
+	items := make([]storedItem, 0, len(enc.items))
+	for _, it := range enc.items {
+		m := it.message()
+		items = append(items, storedItem{id: it.id, message: m})
+		reply.Content += m.Content
+		reply.ToolCalls = append(reply.ToolCalls, m.ToolCalls...)
+	}
+	reply.NullContent = reply.Content == "" && len(reply.ToolCalls) > 0
+	turn = append(turn, reply)
+	return &storedResponse{id: rp.id, body: enc.response(), turn: turn, parent: rp.parent, items: items}
 }
 
 // handleCreateResponse serves POST /v1/responses.

@@ -103,17 +103,30 @@ type eventWriter interface {
 // in OpenAI's order:
 //
 //	response.created, response.in_progress,
-//	response.output_item.added, response.content_part.added   (at the first text)
-//	response.output_text.delta ...
-//	response.output_text.done, response.content_part.done, response.output_item.done
+//	then per output item, one after the other, in output order:
+//	  a message:       response.output_item.added, response.content_part.added,
+//	                   response.output_text.delta ...,
+//	                   response.output_text.done, response.content_part.done,
+//	                   response.output_item.done
+//	  a function call: response.output_item.added (arguments ""),
+//	                   response.function_call_arguments.delta ...,
+//	                   response.function_call_arguments.done,
+//	                   response.output_item.done
 //	response.completed | response.incomplete | response.failed
 //
-// every one with the next sequence_number, from 0. With a nil writer it only keeps
-// the output, for the plain JSON answer: the final response object, which is
-// also what the store keeps. Output items are opened when their first piece
-// arrives, so that a reasoning item (once the engine splits reasoning out)
-// can come first, at output_index 0, without changing the message's events.
-// It is owned by one goroutine.
+// every one with the next sequence_number, from 0. With a nil writer it only
+// keeps the output, for the plain JSON answer: the final response object,
+// which is also what the store keeps. An item opens when its first piece
+// arrives and is done when the next one opens or the response ends, so
+// text before calls is a message item before them and text after them
+// another message. A reasoning item (once the engine splits reasoning out
+// for this API: Event.Reasoning) is one more item kind that opens the same
+// way, before the message it precedes.
+//
+// Tool-call fragments must come call after call (every engine rill drives
+// sends them so): a fragment of a call whose item is done fails the
+// response with a server error rather than lose or misplace its text. It is
+// owned by one goroutine.
 type responseEncoder struct {
 	r *responsePlan
 	w eventWriter // nil: not streamed
@@ -122,18 +135,61 @@ type responseEncoder struct {
 	status string
 	buf    []byte
 
-	msgOpen  bool
-	text     []byte
-	logprobs []engine.TokenLogprob // when r.logprobs
-	final    engine.Event
-	usage    *ResponseUsage
-	err      *apiError // of a failed response
+	items []*outputItem
+	open  *outputItem         // the item being streamed, the last of items; nil once done
+	calls map[int]*outputItem // function call items by the engine's call index
+	// pending are logprobs of tokens that showed no text while no item was
+	// open (when r.logprobs): they go with the next text, or are dropped
+	// when a function call opens (they were its tokens).
+	pending []engine.TokenLogprob
+	final   engine.Event
+	usage   *ResponseUsage
+	err     *apiError // of a failed response
 	// completedAt is when the response completed (unix seconds), 0 before.
 	completedAt int64
 }
 
+// itemKind is the type of an output item.
+type itemKind uint8
+
+const (
+	itemMessage itemKind = iota
+	itemFunctionCall
+)
+
+// outputItem is one item of a response's output as the encoder builds it.
+type outputItem struct {
+	kind   itemKind
+	id     string // "msg_…" or "fc_…"
+	index  int    // output_index
+	status string // in_progress while open; completed or incomplete once done
+	// A message's one output_text part.
+	text     []byte
+	logprobs []engine.TokenLogprob
+	// A function call's call_id, name and arguments (JSON text).
+	callID, name string
+	arguments    []byte
+}
+
+// message returns the chat message the item stands for in a conversation:
+// an assistant message with its text, or with its one call.
+func (it *outputItem) message() engine.Message {
+	if it.kind == itemFunctionCall {
+		return engine.Message{Role: engine.RoleAssistant, NullContent: true,
+			ToolCalls: []engine.ToolCall{{ID: it.callID, Name: it.name, Arguments: string(it.arguments)}}}
+	}
+	return engine.Message{Role: engine.RoleAssistant, Content: string(it.text)}
+}
+
+// errCallsInterleaved is the engine breaking the order the encoder needs.
+type errCallsInterleaved struct{ index int }
+
+func (e *errCallsInterleaved) Error() string {
+	return "the engine sent a fragment of tool call " + strconv.Itoa(e.index) + " after a later output item began"
+}
+
 func newResponseEncoder(r *responsePlan, w eventWriter) *responseEncoder {
-	return &responseEncoder{r: r, w: w, status: statusInProgress, buf: make([]byte, 0, 512)}
+	return &responseEncoder{r: r, w: w, status: statusInProgress, buf: make([]byte, 0, 512), calls: map[int]*outputItem{}}
 }
 
 // begin starts an event of type typ: {"type":…,"sequence_number":N[,"stream_id":…].
@@ -174,26 +230,25 @@ func (e *responseEncoder) opening() error {
 	return e.sendResponse("response.in_progress")
 }
 
-// event takes one engine event of the response's only choice.
+// event takes one engine event of the response's only choice. Its text
+// and its call fragments are in output order when the text is before a
+// call that opens in the event or after a call already open: an engine's
+// event holds what one token ended, and a token ends text before a call or
+// after one, never both.
 func (e *responseEncoder) event(ev *engine.Event) error {
-	if ev.Text != "" || len(ev.Logprobs) > 0 {
-		if err := e.openMessage(); err != nil {
+	if e.open != nil && e.open.kind == itemFunctionCall {
+		if err := e.addCalls(ev.ToolCalls); err != nil {
 			return err
 		}
-		e.text = append(e.text, ev.Text...)
-		if e.r.logprobs {
-			e.logprobs = append(e.logprobs, ev.Logprobs...)
+		if err := e.addText(ev.Text, ev.Logprobs); err != nil {
+			return err
 		}
-		if e.w != nil {
-			e.begin("response.output_text.delta")
-			e.buf = e.appendPartRef(e.buf)
-			e.buf = append(e.buf, `,"delta":`...)
-			e.buf = appendString(e.buf, ev.Text)
-			e.buf = append(e.buf, `,"logprobs":`...)
-			e.buf = appendResponseLogprobs(e.buf, ev.Logprobs)
-			if err := e.send("response.output_text.delta"); err != nil {
-				return err
-			}
+	} else {
+		if err := e.addText(ev.Text, ev.Logprobs); err != nil {
+			return err
+		}
+		if err := e.addCalls(ev.ToolCalls); err != nil {
+			return err
 		}
 	}
 	if ev.Final {
@@ -202,33 +257,179 @@ func (e *responseEncoder) event(ev *engine.Event) error {
 	return nil
 }
 
-// openMessage sends the added events of the message item and its text part
-// the first time it is called.
-func (e *responseEncoder) openMessage() error {
-	if e.msgOpen {
+// addText adds text (and its tokens' logprobs) to the open message, opening
+// one when the open item is not a message.
+func (e *responseEncoder) addText(text string, lps []engine.TokenLogprob) error {
+	if !e.r.logprobs {
+		lps = nil
+	}
+	if text == "" && len(lps) == 0 {
 		return nil
 	}
-	e.msgOpen = true
+	inMessage := e.open != nil && e.open.kind == itemMessage
+	if text == "" && !inMessage {
+		if e.open == nil {
+			e.pending = append(e.pending, lps...)
+		}
+		return nil
+	}
+	if !inMessage {
+		if err := e.openItem(&outputItem{kind: itemMessage, id: newObjectID("msg_")}); err != nil {
+			return err
+		}
+	}
+	if len(e.pending) > 0 {
+		lps = append(e.pending, lps...)
+		e.pending = nil
+	}
+	return e.textDelta(text, lps)
+}
+
+// textDelta appends to the open message and sends its delta.
+func (e *responseEncoder) textDelta(text string, lps []engine.TokenLogprob) error {
+	it := e.open
+	it.text = append(it.text, text...)
+	it.logprobs = append(it.logprobs, lps...)
+	if e.w == nil {
+		return nil
+	}
+	e.begin("response.output_text.delta")
+	e.buf = e.appendPartRef(e.buf, it)
+	e.buf = append(e.buf, `,"delta":`...)
+	e.buf = appendString(e.buf, text)
+	e.buf = append(e.buf, `,"logprobs":`...)
+	e.buf = appendResponseLogprobs(e.buf, lps)
+	return e.send("response.output_text.delta")
+}
+
+// addCalls adds tool-call fragments: the first of a call opens its
+// function_call item, pieces of arguments are deltas of the open one.
+func (e *responseEncoder) addCalls(deltas []engine.ToolCallDelta) error {
+	for _, d := range deltas {
+		it := e.calls[d.Index]
+		switch {
+		case it == nil:
+			it = &outputItem{kind: itemFunctionCall, id: newObjectID("fc_"), callID: d.ID, name: d.Name}
+			if it.callID == "" {
+				it.callID = newObjectID("call_") // an engine that names no call; the conversation needs an id
+			}
+			e.calls[d.Index] = it
+			e.pending = nil
+			if err := e.openItem(it); err != nil {
+				return err
+			}
+		case it != e.open:
+			return &errCallsInterleaved{index: d.Index}
+		case it.name == "":
+			it.name = d.Name
+		}
+		if d.Arguments == "" {
+			continue
+		}
+		it.arguments = append(it.arguments, d.Arguments...)
+		if e.w == nil {
+			continue
+		}
+		e.begin("response.function_call_arguments.delta")
+		e.buf = append(e.buf, `,"item_id":`...)
+		e.buf = appendString(e.buf, it.id)
+		e.buf = append(e.buf, `,"output_index":`...)
+		e.buf = appendInt(e.buf, it.index)
+		e.buf = append(e.buf, `,"delta":`...)
+		e.buf = appendString(e.buf, d.Arguments)
+		if err := e.send("response.function_call_arguments.delta"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openItem ends the open item (completed) and opens it: its added event,
+// and a message's part's.
+func (e *responseEncoder) openItem(it *outputItem) error {
+	if e.open != nil {
+		if err := e.closeItem(statusCompleted); err != nil {
+			return err
+		}
+	}
+	it.index, it.status = len(e.items), statusInProgress
+	e.items = append(e.items, it)
+	e.open = it
 	if e.w == nil {
 		return nil
 	}
 	e.begin("response.output_item.added")
-	e.buf = append(e.buf, `,"output_index":0,"item":`...)
-	e.buf = e.appendMessage(e.buf, statusInProgress, false)
+	e.buf = append(e.buf, `,"output_index":`...)
+	e.buf = appendInt(e.buf, it.index)
+	e.buf = append(e.buf, `,"item":`...)
+	e.buf = e.appendItem(e.buf, it, false)
 	if err := e.send("response.output_item.added"); err != nil {
 		return err
 	}
+	if it.kind != itemMessage {
+		return nil
+	}
 	e.begin("response.content_part.added")
-	e.buf = e.appendPartRef(e.buf)
+	e.buf = e.appendPartRef(e.buf, it)
 	e.buf = append(e.buf, `,"part":`...)
-	e.buf = e.appendPart(e.buf, false)
+	e.buf = appendPart(e.buf, it, false)
 	return e.send("response.content_part.added")
 }
 
+// closeItem ends the open item with status: its done events.
+func (e *responseEncoder) closeItem(status string) error {
+	it := e.open
+	e.open = nil
+	it.status = status
+	if e.w == nil {
+		return nil
+	}
+	switch it.kind {
+	case itemMessage:
+		e.begin("response.output_text.done")
+		e.buf = e.appendPartRef(e.buf, it)
+		e.buf = append(e.buf, `,"text":`...)
+		e.buf = appendString(e.buf, string(it.text))
+		e.buf = append(e.buf, `,"logprobs":`...)
+		e.buf = appendResponseLogprobs(e.buf, it.logprobs)
+		if err := e.send("response.output_text.done"); err != nil {
+			return err
+		}
+		e.begin("response.content_part.done")
+		e.buf = e.appendPartRef(e.buf, it)
+		e.buf = append(e.buf, `,"part":`...)
+		e.buf = appendPart(e.buf, it, true)
+		if err := e.send("response.content_part.done"); err != nil {
+			return err
+		}
+	case itemFunctionCall:
+		e.begin("response.function_call_arguments.done")
+		e.buf = append(e.buf, `,"item_id":`...)
+		e.buf = appendString(e.buf, it.id)
+		e.buf = append(e.buf, `,"name":`...)
+		e.buf = appendString(e.buf, it.name)
+		e.buf = append(e.buf, `,"output_index":`...)
+		e.buf = appendInt(e.buf, it.index)
+		e.buf = append(e.buf, `,"arguments":`...)
+		e.buf = appendString(e.buf, string(it.arguments))
+		if err := e.send("response.function_call_arguments.done"); err != nil {
+			return err
+		}
+	}
+	e.begin("response.output_item.done")
+	e.buf = append(e.buf, `,"output_index":`...)
+	e.buf = appendInt(e.buf, it.index)
+	e.buf = append(e.buf, `,"item":`...)
+	e.buf = e.appendItem(e.buf, it, true)
+	return e.send("response.output_item.done")
+}
+
 // finish ends a response whose engine request completed with usage u: the
-// done events of the message, then response.completed, or
-// response.incomplete when the output hit max_output_tokens (or the context
-// window).
+// done events of its last item (an empty message when the output is empty),
+// then response.completed, or response.incomplete when the output hit
+// max_output_tokens (or the context window), which leaves the last item
+// incomplete. A reply with tool calls is completed, as on OpenAI (the API
+// has no tool_calls status).
 func (e *responseEncoder) finish(u *Usage) error {
 	ru := ResponseUsageOf(*u)
 	e.usage = &ru
@@ -236,30 +437,20 @@ func (e *responseEncoder) finish(u *Usage) error {
 	if e.final.FinishReason == engine.FinishLength {
 		done = statusIncomplete
 	}
-	if err := e.openMessage(); err != nil {
-		return err
+	if len(e.items) == 0 {
+		if err := e.openItem(&outputItem{kind: itemMessage, id: newObjectID("msg_")}); err != nil {
+			return err
+		}
 	}
-	if e.w != nil {
-		e.begin("response.output_text.done")
-		e.buf = e.appendPartRef(e.buf)
-		e.buf = append(e.buf, `,"text":`...)
-		e.buf = appendString(e.buf, string(e.text))
-		e.buf = append(e.buf, `,"logprobs":`...)
-		e.buf = appendResponseLogprobs(e.buf, e.logprobs)
-		if err := e.send("response.output_text.done"); err != nil {
+	if len(e.pending) > 0 && e.open != nil && e.open.kind == itemMessage {
+		lps := e.pending
+		e.pending = nil
+		if err := e.textDelta("", lps); err != nil {
 			return err
 		}
-		e.begin("response.content_part.done")
-		e.buf = e.appendPartRef(e.buf)
-		e.buf = append(e.buf, `,"part":`...)
-		e.buf = e.appendPart(e.buf, true)
-		if err := e.send("response.content_part.done"); err != nil {
-			return err
-		}
-		e.begin("response.output_item.done")
-		e.buf = append(e.buf, `,"output_index":0,"item":`...)
-		e.buf = e.appendMessage(e.buf, done, true)
-		if err := e.send("response.output_item.done"); err != nil {
+	}
+	if e.open != nil {
+		if err := e.closeItem(done); err != nil {
 			return err
 		}
 	}
@@ -281,50 +472,78 @@ func (e *responseEncoder) fail(ae *apiError) error {
 
 // response returns the final response object.
 func (e *responseEncoder) response() []byte {
-	return e.appendResponse(make([]byte, 0, 512+len(e.text)))
+	n := 512
+	for _, it := range e.items {
+		n += 128 + len(it.text) + len(it.arguments)
+	}
+	return e.appendResponse(make([]byte, 0, n))
 }
 
-// appendPartRef appends the members that locate the text part.
-func (e *responseEncoder) appendPartRef(b []byte) []byte {
+// appendPartRef appends the members that locate a message's text part.
+func (e *responseEncoder) appendPartRef(b []byte, it *outputItem) []byte {
 	b = append(b, `,"item_id":`...)
-	b = appendString(b, e.r.messageID)
-	return append(b, `,"output_index":0,"content_index":0`...)
+	b = appendString(b, it.id)
+	b = append(b, `,"output_index":`...)
+	b = appendInt(b, it.index)
+	return append(b, `,"content_index":0`...)
 }
 
-// appendPart appends the output_text part: empty while it is being
+// appendPart appends a message's output_text part: empty while it is being
 // streamed, whole once done.
-func (e *responseEncoder) appendPart(b []byte, whole bool) []byte {
+func appendPart(b []byte, it *outputItem, whole bool) []byte {
 	b = append(b, `{"type":"output_text","annotations":[],"logprobs":`...)
 	if whole {
-		b = appendResponseLogprobs(b, e.logprobs)
+		b = appendResponseLogprobs(b, it.logprobs)
 	} else {
 		b = append(b, "[]"...)
 	}
 	b = append(b, `,"text":`...)
 	if whole {
-		b = appendString(b, string(e.text))
+		b = appendString(b, string(it.text))
 	} else {
 		b = append(b, `""`...)
 	}
 	return append(b, '}')
 }
 
-// appendMessage appends the output message item; with whole its text part,
-// else no content yet.
-func (e *responseEncoder) appendMessage(b []byte, status string, whole bool) []byte {
-	b = append(b, `{"id":`...)
-	b = appendString(b, e.r.messageID)
-	b = append(b, `,"type":"message","status":"`...)
-	b = append(b, status...)
-	b = append(b, `","role":"assistant","content":[`...)
-	if whole {
-		b = e.appendPart(b, true)
+// appendItem appends an output item as its status stands (an item still
+// open in a response that ended is incomplete): with whole its content,
+// else as it opens (a message without parts, a call with empty arguments).
+func (e *responseEncoder) appendItem(b []byte, it *outputItem, whole bool) []byte {
+	status := it.status
+	if status == statusInProgress && e.status != statusInProgress {
+		status = statusIncomplete
 	}
-	return append(b, "]}"...)
+	b = append(b, `{"id":`...)
+	b = appendString(b, it.id)
+	switch it.kind {
+	case itemFunctionCall:
+		b = append(b, `,"type":"function_call","status":"`...)
+		b = append(b, status...)
+		b = append(b, `","arguments":`...)
+		if whole {
+			b = appendString(b, string(it.arguments))
+		} else {
+			b = append(b, `""`...)
+		}
+		b = append(b, `,"call_id":`...)
+		b = appendString(b, it.callID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, it.name)
+		return append(b, '}')
+	default:
+		b = append(b, `,"type":"message","status":"`...)
+		b = append(b, status...)
+		b = append(b, `","role":"assistant","content":[`...)
+		if whole {
+			b = appendPart(b, it, true)
+		}
+		return append(b, "]}"...)
+	}
 }
 
 // appendResponse appends the response object as it stands: status, the
-// output so far (a message whose item was opened), usage once finished.
+// output once it ended (every item opened), usage once finished.
 func (e *responseEncoder) appendResponse(b []byte) []byte {
 	r := e.r
 	b = append(b, `{"id":`...)
@@ -374,22 +593,29 @@ func (e *responseEncoder) appendResponse(b []byte) []byte {
 	b = append(b, `,"max_tool_calls":null,"model":`...)
 	b = appendString(b, r.model)
 	b = append(b, `,"output":[`...)
-	if e.msgOpen && e.status != statusInProgress {
-		status := e.status
-		if status == statusFailed {
-			status = statusIncomplete
+	if e.status != statusInProgress {
+		for i, it := range e.items {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = e.appendItem(b, it, true)
 		}
-		b = e.appendMessage(b, status, true)
 	}
-	b = append(b, `],"parallel_tool_calls":true,"previous_response_id":`...)
+	b = append(b, `],"parallel_tool_calls":`...)
+	b = strconv.AppendBool(b, r.parallelToolCalls)
+	b = append(b, `,"previous_response_id":`...)
 	b = appendNullableString(b, r.previousID)
 	b = append(b, `,"reasoning":{"effort":null,"summary":null},"service_tier":"default","store":`...)
 	b = strconv.AppendBool(b, r.store)
 	b = append(b, `,"temperature":`...)
 	b = appendFloat(b, r.temperature)
-	b = append(b, `,"text":{"format":{"type":"text"}},"tool_choice":`...)
+	b = append(b, `,"text":{"format":`...)
+	b = append(b, r.textFormat...)
+	b = append(b, `},"tool_choice":`...)
 	b = append(b, r.toolChoice...)
-	b = append(b, `,"tools":[],"top_logprobs":`...)
+	b = append(b, `,"tools":`...)
+	b = append(b, r.tools...)
+	b = append(b, `,"top_logprobs":`...)
 	b = appendInt(b, r.topLogprobs)
 	b = append(b, `,"top_p":`...)
 	b = appendFloat(b, r.topP)

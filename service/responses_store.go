@@ -19,15 +19,23 @@ type storedResponse struct {
 	body []byte // the final response object, as the last event carried it
 	// turn is what this response added to its conversation: its input
 	// messages (instructions excluded: they are not carried over) and its
-	// output message.
+	// reply, one assistant message with its text and tool calls.
 	turn []engine.Message
 	// parent is the response it continued, nil for none. A chain is kept
 	// alive by its newest response even when older ones left the store, so
 	// that a conversation stays whole; it costs the messages once, however
 	// long the chain.
 	parent *storedResponse
-	// outputID is the id of its output message, for item_reference.
-	outputID string
+	// items are its output items, in order, for item_reference.
+	items []storedItem
+}
+
+// storedItem is one output item of a stored response: its id ("msg_…",
+// "fc_…") and the message it stands for when an input refers to it (an
+// assistant message with the item's text, or with its one tool call).
+type storedItem struct {
+	id      string
+	message engine.Message
 }
 
 // history returns the messages of the conversation up to and including r,
@@ -45,8 +53,15 @@ func (r *storedResponse) history() []engine.Message {
 	return out
 }
 
-// output returns r's output message (the last of its turn).
-func (r *storedResponse) output() engine.Message { return r.turn[len(r.turn)-1] }
+// item returns the message of r's output item id.
+func (r *storedResponse) item(id string) (engine.Message, bool) {
+	for _, it := range r.items {
+		if it.id == id {
+			return it.message, true
+		}
+	}
+	return engine.Message{}, false
+}
 
 // responseStore keeps the most recently stored responses in memory, at most
 // limit of them, evicting the least recently used (stored or read). Nothing
@@ -57,7 +72,7 @@ type responseStore struct {
 	mu    sync.Mutex
 	lru   *list.List               // of *storedResponse, most recent first
 	byID  map[string]*list.Element // response id -> element
-	items map[string]*list.Element // output message id -> its response's element
+	items map[string]*list.Element // output item id -> its response's element
 }
 
 // newResponseStore returns a store of at most limit responses; limit <= 0
@@ -85,8 +100,8 @@ func (s *responseStore) put(r *storedResponse) {
 	}
 	el := s.lru.PushFront(r)
 	s.byID[r.id] = el
-	if r.outputID != "" {
-		s.items[r.outputID] = el
+	for _, it := range r.items {
+		s.items[it.id] = el
 	}
 	for s.lru.Len() > s.limit {
 		s.remove(s.lru.Back())
@@ -108,8 +123,8 @@ func (s *responseStore) get(id string) (*storedResponse, bool) {
 	return el.Value.(*storedResponse), true
 }
 
-// item returns the output message whose id is id, and marks its response
-// recently used.
+// item returns the message of the output item whose id is id, and marks
+// its response recently used.
 func (s *responseStore) item(id string) (engine.Message, bool) {
 	if s == nil {
 		return engine.Message{}, false
@@ -121,7 +136,7 @@ func (s *responseStore) item(id string) (engine.Message, bool) {
 		return engine.Message{}, false
 	}
 	s.lru.MoveToFront(el)
-	return el.Value.(*storedResponse).output(), true
+	return el.Value.(*storedResponse).item(id)
 }
 
 // delete removes response id; it reports whether it was stored. Responses
@@ -153,7 +168,7 @@ func (s *responseStore) remove(el *list.Element) {
 	r := el.Value.(*storedResponse)
 	s.lru.Remove(el)
 	delete(s.byID, r.id)
-	if r.outputID != "" {
-		delete(s.items, r.outputID)
+	for _, it := range r.items {
+		delete(s.items, it.id)
 	}
 }

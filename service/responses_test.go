@@ -70,8 +70,8 @@ func (f fakeConversations) response(id string) (*storedResponse, bool) {
 
 func (f fakeConversations) item(id string) (engine.Message, bool) {
 	for _, r := range f.responses {
-		if r.outputID == id {
-			return r.output(), true
+		if m, ok := r.item(id); ok {
+			return m, true
 		}
 	}
 	return engine.Message{}, false
@@ -88,12 +88,24 @@ func responsePlanOf(t *testing.T, body string, conv conversations) (*responsePla
 
 func TestResponsesPlan(t *testing.T) {
 	t.Parallel()
-	first := &storedResponse{id: "resp_1", outputID: "msg_1", turn: []engine.Message{
-		{Role: engine.RoleUser, Content: "hi"}, {Role: engine.RoleAssistant, Content: "hello"}}}
-	second := &storedResponse{id: "resp_2", outputID: "msg_2", parent: first, turn: []engine.Message{
-		{Role: engine.RoleUser, Content: "more"}, {Role: engine.RoleAssistant, Content: "sure"}}}
-	conv := fakeConversations{responses: map[string]*storedResponse{"resp_1": first, "resp_2": second}}
+	first := &storedResponse{id: "resp_1", items: []storedItem{{"msg_1", engine.Message{Role: engine.RoleAssistant, Content: "hello"}}},
+		turn: []engine.Message{{Role: engine.RoleUser, Content: "hi"}, {Role: engine.RoleAssistant, Content: "hello"}}}
+	second := &storedResponse{id: "resp_2", items: []storedItem{{"msg_2", engine.Message{Role: engine.RoleAssistant, Content: "sure"}}},
+		parent: first, turn: []engine.Message{{Role: engine.RoleUser, Content: "more"}, {Role: engine.RoleAssistant, Content: "sure"}}}
+	weather := engine.ToolCall{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`}
+	add2, add3 := engine.ToolCall{ID: "call_2", Name: "add", Arguments: `{"a":1,"b":2}`}, engine.ToolCall{ID: "call_3", Name: "add", Arguments: `{"a":3,"b":4}`}
+	callOnly := func(c ...engine.ToolCall) engine.Message {
+		return engine.Message{Role: engine.RoleAssistant, NullContent: true, ToolCalls: c}
+	}
+	// A stored response that only called a tool, and one that said a word, then called two.
+	third := &storedResponse{id: "resp_3", items: []storedItem{{"fc_1", callOnly(weather)}},
+		turn: []engine.Message{{Role: engine.RoleUser, Content: "weather?"}, callOnly(weather)}}
+	fourth := &storedResponse{id: "resp_4",
+		items: []storedItem{{"msg_4", engine.Message{Role: engine.RoleAssistant, Content: "Checking."}}, {"fc_2", callOnly(add2)}, {"fc_3", callOnly(add3)}},
+		turn:  []engine.Message{{Role: engine.RoleUser, Content: "sums?"}, {Role: engine.RoleAssistant, Content: "Checking.", ToolCalls: []engine.ToolCall{add2, add3}}}}
+	conv := fakeConversations{responses: map[string]*storedResponse{"resp_1": first, "resp_2": second, "resp_3": third, "resp_4": fourth}}
 	user := func(s string) engine.Message { return engine.Message{Role: engine.RoleUser, Content: s} }
+	tool := func(id, s string) engine.Message { return engine.Message{Role: engine.RoleTool, Content: s, ToolCallID: id} }
 	tests := []struct {
 		name string
 		body string
@@ -106,9 +118,14 @@ func TestResponsesPlan(t *testing.T) {
 			if req.N != 1 || req.MaxTokens != 0 || req.Sampling.Temperature != 1 || req.Sampling.TopP != 1 || req.Logprobs {
 				t.Errorf("defaults: %+v", req)
 			}
-			if !p.store || p.stream || p.previousID != "" || !strings.HasPrefix(p.id, "resp_") || len(p.id) != 5+48 ||
-				!strings.HasPrefix(p.messageID, "msg_") {
+			if !p.store || p.stream || p.previousID != "" || !strings.HasPrefix(p.id, "resp_") || len(p.id) != 5+48 {
 				t.Errorf("plan: %+v", p)
+			}
+			if len(req.Tools) != 0 || req.ToolChoice != (engine.ToolChoice{}) || req.ParallelToolCalls != nil || req.ResponseFormat != nil {
+				t.Errorf("tools and format: %+v", req)
+			}
+			if string(p.tools) != "[]" || string(p.toolChoice) != `"auto"` || string(p.textFormat) != `{"type":"text"}` || !p.parallelToolCalls {
+				t.Errorf("echo: tools %s tool_choice %s format %s parallel %v", p.tools, p.toolChoice, p.textFormat, p.parallelToolCalls)
 			}
 		}},
 		{"message items and parts", `{"model":"m","input":[{"role":"developer","content":"be brief"},
@@ -158,7 +175,76 @@ func TestResponsesPlan(t *testing.T) {
 				if p.store || !p.stream || !reflect.DeepEqual(p.metadataKeys, []string{"a", "b"}) || string(p.toolChoice) != `"none"` {
 					t.Errorf("plan %+v", p)
 				}
+				if req := p.reqs[0]; req.ToolChoice.Mode != engine.ToolChoiceNone || len(req.Tools) != 1 || req.ResponseFormat != nil {
+					t.Errorf("request %+v", req)
+				}
 			}},
+		{"flat function tools, a named tool_choice, parallel_tool_calls false",
+			`{"model":"m","input":"x","tools":[{"type":"function","name":"get_weather","description":"Weather.","parameters":{"type":"object",
+			  "properties":{"city":{"type":"string"}}}},{"type":"function","name":"add","strict":false}],
+			  "tool_choice":{"type":"function","name":"add"},"parallel_tool_calls":false}`,
+			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+				req := p.reqs[0]
+				want := []engine.Tool{
+					{Name: "get_weather", Description: "Weather.", Parameters: json.RawMessage(`{"type":"object",
+			  "properties":{"city":{"type":"string"}}}`), Strict: true},
+					{Name: "add", Strict: false},
+				}
+				if !reflect.DeepEqual(req.Tools, want) || req.ToolChoice != (engine.ToolChoice{Mode: engine.ToolChoiceFunction, Name: "add"}) ||
+					req.ParallelToolCalls == nil || *req.ParallelToolCalls {
+					t.Errorf("request tools %+v choice %+v parallel %v", req.Tools, req.ToolChoice, req.ParallelToolCalls)
+				}
+				const echo = `[{"type":"function","name":"get_weather","description":"Weather.","parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":true},` +
+					`{"type":"function","name":"add","description":null,"parameters":null,"strict":false}]`
+				if string(p.tools) != echo || string(p.toolChoice) != `{"type":"function","name":"add"}` || p.parallelToolCalls {
+					t.Errorf("echo: tools %s\n tool_choice %s parallel %v", p.tools, p.toolChoice, p.parallelToolCalls)
+				}
+			}},
+		{"tool_choice required", `{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"required"}`,
+			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+				if req := p.reqs[0]; req.ToolChoice.Mode != engine.ToolChoiceRequired || req.ParallelToolCalls != nil {
+					t.Errorf("request %+v", req)
+				}
+			}},
+		{"text.format json_schema", `{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"ev","strict":true,
+			"description":"An event.","schema":{"type":"object", "properties":{"a":{"type":"integer"}}}}}}`,
+			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+				rf := p.reqs[0].ResponseFormat
+				if rf == nil || rf.Type != engine.FormatJSONSchema || rf.Name != "ev" || !rf.Strict ||
+					string(rf.Schema) != `{"type":"object", "properties":{"a":{"type":"integer"}}}` {
+					t.Fatalf("format %+v", rf)
+				}
+				const echo = `{"type":"json_schema","description":"An event.","name":"ev","schema":{"type":"object","properties":{"a":{"type":"integer"}}},"strict":true}`
+				if string(p.textFormat) != echo {
+					t.Errorf("echo %s", p.textFormat)
+				}
+			}},
+		{"text.format json_object", `{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`,
+			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+				if rf := p.reqs[0].ResponseFormat; rf == nil || rf.Type != engine.FormatJSONObject || string(p.textFormat) != `{"type":"json_object"}` {
+					t.Errorf("format %+v, echo %s", rf, p.textFormat)
+				}
+			}},
+		{"function calls and their outputs as input items: calls join the assistant message before them",
+			`{"model":"m","input":[{"role":"user","content":"sums?"},
+			  {"type":"message","role":"assistant","content":[{"type":"output_text","text":"Checking."}]},
+			  {"type":"function_call","id":"fc_x","call_id":"call_2","name":"add","arguments":"{\"a\":1,\"b\":2}","status":"completed"},
+			  {"type":"function_call","call_id":"call_3","name":"add","arguments":"{\"a\":3,\"b\":4}"},
+			  {"type":"function_call_output","call_id":"call_2","output":"3"},
+			  {"type":"function_call_output","call_id":"call_3","output":[{"type":"input_text","text":"7"}]},
+			  {"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}"},
+			  {"type":"function_call_output","call_id":"call_1","output":"-3"}]}`,
+			[]engine.Message{user("sums?"), {Role: engine.RoleAssistant, Content: "Checking.", ToolCalls: []engine.ToolCall{add2, add3}},
+				tool("call_2", "3"), tool("call_3", "7"), callOnly(weather), tool("call_1", "-3")}, nil},
+		{"a call's output continuing by previous_response_id",
+			`{"model":"m","previous_response_id":"resp_3","input":[{"type":"function_call_output","call_id":"call_1","output":"-3"}]}`,
+			[]engine.Message{user("weather?"), callOnly(weather), tool("call_1", "-3")}, nil},
+		{"item references to a stored message and its calls make its reply again",
+			`{"model":"m","input":[{"role":"user","content":"sums?"},{"type":"item_reference","id":"msg_4"},
+			  {"type":"item_reference","id":"fc_2"},{"type":"item_reference","id":"fc_3"},
+			  {"type":"function_call_output","call_id":"call_3","output":"7"}]}`,
+			[]engine.Message{user("sums?"), {Role: engine.RoleAssistant, Content: "Checking.", ToolCalls: []engine.ToolCall{add2, add3}}, tool("call_3", "7")},
+			nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,20 +272,40 @@ func TestResponsesPlanRejects(t *testing.T) {
 		{`{"model":"m","input":[]}`, "input", "missing_required_parameter"},
 		{`{"model":"m","input":"x","previous_response_id":"resp_nope"}`, "previous_response_id", "previous_response_not_found"},
 		{`{"model":"m","input":[{"type":"item_reference","id":"msg_nope"}]}`, "input[0].id", "item_not_found"},
-		{`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, "input[0].type", "unsupported_parameter"},
-		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`, "input[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, "input[0].call_id", "invalid_value"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"d","output":"x"}]}`, "input[1].call_id", "invalid_value"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","output":"x"}]}`, "input[1].call_id", "missing_required_parameter"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c"}]}`, "input[1].output", "missing_required_parameter"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"http://x"}]}]}`, "input[1].output[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, "input[0].call_id", "missing_required_parameter"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"c","arguments":"{}"}]}`, "input[0].name", "missing_required_parameter"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f"}]}`, "input[0].arguments", "missing_required_parameter"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"","name":"f","arguments":"{}"}]}`, "input[0].call_id", "invalid_value"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"a b","arguments":"{}"}]}`, "input[0].name", "invalid_value"},
 		{`{"model":"m","input":[{"type":"reasoning","summary":[]}]}`, "input[0].type", "unsupported_parameter"},
 		{`{"model":"m","input":[{"content":"x"}]}`, "input[0].role", "missing_required_parameter"},
 		{`{"model":"m","input":[{"role":"user"}]}`, "input[0].content", "missing_required_parameter"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[1].type", "unsupported_parameter"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text"}]}]}`, "input[0].content[0].text", "missing_required_parameter"},
 		{`{"model":"m","input":[{"role":"assistant","content":[{"type":"output_text","text":"a"},{"type":"refusal"}]}]}`, "input[0].content[1].refusal", "missing_required_parameter"},
-		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}]}`, "tools", "unsupported_parameter"},
-		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"auto"}`, "tools", "unsupported_parameter"},
-		{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "unsupported_parameter"},
-		{`{"model":"m","input":"x","tool_choice":{"type":"function","name":"f"}}`, "tool_choice", "unsupported_parameter"},
-		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"s","schema":{}}}}`, "text.format", "unsupported_parameter"},
-		{`{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`, "text.format", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"file_search","vector_store_ids":["v"]}]}`, "tools[1].type", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"computer_use_preview"}]}`, "tools[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"s"}]}`, "tools[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"custom","name":"c"}]}`, "tools[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"a b"}]}`, "tools[0].name", "invalid_value"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"function","name":"f"}]}`, "tools[1].name", "invalid_value"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":[]}]}`, "tools[0].parameters", "invalid_type"},
+		{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "invalid_value"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"sometimes"}`, "tool_choice", "invalid_value"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, "tool_choice", "invalid_value"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function"}}`, "tool_choice.name", "missing_required_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[]}}`, "tool_choice.type", "unsupported_parameter"},
+		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","schema":{}}}}`, "text.format.name", "missing_required_parameter"},
+		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"s"}}}`, "text.format.schema", "missing_required_parameter"},
+		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"s","schema":true}}}`, "text.format.schema", "invalid_type"},
+		{`{"model":"m","input":"x","text":{"format":{"type":"grammar"}}}`, "text.format.type", "invalid_value"},
 		{`{"model":"m","input":"x","background":true}`, "background", "unsupported_parameter"},
 		{`{"model":"m","input":"x","conversation":"conv_1"}`, "conversation", "unsupported_parameter"},
 		{`{"model":"m","input":"x","prompt":{"id":"p"}}`, "prompt", "unsupported_parameter"},
@@ -220,7 +326,8 @@ func TestResponseStore(t *testing.T) {
 	t.Parallel()
 	s := newResponseStore(2)
 	mk := func(id string, parent *storedResponse) *storedResponse {
-		return &storedResponse{id: id, outputID: "msg_" + id, parent: parent, body: []byte(`{}`),
+		return &storedResponse{id: id, items: []storedItem{{"msg_" + id, engine.Message{Role: engine.RoleAssistant, Content: "a" + id}}},
+			parent: parent, body: []byte(`{}`),
 			turn: []engine.Message{{Role: engine.RoleUser, Content: "q" + id}, {Role: engine.RoleAssistant, Content: "a" + id}}}
 	}
 	a := mk("a", nil)

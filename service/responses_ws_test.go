@@ -83,7 +83,7 @@ func readUntilEnd(t testing.TB, c *websocket.Conn) []respMsg {
 }
 
 // idsAndTimes hides what differs between two runs of one request.
-var idsAndTimes = regexp.MustCompile(`"(resp|msg)_[0-9a-f]{48}"|"(created_at|completed_at)":\d+`)
+var idsAndTimes = regexp.MustCompile(`"(resp|msg|fc)_[0-9a-f]{48}"|"(created_at|completed_at)":\d+`)
 
 func TestResponsesWSMatchesSSE(t *testing.T) {
 	t.Parallel()
