@@ -19,7 +19,13 @@ import (
 //
 // What the Responses API cannot carry sends the request to chat instead:
 // several choices, stop strings, logprobs, a prediction, and for kind
-// openai an output cap under OpenAI's minimum of 16 tokens.
+// openai an output cap under OpenAI's minimum of 16 tokens. So do tools, a
+// response format and conversations with tool calls or results: chat
+// completions already carries tools, tool_choice, parallel_tool_calls,
+// response_format, assistant tool_calls and tool messages to every kind,
+// and relays tool-call deltas, which the service turns into function_call
+// items; the Responses wire would need a second translation of each, for
+// the same counts.
 
 const pathResponses = "/v1/responses"
 
@@ -50,7 +56,21 @@ func useResponses(k Kind, req *engine.Request, n int) bool {
 	if n > 1 || len(req.Stop) > 0 || req.Logprobs || req.Prediction != "" {
 		return false
 	}
+	if len(req.Tools) > 0 || req.ResponseFormat != nil || hasToolTurns(req.Messages) {
+		return false
+	}
 	return k != OpenAI || req.MaxTokens == 0 || req.MaxTokens >= openAIMinOutputTokens
+}
+
+// hasToolTurns reports whether msgs hold a tool call or a tool result,
+// which Responses message items cannot carry.
+func hasToolTurns(msgs []engine.Message) bool {
+	for _, m := range msgs {
+		if len(m.ToolCalls) > 0 || m.Role == engine.RoleTool || m.ToolCallID != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // encodeResponsesRequest builds the upstream Responses request for req:

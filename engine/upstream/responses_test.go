@@ -36,6 +36,19 @@ func TestUseResponses(t *testing.T) {
 		{"openai below its minimum output", OpenAI, with(func(r *engine.Request) { r.MaxTokens = 8 }), 1, false},
 		{"openai at its minimum output", OpenAI, with(func(r *engine.Request) { r.MaxTokens = 16 }), 1, true},
 		{"vllm with a small output", VLLM, with(func(r *engine.Request) { r.MaxTokens = 8 }), 1, true},
+		{"tools go to chat", VLLM, with(func(r *engine.Request) { r.Tools = []engine.Tool{{Name: "f"}} }), 1, false},
+		{"tools with tool_choice none go to chat", Rill, with(func(r *engine.Request) {
+			r.Tools, r.ToolChoice = []engine.Tool{{Name: "f"}}, engine.ToolChoice{Mode: engine.ToolChoiceNone}
+		}), 1, false},
+		{"a response format goes to chat", OpenAI, with(func(r *engine.Request) {
+			r.ResponseFormat = &engine.ResponseFormat{Type: engine.FormatJSONObject}
+		}), 1, false},
+		{"tool calls in the history go to chat", VLLM, with(func(r *engine.Request) {
+			r.Messages = append(msgs, engine.Message{Role: engine.RoleAssistant, NullContent: true, ToolCalls: []engine.ToolCall{{ID: "c", Name: "f", Arguments: "{}"}}})
+		}), 1, false},
+		{"a tool result in the history goes to chat", VLLM, with(func(r *engine.Request) {
+			r.Messages = append(msgs, engine.Message{Role: engine.RoleTool, Content: "1", ToolCallID: "c"})
+		}), 1, false},
 	}
 	for _, tt := range tests {
 		if got := useResponses(tt.kind, tt.req, tt.n); got != tt.want {
