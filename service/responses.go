@@ -27,20 +27,20 @@ const pathResponses = "/v1/responses"
 // responseRequest is the body of POST /v1/responses and of a WebSocket
 // response.create message, decoded after the OpenAPI validator passed it.
 type responseRequest struct {
-	Model              string            `json:"model"`
-	Input              json.RawMessage   `json:"input"`
-	Instructions       *string           `json:"instructions"`
-	PreviousResponseID *string           `json:"previous_response_id"`
-	Store              *bool             `json:"store"`
-	MaxOutputTokens    *int              `json:"max_output_tokens"`
-	Temperature        *float64          `json:"temperature"`
-	TopP               *float64          `json:"top_p"`
-	TopLogprobs        *int              `json:"top_logprobs"`
-	Include            []string          `json:"include"`
-	Stream             *bool             `json:"stream"`
-	Tools              []responseTool    `json:"tools"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	Model              string          `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       *string         `json:"instructions"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Store              *bool           `json:"store"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	TopLogprobs        *int            `json:"top_logprobs"`
+	Include            []string        `json:"include"`
+	Stream             *bool           `json:"stream"`
+	Tools              []responseTool  `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
 	Text               *struct {
 		Format *responseTextFormat `json:"format"`
 	} `json:"text"`
@@ -85,9 +85,9 @@ type responsePlan struct {
 	toolChoice        []byte
 	textFormat        []byte
 	parallelToolCalls bool
-	user            string
-	metadata        map[string]string
-	metadataKeys    []string // sorted, for a stable encoding
+	user              string
+	metadata          map[string]string
+	metadataKeys      []string // sorted, for a stable encoding
 }
 
 // conversations resolves what a request refers to: stored responses and

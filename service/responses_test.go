@@ -105,7 +105,9 @@ func TestResponsesPlan(t *testing.T) {
 		turn:  []engine.Message{{Role: engine.RoleUser, Content: "sums?"}, {Role: engine.RoleAssistant, Content: "Checking.", ToolCalls: []engine.ToolCall{add2, add3}}}}
 	conv := fakeConversations{responses: map[string]*storedResponse{"resp_1": first, "resp_2": second, "resp_3": third, "resp_4": fourth}}
 	user := func(s string) engine.Message { return engine.Message{Role: engine.RoleUser, Content: s} }
-	tool := func(id, s string) engine.Message { return engine.Message{Role: engine.RoleTool, Content: s, ToolCallID: id} }
+	tool := func(id, s string) engine.Message {
+		return engine.Message{Role: engine.RoleTool, Content: s, ToolCallID: id}
+	}
 	tests := []struct {
 		name string
 		body string
