@@ -89,13 +89,18 @@ const (
 // Engine serves one model. Create it with New, run it with Run, stop it
 // with Close.
 type Engine struct {
-	info   engine.Model
-	model  *model.Model
-	tok    *tokenizer.Tokenizer
-	tmpl   *chat.Template
-	opts   Options
-	ctxLen int
-	log    *slog.Logger
+	info  engine.Model
+	model *model.Model
+	tok   *tokenizer.Tokenizer
+	tmpl  *chat.Template
+	facts templateFacts
+	think thinkMarkers
+	// controlTexts are the texts of the control tokens, which no string
+	// of a chat request may turn into those tokens.
+	controlTexts []string
+	opts         Options
+	ctxLen       int
+	log          *slog.Logger
 
 	// Owned by Run's goroutine.
 	be          model.Backend
@@ -193,6 +198,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 			Drafting: o.Draft != nil || o.NGram,
 		},
 		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger,
+		facts: probeTemplate(tmpl), think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
 		kv: kv, cache: cache, draft: o.Draft, draftKV: draftKV,
 		submit: make(chan *request),
 		wake:   make(chan struct{}, 1),
@@ -226,6 +232,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		slog.String("type", o.KVType.String()),
 		slog.Int("context_length", ctxLen),
 		slog.String("chat_template", tmpl.Name()),
+		slog.Bool("reasoning", e.think.reasons()),
 		slog.String("speculative", e.proposerName()),
 		slog.Int("draft_tokens", o.DraftTokens),
 		slog.Int("max_seqs", o.MaxSeqs),
@@ -318,6 +325,14 @@ func sameVocabulary(target *tokenizer.Tokenizer, draft *model.Model) error {
 	}
 	if tv.BOS != dv.BOS || tv.EOS != dv.EOS {
 		return fmt.Errorf("draft model special tokens differ from the target's (BOS %d/%d, EOS %d/%d)", dv.BOS, tv.BOS, dv.EOS, tv.EOS)
+	}
+	// Every end-of-generation token, not just EOS: a draft that proposes
+	// past an EOT the target stops at wastes its proposals, and one that
+	// stops where the target goes on proposes nothing.
+	for i := range tv.Tokens {
+		if target.IsEOG(i) != dt.IsEOG(i) {
+			return fmt.Errorf("draft model and target disagree on whether token %d (%q) ends generation: a draft model must share the target's vocabulary", i, tv.Tokens[i])
+		}
 	}
 	return nil
 }

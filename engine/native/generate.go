@@ -2,15 +2,12 @@ package native
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"rill/engine"
-	"rill/engine/chat"
 	"rill/engine/sample"
 	"rill/engine/sched"
 	"rill/engine/spec"
@@ -22,6 +19,7 @@ import (
 type request struct {
 	req       *engine.Request
 	prompt    []int32
+	think     thinkPhase // where each choice's output starts (chat on a reasoning model)
 	maxTokens int
 	out       *engine.Queue
 	arrival   time.Time
@@ -68,7 +66,7 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	if req.Model != e.info.ID {
 		return nil, fmt.Errorf("%w: %q (this server has %q)", engine.ErrUnknownModel, req.Model, e.info.ID)
 	}
-	prompt, err := e.promptTokens(req)
+	prompt, think, err := e.promptTokens(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +95,7 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	r := &request{
 		req:       req,
 		prompt:    prompt,
+		think:     think,
 		maxTokens: maxTokens,
 		arrival:   time.Now(),
 		verdict:   make(chan error, 1),
@@ -165,10 +164,14 @@ type choice struct {
 	index   int
 	sampler *sample.Sampler
 	dec     *tokenizer.Decoder
-	stop    stopper
-	emitted int       // completion tokens emitted
-	first   time.Time // when the first token was emitted
-	top     []sample.Logprob
+	stop    stopper // of the answer
+	// think splits the output at a thinking block; stopReasoning holds
+	// the block's text back as stop does the answer's.
+	think         thinkSplit
+	stopReasoning stopper
+	emitted       int       // completion tokens emitted
+	first         time.Time // when the first token was emitted
+	top           []sample.Logprob
 
 	// Speculative decoding (drafting requests only).
 	backoff      spec.Backoff
@@ -184,11 +187,13 @@ type choice struct {
 
 func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 	c := &choice{
-		r:       r,
-		index:   i,
-		sampler: sample.New(r.req.Sampling, e.tok.Size(), seed+uint64(i)*choiceSeedStride),
-		dec:     e.tok.NewDecoder(),
-		stop:    stopper{stops: r.req.Stop},
+		r:             r,
+		index:         i,
+		sampler:       sample.New(r.req.Sampling, e.tok.Size(), seed+uint64(i)*choiceSeedStride),
+		dec:           e.tok.NewDecoder(),
+		stop:          stopper{stops: r.req.Stop},
+		think:         thinkSplit{phase: r.think},
+		stopReasoning: stopper{stops: r.req.Stop},
 	}
 	if r.draft != draftNone {
 		c.backoff = spec.Backoff{Max: e.opts.DraftTokens}
@@ -224,53 +229,3 @@ func promptParam(req *engine.Request) string {
 	}
 	return "prompt"
 }
-
-// promptTokens tokenises the request's prompt: chat messages through the
-// template, text with BOS and special tokens parsed (as llama.cpp's server
-// does), token ids as given.
-func (e *Engine) promptTokens(req *engine.Request) ([]int32, error) {
-	var ids []int
-	switch {
-	case req.Messages != nil:
-		if len(req.Messages) == 0 {
-			return nil, engine.Errorf("", "messages", "messages must not be empty")
-		}
-		text, err := e.tmpl.Render(req.Messages, true)
-		if err != nil {
-			var re *chat.RenderError
-			if errors.As(err, &re) && re.Raised {
-				// The template refused the conversation (roles that do not
-				// alternate, say): the client's to fix.
-				return nil, engine.Errorf("", "messages", "%s", re.Msg)
-			}
-			return nil, engine.Errorf("", "messages", "the model's chat template failed on these messages: %v", err)
-		}
-		// Templates that write bos_token themselves would get a second BOS
-		// from the tokenizer; llama.cpp drops the template's.
-		if bos := e.tok.Text(e.tok.BOS()); bos != "" && e.tok.Vocab().AddBOS {
-			text = strings.TrimPrefix(text, bos)
-		}
-		ids = e.tok.Encode(text, encodeWithBOS)
-	case req.PromptTokens != nil:
-		for i, id := range req.PromptTokens {
-			if !e.tok.Valid(id) {
-				return nil, engine.Errorf("", "prompt", "prompt token %d at index %d is outside the vocabulary of %d tokens", id, i, e.tok.Size())
-			}
-		}
-		ids = req.PromptTokens
-	default:
-		ids = e.tok.Encode(req.Prompt, encodeWithBOS)
-	}
-	if len(ids) == 0 {
-		return nil, engine.Errorf("", promptParam(req), "the prompt is empty")
-	}
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out, nil
-}
-
-// encodeWithBOS tokenises prompts as llama.cpp's server does: BOS added per
-// the vocabulary, special-token text parsed.
-var encodeWithBOS = tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}

@@ -125,28 +125,35 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 
 	ev := engine.Event{Choice: c.index}
 	var finish engine.FinishReason
-	var text string
+	var out output
 	if !r.req.IgnoreEOS && e.tok.IsEOG(tok) {
 		finish = engine.FinishStop
-		text = c.dec.Flush()
+		if c.think.thinking() {
+			c.think.tokens++ // the model ended inside its thinking block
+		}
+		out.add(c.think.thinking(), c.dec.Flush())
 	} else {
 		if r.req.Logprobs {
 			ev.Logprobs = []engine.TokenLogprob{e.logprob(c, row, tok)}
 		}
-		text = c.dec.Add(tok)
+		if marker, reasoning := c.think.next(e.think, tok); marker {
+			// A marker's text is in neither stream; what the decoder held
+			// belongs to the stream the marker ends.
+			out.add(reasoning, c.dec.Flush())
+		} else {
+			out.add(reasoning, c.dec.Add(tok))
+		}
 		if c.emitted >= r.maxTokens || len(seq.Tokens) >= e.ctxLen {
 			finish = engine.FinishLength
-			text += c.dec.Flush()
+			out.add(c.think.thinking(), c.dec.Flush())
 		}
 	}
-	out, stopped := c.stop.push(text)
+	var stopped bool
+	ev.Reasoning, ev.Text, stopped = c.stopText(&out, finish != "")
 	if stopped {
 		finish = engine.FinishStop
-	} else if finish != "" {
-		out += c.stop.flush()
 	}
-	ev.Text = out
-	if ev.Text != "" || ev.Logprobs != nil {
+	if ev.Text != "" || ev.Reasoning != "" || ev.Logprobs != nil {
 		if r.req.ContinuousUsage {
 			ev.Stats = c.stats(false)
 		}
@@ -157,6 +164,42 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	}
 	e.finish(c, finish)
 	return true
+}
+
+// output is the text one token adds to a choice, by stream: reasoning (a
+// thinking block) first, then the answer. A token adds to at most two.
+type output struct {
+	reasoning, text string
+}
+
+func (o *output) add(reasoning bool, s string) {
+	if reasoning {
+		o.reasoning += s
+	} else {
+		o.text += s
+	}
+}
+
+// stopText passes a token's output through the choice's stop strings, which
+// apply to each stream alone (a stop string in the reasoning ends the
+// choice there, as it does in vLLM, whose stop strings see the raw text).
+// Text that could still become a stop string is held back; ending flushes
+// it. stopped reports that a stop string matched.
+func (c *choice) stopText(o *output, ending bool) (reasoning, text string, stopped bool) {
+	reasoning, stopped = c.stopReasoning.push(o.reasoning)
+	if stopped {
+		return reasoning, "", true
+	}
+	if !c.think.thinking() || ending {
+		// The block is over (or the choice ends): nothing held back in the
+		// reasoning can become a stop string any more.
+		reasoning += c.stopReasoning.flush()
+	}
+	text, stopped = c.stop.push(o.text)
+	if !stopped && ending {
+		text += c.stop.flush()
+	}
+	return reasoning, text, stopped
 }
 
 func (e *Engine) logprob(c *choice, row []float32, tok int) engine.TokenLogprob {
@@ -199,6 +242,7 @@ type statsBox struct {
 	stats              engine.Stats
 	cached             float64
 	accepted, rejected int
+	reasoning          int
 }
 
 // stats returns c's counts so far; final adds the drafts of the current
@@ -213,6 +257,10 @@ func (c *choice) stats(final bool) *engine.Stats {
 			b.rejected += c.undecided
 		}
 		b.stats.DraftAccepted, b.stats.DraftRejected = &b.accepted, &b.rejected
+	}
+	if r.think != phaseNone {
+		b.reasoning = c.think.tokens
+		b.stats.ReasoningTokens = &b.reasoning
 	}
 	return &b.stats
 }
