@@ -151,11 +151,6 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 	if tok.Size() != m.Config.VocabSize {
 		return nil, fmt.Errorf("tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config.VocabSize)
 	}
-	src, _ := m.File.Metadata.String("tokenizer.chat_template")
-	tmpl, err := chat.NewWithOptions(src, chat.Options{BOS: tok.Text(tok.BOS()), EOS: tok.Text(tok.EOS())})
-	if err != nil {
-		return nil, fmt.Errorf("chat template: %w", err)
-	}
 	o := withDefaults(opts, m)
 	if o.Draft != nil {
 		if err := sameVocabulary(tok, o.Draft); err != nil {
@@ -165,6 +160,12 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 	ctxLen := m.Config.ContextLength
 	if o.ContextLength > 0 {
 		ctxLen = o.ContextLength
+	}
+	src, _ := m.File.Metadata.String("tokenizer.chat_template")
+	tmpl, err := chat.NewWithOptions(src, chat.Options{BOS: tok.Text(tok.BOS()), EOS: tok.Text(tok.EOS()),
+		MaxOutput: maxPromptBytes(tok, ctxLen)})
+	if err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
 	}
 	perBlock := model.KVBytesPerBlock(&m.Config, o.KVType, o.BlockSize)
 	if o.Draft != nil {
@@ -238,6 +239,20 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		slog.Int("max_seqs", o.MaxSeqs),
 		slog.Int("max_queued_requests", o.MaxQueuedRequests))
 	return e, nil
+}
+
+// maxPromptBytes bounds what the chat template may build: a prompt longer
+// than MaxTokenBytes per token of the context cannot fit (see
+// Engine.leastTokens), so a render stops as soon as it would build one,
+// having copied at most that much of an oversized conversation. The slack
+// is for templates that build a little more than they keep.
+func maxPromptBytes(tok *tokenizer.Tokenizer, ctxLen int) int {
+	const slack = 64 << 10
+	per := max(tok.MaxTokenBytes(), 1)
+	if ctxLen > (chat.DefaultMaxOutput-slack)/per {
+		return chat.DefaultMaxOutput
+	}
+	return per*ctxLen + slack
 }
 
 // withDefaults fills in opts' zero (or negative) values.

@@ -124,6 +124,12 @@ func (e *Engine) renderChat(msgs []engine.Message, tools []engine.Tool, kwargs m
 			// The template refused the conversation (roles that do not
 			// alternate, say): the client's to fix.
 			return "", opts, engine.Errorf("", "messages", "%s", re.Msg)
+		case errors.As(err, &re) && re.TooLarge:
+			// The template's output limit is the most bytes a prompt
+			// that fits can have (maxPromptBytes).
+			return "", opts, engine.Errorf(engine.CodeContextLengthExceeded, "messages",
+				"This model's maximum context length is %d tokens. However, your messages render to a prompt of more than %d bytes, which is more than %d tokens (at most %d bytes per token).",
+				e.ctxLen, maxPromptBytes(e.tok, e.ctxLen), e.ctxLen, e.tok.MaxTokenBytes())
 		case errors.As(err, &re):
 			return "", opts, engine.Errorf("", "messages", "the model's chat template failed on these messages: %v", err)
 		case strings.HasPrefix(err.Error(), "variable "):

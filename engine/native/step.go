@@ -125,31 +125,18 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 
 	ev := engine.Event{Choice: c.index}
 	var finish engine.FinishReason
-	var out output
-	if !r.req.IgnoreEOS && e.tok.IsEOG(tok) {
+	eog := !r.req.IgnoreEOS && e.tok.IsEOG(tok)
+	switch {
+	case eog:
 		finish = engine.FinishStop
-		if c.think.thinking() {
-			c.think.tokens++ // the model ended inside its thinking block
-		}
-		out.add(c.think.thinking(), c.dec.Flush())
-	} else {
-		if r.req.Logprobs {
-			ev.Logprobs = []engine.TokenLogprob{e.logprob(c, row, tok)}
-		}
-		if marker, reasoning := c.think.next(e.think, tok); marker {
-			// A marker's text is in neither stream; what the decoder held
-			// belongs to the stream the marker ends.
-			out.add(reasoning, c.dec.Flush())
-		} else {
-			out.add(reasoning, c.dec.Add(tok))
-		}
-		if c.emitted >= r.maxTokens || len(seq.Tokens) >= e.ctxLen {
-			finish = engine.FinishLength
-			out.add(c.think.thinking(), c.dec.Flush())
-		}
+	case c.emitted >= r.maxTokens || len(seq.Tokens) >= e.ctxLen:
+		finish = engine.FinishLength
+	}
+	if !eog && r.req.Logprobs {
+		ev.Logprobs = []engine.TokenLogprob{e.logprob(c, row, tok)}
 	}
 	var stopped bool
-	ev.Reasoning, ev.Text, stopped = c.stopText(&out, finish != "")
+	ev.Reasoning, ev.Text, stopped = c.text(e.think, tok, eog, finish != "")
 	if stopped {
 		finish = engine.FinishStop
 	}
@@ -164,6 +151,33 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	}
 	e.finish(c, finish)
 	return true
+}
+
+// text returns the text tok adds to c's output, split at the thinking
+// block into reasoning and answer, and passed through the stop strings.
+// eog says that tok ends generation (it has no text; what the decoder
+// holds is flushed), ending that the choice ends with tok. stopped reports
+// that a stop string matched: the output then ends before it.
+func (c *choice) text(m thinkMarkers, tok int, eog, ending bool) (reasoning, text string, stopped bool) {
+	var out output
+	if eog {
+		if c.think.thinking() {
+			c.think.tokens++ // the model ended inside its thinking block
+		}
+		out.add(c.think.thinking(), c.dec.Flush())
+	} else {
+		if marker, reasoning := c.think.next(m, tok); marker {
+			// A marker's text is in neither stream; what the decoder held
+			// belongs to the stream the marker ends.
+			out.add(reasoning, c.dec.Flush())
+		} else {
+			out.add(reasoning, c.dec.Add(tok))
+		}
+		if ending {
+			out.add(c.think.thinking(), c.dec.Flush())
+		}
+	}
+	return c.stopText(&out, ending)
 }
 
 // output is the text one token adds to a choice, by stream: reasoning (a
