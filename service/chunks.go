@@ -106,12 +106,12 @@ func (c *chunker) event(i int, ev *engine.Event) error {
 		return c.emit()
 	}
 
-	if hasContent {
+	if hasContent || ev.Reasoning != "" {
 		c.begin()
 		c.buf = append(c.buf, `{"index":`...)
 		c.buf = appendInt(c.buf, i)
-		c.buf = append(c.buf, `,"delta":{"content":`...)
-		c.buf = appendString(c.buf, ev.Text)
+		c.buf = append(c.buf, `,"delta":{`...)
+		c.buf = appendDeltaText(c.buf, ev)
 		c.buf = append(c.buf, `},"logprobs":`...)
 		if c.g.logprobs {
 			c.buf = appendChatLogprobs(c.buf, ev.Logprobs)
@@ -133,6 +133,22 @@ func (c *chunker) event(i int, ev *engine.Event) error {
 	c.buf = appendFinish(c.buf, ev)
 	c.buf = append(c.buf, '}')
 	return c.emit()
+}
+
+// appendDeltaText appends the text members of a chat delta: the
+// reasoning as "reasoning_content" (vLLM's and DeepSeek's name) when there
+// is some, and "content" when there is text or nothing else.
+func appendDeltaText(b []byte, ev *engine.Event) []byte {
+	if ev.Reasoning != "" {
+		b = append(b, `"reasoning_content":`...)
+		b = appendString(b, ev.Reasoning)
+		if ev.Text == "" {
+			return b
+		}
+		b = append(b, ',')
+	}
+	b = append(b, `"content":`...)
+	return appendString(b, ev.Text)
 }
 
 // usage sends the last chunk of an include_usage stream: no choices, the

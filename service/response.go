@@ -8,9 +8,10 @@ import (
 
 // choiceOutput is what one choice of a non-streamed generation produced.
 type choiceOutput struct {
-	text     []byte
-	logprobs []engine.TokenLogprob
-	final    engine.Event // the final event, for its FinishReason
+	text      []byte
+	reasoning []byte
+	logprobs  []engine.TokenLogprob
+	final     engine.Event // the final event, for its FinishReason
 }
 
 // collect runs g to its end and returns the complete response body
@@ -20,6 +21,7 @@ func (g *generation) collect(ctx context.Context) ([]byte, *Usage, error) {
 	stats, err := g.run(ctx, 0, func(i int, ev *engine.Event) error {
 		o := &out[i]
 		o.text = append(o.text, ev.Text...)
+		o.reasoning = append(o.reasoning, ev.Reasoning...)
 		if g.logprobs {
 			o.logprobs = append(o.logprobs, ev.Logprobs...)
 		}
@@ -71,6 +73,10 @@ func (g *generation) appendResponse(b []byte, out []choiceOutput, u *Usage) []by
 			b = appendInt(b, i)
 			b = append(b, `,"message":{"role":"assistant","content":`...)
 			b = appendString(b, string(o.text))
+			if len(o.reasoning) > 0 {
+				b = append(b, `,"reasoning_content":`...)
+				b = appendString(b, string(o.reasoning))
+			}
 			b = append(b, `,"refusal":null},"logprobs":`...)
 			if g.logprobs {
 				b = appendChatLogprobs(b, o.logprobs)
