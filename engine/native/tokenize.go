@@ -9,6 +9,8 @@ import (
 	"rill/engine/tokenizer"
 )
 
+var _ engine.Tokenizer = (*Engine)(nil)
+
 // Tokenize implements engine.Tokenizer: a text prompt is tokenised as a
 // completion's (special-token text parsed), messages as a chat
 // completion's prompt exactly, so that the count is the prompt_tokens that

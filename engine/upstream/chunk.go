@@ -465,22 +465,28 @@ func (s *scanner) choice(c *wireChoice) bool {
 	})
 }
 
-// content reads a delta or message object (null: nil) for its content.
+// content reads a delta or message object (null: nil) for its content and
+// reasoning.
 func (s *scanner) content() (*wireContent, bool) {
 	if s.null() {
 		return nil, true
 	}
 	w := &wireContent{}
 	ok := s.object(func(key []byte) bool {
-		if string(key) == "content" {
-			var ok bool
+		var ok bool
+		switch string(key) {
+		case "content":
 			w.Content, ok = s.str()
-			return ok
+		case "reasoning_content":
+			w.ReasoningContent, ok = s.str()
+		case "reasoning":
+			w.Reasoning, ok = s.str()
+		default:
+			if known(key, "content", "reasoning_content", "reasoning") {
+				return false
+			}
+			_, ok = s.skip()
 		}
-		if known(key, "content") {
-			return false
-		}
-		_, ok := s.skip()
 		return ok
 	})
 	return w, ok

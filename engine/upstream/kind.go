@@ -74,18 +74,20 @@ type caps struct {
 	splitChoices bool
 	// prefixCache: the kind reports a prefix cache (for /v1/models).
 	prefixCache bool
+	// templateKwargs: the kind reads chat_template_kwargs.
+	templateKwargs bool
 }
 
 func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, templateKwargs: true}
 	case VLLM, SGLang:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, templateKwargs: true}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, templateKwargs: true}
 	}
 	return caps{prediction: true, prefixCache: true}
 }

@@ -112,21 +112,27 @@ func (s *stream) step() error {
 			// tabbyAPI repeats the finish reason on its usage chunk.
 			continue
 		}
-		var text string
+		var text, reasoning string
 		switch {
-		case c.Delta != nil && c.Delta.Content != nil:
-			text = *c.Delta.Content
+		case c.Delta != nil:
+			if c.Delta.Content != nil {
+				text = *c.Delta.Content
+			}
+			reasoning = c.Delta.reasoning()
 		case c.Text != nil:
 			text = *c.Text
-		case c.Message != nil && c.Message.Content != nil:
-			text = *c.Message.Content
+		case c.Message != nil:
+			if c.Message.Content != nil {
+				text = *c.Message.Content
+			}
+			reasoning = c.Message.reasoning()
 		}
 		lps := c.Logprobs.events()
-		if text != "" || len(lps) > 0 {
+		if text != "" || reasoning != "" || len(lps) > 0 {
 			if !s.started {
 				s.started, s.first = true, time.Now()
 			}
-			s.queue = append(s.queue, engine.Event{Choice: j, Text: text, Logprobs: lps})
+			s.queue = append(s.queue, engine.Event{Choice: j, Text: text, Reasoning: reasoning, Logprobs: lps})
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			s.finished[j], s.reasons[j] = true, finishReason(*c.FinishReason)

@@ -22,6 +22,9 @@ const (
 type wireRequest struct {
 	Model    string        `json:"model"`
 	Messages []wireMessage `json:"messages,omitempty"`
+	// ChatTemplateKwargs is vLLM's chat_template_kwargs (llama.cpp and
+	// SGLang read it too).
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
 	// Prompt is a string or a []int of token ids (completions only).
 	Prompt any `json:"prompt,omitempty"`
 
@@ -51,9 +54,42 @@ type wireRequest struct {
 }
 
 type wireMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-	Name    string `json:"name,omitempty"`
+	Role string `json:"role"`
+	// Content is nil for an assistant turn whose content was null.
+	Content          *string            `json:"content"`
+	Name             string             `json:"name,omitempty"`
+	ToolCalls        []wireToolCallItem `json:"tool_calls,omitempty"`
+	ToolCallID       string             `json:"tool_call_id,omitempty"`
+	ReasoningContent string             `json:"reasoning_content,omitempty"`
+}
+
+// wireToolCallItem is a call of an earlier assistant turn, in OpenAI's
+// shape.
+type wireToolCallItem struct {
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// wireMessages converts a chat's messages for the upstream.
+func wireMessages(msgs []engine.Message) []wireMessage {
+	out := make([]wireMessage, len(msgs))
+	for i, m := range msgs {
+		w := wireMessage{Role: string(m.Role), Name: m.Name, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		if !m.NullContent {
+			w.Content = &msgs[i].Content
+		}
+		for _, tc := range m.ToolCalls {
+			item := wireToolCallItem{ID: tc.ID, Type: "function"}
+			item.Function.Name, item.Function.Arguments = tc.Name, tc.Arguments
+			w.ToolCalls = append(w.ToolCalls, item)
+		}
+		out[i] = w
+	}
+	return out
 }
 
 type wireStreamOptions struct {
@@ -125,9 +161,12 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 			return "", nil, engine.Errorf("", "messages", "messages must not be empty")
 		}
 		path = pathChat
-		w.Messages = make([]wireMessage, len(req.Messages))
-		for i, m := range req.Messages {
-			w.Messages[i] = wireMessage{Role: string(m.Role), Content: m.Content, Name: m.Name}
+		w.Messages = wireMessages(req.Messages)
+		if len(req.ChatTemplateKwargs) > 0 {
+			if !c.templateKwargs {
+				return "", nil, unsupported(k, "chat_template_kwargs")
+			}
+			w.ChatTemplateKwargs = req.ChatTemplateKwargs
 		}
 		if req.Logprobs {
 			w.Logprobs = true
@@ -179,6 +218,23 @@ type wireChoice struct {
 
 type wireContent struct {
 	Content *string `json:"content"`
+	// ReasoningContent is the reasoning vLLM, SGLang and llama.cpp stream
+	// apart from the content; Reasoning is vLLM's newer name for it.
+	ReasoningContent *string `json:"reasoning_content"`
+	Reasoning        *string `json:"reasoning"`
+}
+
+// reasoning returns the reasoning text of a delta or message, "" for none.
+func (w *wireContent) reasoning() string {
+	switch {
+	case w == nil:
+		return ""
+	case w.ReasoningContent != nil:
+		return *w.ReasoningContent
+	case w.Reasoning != nil:
+		return *w.Reasoning
+	}
+	return ""
 }
 
 // wireUsage is the usage object. Counts are floats: some upstreams send
