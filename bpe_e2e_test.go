@@ -363,3 +363,33 @@ func TestBPEReasoningOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTokenize: `rill serve`'s engine answers /tokenize and
+// /detokenize (the embedded model, as served), with the count a chat
+// completion reports as prompt_tokens.
+func TestServeTokenize(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	e := startFlags(t, log)
+	ts := httptest.NewServer(service.New(service.Options{Engine: e, Logger: log}))
+	defer ts.Close()
+	msgs := []map[string]any{{"role": "user", "content": "Tell me about the river."}}
+	var tok tokenized
+	postDecode(t, ts.URL+"/tokenize", map[string]any{"model": "rill-tiny", "messages": msgs}, &tok)
+	var chat struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	postDecode(t, ts.URL+"/v1/chat/completions", map[string]any{"model": "rill-tiny", "messages": msgs, "max_tokens": 1}, &chat)
+	if tok.Count == 0 || tok.Count != len(tok.Tokens) || tok.Count != chat.Usage.PromptTokens || tok.MaxModelLen != 2048 {
+		t.Errorf("tokenize %+v; the chat's prompt_tokens %d", tok, chat.Usage.PromptTokens)
+	}
+	var text struct {
+		Prompt string `json:"prompt"`
+	}
+	postDecode(t, ts.URL+"/detokenize", map[string]any{"model": "rill-tiny", "tokens": tok.Tokens}, &text)
+	if !strings.Contains(text.Prompt, "<|im_start|>") || !strings.Contains(text.Prompt, "Tell me about the river.") {
+		t.Errorf("detokenized %q", text.Prompt)
+	}
+}
