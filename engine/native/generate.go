@@ -105,7 +105,11 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 		switch {
 		case req.Prediction != "":
 			r.draft = draftPrediction
-			for _, id := range e.tok.Encode(req.Prediction, tokenizer.EncodeOptions{Continuation: true}) {
+			ids, err := e.tok.EncodeContext(ctx, e.usablePrediction(req.Prediction, maxTokens), tokenizer.EncodeOptions{Continuation: true})
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range ids {
 				r.prediction = append(r.prediction, int32(id))
 			}
 		case e.draft != nil:

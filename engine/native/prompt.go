@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"rill/engine"
 	"rill/engine/chat"
@@ -288,4 +289,20 @@ func (e *Engine) leastTokens(text string) int {
 		}
 	}
 	return (n + per - 1) / per
+}
+
+// usablePrediction cuts a predicted output to the bytes that can matter:
+// drafts never go past maxTokens, and maxTokens tokens cover at most
+// MaxTokenBytes each, so what lies beyond is never proposed (the tokens
+// at the cut may merge differently; they are past maxTokens). The cut is
+// at a character boundary.
+func (e *Engine) usablePrediction(text string, maxTokens int) string {
+	limit := maxTokens * max(e.tok.MaxTokenBytes(), 1)
+	if maxTokens <= 0 || limit <= 0 || len(text) <= limit {
+		return text
+	}
+	for limit > 0 && !utf8.RuneStart(text[limit]) {
+		limit--
+	}
+	return text[:limit]
 }
