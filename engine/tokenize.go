@@ -41,6 +41,9 @@ type TokenizeRequest struct {
 	// added, for prompts and chats alike. With false a chat keeps only
 	// the special tokens its template writes.
 	AddSpecialTokens *bool
+	// AddGenerationPrompt false renders a chat without the template's cue
+	// for the assistant's reply; nil means with it, as Generate renders.
+	AddGenerationPrompt *bool
 }
 
 // TokenizeResult is the answer to a TokenizeRequest.

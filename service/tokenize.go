@@ -20,12 +20,13 @@ import (
 
 // tokenizeRequest is the body of POST /tokenize.
 type tokenizeRequest struct {
-	Model              string                     `json:"model"`
-	Prompt             *string                    `json:"prompt"`
-	Messages           []chatMessage              `json:"messages"`
-	AddSpecialTokens   *bool                      `json:"add_special_tokens"`
-	Tools              []tokenizeTool             `json:"tools"`
-	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+	Model               string                     `json:"model"`
+	Prompt              *string                    `json:"prompt"`
+	Messages            []chatMessage              `json:"messages"`
+	AddSpecialTokens    *bool                      `json:"add_special_tokens"`
+	AddGenerationPrompt *bool                      `json:"add_generation_prompt"`
+	Tools               []tokenizeTool             `json:"tools"`
+	ChatTemplateKwargs  map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
 
 // tokenizeTool is a tool of a tokenized chat, as the chat request has it.
@@ -52,8 +53,8 @@ func tokenizeConvert(r *tokenizeRequest) (*engine.TokenizeRequest, *apiError) {
 	case r.Prompt != nil && r.Messages != nil:
 		return nil, invalid("messages", "invalid_value", "Send either 'prompt' or 'messages', not both.")
 	case r.Prompt != nil:
-		if r.Tools != nil || r.ChatTemplateKwargs != nil {
-			return nil, invalid("prompt", "invalid_value", "'tools' and 'chat_template_kwargs' apply to 'messages' only.")
+		if r.Tools != nil || r.ChatTemplateKwargs != nil || r.AddGenerationPrompt != nil {
+			return nil, invalid("prompt", "invalid_value", "'tools', 'chat_template_kwargs' and 'add_generation_prompt' apply to 'messages' only.")
 		}
 		req.Prompt = *r.Prompt
 	case r.Messages != nil:
@@ -63,6 +64,7 @@ func tokenizeConvert(r *tokenizeRequest) (*engine.TokenizeRequest, *apiError) {
 		}
 		req.Messages = msgs
 		req.ChatTemplateKwargs = templateKwargs(r.ChatTemplateKwargs)
+		req.AddGenerationPrompt = r.AddGenerationPrompt
 		for i, t := range r.Tools {
 			if t.Type != "function" {
 				return nil, unsupported(fmt.Sprintf("tools[%d].type", i), fmt.Sprintf("A tool of type '%s'", t.Type))

@@ -80,7 +80,7 @@ func TestTokenizeEndpoints(t *testing.T) {
 		t.Errorf("tokenize prompt: %d %s", status, body)
 	}
 	mustValidate(t, "TokenizeResponse", body)
-	status, body = call("/tokenize", `{"model":"tiny","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"chat_template_kwargs":{"enable_thinking":false}}`)
+	status, body = call("/tokenize", `{"model":"tiny","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"chat_template_kwargs":{"enable_thinking":false},"add_generation_prompt":false}`)
 	if status != 200 || string(body) != `{"count":2,"max_model_len":256,"tokens":[1000,1001]}`+"\n" {
 		t.Errorf("tokenize messages: %d %s", status, body)
 	}
@@ -100,7 +100,7 @@ func TestTokenizeEndpoints(t *testing.T) {
 			{Role: engine.RoleUser, Content: "hi"},
 			{Role: engine.RoleAssistant, NullContent: true, ToolCalls: []engine.ToolCall{{ID: "c", Name: "f", Arguments: "{}"}}}},
 			Tools:              []engine.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}},
-			ChatTemplateKwargs: map[string]any{"enable_thinking": json.RawMessage("false")}},
+			ChatTemplateKwargs: map[string]any{"enable_thinking": json.RawMessage("false")}, AddGenerationPrompt: &no},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("engine got\n%+v\nwant\n%+v", got, want)
@@ -114,6 +114,7 @@ func TestTokenizeEndpoints(t *testing.T) {
 		{"/tokenize", `{"model":"tiny"}`, 400, "prompt"},
 		{"/tokenize", `{"model":"tiny","prompt":"a","messages":[{"role":"user","content":"b"}]}`, 400, "messages"},
 		{"/tokenize", `{"model":"tiny","prompt":7}`, 400, "prompt"},
+		{"/tokenize", `{"model":"tiny","prompt":"a","add_generation_prompt":false}`, 400, "prompt"},
 		{"/tokenize", `{"model":"tiny","messages":[{"role":"system"}]}`, 400, "messages[0].content"},
 		{"/tokenize", `{"model":"nope","prompt":"a"}`, 404, "model"},
 		{"/detokenize", `{"model":"tiny","tokens":[300]}`, 400, "tokens"},

@@ -69,7 +69,7 @@ func (e *Engine) promptTokens(ctx context.Context, req *engine.Request) ([]int32
 	case req.Messages != nil:
 		var text string
 		var opts tokenizer.EncodeOptions
-		text, opts, err = e.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs, true)
+		text, opts, err = e.renderChat(chatRender{msgs: req.Messages, tools: req.Tools, kwargs: req.ChatTemplateKwargs})
 		if err != nil {
 			return nil, phaseNone, err
 		}
@@ -102,21 +102,34 @@ func (e *Engine) promptTokens(ctx context.Context, req *engine.Request) ([]int32
 // the vocabulary, special-token text parsed.
 var encodeWithBOS = tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}
 
-// renderChat renders a chat with the model's template and the cue for the
-// assistant's reply, and returns the prompt text with the options that
-// encode it: special tokens parsed where the template wrote them, plain
-// text where the conversation's strings spell them, and, with addSpecial,
-// the tokens the vocabulary adds (BOS) in place of the template's own
-// leading BOS, as llama.cpp does. Errors are *engine.RequestError.
-func (e *Engine) renderChat(msgs []engine.Message, tools []engine.Tool, kwargs map[string]any, addSpecial bool) (string, tokenizer.EncodeOptions, error) {
+// chatRender is what a chat prompt is rendered from. The zero value of
+// the flags is what a chat completion renders.
+type chatRender struct {
+	msgs   []engine.Message
+	tools  []engine.Tool
+	kwargs map[string]any
+	// noSpecial leaves out the tokens the vocabulary adds (BOS);
+	// noGeneration the template's cue for the assistant's reply.
+	noSpecial, noGeneration bool
+}
+
+// renderChat renders a chat with the model's template and returns the
+// prompt text with the options that encode it: special tokens parsed where
+// the template wrote them, plain text where the conversation's strings
+// spell them, and (unless noSpecial) the tokens the vocabulary adds (BOS)
+// in place of the template's own leading BOS, as llama.cpp does. Errors
+// are *engine.RequestError.
+func (e *Engine) renderChat(c chatRender) (string, tokenizer.EncodeOptions, error) {
+	addSpecial := !c.noSpecial
 	opts := tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: true}
-	if len(msgs) == 0 {
+	if len(c.msgs) == 0 {
 		return "", opts, engine.Errorf("", "messages", "messages must not be empty")
 	}
-	conv, err := e.conversation(msgs, tools, kwargs)
+	conv, err := e.conversation(c.msgs, c.tools, c.kwargs)
 	if err != nil {
 		return "", opts, err
 	}
+	conv.AddGenerationPrompt = !c.noGeneration
 	p, err := e.tmpl.RenderPrompt(conv, e.controlTexts)
 	if err != nil {
 		var re *chat.RenderError
@@ -144,7 +157,7 @@ func (e *Engine) renderChat(msgs []engine.Message, tools []engine.Tool, kwargs m
 		// text begins cannot be told: refuse rather than let user text
 		// become control tokens.
 		return "", opts, engine.Errorf("invalid_value", "messages",
-			"the messages contain special-token text (such as %q) that this model's chat template treats in a way that cannot be kept apart from its own markers; remove it", firstSpecial(msgs, e.controlTexts))
+			"the messages contain special-token text (such as %q) that this model's chat template treats in a way that cannot be kept apart from its own markers; remove it", firstSpecial(c.msgs, e.controlTexts))
 	}
 	text := p.Text
 	cut := 0

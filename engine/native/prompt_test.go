@@ -13,6 +13,7 @@ import (
 
 	"rill/engine"
 	"rill/engine/chat"
+	"rill/engine/tokenizer"
 )
 
 // toolConversation is a chat with a tool, a call with its reasoning and
@@ -163,6 +164,11 @@ func TestTokenize(t *testing.T) {
 	// SentencePiece puts a space before text that follows a special token.
 	if want := "<s><|im_start|> user\nTell me about the river.<|im_end|> \n<|im_start|> assistant\n"; err != nil || back.Prompt != want {
 		t.Errorf("Detokenize = %q, %v; want %q", back.Prompt, err, want)
+	}
+	noGen, err := e.Tokenize(ctx, &engine.TokenizeRequest{Model: id, Messages: msgs, AddGenerationPrompt: &no})
+	if cue := e.tok.Encode("<|im_start|>assistant\n", tokenizer.EncodeOptions{ParseSpecial: true}); err != nil ||
+		!slices.Equal(append(slices.Clone(noGen.Tokens), cue...), res.Tokens) {
+		t.Errorf("without the generation prompt: %v (%v); with it %v", noGen, err, res.Tokens)
 	}
 	var re *engine.RequestError
 	if _, err := e.Detokenize(ctx, &engine.DetokenizeRequest{Model: id, Tokens: []int{1, -1}}); !errors.As(err, &re) || re.Param != "tokens" {

@@ -25,7 +25,8 @@ func (e *Engine) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*en
 	if req.Messages != nil {
 		var text string
 		var opts tokenizer.EncodeOptions
-		text, opts, err = e.renderChat(req.Messages, req.Tools, req.ChatTemplateKwargs, addSpecial)
+		text, opts, err = e.renderChat(chatRender{msgs: req.Messages, tools: req.Tools, kwargs: req.ChatTemplateKwargs,
+			noSpecial: !addSpecial, noGeneration: req.AddGenerationPrompt != nil && !*req.AddGenerationPrompt})
 		if err == nil {
 			ids, err = e.tok.EncodeContext(ctx, text, opts)
 		}

@@ -38,6 +38,9 @@ func (e *Engine) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*en
 			if len(req.ChatTemplateKwargs) > 0 {
 				body["chat_template_kwargs"] = req.ChatTemplateKwargs
 			}
+			if req.AddGenerationPrompt != nil {
+				body["add_generation_prompt"] = *req.AddGenerationPrompt
+			}
 		} else {
 			body["prompt"] = req.Prompt
 		}
@@ -59,6 +62,9 @@ func (e *Engine) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*en
 		prompt := req.Prompt
 		if req.Messages != nil {
 			body := map[string]any{"messages": wireMessages(req.Messages)}
+			if req.AddGenerationPrompt != nil {
+				body["add_generation_prompt"] = *req.AddGenerationPrompt
+			}
 			if len(req.Tools) > 0 {
 				body["tools"] = wireTools(req.Tools)
 			}
