@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -30,14 +31,22 @@ func serve(ctx context.Context, args []string) error {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	configFile := fs.String("config", "", "configuration file (YAML or JSON) of the models to serve, native and upstream; replaces the model flags")
-	wsOrigins := fs.String("ws-allowed-origins", "", "comma-separated host patterns (e.g. *.example.com, https://app.example.com) of browser pages on other origins that may open a WebSocket")
+	wsOrigins := fs.String("ws-allowed-origins", "", "comma-separated host patterns (e.g. *.example.com, https://app.example.com) of browser pages on other origins that may use the server (open a WebSocket, send requests)")
+	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host name patterns (e.g. rill.internal, *.example.com) clients may address the server by, besides localhost and loopback IPs; checked (against DNS rebinding) when listening on loopback or when given")
+	readTimeout := fs.Duration("read-timeout", service.DefaultReadTimeout, "how long a request body may take to arrive after its headers (408 after that); 0 turns the limit off")
+	writeIdle := fs.Duration("write-idle-timeout", service.DefaultWriteIdleTimeout, "how long a write to a client may make no progress before its request (or WebSocket connection) is ended and its engine work cancelled; 0 turns the limit off")
+	maxChoices := fs.Int("max-choices", service.DefaultMaxChoices, "most choices (prompts × n) one request may ask for")
 	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
+	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses to keep in memory for previous_response_id and GET /v1/responses/{id} (least recently used out; 0 keeps none; nothing survives a restart)")
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *responsesStore < 0 {
+		return fmt.Errorf("--responses-store %d: want 0 (keep none) or more", *responsesStore)
 	}
 	log, err := newLogger(os.Stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -50,6 +59,13 @@ func serve(ctx context.Context, args []string) error {
 	cors, err := service.ParseOriginPatterns(*corsOrigins)
 	if err != nil {
 		return fmt.Errorf("--cors-allowed-origins: %w", err)
+	}
+	hosts, err := service.ParseOriginPatterns(*allowedHosts)
+	if err != nil {
+		return fmt.Errorf("--allowed-hosts: %w", err)
+	}
+	if *maxChoices < 1 {
+		return fmt.Errorf("--max-choices %d: want at least 1", *maxChoices)
 	}
 	var e *engines
 	if *configFile != "" {
@@ -83,12 +99,24 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Requests' contexts derive from base; cancelling it ends streams that
-	// outlive the grace period.
-	base, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
-	api := service.New(service.Options{Engine: e, APIKey: *apiKey, Logger: log, AllowedOrigins: origins,
-		CORSAllowedOrigins: cors})
+	// Requests' contexts derive from base; cancelling it with
+	// service.ErrShutdown cuts streams that outlive the grace period.
+	base, cancelBase := context.WithCancelCause(context.Background())
+	defer cancelBase(nil)
+	api := service.New(service.Options{
+		Engine: e, APIKey: *apiKey, Logger: log,
+		AllowedOrigins:     origins,
+		CORSAllowedOrigins: cors,
+		// DNS rebinding is a loopback server's problem (a page's own name
+		// made to point at 127.0.0.1): check Host there, as Jupyter does,
+		// and wherever the operator lists the names.
+		HostCheck:        isLoopback(ln.Addr()) || len(hosts) > 0,
+		AllowedHosts:     hosts,
+		ReadTimeout:      flagTimeout(*readTimeout),
+		WriteIdleTimeout: flagTimeout(*writeIdle),
+		MaxChoices:       *maxChoices,
+		ResponsesStore:   cmp.Or(*responsesStore, -1),
+	})
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -124,25 +152,63 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: waiting for running streams", slog.Duration("grace", *grace))
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
-	defer cancel()
-	// HTTP streams first, then WebSocket requests (upgraded connections are
-	// no longer the http.Server's to wait for); whatever outlives the grace
-	// period is cancelled.
-	err = srv.Shutdown(sctx)
-	if err == nil {
-		err = api.Drain(sctx)
-	}
-	if err != nil {
-		log.Warn("grace period over: cancelling running streams", slog.Any("err", err))
-		srv.Close()
-	}
-	cancelBase() // closes WebSocket connections (1001, going away)
+	shutdown(log, srv, api, cancelBase, *grace)
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// closeWait bounds the last phase of a shutdown: cut requests writing
+// their last event, and WebSocket close handshakes (the library gives a
+// peer 5 s to answer a close frame).
+const closeWait = 10 * time.Second
+
+// shutdown stops srv and api in the order service's drain.go describes:
+// new work is refused at once, HTTP streams and WebSocket requests in
+// flight get the grace period to finish, what is left is cut (each told
+// with a 503) and WebSocket connections closed with 1001, and shutdown
+// waits, bounded, for all of that to reach the clients before the caller
+// closes the engine.
+func shutdown(log *slog.Logger, srv *http.Server, api *service.Server, cancelBase context.CancelCauseFunc, grace time.Duration) {
+	log.Info("shutting down: waiting for running streams", slog.Duration("grace", grace))
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- api.Drain(gctx) }()
+	err := srv.Shutdown(gctx)
+	if derr := <-drained; err == nil {
+		err = derr
+	}
+	if err != nil {
+		log.Warn("grace period over: cutting running streams", slog.Any("err", err))
+	}
+	cancelBase(service.ErrShutdown)
+	cctx, cancelClose := context.WithTimeout(context.Background(), closeWait)
+	defer cancelClose()
+	// Shutdown again: it waits for the handlers just cut to end.
+	if err := srv.Shutdown(cctx); err != nil {
+		log.Warn("streams still running after being cut", slog.Any("err", err))
+	}
+	if err := api.WaitConnections(cctx); err != nil {
+		log.Warn("WebSocket connections still closing", slog.Any("err", err))
+	}
+	srv.Close()
+}
+
+// isLoopback reports whether addr is a loopback address.
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// flagTimeout maps a timeout flag to its Options field: 0 (off) is
+// negative there, where zero means the default.
+func flagTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // newLogger logs to w in format (text or json) from level on.

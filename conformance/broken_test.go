@@ -25,7 +25,10 @@ const envBroken = "RILL_CONFORMANCE_SELFTEST_BROKEN"
 //   - no-usage-chunk: the final "choices": [] usage chunk is dropped.
 //   - one-choice: with n > 1, completion_tokens counts one choice only
 //     (llama.cpp's server does this), total_tokens kept consistent.
-var brokenModes = []string{"usage-everywhere", "no-usage-chunk", "one-choice"}
+//   - tool-calls-stop: a reply that calls tools ends with finish_reason
+//     "stop", and streamed tool-call fragments carry no id (mistakes
+//     early tool-calling servers made).
+var brokenModes = []string{"usage-everywhere", "no-usage-chunk", "one-choice", "tool-calls-stop"}
 
 // breakHandler wraps h so that its POST answers are rewritten as mode says.
 // It buffers each answer whole, which is fine for the suite (it reads
@@ -115,6 +118,9 @@ func rewrite(mode, contentType string, body []byte) []byte {
 				countOneChoice(doc["usage"], len(choices))
 			}
 		}
+		if mode == "tool-calls-stop" {
+			breakToolCalls(doc)
+		}
 		return encode(doc)
 	}
 	tr := &conformance.Transcript{}
@@ -153,6 +159,8 @@ func rewrite(mode, contentType string, body []byte) []byte {
 			}
 		case "one-choice":
 			countOneChoice(doc["usage"], choices)
+		case "tool-calls-stop":
+			breakToolCalls(doc)
 		}
 		fmt.Fprintf(&out, "data: %s\n\n", encode(doc))
 	}
@@ -163,6 +171,28 @@ func rewrite(mode, contentType string, body []byte) []byte {
 		out.WriteString("data: [DONE]\n\n")
 	}
 	return out.Bytes()
+}
+
+// breakToolCalls turns finish_reason tool_calls into stop and drops the id
+// of every streamed tool-call fragment.
+func breakToolCalls(doc map[string]any) {
+	cs, _ := doc["choices"].([]any)
+	for _, ch := range cs {
+		m, _ := ch.(map[string]any)
+		if m == nil {
+			continue
+		}
+		if m["finish_reason"] == "tool_calls" {
+			m["finish_reason"] = "stop"
+		}
+		delta, _ := m["delta"].(map[string]any)
+		calls, _ := delta["tool_calls"].([]any)
+		for _, c := range calls {
+			if cm, ok := c.(map[string]any); ok {
+				delete(cm, "id")
+			}
+		}
+	}
 }
 
 // countOneChoice rewrites a usage object to count one of n choices.

@@ -22,6 +22,13 @@ type Capabilities struct {
 
 	Drafting       bool
 	DraftingReason string
+
+	// Tools: a forced tool_choice (a named function) made a tool call.
+	Tools       bool
+	ToolsReason string
+	// JSONSchema: response_format json_schema is accepted.
+	JSONSchema       bool
+	JSONSchemaReason string
 }
 
 // ProbePrompt returns a prompt that starts with nonce and is long enough
@@ -36,11 +43,14 @@ func ProbePrompt(nonce string) string {
 
 // Probe finds out once what t can do: whether GET on the chat endpoint
 // upgrades to a WebSocket, whether a repeated prompt reports cached tokens,
-// and whether usage carries draft counters. It returns an error only when
-// the target cannot serve a plain chat completion at all.
+// whether usage carries draft counters, whether a forced tool_choice makes a
+// tool call and whether response_format json_schema is accepted. It returns
+// an error only when the target cannot serve a plain chat completion at all.
 func Probe(ctx context.Context, t *Target) (Capabilities, error) {
 	var c Capabilities
 	c.WebSocket, c.WebSocketReason = ProbeWebSocket(ctx, t)
+	c.Tools, c.ToolsReason = probeTools(ctx, t)
+	c.JSONSchema, c.JSONSchemaReason = probeJSONSchema(ctx, t)
 
 	body := Chat.Body(t.Model, ProbePrompt(Nonce()), map[string]any{"max_tokens": 4})
 	var usages [2]*Usage
@@ -110,5 +120,7 @@ func (c Capabilities) String() string {
 	yes(c.WebSocket, "websocket", c.WebSocketReason)
 	yes(c.PrefixCache, "prefix cache", c.CacheReason)
 	yes(c.Drafting, "drafting", c.DraftingReason)
+	yes(c.Tools, "tools", c.ToolsReason)
+	yes(c.JSONSchema, "json_schema", c.JSONSchemaReason)
 	return strings.Join(parts, "; ")
 }

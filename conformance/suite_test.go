@@ -31,6 +31,8 @@ func TestConformance(t *testing.T) {
 type target struct {
 	*conformance.Target
 	caps conformance.Capabilities
+	// responses: what the target does of the Responses API (responses_test.go).
+	responses responsesCaps
 }
 
 // suiteEnv is what BeforeSuite sets up. It is written once, before any
@@ -85,6 +87,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(e.main.ResolveModel(ctx)).To(Succeed(), "target %s", e.main.BaseURL)
 	e.main.caps, err = conformance.Probe(ctx, e.main.Target)
 	Expect(err).NotTo(HaveOccurred(), "probe %s", e.main.BaseURL)
+	e.main.responses = probeResponses(ctx, e.main.Target)
 	switch {
 	case e.reasoning != nil:
 		// The in-process reasoning model must reason: probed, not assumed.

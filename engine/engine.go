@@ -168,6 +168,11 @@ type Request struct {
 	// a json.RawMessage, which keeps integers and key order as the client
 	// wrote them (the service passes each value so).
 	ChatTemplateKwargs map[string]any
+
+	// Responses marks a chat request that came through the Responses API:
+	// an engine behind HTTP whose server has that API may send it there, so
+	// that the server counts it as that API does. Others treat it as chat.
+	Responses bool
 }
 
 // Choices returns the number of choices the request asks for (at least 1).

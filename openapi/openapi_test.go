@@ -24,6 +24,8 @@ func TestLoadOnce(t *testing.T) {
 		{"POST", "/v1/chat/completions"}, {"POST", "/v1/completions"}, {"GET", "/v1/models"},
 		{"GET", "/v1/models/{model}"}, {"GET", "/health"}, {"GET", "/openapi.yaml"},
 		{"GET", "/v1/chat/completions"}, {"GET", "/v1/completions"},
+		{"POST", "/v1/responses"}, {"GET", "/v1/responses"}, {"GET", "/v1/responses/{response_id}"},
+		{"DELETE", "/v1/responses/{response_id}"},
 	} {
 		item := a.Paths.Find(op.path)
 		if item == nil || item.GetOperation(op.method) == nil {
@@ -41,7 +43,7 @@ func TestValidateBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const chat, comp = "/v1/chat/completions", "/v1/completions"
+	const chat, comp, resp = "/v1/chat/completions", "/v1/completions", "/v1/responses"
 	const user = `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {
 		path, body  string
@@ -85,6 +87,16 @@ func TestValidateBody(t *testing.T) {
 		{comp, `{"model":"m","prompt":[` + strings.Repeat(`"x",`, 2048) + `"x"]}`, "prompt", "array_above_max_length", false},
 		{comp, `{"model":"m","prompt":[` + strings.Repeat(`1,`, 4096) + `1]}`, "", "", true},
 		{comp, `{"model":"m","prompt":"x","logprobs":6}`, "logprobs", "integer_above_max_value", false},
+		{resp, `{"model":"m","input":"x"}`, "", "", true},
+		{resp, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"item_reference","id":"msg_1"}],"instructions":null,"store":false,"metadata":{"a":"b"},"type":"response.create","stream_id":"x"}`, "", "", true},
+		{resp, `{"model":"m","previous_response_id":"resp_1","tools":[],"tool_choice":"none","text":{"format":{"type":"text"}},"reasoning":{"effort":"low"}}`, "", "", true},
+		{resp, `{"input":"x"}`, "model", "missing_required_parameter", false},
+		{resp, `{"model":"m","input":{"text":"x"}}`, "input", "invalid_type", false},
+		{resp, `{"model":"m","input":[{"role":"wizard","content":"x"}]}`, "input[0].role", "invalid_value", false},
+		{resp, `{"model":"m","input":"x","max_output_tokens":0}`, "max_output_tokens", "integer_below_min_value", false},
+		{resp, `{"model":"m","input":"x","top_logprobs":21}`, "top_logprobs", "integer_above_max_value", false},
+		{resp, `{"model":"m","input":"x","text":{"format":{"type":"yaml"}}}`, "text.format.type", "invalid_value", false},
+		{resp, `{"model":"m","input":"x","tool_choice":"sometimes"}`, "tool_choice", "invalid_value", false},
 	}
 	for _, tt := range tests {
 		err := v.ValidateBody(context.Background(), "POST", tt.path, []byte(tt.body))
@@ -192,6 +204,7 @@ func TestExtensionsSayRill(t *testing.T) {
 	extensions := map[string][]string{
 		"CreateChatCompletionRequest": {"top_k", "min_p", "ignore_eos", "no_draft"},
 		"CreateCompletionRequest":     {"top_k", "min_p", "ignore_eos", "no_draft"},
+		"CreateResponseRequest":       {"top_k", "min_p", "seed", "ignore_eos", "no_draft"},
 		"Model":                       {"context_length", "description"},
 	}
 	for component, fields := range extensions {
@@ -219,9 +232,12 @@ func TestDetailsNullable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	usage := doc.Components.Schemas["CompletionUsage"].Value
-	for _, name := range []string{"prompt_tokens_details", "completion_tokens_details"} {
-		details := usage.Properties[name].Value
+	for _, d := range []struct{ schema, name string }{
+		{"CompletionUsage", "prompt_tokens_details"}, {"CompletionUsage", "completion_tokens_details"},
+		{"ResponseUsage", "input_tokens_details"}, {"ResponseUsage", "output_tokens_details"},
+	} {
+		name := d.name
+		details := doc.Components.Schemas[d.schema].Value.Properties[name].Value
 		if !details.Nullable {
 			t.Errorf("%s not nullable", name)
 		}

@@ -29,7 +29,11 @@ import (
 //	accepted_prediction_tokens, rejected_prediction_tokens, reasoning_tokens
 //	                   the usage of a completed generation, as sent
 //
-// Lines are at level info, error for a 5xx; successful /metrics and
+//	reason             why a request was cut when not by the client:
+//	                   shutdown, write_idle_timeout
+//
+// Lines are at level info, error for a 5xx (warn for one cut by a
+// shutdown); successful /metrics and
 // /health requests (scrapes and probes, every few seconds) are at debug.
 
 // accessEntry is one access log line.
@@ -45,6 +49,9 @@ type accessEntry struct {
 	ttft        time.Duration // 0: no token came
 	bytes       int64         // negative: not counted
 	usage       *Usage
+	// reason says why the request ended early when that was not the
+	// client's doing (reasonShutdown, reasonWriteIdle).
+	reason string
 }
 
 // logRequest writes the access line of an HTTP request (ServeHTTP's).
@@ -62,16 +69,13 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, info *requestInfo, s
 	}
 	s.logAccess(r.Context(), &accessEntry{id: info.id, method: r.Method, path: r.URL.Path, transport: transport,
 		model: info.model, status: status, start: start, ttft: info.obs.timeToFirstToken(), bytes: rec.bytes,
-		usage: info.usage})
+		usage: info.usage, reason: info.reason})
 }
 
 // logAccess writes e.
 func (s *Server) logAccess(ctx context.Context, e *accessEntry) {
-	level := slog.LevelInfo
-	switch {
-	case e.status >= 500:
-		level = slog.LevelError
-	case e.status < 400 && (e.path == "/metrics" || e.path == "/health"):
+	level := logLevel(e.status, e.reason)
+	if e.status < 400 && (e.path == "/metrics" || e.path == "/health") {
 		level = slog.LevelDebug
 	}
 	if !s.log.Enabled(ctx, level) {
@@ -96,6 +100,9 @@ func (s *Server) logAccess(ctx context.Context, e *accessEntry) {
 	attrs = append(attrs, slog.Duration("duration", time.Since(e.start)))
 	if e.bytes >= 0 {
 		attrs = append(attrs, slog.Int64("bytes", e.bytes))
+	}
+	if e.reason != "" {
+		attrs = append(attrs, slog.String("reason", e.reason))
 	}
 	attrs = appendUsageAttrs(attrs, e.usage)
 	s.log.LogAttrs(ctx, level, "request", attrs...)

@@ -105,6 +105,38 @@ func BenchmarkStreamPerToken(b *testing.B) {
 	})
 }
 
+// BenchmarkStreamLoopback streams over a real loopback connection, client
+// included, with and without the per-write deadline of WriteIdleTimeout
+// (one SetWriteDeadline per event), to show what the deadline costs.
+func BenchmarkStreamLoopback(b *testing.B) {
+	events := benchEvents()
+	const body = `{"model":"tiny","messages":[{"role":"user","content":"Once upon a time"}],"stream":true}`
+	for _, tt := range []struct {
+		name      string
+		writeIdle time.Duration
+	}{{"write-deadline=on", 0}, {"write-deadline=off", -1}} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			fake := &fakeEngine{models: testModels, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+				return &sliceStream{events: events}, nil
+			}}
+			ts := newTestServer(b, fake, Options{WriteIdleTimeout: tt.writeIdle, PingInterval: -1})
+			client := ts.Client()
+			for b.Loop() {
+				resp, err := client.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			reportPerToken(b)
+		})
+	}
+}
+
 func reportPerToken(b *testing.B) {
 	b.Helper()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchTokens, "ns/token")

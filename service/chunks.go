@@ -106,20 +106,18 @@ func (c *chunker) event(i int, ev *engine.Event) error {
 		return c.emit()
 	}
 
-	if hasContent || ev.Reasoning != "" {
-		c.begin()
-		c.buf = append(c.buf, `{"index":`...)
-		c.buf = appendInt(c.buf, i)
-		c.buf = append(c.buf, `,"delta":{`...)
-		c.buf = appendDeltaText(c.buf, ev)
-		c.buf = append(c.buf, `},"logprobs":`...)
-		if c.g.logprobs {
-			c.buf = appendChatLogprobs(c.buf, ev.Logprobs)
-		} else {
-			c.buf = append(c.buf, "null"...)
+	// Content (and reasoning) first, then tool-call fragments; logprobs
+	// ride on the first chunk of the event (a content chunk when there is
+	// neither).
+	tools := len(ev.ToolCalls) > 0
+	text := ev.Text != "" || ev.Reasoning != ""
+	if text || (hasContent && !tools) {
+		if err := c.delta(i, ev, false, c.g.logprobs); err != nil {
+			return err
 		}
-		c.buf = append(c.buf, `,"finish_reason":null}`...)
-		if err := c.emit(); err != nil {
+	}
+	if tools {
+		if err := c.delta(i, ev, true, c.g.logprobs && !text); err != nil {
 			return err
 		}
 	}
@@ -132,6 +130,29 @@ func (c *chunker) event(i int, ev *engine.Event) error {
 	c.buf = append(c.buf, `,"delta":{},"logprobs":null,"finish_reason":`...)
 	c.buf = appendFinish(c.buf, ev)
 	c.buf = append(c.buf, '}')
+	return c.emit()
+}
+
+// delta sends one chunk of choice i with ev's content and reasoning, or
+// with its tool-call fragments; withLogprobs puts ev's logprobs on it (else
+// null).
+func (c *chunker) delta(i int, ev *engine.Event, tools, withLogprobs bool) error {
+	c.begin()
+	c.buf = append(c.buf, `{"index":`...)
+	c.buf = appendInt(c.buf, i)
+	c.buf = append(c.buf, `,"delta":{`...)
+	if tools {
+		c.buf = appendToolCallDeltas(c.buf, ev.ToolCalls)
+	} else {
+		c.buf = appendDeltaText(c.buf, ev)
+	}
+	c.buf = append(c.buf, `},"logprobs":`...)
+	if withLogprobs {
+		c.buf = appendChatLogprobs(c.buf, ev.Logprobs)
+	} else {
+		c.buf = append(c.buf, "null"...)
+	}
+	c.buf = append(c.buf, `,"finish_reason":null}`...)
 	return c.emit()
 }
 
@@ -167,8 +188,11 @@ func appendFinish(b []byte, ev *engine.Event) []byte {
 	if !ev.Final {
 		return append(b, "null"...)
 	}
-	if ev.FinishReason == engine.FinishLength {
+	switch ev.FinishReason {
+	case engine.FinishLength:
 		return append(b, `"length"`...)
+	case engine.FinishToolCalls:
+		return append(b, `"tool_calls"`...)
 	}
 	return append(b, `"stop"`...)
 }

@@ -88,11 +88,10 @@ func chatPlan(r *chatRequest) (*plan, *apiError) {
 		req.Prediction = text
 	}
 
+	if e := applyTools(r, req); e != nil {
+		return nil, e
+	}
 	switch {
-	case r.ResponseFormat != nil && r.ResponseFormat.Type != "" && r.ResponseFormat.Type != "text":
-		return nil, unsupported("response_format", fmt.Sprintf("response_format of type '%s'", r.ResponseFormat.Type))
-	case forcedChoice(r.ToolChoice, "none", "auto"):
-		return nil, unsupported("tool_choice", "Forcing a tool call")
 	case forcedChoice(r.FunctionCall, "none", "auto"):
 		return nil, unsupported("function_call", "Forcing a function call")
 	case !isNull(r.Audio):
@@ -170,8 +169,13 @@ func completionPlan(r *completionRequest) (*plan, *apiError) {
 // applyCommon converts the fields chat and completions share into req and p.
 // Absent sampling fields take OpenAI's defaults (temperature 1, top_p 1).
 func applyCommon(c *commonRequest, req *engine.Request, p *plan) *apiError {
-	if len(c.LogitBias) > 0 {
-		return unsupported("logit_bias", "logit_bias")
+	bias, e := logitBias(c.LogitBias)
+	if e != nil {
+		return e
+	}
+	req.LogitBias = bias
+	if e := applyResponseFormat(c.ResponseFormat, req); e != nil {
+		return e
 	}
 	stops, e := stopStrings(c.Stop)
 	if e != nil {

@@ -100,10 +100,33 @@ func TestChatPlan(t *testing.T) {
 				t.Errorf("stop %q", req.Stop)
 			}
 		}},
-		{"harmless fields accepted", `{"model":"m",` + user + `,"user":"u","store":false,"metadata":{"a":"b"},"service_tier":"auto","parallel_tool_calls":true,"tools":[{"type":"function"}],"tool_choice":"auto","response_format":{"type":"text"},"modalities":["text"],"logit_bias":{}}`,
+		{"harmless fields accepted", `{"model":"m",` + user + `,"user":"u","store":false,"metadata":{"a":"b"},"service_tier":"auto","response_format":{"type":"text"},"modalities":["text"],"logit_bias":{}}`,
 			func(t *testing.T, p *plan, req *engine.Request) {
-				if len(req.Messages) != 1 {
-					t.Errorf("messages %+v", req.Messages)
+				if len(req.Messages) != 1 || req.ResponseFormat != nil || req.LogitBias != nil || req.Tools != nil {
+					t.Errorf("request %+v", req)
+				}
+			}},
+		{"tools, tool_choice, response_format, logit_bias", `{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"},"strict":true}},{"type":"function","function":{"name":"g"}}],"tool_choice":{"type":"function","function":{"name":"g"}},"parallel_tool_calls":false,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"},"strict":true}},"logit_bias":{"7":-100,"12":2.5}}`,
+			func(t *testing.T, p *plan, req *engine.Request) {
+				wantTools := []engine.Tool{{Name: "f", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Strict: true}, {Name: "g"}}
+				if !reflect.DeepEqual(req.Tools, wantTools) {
+					t.Errorf("tools %+v", req.Tools)
+				}
+				if req.ToolChoice != (engine.ToolChoice{Mode: engine.ToolChoiceFunction, Name: "g"}) || req.ParallelToolCalls == nil || *req.ParallelToolCalls {
+					t.Errorf("tool_choice %+v parallel %v", req.ToolChoice, req.ParallelToolCalls)
+				}
+				rf := req.ResponseFormat
+				if rf == nil || rf.Type != engine.FormatJSONSchema || rf.Name != "n" || !rf.Strict || string(rf.Schema) != `{"type":"object"}` {
+					t.Errorf("response_format %+v", rf)
+				}
+				if !reflect.DeepEqual(req.LogitBias, map[int]float64{7: -100, 12: 2.5}) {
+					t.Errorf("logit_bias %v", req.LogitBias)
+				}
+			}},
+		{"tool_choice strings and json_object", `{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_object"}}`,
+			func(t *testing.T, p *plan, req *engine.Request) {
+				if req.ToolChoice.Mode != engine.ToolChoiceRequired || req.ResponseFormat.Type != engine.FormatJSONObject || req.ParallelToolCalls != nil {
+					t.Errorf("request %+v", req)
 				}
 			}},
 	}
@@ -136,11 +159,19 @@ func TestChatPlanRejects(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"custom","function":{"name":"f","arguments":"{}"}}]}]}`, "messages[0].tool_calls[0].type"},
 		{`{"model":"m","messages":[{"role":"user","content":"a","reasoning_content":"r"}]}`, "messages[0].reasoning_content"},
 		{`{"model":"m",` + user + `,"top_logprobs":2}`, "top_logprobs"},
-		{`{"model":"m",` + user + `,"response_format":{"type":"json_object"}}`, "response_format"},
-		{`{"model":"m",` + user + `,"tools":[{}],"tool_choice":"required"}`, "tool_choice"},
-		{`{"model":"m",` + user + `,"tools":[{}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, "tool_choice"},
+		{`{"model":"m",` + user + `,"response_format":{"type":"json_schema"}}`, "response_format.json_schema"},
+		{`{"model":"m",` + user + `,"response_format":{"type":"xml"}}`, "response_format.type"},
+		{`{"model":"m",` + user + `,"tool_choice":"required"}`, "tool_choice"},
+		{`{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, "tool_choice"},
+		{`{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"maybe"}`, "tool_choice"},
+		{`{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"custom"}}`, "tool_choice.type"},
+		{`{"model":"m",` + user + `,"tools":[{"type":"custom"}]}`, "tools[0].type"},
+		{`{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"a b"}}]}`, "tools[0].function.name"},
+		{`{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]}`, "tools[1].function.name"},
+		{`{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f","parameters":[1]}}]}`, "tools[0].function.parameters"},
+		{`{"model":"m",` + user + `,"logit_bias":{"x":1}}`, "logit_bias"},
+		{`{"model":"m",` + user + `,"logit_bias":{"7":101}}`, "logit_bias"},
 		{`{"model":"m",` + user + `,"function_call":{"name":"f"}}`, "function_call"},
-		{`{"model":"m",` + user + `,"logit_bias":{"50256":-100}}`, "logit_bias"},
 		{`{"model":"m",` + user + `,"modalities":["text","audio"]}`, "modalities"},
 		{`{"model":"m",` + user + `,"audio":{"voice":"x"}}`, "audio"},
 		{`{"model":"m",` + user + `,"prediction":{"type":"content","content":[{"type":"image_url"}]}}`, "prediction.content[0]"},
@@ -211,7 +242,8 @@ func TestCompletionPlanRejects(t *testing.T) {
 		{`{"model":"m","prompt":"x","suffix":"end"}`, "suffix"},
 		{`{"model":"m","prompt":"x","best_of":3}`, "best_of"},
 		{`{"model":"m","prompt":"x","best_of":1,"n":2}`, "best_of"},
-		{`{"model":"m","prompt":"x","logit_bias":{"1":1}}`, "logit_bias"},
+		{`{"model":"m","prompt":"x","logit_bias":{"-1":1}}`, "logit_bias"},
+		{`{"model":"m","prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"n","schema":true}}}`, "response_format.json_schema.schema"},
 		{`{"model":"m","prompt":{"a":1}}`, "prompt"},
 	}
 	for _, tt := range tests {

@@ -24,7 +24,7 @@ import (
 
 // CORS header values.
 const (
-	corsAllowMethods  = "GET, POST, OPTIONS"
+	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
 	corsAllowHeaders  = "Authorization, Content-Type, X-Request-Id"
 	corsExposeHeaders = "X-Request-Id, Retry-After"
 	// corsMaxAge is how long, in seconds, a browser may cache a preflight's

@@ -2,33 +2,60 @@ package service
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"sync"
 )
 
+// Shutdown, in the order serve runs it:
+//
+//  1. Drain, at once and alongside http.Server.Shutdown: WebSocket creates
+//     (and upgrades) are refused with a 503 from now on, and Drain returns
+//     when the WebSocket requests in flight have ended.
+//  2. When the grace period is over, cancel the http.Server's BaseContext
+//     with the cause ErrShutdown: what still runs is cut, each request
+//     answered with a 503 server_shutting_down (an SSE error event, a
+//     WebSocket error message, or a plain error response) and logged as
+//     cut by the shutdown, and every WebSocket connection is closed with
+//     1001 (going away) after its last messages.
+//  3. WaitConnections, so that the close handshakes complete before the
+//     process exits (http.Server.Shutdown does not wait for upgraded
+//     connections); then close the engine.
+
+// ErrShutdown is the cause (context.WithCancelCause) with which the
+// server's base context is cancelled when the grace period is over.
+// Requests cut that way are answered and logged as cut by the shutdown
+// (503), not as failures or as clients that left.
+var ErrShutdown = errors.New("server shutting down")
+
+// isShutdown reports whether ctx ended because the server shut down.
+func isShutdown(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown)
+}
+
 // Drain lets WebSocket requests in flight finish before shutdown: from now
-// on new creates on open connections are refused with a 503, and Drain
-// returns when the last running request has ended or ctx is done.
-// http.Server.Shutdown cannot do this, because upgraded connections are no
-// longer the http.Server's: call Drain after it, then cancel the requests'
-// base context to close the connections.
+// on new creates on open connections, and new upgrades, are refused with a
+// 503, and Drain returns when the last running request has ended or ctx is
+// done.
 func (s *Server) Drain(ctx context.Context) error {
 	s.wsMu.Lock()
 	s.draining = true
-	if s.wsActive == 0 {
-		s.wsMu.Unlock()
-		return nil
-	}
-	if s.wsIdle == nil {
-		s.wsIdle = make(chan struct{})
-	}
-	idle := s.wsIdle
 	s.wsMu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.wsRequests.wait(ctx)
+}
+
+// WaitConnections returns when every WebSocket connection has ended, or
+// ctx is done. Call it after cancelling the base context, which closes
+// them with a close handshake, so that the handshakes complete.
+func (s *Server) WaitConnections(ctx context.Context) error {
+	return s.wsConns.wait(ctx)
+}
+
+// isDraining reports whether Drain has been called.
+func (s *Server) isDraining() bool {
+	s.wsMu.Lock()
+	defer s.wsMu.Unlock()
+	return s.draining
 }
 
 // beginWS counts a WebSocket request in; it reports false while draining.
@@ -38,21 +65,63 @@ func (s *Server) beginWS() bool {
 	if s.draining {
 		return false
 	}
-	s.wsActive++
+	s.wsRequests.add()
 	return true
 }
 
-// endWS counts a WebSocket request out and wakes Drain after the last one.
-func (s *Server) endWS() {
-	s.wsMu.Lock()
-	defer s.wsMu.Unlock()
-	s.wsActive--
-	if s.wsActive == 0 && s.wsIdle != nil {
-		close(s.wsIdle)
-		s.wsIdle = nil
+// endWS counts a WebSocket request out.
+func (s *Server) endWS() { s.wsRequests.done() }
+
+// inflight counts things in flight and lets shutdown wait until none is
+// left. It is safe for concurrent use; its zero value is empty.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // made by a waiter, closed when n drops to 0
+}
+
+func (t *inflight) add() {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *inflight) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
 	}
 }
 
-// errDraining answers a create that arrives during shutdown.
-var errDraining = &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "server_shutting_down",
-	Message: "The server is shutting down and takes no new requests; retry on a new connection."}
+// wait returns nil once nothing is in flight, or ctx's error.
+func (t *inflight) wait(ctx context.Context) error {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errDraining answers a create that arrives during shutdown, and a request
+// that shutdown cut.
+var errDraining = &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "server_shutting_down",
+	RetryAfter: 1, Message: "The server is shutting down and takes no new requests; retry on a new connection."}
+
+// errShutdownCut ends a request that was still running when the grace
+// period of a shutdown ran out.
+var errShutdownCut = &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "server_shutting_down",
+	RetryAfter: 1, Message: "The server shut down before this request could finish; retry it."}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"rill/engine"
 	"rill/openapi"
@@ -39,14 +40,17 @@ func (e *apiError) appendJSON(b []byte) []byte {
 }
 
 // appendObject appends the inner object {"message":...,"type":...,"param":...,"code":...},
-// which the WebSocket transport wraps in its own envelope.
+// which the WebSocket transport wraps in its own envelope. The message is
+// cut to maxMessageBytes, a backstop for messages that carry text from
+// elsewhere (an upstream engine's answer), and the param, which can name a
+// client's key, to maxEchoBytes.
 func (e *apiError) appendObject(b []byte) []byte {
 	b = append(b, `{"message":`...)
-	b = appendString(b, e.Message)
+	b = appendString(b, clip(e.Message, maxMessageBytes))
 	b = append(b, `,"type":`...)
 	b = appendString(b, e.Type)
 	b = append(b, `,"param":`...)
-	b = appendNullableString(b, e.Param)
+	b = appendNullableString(b, clip(e.Param, maxEchoBytes))
 	b = append(b, `,"code":`...)
 	b = appendNullableString(b, e.Code)
 	return append(b, '}')
@@ -92,7 +96,7 @@ func fromEngine(err error, model string) *apiError {
 			Param: re.Param, Code: re.Code, Message: msg}
 	case errors.Is(err, engine.ErrUnknownModel):
 		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model",
-			Code: "model_not_found", Message: fmt.Sprintf("The model '%s' does not exist.", model)}
+			Code: "model_not_found", Message: fmt.Sprintf("The model '%s' does not exist.", clip(model, maxEchoBytes))}
 	case errors.Is(err, engine.ErrOverloaded):
 		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer,
 			Code: "engine_overloaded", RetryAfter: 1,
@@ -110,6 +114,27 @@ func fromEngine(err error, model string) *apiError {
 
 // statusClientClosed is nginx's "client closed request", used in logs only.
 const statusClientClosed = 499
+
+// Caps on client text quoted back in error messages, so that an error is
+// never an echo of a large request: maxEchoBytes for one value (a model
+// id, a path, an origin), maxMessageBytes for a whole message.
+const (
+	maxEchoBytes    = 256
+	maxMessageBytes = 2048
+)
+
+// clip returns s cut to at most n bytes at a UTF-8 boundary, with "…"
+// appended when it was cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
 
 // writeError writes e as a complete JSON response. It must be called before
 // anything else was written to w.

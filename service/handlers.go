@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -91,13 +92,22 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 	if g.stream {
 		sw := newSSEWriter(w)
 		if err := sw.start(); err != nil {
-			info.status = statusClientClosed
+			s.transportFailed(r, info, err)
 			return
 		}
 		u, err := g.streamTo(r.Context(), sw, s.ping)
 		info.usage = u
-		if err != nil && r.Context().Err() != nil {
-			info.status = statusClientClosed
+		switch {
+		case err == nil:
+		case isShutdown(r.Context()):
+			// The client is still there: tell it why its stream ends.
+			info.status, info.reason = errShutdownCut.Status, reasonShutdown
+			_ = sw.fail(errShutdownCut)
+		default:
+			var te *transportError
+			if errors.As(err, &te) || r.Context().Err() != nil {
+				s.transportFailed(r, info, err)
+			}
 		}
 		return
 	}
@@ -110,7 +120,20 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 	writeJSON(w, r, out)
 }
 
-// readBody reads r's body, at most maxBody bytes.
+// transportFailed records, for the log, why the client stopped hearing
+// its stream: it left (499), or it stopped reading and a write made no
+// progress for the write idle timeout (499, with that reason).
+func (s *Server) transportFailed(r *http.Request, info *requestInfo, err error) {
+	info.status = statusClientClosed
+	if errors.Is(err, os.ErrDeadlineExceeded) && r.Context().Err() == nil {
+		info.reason = reasonWriteIdle
+	}
+}
+
+// readBody reads r's body, at most maxBody bytes, within the read timeout.
+// A body that does not arrive in time is a 408, and the connection is not
+// reused: the read deadline stays in place so that net/http, which would
+// otherwise read on to find the next request, gives the connection up.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	tooLarge := func() *apiError {
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
@@ -119,55 +142,61 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	if r.ContentLength > s.maxBody {
 		return nil, tooLarge()
 	}
+	var rc *http.ResponseController
+	if s.bodyTimeout > 0 {
+		rc = http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) != nil {
+			rc = nil // not a connection (a test's writer)
+		}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return nil, tooLarge()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			return nil, &apiError{Status: http.StatusRequestTimeout, Type: typeInvalidRequest, Code: "request_timeout",
+				Message: "The request body did not arrive within " + s.bodyTimeout.String() + "."}
 		}
 		return nil, invalid("", "", "The request body could not be read: %v", err)
+	}
+	if rc != nil {
+		// The body is in: from here on the connection is read only to
+		// notice the client leaving, which has no deadline.
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return body, nil
 }
 
-// start is where every transport's generation begins: it validates body as
-// the body of POST path (/v1/chat/completions or /v1/completions) against
-// the OpenAPI schema, converts it, and starts its engine requests under a
-// context derived from ctx. Errors the engine can know before the first
-// token come back as *apiError, ready for a plain HTTP answer. The caller
-// owns the generation: it must run it (stream or collect), or call its
-// cancel. The WebSocket transport calls start with the body of a "create"
-// message and then makes the generation streamed with plan.forceStream.
+// start is where every transport's generation begins: it parses body as
+// the body of POST path (/v1/chat/completions or /v1/completions) and
+// starts its engine requests under a context derived from ctx. Errors the
+// engine can know before the first token come back as *apiError, ready
+// for a plain HTTP answer. The caller owns the generation: it must run it
+// (stream or collect), or call its cancel. The WebSocket transport calls
+// start with the body of a "create" message and then makes the generation
+// streamed with plan.forceStream.
 func (s *Server) start(ctx context.Context, path string, body []byte, requestID string) (*generation, *apiError) {
 	begun := time.Now()
-	if err := s.validator.ValidateBody(ctx, http.MethodPost, path, body); err != nil {
-		return nil, fromValidation(err)
-	}
-	var p *plan
-	var e *apiError
-	idPrefix := "chatcmpl-"
-	switch path {
-	case "/v1/chat/completions":
-		var req chatRequest
-		if e = decodeBody(body, &req); e == nil {
-			p, e = chatPlan(&req)
-		}
-	case "/v1/completions":
-		idPrefix = "cmpl-"
-		var req completionRequest
-		if e = decodeBody(body, &req); e == nil {
-			p, e = completionPlan(&req)
-		}
-	default:
-		e = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
-			Message: "Invalid URL (POST " + path + ")."}
-	}
+	p, e := s.parse(ctx, path, body)
 	if e != nil {
 		return nil, e
 	}
+	idPrefix := "chatcmpl-"
+	if p.kind == kindCompletion {
+		idPrefix = "cmpl-"
+	}
+	return s.launch(ctx, p, idPrefix+requestID, begun)
+}
 
+// launch starts the engine requests of p under a context derived from ctx
+// and begins its metrics; id is the wire id, begun when the request came
+// in. The caller owns the generation as start's caller does.
+func (s *Server) launch(ctx context.Context, p *plan, id string, begun time.Time) (*generation, *apiError) {
 	ctx, cancel := context.WithCancel(ctx)
-	g := &generation{plan: p, id: idPrefix + requestID, created: begun.Unix(), cancel: cancel}
+	g := &generation{plan: p, id: id, created: begun.Unix(), cancel: cancel}
 	for _, req := range p.reqs {
 		st, err := s.engine.Generate(ctx, req)
 		if err != nil {
@@ -177,7 +206,7 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 			}
 			return nil, fromEngine(err, p.model)
 		}
-		g.streams = append(g.streams, st)
+		g.streams = append(g.streams, &panicSafeStream{Stream: st, log: s.log, requestID: id})
 	}
 	// Only now is the model known to be served: series are never made for
 	// the model names of requests that fail.
@@ -185,8 +214,66 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 	return g, nil
 }
 
-// fail answers with e unless the client is gone, which is only logged.
+// parse is the request decoder: it validates body against the OpenAPI
+// schema of POST path, decodes it and converts it into a plan, checking
+// what the schema cannot. It touches no engine.
+func (s *Server) parse(ctx context.Context, path string, body []byte) (*plan, *apiError) {
+	var p *plan
+	var e *apiError
+	switch path {
+	case "/v1/chat/completions", "/v1/completions":
+	default:
+		return nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
+			Message: "Invalid URL (POST " + clip(path, maxEchoBytes) + ")."}
+	}
+	if err := s.validator.ValidateBody(ctx, http.MethodPost, path, body); err != nil {
+		return nil, fromValidation(err)
+	}
+	if path == "/v1/chat/completions" {
+		var req chatRequest
+		if e = decodeBody(body, &req); e == nil {
+			p, e = chatPlan(&req)
+		}
+	} else {
+		var req completionRequest
+		if e = decodeBody(body, &req); e == nil {
+			p, e = completionPlan(&req)
+		}
+	}
+	if e != nil {
+		return nil, e
+	}
+	if e := s.checkChoices(p); e != nil {
+		return nil, e
+	}
+	return p, nil
+}
+
+// checkChoices refuses a plan that asks for more choices (prompts × n)
+// than Options.MaxChoices, before any engine work: every choice is a
+// sequence the engine must hold.
+func (s *Server) checkChoices(p *plan) *apiError {
+	c := p.choices()
+	if c <= s.maxChoices {
+		return nil
+	}
+	param := "n"
+	if p.n == 1 {
+		param = "prompt"
+	}
+	return invalid(param, "too_many_choices",
+		"This request asks for %d choices (%d prompts × n = %d); this server generates at most %d choices per request.",
+		c, len(p.reqs), p.n, s.maxChoices)
+}
+
+// fail answers with e unless the client is gone, which is only logged. A
+// request that a shutdown cut is answered as such, whatever e says.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, info *requestInfo, e *apiError) {
+	if isShutdown(r.Context()) {
+		info.reason = reasonShutdown
+		writeError(w, errShutdownCut)
+		return
+	}
 	if r.Context().Err() != nil {
 		info.status = statusClientClosed
 		return

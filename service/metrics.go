@@ -213,8 +213,9 @@ type requestMetrics struct {
 }
 
 // event observes one engine event of the choice at wire index i: the time
-// to the first token, the inter-token latency of a piece of text, the
-// finish reason of a final event.
+// to the first token, the inter-token latency of a piece of text (or of a
+// tool call), the finish reason of a final event (tool_calls counts as a
+// stop, as in vLLM's metrics).
 func (o *requestMetrics) event(i int, ev *engine.Event) {
 	if o == nil {
 		return
@@ -224,7 +225,7 @@ func (o *requestMetrics) event(i int, ev *engine.Event) {
 		o.ttft = now
 		o.m.ttft.Observe(now.Seconds())
 	}
-	if ev.Text != "" || ev.Reasoning != "" {
+	if ev.Text != "" || ev.Reasoning != "" || len(ev.ToolCalls) > 0 {
 		if last := o.last[i]; last != 0 {
 			o.itl.observe(float64(now-last) / float64(time.Second))
 		}

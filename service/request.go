@@ -27,6 +27,7 @@ type commonRequest struct {
 	FrequencyPenalty *float64           `json:"frequency_penalty"`
 	Seed             *int64             `json:"seed"`
 	LogitBias        map[string]float64 `json:"logit_bias"`
+	ResponseFormat   *responseFormat    `json:"response_format"`
 
 	// rill extensions.
 	TopK      *int     `json:"top_k"`
@@ -47,8 +48,9 @@ type chatRequest struct {
 	Logprobs            *bool           `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	Prediction          *prediction     `json:"prediction"`
-	ResponseFormat      *responseFormat `json:"response_format"`
+	Tools               []toolParam     `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	FunctionCall        json.RawMessage `json:"function_call"`
 	Modalities          []string        `json:"modalities"`
 	Audio               json.RawMessage `json:"audio"`
@@ -87,10 +89,6 @@ type contentPart struct {
 type prediction struct {
 	Type    string          `json:"type"`
 	Content json.RawMessage `json:"content"`
-}
-
-type responseFormat struct {
-	Type string `json:"type"`
 }
 
 // completionRequest is the body of POST /v1/completions.

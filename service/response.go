@@ -11,6 +11,7 @@ type choiceOutput struct {
 	text      []byte
 	reasoning []byte
 	logprobs  []engine.TokenLogprob
+	calls     []callOutput
 	final     engine.Event // the final event, for its FinishReason
 }
 
@@ -22,6 +23,7 @@ func (g *generation) collect(ctx context.Context) ([]byte, *Usage, error) {
 		o := &out[i]
 		o.text = append(o.text, ev.Text...)
 		o.reasoning = append(o.reasoning, ev.Reasoning...)
+		o.calls = addCalls(o.calls, ev.ToolCalls)
 		if g.logprobs {
 			o.logprobs = append(o.logprobs, ev.Logprobs...)
 		}
@@ -72,12 +74,21 @@ func (g *generation) appendResponse(b []byte, out []choiceOutput, u *Usage) []by
 			b = append(b, `{"index":`...)
 			b = appendInt(b, i)
 			b = append(b, `,"message":{"role":"assistant","content":`...)
-			b = appendString(b, string(o.text))
+			if len(o.text) == 0 && len(o.calls) > 0 {
+				b = append(b, "null"...) // a reply that only calls tools, as OpenAI writes it
+			} else {
+				b = appendString(b, string(o.text))
+			}
 			if len(o.reasoning) > 0 {
 				b = append(b, `,"reasoning_content":`...)
 				b = appendString(b, string(o.reasoning))
 			}
-			b = append(b, `,"refusal":null},"logprobs":`...)
+			b = append(b, `,"refusal":null`...)
+			if len(o.calls) > 0 {
+				b = append(b, ',')
+				b = appendToolCalls(b, o.calls)
+			}
+			b = append(b, `},"logprobs":`...)
 			if g.logprobs {
 				b = appendChatLogprobs(b, o.logprobs)
 			} else {

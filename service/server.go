@@ -21,9 +21,12 @@ import (
 
 // Defaults for zero Options fields.
 const (
-	DefaultPingInterval  = 15 * time.Second
-	DefaultMaxBodyBytes  = 16 << 20
-	DefaultWSMaxRequests = 32
+	DefaultPingInterval     = 15 * time.Second
+	DefaultMaxBodyBytes     = 16 << 20
+	DefaultWSMaxRequests    = 32
+	DefaultReadTimeout      = 30 * time.Second
+	DefaultWriteIdleTimeout = 60 * time.Second
+	DefaultMaxChoices       = 256
 )
 
 // Options configure a Server. Zero values mean the defaults.
@@ -47,19 +50,47 @@ type Options struct {
 	// MaxBodyBytes caps request bodies; larger ones get a 413. Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ReadTimeout bounds the reading of a request body, from the end of
+	// its headers (which http.Server.ReadHeaderTimeout bounds): a body not
+	// complete by then is answered 408 and its connection closed. Zero
+	// means DefaultReadTimeout; negative disables it.
+	ReadTimeout time.Duration
+	// WriteIdleTimeout bounds every write to a client: a write (an SSE
+	// event, a WebSocket message, a response) that makes no progress for
+	// this long ends the request, or the WebSocket connection with every
+	// request on it, and cancels their engine work. A stream that has
+	// nothing to send is not affected. Zero means DefaultWriteIdleTimeout;
+	// negative disables it.
+	WriteIdleTimeout time.Duration
+	// MaxChoices caps the choices of one request, prompts × n; a request
+	// that asks for more gets a 400 that names the limit. Zero means
+	// DefaultMaxChoices.
+	MaxChoices int
 
-	// AllowedOrigins lists the host patterns of the browser pages on other
-	// origins that may open a WebSocket: path.Match patterns matched case-
-	// insensitively against the Origin's host ("*.example.com"), or against
-	// "scheme://host" when the pattern contains "://". Same-origin pages and
-	// clients that send no Origin (anything but a browser) are always
-	// allowed. Invalid patterns are logged and ignored; see
-	// ParseOriginPatterns.
+	// AllowedOrigins lists the origins of browser pages, other than the
+	// server's own, that may use the server (open a WebSocket, send a
+	// request): path.Match patterns matched case-insensitively against the
+	// Origin's host ("*.example.com"), or against "scheme://host" when the
+	// pattern contains "://". A request with another Origin gets a 403;
+	// clients that send no Origin (anything but a browser) are not
+	// affected. Invalid patterns are logged and ignored; see
+	// ParseOriginPatterns and browserPolicy (origin.go), the one rule for
+	// browsers.
 	AllowedOrigins []string
 	// CORSAllowedOrigins lists the origins, in the syntax of AllowedOrigins,
 	// of browser pages that may call the HTTP API (CORS, see cors.go); they
 	// may open a WebSocket too. Invalid patterns are logged and ignored.
 	CORSAllowedOrigins []string
+	// HostCheck turns on the Host header check against DNS rebinding: a
+	// request is served only when its Host names a loopback IP, localhost
+	// (or a name under .localhost), or matches AllowedHosts; others get a
+	// 403. serve turns it on when it listens on a loopback address or
+	// --allowed-hosts is given. Off, every Host is accepted.
+	HostCheck bool
+	// AllowedHosts are path.Match patterns of further host names (without
+	// port, case-insensitive) the Host check accepts: "rill.internal",
+	// "*.example.com".
+	AllowedHosts []string
 	// WSMaxRequests caps the requests in flight on one WebSocket connection;
 	// a create beyond it is answered with an error message. Zero means
 	// DefaultWSMaxRequests.
@@ -68,31 +99,42 @@ type Options struct {
 	// is answered with an error message and discarded, and the connection
 	// stays open. Zero means MaxBodyBytes.
 	WSMaxMessageBytes int64
+	// ResponsesStore is how many responses of the Responses API are kept in
+	// memory for previous_response_id and GET /v1/responses/{id}, least
+	// recently used first out. Zero means DefaultResponsesStore; negative
+	// keeps none.
+	ResponsesStore int
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use;
 // it holds no per-request state and needs no shutdown of its own (the
 // caller's http.Server drains it).
 type Server struct {
-	engine    engine.Engine
-	apiKey    []byte
-	log       *slog.Logger
-	ping      time.Duration
-	maxBody   int64
-	validator *openapi.Validator
+	engine      engine.Engine
+	apiKey      []byte
+	log         *slog.Logger
+	ping        time.Duration
+	maxBody     int64
+	bodyTimeout time.Duration // 0: no body deadline
+	writeIdle   time.Duration // 0: no write deadline
+	maxChoices  int
+	validator   *openapi.Validator
 
-	origins  []string // valid AllowedOrigins and CORSAllowedOrigins
-	cors     []string // valid CORSAllowedOrigins
+	browser  *browserPolicy
+	cors     []string // valid CORSAllowedOrigins, for preflights and CORS headers
 	wsReqs   int
 	wsMaxMsg int64
 
-	// WebSocket requests in flight, for Drain.
-	wsMu     sync.Mutex
-	wsActive int
-	draining bool
-	wsIdle   chan struct{} // closed when draining and the last request ends
+	// Shutdown (drain.go): draining refuses new WebSocket requests;
+	// wsRequests and wsConns are what Drain and WaitConnections wait for.
+	wsMu       sync.Mutex
+	draining   bool
+	wsRequests inflight
+	wsConns    inflight
 
 	metrics *metrics
+	// responses keeps stored responses; nil keeps none.
+	responses *responseStore
 }
 
 // New returns a Server for opts. It panics if opts.Engine is nil or the
@@ -114,6 +156,10 @@ func New(opts Options) *Server {
 		validator: v,
 		metrics:   newMetrics(opts.Engine),
 	}
+	if opts.ResponsesStore == 0 {
+		opts.ResponsesStore = DefaultResponsesStore
+	}
+	s.responses = newResponseStore(opts.ResponsesStore)
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
 	}
@@ -126,21 +172,18 @@ func New(opts Options) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	for _, p := range opts.AllowedOrigins {
-		if err := checkOriginPattern(p); err != nil {
-			s.log.Warn("ignoring WebSocket origin pattern", slog.String("pattern", p), slog.Any("err", err))
-			continue
-		}
-		s.origins = append(s.origins, p)
+	s.bodyTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
+	s.writeIdle = orDefault(opts.WriteIdleTimeout, DefaultWriteIdleTimeout)
+	s.maxChoices = opts.MaxChoices
+	if s.maxChoices <= 0 {
+		s.maxChoices = DefaultMaxChoices
 	}
 	for _, p := range opts.CORSAllowedOrigins {
-		if err := checkOriginPattern(p); err != nil {
-			s.log.Warn("ignoring CORS origin pattern", slog.String("pattern", p), slog.Any("err", err))
-			continue
+		if checkOriginPattern(p) == nil { // newBrowserPolicy logs the invalid ones
+			s.cors = append(s.cors, p)
 		}
-		s.cors = append(s.cors, p)
-		s.origins = append(s.origins, p)
 	}
+	s.browser = newBrowserPolicy(s.log, opts.HostCheck, opts.AllowedHosts, opts.AllowedOrigins, opts.CORSAllowedOrigins)
 	s.wsReqs = opts.WSMaxRequests
 	if s.wsReqs <= 0 {
 		s.wsReqs = DefaultWSMaxRequests
@@ -152,12 +195,24 @@ func New(opts Options) *Server {
 	return s
 }
 
+// orDefault reads a timeout option: zero means def, negative means none (0).
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
 // route is one path's handlers by method. upgrade serves a GET that asks
 // for a WebSocket; a plain GET on such a path is still a 405.
 type route struct {
 	methods string // the Allow header
 	get     func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 	post    func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
+	del     func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 	upgrade func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 }
 
@@ -172,6 +227,9 @@ var (
 	routeCompletions = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
 	routeTokenize    = route{methods: "POST", post: (*Server).handleTokenize}
 	routeDetokenize  = route{methods: "POST", post: (*Server).handleDetokenize}
+	// The Responses API (responses.go, responses_ws.go).
+	routeResponses = route{methods: "POST", post: (*Server).handleCreateResponse, upgrade: (*Server).handleWebSocket}
+	routeResponse  = route{methods: "GET, HEAD, DELETE", get: (*Server).handleGetResponse, del: (*Server).handleDeleteResponse}
 )
 
 func findRoute(path string) *route {
@@ -192,6 +250,11 @@ func findRoute(path string) *route {
 		return &routeTokenize
 	case "/detokenize":
 		return &routeDetokenize
+	case pathResponses:
+		return &routeResponses
+	}
+	if id, ok := strings.CutPrefix(path, pathResponses+"/"); ok && id != "" && !strings.Contains(id, "/") {
+		return &routeResponse
 	}
 	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
 		return &routeModel
@@ -210,30 +273,44 @@ type requestInfo struct {
 	usage *Usage
 	// status overrides the written status in the log (499: the client left).
 	status int
+	// reason says why a request ended early, when that is not the client's
+	// doing: reasonShutdown, reasonWriteIdle.
+	reason string
+}
+
+// Reasons in the request log.
+const (
+	reasonShutdown  = "shutdown"           // cut when the grace period of a shutdown ran out
+	reasonWriteIdle = "write_idle_timeout" // the client stopped reading (Options.WriteIdleTimeout)
+)
+
+// logLevel is the level of a request's log line: errors for 5xx, but a
+// request cut by a shutdown is an expected end, a warning.
+func logLevel(status int, reason string) slog.Level {
+	switch {
+	case reason == reasonShutdown:
+		return slog.LevelWarn
+	case status >= 500:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
 }
 
 // ServeHTTP routes r, after giving it a request id and checking its API key.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &requestInfo{id: requestID(r.Header.Get("X-Request-Id"))}
-	rec := &recorder{ResponseWriter: w}
+	rec := newRecorder(w, s.writeIdle)
 	rec.Header().Set("X-Request-Id", info.id)
 	defer s.logRequest(r, rec, info, start)
-	defer func() {
-		// A bug in a handler answers 500 and is logged; it does not take the
-		// connection down. http.ErrAbortHandler keeps its meaning.
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.Error("handler panic", "id", info.id, "panic", v)
-			if rec.status == 0 {
-				writeError(rec, &apiError{Status: http.StatusInternalServerError, Type: typeServer,
-					Message: "Internal server error."})
-			}
-		}
-	}()
+	defer s.recoverHandler(rec, info)
 
+	if e := s.browser.check(r); e != nil {
+		writeError(rec, e)
+		return
+	}
+	// Preflights come without the API key; they are answered here, for
+	// allowed origins only (the browser check above refused the others).
 	if s.handleCORS(rec, r) {
 		return
 	}
@@ -246,7 +323,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := findRoute(path)
 	if rt == nil {
 		writeError(rec, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest,
-			Code: "unknown_url", Message: "Invalid URL (" + r.Method + " " + path + ")."})
+			Code: "unknown_url", Message: "Invalid URL (" + clip(r.Method, maxEchoBytes) + " " + clip(path, maxEchoBytes) + ")."})
 		return
 	}
 	switch {
@@ -256,10 +333,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.get(s, rec, r, info)
 	case r.Method == http.MethodPost && rt.post != nil:
 		rt.post(s, rec, r, info)
+	case r.Method == http.MethodDelete && rt.del != nil:
+		rt.del(s, rec, r, info)
 	default:
 		rec.Header().Set("Allow", rt.methods)
 		writeError(rec, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest,
-			Code: "method_not_allowed", Message: "Method " + r.Method + " is not allowed on " + path + "; use " + rt.methods + "."})
+			Code: "method_not_allowed", Message: "Method " + clip(r.Method, maxEchoBytes) + " is not allowed on " + clip(path, maxEchoBytes) + "; use " + rt.methods + "."})
 	}
 }
 
@@ -302,18 +381,58 @@ func requestID(client string) string {
 	return client
 }
 
-// recorder remembers the status and size of a response for the log. It
-// unwraps to the real writer, so http.ResponseController can flush it.
+// recorder remembers the status and size of a response for the log, and
+// gives every write a deadline (Options.WriteIdleTimeout): each write, and
+// the flush that follows it, must make progress within writeIdle of its
+// start, give or take a sixteenth (see armWrite). It unwraps to the real
+// writer, so http.ResponseController can flush it.
 type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+
+	rc        *http.ResponseController
+	writeIdle time.Duration // 0: no deadlines (disabled, or unsupported by the writer)
+	armed     time.Time     // when the deadline was last moved
+}
+
+// newRecorder wraps w. The connection's write deadline starts at now plus
+// writeIdle, which also bounds what net/http writes on its own before the
+// handler's first write (a 100 Continue); net/http clears it after the
+// response, and on a hijack.
+func newRecorder(w http.ResponseWriter, writeIdle time.Duration) *recorder {
+	r := &recorder{ResponseWriter: w, writeIdle: writeIdle}
+	if writeIdle > 0 {
+		r.rc = http.NewResponseController(w)
+		r.armed = time.Now()
+		if r.rc.SetWriteDeadline(r.armed.Add(writeIdle)) != nil {
+			r.writeIdle = 0 // not a connection (a test's writer)
+		}
+	}
+	return r
+}
+
+// armWrite moves the write deadline to writeIdle from now before a write,
+// unless it was moved less than a sixteenth of writeIdle ago: moving it
+// costs about half a microsecond (a timer in the runtime's poller), as
+// much as a tenth of a token's write, so a stream of tokens moves it a few
+// times per window instead of once per token, and a write gets between
+// 15/16 of writeIdle and all of it.
+func (r *recorder) armWrite() {
+	if r.writeIdle <= 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(r.armed) >= r.writeIdle/16 {
+		r.armed = now
+		_ = r.rc.SetWriteDeadline(now.Add(r.writeIdle))
+	}
 }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
 	}
+	r.armWrite()
 	r.ResponseWriter.WriteHeader(code)
 }
 
@@ -321,6 +440,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
+	r.armWrite()
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
 	return n, err

@@ -74,9 +74,11 @@ func TestErrors(t *testing.T) {
 		{"top_logprobs without logprobs", "POST", chat, `{"model":"tiny",` + user + `,"top_logprobs":2}`, 400, "top_logprobs", ""},
 		{"too many stops", "POST", chat, `{"model":"tiny",` + user + `,"stop":["a","b","c","d","e"]}`, 400, "stop", "array_above_max_length"},
 		{"stream not boolean", "POST", chat, `{"model":"tiny",` + user + `,"stream":"yes"}`, 400, "stream", "invalid_type"},
-		{"forced tool choice", "POST", chat, `{"model":"tiny",` + user + `,"tools":[{"type":"function"}],"tool_choice":"required"}`, 400, "tool_choice", "unsupported_parameter"},
-		{"response_format json", "POST", chat, `{"model":"tiny",` + user + `,"response_format":{"type":"json_schema"}}`, 400, "response_format", "unsupported_parameter"},
-		{"logit_bias", "POST", chat, `{"model":"tiny",` + user + `,"logit_bias":{"7":5}}`, 400, "logit_bias", "unsupported_parameter"},
+		{"tool without function", "POST", chat, `{"model":"tiny",` + user + `,"tools":[{"type":"function"}],"tool_choice":"required"}`, 400, "tools[0].function", ""},
+		{"forced unknown tool", "POST", chat, `{"model":"tiny",` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, 400, "tool_choice", "invalid_value"},
+		{"response_format json_schema without schema object", "POST", chat, `{"model":"tiny",` + user + `,"response_format":{"type":"json_schema"}}`, 400, "response_format.json_schema", "missing_required_parameter"},
+		{"logit_bias out of range", "POST", chat, `{"model":"tiny",` + user + `,"logit_bias":{"7":500}}`, 400, "logit_bias[7]", ""},
+		{"logit_bias key", "POST", chat, `{"model":"tiny",` + user + `,"logit_bias":{"seven":5}}`, 400, "logit_bias", "invalid_value"},
 		{"image part", "POST", chat, `{"model":"tiny","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x"}}]}]}`, 400, "messages[0].content[0]", "unsupported_parameter"},
 		{"echo", "POST", comp, `{"model":"tiny","prompt":"x","echo":true}`, 400, "echo", "unsupported_parameter"},
 		{"suffix", "POST", comp, `{"model":"tiny","prompt":"x","suffix":"y"}`, 400, "suffix", "unsupported_parameter"},
@@ -367,6 +369,12 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestRequestLog(t *testing.T) {

@@ -225,9 +225,11 @@ func (g *generation) streamTo(ctx context.Context, w chunkWriter, ping time.Dura
 	})
 	if err != nil {
 		// A cancelled context means the client left (the engine's context
-		// derives from the request's): it hears nothing more.
+		// derives from the request's): it hears nothing more. Whatever the
+		// engine says after that (an engine closing under a shutdown) is
+		// not a failure to report; the caller answers a shutdown.
 		var te *transportError
-		if !errors.As(err, &te) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.As(err, &te) && ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			_ = w.fail(fromEngine(err, g.model))
 		}
 		return nil, err

@@ -89,7 +89,7 @@ func BenchmarkChunkWriter(b *testing.B) {
 		b.ReportAllocs()
 		conn := acceptDiscard(b)
 		ctx, cancel := context.WithCancel(context.Background())
-		out := newOutbox(ctx.Done())
+		out := newOutbox(ctx.Done(), DefaultWriteIdleTimeout)
 		drained := make(chan error, 1)
 		go func() { drained <- out.drain(conn) }()
 		w := newWSWriter(out, nil, "r1", func() {})
@@ -127,7 +127,7 @@ func TestChunkWriterFraming(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := newOutbox(ctx.Done())
+	out := newOutbox(ctx.Done(), DefaultWriteIdleTimeout)
 	w := newWSWriter(out, nil, `r"1`, func() {})
 	if err := w.chunk(data); err != nil {
 		t.Fatal(err)

@@ -3,9 +3,12 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -20,7 +23,8 @@ const maxRequestIDLen = 256
 // wsConn is one WebSocket connection. Its goroutines, all owned by serve:
 // the reader (serve's own, which runs the handler), the writer (outbox.drain),
 // the keeper (pings, shutdown) and one per request in flight. All of them
-// end before serve returns.
+// end before serve returns; a panic in any of them (a bug) is logged with
+// its stack and ends the connection with 1011, not the process.
 type wsConn struct {
 	s      *Server
 	conn   *websocket.Conn
@@ -28,8 +32,14 @@ type wsConn struct {
 	connID string // the handshake's request id, for logs
 	out    *outbox
 
-	mu   sync.Mutex
-	reqs map[string]*wsRequest // in flight, by request_id
+	mu      sync.Mutex
+	reqs    map[string]*wsRequest // in flight, by request_id
+	closing bool                  // shutdown began: creates are refused
+	running sync.WaitGroup        // request goroutines; Add under mu while !closing
+
+	// onMessage handles a client message in place of handle, for a
+	// connection that speaks another protocol (the Responses API's).
+	onMessage func(ctx, reqCtx context.Context, data []byte)
 
 	wg sync.WaitGroup
 }
@@ -46,33 +56,75 @@ func newWSConn(s *Server, conn *websocket.Conn, path, connID string) *wsConn {
 	return &wsConn{s: s, conn: conn, path: path, connID: connID, reqs: make(map[string]*wsRequest)}
 }
 
-// serve runs the connection until the peer leaves, a write fails, a ping
-// goes unanswered, or parent ends (server shutdown: the peer gets a close
-// frame "going away"). Ending the connection cancels every request in
-// flight on it; serve returns when all of its goroutines have.
+// errWriteIdle is the cause that ends the requests of a connection whose
+// peer stopped reading (Options.WriteIdleTimeout).
+var errWriteIdle = errors.New("write idle timeout: the client stopped reading")
+
+// serve runs the connection until the peer leaves, a write fails or makes
+// no progress for the write idle timeout, a ping goes unanswered, or
+// parent ends (server shutdown: requests in flight are cut with a 503
+// error message, then the peer gets a close frame "going away"). Ending the
+// connection cancels every request in flight on it; serve returns when all
+// of its goroutines have, the close handshake included.
 func (c *wsConn) serve(parent context.Context) {
-	ctx, cancel := wsContext(parent)
-	c.out = newOutbox(ctx.Done())
+	c.s.wsConns.add()
+	defer c.s.wsConns.done()
+	// ctx is the connection's life: it ends when the reader does. Requests
+	// run under reqCtx, which shutdown and a stalled peer end first, each
+	// with its cause.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	reqCtx, cancelReqs := context.WithCancelCause(ctx)
+	c.out = newOutbox(ctx.Done(), c.s.writeIdle)
 	// The library's limit closes the connection; ours answers instead.
 	c.conn.SetReadLimit(-1)
-	c.wg.Go(func() {
+	defer func() {
+		cancel()
+		// Unblocks a write stuck on a peer that reads nothing; the
+		// connection is already closed in every other case.
+		_ = c.conn.CloseNow()
+		c.wg.Wait()
+	}()
+	defer c.recoverConn("reader")
+	c.spawn("writer", func() {
 		if err := c.out.drain(c.conn); err != nil {
-			c.s.log.Debug("websocket write failed", "id", c.connID, "err", err)
+			if errors.Is(err, errWriteIdle) {
+				cancelReqs(errWriteIdle)
+				c.s.log.Info("websocket peer stopped reading", "id", c.connID, "timeout", c.s.writeIdle)
+			} else {
+				c.s.log.Debug("websocket write failed", "id", c.connID, "err", err)
+			}
 			_ = c.conn.CloseNow()
 		}
 	})
-	c.wg.Go(func() { c.keep(ctx, parent) })
-	c.read(ctx)
-	cancel()
-	// Unblocks a write stuck on a peer that reads nothing; the connection is
-	// already closed in every other case.
-	_ = c.conn.CloseNow()
-	c.wg.Wait()
+	c.spawn("keeper", func() { c.keep(ctx, parent, cancelReqs) })
+	c.read(ctx, reqCtx)
+}
+
+// spawn runs fn on a goroutine of the connection, recovering a panic.
+func (c *wsConn) spawn(name string, fn func()) {
+	c.wg.Go(func() {
+		defer c.recoverConn(name)
+		fn()
+	})
+}
+
+// recoverConn, deferred by a goroutine of the connection, logs a panic
+// with its stack and closes the connection with 1011 (internal error),
+// which ends its other goroutines and cancels its requests.
+func (c *wsConn) recoverConn(name string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	c.s.log.Error("websocket panic", slog.String("id", c.connID), slog.String("goroutine", name),
+		slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+	_ = c.conn.Close(websocket.StatusInternalError, "internal server error")
 }
 
 // keep pings the peer every ping interval and closes the connection when a
-// pong has not come back by the next one, or when parent ends.
-func (c *wsConn) keep(ctx, parent context.Context) {
+// pong has not come back by the next one; when parent ends it shuts the
+// connection down.
+func (c *wsConn) keep(ctx, parent context.Context, cancelReqs context.CancelCauseFunc) {
 	var tick <-chan time.Time
 	if c.s.ping > 0 {
 		t := time.NewTicker(c.s.ping)
@@ -84,7 +136,7 @@ func (c *wsConn) keep(ctx, parent context.Context) {
 		case <-ctx.Done():
 			return
 		case <-parent.Done():
-			_ = c.conn.Close(websocket.StatusGoingAway, "server shutting down")
+			c.shutdown(cancelReqs)
 			return
 		case <-tick:
 			pctx, cancel := context.WithTimeout(ctx, c.s.ping)
@@ -101,9 +153,25 @@ func (c *wsConn) keep(ctx, parent context.Context) {
 	}
 }
 
+// shutdown ends the connection for a server shutdown, in the order that
+// lets the peer hear everything: no more creates; every request in flight
+// cut (each answers with its 503 error message); those messages written;
+// then the close frame 1001 (going away) and its handshake, done by the
+// writer. A peer that stops reading meanwhile is dropped by the write idle
+// timeout.
+func (c *wsConn) shutdown(cancelReqs context.CancelCauseFunc) {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	cancelReqs(ErrShutdown)
+	c.running.Wait()
+	c.out.finish()
+}
+
 // read handles the client's messages until the connection ends. Messages
 // larger than the limit are answered and skipped without being buffered.
-func (c *wsConn) read(ctx context.Context) {
+// ctx is the connection's, reqCtx the one requests derive from.
+func (c *wsConn) read(ctx, reqCtx context.Context) {
 	for {
 		_, r, err := c.conn.Reader(ctx)
 		if err != nil {
@@ -122,7 +190,11 @@ func (c *wsConn) read(ctx context.Context) {
 			}
 			continue
 		}
-		c.handle(ctx, msg)
+		if c.onMessage != nil {
+			c.onMessage(ctx, reqCtx, msg)
+			continue
+		}
+		c.handle(ctx, reqCtx, msg)
 	}
 }
 
@@ -134,43 +206,54 @@ type wsMessage struct {
 	Body      json.RawMessage `json:"body"`
 }
 
-// handle dispatches one client message. Errors about a message that ends no
-// request carry request_id null, so that an error with a request_id always
-// ends that request.
-func (c *wsConn) handle(ctx context.Context, data []byte) {
+// wsCommand is a client message that parseWSMessage accepted.
+type wsCommand struct {
+	create bool // else cancel
+	id     string
+	body   json.RawMessage // of a create; may be absent or null, which create answers
+}
+
+// parseWSMessage decodes and checks one client message. Its errors are
+// about a message that starts no request: they go out with request_id null.
+func parseWSMessage(data []byte) (wsCommand, *apiError) {
 	var m wsMessage
 	if firstByte(data) != '{' || json.Unmarshal(data, &m) != nil {
 		if json.Valid(data) {
-			c.reject(ctx, nil, invalid("", "invalid_type", "A message must be a JSON object."))
-		} else {
-			c.reject(ctx, nil, invalid("", "invalid_json", "We could not parse the JSON of your message."))
+			return wsCommand{}, invalid("", "invalid_type", "A message must be a JSON object.")
 		}
-		return
+		return wsCommand{}, invalid("", "invalid_json", "We could not parse the JSON of your message.")
 	}
 	var typ string
 	if isNull(m.Type) {
-		c.reject(ctx, nil, invalid("type", "missing_required_parameter", "Missing required parameter: 'type'."))
-		return
+		return wsCommand{}, invalid("type", "missing_required_parameter", "Missing required parameter: 'type'.")
 	}
 	if firstByte(m.Type) != '"' || json.Unmarshal(m.Type, &typ) != nil {
-		c.reject(ctx, nil, invalid("type", "invalid_type", "Invalid type for 'type': expected a string."))
-		return
+		return wsCommand{}, invalid("type", "invalid_type", "Invalid type for 'type': expected a string.")
 	}
 	if typ != "create" && typ != "cancel" {
-		c.reject(ctx, nil, invalid("type", "invalid_value",
-			"Invalid value for 'type': %q; expected 'create' or 'cancel'.", truncate(typ)))
-		return
+		return wsCommand{}, invalid("type", "invalid_value",
+			"Invalid value for 'type': %q; expected 'create' or 'cancel'.", clip(typ, maxEchoBytes))
 	}
 	id, e := requestIDOf(m.RequestID)
 	if e != nil {
+		return wsCommand{}, e
+	}
+	return wsCommand{create: typ == "create", id: id, body: m.Body}, nil
+}
+
+// handle dispatches one client message. Errors about a message that ends no
+// request carry request_id null, so that an error with a request_id always
+// ends that request.
+func (c *wsConn) handle(ctx, reqCtx context.Context, data []byte) {
+	cmd, e := parseWSMessage(data)
+	switch {
+	case e != nil:
 		c.reject(ctx, nil, e)
-		return
+	case cmd.create:
+		c.create(ctx, reqCtx, cmd.id, cmd.body)
+	default:
+		c.cancel(ctx, cmd.id)
 	}
-	if typ == "cancel" {
-		c.cancel(ctx, id)
-		return
-	}
-	c.create(ctx, id, m.Body)
 }
 
 // requestIDOf reads a request_id: a non-empty string of at most
@@ -190,23 +273,15 @@ func requestIDOf(raw json.RawMessage) (string, *apiError) {
 	return id, nil
 }
 
-// truncate shortens a client's string for an error message.
-func truncate(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // create starts request id with body, unless the id is in flight already or
 // the connection is at its limit.
-func (c *wsConn) create(ctx context.Context, id string, body json.RawMessage) {
+// ctx is the connection's (for the answers), reqCtx the requests' parent.
+func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMessage) {
 	c.mu.Lock()
 	if _, dup := c.reqs[id]; dup {
 		c.mu.Unlock()
 		c.reject(ctx, nil, &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Param: "request_id",
-			Code: "duplicate_request_id", Message: fmt.Sprintf("Request %q is still in flight on this connection.", truncate(id))})
+			Code: "duplicate_request_id", Message: fmt.Sprintf("Request %q is still in flight on this connection.", clip(id, maxEchoBytes))})
 		return
 	}
 	if isNull(body) {
@@ -222,16 +297,18 @@ func (c *wsConn) create(ctx context.Context, id string, body json.RawMessage) {
 				"This connection already has %d requests in flight; wait for one to end or open another connection.", c.s.wsReqs)})
 		return
 	}
-	if !c.s.beginWS() {
+	if c.closing || !c.s.beginWS() {
 		c.mu.Unlock()
 		c.reject(ctx, appendString(nil, id), errDraining)
 		return
 	}
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithCancel(reqCtx)
 	req := &wsRequest{cancel: cancel}
 	c.reqs[id] = req
+	c.running.Add(1)
 	c.mu.Unlock()
 	c.wg.Go(func() {
+		defer c.running.Done()
 		defer c.s.endWS()
 		defer cancel()
 		c.run(rctx, id, req, body)
@@ -246,7 +323,7 @@ func (c *wsConn) cancel(ctx context.Context, id string) {
 	c.mu.Unlock()
 	if req == nil {
 		c.reject(ctx, nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "request_id",
-			Code: "unknown_request_id", Message: fmt.Sprintf("No request %q is in flight on this connection.", truncate(id))})
+			Code: "unknown_request_id", Message: fmt.Sprintf("No request %q is in flight on this connection.", clip(id, maxEchoBytes))})
 		return
 	}
 	req.mu.Lock()
@@ -270,7 +347,11 @@ func (c *wsConn) release(id string, req *wsRequest) {
 // with bad messages and reads nothing.
 func (c *wsConn) reject(ctx context.Context, id []byte, e *apiError) {
 	f := getFrame()
-	f.b = appendWSError(f.b, id, e)
+	if c.onMessage != nil {
+		f.b = appendResponseWSError(f.b, e, "", -1) // the Responses API's shape
+	} else {
+		f.b = appendWSError(f.b, id, e)
+	}
 	_ = c.out.put(c.out.ctrl, f, ctx.Done())
 }
 
@@ -286,19 +367,21 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 	start := time.Now()
 	w := newWSWriter(c.out, ctx.Done(), id, func() { c.release(id, req) })
 	status := http.StatusOK
+	reason := ""
 	var usage *Usage
 	var model string
 	var obs *requestMetrics
 	defer func() {
 		if v := recover(); v != nil {
-			c.s.log.Error("websocket request panic", "id", c.connID, "request_id", id, "panic", v)
+			c.s.log.Error("websocket request panic", slog.String("id", c.connID), slog.String("request_id", id),
+				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 			status = http.StatusInternalServerError
 			_ = w.fail(&apiError{Status: status, Type: typeServer, Message: "Internal server error."})
 		}
 		w.release() // in case no last message could be queued
 		c.s.logAccess(context.Background(), &accessEntry{id: c.connID, wsRequestID: id, method: http.MethodGet,
 			path: c.path, transport: "websocket", model: model, status: status, start: start,
-			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage})
+			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, reason: reason})
 	}()
 
 	wasCancelled := func() bool {
@@ -308,8 +391,11 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 	}
 	g, e := c.s.start(ctx, c.path, body, uuid.NewString())
 	if e != nil {
-		if wasCancelled() {
+		switch {
+		case wasCancelled():
 			e = errCancelled
+		case isShutdown(ctx):
+			e, reason = errShutdownCut, reasonShutdown
 		}
 		status = e.Status
 		_ = w.fail(e)
@@ -328,6 +414,12 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 	case wasCancelled():
 		status = statusClientClosed
 		_ = w.fail(errCancelled)
+	case isShutdown(ctx):
+		status, reason = errShutdownCut.Status, reasonShutdown
+		_ = w.fail(errShutdownCut)
+	case errors.Is(context.Cause(ctx), errWriteIdle):
+		// The peer stopped reading: nobody is listening.
+		status, reason = statusClientClosed, reasonWriteIdle
 	default:
 		// The connection ended: nobody is left to tell.
 		status = statusClientClosed

@@ -447,8 +447,9 @@ func streamOnce(ctx context.Context, ts *httptest.Server, id string) error {
 	}
 }
 
-// TestWSShutdown: when the server's base context ends, connections are
-// closed with "going away" and their requests cancelled.
+// TestWSShutdown: when the server's base context ends, requests in flight
+// are cancelled and answered with a 503, and then the connection is closed
+// with "going away".
 func TestWSShutdown(t *testing.T) {
 	t.Parallel()
 	e := newCancelEngine()
@@ -465,9 +466,19 @@ func TestWSShutdown(t *testing.T) {
 	stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _, err := c.Read(ctx)
-	if status := websocket.CloseStatus(err); status != websocket.StatusGoingAway {
-		t.Errorf("read after shutdown: %v (status %v), want going away", err, status)
+	var last []byte
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			if status := websocket.CloseStatus(err); status != websocket.StatusGoingAway {
+				t.Errorf("read after shutdown: %v (status %v), want going away", err, status)
+			}
+			break
+		}
+		last = data
+	}
+	if !bytes.Contains(last, []byte(`"request_id":"h","status":503`)) || !bytes.Contains(last, []byte(`"server_shutting_down"`)) {
+		t.Errorf("last message before the close: %s, want a 503 for h", last)
 	}
 	select {
 	case <-e.channel("hang shutdown"):

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -36,17 +38,26 @@ func putFrame(f *wsFrame) {
 // outbox is the bounded queue of one connection's outgoing messages and the
 // loop that writes them. Senders block while it is full, so a client that
 // reads slowly holds back only its own connection's requests (which stop
-// pulling from their engine streams). put is safe for concurrent use; drain
-// runs in one goroutine.
+// pulling from their engine streams). put and finish are safe for
+// concurrent use; drain runs in one goroutine.
 type outbox struct {
 	data chan *wsFrame // the requests' messages; FIFO keeps each request's order
 	ctrl chan *wsFrame // the reader's answers to bad messages, written first
-	// closed is closed when the connection ends; nothing waits past it.
+	// closed is closed when the connection ends; done when drain returns.
+	// Nothing waits past either.
 	closed <-chan struct{}
+	done   chan struct{}
+	// finishing asks drain to write what is queued, then close the
+	// connection with 1001 (shutdown).
+	finishing chan struct{}
+	finishOne sync.Once
+	// writeIdle bounds each write (0: unbounded).
+	writeIdle time.Duration
 }
 
-func newOutbox(closed <-chan struct{}) *outbox {
-	return &outbox{data: make(chan *wsFrame, wsQueueLen), ctrl: make(chan *wsFrame, wsCtrlLen), closed: closed}
+func newOutbox(closed <-chan struct{}, writeIdle time.Duration) *outbox {
+	return &outbox{data: make(chan *wsFrame, wsQueueLen), ctrl: make(chan *wsFrame, wsCtrlLen), closed: closed,
+		done: make(chan struct{}), finishing: make(chan struct{}), writeIdle: writeIdle}
 }
 
 // put queues f on q, waiting for room until stop or the connection closes.
@@ -57,18 +68,49 @@ func (o *outbox) put(q chan<- *wsFrame, f *wsFrame, stop <-chan struct{}) error 
 		return nil
 	case <-stop:
 	case <-o.closed:
+	case <-o.done:
 	}
 	putFrame(f)
 	return errWSEnded
 }
 
+// finish asks drain to write the messages queued so far and then close the
+// connection with 1001 (going away). Messages queued later may be lost.
+func (o *outbox) finish() { o.finishOne.Do(func() { close(o.finishing) }) }
+
 // drain writes queued messages to conn, control answers first, until the
-// connection closes or a write fails (the peer is gone). Writes run without
-// a context so that they do not allocate; a write stuck on a peer that reads
-// nothing is ended by closing conn (keepalive, shutdown, or the end of the
-// connection).
+// connection closes, a write fails (the peer is gone), or finish was
+// called and the queue is empty. Writes run without a context so that they
+// do not allocate; a write that makes no progress for writeIdle (a peer
+// that reads nothing) is ended by closing conn, and drain then returns
+// errWriteIdle.
 func (o *outbox) drain(conn *websocket.Conn) error {
+	defer close(o.done)
+	var stalled atomic.Bool
+	var watchdog *time.Timer
+	if o.writeIdle > 0 {
+		watchdog = time.AfterFunc(time.Hour, func() {
+			stalled.Store(true)
+			_ = conn.CloseNow()
+		})
+		watchdog.Stop()
+		defer watchdog.Stop()
+	}
 	ctx := context.Background()
+	write := func(f *wsFrame) error {
+		if watchdog != nil {
+			watchdog.Reset(o.writeIdle)
+		}
+		err := conn.Write(ctx, websocket.MessageText, f.b)
+		if watchdog != nil {
+			watchdog.Stop()
+		}
+		putFrame(f)
+		if err != nil && stalled.Load() {
+			return errWriteIdle
+		}
+		return err
+	}
 	for {
 		var f *wsFrame
 		select {
@@ -79,11 +121,28 @@ func (o *outbox) drain(conn *websocket.Conn) error {
 			case f = <-o.data:
 			case <-o.closed:
 				return nil
+			case <-o.finishing:
+				return o.closeQueued(conn, write)
 			}
 		}
-		err := conn.Write(ctx, websocket.MessageText, f.b)
-		putFrame(f)
-		if err != nil {
+		if err := write(f); err != nil {
+			return err
+		}
+	}
+}
+
+// closeQueued writes what is queued, then closes conn with 1001 and waits
+// for the close handshake (the library bounds it).
+func (o *outbox) closeQueued(conn *websocket.Conn, write func(*wsFrame) error) error {
+	for {
+		var f *wsFrame
+		select {
+		case f = <-o.ctrl:
+		case f = <-o.data:
+		default:
+			return conn.Close(websocket.StatusGoingAway, "server shutting down")
+		}
+		if err := write(f); err != nil {
 			return err
 		}
 	}

@@ -32,13 +32,13 @@ var archModels = map[string]testmodel.Spec{
 	"rill-tiny-qwen3-F32.gguf": testmodel.Qwen3(quant.F32),
 }
 
-// openArchModel generates the named test model and checks that it is the
-// very file the oracle was recorded on.
-func openArchModel(recorded map[string]struct {
+// openArchModel generates the named test model of models and checks that
+// it is the very file the oracle was recorded on.
+func openArchModel(models map[string]testmodel.Spec, recorded map[string]struct {
 	SHA256 string `json:"sha256"`
 }) func(file string) (*model.Model, error) {
 	return func(file string) (*model.Model, error) {
-		spec, ok := archModels[file]
+		spec, ok := models[file]
 		if !ok {
 			return nil, fmt.Errorf("the oracle names %s, which no test model spec makes", file)
 		}
@@ -80,12 +80,12 @@ func TestOracleArchitectures(t *testing.T) {
 	if len(files.ModelFiles) != len(archModels) {
 		t.Fatalf("the oracle covers %d models, want the %d of archModels", len(files.ModelFiles), len(archModels))
 	}
-	checkOracle(t, openArchModel(files.ModelFiles), archOracle, tolerance{1e-3, 5e-3})
+	checkOracle(t, openArchModel(archModels, files.ModelFiles), archOracle, tolerance{1e-3, 5e-3})
 }
 
 // edited returns the GGUF file of spec with metadata keys set to new
-// values, and the tensors named in tensors replaced by F32 vectors (or
-// dropped, for a nil vector).
+// values (or dropped, for a nil value), and the tensors named in tensors
+// replaced by F32 vectors (or dropped, for a nil vector).
 func edited(t *testing.T, spec testmodel.Spec, meta map[string]any, tensors map[string][]float32) *gguf.File {
 	t.Helper()
 	data, err := testmodel.Bytes(spec)
@@ -98,12 +98,18 @@ func edited(t *testing.T, spec testmodel.Spec, meta map[string]any, tensors map[
 	}
 	w := gguf.NewWriter()
 	for _, k := range f.Metadata.Keys() {
+		if v, ok := meta[k]; ok && v == nil {
+			continue
+		}
 		v, _ := f.Metadata.Value(k)
 		if err := w.Set(k, v); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for k, v := range meta {
+		if v == nil {
+			continue
+		}
 		if err := w.Set(k, v); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +160,7 @@ func TestLoadArchitectures(t *testing.T) {
 		{"qwen2 bias of the wrong size", qwen2, nil, map[string][]float32{"blk.1.attn_k.bias": make([]float32, 3)}, "tensor blk.1.attn_k.bias has shape [3], want [32]"},
 		{"qwen3 without a key norm", qwen3, nil, map[string][]float32{"blk.2.attn_k_norm.weight": nil}, "tensor blk.2.attn_k_norm.weight is missing"},
 		{"qwen3 query norm of the model width", qwen3, nil, map[string][]float32{"blk.0.attn_q_norm.weight": make([]float32, 64)}, "want [32]"},
-		{"unknown architecture", testmodel.Target(quant.F32), map[string]any{"general.architecture": "gpt2"}, nil, `architecture "gpt2" is not supported (supported: llama, qwen2, qwen3)`},
+		{"unknown architecture", testmodel.Target(quant.F32), map[string]any{"general.architecture": "gpt2"}, nil, `architecture "gpt2" is not supported (supported: gemma, gemma2, gemma3, llama, phi3, qwen2, qwen3)`},
 	} {
 		m, err := model.Load(edited(t, c.spec, c.meta, c.tensors))
 		switch {

@@ -45,7 +45,9 @@ type Backend interface {
 	RMSNorm(dst, x, weight []float32, eps float32)
 
 	// RoPE rotates, in place, T = len(pos) rows of heads*headDim values:
-	// row t holds the heads of the token at position pos[t].
+	// row t holds the heads of the token at position pos[t]. rope may
+	// carry frequency factors, a magnitude factor and YaRN (see
+	// tensor.RoPE); a backend applies them as ggml_rope_ext does.
 	RoPE(x []float32, pos []int32, heads, headDim int, rope tensor.RoPE)
 
 	// Add sets dst = a + b elementwise (equal lengths); dst may be a or b.
@@ -59,6 +61,18 @@ type Backend interface {
 	// (equal lengths); dst may be gate or up.
 	SwiGLU(dst, gate, up []float32)
 
+	// GeGLU sets dst = gelu(gate) * up elementwise with GELU's tanh
+	// approximation, 0.5g(1+tanh(sqrt(2/pi)(g+0.044715g³))), as llama.cpp
+	// evaluates it (equal lengths); dst may be gate or up.
+	GeGLU(dst, gate, up []float32)
+
+	// Scale sets dst = x * s elementwise (equal lengths); dst may be x.
+	Scale(dst, x []float32, s float32)
+
+	// SoftCap replaces each value v of x by softCap*tanh(v/softCap)
+	// (softCap > 0): Gemma 2's logit soft-capping.
+	SoftCap(x []float32, softCap float32)
+
 	// NewKVCache allocates a zeroed paged key/value cache in the backend's
 	// memory.
 	NewKVCache(spec tensor.KVSpec) (tensor.KVCache, error)
@@ -71,9 +85,11 @@ type Backend interface {
 	// Attention computes causal attention of layer for the T tokens that
 	// pg places: q holds T rows of at.Heads*HeadDim query values, rotated;
 	// out receives as many rows. Token t attends to positions 0..Pos[t] of
-	// its own sequence, which must all be in kv (this batch's keys and
-	// values stored by StoreKV first). Over an F16 cache it accumulates as
-	// llama.cpp's CPU flash attention does; over an F32 cache it is float32
-	// attention.
+	// its own sequence (the last at.Window of them when at.Window > 0),
+	// which must all be in kv (this batch's keys and values stored by
+	// StoreKV first); with at.SoftCap > 0 the scaled scores s are capped,
+	// SoftCap*tanh(s/SoftCap), before the softmax. Over an F16 cache it
+	// accumulates as llama.cpp's CPU flash attention does; over an F32
+	// cache it is float32 attention.
 	Attention(out, q []float32, kv tensor.KVCache, layer int, at tensor.Attention, pg tensor.Paging) error
 }

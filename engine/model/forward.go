@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"rill/engine/tensor"
 )
@@ -43,13 +42,14 @@ type Runner struct {
 	gate, up    []float32 // [T, FF]
 	hid, logits []float32 // [L, Embd], [L, VocabSize]
 
-	rope tensor.RoPE      // every layer's rotary embedding
-	attn tensor.Attention // every layer's attention
+	ropes []tensor.RoPE      // per layer: its rotary embedding
+	attns []tensor.Attention // per layer: its attention
 }
 
 // NewRunner prepares forward passes of up to maxTokens tokens per batch on
 // be, which the Runner uses but does not own: the caller closes it after
-// the Runner's last pass.
+// the Runner's last pass. It serves the model's training context (see
+// SetContextLength).
 func NewRunner(m *Model, be Backend, maxTokens int) *Runner {
 	c := &m.Config
 	r := &Runner{m: m, be: be, maxTokens: maxTokens}
@@ -62,9 +62,51 @@ func NewRunner(m *Model, be Backend, maxTokens int) *Runner {
 	r.v = make([]float32, maxTokens*c.KVDim())
 	r.gate = make([]float32, maxTokens*c.FF)
 	r.up = make([]float32, maxTokens*c.FF)
-	r.rope = tensor.RoPE{Dims: c.RopeDims, Base: c.RopeBase, FreqScale: c.RopeFreqScale, Neox: c.RopeNeox}
-	r.attn = tensor.Attention{Heads: c.Heads, Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
+	r.ropes = make([]tensor.RoPE, c.Layers)
+	r.attns = make([]tensor.Attention, c.Layers)
+	for li := range c.Layers {
+		at := tensor.Attention{Heads: c.Heads, Scale: c.AttnScale, SoftCap: c.AttnSoftCap}
+		if c.PreScaleQuery {
+			at.Scale = 1
+		}
+		if c.Sliding(li) {
+			at.Window = c.SlidingWindow
+		}
+		r.attns[li] = at
+	}
+	r.SetContextLength(c.ContextLength)
 	return r
+}
+
+// SetContextLength tells the Runner the longest sequence it will run (its
+// context window, n_ctx in llama.cpp). It matters only for models with long
+// and short RoPE factors (long-context Phi-3), which use the long factors
+// when n exceeds the original training context, as llama.cpp chooses them;
+// a Runner starts at the model's context length, llama-server's default.
+// Call it between forward passes.
+func (r *Runner) SetContextLength(n int) {
+	c, m := &r.m.Config, r.m
+	factors := m.ropeFreqs
+	if factors == nil {
+		factors = m.ropeShort
+		if n > c.RopeOrigContext {
+			factors = m.ropeLong
+		}
+	}
+	scaling := &tensor.RoPEScaling{
+		FreqFactors: factors, AttnFactor: c.RopeAttnFactor,
+		YaRN: tensor.YaRN{ExtFactor: c.RopeYaRNExt, OrigContext: c.RopeOrigContext, BetaFast: c.RopeYaRNBetaFast, BetaSlow: c.RopeYaRNBetaSlow},
+	}
+	if scaling.Identity() {
+		scaling = nil
+	}
+	for li := range r.ropes {
+		rope := tensor.RoPE{Dims: c.RopeDims, Base: c.RopeBase, FreqScale: c.RopeFreqScale, Neox: c.RopeNeox, Scaling: scaling}
+		if c.Sliding(li) {
+			rope.Base, rope.FreqScale = c.RopeBaseSWA, c.RopeFreqScaleSWA
+		}
+		r.ropes[li] = rope
+	}
 }
 
 // MaxTokens is the largest batch Forward accepts.
@@ -85,6 +127,9 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 	if err := r.be.Embed(r.x[:T*E], r.m.tokEmbd, b.Tokens); err != nil {
 		return nil, fmt.Errorf("embedding: %w", err)
 	}
+	if s := r.m.Config.EmbedScale; s != 0 {
+		r.be.Scale(r.x[:T*E], r.x[:T*E], s)
+	}
 	pg := tensor.Paging{Pos: b.Pos, Seq: b.Seq, Tables: b.Tables}
 	for li := range r.m.layers {
 		if err := r.attention(li, T, kv, pg); err != nil {
@@ -99,10 +144,12 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 }
 
 // attention is the attention half of layer li over the T tokens of the
-// batch: x += O(attend(RoPE(n_q(Q(n(x)))), RoPE(n_k(K(n(x)))), V(n(x)))),
-// with n the layer's RMS norm, Q, K, V and O its linear layers, n_q and n_k
-// the per-head norms of architectures that have them, and this batch's
-// keys and values stored in kv before attending.
+// batch: x += n_post(O(attend(RoPE(n_q(Q(n(x)))), RoPE(n_k(K(n(x)))),
+// V(n(x))))), with n the layer's RMS norm, Q, K, V and O its linear
+// layers, n_q and n_k the per-head norms and n_post the output norm of
+// architectures that have them, and this batch's keys and values stored
+// in kv before attending. Architectures that scale queries rather than
+// scores do so after RoPE.
 func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
 	c, l, be := &r.m.Config, &r.m.layers[li], r.be
 	E, qd, kvd := c.Embd, c.Heads*c.HeadDim, c.KVDim()
@@ -117,21 +164,28 @@ func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
 		be.RMSNorm(q, q, l.qNorm, c.NormEps)
 		be.RMSNorm(k, k, l.kNorm, c.NormEps)
 	}
-	be.RoPE(q, pg.Pos, c.Heads, c.HeadDim, r.rope)
-	be.RoPE(k, pg.Pos, c.HeadsKV, c.HeadDim, r.rope)
+	be.RoPE(q, pg.Pos, c.Heads, c.HeadDim, r.ropes[li])
+	be.RoPE(k, pg.Pos, c.HeadsKV, c.HeadDim, r.ropes[li])
+	if c.PreScaleQuery {
+		be.Scale(q, q, c.AttnScale)
+	}
 	if err := be.StoreKV(kv.mem, li, k, v, pg); err != nil {
 		return err
 	}
-	if err := be.Attention(att, q, kv.mem, li, r.attn, pg); err != nil {
+	if err := be.Attention(att, q, kv.mem, li, r.attns[li], pg); err != nil {
 		return err
 	}
 	r.linear(tmp, &l.o, att, T)
+	if l.attnPostNorm != nil {
+		be.RMSNorm(tmp, tmp, l.attnPostNorm, c.NormEps)
+	}
 	be.Add(x, x, tmp)
 	return nil
 }
 
 // feedForward is the feed-forward half of layer li:
-// x += Down(silu(Gate(n(x))) * Up(n(x))).
+// x += n_post(Down(act(Gate(n(x))) * Up(n(x)))), act SiLU or GELU, n_post
+// the output norm of architectures that have one.
 func (r *Runner) feedForward(li, T int) {
 	c, l, be := &r.m.Config, &r.m.layers[li], r.be
 	E, ff := c.Embd, c.FF
@@ -141,8 +195,15 @@ func (r *Runner) feedForward(li, T int) {
 	be.RMSNorm(xn, x, l.ffnNorm, c.NormEps)
 	r.linear(gate, &l.gate, xn, T)
 	r.linear(up, &l.up, xn, T)
-	be.SwiGLU(gate, gate, up)
+	if c.GELU {
+		be.GeGLU(gate, gate, up)
+	} else {
+		be.SwiGLU(gate, gate, up)
+	}
 	r.linear(tmp, &l.down, gate, T)
+	if l.ffnPostNorm != nil {
+		be.RMSNorm(tmp, tmp, l.ffnPostNorm, c.NormEps)
+	}
 	be.Add(x, x, tmp)
 }
 
@@ -169,6 +230,9 @@ func (r *Runner) output(rows []int32) []float32 {
 	}
 	r.be.RMSNorm(hid, hid, r.m.outNorm, c.NormEps)
 	r.linear(logits, &r.m.output, hid, L)
+	if c.FinalSoftCap != 0 {
+		r.be.SoftCap(logits, c.FinalSoftCap)
+	}
 	return logits
 }
 

@@ -21,6 +21,11 @@ type Model struct {
 	layers  []layer
 	outNorm []float32
 	output  linear // VocabSize rows of Embd; tokEmbd when tied
+
+	// RoPE frequency factors (RopeDims/2 values), nil when the file has
+	// none: Llama 3's rope_freqs for every context, or Phi-3's long and
+	// short factors, chosen by the context a Runner serves.
+	ropeFreqs, ropeLong, ropeShort []float32
 }
 
 // linear is a linear layer y = x·Wᵀ + bias.
@@ -29,15 +34,27 @@ type linear struct {
 	bias []float32 // w.Rows values; nil when the layer has none
 }
 
+// rows returns rows [lo,hi) of l, weight and bias: one part of a fused
+// layer.
+func (l linear) rows(lo, hi int) linear {
+	part := linear{w: l.w.SliceRows(lo, hi)}
+	if l.bias != nil {
+		part.bias = l.bias[lo:hi:hi]
+	}
+	return part
+}
+
 // layer is the weights of one transformer block. Optional steps are nil
 // when the architecture or the file does not have them.
 type layer struct {
 	attnNorm     []float32
 	q, k, v, o   linear
 	qNorm, kNorm []float32 // per-head RMS norms of queries and keys (HeadDim), or nil
+	attnPostNorm []float32 // norm of the attention output before its residual add, or nil
 	ffnNorm      []float32
 	gate, up     linear
 	down         linear
+	ffnPostNorm  []float32 // norm of the feed-forward output before its residual add, or nil
 }
 
 // Load reads a model from an open GGUF file. The Model takes ownership of f.
@@ -55,7 +72,7 @@ func Load(f *gguf.File) (*Model, error) {
 	if m.outNorm, err = vector(f, "output_norm.weight", c.Embd); err != nil {
 		return nil, err
 	}
-	if _, ok := f.Tensor("output.weight"); ok {
+	if _, ok := f.Tensor("output.weight"); ok && !a.tiedOutput {
 		if m.output, err = linearLayer(f, "output", c.VocabSize, c.Embd); err != nil {
 			return nil, err
 		}
@@ -65,48 +82,107 @@ func Load(f *gguf.File) (*Model, error) {
 			return nil, err
 		}
 	}
-	qDim := c.Heads * c.HeadDim
+	if err := m.loadRopeFactors(a); err != nil {
+		return nil, err
+	}
 	m.layers = make([]layer, c.Layers)
 	for i := range m.layers {
-		l := &m.layers[i]
-		p := fmt.Sprintf("blk.%d.", i)
-		for _, t := range []struct {
-			dst        *linear
-			name       string
-			rows, cols int
-		}{
-			{&l.q, "attn_q", qDim, c.Embd},
-			{&l.k, "attn_k", c.KVDim(), c.Embd},
-			{&l.v, "attn_v", c.KVDim(), c.Embd},
-			{&l.o, "attn_output", c.Embd, qDim},
-			{&l.gate, "ffn_gate", c.FF, c.Embd},
-			{&l.up, "ffn_up", c.FF, c.Embd},
-			{&l.down, "ffn_down", c.Embd, c.FF},
-		} {
-			if *t.dst, err = linearLayer(f, p+t.name, t.rows, t.cols); err != nil {
-				return nil, err
-			}
-		}
-		for _, t := range []struct {
-			dst  *[]float32
-			name string
-			n    int
-			want bool
-		}{
-			{&l.attnNorm, "attn_norm.weight", c.Embd, true},
-			{&l.ffnNorm, "ffn_norm.weight", c.Embd, true},
-			{&l.qNorm, "attn_q_norm.weight", c.HeadDim, a.qkNorm},
-			{&l.kNorm, "attn_k_norm.weight", c.HeadDim, a.qkNorm},
-		} {
-			if !t.want {
-				continue
-			}
-			if *t.dst, err = vector(f, p+t.name, t.n); err != nil {
-				return nil, err
-			}
+		if err := m.loadLayer(i, a); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// loadRopeFactors reads the RoPE frequency factors the architecture may
+// have, as llama.cpp does: rope_freqs unless the scaling is longrope,
+// rope_factors_long and rope_factors_short when it is (or always, for
+// Phi-3). Each is optional and holds RopeDims/2 values.
+func (m *Model) loadRopeFactors(a arch) error {
+	c := &m.Config
+	if !a.ropeFactors {
+		return nil
+	}
+	var err error
+	n := c.RopeDims / 2
+	if a.factorsLongShort || c.RopeScaling == "longrope" {
+		if m.ropeLong, err = optionalVector(m.File, "rope_factors_long.weight", n); err != nil {
+			return err
+		}
+		m.ropeShort, err = optionalVector(m.File, "rope_factors_short.weight", n)
+		return err
+	}
+	m.ropeFreqs, err = optionalVector(m.File, "rope_freqs.weight", n)
+	return err
+}
+
+// loadLayer reads the weights of layer i.
+func (m *Model) loadLayer(i int, a arch) error {
+	c, f, l := &m.Config, m.File, &m.layers[i]
+	p := fmt.Sprintf("blk.%d.", i)
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVDim()
+	var err error
+	if _, ok := f.Tensor(p + "attn_qkv.weight"); ok {
+		// One fused projection: the query rows, then the key rows, then
+		// the value rows; its parts are views of it.
+		qkv, err := linearLayer(f, p+"attn_qkv", qDim+2*kvDim, c.Embd)
+		if err != nil {
+			return err
+		}
+		l.q, l.k, l.v = qkv.rows(0, qDim), qkv.rows(qDim, qDim+kvDim), qkv.rows(qDim+kvDim, qDim+2*kvDim)
+	} else {
+		for _, t := range []struct {
+			dst  *linear
+			name string
+			rows int
+		}{{&l.q, "attn_q", qDim}, {&l.k, "attn_k", kvDim}, {&l.v, "attn_v", kvDim}} {
+			if *t.dst, err = linearLayer(f, p+t.name, t.rows, c.Embd); err != nil {
+				return err
+			}
+		}
+	}
+	if l.o, err = linearLayer(f, p+"attn_output", c.Embd, qDim); err != nil {
+		return err
+	}
+	if a.fusedGateUp {
+		// ffn_up holds the gate rows, then the up rows.
+		gateUp, err := linearLayer(f, p+"ffn_up", 2*c.FF, c.Embd)
+		if err != nil {
+			return err
+		}
+		l.gate, l.up = gateUp.rows(0, c.FF), gateUp.rows(c.FF, 2*c.FF)
+	} else {
+		if l.gate, err = linearLayer(f, p+"ffn_gate", c.FF, c.Embd); err != nil {
+			return err
+		}
+		if l.up, err = linearLayer(f, p+"ffn_up", c.FF, c.Embd); err != nil {
+			return err
+		}
+	}
+	if l.down, err = linearLayer(f, p+"ffn_down", c.Embd, c.FF); err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		dst  *[]float32
+		name string
+		n    int
+		want bool
+	}{
+		{&l.attnNorm, "attn_norm.weight", c.Embd, true},
+		{&l.ffnNorm, "ffn_norm.weight", c.Embd, true},
+		{&l.qNorm, "attn_q_norm.weight", c.HeadDim, a.qkNorm},
+		{&l.kNorm, "attn_k_norm.weight", c.HeadDim, a.qkNorm},
+		{&l.attnPostNorm, "post_attention_norm.weight", c.Embd, a.postNorms},
+		{&l.ffnPostNorm, "post_ffw_norm.weight", c.Embd, a.postNorms},
+	} {
+		if !t.want {
+			continue
+		}
+		if *t.dst, err = vector(f, p+t.name, t.n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Open memory-maps and loads the GGUF model at path.

@@ -85,14 +85,22 @@ func sharedModels(shared string) func(file string) (*model.Model, error) {
 }
 
 // checkOracle runs every prompt of the oracle file at path on the models it
-// names, which open loads by file name.
+// names, which open loads by file name, over an F16 KV cache.
 func checkOracle(t *testing.T, open func(file string) (*model.Model, error), path string, tol tolerance) {
+	checkOracleKV(t, open, path, tol, model.KVF16)
+}
+
+// checkOracleKV is checkOracle over a KV cache of type kvType.
+func checkOracleKV(t *testing.T, open func(file string) (*model.Model, error), path string, tol tolerance, kvType model.KVType) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var oracle struct {
-		Models map[string]map[string]oracleCase `json:"models"`
+		Models   map[string]map[string]oracleCase `json:"models"`
+		Settings map[string]struct {
+			ContextSize int `json:"context_size"`
+		} `json:"settings"`
 	}
 	if err := json.Unmarshal(raw, &oracle); err != nil {
 		t.Fatal(err)
@@ -117,11 +125,14 @@ func checkOracle(t *testing.T, open func(file string) (*model.Model, error), pat
 				}
 				const bs = 16
 				total := len(oc.PromptIDs) + len(oc.GeneratedIDs)
-				kv, err := model.NewKV(&m.Config, model.KVF16, (total+bs-1)/bs, bs)
+				kv, err := model.NewKV(&m.Config, kvType, (total+bs-1)/bs, bs)
 				if err != nil {
 					t.Fatal(err)
 				}
 				r := model.NewRunner(m, be, len(oc.PromptIDs))
+				if n := oracle.Settings[file].ContextSize; n > 0 {
+					r.SetContextLength(n) // llama.cpp's n_ctx picks long or short RoPE factors
+				}
 				table := contiguousTable(total, bs)
 				b := &model.Batch{Tables: [][]int32{table}}
 				for i, id := range oc.PromptIDs {

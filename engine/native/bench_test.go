@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"rill/engine/model"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
+	"rill/internal/shared"
 )
 
 // benchTargets are the models the engine benchmarks run on: the embedded
@@ -177,6 +179,55 @@ func BenchmarkSpeculative(b *testing.B) {
 					})
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkConstrainedDecode measures what a grammar costs per decoded
+// token: each iteration runs one free and one json_schema-constrained
+// request of 256 tokens (sampled at temperature 1, the same seed) on the
+// same engine, so that both rates come from the same run and machine
+// state. It reports both decode rates, their ratio, and the difference in
+// microseconds per token (the mask, the copy of the row and the matcher's
+// step). The embedded model has a 512-token vocabulary; with ../shared
+// present a model with Qwen2's 151,936-token vocabulary runs too.
+func BenchmarkConstrainedDecode(b *testing.B) {
+	models := map[string]func() *model.Model{
+		"rill-tiny-512": func() *model.Model { return loadSpec(b, testmodel.Target(quant.F32)) },
+	}
+	if _, ok := shared.Find(); ok {
+		models["qwen-vocab-151936"] = func() *model.Model { return qwenVocabModel(b) }
+	}
+	// An array of free strings: the model can go on for 256 tokens.
+	schema := json.RawMessage(`{"type":"object","properties":{"notes":{"type":"array","items":{"type":"string"}}},"required":["notes"]}`)
+	for name, load := range models {
+		b.Run(name, func(b *testing.B) {
+			e := benchEngine(b, load(), Options{KVCacheBytes: 64 << 20})
+			id := e.Models()[0].ID
+			var free, cons struct {
+				tokens int
+				gen    time.Duration
+			}
+			run := func(rf *engine.ResponseFormat) (int, time.Duration) {
+				r := collect(b, e, &engine.Request{Model: id, Messages: userTurn("Take notes about the river."), MaxTokens: 256,
+					IgnoreEOS: true, ResponseFormat: rf, Sampling: engine.Sampling{Temperature: 1, Seed: seed(1)}})
+				st := r.final[0].Stats
+				return st.CompletionTokens, st.GenerationTime
+			}
+			rf := &engine.ResponseFormat{Type: engine.FormatJSONSchema, Schema: schema}
+			run(rf) // warm the vocabulary's mask cache
+			for b.Loop() {
+				n, d := run(nil)
+				free.tokens, free.gen = free.tokens+n, free.gen+d
+				n, d = run(rf)
+				cons.tokens, cons.gen = cons.tokens+n, cons.gen+d
+			}
+			freeRate := float64(free.tokens) / free.gen.Seconds()
+			consRate := float64(cons.tokens) / cons.gen.Seconds()
+			b.ReportMetric(freeRate, "free-tokens/s")
+			b.ReportMetric(consRate, "json-schema-tokens/s")
+			b.ReportMetric(consRate/freeRate, "ratio")
+			b.ReportMetric((1/consRate-1/freeRate)*1e6, "grammar-µs/token")
 		})
 	}
 }

@@ -50,7 +50,22 @@ func (e *Engine) propose(plan *sched.Plan) error {
 		}
 	}
 	if e.draft != nil {
-		return e.runDraft(plan)
+		if err := e.runDraft(plan); err != nil {
+			return err
+		}
+	}
+	// A constrained choice verifies only what its grammar allows: the
+	// draft is cut at the first token it refuses (that position is then
+	// sampled from the target, so the output stays the target's).
+	for i := range plan.Seqs {
+		c := e.choiceOf(plan.Seqs[i].Seq)
+		if c.draftMatched > 0 {
+			c.shaper.rollback(c.draftMatched)
+			c.draftMatched = 0
+		}
+		if c.shaper != nil {
+			c.drafts = c.shaper.checkDrafts(c.drafts)
+		}
 	}
 	return nil
 }
@@ -131,8 +146,28 @@ func (e *Engine) runDraft(plan *sched.Plan) error {
 
 // draftOne appends the draft model's next proposal for c from its logits:
 // the argmax for greedy requests, else a draw from the draft's distribution
-// q, which is kept for verification.
+// q, which is kept for verification. A constrained choice drafts from the
+// draft's logits shaped like the target's (its grammar matcher advances over
+// each proposal and is rolled back after drafting), so that its proposals
+// are ones the target may accept; drafting stops at the grammar's end.
 func (e *Engine) draftOne(c *choice, row []float32) {
+	if s := c.shaper; s != nil && s.k.shapes() {
+		shaped, ok := s.shape(row, len(c.drafts))
+		if !ok || s.ended() {
+			c.draftsWanted = len(c.drafts)
+			return
+		}
+		row = shaped
+		defer func() {
+			if s.matcher != nil {
+				s.accept(int(c.drafts[len(c.drafts)-1]))
+				c.draftMatched++
+				if s.ended() {
+					c.draftsWanted = len(c.drafts)
+				}
+			}
+		}()
+	}
 	if c.draftSampler == nil {
 		best := 0
 		for i, x := range row {
@@ -166,7 +201,14 @@ func (e *Engine) verify(c *choice, rows []float32) {
 		draftDists = c.draftDists[:proposed]
 	}
 	drafts := c.drafts
-	accepted, next := spec.Verify(c.sampler, rows, vocab, drafts, draftDists)
+	verifyRows := rows
+	if c.shaper != nil {
+		verifyRows, drafts = c.shaper.shapeDrafted(rows, vocab, drafts)
+		if draftDists != nil {
+			draftDists = draftDists[:len(drafts)]
+		}
+	}
+	accepted, next := spec.Verify(c.sampler, verifyRows, vocab, drafts, draftDists)
 	c.backoff.Record(proposed, accepted)
 	outStart := len(seq.Tokens)
 	baseAccepted, baseRejected := c.accepted, c.rejected

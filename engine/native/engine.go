@@ -5,8 +5,10 @@
 // The work is split the vLLM v1 way: engine/sched decides what each step
 // computes, engine/kvcache allocates blocks, and this package does the rest:
 // it renders chat templates and tokenises (on the caller's goroutine, in
-// Generate), runs the model over each step's plan, samples, drafts and
-// verifies, detokenises, and streams events.
+// Generate), runs the model over each step's plan, shapes the logits of
+// constrained choices (response_format, forced tool calls, logit_bias; see
+// constrain.go), samples, drafts and verifies, detokenises, parses tool
+// calls, and streams events.
 //
 // One goroutine, the loop (Run), owns the model runner, the KV cache, the
 // scheduler and every sequence. Events flow to each request's consumer
@@ -25,10 +27,12 @@ import (
 	"rill/engine"
 	"rill/engine/backend/cpu"
 	"rill/engine/chat"
+	"rill/engine/grammar"
 	"rill/engine/kvcache"
 	"rill/engine/model"
 	"rill/engine/sched"
 	"rill/engine/tokenizer"
+	"rill/engine/toolcall"
 )
 
 // Options configure an Engine. Zero values mean the defaults.
@@ -101,6 +105,16 @@ type Engine struct {
 	opts         Options
 	ctxLen       int
 	log          *slog.Logger
+
+	// toolFormat is how this model writes tool calls, from its chat
+	// template; markers are its control tokens that stand for tool-call
+	// markers (decoded as their text where calls are read or constrained).
+	toolFormat toolcall.Format
+	markers    map[int]string
+	// The grammar's vocabulary, built on first use (grammarVocab).
+	gvocabOnce sync.Once
+	gvocab     *grammar.Vocab
+	gvocabErr  error
 
 	// Owned by Run's goroutine.
 	be          model.Backend
@@ -200,6 +214,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		},
 		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger,
 		facts: probeTemplate(tmpl), think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
+		toolFormat: toolcall.Detect(src), markers: markerTokens(tok),
 		kv: kv, cache: cache, draft: o.Draft, draftKV: draftKV,
 		submit: make(chan *request),
 		wake:   make(chan struct{}, 1),
@@ -221,8 +236,12 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 	// Drafting adds up to k tokens per running sequence to a step.
 	maxTokens := o.MaxBatchTokens + o.MaxSeqs*o.DraftTokens
 	e.runner = model.NewRunner(m, e.be, maxTokens)
+	// Long-context Phi-3 picks its RoPE factors by the served context, as
+	// llama.cpp picks them by n_ctx.
+	e.runner.SetContextLength(ctxLen)
 	if o.Draft != nil {
 		e.draftRunner = model.NewRunner(o.Draft, e.be, maxTokens)
+		e.draftRunner.SetContextLength(ctxLen)
 	}
 	o.Logger.Info("kv cache",
 		slog.String("model", o.ID),
@@ -234,6 +253,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		slog.Int("context_length", ctxLen),
 		slog.String("chat_template", tmpl.Name()),
 		slog.Bool("reasoning", e.think.reasons()),
+		slog.String("tool_format", string(e.toolFormat)),
 		slog.String("speculative", e.proposerName()),
 		slog.Int("draft_tokens", o.DraftTokens),
 		slog.Int("max_seqs", o.MaxSeqs),

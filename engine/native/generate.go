@@ -30,6 +30,9 @@ type request struct {
 
 	draft      draftKind
 	prediction []int32 // the client's predicted output, tokenised
+	// constraint is what the request asks of its output beyond sampling
+	// (a grammar, tool-call parsing, a logit bias); nil for none.
+	constraint *constraint
 
 	verdict   chan error  // the loop's admission answer to Generate (cap 1)
 	cancelled atomic.Bool // the request's context ended
@@ -66,9 +69,19 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	if req.Model != e.info.ID {
 		return nil, fmt.Errorf("%w: %q (this server has %q)", engine.ErrUnknownModel, req.Model, e.info.ID)
 	}
-	prompt, think, err := e.promptTokens(ctx, req)
+	k, err := e.constraintFor(req)
 	if err != nil {
 		return nil, err
+	}
+	prompt, think, err := e.promptTokens(ctx, promptRequest(req, k))
+	if err != nil {
+		return nil, err
+	}
+	if think != phaseNone && k != nil && k.grammar != nil {
+		// A grammar holds the output from its first token (a response
+		// format, forced tool calls): there is no thinking block to split
+		// off, and what the grammar allows is the answer.
+		think = phaseAnswer
 	}
 	maxTokens := req.MaxTokens
 	room := e.ctxLen - len(prompt)
@@ -93,12 +106,13 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 
 	n := req.Choices()
 	r := &request{
-		req:       req,
-		prompt:    prompt,
-		think:     think,
-		maxTokens: maxTokens,
-		arrival:   time.Now(),
-		verdict:   make(chan error, 1),
+		req:        req,
+		prompt:     prompt,
+		think:      think,
+		maxTokens:  maxTokens,
+		arrival:    time.Now(),
+		verdict:    make(chan error, 1),
+		constraint: k,
 	}
 	r.out = engine.NewQueue(e.opts.StreamBuffer*n, e.signal)
 	if !req.NoDraft {
@@ -176,6 +190,9 @@ type choice struct {
 	emitted       int       // completion tokens emitted
 	first         time.Time // when the first token was emitted
 	top           []sample.Logprob
+	// shaper applies the request's constraint to this choice (its grammar
+	// matcher, logit bias and tool-call parser); nil for none.
+	shaper *shaper
 
 	// Speculative decoding (drafting requests only).
 	backoff      spec.Backoff
@@ -184,6 +201,7 @@ type choice struct {
 	draftsWanted int             // this step's reserved draft slots, while the draft model proposes
 	draftSampler *sample.Sampler // draws proposals from the draft model (sampling requests)
 	draftDists   [][]float32     // the draft model's distribution of each proposal, when sampling
+	draftMatched int             // proposals the grammar matcher advanced over while the draft model drafted
 	accepted     int             // draft tokens in the output
 	rejected     int             // draft tokens known not to be in the output
 	undecided    int             // this step's drafts not (yet) in the output: rejected if the choice ends now
@@ -198,6 +216,7 @@ func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 		stop:          stopper{stops: r.req.Stop},
 		think:         thinkSplit{phase: r.think},
 		stopReasoning: stopper{stops: r.req.Stop},
+		shaper:        newShaper(r.constraint),
 	}
 	if r.draft != draftNone {
 		c.backoff = spec.Backoff{Max: e.opts.DraftTokens}
@@ -221,6 +240,7 @@ func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 // is paused. They come back when it samples again.
 func (c *choice) release() {
 	c.sampler.Release()
+	c.shaper.release()
 	if c.draftSampler != nil {
 		c.draftSampler.Release()
 	}

@@ -80,7 +80,7 @@ func TestThinkSplit(t *testing.T) {
 			stopped := false
 			for i, id := range tc.toks {
 				eog := tok.IsEOG(id)
-				r, x, s := c.text(m, id, eog, eog || i == len(tc.toks)-1)
+				r, x, s := c.text(m, nil, id, eog, eog || i == len(tc.toks)-1)
 				reasoning.WriteString(r)
 				text.WriteString(x)
 				if s {

@@ -19,7 +19,7 @@ func (e *Engine) step() error {
 		e.choiceOf(seq).release()
 	}
 	for _, seq := range plan.Exhausted {
-		e.finish(e.choiceOf(seq), engine.FinishLength)
+		e.cut(e.choiceOf(seq), engine.FinishLength)
 	}
 	if len(plan.Seqs) == 0 {
 		return nil
@@ -54,11 +54,27 @@ func (e *Engine) step() error {
 			e.verify(c, rows)
 			continue
 		}
-		tok := c.sampler.Sample(last)
-		c.sampler.Accept(tok)
-		e.emit(c, tok, last)
+		e.sampleNext(c, last)
 	}
 	return nil
+}
+
+// sampleNext samples c's next token from row, the model's logits after its
+// last token, shaped by its constraint, and emits it.
+func (e *Engine) sampleNext(c *choice, row []float32) {
+	shaped := row
+	if c.shaper != nil {
+		var ok bool
+		if shaped, ok = c.shaper.shape(row, 0); !ok {
+			// The grammar allows no token at all here: the output is as
+			// complete as it can be.
+			e.cut(c, engine.FinishStop)
+			return
+		}
+	}
+	tok := c.sampler.Sample(shaped)
+	c.sampler.Accept(tok)
+	e.emit(c, tok, row)
 }
 
 // build lays the plan out as the target's batch: each sequence's planned
@@ -105,15 +121,13 @@ func (e *Engine) startFork(f sched.Fork, row []float32) {
 			e.draftKV.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
 		}
 	}
-	c := e.choiceOf(f.Child)
-	tok := c.sampler.Sample(row)
-	c.sampler.Accept(tok)
-	e.emit(c, tok, row)
+	e.sampleNext(e.choiceOf(f.Child), row)
 }
 
-// emit appends tok, sampled from row, to c's output and streams it. It
-// reports whether the choice finished (end of sequence, a stop string, max
-// tokens or the context), in which case c is already released.
+// emit appends tok, sampled from row (the model's logits, unshaped), to
+// c's output and streams it. It reports whether the choice finished (end of
+// sequence, a stop string, max tokens or the context), in which case c is
+// already released.
 func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	r := c.r
 	seq := c.seq
@@ -122,10 +136,13 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	if c.emitted == 1 {
 		c.first = time.Now()
 	}
+	c.shaper.accept(tok)
 
 	ev := engine.Event{Choice: c.index}
 	var finish engine.FinishReason
-	eog := !r.req.IgnoreEOS && e.tok.IsEOG(tok)
+	// ignore_eos keeps going past an end token, but not past the end of a
+	// grammar: nothing may follow it.
+	eog := e.tok.IsEOG(tok) && (!r.req.IgnoreEOS || c.shaper.ended())
 	switch {
 	case eog:
 		finish = engine.FinishStop
@@ -136,16 +153,12 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 		ev.Logprobs = []engine.TokenLogprob{e.logprob(c, row, tok)}
 	}
 	var stopped bool
-	ev.Reasoning, ev.Text, stopped = c.text(e.think, tok, eog, finish != "")
+	var text string
+	ev.Reasoning, text, stopped = c.text(e.think, e.markers, tok, eog, finish != "")
 	if stopped {
 		finish = engine.FinishStop
 	}
-	if ev.Text != "" || ev.Reasoning != "" || ev.Logprobs != nil {
-		if r.req.ContinuousUsage {
-			ev.Stats = c.stats(false)
-		}
-		e.push(r, ev)
-	}
+	e.output(c, &ev, text, finish != "")
 	if finish == "" {
 		return false
 	}
@@ -157,8 +170,9 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 // block into reasoning and answer, and passed through the stop strings.
 // eog says that tok ends generation (it has no text; what the decoder
 // holds is flushed), ending that the choice ends with tok. stopped reports
-// that a stop string matched: the output then ends before it.
-func (c *choice) text(m thinkMarkers, tok int, eog, ending bool) (reasoning, text string, stopped bool) {
+// that a stop string matched: the output then ends before it. markers are
+// the tool-call markers among the control tokens (see decode).
+func (c *choice) text(m thinkMarkers, markers map[int]string, tok int, eog, ending bool) (reasoning, text string, stopped bool) {
 	var out output
 	if eog {
 		if c.think.thinking() {
@@ -171,13 +185,25 @@ func (c *choice) text(m thinkMarkers, tok int, eog, ending bool) (reasoning, tex
 			// belongs to the stream the marker ends.
 			out.add(reasoning, c.dec.Flush())
 		} else {
-			out.add(reasoning, c.dec.Add(tok))
+			out.add(reasoning, c.decode(markers, tok))
 		}
 		if ending {
 			out.add(c.think.thinking(), c.dec.Flush())
 		}
 	}
 	return c.stopText(&out, ending)
+}
+
+// decode returns the text tok adds to c's output. Choices that read or
+// constrain tool calls see the tool-call markers that the vocabulary makes
+// control tokens (markers) as their text.
+func (c *choice) decode(markers map[int]string, tok int) string {
+	if s := c.shaper; s != nil && (s.matcher != nil || s.parser != nil) {
+		if m, ok := markers[tok]; ok {
+			return c.dec.Flush() + m
+		}
+	}
+	return c.dec.Add(tok)
 }
 
 // output is the text one token adds to a choice, by stream: reasoning (a
@@ -216,6 +242,41 @@ func (c *choice) stopText(o *output, ending bool) (reasoning, text string, stopp
 	return reasoning, text, stopped
 }
 
+// output streams the next answer text of c (final: its last) in ev, whose
+// Reasoning and Logprobs are set: as content and tool-call deltas when c
+// parses tool calls (the reasoning never holds calls), else as text. An
+// event with nothing in it is not sent.
+func (e *Engine) output(c *choice, ev *engine.Event, text string, final bool) {
+	ev.Text = text
+	if c.shaper != nil && c.shaper.parser != nil {
+		ev.Text, ev.ToolCalls = c.shaper.parse(text, final)
+	}
+	if ev.Text == "" && ev.Reasoning == "" && ev.Logprobs == nil && len(ev.ToolCalls) == 0 {
+		return
+	}
+	if c.r.req.ContinuousUsage {
+		ev.Stats = c.stats(false)
+	}
+	e.push(c.r, *ev)
+}
+
+// cut ends c without a new token (the context or the KV cache is
+// exhausted, or the grammar allows nothing more): the text held back for
+// stop strings and tool calls is sent, then the final event.
+func (e *Engine) cut(c *choice, reason engine.FinishReason) {
+	var o output
+	o.add(c.think.thinking(), c.dec.Flush())
+	ev := engine.Event{Choice: c.index}
+	var text string
+	var stopped bool
+	ev.Reasoning, text, stopped = c.stopText(&o, true)
+	if stopped {
+		reason = engine.FinishStop
+	}
+	e.output(c, &ev, text, true)
+	e.finish(c, reason)
+}
+
 func (e *Engine) logprob(c *choice, row []float32, tok int) engine.TokenLogprob {
 	ls := sample.NewLogSoftmax(row)
 	piece := e.tok.Piece(tok)
@@ -236,6 +297,9 @@ func (e *Engine) logprob(c *choice, row []float32, tok int) engine.TokenLogprob 
 // stream ends after its last choice.
 func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 	r := c.r
+	if reason == engine.FinishStop && c.shaper != nil && c.shaper.calls > 0 {
+		reason = engine.FinishToolCalls
+	}
 	e.sched.Finish(c.seq)
 	c.release()
 	st := c.stats(true)

@@ -37,7 +37,7 @@ func NewLogSoftmax(logits []float32) LogSoftmax {
 func (ls LogSoftmax) Of(id int) float32 { return float32(float64(ls.logits[id]) - ls.lse) }
 
 // Top writes the n most likely tokens into dst[:0] (best first, ties to the
-// lower id) and returns it. dst is reused when it has the capacity.
+// lower id; NaN logits are skipped) and returns it. dst is reused when it has the capacity.
 func (ls LogSoftmax) Top(n int, dst []Logprob) []Logprob {
 	dst = dst[:0]
 	if n <= 0 {
@@ -46,6 +46,9 @@ func (ls LogSoftmax) Top(n int, dst []Logprob) []Logprob {
 	n = min(n, len(ls.logits))
 	// Insertion into a small sorted list: n is at most 20 here.
 	for id, l := range ls.logits {
+		if l != l { // NaN: no probability to rank (a broken row must not panic here)
+			continue
+		}
 		if len(dst) == n && l <= dst[n-1].Logprob {
 			continue
 		}

@@ -285,3 +285,20 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 }
+
+// TestTopSkipsNaN: a row with NaN logits (a numeric fault upstream) ranks
+// the other tokens instead of panicking.
+func TestTopSkipsNaN(t *testing.T) {
+	nan := float32(math.NaN())
+	row := []float32{nan, 1, nan, 3, 2, nan}
+	got := NewLogSoftmax(row).Top(3, nil)
+	want := []int{3, 4, 1}
+	if len(got) != len(want) {
+		t.Fatalf("Top(3) = %v, want ids %v", got, want)
+	}
+	for i, id := range want {
+		if got[i].ID != id {
+			t.Fatalf("Top(3) = %v, want ids %v", got, want)
+		}
+	}
+}

@@ -21,11 +21,11 @@ func (p Paging) Slot(t, blockSize int) (block, slot int) {
 	return int(p.Table(t)[pos/blockSize]), pos % blockSize
 }
 
-// RoPE describes rotary position embedding as GGML applies it: in every
-// head, pair i of the first Dims dimensions turns by the angle
-// FreqScale * pos * Base^(-2i/Dims). Adding a field (llama3's per-pair
-// frequency factors, YaRN's ramp) keeps the zero value meaning "none", so
-// existing descriptions keep their meaning.
+// RoPE describes rotary position embedding as GGML applies it (ggml_rope_ext):
+// in every head, pair i of the first Dims dimensions turns by the angle
+// FreqScale * pos * Base^(-2i/Dims), with the long-context extensions of
+// Scaling when it is set. Fields added for one model family keep the zero
+// value meaning "none", so existing descriptions keep their meaning.
 type RoPE struct {
 	Dims      int     // leading dimensions of each head that rotate; even
 	Base      float32 // the frequency base
@@ -33,17 +33,61 @@ type RoPE struct {
 	// Neox rotates the pairs (x[i], x[i+Dims/2]) (GPT-NeoX, Qwen, Gemma)
 	// instead of adjacent pairs (x[2i], x[2i+1]) (LLaMA).
 	Neox bool
+	// Scaling, when not nil, holds frequency factors, a magnitude factor
+	// and YaRN. It is read-only and may be shared. (A pointer keeps the
+	// plain description small: it is passed by value per layer.)
+	Scaling *RoPEScaling
+}
+
+// RoPEScaling are the extensions of ggml_rope_ext beyond a linear
+// frequency scale: pair i's unscaled angle is divided by FreqFactors[i],
+// the cosine and sine are multiplied by AttnFactor, and YaRN blends the
+// scaled and unscaled angles.
+type RoPEScaling struct {
+	// FreqFactors, when not nil, holds Dims/2 divisors of the pairs'
+	// angles: Llama 3's rope_freqs, Phi-3's long or short factors.
+	FreqFactors []float32
+	// AttnFactor multiplies the cosine and sine of every angle (0 means
+	// 1): YaRN's magnitude correction and the rope.scaling.attn_factor of
+	// long-context Phi-3 models.
+	AttnFactor float32
+	// YaRN, when ExtFactor is not zero, blends the scaled angle with the
+	// unscaled one per pair (the ramp between the correction dimensions of
+	// BetaFast and BetaSlow over OrigContext) and multiplies AttnFactor by
+	// 1 + 0.1*ln(1/FreqScale), as ggml's rope_yarn does.
+	YaRN YaRN
+}
+
+// YaRN holds the parameters of YaRN context extension (ggml's ext_factor,
+// n_ctx_orig, beta_fast and beta_slow). The zero value is "no YaRN".
+type YaRN struct {
+	ExtFactor          float32
+	OrigContext        int
+	BetaFast, BetaSlow float32
+}
+
+// Identity reports whether s changes nothing: no factors, magnitude 1, no
+// YaRN (a nil s included).
+func (s *RoPEScaling) Identity() bool {
+	return s == nil || s.FreqFactors == nil && (s.AttnFactor == 0 || s.AttnFactor == 1) && s.YaRN.ExtFactor == 0
 }
 
 // Attention describes the attention of one layer over a paged cache.
-// Fields that later architectures need (a sliding window, soft-capping of
-// the scores) are added with a zero value that means "none".
+// Fields that later architectures need keep a zero value that means "none".
 type Attention struct {
 	// Heads is the number of query heads, a multiple of the cache's KV
 	// heads: each KV head serves Heads/KVHeads consecutive query heads
 	// (grouped-query attention).
 	Heads int
 	// Scale multiplies every query-key dot product before the softmax,
-	// usually 1/sqrt(HeadDim).
+	// usually 1/sqrt(HeadDim); 1 when the model scales its queries itself.
 	Scale float32
+	// Window, when positive, is a sliding window: the token at position p
+	// attends only to positions p-Window+1..p (Mistral-style and Gemma's
+	// local layers; llama.cpp's LLAMA_SWA_TYPE_STANDARD).
+	Window int
+	// SoftCap, when positive, caps the scaled scores s smoothly:
+	// s = SoftCap * tanh(s/SoftCap) before the softmax (Gemma 2's
+	// attn_logit_softcapping).
+	SoftCap float32
 }

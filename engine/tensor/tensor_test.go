@@ -152,3 +152,25 @@ func TestHostKVCopyBlock(t *testing.T) {
 		}()
 	}
 }
+
+// TestRoPEScalingIdentity: only a scaling that changes nothing is the
+// identity, so the kernels' plain path is taken exactly when it is exact.
+func TestRoPEScalingIdentity(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		s    *RoPEScaling
+		want bool
+	}{
+		{nil, true},
+		{&RoPEScaling{}, true},
+		{&RoPEScaling{AttnFactor: 1}, true},
+		{&RoPEScaling{AttnFactor: 1.1}, false},
+		{&RoPEScaling{FreqFactors: []float32{1, 1}}, false},
+		{&RoPEScaling{YaRN: YaRN{ExtFactor: 1, OrigContext: 4096, BetaFast: 32, BetaSlow: 1}}, false},
+		{&RoPEScaling{YaRN: YaRN{OrigContext: 4096, BetaFast: 32, BetaSlow: 1}}, true},
+	} {
+		if got := c.s.Identity(); got != c.want {
+			t.Errorf("%+v: Identity() = %v, want %v", c.s, got, c.want)
+		}
+	}
+}

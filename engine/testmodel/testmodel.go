@@ -1,7 +1,8 @@
 // Package testmodel writes deterministic models for tests, the demo server
 // and benchmarks: GGUF files made by code, no download. They are llama
-// models unless a Spec names another architecture (qwen2, qwen3), which
-// adds that architecture's tensors to the same recipe.
+// models unless a Spec names another architecture (qwen2, qwen3, phi3,
+// gemma, gemma2, gemma3), which lays out that architecture's tensors and
+// metadata over the same recipe, as llama.cpp reads them.
 //
 // All models share one 512-token SentencePiece vocabulary. Their weights are
 // random from a fixed seed, except that the output projection is built from
@@ -40,11 +41,31 @@ type Spec struct {
 	Type                    quant.Type // type of the 2-D weights; norms are F32
 	Seed                    uint64
 	// Arch is general.architecture: "llama" (also when empty), "qwen2"
-	// (biased query, key and value projections) or "qwen3" (per-head RMS
-	// norms of queries and keys).
+	// (biased query, key and value projections), "qwen3" (per-head RMS
+	// norms of queries and keys), "phi3" (fused query-key-value and
+	// gate-up weights), "gemma" (tied output), "gemma2" (tied output,
+	// post-norms) or "gemma3" (post-norms, per-head norms).
 	Arch string
 	// HeadDim is the size of an attention head; 0 means Embd/Heads.
 	HeadDim int
+
+	// RopeBase is rope.freq_base; 0 means 10000.
+	RopeBase float32
+	// RopeScaling is "" (no scaling keys), "linear" or "yarn"
+	// (rope.scaling.type and .factor = RopeFactor), or "llama3": Llama 3's
+	// rope_freqs.weight for factor RopeFactor and no scaling keys.
+	RopeScaling string
+	RopeFactor  float32
+	// RopeOrigContext is rope.scaling.original_context_length (0: not
+	// written): YaRN's and Llama 3's reference context, and for phi3 the
+	// context its long and short RoPE factors switch at (rope_factors_long,
+	// rope_factors_short and rope.scaling.attn_factor are written with it).
+	RopeOrigContext int
+	// SlidingWindow is attention.sliding_window (0: not written).
+	SlidingWindow int
+	// AttnSoftCap and FinalSoftCap are attn_logit_softcapping and
+	// final_logit_softcapping (0: not written).
+	AttnSoftCap, FinalSoftCap float32
 }
 
 // arch is s.Arch with its default.
@@ -93,6 +114,85 @@ func Qwen3(t quant.Type) Spec {
 	return s
 }
 
+// Llama3 is Target with Llama 3's RoPE: base 500000 and the
+// rope_freqs.weight factors of rope_type llama3 (factor 8 over an original
+// context of 256, so that the tiny heads have pairs of every kind: kept,
+// scaled, and blended).
+func Llama3(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Seed, s.RopeBase, s.RopeScaling, s.RopeFactor, s.RopeOrigContext = "rill-tiny-llama3", 5, 500000, "llama3", 8, 256
+	return s
+}
+
+// LlamaLinear is Target with linear RoPE scaling by 4.
+func LlamaLinear(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Seed, s.RopeScaling, s.RopeFactor = "rill-tiny-llama-linear", 6, "linear", 4
+	return s
+}
+
+// LlamaYaRN is Target with YaRN RoPE scaling by 4 from an original context
+// of 256.
+func LlamaYaRN(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Seed, s.RopeScaling, s.RopeFactor, s.RopeOrigContext = "rill-tiny-llama-yarn", 7, "yarn", 4, 256
+	return s
+}
+
+// Mistral is Target with a sliding window in its metadata, as
+// Mistral-style llama files may carry (llama.cpp applies no window to the
+// llama architecture). The window is 2 tokens, so that applying it would
+// show.
+func Mistral(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Seed, s.SlidingWindow = "rill-tiny-mistral", 8, 2
+	return s
+}
+
+// Phi3 is Target as a long-context phi3 model: fused query-key-value and
+// gate-up weights, long and short RoPE factors that switch at an original
+// context of 512 (of 4096) with their attention factor, and a sliding
+// window of 2 tokens in the metadata (llama.cpp applies none to phi3). Its name avoids
+// "phi3": llama.cpp gives the special tokens of models so named extra
+// attributes and fails on a vocabulary without Phi-3's <|endoftext|>.
+func Phi3(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Arch, s.Seed, s.Context, s.RopeOrigContext, s.SlidingWindow = "rill-tiny-phi", "phi3", 9, 4096, 512, 2
+	return s
+}
+
+// Gemma is Target as a gemma model: heads of 32 values (twice Embd/Heads),
+// embeddings that the model scales by sqrt(Embd), GELU, the token
+// embedding as output projection.
+func Gemma(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Arch, s.Seed, s.HeadDim = "rill-tiny-gemma", "gemma", 10, 32
+	return s
+}
+
+// Gemma2 is Gemma as a gemma2 model: random post-attention and
+// post-feed-forward norms, a sliding window of 8 tokens on every second
+// layer, attention scores soft-capped at 2 and logits at 15 (tight, so
+// that the caps matter on a tiny model).
+func Gemma2(t quant.Type) Spec {
+	s := Gemma(t)
+	s.Name, s.Arch, s.Seed, s.SlidingWindow, s.AttnSoftCap, s.FinalSoftCap = "rill-tiny-gemma2", "gemma2", 11, 8, 2, 15
+	return s
+}
+
+// Gemma3 is a six-layer gemma3 model: per-head query and key norms,
+// post-norms, a sliding window of 8 tokens on all layers but the sixth
+// (the default pattern), RoPE base 1e6 with linear scaling by 8 on the
+// global layer and the default base 10000 unscaled on the local ones, and
+// its own output projection (which gemma3, unlike gemma and gemma2, may
+// have).
+func Gemma3(t quant.Type) Spec {
+	s := Gemma(t)
+	s.Name, s.Arch, s.Seed, s.Layers, s.SlidingWindow = "rill-tiny-gemma3", "gemma3", 12, 6, 8
+	s.RopeBase, s.RopeScaling, s.RopeFactor = 1e6, "linear", 8
+	return s
+}
+
 // Bench is a model of about 245M parameters, for decode-speed measurements
 // where memory bandwidth dominates. Write it to a temporary folder; never
 // commit it.
@@ -130,12 +230,17 @@ func Write(w io.Writer, s Spec) error {
 		return fmt.Errorf("test model type %s is not supported (F32, F16, BF16, Q8_0, Q4_0)", s.Type)
 	}
 	switch s.arch() {
-	case "llama", "qwen2", "qwen3":
+	case "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3":
 	default:
-		return fmt.Errorf("test model architecture %q is not supported (llama, qwen2, qwen3)", s.Arch)
+		return fmt.Errorf("test model architecture %q is not supported (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3)", s.Arch)
 	}
 	if s.HeadDim == 0 && s.Embd%s.Heads != 0 || s.Heads%s.KV != 0 || s.HeadDim < 0 {
 		return fmt.Errorf("test model shape %+v: heads must divide the width and kv heads the heads", s)
+	}
+	switch s.RopeScaling {
+	case "", "linear", "yarn", "llama3":
+	default:
+		return fmt.Errorf("test model rope scaling %q is not supported (linear, yarn, llama3)", s.RopeScaling)
 	}
 	v, err := vocab()
 	if err != nil {
@@ -171,9 +276,9 @@ func Write(w io.Writer, s Spec) error {
 			keyValue{arch + ".attention.key_length", uint32(headDim)},
 			keyValue{arch + ".attention.value_length", uint32(headDim)})
 	}
-	for _, kv := range append(meta, []keyValue{
+	meta = append(meta, []keyValue{
 		{arch + ".rope.dimension_count", uint32(headDim)},
-		{arch + ".rope.freq_base", float32(10000)},
+		{arch + ".rope.freq_base", s.ropeBase()},
 		{arch + ".attention.layer_norm_rms_epsilon", float32(1e-5)},
 		{"tokenizer.ggml.model", "llama"},
 		{"tokenizer.ggml.tokens", v.Tokens},
@@ -186,7 +291,28 @@ func Write(w io.Writer, s Spec) error {
 		{"tokenizer.ggml.add_bos_token", true},
 		{"tokenizer.ggml.add_eos_token", false},
 		{"tokenizer.chat_template", ChatTemplate},
-	}...) {
+	}...)
+	// Keys of the newer features come last, so that files without them
+	// keep their bytes.
+	if s.RopeScaling == "linear" || s.RopeScaling == "yarn" {
+		meta = append(meta, keyValue{arch + ".rope.scaling.type", s.RopeScaling}, keyValue{arch + ".rope.scaling.factor", s.RopeFactor})
+	}
+	if s.RopeOrigContext != 0 && s.RopeScaling != "llama3" {
+		meta = append(meta, keyValue{arch + ".rope.scaling.original_context_length", uint32(s.RopeOrigContext)})
+	}
+	if s.arch() == "phi3" && s.RopeOrigContext != 0 {
+		meta = append(meta, keyValue{arch + ".rope.scaling.attn_factor", longRopeAttnFactor(s)})
+	}
+	if s.SlidingWindow != 0 {
+		meta = append(meta, keyValue{arch + ".attention.sliding_window", uint32(s.SlidingWindow)})
+	}
+	if s.AttnSoftCap != 0 {
+		meta = append(meta, keyValue{arch + ".attn_logit_softcapping", s.AttnSoftCap})
+	}
+	if s.FinalSoftCap != 0 {
+		meta = append(meta, keyValue{arch + ".final_logit_softcapping", s.FinalSoftCap})
+	}
+	for _, kv := range meta {
 		if err := gw.Set(kv.k, kv.v); err != nil {
 			return fmt.Errorf("metadata %s: %w", kv.k, err)
 		}
@@ -196,13 +322,26 @@ func Write(w io.Writer, s Spec) error {
 	qd := s.Heads * headDim
 	kvd := s.KV * headDim
 	embd, out := embeddings(tok, s.Seed, d)
+	if s.gemma() {
+		// Gemma scales its embeddings by sqrt(d): store them 1/sqrt(d) as
+		// large, so the residual stream starts as in the other models.
+		scale := float32(1 / math.Sqrt(float64(d)))
+		for i := range embd {
+			embd[i] *= scale
+		}
+	}
 	if err := addMatrix(gw, "token_embd.weight", s.Type, VocabSize, d, embd); err != nil {
 		return err
 	}
-	if err := addMatrix(gw, "output.weight", s.Type, VocabSize, d, out); err != nil {
-		return err
+	if !s.tiedOutput() {
+		if err := addMatrix(gw, "output.weight", s.Type, VocabSize, d, out); err != nil {
+			return err
+		}
 	}
 	if err := addVector(gw, "output_norm.weight", ones(d)); err != nil {
+		return err
+	}
+	if err := addRopeFactors(gw, s); err != nil {
 		return err
 	}
 	// Residual contributions are scaled by beta: small enough that the
@@ -223,8 +362,16 @@ func Write(w io.Writer, s Spec) error {
 			{"ffn_up.weight", s.FF, d, 1 / math.Sqrt(float64(d))},
 			{"ffn_down.weight", d, s.FF, beta / math.Sqrt(float64(s.FF))},
 		} {
+			if s.arch() == "phi3" && m.name != "attn_output.weight" && m.name != "ffn_down.weight" {
+				continue // fused below
+			}
 			w := gaussian(s.Seed, p+m.name, m.rows*m.cols, m.std)
 			if err := addMatrix(gw, p+m.name, s.Type, m.rows, m.cols, w); err != nil {
+				return err
+			}
+		}
+		if s.arch() == "phi3" {
+			if err := addPhi3Fused(gw, s, p, qd, kvd); err != nil {
 				return err
 			}
 		}
@@ -241,23 +388,131 @@ func Write(w io.Writer, s Spec) error {
 	return err
 }
 
+// ropeBase is s.RopeBase with its default.
+func (s Spec) ropeBase() float32 {
+	if s.RopeBase == 0 {
+		return 10000
+	}
+	return s.RopeBase
+}
+
+// gemma reports whether s is of the Gemma family (scaled embeddings).
+func (s Spec) gemma() bool {
+	return s.arch() == "gemma" || s.arch() == "gemma2" || s.arch() == "gemma3"
+}
+
+// tiedOutput reports whether s has no output.weight: gemma and gemma2,
+// which llama.cpp only runs with the token embedding as output projection.
+// (Their greedy text echoes the last token; gemma3 keeps the bigram output
+// so that its text does not.)
+func (s Spec) tiedOutput() bool {
+	return s.arch() == "gemma" || s.arch() == "gemma2"
+}
+
+// addPhi3Fused adds phi3's fused weights of layer prefix p: attn_qkv (the
+// query, key and value rows in that order) and ffn_up (gate rows, then up
+// rows), each part drawn as the separate weight of that name would be.
+func addPhi3Fused(gw *gguf.Writer, s Spec, p string, qd, kvd int) error {
+	d := s.Embd
+	std := 1 / math.Sqrt(float64(d))
+	var qkv, gateUp []float32
+	for _, part := range []struct {
+		name string
+		rows int
+	}{{"attn_q.weight", qd}, {"attn_k.weight", kvd}, {"attn_v.weight", kvd}} {
+		qkv = append(qkv, gaussian(s.Seed, p+part.name, part.rows*d, std)...)
+	}
+	for _, name := range []string{"ffn_gate.weight", "ffn_up.weight"} {
+		gateUp = append(gateUp, gaussian(s.Seed, p+name, s.FF*d, std)...)
+	}
+	if err := addMatrix(gw, p+"attn_qkv.weight", s.Type, qd+2*kvd, d, qkv); err != nil {
+		return err
+	}
+	return addMatrix(gw, p+"ffn_up.weight", s.Type, 2*s.FF, d, gateUp)
+}
+
+// addRopeFactors adds the RoPE frequency factors of s: Llama 3's
+// rope_freqs.weight, computed as llama.cpp's converter computes it from
+// rope_type llama3 (low_freq_factor 1, high_freq_factor 4), or phi3's
+// rope_factors_short (random, near 1) and rope_factors_long (growing from
+// 1 to 8 over the pairs, as long-context Phi-3 factors do).
+func addRopeFactors(gw *gguf.Writer, s Spec) error {
+	dims := s.headDim()
+	switch {
+	case s.RopeScaling == "llama3":
+		const lowFreqFactor, highFreqFactor = 1, 4
+		old := float64(s.RopeOrigContext)
+		lowWavelen, highWavelen := old/lowFreqFactor, old/highFreqFactor
+		factors := make([]float32, dims/2)
+		for i := range factors {
+			freq := 1 / math.Pow(float64(s.ropeBase()), float64(2*i)/float64(dims))
+			wavelen := 2 * math.Pi / freq
+			switch {
+			case wavelen < highWavelen:
+				factors[i] = 1
+			case wavelen > lowWavelen:
+				factors[i] = s.RopeFactor
+			default:
+				smooth := (old/wavelen - lowFreqFactor) / (highFreqFactor - lowFreqFactor)
+				factors[i] = float32(1 / ((1-smooth)/float64(s.RopeFactor) + smooth))
+			}
+		}
+		return addVector(gw, "rope_freqs.weight", factors)
+	case s.arch() == "phi3" && s.RopeOrigContext != 0:
+		short := gaussian(s.Seed, "rope_factors_short.weight", dims/2, 0.1)
+		long := make([]float32, dims/2)
+		for i := range short {
+			short[i] = 1 + float32(math.Abs(float64(short[i])))
+			long[i] = 1 + 7*float32(i)/float32(len(long)-1)
+		}
+		if err := addVector(gw, "rope_factors_long.weight", long); err != nil {
+			return err
+		}
+		return addVector(gw, "rope_factors_short.weight", short)
+	}
+	return nil
+}
+
+// longRopeAttnFactor is the rope.scaling.attn_factor llama.cpp's converter
+// writes for long-context Phi-3: sqrt(1 + ln(scale)/ln(original context)),
+// scale = context / original context.
+func longRopeAttnFactor(s Spec) float32 {
+	scale := float64(s.Context) / float64(s.RopeOrigContext)
+	if scale <= 1 {
+		return 1
+	}
+	return float32(math.Sqrt(1 + math.Log(scale)/math.Log(float64(s.RopeOrigContext))))
+}
+
 // addArchTensors adds the tensors of layer prefix p that s's architecture
 // has beyond llama's: qwen2's projection biases, large enough to move the
-// logits (a projection's outputs have an RMS of about 1), and qwen3's
-// per-head norm weights, random around 1 so that a norm applied to the
-// wrong values, or not at all, shows.
+// logits (a projection's outputs have an RMS of about 1); qwen3's and
+// gemma3's per-head norm weights, random around 1 so that a norm applied
+// to the wrong values, or not at all, shows; gemma2's and gemma3's
+// post-attention and post-feed-forward norm weights, random around 0.3 so
+// that the normalised outputs add to the residual stream about as much as
+// the other models' do.
 func addArchTensors(gw *gguf.Writer, s Spec, p string, qd, kvd int) error {
 	vecs := map[string][]float32{}
-	switch s.arch() {
-	case "qwen2":
+	if s.arch() == "qwen2" {
 		for name, n := range map[string]int{"attn_q.bias": qd, "attn_k.bias": kvd, "attn_v.bias": kvd} {
 			vecs[name] = gaussian(s.Seed, p+name, n, 0.5)
 		}
-	case "qwen3":
+	}
+	if s.arch() == "qwen3" || s.arch() == "gemma3" {
 		for _, name := range []string{"attn_q_norm.weight", "attn_k_norm.weight"} {
 			w := gaussian(s.Seed, p+name, s.headDim(), 0.3)
 			for i := range w {
 				w[i]++
+			}
+			vecs[name] = w
+		}
+	}
+	if s.arch() == "gemma2" || s.arch() == "gemma3" {
+		for _, name := range []string{"post_attention_norm.weight", "post_ffw_norm.weight"} {
+			w := gaussian(s.Seed, p+name, s.Embd, 0.1)
+			for i := range w {
+				w[i] += 0.15
 			}
 			vecs[name] = w
 		}

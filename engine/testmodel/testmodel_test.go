@@ -1,6 +1,7 @@
 package testmodel
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -35,9 +36,20 @@ func TestVocab(t *testing.T) {
 
 func TestWriteParses(t *testing.T) {
 	t.Parallel()
-	// Tensors beyond llama's per layer: qwen2's three biases, qwen3's two norms.
-	extra := map[string]int{"llama": 0, "qwen2": 3, "qwen3": 2}
-	for _, s := range []Spec{Target(quant.F32), Target(quant.Q8_0), Draft(quant.F32), Draft(quant.Q8_0), Qwen2(quant.Q8_0), Qwen3(quant.F32)} {
+	// Tensors per file: global ones (token_embd, output unless gemma or
+	// gemma2 ties it, output_norm, RoPE factors), then per layer llama's nine plus
+	// qwen2's three biases, qwen3's two norms, gemma2's two post-norms and
+	// gemma3's four norms, or phi3's six (fused weights).
+	for _, c := range []struct {
+		spec             Spec
+		global, perLayer int
+	}{
+		{Target(quant.F32), 3, 9}, {Target(quant.Q8_0), 3, 9}, {Draft(quant.F32), 3, 9}, {Draft(quant.Q8_0), 3, 9},
+		{Qwen2(quant.Q8_0), 3, 12}, {Qwen3(quant.F32), 3, 11},
+		{Llama3(quant.F32), 4, 9}, {LlamaLinear(quant.Q8_0), 3, 9}, {LlamaYaRN(quant.F32), 3, 9}, {Mistral(quant.F32), 3, 9},
+		{Phi3(quant.Q8_0), 5, 6}, {Gemma(quant.F32), 2, 9}, {Gemma2(quant.Q8_0), 2, 11}, {Gemma3(quant.F32), 3, 13},
+	} {
+		s := c.spec
 		data, err := Bytes(s)
 		if err != nil {
 			t.Fatalf("%s %s: %v", s.Name, s.Type, err)
@@ -62,13 +74,66 @@ func TestWriteParses(t *testing.T) {
 		if n, ok := f.Metadata.Uint(arch + ".attention.key_length"); ok != (s.HeadDim != 0) || ok && int(n) != s.HeadDim {
 			t.Fatalf("key_length = %d (present %v), want %d", n, ok, s.HeadDim)
 		}
+		if n, ok := f.Metadata.Uint(arch + ".attention.sliding_window"); ok != (s.SlidingWindow != 0) || int(n) != s.SlidingWindow {
+			t.Fatalf("%s: sliding_window = %d (present %v), want %d", s.Name, n, ok, s.SlidingWindow)
+		}
+		if typ, ok := f.Metadata.String(arch + ".rope.scaling.type"); ok != (s.RopeScaling == "linear" || s.RopeScaling == "yarn") || ok && typ != s.RopeScaling {
+			t.Fatalf("%s: rope.scaling.type = %q (present %v), want %q", s.Name, typ, ok, s.RopeScaling)
+		}
 		if tmpl, _ := f.Metadata.String("tokenizer.chat_template"); !strings.Contains(tmpl, "<|im_start|>") {
 			t.Fatalf("chat template missing")
 		}
-		want := 3 + (9+extra[arch])*s.Layers
-		if len(f.Tensors) != want {
-			t.Fatalf("%d tensors, want %d", len(f.Tensors), want)
+		if want := c.global + c.perLayer*s.Layers; len(f.Tensors) != want {
+			t.Fatalf("%s: %d tensors, want %d", s.Name, len(f.Tensors), want)
 		}
+	}
+}
+
+// TestLlama3Factors: rope_freqs.weight holds Llama 3's factors: 1 for the
+// pairs whose wavelength is below the original context/4, the factor for
+// those above the original context, and a smooth blend between.
+func TestLlama3Factors(t *testing.T) {
+	t.Parallel()
+	s := Llama3(quant.F32)
+	data, err := Bytes(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, ok := f.Tensor("rope_freqs.weight")
+	if !ok {
+		t.Fatal("no rope_freqs.weight")
+	}
+	factors := make([]float32, s.headDim()/2)
+	if err := quant.Dequantize(tn.Type, factors, tn.Data); err != nil {
+		t.Fatal(err)
+	}
+	var kept, scaled, blended int
+	for i, ff := range factors {
+		wavelen := 2 * math.Pi * math.Pow(float64(s.ropeBase()), float64(2*i)/float64(len(factors)*2))
+		switch {
+		case wavelen < float64(s.RopeOrigContext)/4:
+			kept++
+			if ff != 1 {
+				t.Errorf("pair %d (wavelength %.0f): factor %g, want 1", i, wavelen, ff)
+			}
+		case wavelen > float64(s.RopeOrigContext):
+			scaled++
+			if ff != s.RopeFactor {
+				t.Errorf("pair %d (wavelength %.0f): factor %g, want %g", i, wavelen, ff, s.RopeFactor)
+			}
+		default:
+			blended++
+			if ff <= 1 || ff >= s.RopeFactor || i > 0 && ff < factors[i-1] {
+				t.Errorf("pair %d (wavelength %.0f): factor %g, want a rising blend", i, wavelen, ff)
+			}
+		}
+	}
+	if kept == 0 || scaled == 0 || blended == 0 {
+		t.Errorf("pairs kept %d, scaled %d, blended %d: want some of each", kept, scaled, blended)
 	}
 }
 

@@ -28,6 +28,9 @@ type call struct {
 	haveKey   bool
 	tried     []bool // by replica index
 	predicted bool   // the client sent a prediction
+	// responses: the upstream speaks the Responses API for this call; its
+	// events are read with decodeResponseEvent.
+	responses bool
 }
 
 // failure is an attempt that failed in a way another replica may not.

@@ -466,7 +466,7 @@ func (s *scanner) choice(c *wireChoice) bool {
 }
 
 // content reads a delta or message object (null: nil) for its content and
-// reasoning.
+// reasoning and tool calls.
 func (s *scanner) content() (*wireContent, bool) {
 	if s.null() {
 		return nil, true
@@ -481,8 +481,11 @@ func (s *scanner) content() (*wireContent, bool) {
 			w.ReasoningContent, ok = s.str()
 		case "reasoning":
 			w.Reasoning, ok = s.str()
+		case "tool_calls":
+			w.ToolCalls = nil
+			ok = s.nested(&w.ToolCalls)
 		default:
-			if known(key, "content", "reasoning_content", "reasoning") {
+			if known(key, "content", "reasoning_content", "reasoning", "tool_calls") {
 				return false
 			}
 			_, ok = s.skip()

@@ -56,6 +56,9 @@ func TestDecodeChunkCases(t *testing.T) {
 		{`{"a":[1,-2.5e+3,true,false,null,{"b":[]},"\u0041"],"choices":[{"index":1,"text":"y"}]}`, true},
 		{`{}`, true},
 		{`{"choices":[{"index":0,"delta":{"content":"Hi"}},{"index":1,"delta":{"content":"Ho"}}]}`, true},
+		{`{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_x","type":"function","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`, true},
+		{`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"a\":"}}]}}]}`, true},
+		{`{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`, true},
 		// What the scanner leaves to encoding/json, with the same result.
 		{`{"Choices":[{"index":0,"text":"case"}]}`, false},
 		{`{"choices":[{"Index":1,"text":"case"}]}`, false},

@@ -252,12 +252,21 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	if n > 1 && e.caps.splitChoices {
 		return e.fanOut(ctx, req, key, haveKey)
 	}
-	path, body, err := encodeRequest(e.opts.Kind, e.opts.UpstreamModel, req, n)
+	var path string
+	var body []byte
+	var err error
+	responses := useResponses(e.opts.Kind, req, n)
+	if responses {
+		path = pathResponses
+		body, err = encodeResponsesRequest(e.opts.Kind, e.opts.UpstreamModel, req)
+	} else {
+		path, body, err = encodeRequest(e.opts.Kind, e.opts.UpstreamModel, req, n)
+	}
 	if err != nil {
 		return nil, err
 	}
 	c := &call{e: e, ctx: ctx, path: path, body: body, key: key, haveKey: haveKey,
-		tried: make([]bool, len(e.replicas)), predicted: req.Prediction != ""}
+		tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", responses: responses}
 	a, err := c.open()
 	if err != nil {
 		return nil, err

@@ -76,20 +76,29 @@ type caps struct {
 	prefixCache bool
 	// templateKwargs: the kind reads chat_template_kwargs.
 	templateKwargs bool
+	// responses: the kind's server has the Responses API (responses.go).
+	responses bool
+	// forcedTools: the kind enforces tool_choice "required" and named
+	// functions. tabbyAPI treats every tool_choice as "auto", so a forced
+	// one is refused rather than silently not forced. Tools,
+	// response_format and logit_bias go to every kind.
+	forcedTools bool
 }
 
 func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, templateKwargs: true}
-	case VLLM, SGLang:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, templateKwargs: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true, templateKwargs: true}
+	case VLLM:
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true, templateKwargs: true}
+	case SGLang:
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, forcedTools: true, templateKwargs: true}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
-		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, templateKwargs: true}
+		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true, templateKwargs: true}
 	}
-	return caps{prediction: true, prefixCache: true}
+	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true}
 }
 
 // stats maps what the upstream reported for a whole request into the Stats

@@ -16,27 +16,27 @@ import (
 	"rill/engine/upstream"
 )
 
-// recorder is a fake upstream: it records the bodies posted to each path
+// fakeUpstream is an upstream double: it records the bodies posted to each path
 // and answers from a table of path -> handler.
-type recorder struct {
+type fakeUpstream struct {
 	mu     sync.Mutex
 	bodies map[string][]string
 	routes map[string]func(w http.ResponseWriter, body []byte)
 }
 
-func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (up *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.WriteHeader(http.StatusOK) // health checks
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
-	rec.mu.Lock()
-	if rec.bodies == nil {
-		rec.bodies = map[string][]string{}
+	up.mu.Lock()
+	if up.bodies == nil {
+		up.bodies = map[string][]string{}
 	}
-	rec.bodies[r.URL.Path] = append(rec.bodies[r.URL.Path], string(body))
-	rec.mu.Unlock()
-	h, ok := rec.routes[r.URL.Path]
+	up.bodies[r.URL.Path] = append(up.bodies[r.URL.Path], string(body))
+	up.mu.Unlock()
+	h, ok := up.routes[r.URL.Path]
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -44,13 +44,13 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h(w, body)
 }
 
-func (rec *recorder) body(path string, i int) string {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if i >= len(rec.bodies[path]) {
+func (up *fakeUpstream) body(path string, i int) string {
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if i >= len(up.bodies[path]) {
 		return ""
 	}
-	return rec.bodies[path][i]
+	return up.bodies[path][i]
 }
 
 func jsonAnswer(s string) func(http.ResponseWriter, []byte) {
@@ -76,7 +76,7 @@ func sseAnswer(events ...string) func(http.ResponseWriter, []byte) {
 // chat_template_kwargs go upstream as sent.
 func TestReasoningPassThrough(t *testing.T) {
 	t.Parallel()
-	rec := &recorder{routes: map[string]func(http.ResponseWriter, []byte){
+	up := &fakeUpstream{routes: map[string]func(http.ResponseWriter, []byte){
 		"/v1/chat/completions": sseAnswer(
 			`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
 			`{"choices":[{"index":0,"delta":{"reasoning_content":"Let me "}}]}`,
@@ -85,7 +85,7 @@ func TestReasoningPassThrough(t *testing.T) {
 			`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 			`{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":9,"total_tokens":29,"completion_tokens_details":{"reasoning_tokens":6}}}`),
 	}}
-	url, _ := serve(t, rec)
+	url, _ := serve(t, up)
 	e := newUpstream(t, "m", upstream.VLLM, url)
 	rill := front(t, e)
 	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[
@@ -126,18 +126,18 @@ func TestReasoningPassThrough(t *testing.T) {
 	if want := `{"prompt_tokens":20,"completion_tokens":9,"total_tokens":29,"completion_tokens_details":{"reasoning_tokens":6}}`; usage != want {
 		t.Errorf("usage %s, want %s", usage, want)
 	}
-	sent := rec.body("/v1/chat/completions", 0)
-	var up struct {
+	sent := up.body("/v1/chat/completions", 0)
+	var got struct {
 		Messages           []map[string]any `json:"messages"`
 		ChatTemplateKwargs map[string]any   `json:"chat_template_kwargs"`
 	}
-	if err := json.Unmarshal([]byte(sent), &up); err != nil {
+	if err := json.Unmarshal([]byte(sent), &got); err != nil {
 		t.Fatal(err)
 	}
-	asst := up.Messages[1]
+	asst := got.Messages[1]
 	calls, _ := asst["tool_calls"].([]any)
 	if c, isNull := asst["content"]; !isNull || c != nil || asst["reasoning_content"] != "Call it." || len(calls) != 1 ||
-		up.Messages[2]["tool_call_id"] != "c1" || up.ChatTemplateKwargs["enable_thinking"] != true {
+		got.Messages[2]["tool_call_id"] != "c1" || got.ChatTemplateKwargs["enable_thinking"] != true {
 		t.Errorf("upstream got %s", sent)
 	}
 	if fn := calls[0].(map[string]any)["function"].(map[string]any); fn["name"] != "w" || fn["arguments"] != `{"city":"Paris"}` {
@@ -166,7 +166,7 @@ func TestUpstreamTokenize(t *testing.T) {
 	ctx := context.Background()
 	msgs := []engine.Message{{Role: engine.RoleUser, Content: "hi"}}
 
-	vllm := &recorder{routes: map[string]func(http.ResponseWriter, []byte){
+	vllm := &fakeUpstream{routes: map[string]func(http.ResponseWriter, []byte){
 		"/tokenize":   jsonAnswer(`{"count":3,"max_model_len":4096,"tokens":[1,2,3]}`),
 		"/detokenize": jsonAnswer(`{"prompt":"abc"}`),
 	}}
@@ -184,7 +184,7 @@ func TestUpstreamTokenize(t *testing.T) {
 		t.Errorf("vLLM detokenize: %+v, %v, sent %s", d, err, vllm.body("/detokenize", 0))
 	}
 
-	llama := &recorder{routes: map[string]func(http.ResponseWriter, []byte){
+	llama := &fakeUpstream{routes: map[string]func(http.ResponseWriter, []byte){
 		"/apply-template": jsonAnswer(`{"prompt":"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"}`),
 		"/tokenize":       jsonAnswer(`{"tokens":[7,8]}`),
 		"/detokenize":     jsonAnswer(`{"content":"xy"}`),
@@ -211,7 +211,7 @@ func TestUpstreamTokenize(t *testing.T) {
 	if _, err := tabby.Tokenize(ctx, &engine.TokenizeRequest{Model: "m", Prompt: "x"}); !errors.Is(err, engine.ErrUnsupported) {
 		t.Errorf("tabbyAPI tokenize: %v, want ErrUnsupported", err)
 	}
-	none := &recorder{}
+	none := &fakeUpstream{}
 	url, _ = serve(t, none)
 	e = newUpstream(t, "m", upstream.SGLang, url)
 	if _, err := e.Tokenize(ctx, &engine.TokenizeRequest{Model: "m", Prompt: "x"}); !errors.Is(err, engine.ErrUnsupported) {

@@ -96,7 +96,11 @@ func (s *stream) step() error {
 		return nil
 	}
 	var ch wireChunk
-	if err := decodeChunk(data, &ch); err != nil {
+	decode := decodeChunk
+	if s.c.responses {
+		decode = decodeResponseEvent
+	}
+	if err := decode(data, &ch); err != nil {
 		return s.broken(fmt.Errorf("unreadable chunk: %v", err), false)
 	}
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
@@ -127,12 +131,19 @@ func (s *stream) step() error {
 			}
 			reasoning = c.Message.reasoning()
 		}
+		var calls []engine.ToolCallDelta
+		switch {
+		case c.Delta != nil && len(c.Delta.ToolCalls) > 0:
+			calls = callDeltas(c.Delta.ToolCalls)
+		case c.Message != nil:
+			calls = callDeltas(c.Message.ToolCalls)
+		}
 		lps := c.Logprobs.events()
-		if text != "" || reasoning != "" || len(lps) > 0 {
+		if text != "" || reasoning != "" || len(lps) > 0 || len(calls) > 0 {
 			if !s.started {
 				s.started, s.first = true, time.Now()
 			}
-			s.queue = append(s.queue, engine.Event{Choice: j, Text: text, Reasoning: reasoning, Logprobs: lps})
+			s.queue = append(s.queue, engine.Event{Choice: j, Text: text, Reasoning: reasoning, Logprobs: lps, ToolCalls: calls})
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			s.finished[j], s.reasons[j] = true, finishReason(*c.FinishReason)

@@ -51,43 +51,33 @@ type wireRequest struct {
 	IgnoreEOS   bool            `json:"ignore_eos,omitempty"`
 	BanEOSToken bool            `json:"ban_eos_token,omitempty"` // tabbyAPI's name for ignore_eos
 	NoDraft     bool            `json:"no_draft,omitempty"`      // rill's extension
+
+	Tools             []wireTool          `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage     `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool               `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    *wireResponseFormat `json:"response_format,omitempty"`
+	LogitBias         map[string]float64  `json:"logit_bias,omitempty"`
 }
 
 type wireMessage struct {
 	Role string `json:"role"`
-	// Content is nil for an assistant turn whose content was null.
-	Content          *string            `json:"content"`
-	Name             string             `json:"name,omitempty"`
-	ToolCalls        []wireToolCallItem `json:"tool_calls,omitempty"`
-	ToolCallID       string             `json:"tool_call_id,omitempty"`
-	ReasoningContent string             `json:"reasoning_content,omitempty"`
-}
-
-// wireToolCallItem is a call of an earlier assistant turn, in OpenAI's
-// shape.
-type wireToolCallItem struct {
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+	// Content is nil (null) for an assistant turn that only calls tools.
+	Content          *string        `json:"content"`
+	Name             string         `json:"name,omitempty"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string         `json:"tool_call_id,omitempty"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
 }
 
 // wireMessages converts a chat's messages for the upstream.
 func wireMessages(msgs []engine.Message) []wireMessage {
 	out := make([]wireMessage, len(msgs))
 	for i, m := range msgs {
-		w := wireMessage{Role: string(m.Role), Name: m.Name, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		out[i] = wireMessage{Role: string(m.Role), Name: m.Name, ToolCalls: wireCalls(m.ToolCalls),
+			ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
 		if !m.NullContent {
-			w.Content = &msgs[i].Content
+			out[i].Content = &msgs[i].Content
 		}
-		for _, tc := range m.ToolCalls {
-			item := wireToolCallItem{ID: tc.ID, Type: "function"}
-			item.Function.Name, item.Function.Arguments = tc.Name, tc.Arguments
-			w.ToolCalls = append(w.ToolCalls, item)
-		}
-		out[i] = w
 	}
 	return out
 }
@@ -154,6 +144,9 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 	if req.TopLogprobs < 0 || req.TopLogprobs > 20 {
 		return "", nil, engine.Errorf("", "top_logprobs", "top_logprobs must be between 0 and 20")
 	}
+	if err := encodeTools(k, req, &w); err != nil {
+		return "", nil, err
+	}
 
 	switch {
 	case req.Messages != nil:
@@ -217,7 +210,8 @@ type wireChoice struct {
 }
 
 type wireContent struct {
-	Content *string `json:"content"`
+	Content   *string        `json:"content"`
+	ToolCalls []wireToolCall `json:"tool_calls"`
 	// ReasoningContent is the reasoning vLLM, SGLang and llama.cpp stream
 	// apart from the content; Reasoning is vLLM's newer name for it.
 	ReasoningContent *string `json:"reasoning_content"`
@@ -356,10 +350,14 @@ func tokenBytes(tok string, b []int) []byte {
 }
 
 // finishReason maps an upstream finish_reason: "length" is the length
-// limit, anything else (stop, eos, tool_calls, content_filter, ...) a stop.
+// limit, "tool_calls" (and OpenAI's deprecated "function_call") a reply
+// that called tools, anything else (stop, eos, content_filter, ...) a stop.
 func finishReason(s string) engine.FinishReason {
-	if s == "length" {
+	switch s {
+	case "length":
 		return engine.FinishLength
+	case "tool_calls", "function_call":
+		return engine.FinishToolCalls
 	}
 	return engine.FinishStop
 }

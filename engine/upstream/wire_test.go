@@ -43,6 +43,21 @@ func TestEncodeRequest(t *testing.T) {
 		{"empty text prompt is sent", OpenAI,
 			engine.Request{Prompt: ""}, 1,
 			pathCompletions, `{"model":"up","prompt":"","stream":true,"stream_options":{"include_usage":true},"temperature":0}`, ""},
+		{"tools, forced choice, response_format, logit_bias and a tool history", VLLM,
+			engine.Request{Messages: []engine.Message{
+				{Role: engine.RoleUser, Content: "Weather?"},
+				{Role: engine.RoleAssistant, NullContent: true, ToolCalls: []engine.ToolCall{{ID: "call_1", Name: "w", Arguments: `{"c":"Oslo"}`}}},
+				{Role: engine.RoleTool, ToolCallID: "call_1", Content: "-3"}},
+				Tools:      []engine.Tool{{Name: "w", Description: "weather", Parameters: json.RawMessage(`{"type":"object"}`), Strict: true}},
+				ToolChoice: engine.ToolChoice{Mode: engine.ToolChoiceFunction, Name: "w"}, ParallelToolCalls: ptrTo(false),
+				ResponseFormat: &engine.ResponseFormat{Type: engine.FormatJSONSchema, Schema: json.RawMessage(`{"type":"object"}`), Strict: true},
+				LogitBias:      map[int]float64{7: -100}}, 1,
+			pathChat, `{"model":"up","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"w","arguments":"{\"c\":\"Oslo\"}"}}]},{"role":"tool","content":"-3","tool_call_id":"call_1"}],"stream":true,"stream_options":{"include_usage":true},"temperature":0,"tools":[{"type":"function","function":{"name":"w","description":"weather","parameters":{"type":"object"},"strict":true}}],"tool_choice":{"function":{"name":"w"},"type":"function"},"parallel_tool_calls":false,"response_format":{"type":"json_schema","json_schema":{"name":"response","schema":{"type":"object"},"strict":true}},"logit_bias":{"7":-100}}`, ""},
+		{"tool_choice auto is the upstream's default; json_object on completions", LlamaCpp,
+			engine.Request{Messages: chat, Tools: []engine.Tool{{Name: "w"}}, ResponseFormat: &engine.ResponseFormat{Type: engine.FormatJSONObject}}, 1,
+			pathChat, `{"model":"up","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi","name":"ann"}],"stream":true,"stream_options":{"include_usage":true},"temperature":0,"tools":[{"type":"function","function":{"name":"w"}}],"response_format":{"type":"json_object"}}`, ""},
+		{"tabby takes tools but refuses a forced choice", TabbyAPI,
+			engine.Request{Messages: chat, Tools: []engine.Tool{{Name: "w"}}, ToolChoice: engine.ToolChoice{Mode: engine.ToolChoiceRequired}}, 1, "", "", "tool_choice"},
 		{"openai refuses top_k", OpenAI, engine.Request{Prompt: "x", Sampling: engine.Sampling{TopK: 3}}, 1, "", "", "top_k"},
 		{"openai refuses min_p", OpenAI, engine.Request{Prompt: "x", Sampling: engine.Sampling{MinP: 0.1}}, 1, "", "", "min_p"},
 		{"openai refuses ignore_eos", OpenAI, engine.Request{Prompt: "x", IgnoreEOS: true}, 1, "", "", "ignore_eos"},
@@ -154,3 +169,5 @@ func TestLogprobEvents(t *testing.T) {
 		t.Error("nil logprobs gave events")
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -8,14 +8,17 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"rill/engine/quant"
 	"rill/engine/testmodel"
 )
 
 func main() {
-	which := flag.String("model", "target", "target, draft, qwen2, qwen3 or bench (245M parameters)")
+	which := flag.String("model", "target", "target, draft, qwen2, qwen3, llama3, llama-linear, llama-yarn, mistral, phi3, gemma, gemma2, gemma3 or bench (245M parameters)")
 	typ := flag.String("type", "F32", "weight type: F32, F16, BF16, Q8_0 or Q4_0")
 	out := flag.String("out", "", "output file (required)")
 	flag.Parse()
@@ -33,20 +36,17 @@ func run(which, typ, out string) error {
 	if err != nil {
 		return err
 	}
-	var s testmodel.Spec
-	switch which {
-	case "target":
-		s = testmodel.Target(t)
-	case "draft":
-		s = testmodel.Draft(t)
-	case "qwen2":
-		s = testmodel.Qwen2(t)
-	case "qwen3":
-		s = testmodel.Qwen3(t)
-	case "bench":
-		s = testmodel.Bench(t)
-	default:
-		return fmt.Errorf("-model %q: want target, draft, qwen2, qwen3 or bench", which)
+	specs := map[string]func(quant.Type) testmodel.Spec{
+		"target": testmodel.Target, "draft": testmodel.Draft, "bench": testmodel.Bench,
+		"qwen2": testmodel.Qwen2, "qwen3": testmodel.Qwen3,
+		"llama3": testmodel.Llama3, "llama-linear": testmodel.LlamaLinear, "llama-yarn": testmodel.LlamaYaRN,
+		"mistral": testmodel.Mistral, "phi3": testmodel.Phi3,
+		"gemma": testmodel.Gemma, "gemma2": testmodel.Gemma2, "gemma3": testmodel.Gemma3,
 	}
+	spec, ok := specs[which]
+	if !ok {
+		return fmt.Errorf("-model %q: want one of %s", which, strings.Join(slices.Sorted(maps.Keys(specs)), ", "))
+	}
+	s := spec(t)
 	return testmodel.WriteFile(out, s)
 }

@@ -56,17 +56,44 @@ func (b *Backend) RMSNorm(dst, x, weight []float32, eps float32) {
 	}
 }
 
-// RoPE applies the package's RoPE to each of the len(pos) rows of x, at its
-// own position. It panics unless len(x) == len(pos)*heads*headDim.
+// RoPE applies the package's RoPE (RoPEScaled when rope.Scaling has
+// frequency factors, a magnitude factor or YaRN) to each of the len(pos)
+// rows of x, at its own position. It panics unless len(x) ==
+// len(pos)*heads*headDim.
 func (b *Backend) RoPE(x []float32, pos []int32, heads, headDim int, rope tensor.RoPE) {
 	w := heads * headDim
 	if len(x) != len(pos)*w {
 		panic(fmt.Sprintf("cpu: RoPE: %d values for %d rows of %d heads of %d", len(x), len(pos), heads, headDim))
 	}
+	if !rope.Scaling.Identity() {
+		for t, p := range pos {
+			RoPEScaled(x[t*w:(t+1)*w], heads, headDim, int(p), rope)
+		}
+		return
+	}
 	for t, p := range pos {
 		RoPE(x[t*w:(t+1)*w], heads, headDim, rope.Dims, int(p), rope.Base, rope.FreqScale, rope.Neox)
 	}
 }
+
+// Scale sets dst = x * s elementwise (equal lengths) in float32, as
+// ggml_scale does; dst may be x.
+func (b *Backend) Scale(dst, x []float32, s float32) {
+	sameLen("Scale", len(dst), len(x))
+	if len(x) == 0 {
+		return
+	}
+	if &dst[0] != &x[0] {
+		copy(dst, x)
+	}
+	Scale(dst, s)
+}
+
+// SoftCap is the package's SoftCap.
+func (b *Backend) SoftCap(x []float32, softCap float32) { SoftCap(x, softCap) }
+
+// GeGLU is the package's GeGLU.
+func (b *Backend) GeGLU(dst, gate, up []float32) { GeGLU(dst, gate, up) }
 
 // Add is the package's Add.
 func (b *Backend) Add(dst, x, y []float32) { Add(dst, x, y) }
@@ -148,7 +175,8 @@ func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tenso
 
 // Attention computes causal paged attention with AttendF16 (an F16 cache:
 // llama.cpp's flash-attention rounding) or AttendF32 (an F32 cache: exact
-// float32), split over the worker pool.
+// float32), split over the worker pool; a sliding window or soft-capped
+// scores (at.Window, at.SoftCap) take AttendF16Window or AttendF32Window.
 //
 // A job is one KV head of one token, together with the query heads that
 // share it (grouped-query attention), so each cached key and value is read
@@ -173,9 +201,12 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 		return fmt.Errorf("attention: %d query and %d output values for %d rows of %d heads of %d", len(q), len(out), T, at.Heads, l.HeadDim)
 	case len(pg.Seq) != T:
 		return fmt.Errorf("attention: %d positions but %d sequence indices", T, len(pg.Seq))
+	case at.Window < 0 || !(at.SoftCap >= 0):
+		return fmt.Errorf("attention: window %d, soft cap %g", at.Window, at.SoftCap)
 	}
 	j := getAttnJob()
 	j.out, j.q, j.kv, j.layer, j.at, j.pg = out, q, host, layer, at, pg
+	j.plain = at.Window <= 0 && at.SoftCap == 0
 	b.ParallelGrain(T*l.Heads, attnGrain(l.Heads, b.Threads()), j.fn)
 	err = j.err
 	j.release()
@@ -190,6 +221,7 @@ type attnJob struct {
 	kv     *tensor.HostKV
 	layer  int
 	at     tensor.Attention
+	plain  bool // no window, no soft cap: AttendF16 or AttendF32
 	pg     tensor.Paging
 	fn     func(lo, hi int) // j.run
 
@@ -217,10 +249,13 @@ func (j *attnJob) run(lo, hi int) {
 		n := int(j.pg.Pos[t]) + 1
 		table := j.pg.Table(t)
 		var err error
-		if j.kv.K32 != nil {
+		switch {
+		case j.plain && j.kv.K32 != nil:
 			err = AttendF32(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], KVLayout(l), g, nkv, table, n, j.at.Scale)
-		} else {
+		case j.plain:
 			err = AttendF16(out, q, j.kv.K16[j.layer], j.kv.V16[j.layer], KVLayout(l), g, nkv, table, n, j.at.Scale)
+		default:
+			err = j.attendWindow(out, q, g, nkv, table, n)
 		}
 		if err != nil {
 			j.mu.Lock()
@@ -232,6 +267,21 @@ func (j *attnJob) run(lo, hi int) {
 		}
 		u += nkv
 	}
+}
+
+// attendWindow is one job of a windowed or soft-capped attention: the
+// query attends to the last at.Window of its n positions (all of them
+// when there is no window).
+func (j *attnJob) attendWindow(out, q []float32, g, nkv int, table []int32, n int) error {
+	l := KVLayout(j.kv.Spec().Layout)
+	start := 0
+	if j.at.Window > 0 {
+		start = max(0, n-j.at.Window)
+	}
+	if j.kv.K32 != nil {
+		return AttendF32Window(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], l, g, nkv, table, start, n, j.at.Scale, j.at.SoftCap)
+	}
+	return AttendF16Window(out, q, j.kv.K16[j.layer], j.kv.V16[j.layer], l, g, nkv, table, start, n, j.at.Scale, j.at.SoftCap)
 }
 
 // attnJobs is the free list of attention jobs, as attnScratches is of

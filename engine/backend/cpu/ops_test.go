@@ -196,6 +196,8 @@ func TestOpsErrors(t *testing.T) {
 		{"query heads not a multiple", "query heads", be.Attention(q[:24], q[:24], kv, 0, tensor.Attention{Heads: 3, Scale: 1}, pg)},
 		{"short query", "query", be.Attention(q[:16], q[:16], kv, 0, tensor.Attention{Heads: 4, Scale: 1}, pg)},
 		{"table past the cache", "block", be.Attention(q, q, kv, 0, tensor.Attention{Heads: 4, Scale: 1}, tensor.Paging{Pos: []int32{0}, Seq: []int32{0}, Tables: [][]int32{{2}}})},
+		{"negative window", "window -1", be.Attention(q, q, kv, 0, tensor.Attention{Heads: 4, Scale: 1, Window: -1}, pg)},
+		{"negative soft cap", "soft cap -2", be.Attention(q, q, kv, 0, tensor.Attention{Heads: 4, Scale: 1, SoftCap: -2}, pg)},
 		{"embedding row past the table", "row 2 of 2", be.Embed(make([]float32, 8), table, []int32{2})},
 		{"embedding into a short row", "values for", be.Embed(make([]float32, 7), table, []int32{0})},
 	} {
@@ -256,5 +258,124 @@ func TestRowOps(t *testing.T) {
 	all := dequantize(t, quant.Q8_0, m.Data, 4*64)
 	for i, row := range []int{3, 0, 3} {
 		sameOpBits(t, fmt.Sprintf("Embed row %d", i), got[i*64:(i+1)*64], all[row*64:(row+1)*64])
+	}
+}
+
+// TestAttentionWindowBatch: with a sliding window or soft-capped scores,
+// Attention gives each token of a batch over several sequences and threads
+// the bits of AttendF16Window (AttendF32Window) over its own window; a
+// window longer than the context is the whole context.
+func TestAttentionWindowBatch(t *testing.T) {
+	t.Parallel()
+	r := newRand(t, 15)
+	for _, threads := range []int{1, 3} {
+		be := New(Options{Threads: threads})
+		defer be.Close()
+		for _, typ := range []quant.Type{quant.F16, quant.F32} {
+			for _, at := range []tensor.Attention{
+				{Heads: 8, Scale: 0.25, Window: 5},
+				{Heads: 8, Scale: 0.25, Window: 16, SoftCap: 2},
+				{Heads: 8, Scale: 1, SoftCap: 1.5},
+				{Heads: 8, Scale: 0.25, Window: 1000},
+			} {
+				t.Run(fmt.Sprintf("threads=%d/%v/%+v", threads, typ, at), func(t *testing.T) {
+					l := tensor.KVLayout{Blocks: 8, BlockSize: 16, Heads: 2, HeadDim: 16}
+					c, err := be.NewKVCache(tensor.KVSpec{Layers: 1, Type: typ, Layout: l})
+					if err != nil {
+						t.Fatal(err)
+					}
+					// A prefill of 30 tokens and a decode at position 41.
+					pg := tensor.Paging{Tables: [][]int32{{6, 1}, {0, 7, 3}}}
+					var hist tensor.Paging
+					hist.Tables = pg.Tables
+					for p := range 41 {
+						hist.Pos, hist.Seq = append(hist.Pos, int32(p)), append(hist.Seq, 1)
+					}
+					for p := range 30 {
+						pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 0)
+					}
+					pg.Pos, pg.Seq = append(pg.Pos, 41), append(pg.Seq, 1)
+					for _, p := range []tensor.Paging{hist, pg} {
+						dim := len(p.Pos) * l.Heads * l.HeadDim
+						if err := be.StoreKV(c, 0, randFloats(r, dim, 1), randFloats(r, dim, 1), p); err != nil {
+							t.Fatal(err)
+						}
+					}
+					T, w := len(pg.Pos), at.Heads*l.HeadDim
+					q := randFloats(r, T*w, 2)
+					out := make([]float32, len(q))
+					if err := be.Attention(out, q, c, 0, at, pg); err != nil {
+						t.Fatal(err)
+					}
+					kv := c.(*tensor.HostKV)
+					for tok := range T {
+						want := make([]float32, w)
+						n := int(pg.Pos[tok]) + 1
+						start := 0
+						if at.Window > 0 {
+							start = max(0, n-at.Window)
+						}
+						if typ == quant.F32 {
+							err = AttendF32Window(want, q[tok*w:(tok+1)*w], kv.K32[0], kv.V32[0], KVLayout(l), 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap)
+						} else {
+							err = AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], KVLayout(l), 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap)
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						sameOpBits(t, fmt.Sprintf("token %d", tok), out[tok*w:(tok+1)*w], want)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestScaledOps: Scale, SoftCap and GeGLU are the package's kernels
+// (Scale as float32 products, in place or not), and RoPE with frequency
+// factors, a magnitude or YaRN is RoPEScaled at each row's position.
+func TestScaledOps(t *testing.T) {
+	t.Parallel()
+	be := New(Options{Threads: 1})
+	defer be.Close()
+	r := newRand(t, 16)
+	x := randFloats(r, 40, 3)
+
+	got := make([]float32, len(x))
+	be.Scale(got, x, 0.125)
+	for i, v := range x {
+		if got[i] != v*0.125 {
+			t.Fatalf("Scale: [%d] = %g, want %g", i, got[i], v*0.125)
+		}
+	}
+	inPlace := append([]float32(nil), x...)
+	be.Scale(inPlace, inPlace, 0.125)
+	sameOpBits(t, "Scale in place", inPlace, got)
+	be.Scale(nil, nil, 2) // empty rows are nothing to do
+
+	got = append([]float32(nil), x...)
+	be.SoftCap(got, 2)
+	want := append([]float32(nil), x...)
+	SoftCap(want, 2)
+	sameOpBits(t, "SoftCap", got, want)
+
+	up := randFloats(r, len(x), 1)
+	got = make([]float32, len(x))
+	be.GeGLU(got, x, up)
+	want = make([]float32, len(x))
+	GeGLU(want, x, up)
+	sameOpBits(t, "GeGLU", got, want)
+
+	const heads, hd = 2, 16
+	rope := tensor.RoPE{Dims: 16, Base: 10000, FreqScale: 0.5, Neox: true, Scaling: &tensor.RoPEScaling{FreqFactors: randFloats(r, 8, 1), AttnFactor: 1.1,
+		YaRN: tensor.YaRN{ExtFactor: 1, OrigContext: 64, BetaFast: 32, BetaSlow: 1}}}
+	pos := []int32{0, 9, 3}
+	rows := randFloats(r, len(pos)*heads*hd, 1)
+	got = append([]float32(nil), rows...)
+	be.RoPE(got, pos, heads, hd, rope)
+	for i, p := range pos {
+		want := append([]float32(nil), rows[i*heads*hd:(i+1)*heads*hd]...)
+		RoPEScaled(want, heads, hd, int(p), rope)
+		sameOpBits(t, fmt.Sprintf("RoPEScaled row %d", i), got[i*heads*hd:(i+1)*heads*hd], want)
 	}
 }

@@ -1,0 +1,351 @@
+// Command idlestreams measures what idle streams cost rill's server: it
+// runs the service in a child process over an engine that never produces a
+// token, opens N streams against it over loopback (SSE requests, or
+// WebSocket connections with one request each), waits until every one has
+// received its opening chunk, and reports the child's RSS growth and
+// goroutines per stream; then it closes them and checks that the
+// goroutines go back to where they were. The goal: 10,000 idle streams
+// under 1 GB.
+//
+//	go run ./scripts/idlestreams -n 10000 -transport sse
+//	go run ./scripts/idlestreams -n 10000 -transport websocket
+//
+// Each stream holds one descriptor in each process; the script raises its
+// file limit to the hard limit (the child inherits it) and says so when
+// that is too low.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"rill/engine"
+	"rill/service"
+)
+
+func main() {
+	n := flag.Int("n", 10000, "idle streams to open")
+	transport := flag.String("transport", "sse", "sse or websocket")
+	parallel := flag.Int("parallel", 64, "streams opened at once")
+	serveChild := flag.Bool("serve", false, "internal: run the server (the child process)")
+	flag.Parse()
+	if err := raiseFileLimit(); err != nil {
+		fmt.Fprintln(os.Stderr, "idlestreams:", err)
+	}
+	var err error
+	if *serveChild {
+		err = serve()
+	} else {
+		err = measure(*n, *transport, *parallel)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idlestreams:", err)
+		os.Exit(1)
+	}
+}
+
+// raiseFileLimit sets the soft limit on open files to the hard one.
+func raiseFileLimit() error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	lim.Cur = lim.Max
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+}
+
+func fileLimit() uint64 {
+	var lim syscall.Rlimit
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	return lim.Cur
+}
+
+// neverEngine serves one model whose requests produce nothing until they
+// are cancelled: every stream stays idle.
+type neverEngine struct{}
+
+func (neverEngine) Models() []engine.Model { return []engine.Model{{ID: "idle"}} }
+
+func (neverEngine) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+	if req.Model != "idle" {
+		return nil, engine.ErrUnknownModel
+	}
+	// A stream that stays empty and ends when its request does.
+	q := engine.NewQueue(0, nil)
+	context.AfterFunc(ctx, func() { q.End(ctx.Err()) })
+	return q, nil
+}
+
+// serve is the child: the service with its defaults on 127.0.0.1, plus
+// /goroutines for the parent. It prints its address and serves until its
+// stdin closes.
+func serve() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	api := service.New(service.Options{Engine: neverEngine{}, Logger: slog.New(slog.DiscardHandler)})
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	mux.HandleFunc("/goroutines", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, runtime.NumGoroutine())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Println(ln.Addr())
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	return srv.Close()
+}
+
+// measure starts the child, opens n streams of transport and reports.
+func measure(n int, transport string, parallel int) error {
+	var open func(addr string) (net.Conn, error)
+	switch transport {
+	case "sse":
+		open = openSSE
+	case "websocket", "ws":
+		open = openWS
+	default:
+		return fmt.Errorf("-transport %q: want sse or websocket", transport)
+	}
+	if limit := fileLimit(); limit < uint64(n)+100 {
+		return fmt.Errorf("the file limit is %d, too low for %d streams: raise it (ulimit -n) or lower -n", limit, n)
+	}
+	child := exec.Command(os.Args[0], "-serve")
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		stdin.Close()
+		_ = child.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("child: %w", err)
+	}
+	addr := strings.TrimSpace(line)
+
+	// Warm up, so that the baseline includes what the first stream pays
+	// once (pools, code paths).
+	if c, err := open(addr); err != nil {
+		return err
+	} else {
+		c.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	rss0, err := rss(child.Process.Pid)
+	if err != nil {
+		return err
+	}
+	g0, err := goroutines(addr)
+	if err != nil {
+		return err
+	}
+
+	start := time.Now()
+	conns := make([]net.Conn, n)
+	errs := make(chan error, parallel)
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := open(addr)
+			if err != nil {
+				select {
+				case errs <- fmt.Errorf("stream %d: %w", i, err):
+				default:
+				}
+				return
+			}
+			conns[i] = c
+		})
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	opened := time.Since(start)
+	time.Sleep(500 * time.Millisecond) // let the last writes settle
+	rss1, err := rss(child.Process.Pid)
+	if err != nil {
+		return err
+	}
+	g1, err := goroutines(addr)
+	if err != nil {
+		return err
+	}
+	growth := int64(rss1) - int64(rss0)
+	fmt.Printf("%d idle %s streams opened in %v\n", n, transport, opened.Round(time.Millisecond))
+	fmt.Printf("server RSS %d MiB -> %d MiB: %+d MiB, %d bytes per stream\n", rss0>>20, rss1>>20, growth>>20, growth/int64(n))
+	fmt.Printf("server goroutines %d -> %d: %.1f per stream\n", g0, g1, float64(g1-g0)/float64(n))
+	fmt.Printf("goal: %d streams in under 1 GiB of RSS growth: %s\n", n, verdict(growth < 1<<30))
+
+	for i, c := range conns {
+		c.Close()
+		conns[i] = nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g2, err := goroutines(addr)
+		if err != nil {
+			return err
+		}
+		if g2 <= g0+2 {
+			fmt.Printf("after closing them: %d goroutines\n", g2)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d goroutines 30 s after every stream closed, %d before they opened", g2, g0)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// rss reads a process's resident set size, in bytes.
+func rss(pid int) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("rss (Linux only): %w", err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc/PID/status")
+}
+
+// goroutines asks the child how many goroutines it runs.
+func goroutines(addr string) (int, error) {
+	resp, err := http.Get("http://" + addr + "/goroutines")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var n int
+	_, err = fmt.Fscan(resp.Body, &n)
+	return n, err
+}
+
+// openSSE opens a streamed chat request on a raw connection and reads
+// until its opening chunk (the role) has arrived.
+func openSSE(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	body := `{"model":"idle","messages":[{"role":"user","content":"x"}],"stream":true}`
+	if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		addr, len(body), body); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, `"role":"assistant"`); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// openWS opens a WebSocket connection on a raw socket, sends one create
+// and reads until its opening chunk has arrived.
+func openWS(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(c, "GET /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, "\r\n\r\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	msg := `{"type":"create","request_id":"r","body":{"model":"idle","messages":[{"role":"user","content":"x"}]}}`
+	if _, err := c.Write(maskedTextFrame([]byte(msg))); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, `"role":"assistant"`); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// maskedTextFrame frames payload as a client's text message (RFC 6455:
+// clients mask; a zero mask key leaves the payload as it is).
+func maskedTextFrame(payload []byte) []byte {
+	f := []byte{0x81}
+	switch n := len(payload); {
+	case n < 126:
+		f = append(f, 0x80|byte(n))
+	default:
+		f = append(f, 0x80|126)
+		f = binary.BigEndian.AppendUint16(f, uint16(n))
+	}
+	f = append(f, 0, 0, 0, 0)
+	return append(f, payload...)
+}
+
+// readUntil reads c until marker has been seen, within a minute.
+func readUntil(c net.Conn, marker string) error {
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	defer c.SetReadDeadline(time.Time{})
+	var seen []byte
+	buf := make([]byte, 512)
+	for !bytes.Contains(seen, []byte(marker)) {
+		n, err := c.Read(buf)
+		if err != nil {
+			return fmt.Errorf("before %q: %w", marker, err)
+		}
+		seen = append(seen, buf[:n]...)
+	}
+	return nil
+}

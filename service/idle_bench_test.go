@@ -1,0 +1,199 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"rill/engine"
+)
+
+// What an idle stream costs the server: N streams whose engine never
+// produces a token, held open by raw clients (a socket and a few bytes of
+// buffer each, so that the figure is mostly the server's). The goal is
+// under 100 KB a stream (10,000 streams in under 1 GB);
+// scripts/idlestreams measures the process's RSS for 10,000 of them.
+
+// idleStreams is how many streams one benchmark iteration holds open.
+const idleStreams = 500
+
+// neverEngine starts requests that produce nothing until cancelled.
+func neverEngine() *fakeEngine {
+	return &fakeEngine{models: testModels, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		return &fakeStream{ctx: ctx, hang: true}, nil
+	}}
+}
+
+// openIdleSSE opens a streamed chat request on a raw connection and reads
+// until its opening chunk (the role) has arrived: the stream is running.
+func openIdleSSE(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`
+	if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		addr, len(body), body); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, `"role":"assistant"`); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// openIdleWS opens a WebSocket connection on a raw socket, sends one
+// create and reads until its opening chunk has arrived.
+func openIdleWS(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(c, "GET /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, "\r\n\r\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	msg := createMsg("r", chatBody("x"))
+	if _, err := c.Write(maskedTextFrame([]byte(msg))); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, `"role":"assistant"`); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// maskedTextFrame frames payload as a client's text message (RFC 6455:
+// clients mask; a zero mask key leaves the payload as it is).
+func maskedTextFrame(payload []byte) []byte {
+	f := []byte{0x81}
+	switch n := len(payload); {
+	case n < 126:
+		f = append(f, 0x80|byte(n))
+	case n < 1<<16:
+		f = append(f, 0x80|126)
+		f = binary.BigEndian.AppendUint16(f, uint16(n))
+	default:
+		f = append(f, 0x80|127)
+		f = binary.BigEndian.AppendUint64(f, uint64(n))
+	}
+	f = append(f, 0, 0, 0, 0) // the mask key
+	return append(f, payload...)
+}
+
+// readUntil reads c until marker has been seen.
+func readUntil(c net.Conn, marker string) error {
+	var seen []byte
+	buf := make([]byte, 512)
+	for !bytes.Contains(seen, []byte(marker)) {
+		n, err := c.Read(buf)
+		if err != nil {
+			return fmt.Errorf("before %q: %w (read %q)", marker, err, seen)
+		}
+		seen = append(seen, buf[:n]...)
+	}
+	return nil
+}
+
+// liveBytes is the heap and stacks in use after a collection.
+func liveBytes() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse
+}
+
+// BenchmarkIdleStreams reports the heap and stack bytes per idle stream,
+// SSE and WebSocket, the raw clients included. Run it with -benchtime=1x.
+func BenchmarkIdleStreams(b *testing.B) {
+	for _, tr := range []struct {
+		name string
+		open func(addr string) (net.Conn, error)
+	}{{"sse", openIdleSSE}, {"websocket", openIdleWS}} {
+		b.Run(tr.name, func(b *testing.B) {
+			e := neverEngine()
+			ts := newTestServer(b, e, Options{})
+			addr := ts.Listener.Addr().String()
+			// Warm up: the first stream pays for pools and code paths.
+			if c, err := tr.open(addr); err != nil {
+				b.Fatal(err)
+			} else {
+				c.Close()
+			}
+			var perStream float64
+			for b.Loop() {
+				before := liveBytes()
+				conns := make([]net.Conn, 0, idleStreams)
+				for range idleStreams {
+					c, err := tr.open(addr)
+					if err != nil {
+						b.Fatal(err)
+					}
+					conns = append(conns, c)
+				}
+				after := liveBytes()
+				perStream = float64(after-before) / idleStreams
+				for _, c := range conns {
+					c.Close()
+				}
+			}
+			b.ReportMetric(perStream, "B/stream")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// TestIdleStreamsEnd: the idle streams of the benchmark are running
+// engine requests, and each one's engine context ends when its client
+// hangs up, SSE and WebSocket alike.
+func TestIdleStreamsEnd(t *testing.T) {
+	t.Parallel()
+	e := neverEngine()
+	var ended atomic.Int32
+	respond := e.respond
+	e.respond = func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		context.AfterFunc(ctx, func() { ended.Add(1) })
+		return respond(ctx, req)
+	}
+	ts := newTestServer(t, e, Options{})
+	addr := ts.Listener.Addr().String()
+	const n = 20
+	var conns []net.Conn
+	for i := range n {
+		open := openIdleSSE
+		if i%2 == 1 {
+			open = openIdleWS
+		}
+		c, err := open(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	if got := ended.Load(); got != 0 {
+		t.Fatalf("%d idle streams ended while their clients were there", got)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	for deadline := time.Now().Add(generous); ended.Load() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d engine requests still run after their clients left", n-int(ended.Load()), n)
+		}
+	}
+}

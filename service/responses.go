@@ -1,0 +1,509 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"rill/engine"
+)
+
+// OpenAI's Responses API: POST /v1/responses (plain JSON or SSE),
+// GET and DELETE /v1/responses/{id}, and the WebSocket mode (responses_ws.go).
+// A request becomes a chat plan of one choice, so it runs on every engine
+// as chat does; its events are made by responseEncoder (responses_events.go)
+// and its conversation kept by responseStore (responses_store.go).
+
+const pathResponses = "/v1/responses"
+
+// responseRequest is the body of POST /v1/responses and of a WebSocket
+// response.create message, decoded after the OpenAPI validator passed it.
+type responseRequest struct {
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Store              *bool             `json:"store"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	TopLogprobs        *int              `json:"top_logprobs"`
+	Include            []string          `json:"include"`
+	Stream             *bool             `json:"stream"`
+	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Text               *struct {
+		Format *struct {
+			Type string `json:"type"`
+		} `json:"format"`
+	} `json:"text"`
+	Metadata     map[string]string `json:"metadata"`
+	Background   *bool             `json:"background"`
+	Conversation json.RawMessage   `json:"conversation"`
+	Prompt       json.RawMessage   `json:"prompt"`
+	User         *string           `json:"user"`
+
+	// rill extensions, as on chat.
+	TopK      *int     `json:"top_k"`
+	MinP      *float64 `json:"min_p"`
+	Seed      *int64   `json:"seed"`
+	IgnoreEOS *bool    `json:"ignore_eos"`
+	NoDraft   *bool    `json:"no_draft"`
+}
+
+// responseInputItem is one element of an input list. Content stays raw: a
+// string or a list of parts.
+type responseInputItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	ID      string          `json:"id"`
+}
+
+// includeLogprobs is the include value that asks for output logprobs.
+const includeLogprobs = "message.output_text.logprobs"
+
+// responsePlan is a validated Responses request ready to run: the chat plan
+// the engine gets, and what the response object echoes.
+type responsePlan struct {
+	*plan
+	id        string // "resp_…"
+	messageID string // "msg_…", of the output message
+	createdAt int64  // unix seconds
+	// streamID is the WebSocket lane the response.create named ("": none).
+	streamID string
+
+	instructions    *string
+	previousID      string
+	parent          *storedResponse // the conversation it continues
+	input           []engine.Message
+	store           bool
+	maxOutputTokens int // 0: none
+	temperature     float64
+	topP            float64
+	topLogprobs     int
+	toolChoice      []byte // JSON, echoed
+	user            string
+	metadata        map[string]string
+	metadataKeys    []string // sorted, for a stable encoding
+}
+
+// conversations resolves what a request refers to: stored responses and
+// their output messages.
+type conversations interface {
+	response(id string) (*storedResponse, bool)
+	item(id string) (engine.Message, bool)
+}
+
+// responsesPlan converts a Responses request. It checks what the schema
+// cannot and refuses what rill does not support yet; every such refusal is
+// in responsesUnsupported, the one place where tools, text.format and
+// function call items will plug in. storeOn says whether the server keeps
+// responses at all.
+func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*responsePlan, *apiError) {
+	if e := responsesUnsupported(r); e != nil {
+		return nil, e
+	}
+	req := &engine.Request{Model: r.Model, N: 1, Responses: true}
+	p := &responsePlan{
+		plan:      &plan{kind: kindChat, model: r.Model, n: 1, reqs: []*engine.Request{req}},
+		id:        newObjectID("resp_"),
+		messageID: newObjectID("msg_"),
+		createdAt: time.Now().Unix(),
+		store:     storeOn && (r.Store == nil || *r.Store),
+		metadata:  r.Metadata,
+	}
+	p.stream = r.Stream != nil && *r.Stream
+
+	if r.PreviousResponseID != nil && *r.PreviousResponseID != "" {
+		id := *r.PreviousResponseID
+		parent, ok := conv.response(id)
+		if !ok {
+			msg := fmt.Sprintf("Previous response with id '%s' not found.", clip(id, maxEchoBytes))
+			if !storeOn {
+				msg += " This server stores no responses (--responses-store 0)."
+			}
+			return nil, invalid("previous_response_id", "previous_response_not_found", "%s", msg)
+		}
+		p.previousID, p.parent = id, parent
+	}
+	input, e := responseInput(r.Input, conv)
+	if e != nil {
+		return nil, e
+	}
+	p.input = input
+
+	var msgs []engine.Message
+	if r.Instructions != nil && *r.Instructions != "" {
+		p.instructions = r.Instructions
+		msgs = append(msgs, engine.Message{Role: engine.RoleSystem, Content: *r.Instructions})
+	}
+	if p.parent != nil {
+		msgs = append(msgs, p.parent.history()...)
+	}
+	msgs = append(msgs, input...)
+	if len(input) == 0 && p.parent == nil {
+		return nil, invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+	}
+	req.Messages = msgs
+
+	if r.MaxOutputTokens != nil {
+		p.maxOutputTokens = *r.MaxOutputTokens
+		req.MaxTokens = *r.MaxOutputTokens
+	}
+	s := engine.Sampling{Temperature: 1, TopP: 1}
+	if r.Temperature != nil {
+		s.Temperature = *r.Temperature
+	}
+	if r.TopP != nil {
+		s.TopP = *r.TopP
+	}
+	p.temperature, p.topP = s.Temperature, s.TopP
+	if s.TopP == 0 {
+		s.TopP = math.SmallestNonzeroFloat64 // as chat: the most likely token alone
+	}
+	if r.TopK != nil {
+		s.TopK = *r.TopK
+	}
+	if r.MinP != nil {
+		s.MinP = *r.MinP
+	}
+	if r.Seed != nil {
+		seed := *r.Seed
+		s.Seed = &seed
+	}
+	req.Sampling = s
+	req.IgnoreEOS = r.IgnoreEOS != nil && *r.IgnoreEOS
+	req.NoDraft = r.NoDraft != nil && *r.NoDraft
+	if r.TopLogprobs != nil {
+		p.topLogprobs = *r.TopLogprobs
+	}
+	if slices.Contains(r.Include, includeLogprobs) {
+		p.logprobs = true
+		req.Logprobs = true
+		req.TopLogprobs = p.topLogprobs
+	}
+
+	p.toolChoice = []byte(`"auto"`)
+	if !isNull(r.ToolChoice) {
+		p.toolChoice = []byte(strings.TrimSpace(string(r.ToolChoice)))
+	}
+	if r.User != nil {
+		p.user = *r.User
+	}
+	for k := range r.Metadata {
+		p.metadataKeys = append(p.metadataKeys, k)
+	}
+	slices.Sort(p.metadataKeys)
+	return p, nil
+}
+
+// responsesUnsupported refuses the features a request needs that rill does
+// not have yet, each with a 400 naming its field. reasoning is not among
+// them: like OpenAI for a model that does not reason, rill ignores it.
+func responsesUnsupported(r *responseRequest) *apiError {
+	notYet := func(param, what string) *apiError {
+		return invalid(param, "unsupported_parameter", "%s not supported by this server yet.", what)
+	}
+	toolChoice := ""
+	if firstByte(r.ToolChoice) == '"' {
+		_ = json.Unmarshal(r.ToolChoice, &toolChoice)
+	}
+	switch {
+	case r.Background != nil && *r.Background:
+		return notYet("background", "Background responses are")
+	case !isNull(r.Conversation):
+		return notYet("conversation", "Conversations are")
+	case !isNull(r.Prompt):
+		return notYet("prompt", "Prompt templates are")
+	case len(r.Tools) > 0 && toolChoice != "none":
+		return notYet("tools", "Tool calling is")
+	case forcedChoice(r.ToolChoice, "none", "auto"):
+		return notYet("tool_choice", "Forcing a tool call is")
+	case r.Text != nil && r.Text.Format != nil && r.Text.Format.Type != "" && r.Text.Format.Type != "text":
+		return notYet("text.format", fmt.Sprintf("text.format of type '%s' is", r.Text.Format.Type))
+	}
+	return nil
+}
+
+// responseInput reads input: a string is one user message; a list holds
+// messages and item references. Content parts other than text, and item
+// types other than messages and references to stored output messages, are
+// refused.
+func responseInput(raw json.RawMessage, conv conversations) ([]engine.Message, *apiError) {
+	switch firstByte(raw) {
+	case 0, 'n':
+		return nil, nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, invalid("input", "invalid_type", "Invalid type for 'input': expected a string.")
+		}
+		return []engine.Message{{Role: engine.RoleUser, Content: s}}, nil
+	}
+	var items []responseInputItem
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
+	}
+	msgs := make([]engine.Message, 0, len(items))
+	for i, it := range items {
+		param := fmt.Sprintf("input[%d]", i)
+		switch it.Type {
+		case "", "message":
+		case "item_reference":
+			m, ok := conv.item(it.ID)
+			if !ok {
+				return nil, invalid(param+".id", "item_not_found", "Item with id '%s' not found.", clip(it.ID, maxEchoBytes))
+			}
+			msgs = append(msgs, m)
+			continue
+		default:
+			return nil, invalid(param+".type", "unsupported_parameter",
+				"Input items of type '%s' are not supported by this server yet.", clip(it.Type, maxEchoBytes))
+		}
+		if it.Role == "" {
+			return nil, invalid(param+".role", "missing_required_parameter", "Missing required parameter: '%s.role'.", param)
+		}
+		if isNull(it.Content) {
+			return nil, invalid(param+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", param)
+		}
+		text, e := responseContent(it.Content, param+".content")
+		if e != nil {
+			return nil, e
+		}
+		msgs = append(msgs, engine.Message{Role: engine.Role(it.Role), Content: text})
+	}
+	return msgs, nil
+}
+
+// responseContent reads a message's content: a string, or text parts
+// (input_text, output_text, refusal) concatenated.
+func responseContent(raw json.RawMessage, param string) (string, *apiError) {
+	if firstByte(raw) == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", invalid(param, "invalid_type", "Invalid type for '%s': expected a string.", param)
+		}
+		return s, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", invalid(param, "invalid_type", "Invalid type for '%s': expected a string or an array of content parts.", param)
+	}
+	var b []byte
+	for j, part := range parts {
+		switch part.Type {
+		case "input_text", "output_text", "text":
+			b = append(b, part.Text...)
+		case "refusal":
+			b = append(b, part.Refusal...)
+		default:
+			return "", invalid(fmt.Sprintf("%s[%d].type", param, j), "unsupported_parameter",
+				"Content of type '%s' is not supported by this server yet.", clip(part.Type, maxEchoBytes))
+		}
+	}
+	return string(b), nil
+}
+
+// newObjectID returns prefix and 48 random hex digits, the shape of
+// OpenAI's response and item ids.
+func newObjectID(prefix string) string {
+	var b [24]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// serverConversations resolves against the server's store, and first
+// against a WebSocket connection's last response, which OpenAI's WebSocket
+// mode keeps whatever store says.
+type serverConversations struct {
+	store *responseStore
+	last  *storedResponse // nil outside a WebSocket connection
+}
+
+func (c serverConversations) response(id string) (*storedResponse, bool) {
+	if c.last != nil && c.last.id == id {
+		return c.last, true
+	}
+	return c.store.get(id)
+}
+
+func (c serverConversations) item(id string) (engine.Message, bool) {
+	if c.last != nil && c.last.outputID == id {
+		return c.last.output(), true
+	}
+	return c.store.item(id)
+}
+
+// startResponse validates and converts body and starts its generation; the
+// caller owns the generation (it must run it or cancel it). last is a
+// WebSocket connection's last response, or nil.
+func (s *Server) startResponse(ctx context.Context, body []byte, last *storedResponse) (*responsePlan, *generation, *apiError) {
+	begun := time.Now()
+	if err := s.validator.ValidateBody(ctx, http.MethodPost, pathResponses, body); err != nil {
+		return nil, nil, fromValidation(err)
+	}
+	var req responseRequest
+	if e := decodeBody(body, &req); e != nil {
+		return nil, nil, e
+	}
+	rp, e := responsesPlan(&req, serverConversations{store: s.responses, last: last}, s.responses.enabled())
+	if e != nil {
+		return nil, nil, e
+	}
+	g, e := s.launch(ctx, rp.plan, rp.id, begun)
+	if e != nil {
+		return nil, nil, e
+	}
+	return rp, g, nil
+}
+
+// runResponse runs g and encodes its events with enc, pinging w while idle
+// when w is set. It returns the usage of a completed response, the stored
+// form of the response (nil unless it completed), and the error that ended
+// it otherwise: an engine error after the stream began is sent as
+// response.failed; a transport error or cancellation sends nothing more.
+func (rp *responsePlan) runResponse(ctx context.Context, g *generation, enc *responseEncoder, ping time.Duration) (*Usage, *storedResponse, error) {
+	if err := enc.opening(); err != nil {
+		return nil, nil, &transportError{err}
+	}
+	var onIdle func() error
+	if enc.w != nil {
+		onIdle = func() error {
+			if err := enc.w.ping(); err != nil {
+				return &transportError{err}
+			}
+			return nil
+		}
+	}
+	stats, err := g.run(ctx, ping, func(_ int, ev *engine.Event) error {
+		if err := enc.event(ev); err != nil {
+			return &transportError{err}
+		}
+		return nil
+	}, onIdle)
+	if err != nil {
+		if !isClientGone(err) {
+			if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
+				return nil, nil, &transportError{ferr}
+			}
+		}
+		return nil, nil, err
+	}
+	u := AssembleUsage(stats)
+	g.obs.finish(&u)
+	if err := enc.finish(&u); err != nil {
+		return &u, nil, &transportError{err}
+	}
+	return &u, rp.stored(enc), nil
+}
+
+// isClientGone reports whether err ended a generation because its client
+// left or cancelled, or a write to it failed: nobody to tell.
+func isClientGone(err error) bool {
+	var te *transportError
+	return errors.As(err, &te) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// stored is the finished response as the store keeps it.
+func (rp *responsePlan) stored(enc *responseEncoder) *storedResponse {
+	turn := make([]engine.Message, 0, len(rp.input)+1)
+	turn = append(turn, rp.input...)
+	turn = append(turn, engine.Message{Role: engine.RoleAssistant, Content: string(enc.text)})
+	return &storedResponse{id: rp.id, body: enc.response(), turn: turn, parent: rp.parent, outputID: rp.messageID}
+}
+
+// handleCreateResponse serves POST /v1/responses.
+func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	body, e := s.readBody(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	rp, g, e := s.startResponse(r.Context(), body, nil)
+	if e != nil {
+		s.fail(w, r, info, e)
+		return
+	}
+	defer g.cancel()
+	info.model, info.obs = g.model, g.obs
+
+	if !rp.stream {
+		enc := newResponseEncoder(rp, nil)
+		u, st, err := rp.runResponse(r.Context(), g, enc, 0)
+		if err != nil {
+			s.fail(w, r, info, fromEngine(err, g.model))
+			return
+		}
+		info.usage = u
+		if rp.store {
+			s.responses.put(st)
+		}
+		writeJSON(w, r, append(enc.response(), '\n'))
+		return
+	}
+	sw := newSSEWriter(w)
+	if err := sw.start(); err != nil {
+		info.status = statusClientClosed
+		return
+	}
+	u, st, err := rp.runResponse(r.Context(), g, newResponseEncoder(rp, responseSSE{sw}), s.ping)
+	info.usage = u
+	if err != nil && r.Context().Err() != nil {
+		info.status = statusClientClosed
+	}
+	if st != nil && rp.store {
+		s.responses.put(st)
+	}
+}
+
+// responseSSE frames events as OpenAI's Responses stream does:
+// `event: <type>` and `data: <json>` per event, no [DONE].
+type responseSSE struct{ *sseWriter }
+
+func (s responseSSE) event(typ string, data []byte) error {
+	b := append(s.buf[:0], "event: "...)
+	b = append(b, typ...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	s.buf = append(b, '\n', '\n')
+	return s.write()
+}
+
+// handleGetResponse serves GET /v1/responses/{id}: the stored response.
+func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request, _ *requestInfo) {
+	id := strings.TrimPrefix(r.URL.Path, pathResponses+"/")
+	st, ok := s.responses.get(id)
+	if !ok {
+		writeError(w, responseNotFound(id, s.responses.enabled()))
+		return
+	}
+	writeJSON(w, r, append(st.body[:len(st.body):len(st.body)], '\n'))
+}
+
+// handleDeleteResponse serves DELETE /v1/responses/{id}.
+func (s *Server) handleDeleteResponse(w http.ResponseWriter, r *http.Request, _ *requestInfo) {
+	id := strings.TrimPrefix(r.URL.Path, pathResponses+"/")
+	if !s.responses.delete(id) {
+		writeError(w, responseNotFound(id, s.responses.enabled()))
+		return
+	}
+	b := append([]byte(`{"id":`), appendString(nil, id)...)
+	writeJSON(w, r, append(b, `,"object":"response.deleted","deleted":true}`+"\n"...))
+}
+
+func responseNotFound(id string, storeOn bool) *apiError {
+	msg := fmt.Sprintf("Response with id '%s' not found.", clip(id, maxEchoBytes))
+	if !storeOn {
+		msg += " This server stores no responses (--responses-store 0)."
+	}
+	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "response_not_found", Message: msg}
+}

@@ -1,0 +1,585 @@
+package service
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"rill/engine"
+)
+
+func TestResponseUsageOf(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   Usage
+		want string
+	}{
+		{"plain", Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10},
+			`{"input_tokens":7,"output_tokens":3,"total_tokens":10}`},
+		{"cold cache", Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10, CachedTokens: ptr(0)},
+			`{"input_tokens":7,"output_tokens":3,"total_tokens":10,"input_tokens_details":{"cached_tokens":0}}`},
+		{"warm cache", Usage{PromptTokens: 40, CompletionTokens: 2, TotalTokens: 42, CachedTokens: ptr(32)},
+			`{"input_tokens":40,"output_tokens":2,"total_tokens":42,"input_tokens_details":{"cached_tokens":32}}`},
+		{"reasoning", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, ReasoningTokens: ptr(6)},
+			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"output_tokens_details":{"reasoning_tokens":6}}`},
+		{"reasoning 0", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, ReasoningTokens: ptr(0)},
+			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"output_tokens_details":{"reasoning_tokens":0}}`},
+		{"drafting", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, CachedTokens: ptr(0),
+			AcceptedPredictionTokens: ptr(4), RejectedPredictionTokens: ptr(2)},
+			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"accepted_prediction_tokens":4,"rejected_prediction_tokens":2}}`},
+		{"everything", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, CachedTokens: ptr(0),
+			AcceptedPredictionTokens: ptr(4), RejectedPredictionTokens: ptr(2), ReasoningTokens: ptr(3)},
+			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":3,"accepted_prediction_tokens":4,"rejected_prediction_tokens":2}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ru := ResponseUsageOf(tt.in)
+			got := string(ru.AppendJSON(nil))
+			if got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			mustValidate(t, "ResponseUsage", []byte(got))
+			// Same numbers as the chat usage, under other names.
+			if ru.InputTokens != tt.in.PromptTokens || ru.OutputTokens != tt.in.CompletionTokens || ru.TotalTokens != tt.in.TotalTokens ||
+				ru.CachedTokens != tt.in.CachedTokens || ru.ReasoningTokens != tt.in.ReasoningTokens {
+				t.Errorf("ResponseUsageOf(%+v) = %+v", tt.in, ru)
+			}
+		})
+	}
+}
+
+// fakeConversations resolves from maps.
+type fakeConversations struct {
+	responses map[string]*storedResponse
+}
+
+func (f fakeConversations) response(id string) (*storedResponse, bool) {
+	r, ok := f.responses[id]
+	return r, ok
+}
+
+func (f fakeConversations) item(id string) (engine.Message, bool) {
+	for _, r := range f.responses {
+		if r.outputID == id {
+			return r.output(), true
+		}
+	}
+	return engine.Message{}, false
+}
+
+func responsePlanOf(t *testing.T, body string, conv conversations) (*responsePlan, *apiError) {
+	t.Helper()
+	var r responseRequest
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return responsesPlan(&r, conv, true)
+}
+
+func TestResponsesPlan(t *testing.T) {
+	t.Parallel()
+	first := &storedResponse{id: "resp_1", outputID: "msg_1", turn: []engine.Message{
+		{Role: engine.RoleUser, Content: "hi"}, {Role: engine.RoleAssistant, Content: "hello"}}}
+	second := &storedResponse{id: "resp_2", outputID: "msg_2", parent: first, turn: []engine.Message{
+		{Role: engine.RoleUser, Content: "more"}, {Role: engine.RoleAssistant, Content: "sure"}}}
+	conv := fakeConversations{responses: map[string]*storedResponse{"resp_1": first, "resp_2": second}}
+	user := func(s string) engine.Message { return engine.Message{Role: engine.RoleUser, Content: s} }
+	tests := []struct {
+		name string
+		body string
+		want []engine.Message
+		// check inspects the plan beyond its messages; may be nil.
+		check func(t *testing.T, p *responsePlan)
+	}{
+		{"string input", `{"model":"m","input":"hi"}`, []engine.Message{user("hi")}, func(t *testing.T, p *responsePlan) {
+			req := p.reqs[0]
+			if req.N != 1 || req.MaxTokens != 0 || req.Sampling.Temperature != 1 || req.Sampling.TopP != 1 || req.Logprobs {
+				t.Errorf("defaults: %+v", req)
+			}
+			if !p.store || p.stream || p.previousID != "" || !strings.HasPrefix(p.id, "resp_") || len(p.id) != 5+48 ||
+				!strings.HasPrefix(p.messageID, "msg_") {
+				t.Errorf("plan: %+v", p)
+			}
+		}},
+		{"message items and parts", `{"model":"m","input":[{"role":"developer","content":"be brief"},
+			{"type":"message","role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]},
+			{"role":"assistant","content":[{"type":"output_text","text":"c","annotations":[]},{"type":"refusal","refusal":"!"}]}]}`,
+			[]engine.Message{{Role: engine.RoleDeveloper, Content: "be brief"}, user("ab"), {Role: engine.RoleAssistant, Content: "c!"}}, nil},
+		{"instructions first", `{"model":"m","instructions":"sys","input":"hi"}`,
+			[]engine.Message{{Role: engine.RoleSystem, Content: "sys"}, user("hi")}, func(t *testing.T, p *responsePlan) {
+				if p.instructions == nil || *p.instructions != "sys" || len(p.input) != 1 {
+					t.Errorf("instructions %v, input %v", p.instructions, p.input)
+				}
+			}},
+		{"previous response: its whole conversation, then the input; instructions not carried",
+			`{"model":"m","instructions":"new","previous_response_id":"resp_2","input":"again"}`,
+			[]engine.Message{{Role: engine.RoleSystem, Content: "new"}, user("hi"), {Role: engine.RoleAssistant, Content: "hello"},
+				user("more"), {Role: engine.RoleAssistant, Content: "sure"}, user("again")},
+			func(t *testing.T, p *responsePlan) {
+				if p.previousID != "resp_2" || p.parent != second {
+					t.Errorf("previous %q parent %p", p.previousID, p.parent)
+				}
+			}},
+		{"previous response without input", `{"model":"m","previous_response_id":"resp_1"}`,
+			[]engine.Message{user("hi"), {Role: engine.RoleAssistant, Content: "hello"}}, nil},
+		{"item reference", `{"model":"m","input":[{"role":"user","content":"hi"},{"type":"item_reference","id":"msg_1"},{"role":"user","content":"x"}]}`,
+			[]engine.Message{user("hi"), {Role: engine.RoleAssistant, Content: "hello"}, user("x")}, nil},
+		{"sampling and extensions", `{"model":"m","input":"x","max_output_tokens":5,"temperature":0,"top_p":0,"top_k":3,"min_p":0.1,"seed":7,"ignore_eos":true,"no_draft":true}`,
+			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+				req := p.reqs[0]
+				s := req.Sampling
+				if req.MaxTokens != 5 || s.Temperature != 0 || s.TopP <= 0 || s.TopP > 1e-300 || s.TopK != 3 || s.MinP != 0.1 ||
+					s.Seed == nil || *s.Seed != 7 || !req.IgnoreEOS || !req.NoDraft {
+					t.Errorf("request %+v", req)
+				}
+				if p.maxOutputTokens != 5 || p.temperature != 0 || p.topP != 0 {
+					t.Errorf("echo: max %d temperature %v top_p %v", p.maxOutputTokens, p.temperature, p.topP)
+				}
+			}},
+		{"logprobs through include", `{"model":"m","input":"x","include":["message.output_text.logprobs"],"top_logprobs":2}`,
+			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+				if !p.logprobs || !p.reqs[0].Logprobs || p.reqs[0].TopLogprobs != 2 {
+					t.Errorf("logprobs %v %+v", p.logprobs, p.reqs[0])
+				}
+			}},
+		{"store false, stream, metadata, tools with tool_choice none, reasoning ignored",
+			`{"model":"m","input":"x","store":false,"stream":true,"metadata":{"b":"2","a":"1"},"tools":[{"type":"function","name":"f"}],"tool_choice":"none","reasoning":{"effort":"high"},"text":{"format":{"type":"text"}}}`,
+			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+				if p.store || !p.stream || !reflect.DeepEqual(p.metadataKeys, []string{"a", "b"}) || string(p.toolChoice) != `"none"` {
+					t.Errorf("plan %+v", p)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, e := responsePlanOf(t, tt.body, conv)
+			if e != nil {
+				t.Fatalf("%s: %v", tt.body, e)
+			}
+			if got := p.reqs[0].Messages; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("messages\n got  %+v\n want %+v", got, tt.want)
+			}
+			if tt.check != nil {
+				tt.check(t, p)
+			}
+		})
+	}
+}
+
+func TestResponsesPlanRejects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		body, param, code string
+	}{
+		{`{"model":"m"}`, "input", "missing_required_parameter"},
+		{`{"model":"m","input":[]}`, "input", "missing_required_parameter"},
+		{`{"model":"m","input":"x","previous_response_id":"resp_nope"}`, "previous_response_id", "previous_response_not_found"},
+		{`{"model":"m","input":[{"type":"item_reference","id":"msg_nope"}]}`, "input[0].id", "item_not_found"},
+		{`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, "input[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`, "input[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":[{"type":"reasoning","summary":[]}]}`, "input[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":[{"content":"x"}]}`, "input[0].role", "missing_required_parameter"},
+		{`{"model":"m","input":[{"role":"user"}]}`, "input[0].content", "missing_required_parameter"},
+		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[1].type", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}]}`, "tools", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"auto"}`, "tools", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "unsupported_parameter"},
+		{`{"model":"m","input":"x","tool_choice":{"type":"function","name":"f"}}`, "tool_choice", "unsupported_parameter"},
+		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"s","schema":{}}}}`, "text.format", "unsupported_parameter"},
+		{`{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`, "text.format", "unsupported_parameter"},
+		{`{"model":"m","input":"x","background":true}`, "background", "unsupported_parameter"},
+		{`{"model":"m","input":"x","conversation":"conv_1"}`, "conversation", "unsupported_parameter"},
+		{`{"model":"m","input":"x","prompt":{"id":"p"}}`, "prompt", "unsupported_parameter"},
+	}
+	for _, tt := range tests {
+		p, e := responsePlanOf(t, tt.body, fakeConversations{})
+		if e == nil {
+			t.Errorf("%s: accepted: %+v", tt.body, p)
+			continue
+		}
+		if e.Status != http.StatusBadRequest || e.Param != tt.param || e.Code != tt.code || e.Message == "" {
+			t.Errorf("%s: %d param %q code %q (%s), want 400 param %q code %q", tt.body, e.Status, e.Param, e.Code, e.Message, tt.param, tt.code)
+		}
+	}
+}
+
+func TestResponseStore(t *testing.T) {
+	t.Parallel()
+	s := newResponseStore(2)
+	mk := func(id string, parent *storedResponse) *storedResponse {
+		return &storedResponse{id: id, outputID: "msg_" + id, parent: parent, body: []byte(`{}`),
+			turn: []engine.Message{{Role: engine.RoleUser, Content: "q" + id}, {Role: engine.RoleAssistant, Content: "a" + id}}}
+	}
+	a := mk("a", nil)
+	s.put(a)
+	b := mk("b", a)
+	s.put(b)
+	if _, ok := s.get("a"); !ok { // a is now the most recent
+		t.Fatal("a missing")
+	}
+	c := mk("c", b)
+	s.put(c) // evicts b, the least recently used
+	if _, ok := s.get("b"); ok {
+		t.Error("b survived eviction")
+	}
+	if _, ok := s.item("msg_b"); ok {
+		t.Error("b's output message survived eviction")
+	}
+	if m, ok := s.item("msg_c"); !ok || m.Content != "ac" || m.Role != engine.RoleAssistant {
+		t.Errorf("item msg_c: %+v %v", m, ok)
+	}
+	// c's conversation is whole although b left the store.
+	var contents []string
+	for _, m := range c.history() {
+		contents = append(contents, m.Content)
+	}
+	if got := strings.Join(contents, " "); got != "qa aa qb ab qc ac" {
+		t.Errorf("history %q", got)
+	}
+	if !s.delete("a") || s.delete("a") || s.len() != 1 {
+		t.Errorf("delete: len %d", s.len())
+	}
+	var off *responseStore = newResponseStore(0)
+	off.put(a)
+	if _, ok := off.get("a"); ok || off.enabled() || off.delete("a") || off.len() != 0 {
+		t.Error("a disabled store kept something")
+	}
+}
+
+// responseEvent is one event of a Responses SSE stream.
+type responseEvent struct {
+	name string // the event: line
+	data []byte
+	m    map[string]any
+}
+
+// parseResponseSSE reads a Responses stream: `event:` and `data:` lines per
+// event, a blank line after each, no [DONE]; every event validates.
+func parseResponseSSE(t testing.TB, body []byte) []responseEvent {
+	t.Helper()
+	var evs []responseEvent
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var cur responseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			cur.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data = []byte(strings.TrimPrefix(line, "data: "))
+		case strings.HasPrefix(line, ": "):
+		case line == "":
+			if cur.data == nil {
+				continue
+			}
+			if string(cur.data) == "[DONE]" {
+				t.Fatal("a Responses stream sent [DONE]")
+			}
+			cur.m = decodeMap(t, cur.data)
+			mustValidate(t, "ResponseStreamEvent", cur.data)
+			if cur.m["type"] != cur.name {
+				t.Fatalf("event: %q carries type %v", cur.name, cur.m["type"])
+			}
+			evs = append(evs, cur)
+			cur = responseEvent{}
+		default:
+			t.Fatalf("unexpected line %q", line)
+		}
+	}
+	if cur.data != nil {
+		t.Fatal("stream ends inside an event")
+	}
+	return evs
+}
+
+func eventTypes(evs []responseEvent) string {
+	var names []string
+	for _, e := range evs {
+		names = append(names, e.name)
+	}
+	return strings.Join(names, " ")
+}
+
+// checkSequence checks sequence numbers 0, 1, 2, …
+func checkSequence(t testing.TB, evs []responseEvent) {
+	t.Helper()
+	for i, e := range evs {
+		if n, ok := e.m["sequence_number"].(float64); !ok || int(n) != i {
+			t.Fatalf("event %d (%s) has sequence_number %v", i, e.name, e.m["sequence_number"])
+		}
+	}
+}
+
+func TestResponsesHTTP(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: replay([]string{"Hel", "lo"}, engine.FinishStop, func(int) engine.Stats {
+		return engine.Stats{PromptTokens: 9, CompletionTokens: 2, CachedTokens: ptr(0.0)}
+	})}
+	ts := newTestServer(t, fake, Options{})
+	url := ts.URL + "/v1/responses"
+
+	resp, body := post(t, ts.Client(), url, `{"model":"tiny","input":"hi","metadata":{"k":"v"}}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	mustValidate(t, "Response", body)
+	var plain struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Output []struct {
+			ID      string `json:"id"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+		Usage    json.RawMessage   `json:"usage"`
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &plain); err != nil {
+		t.Fatal(err)
+	}
+	const wantUsage = `{"input_tokens":9,"output_tokens":2,"total_tokens":11,"input_tokens_details":{"cached_tokens":0}}`
+	if plain.Status != "completed" || len(plain.Output) != 1 || plain.Output[0].Content[0].Text != "Hello" ||
+		string(plain.Usage) != wantUsage || plain.Metadata["k"] != "v" {
+		t.Fatalf("response %s", body)
+	}
+
+	// GET answers with the very body; DELETE removes it.
+	getResp, got := get(t, ts, "/v1/responses/"+plain.ID)
+	if getResp.StatusCode != 200 || strings.TrimSpace(string(got)) != strings.TrimSpace(string(body)) {
+		t.Fatalf("GET: %d\n%s\nwant\n%s", getResp.StatusCode, got, body)
+	}
+
+	// Continue by id: the engine gets the whole conversation.
+	resp, body = post(t, ts.Client(), url, `{"model":"tiny","previous_response_id":"`+plain.ID+`","input":"again","stream":true}`)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	reqs := fake.requests()
+	if msgs := reqs[len(reqs)-1].Messages; len(msgs) != 3 || msgs[1].Content != "Hello" || msgs[2].Content != "again" {
+		t.Errorf("continued conversation: %+v", msgs)
+	}
+	evs := parseResponseSSE(t, body)
+	const order = "response.created response.in_progress response.output_item.added response.content_part.added " +
+		"response.output_text.delta response.output_text.delta response.output_text.done response.content_part.done " +
+		"response.output_item.done response.completed"
+	if got := eventTypes(evs); got != order {
+		t.Fatalf("events\n got  %s\n want %s", got, order)
+	}
+	checkSequence(t, evs)
+	for i, e := range evs[:len(evs)-1] {
+		if r, ok := e.m["response"].(map[string]any); ok && r["usage"] != nil {
+			t.Errorf("event %d (%s) carries usage", i, e.name)
+		}
+	}
+	var final struct {
+		Response struct {
+			Usage    json.RawMessage `json:"usage"`
+			Previous string          `json:"previous_response_id"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(evs[len(evs)-1].data, &final); err != nil {
+		t.Fatal(err)
+	}
+	if string(final.Response.Usage) != wantUsage || final.Response.Previous != plain.ID {
+		t.Errorf("final usage %s, previous %v", final.Response.Usage, final.Response.Previous)
+	}
+
+	if r, _ := del(t, ts, "/v1/responses/"+plain.ID); r.StatusCode != 200 {
+		t.Fatalf("DELETE: %d", r.StatusCode)
+	}
+	if r, b := get(t, ts, "/v1/responses/"+plain.ID); r.StatusCode != 404 || !strings.Contains(string(b), "response_not_found") {
+		t.Errorf("GET after DELETE: %d %s", r.StatusCode, b)
+	}
+	if r, b := del(t, ts, "/v1/responses/"+plain.ID); r.StatusCode != 404 {
+		t.Errorf("second DELETE: %d %s", r.StatusCode, b)
+	}
+
+	// store false keeps nothing.
+	_, body = post(t, ts.Client(), url, `{"model":"tiny","input":"hi","store":false}`)
+	id := decodeMap(t, body)["id"].(string)
+	if r, _ := get(t, ts, "/v1/responses/"+id); r.StatusCode != 404 {
+		t.Errorf("store false: GET %d", r.StatusCode)
+	}
+	if r, b := post(t, ts.Client(), url, `{"model":"tiny","input":"x","previous_response_id":"`+id+`"}`); r.StatusCode != 400 ||
+		!strings.Contains(string(b), "previous_response_not_found") {
+		t.Errorf("continuing an unstored response: %d %s", r.StatusCode, b)
+	}
+}
+
+func TestResponsesIncompleteAndFailed(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		if req.Messages[0].Content == "fail" {
+			return &fakeStream{ctx: ctx, events: []engine.Event{{Text: "par"}}, err: fmt.Errorf("gpu fell over: %w", engine.ErrUpstream)}, nil
+		}
+		return &fakeStream{ctx: ctx, events: script(1, []string{"a", "b"}, engine.FinishLength, plainStats(4, 2))}, nil
+	}}
+	ts := newTestServer(t, fake, Options{})
+	url := ts.URL + "/v1/responses"
+
+	_, body := post(t, ts.Client(), url, `{"model":"tiny","input":"x","max_output_tokens":2}`)
+	m := decodeMap(t, body)
+	if m["status"] != "incomplete" || fmt.Sprint(m["incomplete_details"]) != "map[reason:max_output_tokens]" {
+		t.Errorf("non-streamed: %s", body)
+	}
+	_, body = post(t, ts.Client(), url, `{"model":"tiny","input":"x","max_output_tokens":2,"stream":true}`)
+	evs := parseResponseSSE(t, body)
+	checkSequence(t, evs)
+	lastEv := evs[len(evs)-1]
+	if lastEv.name != "response.incomplete" {
+		t.Fatalf("last event %s", lastEv.name)
+	}
+	item := evs[len(evs)-2].m["item"].(map[string]any)
+	if item["status"] != "incomplete" {
+		t.Errorf("output_item.done status %v", item["status"])
+	}
+
+	resp, body := post(t, ts.Client(), url, `{"model":"tiny","input":"fail","stream":true}`)
+	evs = parseResponseSSE(t, body)
+	checkSequence(t, evs)
+	lastEv = evs[len(evs)-1]
+	r := lastEv.m["response"].(map[string]any)
+	if resp.StatusCode != 200 || lastEv.name != "response.failed" || r["status"] != "failed" || r["usage"] != nil ||
+		!strings.Contains(fmt.Sprint(r["error"]), "upstream_error") {
+		t.Errorf("failed stream ends with %s: %s", lastEv.name, lastEv.data)
+	}
+	resp, body = post(t, ts.Client(), url, `{"model":"tiny","input":"fail"}`)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "upstream_error") {
+		t.Errorf("non-streamed failure: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestResponsesErrors(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, errorEngine(), Options{ResponsesStore: -1})
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		param, code              string
+	}{
+		{"unknown model", "POST", "/v1/responses", `{"model":"nope","input":"x"}`, 404, "model", "model_not_found"},
+		{"too long", "POST", "/v1/responses", `{"model":"long","input":"x"}`, 400, "messages", "context_length_exceeded"},
+		{"overloaded", "POST", "/v1/responses", `{"model":"busy","input":"x","stream":true}`, 503, "", "engine_overloaded"},
+		{"missing model", "POST", "/v1/responses", `{"input":"x"}`, 400, "model", "missing_required_parameter"},
+		{"input of the wrong type", "POST", "/v1/responses", `{"model":"tiny","input":5}`, 400, "input", "invalid_type"},
+		{"max_output_tokens 0", "POST", "/v1/responses", `{"model":"tiny","input":"x","max_output_tokens":0}`, 400, "max_output_tokens", "integer_below_min_value"},
+		{"temperature", "POST", "/v1/responses", `{"model":"tiny","input":"x","temperature":3}`, 400, "temperature", "decimal_above_max_value"},
+		{"bad role", "POST", "/v1/responses", `{"model":"tiny","input":[{"role":"wizard","content":"x"}]}`, 400, "input[0].role", "invalid_value"},
+		{"metadata value", "POST", "/v1/responses", `{"model":"tiny","input":"x","metadata":{"k":5}}`, 400, "metadata.k", "invalid_type"},
+		{"store off: previous", "POST", "/v1/responses", `{"model":"tiny","input":"x","previous_response_id":"resp_1"}`, 400, "previous_response_id", "previous_response_not_found"},
+		{"store off: GET", "GET", "/v1/responses/resp_1", ``, 404, "", "response_not_found"},
+		{"PUT", "PUT", "/v1/responses/resp_1", ``, 405, "", "method_not_allowed"},
+		{"GET without upgrade", "GET", "/v1/responses", ``, 405, "", "method_not_allowed"},
+		{"nested path", "GET", "/v1/responses/resp_1/input_items", ``, 404, "", "unknown_url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, err := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body struct {
+				Error struct {
+					Param *string `json:"param"`
+					Code  *string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			param, code := "", ""
+			if body.Error.Param != nil {
+				param = *body.Error.Param
+			}
+			if body.Error.Code != nil {
+				code = *body.Error.Code
+			}
+			if resp.StatusCode != tt.status || param != tt.param || code != tt.code {
+				t.Errorf("%d param %q code %q, want %d %q %q", resp.StatusCode, param, code, tt.status, tt.param, tt.code)
+			}
+		})
+	}
+}
+
+func get(t testing.TB, ts *httptest.Server, path string) (*http.Response, []byte) {
+	t.Helper()
+	return do(t, ts, http.MethodGet, path)
+}
+
+func del(t testing.TB, ts *httptest.Server, path string) (*http.Response, []byte) {
+	t.Helper()
+	return do(t, ts, http.MethodDelete, path)
+}
+
+func do(t testing.TB, ts *httptest.Server, method, path string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+// TestResponsesLogprobs: with include ["message.output_text.logprobs"] the
+// deltas, the done text and the final part carry the tokens' logprobs in
+// the Responses API's shape; without it they carry [].
+func TestResponsesLogprobs(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		lp := func(tok string) []engine.TokenLogprob {
+			if !req.Logprobs {
+				return nil
+			}
+			return []engine.TokenLogprob{{Token: tok, Logprob: -0.5, Top: []engine.TopLogprob{{Token: tok, Logprob: -0.5}, {Token: "z", Logprob: -2}}[:req.TopLogprobs]}}
+		}
+		st := plainStats(3, 2)(0)
+		return &fakeStream{ctx: ctx, events: []engine.Event{{Text: "a", Logprobs: lp("a")}, {Text: "b", Logprobs: lp("b")},
+			{Final: true, FinishReason: engine.FinishStop, Stats: &st}}}, nil
+	}}
+	ts := newTestServer(t, fake, Options{})
+	_, body := post(t, ts.Client(), ts.URL+"/v1/responses",
+		`{"model":"tiny","input":"x","stream":true,"include":["message.output_text.logprobs"],"top_logprobs":2}`)
+	evs := parseResponseSSE(t, body)
+	const first = `"logprobs":[{"token":"a","logprob":-0.5,"bytes":[97],"top_logprobs":[{"token":"a","logprob":-0.5,"bytes":[97]},{"token":"z","logprob":-2,"bytes":[122]}]}]`
+	if !strings.Contains(string(evs[4].data), first) {
+		t.Errorf("first delta %s", evs[4].data)
+	}
+	final := string(evs[len(evs)-1].data)
+	if !strings.Contains(final, `"logprobs":[{"token":"a"`) || !strings.Contains(final, `{"token":"b","logprob":-0.5`) ||
+		!strings.Contains(final, `"top_logprobs":2`) {
+		t.Errorf("final response %s", final)
+	}
+	_, body = post(t, ts.Client(), ts.URL+"/v1/responses", `{"model":"tiny","input":"x","stream":true}`)
+	evs = parseResponseSSE(t, body)
+	if !strings.Contains(string(evs[4].data), `"logprobs":[]`) || strings.Contains(string(body), `"token"`) {
+		t.Errorf("logprobs without include: %s", evs[4].data)
+	}
+}
