@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -185,6 +187,9 @@ func openConfig(path string, log *slog.Logger) (*engines, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkModelFiles(f); err != nil {
+		return nil, err
+	}
 	var all []engine.Engine
 	var natives []*native.Engine
 	fail := func(err error) (*engines, error) {
@@ -219,4 +224,33 @@ func openConfig(path string, log *slog.Logger) (*engines, error) {
 		return fail(err)
 	}
 	return &engines{Engine: r, Closer: r, natives: natives}, nil
+}
+
+// checkModelFiles reports, all at once and before any model is loaded, the
+// native models and draft models of f whose files are missing or are not
+// files: loading a model takes seconds to minutes, and the first that
+// failed would hide the others.
+func checkModelFiles(f *config.File) error {
+	var errs []error
+	for i := range f.Models {
+		m := &f.Models[i]
+		if m.Native == nil {
+			continue
+		}
+		for _, file := range []struct{ key, path string }{
+			{"native.model", m.Native.Model}, {"native.draft_model", m.Native.DraftModel},
+		} {
+			if file.path == "" || file.path == config.Embedded {
+				continue
+			}
+			st, err := os.Stat(file.path)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("model %q: %s: %w", m.ID, file.key, err))
+			case !st.Mode().IsRegular():
+				errs = append(errs, fmt.Errorf("model %q: %s: %s is not a file", m.ID, file.key, file.path))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -63,3 +63,24 @@ func TestServeConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigModelFilesAtOnce: every native model file that is missing or
+// not a file is reported in one error, before any model is loaded.
+func TestConfigModelFilesAtOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeConfig(t, "models:\n"+
+		"  - id: a\n    native: {model: "+filepath.Join(dir, "a.gguf")+"}\n"+
+		"  - id: b\n    native: {model: embedded, draft_model: "+filepath.Join(dir, "draft.gguf")+"}\n"+
+		"  - id: c\n    native: {model: "+dir+"}\n"+
+		"  - id: d\n    native: {model: embedded}\n")
+	_, err := openConfig(path, slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("a configuration with missing model files opened")
+	}
+	for _, want := range []string{`model "a": native.model`, `model "b": native.draft_model`, `model "c": native.model: ` + dir + " is not a file"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+}

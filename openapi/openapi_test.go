@@ -76,6 +76,13 @@ func TestValidateBody(t *testing.T) {
 		{chat, `{"model":"m",`, "", "", false},
 		{chat, ``, "", "", false},
 		{chat, `{"model":"m"} trailing`, "", "", false},
+		// Invalid UTF-8, which encoding/json would turn into U+FFFD.
+		{chat, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xffb\"}]}", "", "", false},
+		{chat, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xed\xa0\x80\"}]}", "", "", false},
+		{chat, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xe2\x82\"}]}", "", "", false},
+		{chat, "{\"model\":\"m\"," + user + ",\"\xfe\":1}", "", "", false},
+		{chat, `{"model":"m","messages":[{"role":"user","content":"caf\u00e9 \ud83e\udd8a"}]}`, "", "", true},
+		{chat, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"café 🦊\"}]}", "", "", true},
 		{comp, `{"model":"m","prompt":"x"}`, "", "", true},
 		{comp, `{"model":"m","prompt":["x","y"]}`, "", "", true},
 		{comp, `{"model":"m","prompt":[1,2]}`, "", "", true},
@@ -114,6 +121,11 @@ func TestValidateBody(t *testing.T) {
 		if fe.Param != tt.param || fe.Code != tt.code || fe.Message == "" {
 			t.Errorf("%s: param %q code %q (%s), want param %q code %q", tt.body, fe.Param, fe.Code, fe.Message, tt.param, tt.code)
 		}
+	}
+	bad := []byte("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xffb\"}]}")
+	if err := v.ValidateBody(context.Background(), "POST", chat, bad); err == nil ||
+		!strings.Contains(err.Error(), "not valid UTF-8 (at byte 52)") {
+		t.Errorf("invalid UTF-8: %v, want it named with its offset", err)
 	}
 	if err := v.ValidateBody(context.Background(), "POST", "/v1/nothing", []byte(`{}`)); err == nil {
 		t.Error("unknown operation accepted")

@@ -79,6 +79,14 @@ func (v *Validator) ValidateBody(ctx context.Context, method, path string, body 
 	if !json.Valid(body) {
 		return &FieldError{Message: "We could not parse the JSON body of your request. The API expects a JSON payload."}
 	}
+	// JSON is UTF-8 (RFC 8259 §8.1); encoding/json would quietly turn
+	// invalid bytes into U+FFFD, and the prompt the model sees would not be
+	// the one the client sent.
+	if !utf8.Valid(body) {
+		return &FieldError{Message: fmt.Sprintf(
+			"We could not parse the JSON body of your request: it is not valid UTF-8 (at byte %d). The API expects a JSON payload encoded in UTF-8.",
+			invalidUTF8At(body))}
+	}
 	if fe := checkBounds(body, schema); fe != nil {
 		return fe
 	}
@@ -369,4 +377,21 @@ func short(v any) string {
 	default:
 		return jsonType(v)
 	}
+}
+
+// invalidUTF8At is the offset of the first byte of b that does not start
+// a valid UTF-8 sequence, or len(b).
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
 }

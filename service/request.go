@@ -78,12 +78,14 @@ type messageToolCall struct {
 	} `json:"function"`
 }
 
-// contentPart is one element of an array content. Only its type and text
-// are read; the other members stay unparsed.
+// contentPart is one element of an array content (of chat messages and
+// of Responses input messages). Only its type and text are read; the other
+// members stay unparsed. Text and Refusal are nil when absent: a text part
+// must carry its text, a refusal part its refusal (missingPartField).
 type contentPart struct {
-	Type    string `json:"type"`
-	Text    string `json:"text"`
-	Refusal string `json:"refusal"`
+	Type    string  `json:"type"`
+	Text    *string `json:"text"`
+	Refusal *string `json:"refusal"`
 }
 
 type prediction struct {
@@ -153,9 +155,15 @@ func textContent(raw json.RawMessage, param string) (string, *apiError) {
 		for i, p := range parts {
 			switch p.Type {
 			case "text":
-				b = append(b, p.Text...)
+				if p.Text == nil {
+					return "", missingPartField(param, i, "text")
+				}
+				b = append(b, *p.Text...)
 			case "refusal":
-				b = append(b, p.Refusal...)
+				if p.Refusal == nil {
+					return "", missingPartField(param, i, "refusal")
+				}
+				b = append(b, *p.Refusal...)
 			default:
 				return "", unsupported(fmt.Sprintf("%s[%d]", param, i), fmt.Sprintf("Content of type '%s'", p.Type))
 			}
@@ -163,6 +171,14 @@ func textContent(raw json.RawMessage, param string) (string, *apiError) {
 		return string(b), nil
 	}
 	return "", nil
+}
+
+// missingPartField is the 400 for part i of content param that lacks its
+// field (text, refusal): OpenAI refuses such a part rather than read it as
+// empty.
+func missingPartField(param string, i int, field string) *apiError {
+	name := fmt.Sprintf("%s[%d].%s", param, i, field)
+	return invalid(name, "missing_required_parameter", "Missing required parameter: '%s'.", name)
 }
 
 // stopStrings reads stop: null, a string, or an array of strings. Empty

@@ -302,9 +302,15 @@ func responseContent(raw json.RawMessage, param string) (string, *apiError) {
 	for j, part := range parts {
 		switch part.Type {
 		case "input_text", "output_text", "text":
-			b = append(b, part.Text...)
+			if part.Text == nil {
+				return "", missingPartField(param, j, "text")
+			}
+			b = append(b, *part.Text...)
 		case "refusal":
-			b = append(b, part.Refusal...)
+			if part.Refusal == nil {
+				return "", missingPartField(param, j, "refusal")
+			}
+			b = append(b, *part.Refusal...)
 		default:
 			return "", invalid(fmt.Sprintf("%s[%d].type", param, j), "unsupported_parameter",
 				"Content of type '%s' is not supported by this server yet.", clip(part.Type, maxEchoBytes))

@@ -192,6 +192,8 @@ func TestResponsesPlanRejects(t *testing.T) {
 		{`{"model":"m","input":[{"content":"x"}]}`, "input[0].role", "missing_required_parameter"},
 		{`{"model":"m","input":[{"role":"user"}]}`, "input[0].content", "missing_required_parameter"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[1].type", "unsupported_parameter"},
+		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text"}]}]}`, "input[0].content[0].text", "missing_required_parameter"},
+		{`{"model":"m","input":[{"role":"assistant","content":[{"type":"output_text","text":"a"},{"type":"refusal"}]}]}`, "input[0].content[1].refusal", "missing_required_parameter"},
 		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}]}`, "tools", "unsupported_parameter"},
 		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"auto"}`, "tools", "unsupported_parameter"},
 		{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "unsupported_parameter"},

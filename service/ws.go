@@ -1,6 +1,7 @@
 package service
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
@@ -72,6 +73,10 @@ func (s *Server) handleWebSocket(w http.ResponseWriter, r *http.Request, info *r
 		writeError(w, errDraining)
 		return
 	}
+	if e := checkHandshake(w, r); e != nil {
+		writeError(w, e)
+		return
+	}
 	// ServeHTTP applied the browser policy (origin.go), which may allow
 	// more origins than the library's own check knows of: skip that one.
 	opts := &websocket.AcceptOptions{InsecureSkipVerify: true}
@@ -89,6 +94,33 @@ func (s *Server) handleWebSocket(w http.ResponseWriter, r *http.Request, info *r
 		c.onMessage = newResponsesWS(c).handle
 	}
 	c.serve(r.Context())
+}
+
+// checkHandshake refuses, in OpenAI's error shape, the malformed upgrades
+// that websocket.Accept would answer in plain text: not HTTP/1.1, a
+// version other than 13 (426, with the Sec-WebSocket-Version the server
+// speaks, RFC 6455 4.4), a missing, repeated or malformed
+// Sec-WebSocket-Key. isWebSocketUpgrade has checked the method and the
+// Connection and Upgrade headers.
+func checkHandshake(w http.ResponseWriter, r *http.Request) *apiError {
+	bad := func(status int, msg string) *apiError {
+		return &apiError{Status: status, Type: typeInvalidRequest, Code: "invalid_websocket_handshake", Message: msg}
+	}
+	if !r.ProtoAtLeast(1, 1) {
+		return bad(http.StatusBadRequest, "A WebSocket handshake needs HTTP/1.1; this request is "+clip(r.Proto, maxEchoBytes)+".")
+	}
+	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		return bad(http.StatusUpgradeRequired, "WebSocket version "+clip(v, maxEchoBytes)+" is not supported; use 13.")
+	}
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return bad(http.StatusBadRequest, "A WebSocket handshake needs exactly one Sec-WebSocket-Key header.")
+	}
+	if k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(keys[0])); err != nil || len(k) != 16 {
+		return bad(http.StatusBadRequest, "Sec-WebSocket-Key must be 16 bytes in base64.")
+	}
+	return nil
 }
 
 // errWSEnded is the error of a write to a connection or request that ended.

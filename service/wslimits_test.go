@@ -179,6 +179,61 @@ func TestWSAuth(t *testing.T) {
 	}
 }
 
+// TestWSHandshakeErrors: malformed upgrades get an error in OpenAI's
+// shape, not the WebSocket library's plain text; a good one upgrades.
+func TestWSHandshakeErrors(t *testing.T) {
+	t.Parallel()
+	ts := newCancelEngine().server(t, Options{PingInterval: -1})
+	const key = "dGhlIHNhbXBsZSBub25jZQ=="
+	tests := []struct {
+		name    string
+		version string
+		keys    []string
+		status  int
+	}{
+		{"no key", "13", nil, 400},
+		{"two keys", "13", []string{key, key}, 400},
+		{"key not base64", "13", []string{"not base64!"}, 400},
+		{"key of 8 bytes", "13", []string{"AAAAAAAAAAA="}, 400},
+		{"version 8", "8", []string{key}, 426},
+		{"no version", "", []string{key}, 426},
+		{"good", "13", []string{key}, 101},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, _ := http.NewRequest("GET", ts.URL+"/v1/chat/completions", nil)
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+			if tt.version != "" {
+				req.Header.Set("Sec-WebSocket-Version", tt.version)
+			}
+			for _, k := range tt.keys {
+				req.Header.Add("Sec-WebSocket-Key", k)
+			}
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			if tt.status == 101 {
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			mustValidate(t, "ErrorResponse", body)
+			if e := decodeMap(t, body)["error"].(map[string]any); e["code"] != "invalid_websocket_handshake" {
+				t.Errorf("code %v: %s", e["code"], body)
+			}
+			if tt.status == 426 && resp.Header.Get("Sec-WebSocket-Version") != "13" {
+				t.Errorf("426 without Sec-WebSocket-Version: 13")
+			}
+		})
+	}
+}
+
 // TestWSOrigin: browsers on other origins need AllowedOrigins; clients
 // without an Origin are let in.
 func TestWSOrigin(t *testing.T) {

@@ -21,14 +21,21 @@ type LogSoftmax struct {
 }
 
 // NewLogSoftmax computes the normaliser of logits, which it keeps (not copied).
+// A NaN logit (a broken model or an overflow) has no probability: it is
+// left out of the normaliser, as minus infinity would be, so that one NaN
+// does not make every log-probability NaN.
 func NewLogSoftmax(logits []float32) LogSoftmax {
 	maxL := float32(math.Inf(-1))
 	for _, l := range logits {
-		maxL = max(maxL, l)
+		if l > maxL { // false for NaN, which max would propagate
+			maxL = l
+		}
 	}
 	var sum float64
 	for _, l := range logits {
-		sum += math.Exp(float64(l - maxL))
+		if !math.IsNaN(float64(l)) {
+			sum += math.Exp(float64(l - maxL))
+		}
 	}
 	return LogSoftmax{logits: logits, lse: float64(maxL) + math.Log(sum)}
 }
@@ -37,7 +44,9 @@ func NewLogSoftmax(logits []float32) LogSoftmax {
 func (ls LogSoftmax) Of(id int) float32 { return float32(float64(ls.logits[id]) - ls.lse) }
 
 // Top writes the n most likely tokens into dst[:0] (best first, ties to the
-// lower id; NaN logits are skipped) and returns it. dst is reused when it has the capacity.
+// lower id) and returns it. dst is reused when it has the capacity. Tokens
+// whose logit is NaN are never among them (they have no probability), so
+// fewer than n come back when fewer than n logits are numbers.
 func (ls LogSoftmax) Top(n int, dst []Logprob) []Logprob {
 	dst = dst[:0]
 	if n <= 0 {
@@ -46,10 +55,7 @@ func (ls LogSoftmax) Top(n int, dst []Logprob) []Logprob {
 	n = min(n, len(ls.logits))
 	// Insertion into a small sorted list: n is at most 20 here.
 	for id, l := range ls.logits {
-		if l != l { // NaN: no probability to rank (a broken row must not panic here)
-			continue
-		}
-		if len(dst) == n && l <= dst[n-1].Logprob {
+		if l != l || len(dst) == n && l <= dst[n-1].Logprob { // l != l: NaN, which no comparison orders
 			continue
 		}
 		e := Logprob{ID: id, Logprob: l}

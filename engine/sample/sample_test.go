@@ -225,6 +225,51 @@ func TestLogSoftmax(t *testing.T) {
 	}
 }
 
+// TestLogSoftmaxNaN: NaN logits (a model whose norm epsilon or RoPE base
+// is NaN makes every logit NaN) have no probability: Top leaves them out
+// instead of panicking on a full list, and the other tokens keep finite
+// log-probabilities that sum to 1.
+func TestLogSoftmaxNaN(t *testing.T) {
+	t.Parallel()
+	nan := float32(math.NaN())
+	for _, tc := range []struct {
+		name    string
+		logits  []float32
+		wantIDs []int
+	}{
+		{"NaN after the best", []float32{1, 3, 2, nan, nan, 0.5}, []int{1, 2, 0}},
+		{"NaN first", []float32{nan, 1, 3, 2, 0.5}, []int{2, 3, 1}},
+		{"all NaN", []float32{nan, nan, nan, nan, nan}, nil},
+		{"fewer numbers than asked", []float32{nan, 2, nan, nan, 1}, []int{1, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ls := NewLogSoftmax(tc.logits)
+			top := ls.Top(3, nil)
+			if len(top) != len(tc.wantIDs) {
+				t.Fatalf("Top(3) = %+v, want ids %v", top, tc.wantIDs)
+			}
+			for i, w := range tc.wantIDs {
+				if top[i].ID != w || math.IsNaN(float64(top[i].Logprob)) {
+					t.Fatalf("Top(3)[%d] = %+v, want id %d with a number", i, top[i], w)
+				}
+			}
+			if len(tc.wantIDs) == 0 {
+				return
+			}
+			var sum float64
+			for i, l := range tc.logits {
+				if !math.IsNaN(float64(l)) {
+					sum += math.Exp(float64(ls.Of(i)))
+				}
+			}
+			if math.Abs(sum-1) > 1e-6 {
+				t.Fatalf("the probabilities of the numbers sum to %v", sum)
+			}
+		})
+	}
+}
+
 func TestSampleAllocs(t *testing.T) {
 	logits := randomLogits(rand.New(rand.NewPCG(8, 9)), 32000)
 	s := New(engine.Sampling{Temperature: 0.8, TopP: 0.9, TopK: 40}, len(logits), 1)
@@ -283,22 +328,5 @@ func BenchmarkSample(b *testing.B) {
 				s.Sample(logits)
 			}
 		})
-	}
-}
-
-// TestTopSkipsNaN: a row with NaN logits (a numeric fault upstream) ranks
-// the other tokens instead of panicking.
-func TestTopSkipsNaN(t *testing.T) {
-	nan := float32(math.NaN())
-	row := []float32{nan, 1, nan, 3, 2, nan}
-	got := NewLogSoftmax(row).Top(3, nil)
-	want := []int{3, 4, 1}
-	if len(got) != len(want) {
-		t.Fatalf("Top(3) = %v, want ids %v", got, want)
-	}
-	for i, id := range want {
-		if got[i].ID != id {
-			t.Fatalf("Top(3) = %v, want ids %v", got, want)
-		}
 	}
 }
