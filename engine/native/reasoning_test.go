@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -225,6 +226,21 @@ func TestReasoningOutput(t *testing.T) {
 		}
 		if g.reasoning == "" {
 			t.Errorf("choice %d streamed no reasoning", i)
+		}
+	}
+
+	// A grammar holds the output from its first token: all of it is the
+	// answer, even where the prompt opened a thinking block.
+	constrained := *chatReq
+	constrained.MaxTokens = 200
+	constrained.ResponseFormat = &engine.ResponseFormat{Type: engine.FormatJSONObject}
+	for i, g := range collectSplit(t, e, &constrained) {
+		n := g.final.Stats.ReasoningTokens
+		if n == nil || *n != 0 || g.reasoning != "" || !strings.HasPrefix(strings.TrimSpace(g.text), "{") {
+			t.Errorf("response_format json_object, choice %d: reasoning %q (%v tokens), answer %.80q; want all answer, a JSON object", i, g.reasoning, n, g.text)
+		}
+		if g.final.FinishReason == engine.FinishStop && !json.Valid([]byte(g.text)) {
+			t.Errorf("response_format json_object, choice %d stopped with invalid JSON %.80q", i, g.text)
 		}
 	}
 
