@@ -136,6 +136,24 @@ func (es *engines) Load() []engine.ModelLoad {
 	return nil
 }
 
+// Tokenize implements engine.Tokenizer with the engine it wraps (/tokenize).
+func (es *engines) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*engine.TokenizeResult, error) {
+	t, ok := es.Engine.(engine.Tokenizer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the engine has no tokenizer", engine.ErrUnsupported)
+	}
+	return t.Tokenize(ctx, req)
+}
+
+// Detokenize implements engine.Tokenizer with the engine it wraps (/detokenize).
+func (es *engines) Detokenize(ctx context.Context, req *engine.DetokenizeRequest) (*engine.DetokenizeResult, error) {
+	t, ok := es.Engine.(engine.Tokenizer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the engine has no tokenizer", engine.ErrUnsupported)
+	}
+	return t.Detokenize(ctx, req)
+}
+
 // run runs the native engines' loops, each on a goroutine of its own, until
 // ctx ends or the engines are closed. The returned function waits for them.
 func (es *engines) run(ctx context.Context, log *slog.Logger) (wait func()) {

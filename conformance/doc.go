@@ -5,7 +5,8 @@
 // The suite itself lives in this package's _test.go files: `go test
 // ./conformance/...` starts rill in-process on loopback (the native engine on
 // the embedded test model, plus a second rill over an engine double for the
-// usage-assembly specs that no real model can drive), and with
+// usage-assembly specs that no real model can drive, plus, when ../shared
+// is present, a third on a model that reasons), and with
 // RILL_CONFORMANCE_URL set it runs against that server instead. See the
 // "Conformance" section of README.md for the environment variables and labels.
 //
@@ -20,7 +21,8 @@
 //     sentence naming what the server did differently (for example "chunk 3
 //     has no usage key although include_usage is true"), so that a run
 //     against another server ends with a readable list of differences.
-//   - Probe: what a target can do (WebSocket, prefix cache, drafting), so
+//   - Probe and ProbeReasoning: what a target can do (WebSocket, prefix
+//     cache, drafting, a model that reasons), so
 //     that specs it cannot pass for lack of a feature are skipped with the
 //     reason, never silently passed.
 //

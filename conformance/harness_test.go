@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"rill/engine"
@@ -15,6 +17,7 @@ import (
 	"rill/engine/native"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
+	"rill/internal/shared"
 	"rill/service"
 
 	"rill/conformance"
@@ -133,6 +136,60 @@ func startRill(cfg conformance.Config, broken string) (*running, error) {
 		_ = e.Close()
 	}
 	return r, nil
+}
+
+// reasoningTemplate is the chat template of the in-process reasoning model:
+// QwQ's, whose generation prompt opens the thinking block, so that even a
+// random model reasons.
+const reasoningTemplate = "refdata/chat-templates/llamacpp-node-bundle/Qwen-QwQ-32B.jinja"
+
+// startReasoning starts a rill over the native engine on a model that
+// reasons: the tiny model with Qwen 3's vocabulary (which has the <think>
+// markers) and QwQ's template. It needs ../shared; without it it returns
+// nil and the reason the reasoning specs skip.
+func startReasoning() (*running, string, error) {
+	dir, ok := shared.Find()
+	if !ok {
+		return nil, fmt.Sprintf("no reasoning model in-process: the reference folder %s (Qwen 3's vocabulary) is absent", dir), nil
+	}
+	src, err := os.ReadFile(filepath.Join(dir, reasoningTemplate))
+	if err != nil {
+		return nil, "", err
+	}
+	v, err := testmodel.Qwen3Vocabulary(filepath.Join(dir, "models/vocab/ggml-vocab-qwen2.gguf"), string(src))
+	if err != nil {
+		return nil, "", err
+	}
+	data, err := testmodel.BytesWithVocabulary(testmodel.QwenBPE(), v)
+	if err != nil {
+		return nil, "", err
+	}
+	gf, err := gguf.Parse(data)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := model.Load(gf)
+	if err != nil {
+		return nil, "", err
+	}
+	e, err := native.New(m, native.Options{Logger: slog.New(slog.DiscardHandler),
+		Description: "tiny random qwen3 with Qwen 3's vocabulary and QwQ's template (conformance harness)"})
+	if err != nil {
+		_ = m.Close()
+		return nil, "", err
+	}
+	go e.Run(context.Background()) // Close stops it
+	r, err := serve(service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler)}), e.Models()[0].ID)
+	if err != nil {
+		_ = e.Close()
+		return nil, "", err
+	}
+	stop := r.stop
+	r.stop = func() {
+		stop()
+		_ = e.Close()
+	}
+	return r, "", nil
 }
 
 // startDouble starts a second rill over the engine double (double_test.go).

@@ -47,6 +47,10 @@ type suiteEnv struct {
 	// doubleSkip then says why.
 	double     *target
 	doubleSkip string
+	// reasoning serves a model that reasons (in-process: a second rill
+	// with a real vocabulary from ../shared); nil: reasoningSkip says why.
+	reasoning     *target
+	reasoningSkip string
 }
 
 var env *suiteEnv
@@ -65,6 +69,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		DeferCleanup(d.stop)
 		e.main = &target{Target: r.target}
 		e.double = &target{Target: d.target}
+		rr, why, err := startReasoning()
+		Expect(err).NotTo(HaveOccurred(), "start rill with a reasoning model")
+		if rr != nil {
+			DeferCleanup(rr.stop)
+			e.reasoning = &target{Target: rr.target}
+		}
+		e.reasoningSkip = why
 	} else {
 		Expect(broken).To(BeEmpty(), "%s applies to the in-process rill only; unset %s or %s", envBroken, envBroken, conformance.EnvURL)
 		e.main = &target{Target: conformance.NewTarget(cfg.URL, cfg.Model, cfg.APIKey)}
@@ -77,12 +88,36 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	e.main.caps, err = conformance.Probe(ctx, e.main.Target)
 	Expect(err).NotTo(HaveOccurred(), "probe %s", e.main.BaseURL)
 	e.main.responses = probeResponses(ctx, e.main.Target)
+	switch {
+	case e.reasoning != nil:
+		// The in-process reasoning model must reason: probed, not assumed.
+		ok, why := conformance.ProbeReasoning(ctx, e.reasoning.Target, e.reasoning.Model)
+		Expect(ok).To(BeTrue(), "the in-process reasoning model: %s", why)
+		e.reasoning.caps.WebSocket, e.reasoning.caps.WebSocketReason = conformance.ProbeWebSocket(ctx, e.reasoning.Target)
+	case !e.inProcess:
+		model := cfg.ReasoningModel
+		if model == "" {
+			model = e.main.Model
+		}
+		if ok, why := conformance.ProbeReasoning(ctx, e.main.Target, model); ok {
+			t := *e.main.Target
+			t.Model = model
+			e.reasoning = &target{Target: &t, caps: e.main.caps}
+		} else {
+			e.reasoningSkip = why
+		}
+	}
 	if d := e.double; d != nil {
 		// The double's prompts are scripts, so only its transport is probed.
 		d.caps.WebSocket, d.caps.WebSocketReason = conformance.ProbeWebSocket(ctx, d.Target)
 	}
 	AddReportEntry("target", fmt.Sprintf("%s model %q (in-process: %v, block size %d, draft k %d, broken mode %q); %s",
 		e.main.BaseURL, e.main.Model, e.inProcess, cfg.BlockSize, cfg.DraftK, broken, e.main.caps))
+	if e.reasoning != nil {
+		AddReportEntry("reasoning target", fmt.Sprintf("%s model %q", e.reasoning.BaseURL, e.reasoning.Model))
+	} else {
+		AddReportEntry("reasoning target", "none: "+e.reasoningSkip)
+	}
 	env = e
 })
 

@@ -22,6 +22,10 @@ const (
 	EnvAPIKey    = "RILL_CONFORMANCE_API_KEY"    // Bearer key, if the server wants one
 	EnvBlockSize = "RILL_CONFORMANCE_BLOCK_SIZE" // prefix-cache block size in tokens; 0: unknown
 	EnvDraftK    = "RILL_CONFORMANCE_DRAFT_K"    // most draft tokens proposed per verification step
+	// EnvReasoningModel names a model of the target that reasons (a
+	// thinking block streamed as reasoning_content); empty: the main model
+	// if it reports reasoning_tokens.
+	EnvReasoningModel = "RILL_CONFORMANCE_REASONING_MODEL"
 )
 
 // Defaults of Config.
@@ -48,6 +52,9 @@ type Config struct {
 	BlockSize int
 	// DraftK bounds the draft tokens per verification step (DESIGN §3 rule 5).
 	DraftK int
+	// ReasoningModel is a model of the target that reasons; empty: see
+	// EnvReasoningModel.
+	ReasoningModel string
 }
 
 // InProcess reports whether the suite starts rill itself.
@@ -62,6 +69,8 @@ func ConfigFromEnv() (Config, error) {
 		Model:  strings.TrimSpace(os.Getenv(EnvModel)),
 		APIKey: os.Getenv(EnvAPIKey),
 		DraftK: DefaultDraftK,
+
+		ReasoningModel: strings.TrimSpace(os.Getenv(EnvReasoningModel)),
 	}
 	if c.InProcess() {
 		c.BlockSize = DefaultBlockSize

@@ -163,7 +163,10 @@ type Request struct {
 	// token ids before sampling; -100 bans a token, 100 all but forces it.
 	LogitBias map[int]float64
 	// ChatTemplateKwargs are extra variables for the chat template, such
-	// as {"enable_thinking": false} (vLLM's chat_template_kwargs).
+	// as {"enable_thinking": false} (vLLM's chat_template_kwargs). A value
+	// is a Go value (bool, string, number, []any, map[string]any, nil) or
+	// a json.RawMessage, which keeps integers and key order as the client
+	// wrote them (the service passes each value so).
 	ChatTemplateKwargs map[string]any
 
 	// Responses marks a chat request that came through the Responses API:

@@ -174,16 +174,18 @@ func (c *chunker) event(i int, ev *engine.Event) error {
 		return c.emit()
 	}
 
-	// Content first, then tool-call fragments; logprobs ride on the
-	// first chunk of the event (a content chunk when there is neither).
+	// Content (and reasoning) first, then tool-call fragments; logprobs
+	// ride on the first chunk of the event (a content chunk when there is
+	// neither).
 	tools := len(ev.ToolCalls) > 0
-	if ev.Text != "" || (hasContent && !tools) {
+	text := ev.Text != "" || ev.Reasoning != ""
+	if text || (hasContent && !tools) {
 		if err := c.delta(i, ev, false, c.g.logprobs); err != nil {
 			return err
 		}
 	}
 	if tools {
-		if err := c.delta(i, ev, true, c.g.logprobs && ev.Text == ""); err != nil {
+		if err := c.delta(i, ev, true, c.g.logprobs && !text); err != nil {
 			return err
 		}
 	}
@@ -199,8 +201,9 @@ func (c *chunker) event(i int, ev *engine.Event) error {
 	return c.emit()
 }
 
-// delta sends one chunk of choice i with ev's content, or with its
-// tool-call fragments; withLogprobs puts ev's logprobs on it (else null).
+// delta sends one chunk of choice i with ev's content and reasoning, or
+// with its tool-call fragments; withLogprobs puts ev's logprobs on it (else
+// null).
 func (c *chunker) delta(i int, ev *engine.Event, tools, withLogprobs bool) error {
 	c.begin()
 	c.buf = append(c.buf, `{"index":`...)
@@ -209,8 +212,7 @@ func (c *chunker) delta(i int, ev *engine.Event, tools, withLogprobs bool) error
 	if tools {
 		c.buf = appendToolCallDeltas(c.buf, ev.ToolCalls)
 	} else {
-		c.buf = append(c.buf, `"content":`...)
-		c.buf = appendString(c.buf, ev.Text)
+		c.buf = appendDeltaText(c.buf, ev)
 	}
 	c.buf = append(c.buf, `},"logprobs":`...)
 	if withLogprobs {
@@ -237,6 +239,22 @@ func openingStats(st *engine.Stats) *engine.Stats {
 		out.ReasoningTokens = &zero
 	}
 	return out
+}
+
+// appendDeltaText appends the text members of a chat delta: the
+// reasoning as "reasoning_content" (vLLM's and DeepSeek's name) when there
+// is some, and "content" when there is text or nothing else.
+func appendDeltaText(b []byte, ev *engine.Event) []byte {
+	if ev.Reasoning != "" {
+		b = append(b, `"reasoning_content":`...)
+		b = appendString(b, ev.Reasoning)
+		if ev.Text == "" {
+			return b
+		}
+		b = append(b, ',')
+	}
+	b = append(b, `"content":`...)
+	return appendString(b, ev.Text)
 }
 
 // usage sends the last chunk of an include_usage stream: no choices, the

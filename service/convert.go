@@ -77,26 +77,12 @@ func chatPlan(r *chatRequest) (*plan, *apiError) {
 		req.MaxTokens = *r.MaxCompletionTokens
 	}
 
-	req.Messages = make([]engine.Message, len(r.Messages))
-	for i, m := range r.Messages {
-		param := fmt.Sprintf("messages[%d]", i)
-		role := engine.Role(m.Role)
-		if m.Role == "function" {
-			role = engine.RoleTool // OpenAI's deprecated name for a tool result
-		}
-		if len(m.ToolCalls) > 0 {
-			return nil, unsupported(param+".tool_calls", "Tool calls in messages are")
-		}
-		if isNull(m.Content) && role != engine.RoleAssistant {
-			return nil, invalid(param+".content", "missing_required_parameter",
-				"Missing required parameter: '%s.content'.", param)
-		}
-		text, e := textContent(m.Content, param+".content")
-		if e != nil {
-			return nil, e
-		}
-		req.Messages[i] = engine.Message{Role: role, Content: text, Name: m.Name}
+	msgs, e := chatMessages(r.Messages)
+	if e != nil {
+		return nil, e
 	}
+	req.Messages = msgs
+	req.ChatTemplateKwargs = templateKwargs(r.ChatTemplateKwargs)
 
 	if r.TopLogprobs != nil && (r.Logprobs == nil || !*r.Logprobs) {
 		return nil, invalid("top_logprobs", "invalid_value",

@@ -225,7 +225,7 @@ func (o *requestMetrics) event(i int, ev *engine.Event) {
 		o.ttft = now
 		o.m.ttft.Observe(now.Seconds())
 	}
-	if ev.Text != "" || len(ev.ToolCalls) > 0 {
+	if ev.Text != "" || ev.Reasoning != "" || len(ev.ToolCalls) > 0 {
 		if last := o.last[i]; last != 0 {
 			o.itl.observe(float64(now-last) / float64(time.Second))
 		}

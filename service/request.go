@@ -57,13 +57,28 @@ type chatRequest struct {
 	FunctionCall        json.RawMessage `json:"function_call"`
 	Modalities          []string        `json:"modalities"`
 	Audio               json.RawMessage `json:"audio"`
+	// ChatTemplateKwargs is vLLM's extension: further variables for the
+	// model's chat template, such as {"enable_thinking": false}.
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
 
 type chatMessage struct {
-	Role      string            `json:"role"`
-	Content   json.RawMessage   `json:"content"`
-	Name      string            `json:"name"`
-	ToolCalls []json.RawMessage `json:"tool_calls"`
+	Role             string            `json:"role"`
+	Content          json.RawMessage   `json:"content"`
+	Name             string            `json:"name"`
+	ToolCalls        []messageToolCall `json:"tool_calls"`
+	ToolCallID       string            `json:"tool_call_id"`
+	ReasoningContent *string           `json:"reasoning_content"`
+}
+
+// messageToolCall is a call an earlier assistant turn made.
+type messageToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // contentPart is one element of an array content (of chat messages and

@@ -8,10 +8,11 @@ import (
 
 // choiceOutput is what one choice of a non-streamed generation produced.
 type choiceOutput struct {
-	text     []byte
-	logprobs []engine.TokenLogprob
-	calls    []callOutput
-	final    engine.Event // the final event, for its FinishReason
+	text      []byte
+	reasoning []byte
+	logprobs  []engine.TokenLogprob
+	calls     []callOutput
+	final     engine.Event // the final event, for its FinishReason
 }
 
 // collect runs g to its end and returns the complete response body
@@ -21,6 +22,7 @@ func (g *generation) collect(ctx context.Context) ([]byte, *Usage, error) {
 	stats, err := g.run(ctx, 0, func(i int, ev *engine.Event) error {
 		o := &out[i]
 		o.text = append(o.text, ev.Text...)
+		o.reasoning = append(o.reasoning, ev.Reasoning...)
 		o.calls = addCalls(o.calls, ev.ToolCalls)
 		if g.logprobs {
 			o.logprobs = append(o.logprobs, ev.Logprobs...)
@@ -76,6 +78,10 @@ func (g *generation) appendResponse(b []byte, out []choiceOutput, u *Usage) []by
 				b = append(b, "null"...) // a reply that only calls tools, as OpenAI writes it
 			} else {
 				b = appendString(b, string(o.text))
+			}
+			if len(o.reasoning) > 0 {
+				b = append(b, `,"reasoning_content":`...)
+				b = appendString(b, string(o.reasoning))
 			}
 			b = append(b, `,"refusal":null`...)
 			if len(o.calls) > 0 {

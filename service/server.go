@@ -34,8 +34,9 @@ type Options struct {
 	// Engine generates every completion. Required.
 	Engine engine.Engine
 	// APIKey, when set, is required as `Authorization: Bearer <key>` on
-	// /v1/*; /health and /openapi.yaml stay open. A WebSocket handshake may
-	// carry it instead as the subprotocol `openai-insecure-api-key.<key>`
+	// /v1/*, /tokenize, /detokenize and /metrics; /health and /openapi.yaml
+	// stay open. A WebSocket handshake may carry it instead as the
+	// subprotocol `openai-insecure-api-key.<key>`
 	// (browsers cannot set headers on a WebSocket).
 	APIKey string
 	// Logger receives one line per request. Nil means slog.Default().
@@ -224,6 +225,8 @@ var (
 	routeModel       = route{methods: "GET, HEAD", get: (*Server).handleModel}
 	routeChat        = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
 	routeCompletions = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
+	routeTokenize    = route{methods: "POST", post: (*Server).handleTokenize}
+	routeDetokenize  = route{methods: "POST", post: (*Server).handleDetokenize}
 	// The Responses API (responses.go, responses_ws.go).
 	routeResponses = route{methods: "POST", post: (*Server).handleCreateResponse, upgrade: (*Server).handleWebSocket}
 	routeResponse  = route{methods: "GET, HEAD, DELETE", get: (*Server).handleGetResponse, del: (*Server).handleDeleteResponse}
@@ -243,6 +246,10 @@ func findRoute(path string) *route {
 		return &routeChat
 	case "/v1/completions":
 		return &routeCompletions
+	case "/tokenize":
+		return &routeTokenize
+	case "/detokenize":
+		return &routeDetokenize
 	case pathResponses:
 		return &routeResponses
 	}
@@ -308,7 +315,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := r.URL.Path
-	if (strings.HasPrefix(path, "/v1/") || path == "/metrics") && !s.authorized(r) {
+	if (strings.HasPrefix(path, "/v1/") || path == "/metrics" || path == "/tokenize" || path == "/detokenize") && !s.authorized(r) {
 		writeError(rec, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest,
 			Code: "invalid_api_key", Message: "Missing or incorrect API key. Send it as 'Authorization: Bearer <key>'."})
 		return

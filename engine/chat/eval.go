@@ -11,11 +11,14 @@ import (
 // template raised itself with raise_exception (Raised is set: the template
 // rejects the conversation, a client error), or a fault such as an undefined
 // value used in arithmetic, a type error or an exceeded limit. Line and
-// Column locate the expression; 0 when unknown.
+// Column locate the expression; 0 when unknown. TooLarge is set when the
+// render stopped at Options.MaxOutput: the prompt, or a value built for
+// it, would have been larger.
 type RenderError struct {
 	Line, Column int
 	Msg          string
 	Raised       bool
+	TooLarge     bool
 }
 
 func (e *RenderError) Error() string {
@@ -105,7 +108,7 @@ func (r *renderer) chargeBytes(n int) error {
 }
 
 func (r *renderer) tooBig(size string) error {
-	return &RenderError{Msg: fmt.Sprintf("template built a value of %s, over the limit of %d", size, r.t.opts.MaxOutput)}
+	return &RenderError{Msg: fmt.Sprintf("template built a value of %s, over the limit of %d", size, r.t.opts.MaxOutput), TooLarge: true}
 }
 
 func (r *renderer) eval(x expr) (value, error) {
@@ -117,7 +120,7 @@ func (r *renderer) eval(x expr) (value, error) {
 
 func (r *renderer) write(s string) error {
 	if r.out.Len()+len(s) > r.t.opts.MaxOutput {
-		return &RenderError{Msg: fmt.Sprintf("template output exceeds the limit of %d bytes", r.t.opts.MaxOutput)}
+		return &RenderError{Msg: fmt.Sprintf("template output exceeds the limit of %d bytes", r.t.opts.MaxOutput), TooLarge: true}
 	}
 	r.out.WriteString(s)
 	return r.charge(len(s) / 64)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,6 +161,10 @@ func TestLoadArchitectures(t *testing.T) {
 		{"qwen2 bias of the wrong size", qwen2, nil, map[string][]float32{"blk.1.attn_k.bias": make([]float32, 3)}, "tensor blk.1.attn_k.bias has shape [3], want [32]"},
 		{"qwen3 without a key norm", qwen3, nil, map[string][]float32{"blk.2.attn_k_norm.weight": nil}, "tensor blk.2.attn_k_norm.weight is missing"},
 		{"qwen3 query norm of the model width", qwen3, nil, map[string][]float32{"blk.0.attn_q_norm.weight": make([]float32, 64)}, "want [32]"},
+		{"RMS epsilon NaN", testmodel.Target(quant.F32), map[string]any{"llama.attention.layer_norm_rms_epsilon": float32(math.NaN())}, nil, "llama.attention.layer_norm_rms_epsilon = NaN: want a positive finite number"},
+		{"RMS epsilon negative", testmodel.Target(quant.F32), map[string]any{"llama.attention.layer_norm_rms_epsilon": float32(-1e-5)}, nil, "want a positive finite number"},
+		{"RoPE base NaN", qwen2, map[string]any{"qwen2.rope.freq_base": float32(math.NaN())}, nil, "qwen2.rope.freq_base = NaN: want a positive finite number"},
+		{"RoPE base infinite", testmodel.Target(quant.F32), map[string]any{"llama.rope.freq_base": float32(math.Inf(1))}, nil, "want a positive finite number"},
 		{"unknown architecture", testmodel.Target(quant.F32), map[string]any{"general.architecture": "gpt2"}, nil, `architecture "gpt2" is not supported (supported: gemma, gemma2, gemma3, llama, phi3, qwen2, qwen3)`},
 	} {
 		m, err := model.Load(edited(t, c.spec, c.meta, c.tensors))

@@ -237,6 +237,16 @@ func ConfigFromGGUF(md *gguf.Metadata) (Config, error) {
 	if m.err != nil {
 		return Config{}, m.err
 	}
+	// A NaN, infinite or non-positive base or epsilon loads but makes every
+	// logit NaN: refuse the file instead (a corrupt or hostile GGUF).
+	for _, v := range []struct {
+		key string
+		val float32
+	}{{"rope.freq_base", c.RopeBase}, {"rope.freq_base_swa", c.RopeBaseSWA}, {"attention.layer_norm_rms_epsilon", c.NormEps}} {
+		if !(v.val > 0) || math.IsInf(float64(v.val), 0) {
+			return Config{}, fmt.Errorf("gguf: %s.%s = %g: want a positive finite number", arch, v.key, v.val)
+		}
+	}
 	if c.SlidingWindow < 0 || c.SlidingPeriod < 0 || !(c.AttnSoftCap >= 0) || !(c.FinalSoftCap >= 0) {
 		return Config{}, fmt.Errorf("gguf: sliding window %d of period %d, soft caps %g and %g", c.SlidingWindow, c.SlidingPeriod, c.AttnSoftCap, c.FinalSoftCap)
 	}

@@ -93,13 +93,18 @@ const (
 // Engine serves one model. Create it with New, run it with Run, stop it
 // with Close.
 type Engine struct {
-	info   engine.Model
-	model  *model.Model
-	tok    *tokenizer.Tokenizer
-	tmpl   *chat.Template
-	opts   Options
-	ctxLen int
-	log    *slog.Logger
+	info  engine.Model
+	model *model.Model
+	tok   *tokenizer.Tokenizer
+	tmpl  *chat.Template
+	facts templateFacts
+	think thinkMarkers
+	// controlTexts are the texts of the control tokens, which no string
+	// of a chat request may turn into those tokens.
+	controlTexts []string
+	opts         Options
+	ctxLen       int
+	log          *slog.Logger
 
 	// toolFormat is how this model writes tool calls, from its chat
 	// template; markers are its control tokens that stand for tool-call
@@ -160,11 +165,6 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 	if tok.Size() != m.Config.VocabSize {
 		return nil, fmt.Errorf("tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config.VocabSize)
 	}
-	src, _ := m.File.Metadata.String("tokenizer.chat_template")
-	tmpl, err := chat.NewWithOptions(src, chat.Options{BOS: tok.Text(tok.BOS()), EOS: tok.Text(tok.EOS())})
-	if err != nil {
-		return nil, fmt.Errorf("chat template: %w", err)
-	}
 	o := withDefaults(opts, m)
 	if o.Draft != nil {
 		if err := sameVocabulary(tok, o.Draft); err != nil {
@@ -174,6 +174,12 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 	ctxLen := m.Config.ContextLength
 	if o.ContextLength > 0 {
 		ctxLen = o.ContextLength
+	}
+	src, _ := m.File.Metadata.String("tokenizer.chat_template")
+	tmpl, err := chat.NewWithOptions(src, chat.Options{BOS: tok.Text(tok.BOS()), EOS: tok.Text(tok.EOS()),
+		MaxOutput: maxPromptBytes(tok, ctxLen)})
+	if err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
 	}
 	perBlock := model.KVBytesPerBlock(&m.Config, o.KVType, o.BlockSize)
 	if o.Draft != nil {
@@ -207,6 +213,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 			Drafting: o.Draft != nil || o.NGram,
 		},
 		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger,
+		facts: probeTemplate(tmpl), think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
 		toolFormat: toolcall.Detect(src), markers: markerTokens(tok),
 		kv: kv, cache: cache, draft: o.Draft, draftKV: draftKV,
 		submit: make(chan *request),
@@ -245,12 +252,27 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		slog.String("type", o.KVType.String()),
 		slog.Int("context_length", ctxLen),
 		slog.String("chat_template", tmpl.Name()),
+		slog.Bool("reasoning", e.think.reasons()),
 		slog.String("tool_format", string(e.toolFormat)),
 		slog.String("speculative", e.proposerName()),
 		slog.Int("draft_tokens", o.DraftTokens),
 		slog.Int("max_seqs", o.MaxSeqs),
 		slog.Int("max_queued_requests", o.MaxQueuedRequests))
 	return e, nil
+}
+
+// maxPromptBytes bounds what the chat template may build: a prompt longer
+// than MaxTokenBytes per token of the context cannot fit (see
+// Engine.leastTokens), so a render stops as soon as it would build one,
+// having copied at most that much of an oversized conversation. The slack
+// is for templates that build a little more than they keep.
+func maxPromptBytes(tok *tokenizer.Tokenizer, ctxLen int) int {
+	const slack = 64 << 10
+	per := max(tok.MaxTokenBytes(), 1)
+	if ctxLen > (chat.DefaultMaxOutput-slack)/per {
+		return chat.DefaultMaxOutput
+	}
+	return per*ctxLen + slack
 }
 
 // withDefaults fills in opts' zero (or negative) values.
@@ -338,6 +360,14 @@ func sameVocabulary(target *tokenizer.Tokenizer, draft *model.Model) error {
 	}
 	if tv.BOS != dv.BOS || tv.EOS != dv.EOS {
 		return fmt.Errorf("draft model special tokens differ from the target's (BOS %d/%d, EOS %d/%d)", dv.BOS, tv.BOS, dv.EOS, tv.EOS)
+	}
+	// Every end-of-generation token, not just EOS: a draft that proposes
+	// past an EOT the target stops at wastes its proposals, and one that
+	// stops where the target goes on proposes nothing.
+	for i := range tv.Tokens {
+		if target.IsEOG(i) != dt.IsEOG(i) {
+			return fmt.Errorf("draft model and target disagree on whether token %d (%q) ends generation: a draft model must share the target's vocabulary", i, tv.Tokens[i])
+		}
 	}
 	return nil
 }

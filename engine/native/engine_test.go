@@ -405,7 +405,7 @@ func TestChatTemplate(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, Options{})
 	msgs := []engine.Message{{Role: engine.RoleSystem, Content: "Be brief."}, {Role: engine.RoleUser, Content: "Tell me about the river."}}
-	ids, err := e.promptTokens(&engine.Request{Messages: msgs})
+	ids, _, err := e.promptTokens(context.Background(), &engine.Request{Messages: msgs})
 	if err != nil {
 		t.Fatal(err)
 	}

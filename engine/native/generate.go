@@ -2,15 +2,12 @@ package native
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"rill/engine"
-	"rill/engine/chat"
 	"rill/engine/sample"
 	"rill/engine/sched"
 	"rill/engine/spec"
@@ -22,6 +19,7 @@ import (
 type request struct {
 	req       *engine.Request
 	prompt    []int32
+	think     thinkPhase // where each choice's output starts (chat on a reasoning model)
 	maxTokens int
 	out       *engine.Queue
 	arrival   time.Time
@@ -75,9 +73,15 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	if err != nil {
 		return nil, err
 	}
-	prompt, err := e.promptTokens(promptRequest(req, k))
+	prompt, think, err := e.promptTokens(ctx, promptRequest(req, k))
 	if err != nil {
 		return nil, err
+	}
+	if think != phaseNone && k != nil && k.grammar != nil {
+		// A grammar holds the output from its first token (a response
+		// format, forced tool calls): there is no thinking block to split
+		// off, and what the grammar allows is the answer.
+		think = phaseAnswer
 	}
 	maxTokens := req.MaxTokens
 	room := e.ctxLen - len(prompt)
@@ -104,6 +108,7 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	r := &request{
 		req:        req,
 		prompt:     prompt,
+		think:      think,
 		maxTokens:  maxTokens,
 		arrival:    time.Now(),
 		verdict:    make(chan error, 1),
@@ -114,7 +119,11 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 		switch {
 		case req.Prediction != "":
 			r.draft = draftPrediction
-			for _, id := range e.tok.Encode(req.Prediction, tokenizer.EncodeOptions{Continuation: true}) {
+			ids, err := e.tok.EncodeContext(ctx, e.usablePrediction(req.Prediction, maxTokens), tokenizer.EncodeOptions{Continuation: true})
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range ids {
 				r.prediction = append(r.prediction, int32(id))
 			}
 		case e.draft != nil:
@@ -173,10 +182,14 @@ type choice struct {
 	index   int
 	sampler *sample.Sampler
 	dec     *tokenizer.Decoder
-	stop    stopper
-	emitted int       // completion tokens emitted
-	first   time.Time // when the first token was emitted
-	top     []sample.Logprob
+	stop    stopper // of the answer
+	// think splits the output at a thinking block; stopReasoning holds
+	// the block's text back as stop does the answer's.
+	think         thinkSplit
+	stopReasoning stopper
+	emitted       int       // completion tokens emitted
+	first         time.Time // when the first token was emitted
+	top           []sample.Logprob
 	// shaper applies the request's constraint to this choice (its grammar
 	// matcher, logit bias and tool-call parser); nil for none.
 	shaper *shaper
@@ -196,12 +209,14 @@ type choice struct {
 
 func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 	c := &choice{
-		r:       r,
-		index:   i,
-		sampler: sample.New(r.req.Sampling, e.tok.Size(), seed+uint64(i)*choiceSeedStride),
-		dec:     e.tok.NewDecoder(),
-		stop:    stopper{stops: r.req.Stop},
-		shaper:  newShaper(r.constraint),
+		r:             r,
+		index:         i,
+		sampler:       sample.New(r.req.Sampling, e.tok.Size(), seed+uint64(i)*choiceSeedStride),
+		dec:           e.tok.NewDecoder(),
+		stop:          stopper{stops: r.req.Stop},
+		think:         thinkSplit{phase: r.think},
+		stopReasoning: stopper{stops: r.req.Stop},
+		shaper:        newShaper(r.constraint),
 	}
 	if r.draft != draftNone {
 		c.backoff = spec.Backoff{Max: e.opts.DraftTokens}
@@ -238,53 +253,3 @@ func promptParam(req *engine.Request) string {
 	}
 	return "prompt"
 }
-
-// promptTokens tokenises the request's prompt: chat messages through the
-// template, text with BOS and special tokens parsed (as llama.cpp's server
-// does), token ids as given.
-func (e *Engine) promptTokens(req *engine.Request) ([]int32, error) {
-	var ids []int
-	switch {
-	case req.Messages != nil:
-		if len(req.Messages) == 0 {
-			return nil, engine.Errorf("", "messages", "messages must not be empty")
-		}
-		text, err := e.tmpl.Render(req.Messages, true)
-		if err != nil {
-			var re *chat.RenderError
-			if errors.As(err, &re) && re.Raised {
-				// The template refused the conversation (roles that do not
-				// alternate, say): the client's to fix.
-				return nil, engine.Errorf("", "messages", "%s", re.Msg)
-			}
-			return nil, engine.Errorf("", "messages", "the model's chat template failed on these messages: %v", err)
-		}
-		// Templates that write bos_token themselves would get a second BOS
-		// from the tokenizer; llama.cpp drops the template's.
-		if bos := e.tok.Text(e.tok.BOS()); bos != "" && e.tok.Vocab().AddBOS {
-			text = strings.TrimPrefix(text, bos)
-		}
-		ids = e.tok.Encode(text, encodeWithBOS)
-	case req.PromptTokens != nil:
-		for i, id := range req.PromptTokens {
-			if !e.tok.Valid(id) {
-				return nil, engine.Errorf("", "prompt", "prompt token %d at index %d is outside the vocabulary of %d tokens", id, i, e.tok.Size())
-			}
-		}
-		ids = req.PromptTokens
-	default:
-		ids = e.tok.Encode(req.Prompt, encodeWithBOS)
-	}
-	if len(ids) == 0 {
-		return nil, engine.Errorf("", promptParam(req), "the prompt is empty")
-	}
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out, nil
-}
-
-// encodeWithBOS tokenises prompts as llama.cpp's server does: BOS added per
-// the vocabulary, special-token text parsed.
-var encodeWithBOS = tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}

@@ -140,29 +140,25 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 
 	ev := engine.Event{Choice: c.index}
 	var finish engine.FinishReason
-	var text string
 	// ignore_eos keeps going past an end token, but not past the end of a
 	// grammar: nothing may follow it.
-	if e.tok.IsEOG(tok) && (!r.req.IgnoreEOS || c.shaper.ended()) {
+	eog := e.tok.IsEOG(tok) && (!r.req.IgnoreEOS || c.shaper.ended())
+	switch {
+	case eog:
 		finish = engine.FinishStop
-		text = c.dec.Flush()
-	} else {
-		if r.req.Logprobs {
-			ev.Logprobs = []engine.TokenLogprob{e.logprob(c, row, tok)}
-		}
-		text = e.decode(c, tok)
-		if c.emitted >= r.maxTokens || len(seq.Tokens) >= e.ctxLen {
-			finish = engine.FinishLength
-			text += c.dec.Flush()
-		}
+	case c.emitted >= r.maxTokens || len(seq.Tokens) >= e.ctxLen:
+		finish = engine.FinishLength
 	}
-	out, stopped := c.stop.push(text)
+	if !eog && r.req.Logprobs {
+		ev.Logprobs = []engine.TokenLogprob{e.logprob(c, row, tok)}
+	}
+	var stopped bool
+	var text string
+	ev.Reasoning, text, stopped = c.text(e.think, e.markers, tok, eog, finish != "")
 	if stopped {
 		finish = engine.FinishStop
-	} else if finish != "" {
-		out += c.stop.flush()
 	}
-	e.output(c, &ev, out, finish != "")
+	e.output(c, &ev, text, finish != "")
 	if finish == "" {
 		return false
 	}
@@ -170,27 +166,92 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	return true
 }
 
+// text returns the text tok adds to c's output, split at the thinking
+// block into reasoning and answer, and passed through the stop strings.
+// eog says that tok ends generation (it has no text; what the decoder
+// holds is flushed), ending that the choice ends with tok. stopped reports
+// that a stop string matched: the output then ends before it. markers are
+// the tool-call markers among the control tokens (see decode).
+func (c *choice) text(m thinkMarkers, markers map[int]string, tok int, eog, ending bool) (reasoning, text string, stopped bool) {
+	var out output
+	if eog {
+		if c.think.thinking() {
+			c.think.tokens++ // the model ended inside its thinking block
+		}
+		out.add(c.think.thinking(), c.dec.Flush())
+	} else {
+		if marker, reasoning := c.think.next(m, tok); marker {
+			// A marker's text is in neither stream; what the decoder held
+			// belongs to the stream the marker ends.
+			out.add(reasoning, c.dec.Flush())
+		} else {
+			out.add(reasoning, c.decode(markers, tok))
+		}
+		if ending {
+			out.add(c.think.thinking(), c.dec.Flush())
+		}
+	}
+	return c.stopText(&out, ending)
+}
+
 // decode returns the text tok adds to c's output. Choices that read or
 // constrain tool calls see the tool-call markers that the vocabulary makes
-// control tokens as their text.
-func (e *Engine) decode(c *choice, tok int) string {
+// control tokens (markers) as their text.
+func (c *choice) decode(markers map[int]string, tok int) string {
 	if s := c.shaper; s != nil && (s.matcher != nil || s.parser != nil) {
-		if m, ok := e.markers[tok]; ok {
+		if m, ok := markers[tok]; ok {
 			return c.dec.Flush() + m
 		}
 	}
 	return c.dec.Add(tok)
 }
 
-// output streams out, the next text of c (final: its last), in ev: as
-// content and tool-call deltas when c parses tool calls, else as text. An
-// event with nothing in it is not sent.
-func (e *Engine) output(c *choice, ev *engine.Event, out string, final bool) {
-	ev.Text = out
-	if c.shaper != nil && c.shaper.parser != nil {
-		ev.Text, ev.ToolCalls = c.shaper.parse(out, final)
+// output is the text one token adds to a choice, by stream: reasoning (a
+// thinking block) first, then the answer. A token adds to at most two.
+type output struct {
+	reasoning, text string
+}
+
+func (o *output) add(reasoning bool, s string) {
+	if reasoning {
+		o.reasoning += s
+	} else {
+		o.text += s
 	}
-	if ev.Text == "" && ev.Logprobs == nil && len(ev.ToolCalls) == 0 {
+}
+
+// stopText passes a token's output through the choice's stop strings, which
+// apply to each stream alone (a stop string in the reasoning ends the
+// choice there, as it does in vLLM, whose stop strings see the raw text).
+// Text that could still become a stop string is held back; ending flushes
+// it. stopped reports that a stop string matched.
+func (c *choice) stopText(o *output, ending bool) (reasoning, text string, stopped bool) {
+	reasoning, stopped = c.stopReasoning.push(o.reasoning)
+	if stopped {
+		return reasoning, "", true
+	}
+	if !c.think.thinking() || ending {
+		// The block is over (or the choice ends): nothing held back in the
+		// reasoning can become a stop string any more.
+		reasoning += c.stopReasoning.flush()
+	}
+	text, stopped = c.stop.push(o.text)
+	if !stopped && ending {
+		text += c.stop.flush()
+	}
+	return reasoning, text, stopped
+}
+
+// output streams the next answer text of c (final: its last) in ev, whose
+// Reasoning and Logprobs are set: as content and tool-call deltas when c
+// parses tool calls (the reasoning never holds calls), else as text. An
+// event with nothing in it is not sent.
+func (e *Engine) output(c *choice, ev *engine.Event, text string, final bool) {
+	ev.Text = text
+	if c.shaper != nil && c.shaper.parser != nil {
+		ev.Text, ev.ToolCalls = c.shaper.parse(text, final)
+	}
+	if ev.Text == "" && ev.Reasoning == "" && ev.Logprobs == nil && len(ev.ToolCalls) == 0 {
 		return
 	}
 	if c.r.req.ContinuousUsage {
@@ -203,13 +264,16 @@ func (e *Engine) output(c *choice, ev *engine.Event, out string, final bool) {
 // exhausted, or the grammar allows nothing more): the text held back for
 // stop strings and tool calls is sent, then the final event.
 func (e *Engine) cut(c *choice, reason engine.FinishReason) {
-	out, stopped := c.stop.push(c.dec.Flush())
+	var o output
+	o.add(c.think.thinking(), c.dec.Flush())
+	ev := engine.Event{Choice: c.index}
+	var text string
+	var stopped bool
+	ev.Reasoning, text, stopped = c.stopText(&o, true)
 	if stopped {
 		reason = engine.FinishStop
-	} else {
-		out += c.stop.flush()
 	}
-	e.output(c, &engine.Event{Choice: c.index}, out, true)
+	e.output(c, &ev, text, true)
 	e.finish(c, reason)
 }
 
@@ -256,6 +320,7 @@ type statsBox struct {
 	stats              engine.Stats
 	cached             float64
 	accepted, rejected int
+	reasoning          int
 }
 
 // stats returns c's counts so far; final adds the drafts of the current
@@ -270,6 +335,10 @@ func (c *choice) stats(final bool) *engine.Stats {
 			b.rejected += c.undecided
 		}
 		b.stats.DraftAccepted, b.stats.DraftRejected = &b.accepted, &b.rejected
+	}
+	if r.think != phaseNone {
+		b.reasoning = c.think.tokens
+		b.stats.ReasoningTokens = &b.reasoning
 	}
 	return &b.stats
 }

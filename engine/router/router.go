@@ -102,3 +102,37 @@ func (r *Router) Load() []engine.ModelLoad {
 	}
 	return out
 }
+
+var _ engine.Tokenizer = (*Router)(nil)
+
+// Tokenize implements engine.Tokenizer by handing req to the engine that
+// serves req.Model; an engine without a tokenizer gives (a wrapped)
+// engine.ErrUnsupported.
+func (r *Router) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*engine.TokenizeResult, error) {
+	t, err := r.tokenizer(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	return t.Tokenize(ctx, req)
+}
+
+// Detokenize implements engine.Tokenizer as Tokenize does.
+func (r *Router) Detokenize(ctx context.Context, req *engine.DetokenizeRequest) (*engine.DetokenizeResult, error) {
+	t, err := r.tokenizer(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	return t.Detokenize(ctx, req)
+}
+
+func (r *Router) tokenizer(model string) (engine.Tokenizer, error) {
+	e, ok := r.byID[model]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, model)
+	}
+	t, ok := e.(engine.Tokenizer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the engine of model %q has no tokenizer", engine.ErrUnsupported, model)
+	}
+	return t, nil
+}

@@ -466,26 +466,30 @@ func (s *scanner) choice(c *wireChoice) bool {
 }
 
 // content reads a delta or message object (null: nil) for its content and
-// tool calls.
+// reasoning and tool calls.
 func (s *scanner) content() (*wireContent, bool) {
 	if s.null() {
 		return nil, true
 	}
 	w := &wireContent{}
 	ok := s.object(func(key []byte) bool {
+		var ok bool
 		switch string(key) {
 		case "content":
-			var ok bool
 			w.Content, ok = s.str()
-			return ok
+		case "reasoning_content":
+			w.ReasoningContent, ok = s.str()
+		case "reasoning":
+			w.Reasoning, ok = s.str()
 		case "tool_calls":
 			w.ToolCalls = nil
-			return s.nested(&w.ToolCalls)
+			ok = s.nested(&w.ToolCalls)
+		default:
+			if known(key, "content", "reasoning_content", "reasoning", "tool_calls") {
+				return false
+			}
+			_, ok = s.skip()
 		}
-		if known(key, "content", "tool_calls") {
-			return false
-		}
-		_, ok := s.skip()
 		return ok
 	})
 	return w, ok

@@ -17,8 +17,8 @@ package upstream
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"

@@ -77,6 +77,8 @@ type caps struct {
 	// running is where the kind's running counts come from when a request
 	// asks for continuous usage.
 	running runningSource
+	// templateKwargs: the kind reads chat_template_kwargs.
+	templateKwargs bool
 	// responses: the kind's server has the Responses API (responses.go).
 	responses bool
 	// forcedTools: the kind enforces tool_choice "required" and named
@@ -113,18 +115,18 @@ func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true,
-			running: runningTimings}
+			running: runningTimings, templateKwargs: true}
 	case VLLM:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true,
-			running: runningChoiceUsage}
+			running: runningChoiceUsage, templateKwargs: true}
 	case SGLang:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, forcedTools: true,
-			running: runningChoiceUsage}
+			running: runningChoiceUsage, templateKwargs: true}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true,
-			running: runningRequestUsage}
+			running: runningRequestUsage, templateKwargs: true}
 	}
 	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true}
 }

@@ -147,14 +147,20 @@ func (s *stream) step() error {
 			// tabbyAPI repeats the finish reason on its usage chunk.
 			continue
 		}
-		var text string
+		var text, reasoning string
 		switch {
-		case c.Delta != nil && c.Delta.Content != nil:
-			text = *c.Delta.Content
+		case c.Delta != nil:
+			if c.Delta.Content != nil {
+				text = *c.Delta.Content
+			}
+			reasoning = c.Delta.reasoning()
 		case c.Text != nil:
 			text = *c.Text
-		case c.Message != nil && c.Message.Content != nil:
-			text = *c.Message.Content
+		case c.Message != nil:
+			if c.Message.Content != nil {
+				text = *c.Message.Content
+			}
+			reasoning = c.Message.reasoning()
 		}
 		var calls []engine.ToolCallDelta
 		switch {
@@ -164,11 +170,11 @@ func (s *stream) step() error {
 			calls = callDeltas(c.Message.ToolCalls)
 		}
 		lps := c.Logprobs.events()
-		if text != "" || len(lps) > 0 || len(calls) > 0 {
+		if text != "" || reasoning != "" || len(lps) > 0 || len(calls) > 0 {
 			if !s.started {
 				s.started, s.first = true, time.Now()
 			}
-			ev := engine.Event{Choice: j, Text: text, Logprobs: lps, ToolCalls: calls}
+			ev := engine.Event{Choice: j, Text: text, Reasoning: reasoning, Logprobs: lps, ToolCalls: calls}
 			if s.running != nil {
 				ev.Stats = s.running.event(j, len(lps), report)
 			}

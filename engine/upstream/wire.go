@@ -22,6 +22,9 @@ const (
 type wireRequest struct {
 	Model    string        `json:"model"`
 	Messages []wireMessage `json:"messages,omitempty"`
+	// ChatTemplateKwargs is vLLM's chat_template_kwargs (llama.cpp and
+	// SGLang read it too).
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
 	// Prompt is a string or a []int of token ids (completions only).
 	Prompt any `json:"prompt,omitempty"`
 
@@ -62,10 +65,24 @@ type wireRequest struct {
 type wireMessage struct {
 	Role string `json:"role"`
 	// Content is nil (null) for an assistant turn that only calls tools.
-	Content    *string        `json:"content"`
-	Name       string         `json:"name,omitempty"`
-	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
+	Content          *string        `json:"content"`
+	Name             string         `json:"name,omitempty"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string         `json:"tool_call_id,omitempty"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+}
+
+// wireMessages converts a chat's messages for the upstream.
+func wireMessages(msgs []engine.Message) []wireMessage {
+	out := make([]wireMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = wireMessage{Role: string(m.Role), Name: m.Name, ToolCalls: wireCalls(m.ToolCalls),
+			ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		if !m.NullContent {
+			out[i].Content = &msgs[i].Content
+		}
+	}
+	return out
 }
 
 type wireStreamOptions struct {
@@ -150,12 +167,12 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 			return "", nil, engine.Errorf("", "messages", "messages must not be empty")
 		}
 		path = pathChat
-		w.Messages = make([]wireMessage, len(req.Messages))
-		for i, m := range req.Messages {
-			w.Messages[i] = wireMessage{Role: string(m.Role), Name: m.Name, ToolCalls: wireCalls(m.ToolCalls), ToolCallID: m.ToolCallID}
-			if !m.NullContent {
-				w.Messages[i].Content = &req.Messages[i].Content
+		w.Messages = wireMessages(req.Messages)
+		if len(req.ChatTemplateKwargs) > 0 {
+			if !c.templateKwargs {
+				return "", nil, unsupported(k, "chat_template_kwargs")
 			}
+			w.ChatTemplateKwargs = req.ChatTemplateKwargs
 		}
 		if req.Logprobs {
 			w.Logprobs = true
@@ -208,6 +225,23 @@ type wireChoice struct {
 type wireContent struct {
 	Content   *string        `json:"content"`
 	ToolCalls []wireToolCall `json:"tool_calls"`
+	// ReasoningContent is the reasoning vLLM, SGLang and llama.cpp stream
+	// apart from the content; Reasoning is vLLM's newer name for it.
+	ReasoningContent *string `json:"reasoning_content"`
+	Reasoning        *string `json:"reasoning"`
+}
+
+// reasoning returns the reasoning text of a delta or message, "" for none.
+func (w *wireContent) reasoning() string {
+	switch {
+	case w == nil:
+		return ""
+	case w.ReasoningContent != nil:
+		return *w.ReasoningContent
+	case w.Reasoning != nil:
+		return *w.Reasoning
+	}
+	return ""
 }
 
 // wireUsage is the usage object. Counts are floats: some upstreams send

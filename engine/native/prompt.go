@@ -1,0 +1,321 @@
+package native
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"rill/engine"
+	"rill/engine/chat"
+	"rill/engine/tokenizer"
+)
+
+// A request's prompt: chat messages rendered by the model's template (with
+// the tool calls, tool results and reasoning of earlier turns, the tools
+// and the template kwargs), then tokenised so that no string the client
+// sent can spell a control token; text prompts tokenised as llama.cpp's
+// server does; token ids as given. Tokenising runs on the caller's
+// goroutine and stops when the request's context ends; a prompt whose bytes
+// already prove it longer than the context is refused before it is
+// tokenised at all.
+
+// templateFacts is what New learns about the chat template once.
+type templateFacts struct {
+	// nullContent: the template renders an assistant message whose content
+	// is None (a turn that only calls tools). Templates that cannot (Qwen
+	// 3's tests '</think>' in message.content) get "" instead, as
+	// llama.cpp gives them.
+	nullContent bool
+}
+
+// probeTemplate finds out whether tmpl renders null assistant content: a
+// conversation with a tool call and its result, once with null content and
+// once with "". Null is kept unless only "" renders.
+func probeTemplate(tmpl *chat.Template) templateFacts {
+	conv := func(null bool) chat.Conversation {
+		return chat.Conversation{
+			Messages: []chat.Message{
+				{Role: "user", Content: "What is the weather?"},
+				{Role: "assistant", NullContent: null, ToolCalls: []chat.ToolCall{
+					{ID: "call_0", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
+				}},
+				{Role: "tool", Content: "sunny", ToolCallID: "call_0"},
+			},
+			AddGenerationPrompt: true,
+		}
+	}
+	_, errNull := tmpl.RenderConversation(conv(true))
+	if errNull == nil {
+		return templateFacts{nullContent: true}
+	}
+	_, errEmpty := tmpl.RenderConversation(conv(false))
+	return templateFacts{nullContent: errEmpty != nil}
+}
+
+// promptTokens tokenises req's prompt: chat messages through the template,
+// text with BOS and special tokens parsed (as llama.cpp's server does),
+// token ids as given. For chat it also says where the output starts with
+// respect to a thinking block. It returns ctx's error if ctx ends while it
+// tokenises.
+func (e *Engine) promptTokens(ctx context.Context, req *engine.Request) ([]int32, thinkPhase, error) {
+	var ids []int
+	phase := phaseNone
+	var err error
+	switch {
+	case req.Messages != nil:
+		var text string
+		var opts tokenizer.EncodeOptions
+		text, opts, err = e.renderChat(chatRender{msgs: req.Messages, tools: req.Tools, kwargs: req.ChatTemplateKwargs})
+		if err != nil {
+			return nil, phaseNone, err
+		}
+		phase = e.think.startPhase(text)
+		ids, err = e.encode(ctx, text, "messages", opts)
+	case req.PromptTokens != nil:
+		for i, id := range req.PromptTokens {
+			if !e.tok.Valid(id) {
+				return nil, phaseNone, engine.Errorf("", "prompt", "prompt token %d at index %d is outside the vocabulary of %d tokens", id, i, e.tok.Size())
+			}
+		}
+		ids = req.PromptTokens
+	default:
+		ids, err = e.encode(ctx, req.Prompt, "prompt", encodeWithBOS)
+	}
+	if err != nil {
+		return nil, phaseNone, err
+	}
+	if len(ids) == 0 {
+		return nil, phaseNone, engine.Errorf("", promptParam(req), "the prompt is empty")
+	}
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out, phase, nil
+}
+
+// encodeWithBOS tokenises prompts as llama.cpp's server does: BOS added per
+// the vocabulary, special-token text parsed.
+var encodeWithBOS = tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}
+
+// chatRender is what a chat prompt is rendered from. The zero value of
+// the flags is what a chat completion renders.
+type chatRender struct {
+	msgs   []engine.Message
+	tools  []engine.Tool
+	kwargs map[string]any
+	// noSpecial leaves out the tokens the vocabulary adds (BOS);
+	// noGeneration the template's cue for the assistant's reply.
+	noSpecial, noGeneration bool
+}
+
+// renderChat renders a chat with the model's template and returns the
+// prompt text with the options that encode it: special tokens parsed where
+// the template wrote them, plain text where the conversation's strings
+// spell them, and (unless noSpecial) the tokens the vocabulary adds (BOS)
+// in place of the template's own leading BOS, as llama.cpp does. Errors
+// are *engine.RequestError.
+func (e *Engine) renderChat(c chatRender) (string, tokenizer.EncodeOptions, error) {
+	addSpecial := !c.noSpecial
+	opts := tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: true}
+	if len(c.msgs) == 0 {
+		return "", opts, engine.Errorf("", "messages", "messages must not be empty")
+	}
+	conv, err := e.conversation(c.msgs, c.tools, c.kwargs)
+	if err != nil {
+		return "", opts, err
+	}
+	conv.AddGenerationPrompt = !c.noGeneration
+	p, err := e.tmpl.RenderPrompt(conv, e.controlTexts)
+	if err != nil {
+		var re *chat.RenderError
+		switch {
+		case errors.As(err, &re) && re.Raised:
+			// The template refused the conversation (roles that do not
+			// alternate, say): the client's to fix.
+			return "", opts, engine.Errorf("", "messages", "%s", re.Msg)
+		case errors.As(err, &re) && re.TooLarge:
+			// The template's output limit is the most bytes a prompt
+			// that fits can have (maxPromptBytes).
+			return "", opts, engine.Errorf(engine.CodeContextLengthExceeded, "messages",
+				"This model's maximum context length is %d tokens. However, your messages render to a prompt of more than %d bytes, which is more than %d tokens (at most %d bytes per token).",
+				e.ctxLen, maxPromptBytes(e.tok, e.ctxLen), e.ctxLen, e.tok.MaxTokenBytes())
+		case errors.As(err, &re):
+			return "", opts, engine.Errorf("", "messages", "the model's chat template failed on these messages: %v", err)
+		case strings.HasPrefix(err.Error(), "variable "):
+			return "", opts, engine.Errorf("invalid_value", "chat_template_kwargs", "chat_template_kwargs: %v", err)
+		}
+		return "", opts, engine.Errorf("invalid_value", "messages", "the messages cannot be rendered: %v", err)
+	}
+	if !p.Exact {
+		// The template inspects the special-token text the messages hold
+		// (it cuts or compares it), so where user text ends and template
+		// text begins cannot be told: refuse rather than let user text
+		// become control tokens.
+		return "", opts, engine.Errorf("invalid_value", "messages",
+			"the messages contain special-token text (such as %q) that this model's chat template treats in a way that cannot be kept apart from its own markers; remove it", firstSpecial(c.msgs, e.controlTexts))
+	}
+	text := p.Text
+	cut := 0
+	// Templates that write bos_token themselves would get a second BOS
+	// from the tokenizer; llama.cpp drops the template's.
+	if bos := e.tok.Text(e.tok.BOS()); addSpecial && bos != "" && e.tok.Vocab().AddBOS && strings.HasPrefix(text, bos) {
+		cut = len(bos)
+		text = text[cut:]
+	}
+	for _, sp := range p.UserSpecials {
+		if sp.Start >= cut {
+			opts.Plain = append(opts.Plain, tokenizer.Span{Start: sp.Start - cut, End: sp.End - cut})
+		}
+	}
+	return text, opts, nil
+}
+
+// firstSpecial returns the first control-token text a message's content
+// holds, for the error that refuses it.
+func firstSpecial(msgs []engine.Message, specials []string) string {
+	for _, m := range msgs {
+		for _, s := range specials {
+			if s != "" && (strings.Contains(m.Content, s) || strings.Contains(m.ReasoningContent, s)) {
+				return s
+			}
+		}
+	}
+	return specials[0]
+}
+
+// conversation is the template's view of a chat request: the messages with
+// their tool calls (arguments decoded from the JSON text OpenAI sends),
+// tool results and earlier reasoning; the tools as OpenAI's tool objects;
+// the kwargs as further variables. A model that reasons gets
+// enable_thinking true unless the client set it, as llama.cpp's server
+// passes it (templates that test it for false, like Qwen 3's, render the
+// same; those that think only when it is true, like llama.cpp's copies of
+// QwQ's and DeepSeek-R1's, then think by default as the models do).
+func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs map[string]any) (chat.Conversation, error) {
+	conv := chat.Conversation{Messages: make([]chat.Message, len(msgs)), AddGenerationPrompt: true}
+	for i, m := range msgs {
+		cm := chat.Message{
+			Role: string(m.Role), Content: m.Content, Name: m.Name,
+			ReasoningContent: m.ReasoningContent, ToolCallID: m.ToolCallID,
+			NullContent: m.NullContent && e.facts.nullContent,
+		}
+		if m.ToolCalls != nil {
+			cm.ToolCalls = make([]chat.ToolCall, len(m.ToolCalls))
+		}
+		for j, tc := range m.ToolCalls {
+			args := json.RawMessage(strings.TrimSpace(tc.Arguments))
+			if len(args) > 0 && (!json.Valid(args) || args[0] != '{') {
+				return conv, engine.Errorf("invalid_value", fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j),
+					"the arguments of tool call %q are not a JSON object: %.80q", tc.ID, tc.Arguments)
+			}
+			cm.ToolCalls[j] = chat.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: args}
+		}
+		conv.Messages[i] = cm
+	}
+	if len(tools) > 0 {
+		js, err := toolsJSON(tools)
+		if err != nil {
+			return conv, err
+		}
+		conv.Tools = js
+	}
+	if len(kwargs) > 0 || e.think.reasons() {
+		conv.Vars = make(map[string]any, len(kwargs)+1)
+		for k, v := range kwargs {
+			conv.Vars[k] = v
+		}
+		if _, set := conv.Vars["enable_thinking"]; !set && e.think.reasons() {
+			conv.Vars["enable_thinking"] = true
+		}
+	}
+	return conv, nil
+}
+
+// toolsJSON writes tools as the JSON array templates iterate:
+// {"type": "function", "function": {"name", "description", "parameters"}}
+// per tool, the parameters schema as the client wrote it (key order kept),
+// description and parameters left out when the client sent none.
+func toolsJSON(tools []engine.Tool) (json.RawMessage, error) {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, t := range tools {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(t.Name)
+		b.WriteString(`{"type":"function","function":{"name":`)
+		b.Write(name)
+		if t.Description != "" {
+			desc, _ := json.Marshal(t.Description)
+			b.WriteString(`,"description":`)
+			b.Write(desc)
+		}
+		if params := bytes.TrimSpace(t.Parameters); len(params) > 0 {
+			if !json.Valid(params) {
+				return nil, engine.Errorf("invalid_value", fmt.Sprintf("tools[%d].function.parameters", i), "the parameters of tool %q are not valid JSON", t.Name)
+			}
+			b.WriteString(`,"parameters":`)
+			b.Write(params)
+		}
+		b.WriteString("}}")
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
+}
+
+// encode tokenises text after checking that its length does not already
+// prove it too long: every token stands for at most MaxTokenBytes bytes of
+// text, so a text of more than MaxTokenBytes × (context − 1) bytes has at
+// least the context's length in tokens and cannot leave room for one
+// generated token. That refusal costs one pass over the text and no
+// allocation, however large it is.
+func (e *Engine) encode(ctx context.Context, text, param string, opts tokenizer.EncodeOptions) ([]int, error) {
+	if least := e.leastTokens(text); least >= e.ctxLen {
+		return nil, engine.Errorf(engine.CodeContextLengthExceeded, param,
+			"This model's maximum context length is %d tokens. However, your prompt is at least %d tokens (%d bytes of text, at most %d bytes per token).",
+			e.ctxLen, least, len(text), e.tok.MaxTokenBytes())
+	}
+	return e.tok.EncodeContext(ctx, text, opts)
+}
+
+// leastTokens is a lower bound on the tokens of text: its bytes over the
+// most bytes one token covers. Vocabularies whose special tokens swallow
+// the whitespace next to them (Phi-3) cover more, so their bound leaves
+// out every ASCII whitespace byte.
+func (e *Engine) leastTokens(text string) int {
+	per := e.tok.MaxTokenBytes()
+	if per <= 0 {
+		return 0
+	}
+	n := len(text)
+	if v := e.tok.Vocab(); len(v.LStrip) > 0 || len(v.RStrip) > 0 {
+		for i := 0; i < len(text); i++ {
+			switch text[i] {
+			case ' ', '\t', '\n', '\v', '\f', '\r':
+				n--
+			}
+		}
+	}
+	return (n + per - 1) / per
+}
+
+// usablePrediction cuts a predicted output to the bytes that can matter:
+// drafts never go past maxTokens, and maxTokens tokens cover at most
+// MaxTokenBytes each, so what lies beyond is never proposed (the tokens
+// at the cut may merge differently; they are past maxTokens). The cut is
+// at a character boundary.
+func (e *Engine) usablePrediction(text string, maxTokens int) string {
+	limit := maxTokens * max(e.tok.MaxTokenBytes(), 1)
+	if maxTokens <= 0 || limit <= 0 || len(text) <= limit {
+		return text
+	}
+	for limit > 0 && !utf8.RuneStart(text[limit]) {
+		limit--
+	}
+	return text[:limit]
+}
