@@ -236,8 +236,8 @@ func TestResponsesStructuredOutputsWithOpenAIClient(t *testing.T) {
 		}
 	}
 	res, err := s.client.Responses.New(ctx, responses.ResponseNewParams{Model: "rill-tiny",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Describe the fox as JSON.")},
-		Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}},
+		Input:       responses.ResponseNewParamsInputUnion{OfString: openai.String("Describe the fox as JSON.")},
+		Text:        responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}},
 		Temperature: openai.Float(1), MaxOutputTokens: openai.Int(1000)}, option.WithJSONSet("seed", 3))
 	if err != nil {
 		t.Fatal(err)
@@ -259,9 +259,9 @@ func TestResponsesToolsOverWebSocket(t *testing.T) {
 	}
 	defer conn.Close()
 	create := responses.ResponsesClientEventResponseCreateParam{Model: "rill-tiny",
-		Input:      responses.ResponsesClientEventResponseCreateInputUnionParam{OfString: openai.String("Weather in Bergen?")},
-		Tools:      responseTools,
-		ToolChoice: responses.ResponsesClientEventResponseCreateToolChoiceUnionParam{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "get_weather"}},
+		Input:       responses.ResponsesClientEventResponseCreateInputUnionParam{OfString: openai.String("Weather in Bergen?")},
+		Tools:       responseTools,
+		ToolChoice:  responses.ResponsesClientEventResponseCreateToolChoiceUnionParam{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "get_weather"}},
 		Temperature: openai.Float(0), MaxOutputTokens: openai.Int(800), ParallelToolCalls: openai.Bool(false)}
 	turn := func() (*responses.Response, responses.ResponseAccumulatorSnapshot) {
 		t.Helper()
