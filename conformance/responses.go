@@ -343,12 +343,35 @@ type ResponseObject struct {
 	Output             []struct {
 		Type    string `json:"type"`
 		ID      string `json:"id"`
+		Status  string `json:"status"`
 		Content []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"content"`
+		// A function_call item's.
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
 	} `json:"output"`
 	Usage json.RawMessage `json:"usage"`
+}
+
+// ResponseFunctionCall is a function_call output item.
+type ResponseFunctionCall struct {
+	ID, CallID, Name, Status string
+	// Arguments is the arguments object as JSON text.
+	Arguments string
+}
+
+// FunctionCalls returns the response's function_call items, in output order.
+func (r *ResponseObject) FunctionCalls() []ResponseFunctionCall {
+	var calls []ResponseFunctionCall
+	for _, it := range r.Output {
+		if it.Type == "function_call" {
+			calls = append(calls, ResponseFunctionCall{ID: it.ID, CallID: it.CallID, Name: it.Name, Status: it.Status, Arguments: it.Arguments})
+		}
+	}
+	return calls
 }
 
 // OutputText is the text of the response's output messages, concatenated.
@@ -404,8 +427,12 @@ func (tr *ResponseTranscript) Final() (*ResponseObject, *ResponsesUsage, error) 
 // events 0, 1, 2, … in order, put usage on the terminal event's response
 // only, announced each output item and text part before its deltas and
 // closed them after, made each output_text.done the sum of its deltas and
-// the final output the sum of all; every event validates against
-// ResponseStreamEvent.
+// the final output the sum of all; a function_call item was added with
+// empty arguments, its function_call_arguments deltas came while it was
+// open and add up to its function_call_arguments.done, its
+// output_item.done and its item in the final output; every item sits in
+// the final output at the output_index it was added at; every event
+// validates against ResponseStreamEvent.
 func CheckResponseStream(tr *ResponseTranscript) []string {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
@@ -434,13 +461,19 @@ func CheckResponseStream(tr *ResponseTranscript) []string {
 		item    string
 		content int
 	}
+	type streamItem struct {
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		Arguments string `json:"arguments"`
+	}
 	var ev struct {
-		ItemID       string               `json:"item_id"`
-		OutputIndex  *int                 `json:"output_index"`
-		ContentIndex int                  `json:"content_index"`
-		Delta        string               `json:"delta"`
-		Text         string               `json:"text"`
-		Item         *struct{ ID string } `json:"item"`
+		ItemID       string      `json:"item_id"`
+		OutputIndex  *int        `json:"output_index"`
+		ContentIndex int         `json:"content_index"`
+		Delta        string      `json:"delta"`
+		Text         string      `json:"text"`
+		Arguments    string      `json:"arguments"`
+		Item         *streamItem `json:"item"`
 		Response     *struct {
 			Usage json.RawMessage `json:"usage"`
 		} `json:"response"`
@@ -448,6 +481,8 @@ func CheckResponseStream(tr *ResponseTranscript) []string {
 	items := map[string]string{} // id -> "open" | "done"
 	parts := map[key]string{}
 	deltas := map[key]*strings.Builder{}
+	args := map[string]*strings.Builder{} // function_call item id -> its argument deltas
+	at := map[int]string{}                // output_index -> the id of the item added there
 	var all strings.Builder
 	for i, e := range tr.Events {
 		if err := openapi.ValidateSchema("ResponseStreamEvent", e.Raw); err != nil {
@@ -463,7 +498,7 @@ func CheckResponseStream(tr *ResponseTranscript) []string {
 		if terminalTypes[e.Type] && i != last {
 			add("event %d is a second terminal event (%s)", i, e.Type)
 		}
-		ev.ItemID, ev.Delta, ev.Text, ev.Item, ev.Response, ev.ContentIndex = "", "", "", nil, nil, 0
+		ev.ItemID, ev.Delta, ev.Text, ev.Arguments, ev.Item, ev.Response, ev.ContentIndex, ev.OutputIndex = "", "", "", "", nil, nil, 0, nil
 		if err := json.Unmarshal(e.Raw, &ev); err != nil {
 			add("event %d (%s) cannot be read: %v", i, e.Type, err)
 			continue
@@ -476,6 +511,15 @@ func CheckResponseStream(tr *ResponseTranscript) []string {
 		case "response.output_item.added":
 			if ev.Item != nil {
 				items[ev.Item.ID] = "open"
+				if ev.OutputIndex != nil {
+					at[*ev.OutputIndex] = ev.Item.ID
+				}
+				if ev.Item.Type == "function_call" {
+					args[ev.Item.ID] = &strings.Builder{}
+					if ev.Item.Arguments != "" {
+						add("event %d adds function_call %s with arguments %q; they come in deltas", i, ev.Item.ID, clip([]byte(ev.Item.Arguments)))
+					}
+				}
 			}
 		case "response.output_item.done":
 			if ev.Item != nil {
@@ -483,6 +527,20 @@ func CheckResponseStream(tr *ResponseTranscript) []string {
 					add("event %d closes item %s, which is not open", i, ev.Item.ID)
 				}
 				items[ev.Item.ID] = "done"
+				if a := args[ev.Item.ID]; ev.Item.Type == "function_call" && a != nil && a.String() != ev.Item.Arguments {
+					add("event %d: function_call %s is done with arguments %q, but its deltas add up to %q", i, ev.Item.ID, clip([]byte(ev.Item.Arguments)), clip([]byte(a.String())))
+				}
+			}
+		case "response.function_call_arguments.delta":
+			a := args[ev.ItemID]
+			if a == nil || items[ev.ItemID] != "open" {
+				add("event %d is an arguments delta of item %s, which is not an open function_call", i, ev.ItemID)
+				continue
+			}
+			a.WriteString(ev.Delta)
+		case "response.function_call_arguments.done":
+			if a := args[ev.ItemID]; a == nil || a.String() != ev.Arguments {
+				add("event %d: function_call_arguments.done of item %s has arguments %q, but its deltas add up to %q", i, ev.ItemID, clip([]byte(ev.Arguments)), clip([]byte(fmt.Sprint(a))))
 			}
 		case "response.content_part.added":
 			if items[ev.ItemID] != "open" {
@@ -526,8 +584,31 @@ func CheckResponseStream(tr *ResponseTranscript) []string {
 	if got := final.OutputText(); got != all.String() {
 		add("the final response's output text %q is not the sum of the deltas %q", clip([]byte(got)), clip([]byte(all.String())))
 	}
+	for i, it := range final.Output {
+		if id, ok := at[i]; ok && id != it.ID {
+			add("the final output has item %s at index %d, where the stream added item %s", it.ID, i, id)
+		}
+		if a := args[it.ID]; it.Type == "function_call" && a != nil && a.String() != it.Arguments {
+			add("the final output's function_call %s has arguments %q, but its deltas add up to %q", it.ID, clip([]byte(it.Arguments)), clip([]byte(a.String())))
+		}
+	}
+	if len(at) != len(final.Output) {
+		add("the stream added %d output items, the final response has %d", len(at), len(final.Output))
+	}
 	return p
 }
+
+// ResponsesProbeTool is ProbeTool as the Responses API declares a
+// function: flat, strict (its parameters are a strict schema).
+var ResponsesProbeTool = func() map[string]any {
+	f := ProbeTool["function"].(map[string]any)
+	return map[string]any{"type": "function", "name": f["name"], "description": f["description"],
+		"parameters": f["parameters"], "strict": true}
+}()
+
+// ForceResponsesProbeTool is the Responses API's tool_choice that forces
+// ResponsesProbeTool.
+var ForceResponsesProbeTool = map[string]any{"type": "function", "name": "get_weather"}
 
 // ProbeResponses reports whether t serves POST /v1/responses (a plain
 // request for one short response succeeds), and if not, why; and whether a

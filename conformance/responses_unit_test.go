@@ -1,0 +1,78 @@
+package conformance
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheckResponseStreamFunctionCalls: a stream whose function_call
+// events add up passes; arguments that do not, deltas of an item that is
+// not open, and an output that moved an item are each a problem.
+func TestCheckResponseStreamFunctionCalls(t *testing.T) {
+	t.Parallel()
+	response := func(status, output, usage string) string {
+		return `{"id":"resp_1","object":"response","created_at":1,"status":"` + status + `","error":null,"incomplete_details":null,` +
+			`"model":"m","output":[` + output + `],"usage":` + usage + `}`
+	}
+	const (
+		msg     = `{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Hi"}]}`
+		callNew = `{"id":"fc_1","type":"function_call","status":"in_progress","call_id":"call_1","name":"f","arguments":""}`
+		call    = `{"id":"fc_1","type":"function_call","status":"completed","call_id":"call_1","name":"f","arguments":"{\"a\":1}"}`
+		usage   = `{"input_tokens":3,"output_tokens":4,"total_tokens":7}`
+	)
+	good := []string{
+		`{"type":"response.created","sequence_number":0,"response":` + response("in_progress", "", "null") + `}`,
+		`{"type":"response.in_progress","sequence_number":1,"response":` + response("in_progress", "", "null") + `}`,
+		`{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}`,
+		`{"type":"response.content_part.added","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","annotations":[],"text":""}}`,
+		`{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi"}`,
+		`{"type":"response.output_text.done","sequence_number":5,"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hi"}`,
+		`{"type":"response.content_part.done","sequence_number":6,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","annotations":[],"text":"Hi"}}`,
+		`{"type":"response.output_item.done","sequence_number":7,"output_index":0,"item":` + msg + `}`,
+		`{"type":"response.output_item.added","sequence_number":8,"output_index":1,"item":` + callNew + `}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":9,"item_id":"fc_1","output_index":1,"delta":"{\"a\":"}`,
+		`{"type":"response.function_call_arguments.delta","sequence_number":10,"item_id":"fc_1","output_index":1,"delta":"1}"}`,
+		`{"type":"response.function_call_arguments.done","sequence_number":11,"item_id":"fc_1","output_index":1,"name":"f","arguments":"{\"a\":1}"}`,
+		`{"type":"response.output_item.done","sequence_number":12,"output_index":1,"item":` + call + `}`,
+		`{"type":"response.completed","sequence_number":13,"response":` + response("completed", msg+","+call, usage) + `}`,
+	}
+	transcript := func(evs []string) *ResponseTranscript {
+		tr := &ResponseTranscript{Transport: "SSE", Status: 200}
+		for _, raw := range evs {
+			e, err := parseResponseEvent([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.Events = append(tr.Events, e)
+		}
+		return tr
+	}
+	if p := CheckResponseStream(transcript(good)); len(p) != 0 {
+		t.Fatalf("a good stream has problems: %q", p)
+	}
+	with := func(i int, ev string) []string {
+		evs := append([]string(nil), good...)
+		evs[i] = ev
+		return evs
+	}
+	tests := []struct {
+		name string
+		evs  []string
+		want string
+	}{
+		{"done differs from the deltas", with(11, `{"type":"response.function_call_arguments.done","sequence_number":11,"item_id":"fc_1","output_index":1,"name":"f","arguments":"{\"a\":2}"}`),
+			"deltas add up to"},
+		{"a delta of another item", with(10, `{"type":"response.function_call_arguments.delta","sequence_number":10,"item_id":"fc_9","output_index":1,"delta":"1}"}`),
+			"not an open function_call"},
+		{"arguments in the added item", with(8, `{"type":"response.output_item.added","sequence_number":8,"output_index":1,"item":`+strings.Replace(callNew, `"arguments":""`, `"arguments":"{}"`, 1)+`}`),
+			"they come in deltas"},
+		{"the final output moved the call", with(13, `{"type":"response.completed","sequence_number":13,"response":`+response("completed", call+","+msg, usage)+`}`),
+			"at index 0, where the stream added item msg_1"},
+	}
+	for _, tt := range tests {
+		p := CheckResponseStream(transcript(tt.evs))
+		if !strings.Contains(strings.Join(p, "\n"), tt.want) {
+			t.Errorf("%s: problems %q, want one saying %q", tt.name, p, tt.want)
+		}
+	}
+}
