@@ -411,3 +411,34 @@ func TestResponsesReasoningNotAnItemYet(t *testing.T) {
 		t.Errorf("output %s, usage %s", r.summary(), r.Usage)
 	}
 }
+
+// TestResponsesWSToolConversation: on a WebSocket the connection's last
+// response, stored or not, is a conversation with its calls: its function_call
+// items can be referred to and their outputs answered.
+func TestResponsesWSToolConversation(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		return &fakeStream{ctx: ctx, events: respToolEvents(engine.FinishToolCalls)}, nil
+	}}
+	ts := newTestServer(t, fake, Options{})
+	c := dialWS(t, ts, "/v1/responses", nil)
+	sendWS(t, c, `{"type":"response.create","store":false,`+respToolsBody[1:]+`}`)
+	msgs := readUntilEnd(t, c)
+	final := decodeOutput(t, mustField(t, msgs[len(msgs)-1].raw, "response"))
+	if len(final.Output) != 3 {
+		t.Fatalf("output %s", final.summary())
+	}
+	sendWS(t, c, `{"type":"response.create","model":"tiny","input":[{"role":"user","content":"again"},`+
+		`{"type":"item_reference","id":"`+final.Output[2].ID+`"},{"type":"function_call_output","call_id":"call_b","output":"3"}]}`)
+	msgs = readUntilEnd(t, c)
+	if last := msgs[len(msgs)-1]; last.Type != "response.completed" {
+		t.Fatalf("a reference to the connection's last call: %s", last.raw)
+	}
+	reqs := fake.requests()
+	want := []engine.Message{{Role: engine.RoleUser, Content: "again"},
+		{Role: engine.RoleAssistant, NullContent: true, ToolCalls: []engine.ToolCall{{ID: "call_b", Name: "add", Arguments: `{"a":1,"b":2}`}}},
+		{Role: engine.RoleTool, Content: "3", ToolCallID: "call_b"}}
+	if got := reqs[len(reqs)-1].Messages; !reflect.DeepEqual(got, want) {
+		t.Errorf("conversation\n got  %+v\n want %+v", got, want)
+	}
+}
