@@ -1,0 +1,256 @@
+package service
+
+import (
+	"strconv"
+
+	"rill/engine"
+)
+
+// The Responses API's response object, its output items and its usage, as
+// the encoder (responses_events.go) writes them into events and the plain
+// JSON answer.
+
+// ResponseUsage is the usage of the Responses API: the counts of Usage
+// under the names OpenAI gives them there (DESIGN §3 rule 12). Pointer
+// fields follow Usage's rule: nil is "not measured" and the key is left out.
+type ResponseUsage struct {
+	InputTokens  int
+	OutputTokens int
+	TotalTokens  int
+	// CachedTokens is input_tokens_details.cached_tokens.
+	CachedTokens *int
+	// ReasoningTokens is output_tokens_details.reasoning_tokens.
+	ReasoningTokens *int
+	// AcceptedPredictionTokens and RejectedPredictionTokens are rill's
+	// extension of output_tokens_details, present exactly when drafting was
+	// active, as in chat's completion_tokens_details.
+	AcceptedPredictionTokens *int
+	RejectedPredictionTokens *int
+}
+
+// ResponseUsageOf renames u: prompt tokens are input tokens, completion
+// tokens output tokens, and every detail keeps its presence. It is pure.
+func ResponseUsageOf(u Usage) ResponseUsage {
+	return ResponseUsage{
+		InputTokens:              u.PromptTokens,
+		OutputTokens:             u.CompletionTokens,
+		TotalTokens:              u.TotalTokens,
+		CachedTokens:             u.CachedTokens,
+		ReasoningTokens:          u.ReasoningTokens,
+		AcceptedPredictionTokens: u.AcceptedPredictionTokens,
+		RejectedPredictionTokens: u.RejectedPredictionTokens,
+	}
+}
+
+// AppendJSON appends the usage object. Without details it is exactly
+// {"input_tokens":I,"output_tokens":O,"total_tokens":T}.
+func (u *ResponseUsage) AppendJSON(b []byte) []byte {
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.InputTokens), 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.OutputTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	if u.CachedTokens != nil {
+		b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(*u.CachedTokens), 10)
+		b = append(b, '}')
+	}
+	if u.ReasoningTokens != nil || u.AcceptedPredictionTokens != nil || u.RejectedPredictionTokens != nil {
+		b = append(b, `,"output_tokens_details":{`...)
+		sep := false
+		field := func(name string, v *int) {
+			if v == nil {
+				return
+			}
+			if sep {
+				b = append(b, ',')
+			}
+			sep = true
+			b = append(b, '"')
+			b = append(b, name...)
+			b = append(b, `":`...)
+			b = strconv.AppendInt(b, int64(*v), 10)
+		}
+		field("reasoning_tokens", u.ReasoningTokens)
+		field("accepted_prediction_tokens", u.AcceptedPredictionTokens)
+		field("rejected_prediction_tokens", u.RejectedPredictionTokens)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// appendPart appends a message's output_text part: empty while it is being
+// streamed, whole once done.
+func appendPart(b []byte, it *outputItem, whole bool) []byte {
+	b = append(b, `{"type":"output_text","annotations":[],"logprobs":`...)
+	if whole {
+		b = appendResponseLogprobs(b, it.logprobs)
+	} else {
+		b = append(b, "[]"...)
+	}
+	b = append(b, `,"text":`...)
+	if whole {
+		b = appendString(b, string(it.text))
+	} else {
+		b = append(b, `""`...)
+	}
+	return append(b, '}')
+}
+
+// appendItem appends an output item as its status stands (an item still
+// open in a response that ended is incomplete): with whole its content,
+// else as it opens (a message without parts, a call with empty arguments).
+func (e *responseEncoder) appendItem(b []byte, it *outputItem, whole bool) []byte {
+	status := it.status
+	if status == statusInProgress && e.status != statusInProgress {
+		status = statusIncomplete
+	}
+	b = append(b, `{"id":`...)
+	b = appendString(b, it.id)
+	switch it.kind {
+	case itemFunctionCall:
+		b = append(b, `,"type":"function_call","status":"`...)
+		b = append(b, status...)
+		b = append(b, `","arguments":`...)
+		if whole {
+			b = appendString(b, string(it.arguments))
+		} else {
+			b = append(b, `""`...)
+		}
+		b = append(b, `,"call_id":`...)
+		b = appendString(b, it.callID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, it.name)
+		return append(b, '}')
+	default:
+		b = append(b, `,"type":"message","status":"`...)
+		b = append(b, status...)
+		b = append(b, `","role":"assistant","content":[`...)
+		if whole {
+			b = appendPart(b, it, true)
+		}
+		return append(b, "]}"...)
+	}
+}
+
+// appendResponse appends the response object as it stands: status, the
+// output once it ended (every item opened), usage once finished.
+func (e *responseEncoder) appendResponse(b []byte) []byte {
+	r := e.r
+	b = append(b, `{"id":`...)
+	b = appendString(b, r.id)
+	b = append(b, `,"object":"response","created_at":`...)
+	b = appendInt(b, int(r.createdAt))
+	b = append(b, `,"status":"`...)
+	b = append(b, e.status...)
+	b = append(b, `","background":false,"completed_at":`...)
+	if e.completedAt != 0 {
+		b = appendInt(b, int(e.completedAt))
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"error":`...)
+	if e.err != nil {
+		code := e.err.Code
+		if code == "" {
+			code = "server_error"
+		}
+		b = append(b, `{"code":`...)
+		b = appendString(b, code)
+		b = append(b, `,"message":`...)
+		b = appendString(b, e.err.Message)
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"incomplete_details":`...)
+	if e.status == statusIncomplete {
+		b = append(b, `{"reason":"max_output_tokens"}`...)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"instructions":`...)
+	if r.instructions != nil {
+		b = appendString(b, *r.instructions)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"max_output_tokens":`...)
+	if r.maxOutputTokens > 0 {
+		b = appendInt(b, r.maxOutputTokens)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"max_tool_calls":null,"model":`...)
+	b = appendString(b, r.model)
+	b = append(b, `,"output":[`...)
+	if e.status != statusInProgress {
+		for i, it := range e.items {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = e.appendItem(b, it, true)
+		}
+	}
+	b = append(b, `],"parallel_tool_calls":`...)
+	b = strconv.AppendBool(b, r.parallelToolCalls)
+	b = append(b, `,"previous_response_id":`...)
+	b = appendNullableString(b, r.previousID)
+	b = append(b, `,"reasoning":{"effort":null,"summary":null},"service_tier":"default","store":`...)
+	b = strconv.AppendBool(b, r.store)
+	b = append(b, `,"temperature":`...)
+	b = appendFloat(b, r.temperature)
+	b = append(b, `,"text":{"format":`...)
+	b = append(b, r.textFormat...)
+	b = append(b, `},"tool_choice":`...)
+	b = append(b, r.toolChoice...)
+	b = append(b, `,"tools":`...)
+	b = append(b, r.tools...)
+	b = append(b, `,"top_logprobs":`...)
+	b = appendInt(b, r.topLogprobs)
+	b = append(b, `,"top_p":`...)
+	b = appendFloat(b, r.topP)
+	b = append(b, `,"truncation":"disabled","usage":`...)
+	if e.usage != nil {
+		b = e.usage.AppendJSON(b)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"user":`...)
+	b = appendNullableString(b, r.user)
+	b = append(b, `,"metadata":{`...)
+	for i, k := range r.metadataKeys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, r.metadata[k])
+	}
+	return append(b, "}}"...)
+}
+
+// appendResponseLogprobs appends the Responses API's logprobs array
+// [{"token","logprob","bytes","top_logprobs":[{"token","logprob","bytes"}…]}…].
+func appendResponseLogprobs(b []byte, lps []engine.TokenLogprob) []byte {
+	b = append(b, '[')
+	for i := range lps {
+		lp := &lps[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendTokenLogprob(b, lp.Token, lp.Bytes, lp.Logprob)
+		b = append(b, `,"top_logprobs":[`...)
+		for j := range lp.Top {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			t := &lp.Top[j]
+			b = appendTokenLogprob(b, t.Token, t.Bytes, t.Logprob)
+			b = append(b, '}')
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, ']')
+}
