@@ -582,7 +582,7 @@ func TestResponsesErrors(t *testing.T) {
 		param, code              string
 	}{
 		{"unknown model", "POST", "/v1/responses", `{"model":"nope","input":"x"}`, 404, "model", "model_not_found"},
-		{"too long", "POST", "/v1/responses", `{"model":"long","input":"x"}`, 400, "messages", "context_length_exceeded"},
+		{"too long", "POST", "/v1/responses", `{"model":"long","input":"x"}`, 400, "input", "context_length_exceeded"},
 		{"overloaded", "POST", "/v1/responses", `{"model":"busy","input":"x","stream":true}`, 503, "", "engine_overloaded"},
 		{"missing model", "POST", "/v1/responses", `{"input":"x"}`, 400, "model", "missing_required_parameter"},
 		{"input of the wrong type", "POST", "/v1/responses", `{"model":"tiny","input":5}`, 400, "input", "invalid_type"},

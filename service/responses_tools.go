@@ -207,14 +207,18 @@ func compactJSON(raw json.RawMessage) []byte {
 	return b.Bytes()
 }
 
-// responsesEngineParams restates the params of the engine's refusals,
-// which name chat's fields, in the Responses API's names.
-var responsesEngineParams = strings.NewReplacer(
+// responsesFieldNames restates the chat field names an engine's refusal
+// quotes (in its param and its message) in the Responses API's names.
+var responsesFieldNames = strings.NewReplacer(
 	"response_format.type", "text.format.type",
 	"response_format", "text.format",
 	".function.parameters", ".parameters",
 	".function.name", ".name",
 )
+
+// responsesParams maps the params an engine names as a whole: its chat
+// request's messages are the input, its max_tokens max_output_tokens.
+var responsesParams = map[string]string{"messages": "input", "max_tokens": "max_output_tokens"}
 
 // responsesError is e with its param (and the field names its message
 // quotes) in the Responses API's names.
@@ -223,7 +227,11 @@ func responsesError(e *apiError) *apiError {
 		return e
 	}
 	out := *e
-	out.Param = responsesEngineParams.Replace(e.Param)
-	out.Message = responsesEngineParams.Replace(e.Message)
+	if p, ok := responsesParams[e.Param]; ok {
+		out.Param = p
+	} else {
+		out.Param = responsesFieldNames.Replace(e.Param)
+	}
+	out.Message = responsesFieldNames.Replace(e.Message)
 	return &out
 }

@@ -442,3 +442,28 @@ func TestResponsesWSToolConversation(t *testing.T) {
 		t.Errorf("conversation\n got  %+v\n want %+v", got, want)
 	}
 }
+
+// TestResponsesError: the engine's refusals name chat's fields; the
+// Responses API answers with its own.
+func TestResponsesError(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ param, msg, wantParam, wantMsg string }{
+		{"messages", "the prompt is empty", "input", "the prompt is empty"},
+		{"max_tokens", "you requested 9000 tokens", "max_output_tokens", "you requested 9000 tokens"},
+		{"response_format", "Invalid schema for response_format 'x': no", "text.format", "Invalid schema for text.format 'x': no"},
+		{"response_format.type", "Invalid value for 'response_format.type'", "text.format.type", "Invalid value for 'text.format.type'"},
+		{"tools[2].function.parameters", "Invalid schema for function 'f'", "tools[2].parameters", "Invalid schema for function 'f'"},
+		{"tools[0].function.name", "Invalid 'tools[0].function.name'", "tools[0].name", "Invalid 'tools[0].name'"},
+		{"tool_choice", "no function named 'g'", "tool_choice", "no function named 'g'"},
+		{"logit_bias", "x", "logit_bias", "x"},
+	}
+	for _, tt := range tests {
+		got := responsesError(&apiError{Status: 400, Param: tt.param, Message: tt.msg})
+		if got.Param != tt.wantParam || got.Message != tt.wantMsg || got.Status != 400 {
+			t.Errorf("%s %q: got %s %q", tt.param, tt.msg, got.Param, got.Message)
+		}
+	}
+	if e := responsesError(&apiError{Status: 503, Message: "busy"}); e.Param != "" || e.Message != "busy" {
+		t.Errorf("an error without param: %+v", e)
+	}
+}
