@@ -183,7 +183,8 @@ func (st *encodeState) release() {
 	encodeStates.Put(st)
 }
 
-// canceller looks at a context every CheckBytes of progress.
+// canceller looks at a context every CheckBytes of progress (and merging
+// looks every mergesPerCheck merges, through alive).
 type canceller struct {
 	ctx     context.Context
 	done    <-chan struct{}
@@ -202,6 +203,14 @@ func (c *canceller) advance(n int) bool {
 		return true
 	}
 	c.pending = 0
+	return c.alive()
+}
+
+// alive looks at the context now and reports whether to go on.
+func (c *canceller) alive() bool {
+	if c.done == nil {
+		return true
+	}
 	select {
 	case <-c.done:
 		c.err = c.ctx.Err()
@@ -254,16 +263,14 @@ func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool 
 		// not look at them.
 		return t.bpe.pre.split(piece, func(word string) bool {
 			st.buf = appendEscaped(st.buf[:0], word)
-			st.bpe.encodeChars(t, t.bpe, st.buf, &st.out)
-			return c.advance(len(word))
+			return st.bpe.encodeChars(t, t.bpe, st.buf, &st.out, c) && c.advance(len(word))
 		})
 	}
 	if !laxValid(piece) {
 		piece = laxNormalize(piece)
 	}
 	return t.bpe.pre.split(piece, func(word string) bool {
-		st.bpe.encodeWord(t, t.bpe, word, &st.out)
-		return c.advance(len(word))
+		return st.bpe.encodeWord(t, t.bpe, word, &st.out, c) && c.advance(len(word))
 	})
 }
 
@@ -285,8 +292,7 @@ func (t *Tokenizer) encodeSPM(st *encodeState, piece string, prefix bool, c *can
 			prefix = false
 		}
 		st.buf = appendEscaped(st.buf, piece[:end])
-		st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk)
-		if !c.advance(end + 1) {
+		if !st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk, c) || !c.advance(end+1) {
 			return false
 		}
 		piece = piece[end:]
@@ -344,8 +350,10 @@ func (c *spmCuts) next(s string) int {
 	return len(s)
 }
 
-// appendEscaped appends s with every space as U+2581.
+// appendEscaped appends s with every space as U+2581, growing dst once to
+// the exact size it needs.
 func appendEscaped(dst []byte, s string) []byte {
+	dst = slices.Grow(dst, len(s)+(len(spaceMark)-1)*strings.Count(s, " "))
 	for {
 		i := strings.IndexByte(s, ' ')
 		if i < 0 {
