@@ -89,6 +89,11 @@ type bpeModel struct {
 	// longestText is the length in bytes of the longest token text: no
 	// longer word can be a token whole.
 	longestText int
+	// specialSymbols are the input bytes of the tokens that are not Normal
+	// but merging can make (byte symbols and merge results: Qwen 2 merges
+	// "</s>", DeepSeek's byte alphabet has UserDefined letters); see
+	// longestWithin.
+	specialSymbols [][]byte
 }
 
 func pairKey(left, right int32) uint64 { return uint64(uint32(left))<<32 | uint64(uint32(right)) }
@@ -148,8 +153,27 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 		}
 		m.ranks[key] = int32(rank)
 		m.results[rank] = int32(result)
+		m.noteSpecial(t, int32(result))
+	}
+	for _, sym := range m.byteSymbol {
+		m.noteSpecial(t, sym)
 	}
 	return m, nil
+}
+
+// noteSpecial adds symbol id to specialSymbols when it is a token that is
+// not Normal and not there yet.
+func (m *bpeModel) noteSpecial(t *Tokenizer, id int32) {
+	if !m.byteLevel || int(id) >= t.Size() || t.vocab.Types[id] == Normal {
+		return
+	}
+	spelt := decodeByteLevel(t.vocab.Tokens[id])
+	for _, known := range m.specialSymbols {
+		if bytes.Equal(known, spelt) {
+			return
+		}
+	}
+	m.specialSymbols = append(m.specialSymbols, spelt)
 }
 
 // bpeSession is the scratch space of merging one word; it lives in a

@@ -36,6 +36,17 @@ type EncodeOptions struct {
 	// boundaries are the model's) while the special-token texts that came
 	// from user data (chat.Prompt.UserSpecials) stay text.
 	Plain []Span
+	// MaxTokens, when positive, is the most tokens EncodeContext may return
+	// (BOS and EOS included); pass the context positions the prompt may
+	// use. EncodeContext stops as soon as the text is certain to have more,
+	// and returns nil and a *TooLongError (errors.Is ErrTooManyTokens): it
+	// refuses a text whose length alone rules it out (more than MaxTokens x
+	// MaxTokenBytes bytes outside special tokens) before merging anything,
+	// and otherwise merges little more than the first MaxTokens tokens'
+	// worth of text, one pre-tokenized word or SentencePiece chunk past the
+	// limit at most. A text that fits encodes to exactly the ids it does
+	// without a limit. Encode ignores MaxTokens.
+	MaxTokens int
 }
 
 // Span is the byte range [Start, End) of a text.
@@ -111,20 +122,24 @@ func overlaps(spans []Span, start, end int) bool {
 //     is set. Otherwise its bytes are the symbols, and adjacent symbols
 //     merge, lowest merge rank first, the leftmost pair on ties.
 func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int {
+	opts.MaxTokens = 0
 	ids, _ := t.encode(context.Background(), text, opts)
 	return ids
 }
 
 // EncodeContext is Encode that stops when ctx ends: it checks ctx about
-// every CheckBytes bytes of input and then returns nil and ctx.Err(). Its
+// every CheckBytes bytes of input (and every few thousand merges inside one
+// long word) and then returns nil and ctx.Err(). With opts.MaxTokens it
+// also stops when the text has too many tokens (see EncodeOptions). Its
 // result is otherwise exactly Encode's.
 //
 // Memory: besides the result (one int per token) an encode uses scratch
 // space that is linear in the longest piece that cannot be cut (a
 // pre-tokenized word for BPE; a run of text between spaces for the
 // SentencePiece vocabularies of Llama 2 and Phi-3, whose tokens never hold
-// a space after another character) and in the number of special tokens the
-// text holds. See BenchmarkEncodeAllocs for the figures.
+// a space after another character), 20 bytes per byte of it for BPE and 16
+// for SentencePiece, and in the number of special tokens the text holds.
+// See BenchmarkEncodeRuns for the figures.
 func (t *Tokenizer) EncodeContext(ctx context.Context, text string, opts EncodeOptions) ([]int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -191,7 +206,12 @@ type canceller struct {
 	pending int
 	seen    int // bytes of progress in all
 	err     error
+	limit   tokenLimit
 }
+
+// over reports whether tokens, produced or certain to be, go over
+// EncodeOptions.MaxTokens, and then sets c.err.
+func (c *canceller) over(tokens int) bool { return c.limit.over(tokens, &c.err) }
 
 // advance records n bytes of progress and reports whether to go on.
 func (c *canceller) advance(n int) bool {
@@ -222,6 +242,12 @@ func (c *canceller) alive() bool {
 
 func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions) ([]int, error) {
 	c := canceller{ctx: ctx, done: ctx.Done()}
+	if opts.MaxTokens > 0 {
+		c.limit = tokenLimit{on: true, maxTokens: opts.MaxTokens, room: opts.MaxTokens, bytes: len(text)}
+		if opts.AddSpecial && t.vocab.AddEOS {
+			c.limit.room-- // EOS comes last
+		}
+	}
 	st := encodeStates.Get().(*encodeState)
 	defer st.release()
 	if opts.AddSpecial && t.vocab.AddBOS {
@@ -231,8 +257,19 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 	if !t.partition(st, text, opts, &c) {
 		return nil, c.err
 	}
+	if c.limit.on {
+		// Every fragment still to come gives at least its bound: reserve
+		// them all, and give each back when its turn comes.
+		for _, f := range st.frags {
+			c.limit.room -= t.fragmentTokens(text, f)
+		}
+		if c.over(st.out.n) {
+			return nil, c.err
+		}
+	}
 	prevSpecial := !opts.Continuation
 	for _, f := range st.frags {
+		c.limit.room += t.fragmentTokens(text, f)
 		if f.token >= 0 {
 			st.out.push(f.token)
 			prevSpecial = true
@@ -256,26 +293,55 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 	return st.out.take(), nil
 }
 
-// encodeBPE appends the tokens of one piece of raw text.
+// fragmentTokens is a lower bound on the tokens of fragment f of text: 1
+// for a special token, and for text 1 per MaxTokenBytes bytes that merging
+// cannot drop, where the vocabulary makes that bound hold (computeBounds).
+// Byte-level BPE normalises invalid UTF-8 (overlong forms shrink), so such
+// text gets no bound; SentencePiece and Gemma 4 merge escaped text, which
+// is no shorter than the raw text.
+func (t *Tokenizer) fragmentTokens(text string, f fragment) int {
+	switch {
+	case f.token >= 0:
+		return 1
+	case !t.boundsHold || (t.byteLevel && !utf8.ValidString(text[f.start:f.end])):
+		return 0
+	}
+	return ceilDiv(keptBytes(t, text[f.start:f.end]), t.maxTokenBytes)
+}
+
+// encodeBPE appends the tokens of one piece of raw text. Before merging a
+// word it checks that the word's lower bound (minTokens) fits the token
+// limit, after it that the tokens so far do.
 func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool {
 	if !t.bpe.byteLevel {
 		// Spaces become U+2581 word by word; the split (at newlines) does
 		// not look at them.
 		return t.bpe.pre.split(piece, func(word string) bool {
 			st.buf = appendEscaped(st.buf[:0], word)
-			return st.bpe.encodeChars(t, t.bpe, st.buf, &st.out, c) && c.advance(len(word))
+			if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n)) {
+				return false
+			}
+			ok := st.bpe.encodeChars(t, t.bpe, st.buf, &st.out, c)
+			c.limit.encoded += len(word)
+			return ok && !c.over(st.out.n) && c.advance(len(word))
 		})
 	}
 	if !laxValid(piece) {
 		piece = laxNormalize(piece)
 	}
 	return t.bpe.pre.split(piece, func(word string) bool {
-		return st.bpe.encodeWord(t, t.bpe, word, &st.out, c) && c.advance(len(word))
+		if c.limit.on && c.over(st.out.n+minTokens(t, word, c.limit.room-st.out.n)) {
+			return false
+		}
+		ok := st.bpe.encodeWord(t, t.bpe, word, &st.out, c)
+		c.limit.encoded += len(word)
+		return ok && !c.over(st.out.n) && c.advance(len(word))
 	})
 }
 
 // encodeSPM appends the tokens of one piece of raw text, space prefix
-// included when prefix is set. The piece is merged in chunks cut where the
+// included when prefix is set, checking the token limit as encodeBPE does
+// around each chunk. The piece is merged in chunks cut where the
 // vocabulary makes a cut exact (see spmCuts): no token can then span a cut,
 // so no merge crosses one and every chunk merges as it would inside the
 // whole. Cuts need valid UTF-8, which keeps symbols aligned with characters.
@@ -292,7 +358,12 @@ func (t *Tokenizer) encodeSPM(st *encodeState, piece string, prefix bool, c *can
 			prefix = false
 		}
 		st.buf = appendEscaped(st.buf, piece[:end])
-		if !st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk, c) || !c.advance(end+1) {
+		if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n)) {
+			return false
+		}
+		ok := st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk, c)
+		c.limit.encoded += end
+		if !ok || c.over(st.out.n) || !c.advance(end+1) {
 			return false
 		}
 		piece = piece[end:]

@@ -37,6 +37,12 @@ type Tokenizer struct {
 	// chunks (see encodeSPM).
 	spmCuts       spmCuts
 	maxTokenBytes int
+	// boundsHold says minTokens's lower bounds are valid for this
+	// vocabulary; they do not count the bytes in droppable (dropsBytes:
+	// there are some). See computeBounds.
+	boundsHold bool
+	droppable  [256]bool
+	dropsBytes bool
 }
 
 // New checks v and builds a Tokenizer. It copies the slices of v, so the
@@ -129,6 +135,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 	for b := range 256 {
 		t.byteToken[b] = t.lookupByte(byte(b))
 	}
+	t.computeBounds()
 	for _, id := range append([]int{v.EOS, v.EOT}, v.EOG...) {
 		if id >= 0 {
 			t.eog[id] = true
