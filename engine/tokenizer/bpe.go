@@ -89,6 +89,9 @@ type bpeModel struct {
 	// longestText is the length in bytes of the longest token text: no
 	// longer word can be a token whole.
 	longestText int
+	// spaceSymbol is the symbol of U+2581 (-1: none), what a space in
+	// canonical text starts as (see appendMerged).
+	spaceSymbol int32
 	// specialSymbols are the input bytes of the tokens that are not Normal
 	// but merging can make (byte symbols and merge results: Qwen 2 merges
 	// "</s>", DeepSeek's byte alphabet has UserDefined letters); see
@@ -158,6 +161,7 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 	for _, sym := range m.byteSymbol {
 		m.noteSpecial(t, sym)
 	}
+	m.spaceSymbol = m.lookup(t, []byte(spaceMark))
 	return m, nil
 }
 
@@ -338,15 +342,11 @@ func (s *bpeSession) fallback(t *Tokenizer, m *bpeModel, id, start, end int32, o
 		}
 		return
 	}
-	for _, b := range s.chars[start:end] {
-		if tok := t.byteToken[b]; tok >= 0 {
-			out.push(tok)
-		}
-	}
+	t.pushBytes(s.chars[start:end], out)
 }
 
 // encodeChars appends the tokens of one word of a non-byte-level vocabulary
-// (spaces already escaped): one symbol per UTF-8 character (a byte that
+// (canonical or escaped: see appendMerged): one symbol per UTF-8 character (a byte that
 // starts no valid sequence takes the length it announces, as in
 // llama.cpp), merged like a byte-level word. The session keeps word as
 // s.chars while it works. It returns false when c says to stop.
@@ -372,7 +372,6 @@ func (s *bpeSession) encodeChars(t *Tokenizer, m *bpeModel, word []byte, out *id
 		return true
 	}
 	s.chars = word
-	defer func() { s.chars = nil }()
 	s.reset(n)
 	for off := 0; off < n; {
 		size := min(utf8Len(word[off]), n-off)
@@ -383,11 +382,17 @@ func (s *bpeSession) encodeChars(t *Tokenizer, m *bpeModel, word []byte, out *id
 		}
 		off += size
 	}
-	return s.run(t, m, n, out, c)
+	ok := s.run(t, m, n, out, c)
+	s.chars = nil
+	return ok
 }
 
-// lookup returns the symbol of text: a token, an extra, or -1.
+// lookup returns the symbol of text, one character: a token, an extra, or
+// -1. A space (canonical text) is U+2581.
 func (m *bpeModel) lookup(t *Tokenizer, text []byte) int32 {
+	if len(text) == 1 && text[0] == ' ' {
+		return m.spaceSymbol
+	}
 	if id, ok := t.byText[string(text)]; ok {
 		return int32(id)
 	}

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sort"
@@ -172,6 +173,10 @@ const CheckBytes = 4 << 10
 // Figures: 48 for Llama 2 and Phi-3, 93 for Gemma 4, 128 for Llama 3 and
 // Qwen 2, 512 for Command-R (the longest texts are runs of spaces or
 // dashes).
+//
+// EncodeOptions.MaxTokens applies this bound itself, without the
+// exceptions (it bounds the text between special tokens, after stripping,
+// and leaves out bytes a vocabulary can drop), together with finer ones.
 func (t *Tokenizer) MaxTokenBytes() int { return t.maxTokenBytes }
 
 // encodeState is the scratch space of one encode; pooled.
@@ -314,11 +319,12 @@ func (t *Tokenizer) fragmentTokens(text string, f fragment) int {
 // limit, after it that the tokens so far do.
 func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool {
 	if !t.bpe.byteLevel {
-		// Spaces become U+2581 word by word; the split (at newlines) does
-		// not look at them.
+		// Spaces are spelt word by word (appendMerged); the split (at
+		// newlines) does not look at them.
+		canonical := utf8.ValidString(piece)
 		return t.bpe.pre.split(piece, func(word string) bool {
-			st.buf = appendEscaped(st.buf[:0], word)
-			if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n)) {
+			st.buf = appendMerged(st.buf[:0], word, canonical)
+			if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n, canonical)) {
 				return false
 			}
 			ok := st.bpe.encodeChars(t, t.bpe, st.buf, &st.out, c)
@@ -330,7 +336,7 @@ func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool 
 		piece = laxNormalize(piece)
 	}
 	return t.bpe.pre.split(piece, func(word string) bool {
-		if c.limit.on && c.over(st.out.n+minTokens(t, word, c.limit.room-st.out.n)) {
+		if c.limit.on && c.over(st.out.n+minTokens(t, word, c.limit.room-st.out.n, true)) {
 			return false
 		}
 		ok := st.bpe.encodeWord(t, t.bpe, word, &st.out, c)
@@ -346,19 +352,19 @@ func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool 
 // so no merge crosses one and every chunk merges as it would inside the
 // whole. Cuts need valid UTF-8, which keeps symbols aligned with characters.
 func (t *Tokenizer) encodeSPM(st *encodeState, piece string, prefix bool, c *canceller) bool {
-	cut := utf8.ValidString(piece)
+	valid := utf8.ValidString(piece)
 	for len(piece) > 0 {
 		end := len(piece)
-		if cut {
+		if valid {
 			end = t.spmCuts.next(piece)
 		}
 		st.buf = st.buf[:0]
 		if prefix {
-			st.buf = append(st.buf, spaceMark...)
+			st.buf = appendMerged(st.buf, " ", valid)
 			prefix = false
 		}
-		st.buf = appendEscaped(st.buf, piece[:end])
-		if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n)) {
+		st.buf = appendMerged(st.buf, piece[:end], valid)
+		if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n, valid)) {
 			return false
 		}
 		ok := st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk, c)
@@ -421,18 +427,79 @@ func (c *spmCuts) next(s string) int {
 	return len(s)
 }
 
-// appendEscaped appends s with every space as U+2581, growing dst once to
-// the exact size it needs.
-func appendEscaped(dst []byte, s string) []byte {
-	dst = slices.Grow(dst, len(s)+(len(spaceMark)-1)*strings.Count(s, " "))
+// SentencePiece and Gemma 4 tokens spell a space as U+2581, and a U+2581
+// in the input is the same symbol as a space. Valid UTF-8 is merged in
+// canonical form, every U+2581 as a space: one byte per space rather than
+// three, so that a run of spaces costs no more merge state per input byte
+// than any other text. Lookups spell the spaces back (spelling). Invalid
+// UTF-8 is merged escaped, every space as U+2581, as llama.cpp merges it:
+// there a byte that announces a longer sequence can swallow part of an
+// escaped U+2581, which the canonical form cannot show.
+
+// appendMerged appends s in the form merging takes: canonical when s is
+// valid UTF-8 (valid), escaped otherwise.
+func appendMerged(dst []byte, s string, valid bool) []byte {
+	if !valid {
+		return appendEscaped(dst, s)
+	}
+	dst = slices.Grow(dst, len(s))
 	for {
-		i := strings.IndexByte(s, ' ')
+		i := strings.Index(s, spaceMark)
 		if i < 0 {
 			return append(dst, s...)
 		}
 		dst = append(dst, s[:i]...)
-		dst = append(dst, spaceMark...)
-		s = s[i+1:]
+		dst = append(dst, ' ')
+		s = s[i+len(spaceMark):]
+	}
+}
+
+// appendEscaped appends s with every space as U+2581, growing dst once to
+// the exact size it needs.
+func appendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
+	spaces := 0
+	for i := range len(s) {
+		if s[i] == ' ' {
+			spaces++
+		}
+	}
+	dst = slices.Grow(dst, len(s)+(len(spaceMark)-1)*spaces)
+	for i := range len(s) {
+		if s[i] == ' ' {
+			dst = append(dst, spaceMark...)
+		} else {
+			dst = append(dst, s[i])
+		}
+	}
+	return dst
+}
+
+// spelling returns the vocabulary's spelling of merged text: text itself,
+// or, when it holds spaces (canonical text), the text with every space as
+// U+2581 in *scratch.
+func spelling(text []byte, scratch *[]byte) []byte {
+	if bytes.IndexByte(text, ' ') < 0 {
+		return text
+	}
+	*scratch = appendEscaped((*scratch)[:0], text)
+	return *scratch
+}
+
+// pushBytes appends the byte tokens that spell merged text byte by byte
+// (a space as the bytes of U+2581); bytes without a token are dropped.
+func (t *Tokenizer) pushBytes(text []byte, out *idBuffer) {
+	for _, b := range text {
+		if b == ' ' {
+			for i := range len(spaceMark) {
+				if id := t.byteToken[spaceMark[i]]; id >= 0 {
+					out.push(id)
+				}
+			}
+			continue
+		}
+		if id := t.byteToken[b]; id >= 0 {
+			out.push(id)
+		}
 	}
 }
 

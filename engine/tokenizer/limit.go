@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrTooManyTokens is what a *TooLongError is (errors.Is): the text has
@@ -104,22 +105,23 @@ const longWordBytes = 16 << 10
 
 // minTokens returns a lower bound on the tokens that merging word gives:
 // word is what merging sees, the raw bytes of a pre-tokenized word for
-// byte-level BPE, the escaped text of a word or chunk otherwise. room is
-// how many more tokens fit; a word that could fit (no longer than room)
-// only gets the cheap bound. It returns 0 where the vocabulary gives no
+// byte-level BPE, the canonical or escaped text of a word or chunk
+// otherwise (appendMerged). room is how many more tokens fit; a word that
+// could fit (no longer than room) only gets the cheap bound, and so does
+// escaped text (canonical false; byte-level words are canonical). It returns 0 where the vocabulary gives no
 // bound (boundsHold).
 //
 // Each token covers at most MaxTokenBytes bytes of word, and, finer, at
 // most the length of the longest token that consists of bytes word holds:
 // a run of one letter or of random letters is spelt with short tokens.
 // Bytes merging may drop are not counted (computeBounds).
-func minTokens[S ~string | ~[]byte](t *Tokenizer, word S, room int) int {
+func minTokens[S ~string | ~[]byte](t *Tokenizer, word S, room int, canonical bool) int {
 	if !t.boundsHold {
 		return 0
 	}
 	n := keptBytes(t, word)
 	bound := ceilDiv(n, t.maxTokenBytes)
-	if bound > room || n < longWordBytes || n <= room {
+	if bound > room || n < longWordBytes || n <= room || !canonical {
 		return bound
 	}
 	var set [256]bool
@@ -133,7 +135,8 @@ func minTokens[S ~string | ~[]byte](t *Tokenizer, word S, room int) int {
 // merging can emit whose bytes all lie in set, at least 1: for byte-level
 // BPE the bytes a Normal token stands for, and those of the other tokens
 // that merges or the byte alphabet make (specialSymbols); otherwise a
-// token's text, byte tokens (<0xXX>) counting one.
+// token's text in canonical form (U+2581 as a space), byte tokens (<0xXX>)
+// counting one.
 func (t *Tokenizer) longestWithin(set *[256]bool) int {
 	best := 1
 	if t.byteLevel {
@@ -154,8 +157,10 @@ func (t *Tokenizer) longestWithin(set *[256]bool) int {
 				best = len(piece)
 			}
 		default:
-			if len(text) > best && allIn(text, set) {
-				best = len(text)
+			if len(text) > best {
+				if n, ok := canonicalIn(text, set); ok {
+					best = max(best, n)
+				}
 			}
 		}
 	}
@@ -170,6 +175,26 @@ func allIn[S ~string | ~[]byte](s S, set *[256]bool) bool {
 		}
 	}
 	return true
+}
+
+// canonicalIn returns the length of text in canonical form (every U+2581 a
+// space) and whether all of its bytes in that form lie in set.
+func canonicalIn(text string, set *[256]bool) (int, bool) {
+	n := 0
+	for i := 0; i < len(text); n++ {
+		if strings.HasPrefix(text[i:], spaceMark) {
+			if !set[' '] {
+				return 0, false
+			}
+			i += len(spaceMark)
+			continue
+		}
+		if !set[text[i]] {
+			return 0, false
+		}
+		i++
+	}
+	return n, true
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

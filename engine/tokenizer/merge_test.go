@@ -18,27 +18,20 @@ func mergeTexts(t testing.TB, tk *Tokenizer, set string, rng *rand.Rand) []strin
 		strings.Repeat("ab", 3001),
 		strings.Repeat(" ", 3000),
 		strings.Repeat("\u2581", 700),
+		strings.Repeat(" \u2581 \u2581\u2581  a\u2581b ", 300),
+		strings.Repeat("\xe2 \xe2\x96 \xf0  \xc3 a\xe2\u2581 ", 200), // lead bytes that swallow escaped spaces
 		strings.Repeat("é", 2000),
 		base64Blob(20000),
 		randomLetters(rng, 20000),
 		glueTokens(tk, rng, 3000),
 		glueTokens(tk, rng, 3000) + " " + glueTokens(tk, rng, 300),
+		glueTexts(tk, rng, 3000),
 		randomBytes(rng, 4000),
 	}
 	for _, c := range readVocabCasesTB(t, set) {
 		texts = append(texts, c.text)
 	}
 	return texts
-}
-
-// randomLetters is n random ASCII letters: one word for every pre-tokenizer.
-func randomLetters(rng *rand.Rand, n int) string {
-	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = letters[rng.IntN(len(letters))]
-	}
-	return string(b)
 }
 
 func randomBytes(rng *rand.Rand, n int) string {
@@ -57,6 +50,19 @@ func glueTokens(tk *Tokenizer, rng *rand.Rand, n int) string {
 		id := rng.IntN(tk.Size())
 		if tk.Vocab().Types[id] == Normal {
 			sb.Write(tk.Piece(id))
+		}
+	}
+	return sb.String()
+}
+
+// glueTexts joins the texts of n random Normal tokens, U+2581 and GPT-2's
+// byte alphabet as they are.
+func glueTexts(tk *Tokenizer, rng *rand.Rand, n int) string {
+	var sb strings.Builder
+	for sb.Len() < 8*n {
+		id := rng.IntN(tk.Size())
+		if tk.Vocab().Types[id] == Normal {
+			sb.WriteString(tk.Vocab().Tokens[id])
 		}
 	}
 	return sb.String()

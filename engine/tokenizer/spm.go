@@ -9,6 +9,7 @@ import "unicode/utf8"
 type spmSession struct {
 	ends  []int32 // as in merge.go
 	queue mergeQueue
+	key   []byte // spelling's scratch
 }
 
 // maxPooledSymbols bounds the scratch space kept for reuse, so that one huge
@@ -17,7 +18,7 @@ const maxPooledSymbols = 1 << 16
 
 // small reports whether s is small enough to keep in the pool.
 func (s *spmSession) small() bool {
-	return cap(s.ends) <= maxPooledSymbols
+	return cap(s.ends) <= maxPooledSymbols && cap(s.key) <= maxPooledSymbols
 }
 
 // utf8Len is the length of the UTF-8 sequence a lead byte announces, by its
@@ -53,7 +54,8 @@ func (s *spmSession) encodeChunked(t *Tokenizer, text []byte, out *idBuffer, lim
 	return s.encodeChunk(t, text, out, c)
 }
 
-// encodeChunk merges and emits the tokens of text, at most MaxInt32 bytes:
+// encodeChunk merges and emits the tokens of text (canonical or escaped:
+// see appendMerged), at most MaxInt32 bytes:
 // it starts from one symbol per UTF-8 character and merges the adjacent
 // pair whose joined text is the highest-scoring token, the leftmost of
 // equal scores (llama.cpp's order), until no pair joins into a token. It
@@ -109,17 +111,13 @@ func (s *spmSession) encodeChunk(t *Tokenizer, text []byte, out *idBuffer, c *ca
 
 	for p := int32(0); int(p) < n; p = s.ends[p] {
 		piece := text[p:s.ends[p]]
-		if id, ok := t.byText[string(piece)]; ok {
+		if id, ok := t.byText[string(spelling(piece, &s.key))]; ok {
 			out.push(id)
 			continue
 		}
 		// Merged symbols are always tokens, so this is a single character
 		// the vocabulary lacks: spell it byte by byte.
-		for _, b := range piece {
-			if id := t.byteToken[b]; id >= 0 {
-				out.push(id)
-			}
-		}
+		t.pushBytes(piece, out)
 	}
 	return true
 }
@@ -131,7 +129,7 @@ func (s *spmSession) joined(t *Tokenizer, text []byte, p int32) (uint32, bool) {
 	if int(right) >= len(text) {
 		return 0, false
 	}
-	id, ok := t.byText[string(text[p:s.ends[right]])]
+	id, ok := t.byText[string(spelling(text[p:s.ends[right]], &s.key))]
 	if !ok {
 		return 0, false
 	}
