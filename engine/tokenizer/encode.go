@@ -274,7 +274,9 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 	}
 	prevSpecial := !opts.Continuation
 	for _, f := range st.frags {
-		c.limit.room += t.fragmentTokens(text, f)
+		if c.limit.on {
+			c.limit.room += t.fragmentTokens(text, f)
+		}
 		if f.token >= 0 {
 			st.out.push(f.token)
 			prevSpecial = true

@@ -10,7 +10,8 @@ import (
 
 // maxAllocPerByte is what encoding one giant word or chunk may allocate
 // per input byte, the result included: 20 bytes of merge state for BPE, 16
-// for SentencePiece, and 8 per token of result (at most one per byte).
+// for SentencePiece, 8 per token of result (at most one per byte) and up to
+// 4 per token of id chunks that the pool does not hold yet.
 const maxAllocPerByte = 32
 
 // TestGiantWordMemory encodes 1 MiB that no pre-tokenizer or SentencePiece
