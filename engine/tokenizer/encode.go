@@ -304,8 +304,9 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 // for a special token, and for text 1 per MaxTokenBytes bytes that merging
 // cannot drop, where the vocabulary makes that bound hold (computeBounds).
 // Byte-level BPE normalises invalid UTF-8 (overlong forms shrink), so such
-// text gets no bound; SentencePiece and Gemma 4 merge escaped text, which
-// is no shorter than the raw text.
+// text gets no bound. A SentencePiece or Gemma 4 token covers at most as
+// many raw bytes as its text has: each U+2581 of it covers a space (one
+// byte) or a U+2581 (three).
 func (t *Tokenizer) fragmentTokens(text string, f fragment) int {
 	switch {
 	case f.token >= 0:

@@ -12,13 +12,15 @@ import "math"
 //     0 for an offset where no live symbol starts (inside a character or
 //     inside a symbol that has absorbed its right neighbour). The next
 //     symbol is ends[s]; the previous one is found by scanning left over
-//     zeros, which costs the length of one symbol, at most a token's.
-//   - mergeQueue holds at most one candidate per live symbol, the merge
-//     with its right neighbour, so it never holds stale entries: a merge
-//     replaces or drops the candidates it changes.
+//     zeros, which costs the length of one symbol: a token's at most, or
+//     one character's.
+//   - mergeQueue holds one entry per start at most: the candidate of a live
+//     symbol (its merge with its right neighbour), which a merge replaces
+//     or drops when it changes, or the tombstone of a symbol that merged
+//     away. So it is never larger than the text.
 //
-// Old and new segmentations visit pairs in the same order as a lazy heap of
-// every pair ever seen (the reference in reference_test.go): a candidate is
+// Merges happen in the same order as with a lazy heap of every pair ever
+// queued (the reference in reference_test.go): a queued candidate is
 // current exactly when a lazy entry would pass its staleness check.
 
 // mergeQueue is a 4-ary min-heap of candidate merges keyed by
