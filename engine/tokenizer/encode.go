@@ -324,8 +324,9 @@ func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool 
 	if !t.bpe.byteLevel {
 		// Spaces are spelt word by word (appendMerged); the split (at
 		// newlines) does not look at them.
-		canonical := utf8.ValidString(piece)
+		valid := utf8.ValidString(piece)
 		return t.bpe.pre.split(piece, func(word string) bool {
+			canonical := valid && len(word) >= t.canonicalFrom
 			st.buf = appendMerged(st.buf[:0], word, canonical)
 			if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n, canonical)) {
 				return false
@@ -361,13 +362,14 @@ func (t *Tokenizer) encodeSPM(st *encodeState, piece string, prefix bool, c *can
 		if valid {
 			end = t.spmCuts.next(piece)
 		}
+		canonical := valid && end >= t.canonicalFrom
 		st.buf = st.buf[:0]
 		if prefix {
-			st.buf = appendMerged(st.buf, " ", valid)
+			st.buf = appendMerged(st.buf, " ", canonical)
 			prefix = false
 		}
-		st.buf = appendMerged(st.buf, piece[:end], valid)
-		if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n, valid)) {
+		st.buf = appendMerged(st.buf, piece[:end], canonical)
+		if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n, canonical)) {
 			return false
 		}
 		ok := st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk, c)
@@ -431,18 +433,23 @@ func (c *spmCuts) next(s string) int {
 }
 
 // SentencePiece and Gemma 4 tokens spell a space as U+2581, and a U+2581
-// in the input is the same symbol as a space. Valid UTF-8 is merged in
-// canonical form, every U+2581 as a space: one byte per space rather than
-// three, so that a run of spaces costs no more merge state per input byte
-// than any other text. Lookups spell the spaces back (spelling). Invalid
-// UTF-8 is merged escaped, every space as U+2581, as llama.cpp merges it:
-// there a byte that announces a longer sequence can swallow part of an
-// escaped U+2581, which the canonical form cannot show.
+// in the input is the same symbol as a space. Text is merged escaped, every
+// space as U+2581, as llama.cpp merges it, or, from canonicalBytes of valid
+// UTF-8 up, in canonical form, every U+2581 as a space: one byte per space
+// rather than three, so that a run of spaces costs no more merge state per
+// input byte than any other text. Lookups spell the spaces back
+// (spelling), which shorter text, the usual case, is spared. Invalid UTF-8
+// is always merged escaped: there a byte that announces a longer sequence
+// can swallow part of an escaped U+2581, which the canonical form cannot
+// show.
 
-// appendMerged appends s in the form merging takes: canonical when s is
-// valid UTF-8 (valid), escaped otherwise.
-func appendMerged(dst []byte, s string, valid bool) []byte {
-	if !valid {
+// canonicalBytes is Tokenizer.canonicalFrom's value: the length from which
+// a valid word or chunk is merged in canonical form.
+const canonicalBytes = 1 << 10
+
+// appendMerged appends s in the form merging takes: canonical or escaped.
+func appendMerged(dst []byte, s string, canonical bool) []byte {
+	if !canonical {
 		return appendEscaped(dst, s)
 	}
 	dst = slices.Grow(dst, len(s))
@@ -481,11 +488,21 @@ func appendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
 // or, when it holds spaces (canonical text), the text with every space as
 // U+2581 in *scratch.
 func spelling(text []byte, scratch *[]byte) []byte {
-	if bytes.IndexByte(text, ' ') < 0 {
+	i := bytes.IndexByte(text, ' ')
+	if i < 0 {
 		return text
 	}
-	*scratch = appendEscaped((*scratch)[:0], text)
-	return *scratch
+	spelt := append((*scratch)[:0], text[:i]...)
+	for i >= 0 {
+		spelt = append(spelt, spaceMark...)
+		text = text[i+1:]
+		if i = bytes.IndexByte(text, ' '); i >= 0 {
+			spelt = append(spelt, text[:i]...)
+		}
+	}
+	spelt = append(spelt, text...)
+	*scratch = spelt
+	return spelt
 }
 
 // pushBytes appends the byte tokens that spell merged text byte by byte

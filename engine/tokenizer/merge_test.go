@@ -19,6 +19,7 @@ func mergeTexts(t testing.TB, tk *Tokenizer, set string, rng *rand.Rand) []strin
 		strings.Repeat(" ", 3000),
 		strings.Repeat("\u2581", 700),
 		strings.Repeat(" \u2581 \u2581\u2581  a\u2581b ", 300),
+		strings.Repeat("x\u2581 \u2581\u2581 y\u2581  ", 300),        // one long SentencePiece chunk: no cut before these spaces
 		strings.Repeat("\xe2 \xe2\x96 \xf0  \xc3 a\xe2\u2581 ", 200), // lead bytes that swallow escaped spaces
 		strings.Repeat("é", 2000),
 		base64Blob(20000),
@@ -68,26 +69,39 @@ func glueTexts(tk *Tokenizer, rng *rand.Rand, n int) string {
 	return sb.String()
 }
 
+// alwaysCanonical returns a copy of tk that merges all valid text in
+// canonical form (see appendMerged), short text included.
+func alwaysCanonical(tk *Tokenizer) *Tokenizer {
+	c := *tk
+	c.canonicalFrom = 0
+	return &c
+}
+
 // TestMergeMatchesReference encodes with the new merge path and with the
 // reference (the merge code it replaced, reference_test.go) and wants the
-// same ids, on every vocabulary set.
+// same ids, on every vocabulary set, with the canonical form from its
+// usual length and for all text.
 func TestMergeMatchesReference(t *testing.T) {
 	t.Parallel()
 	for _, set := range vocabSets {
 		t.Run(set, func(t *testing.T) {
 			t.Parallel()
 			tk := loadVocab(t, set)
+			canonical := alwaysCanonical(tk)
 			rng := rand.New(rand.NewPCG(1, uint64(len(set))))
 			for _, text := range mergeTexts(t, tk, set, rng) {
 				for _, opts := range []EncodeOptions{{}, {AddSpecial: true, ParseSpecial: true}} {
-					got, want := tk.Encode(text, opts), tk.refEncode(text, opts)
-					if !slices.Equal(got, want) {
-						i := 0
-						for i < min(len(got), len(want)) && got[i] == want[i] {
-							i++
+					want := tk.refEncode(text, opts)
+					for _, tk := range []*Tokenizer{tk, canonical} {
+						got := tk.Encode(text, opts)
+						if !slices.Equal(got, want) {
+							i := 0
+							for i < min(len(got), len(want)) && got[i] == want[i] {
+								i++
+							}
+							t.Errorf("Encode(%q, %+v), canonical from %d bytes: %d tokens, the reference %d; first difference at token %d",
+								trim(text), opts, tk.canonicalFrom, len(got), len(want), i)
 						}
-						t.Errorf("Encode(%q, %+v): %d tokens, the reference %d; first difference at token %d",
-							trim(text), opts, len(got), len(want), i)
 					}
 				}
 			}
@@ -96,7 +110,8 @@ func TestMergeMatchesReference(t *testing.T) {
 }
 
 // FuzzMergeMatchesReference compares the new merge path with the reference
-// on arbitrary text, for SentencePiece, byte-level BPE and Gemma 4.
+// on arbitrary text, for SentencePiece, byte-level BPE and Gemma 4, with
+// the canonical form from its usual length and for all text.
 func FuzzMergeMatchesReference(f *testing.F) {
 	sets := []string{"llama-spm", "llama-bpe", "gpt-2", "qwen2", "gemma-4", "command-r"}
 	toks := make([]*Tokenizer, len(sets))
@@ -110,9 +125,11 @@ func FuzzMergeMatchesReference(f *testing.F) {
 	f.Add("                                                                ----------")
 	f.Fuzz(func(t *testing.T, text string) {
 		for i, tk := range toks {
-			got, want := tk.Encode(text, EncodeOptions{}), tk.refEncode(text, EncodeOptions{})
-			if !slices.Equal(got, want) {
-				t.Errorf("%s: Encode(%q) = %v, the reference %v", sets[i], text, got, want)
+			want := tk.refEncode(text, EncodeOptions{})
+			for _, tk := range []*Tokenizer{tk, alwaysCanonical(tk)} {
+				if got := tk.Encode(text, EncodeOptions{}); !slices.Equal(got, want) {
+					t.Errorf("%s: Encode(%q), canonical from %d bytes = %v, the reference %v", sets[i], text, tk.canonicalFrom, got, want)
+				}
 			}
 		}
 	})
