@@ -75,19 +75,28 @@ type bpeModel struct {
 	// newlineWords: a word of newlines only that is a token is that token
 	// (llama.cpp's fix for Gemma 4).
 	newlineWords bool
-	// merges maps a pair of symbols (left<<32 | right) to its rank and the
-	// symbol it merges into.
-	merges map[uint64]bpeMerge
+	// ranks maps a pair of symbols (left<<32 | right) to its rank, the
+	// index of its line in the merges; results[rank] is the symbol it merges
+	// into.
+	ranks   map[uint64]int32
+	results []int32
 	// byteSymbol[b] is the symbol of input byte b before any merge.
 	byteSymbol [256]int32
 	// extra holds the texts of symbols Size(), Size()+1, ...; extraIDs
 	// indexes them.
 	extra    []string
 	extraIDs map[string]int32
-}
-
-type bpeMerge struct {
-	rank, result int32
+	// longestText is the length in bytes of the longest token text: no
+	// longer word can be a token whole.
+	longestText int
+	// spaceSymbol is the symbol of U+2581 (-1: none), what a space in
+	// canonical text starts as (see appendMerged).
+	spaceSymbol int32
+	// specialSymbols are the input bytes of the tokens that are not Normal
+	// but merging can make (byte symbols and merge results: Qwen 2 merges
+	// "</s>", DeepSeek's byte alphabet has UserDefined letters); see
+	// longestWithin.
+	specialSymbols [][]byte
 }
 
 func pairKey(left, right int32) uint64 { return uint64(uint32(left))<<32 | uint64(uint32(right)) }
@@ -101,7 +110,8 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 		ignoreMerges: ignoreMerges,
 		byteLevel:    spec.family != preGemma4,
 		newlineWords: spec.family == preGemma4,
-		merges:       make(map[uint64]bpeMerge, len(merges)),
+		ranks:        make(map[uint64]int32, len(merges)),
+		results:      make([]int32, len(merges)),
 		extraIDs:     map[string]int32{},
 	}
 	symbol := func(text string) int32 {
@@ -119,6 +129,9 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 	for b := range 256 {
 		m.byteSymbol[b] = symbol(byteText[b])
 	}
+	for _, text := range t.vocab.Tokens {
+		m.longestText = max(m.longestText, len(text))
+	}
 	if len(merges) >= 1<<31 {
 		return nil, fmt.Errorf("%d merges, more than ranks can address", len(merges))
 	}
@@ -133,7 +146,7 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 		}
 		left, right := merge[:sp+1], merge[sp+2:]
 		key := pairKey(symbol(left), symbol(right))
-		if _, dup := m.merges[key]; dup {
+		if _, dup := m.ranks[key]; dup {
 			continue
 		}
 		joined = append(append(joined[:0], left...), right...)
@@ -141,119 +154,169 @@ func newBPE(t *Tokenizer, spec preSpec, merges []string, ignoreMerges bool) (*bp
 		if !ok {
 			result = int(symbol(string(joined)))
 		}
-		m.merges[key] = bpeMerge{rank: int32(rank), result: int32(result)}
+		m.ranks[key] = int32(rank)
+		m.results[rank] = int32(result)
+		m.noteSpecial(t, int32(result))
 	}
+	for _, sym := range m.byteSymbol {
+		m.noteSpecial(t, sym)
+	}
+	m.spaceSymbol = m.lookup(t, []byte(spaceMark))
 	return m, nil
 }
 
+// noteSpecial adds symbol id to specialSymbols when it is a token that is
+// not Normal and not there yet.
+func (m *bpeModel) noteSpecial(t *Tokenizer, id int32) {
+	if !m.byteLevel || int(id) >= t.Size() || t.vocab.Types[id] == Normal {
+		return
+	}
+	spelt := decodeByteLevel(t.vocab.Tokens[id])
+	for _, known := range m.specialSymbols {
+		if bytes.Equal(known, spelt) {
+			return
+		}
+	}
+	m.specialSymbols = append(m.specialSymbols, spelt)
+}
+
 // bpeSession is the scratch space of merging one word; it lives in a
-// pooled encodeState.
+// pooled encodeState. A word of n bytes uses 20 bytes per byte (ids, ends,
+// and the queue's 12), allocated at exactly n the first time a word that
+// long comes.
 type bpeSession struct {
-	syms    []bpeSymbol
-	queue   []bpeBigram
+	// ids[s] is the symbol of the live symbol that starts at byte s (-1:
+	// a character no symbol spells); ends as in merge.go.
+	ids     []int32
+	ends    []int32
+	queue   mergeQueue
 	encoded []byte
 	chars   []byte // the word encodeChars works on
 }
 
 // small reports whether s is small enough to keep in the pool.
 func (s *bpeSession) small() bool {
-	return cap(s.syms) <= maxPooledSymbols && cap(s.queue) <= 2*maxPooledSymbols && cap(s.encoded) <= 4*maxPooledSymbols
+	return cap(s.ids) <= maxPooledSymbols && cap(s.encoded) <= 4*maxPooledSymbols
 }
 
-// bpeSymbol is the run word[start:start+n] that currently forms symbol id
-// (-1: no symbol spells it), in a doubly linked list (-1 at the ends); n is
-// 0 once merged into its left neighbour.
-type bpeSymbol struct {
-	id, start, n, prev, next int32
-}
-
-// bpeBigram is a queued merge of symbol left with its right neighbour into
-// result; size, the byte length of the pair when it was queued, tells a
-// stale entry from a current one (symbols only ever grow).
-type bpeBigram struct {
-	rank, left, size, result int32
-}
-
-// before orders the queue: lowest rank first, then the leftmost pair.
-func (a bpeBigram) before(b bpeBigram) bool {
-	return a.rank < b.rank || (a.rank == b.rank && a.left < b.left)
+// reset sizes the session for a word of n bytes.
+func (s *bpeSession) reset(n int) {
+	s.ids = growInt32(s.ids, n)
+	s.ends = growInt32(s.ends, n)
+	s.queue.reset(n)
 }
 
 // encodeWord appends the tokens of one pre-tokenized word (raw bytes; the
-// byte-level alphabet is implied by byteSymbol) to out.
-func (s *bpeSession) encodeWord(t *Tokenizer, m *bpeModel, word string, out *idBuffer) {
-	if m.ignoreMerges {
+// byte-level alphabet is implied by byteSymbol) to out. It returns false
+// when c says to stop.
+func (s *bpeSession) encodeWord(t *Tokenizer, m *bpeModel, word string, out *idBuffer, c *canceller) bool {
+	// A word whose text is longer than every token's cannot be one; its
+	// text has at least a byte per byte of the word.
+	if m.ignoreMerges && len(word) <= m.longestText {
 		s.encoded = s.encoded[:0]
 		for i := 0; i < len(word); i++ {
 			s.encoded = append(s.encoded, byteText[word[i]]...)
 		}
 		if id, ok := t.byText[string(s.encoded)]; ok {
 			out.push(id)
-			return
+			return true
 		}
 	}
 	if len(word) == 1 {
 		s.emit(t, m, m.byteSymbol[word[0]], out)
-		return
+		return true
 	}
 	// Words longer than 2 GiB do not fit int32 offsets; cut them, which can
 	// only change how the cut bytes merge (no prompt gets near this).
 	for len(word) > maxWordBytes {
-		s.merge(t, m, word[:maxWordBytes], out)
+		if !s.merge(t, m, word[:maxWordBytes], out, c) {
+			return false
+		}
 		word = word[maxWordBytes:]
 	}
-	s.merge(t, m, word, out)
+	return s.merge(t, m, word, out, c)
 }
 
 // maxWordBytes bounds the word merge handles at once (int32 offsets).
 const maxWordBytes = 1<<31 - 1
 
-func (s *bpeSession) merge(t *Tokenizer, m *bpeModel, word string, out *idBuffer) {
+func (s *bpeSession) merge(t *Tokenizer, m *bpeModel, word string, out *idBuffer, c *canceller) bool {
 	n := len(word)
-	s.syms = s.syms[:0]
+	s.reset(n)
 	for i := range n {
-		s.syms = append(s.syms, bpeSymbol{id: m.byteSymbol[word[i]], start: int32(i), n: 1, prev: int32(i - 1), next: int32(i + 1)})
+		s.ids[i] = m.byteSymbol[word[i]]
+		s.ends[i] = int32(i + 1)
 	}
-	s.run(t, m, out)
+	return s.run(t, m, n, out, c)
 }
 
-// run merges the symbols in s.syms (the initial segmentation of a word) and
-// appends the tokens.
-func (s *bpeSession) run(t *Tokenizer, m *bpeModel, out *idBuffer) {
-	n := len(s.syms)
-	s.queue = s.queue[:0]
-	s.syms[n-1].next = -1
-	for i := 1; i < n; i++ {
-		s.tryAdd(m, int32(i-1), int32(i))
+// run merges the symbols that s.ids and s.ends hold (the initial
+// segmentation of a word of n bytes), lowest rank first, the leftmost pair
+// of equal ranks, and appends the tokens. It returns false when c says to
+// stop.
+func (s *bpeSession) run(t *Tokenizer, m *bpeModel, n int, out *idBuffer, c *canceller) bool {
+	q := &s.queue
+	for p := int32(0); int(p) < n; p = s.ends[p] {
+		q.at[p] = -1
+		if rank, ok := s.nextRank(m, p, n); ok {
+			q.add(rank, p)
+		}
 	}
-	for len(s.queue) > 0 {
-		b := s.pop()
-		left := &s.syms[b.left]
-		if left.n == 0 || left.next < 0 {
+	q.init()
+	for merges := 1; len(q.heap) > 0; merges++ {
+		if merges%mergesPerCheck == 0 && !c.alive() {
+			return false
+		}
+		left, rank := q.top()
+		if s.ends[left] == 0 {
+			q.popTop() // a tombstone: this symbol merged into its left neighbour
 			continue
 		}
-		right := &s.syms[left.next]
-		if left.n+right.n != b.size {
-			continue // one side merged elsewhere since b was queued
+		right := s.ends[left]
+		s.ids[left] = m.results[rank]
+		s.ends[left] = s.ends[right]
+		s.ends[right] = 0 // right's candidate, if any, is now a tombstone
+		if next, ok := s.nextRank(m, left, n); ok {
+			q.replaceTop(next)
+		} else {
+			q.popTop()
 		}
-		left.id = b.result
-		left.n += right.n
-		right.n = 0
-		left.next = right.next
-		if left.next >= 0 {
-			s.syms[left.next].prev = b.left
+		if prev := prevStart(s.ends, left); prev >= 0 {
+			if next, ok := s.nextRank(m, prev, n); ok {
+				q.set(next, prev)
+			} else {
+				q.remove(prev)
+			}
 		}
-		s.tryAdd(m, left.prev, b.left)
-		s.tryAdd(m, b.left, left.next)
 	}
-	for i := int32(0); i != -1; i = s.syms[i].next {
-		sym := s.syms[i]
-		if sym.id >= 0 && int(sym.id) < t.Size() {
-			out.push(int(sym.id))
+	for p := int32(0); int(p) < n; p = s.ends[p] {
+		if id := s.ids[p]; id >= 0 && int(id) < t.Size() {
+			out.push(int(id))
 			continue
 		}
-		s.fallback(t, m, sym, out)
+		s.fallback(t, m, s.ids[p], p, s.ends[p], out)
 	}
+	return true
+}
+
+// nextRank returns the rank of merging the live symbol at p with its right
+// neighbour, if they merge.
+func (s *bpeSession) nextRank(m *bpeModel, p int32, n int) (uint32, bool) {
+	right := s.ends[p]
+	if int(right) >= n {
+		return 0, false
+	}
+	rank, ok := m.rank(s.ids[p], s.ids[right])
+	return uint32(rank), ok
+}
+
+// rank returns the rank of merging symbols left and right, if they merge.
+func (m *bpeModel) rank(left, right int32) (int32, bool) {
+	if left < 0 || right < 0 {
+		return 0, false
+	}
+	rank, ok := m.ranks[pairKey(left, right)]
+	return rank, ok
 }
 
 // emit appends one symbol that is known to be a token or a byte.
@@ -262,16 +325,16 @@ func (s *bpeSession) emit(t *Tokenizer, m *bpeModel, id int32, out *idBuffer) {
 		out.push(int(id))
 		return
 	}
-	s.fallback(t, m, bpeSymbol{id: id}, out)
+	s.fallback(t, m, id, 0, 0, out)
 }
 
-// fallback spells a symbol that is no token, as llama.cpp does: byte-level
-// vocabularies look up each byte of its (GPT-2 alphabet) text as a token,
-// the others each byte of its raw text as a <0xXX> token; bytes without
-// such a token are dropped.
-func (s *bpeSession) fallback(t *Tokenizer, m *bpeModel, sym bpeSymbol, out *idBuffer) {
+// fallback spells symbol id, which is no token and covers s.chars[start:end],
+// as llama.cpp does: byte-level vocabularies look up each byte of its
+// (GPT-2 alphabet) text as a token, the others each byte of its raw text as
+// a <0xXX> token; bytes without such a token are dropped.
+func (s *bpeSession) fallback(t *Tokenizer, m *bpeModel, id, start, end int32, out *idBuffer) {
 	if m.byteLevel {
-		text := m.extra[int(sym.id)-t.Size()]
+		text := m.extra[int(id)-t.Size()]
 		for i := 0; i < len(text); i++ {
 			if tok, ok := t.byText[text[i:i+1]]; ok {
 				out.push(tok)
@@ -279,23 +342,19 @@ func (s *bpeSession) fallback(t *Tokenizer, m *bpeModel, sym bpeSymbol, out *idB
 		}
 		return
 	}
-	for _, b := range s.chars[sym.start : sym.start+sym.n] {
-		if tok := t.byteToken[b]; tok >= 0 {
-			out.push(tok)
-		}
-	}
+	t.pushBytes(s.chars[start:end], out)
 }
 
 // encodeChars appends the tokens of one word of a non-byte-level vocabulary
-// (spaces already escaped): one symbol per UTF-8 character (a byte that
+// (canonical or escaped: see appendMerged): one symbol per UTF-8 character (a byte that
 // starts no valid sequence takes the length it announces, as in
 // llama.cpp), merged like a byte-level word. The session keeps word as
-// s.chars while it works.
-func (s *bpeSession) encodeChars(t *Tokenizer, m *bpeModel, word []byte, out *idBuffer) {
+// s.chars while it works. It returns false when c says to stop.
+func (s *bpeSession) encodeChars(t *Tokenizer, m *bpeModel, word []byte, out *idBuffer, c *canceller) bool {
 	if m.newlineWords && len(bytes.Trim(word, "\n")) == 0 {
 		if id, ok := t.byText[string(word)]; ok {
 			out.push(id)
-			return
+			return true
 		}
 	}
 	for len(word) > maxWordBytes {
@@ -303,25 +362,37 @@ func (s *bpeSession) encodeChars(t *Tokenizer, m *bpeModel, word []byte, out *id
 		for cut > 0 && !utf8.RuneStart(word[cut]) {
 			cut--
 		}
-		s.encodeChars(t, m, word[:cut], out)
+		if !s.encodeChars(t, m, word[:cut], out, c) {
+			return false
+		}
 		word = word[cut:]
 	}
+	n := len(word)
+	if n == 0 {
+		return true
+	}
 	s.chars = word
-	s.syms = s.syms[:0]
-	for off := 0; off < len(word); {
-		n := min(utf8Len(word[off]), len(word)-off)
-		i := int32(len(s.syms))
-		s.syms = append(s.syms, bpeSymbol{id: m.lookup(t, word[off:off+n]), start: int32(off), n: int32(n), prev: i - 1, next: i + 1})
-		off += n
+	s.reset(n)
+	for off := 0; off < n; {
+		size := min(utf8Len(word[off]), n-off)
+		s.ids[off] = m.lookup(t, word[off:off+size])
+		s.ends[off] = int32(off + size)
+		for i := off + 1; i < off+size; i++ {
+			s.ends[i] = 0
+		}
+		off += size
 	}
-	if len(s.syms) > 0 {
-		s.run(t, m, out)
-	}
+	ok := s.run(t, m, n, out, c)
 	s.chars = nil
+	return ok
 }
 
-// lookup returns the symbol of text: a token, an extra, or -1.
+// lookup returns the symbol of text, one character: a token, an extra, or
+// -1. A space (canonical text) is U+2581.
 func (m *bpeModel) lookup(t *Tokenizer, text []byte) int32 {
+	if len(text) == 1 && text[0] == ' ' {
+		return m.spaceSymbol
+	}
 	if id, ok := t.byText[string(text)]; ok {
 		return int32(id)
 	}
@@ -329,58 +400,4 @@ func (m *bpeModel) lookup(t *Tokenizer, text []byte) int32 {
 		return id
 	}
 	return -1
-}
-
-func (s *bpeSession) tryAdd(m *bpeModel, left, right int32) {
-	if left < 0 || right < 0 {
-		return
-	}
-	l, r := s.syms[left], s.syms[right]
-	if l.id < 0 || r.id < 0 {
-		return
-	}
-	mg, ok := m.merges[pairKey(l.id, r.id)]
-	if !ok {
-		return
-	}
-	s.push(bpeBigram{rank: mg.rank, left: left, size: l.n + r.n, result: mg.result})
-}
-
-// push and pop keep s.queue a binary heap ordered by before.
-func (s *bpeSession) push(b bpeBigram) {
-	q := append(s.queue, b)
-	i := len(q) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !q[i].before(q[p]) {
-			break
-		}
-		q[i], q[p] = q[p], q[i]
-		i = p
-	}
-	s.queue = q
-}
-
-func (s *bpeSession) pop() bpeBigram {
-	q := s.queue
-	top := q[0]
-	last := len(q) - 1
-	q[0] = q[last]
-	q = q[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(q) && q[l].before(q[m]) {
-			m = l
-		}
-		if r < len(q) && q[r].before(q[m]) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		q[i], q[m] = q[m], q[i]
-		i = m
-	}
-	s.queue = q
-	return top
 }

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sort"
@@ -36,6 +37,17 @@ type EncodeOptions struct {
 	// boundaries are the model's) while the special-token texts that came
 	// from user data (chat.Prompt.UserSpecials) stay text.
 	Plain []Span
+	// MaxTokens, when positive, is the most tokens EncodeContext may return
+	// (BOS and EOS included); pass the context positions the prompt may
+	// use. EncodeContext stops as soon as the text is certain to have more,
+	// and returns nil and a *TooLongError (errors.Is ErrTooManyTokens): it
+	// refuses a text whose length alone rules it out (more than MaxTokens x
+	// MaxTokenBytes bytes outside special tokens) before merging anything,
+	// and otherwise merges little more than the first MaxTokens tokens'
+	// worth of text, one pre-tokenized word or SentencePiece chunk past the
+	// limit at most. A text that fits encodes to exactly the ids it does
+	// without a limit. Encode ignores MaxTokens.
+	MaxTokens int
 }
 
 // Span is the byte range [Start, End) of a text.
@@ -111,20 +123,24 @@ func overlaps(spans []Span, start, end int) bool {
 //     is set. Otherwise its bytes are the symbols, and adjacent symbols
 //     merge, lowest merge rank first, the leftmost pair on ties.
 func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int {
+	opts.MaxTokens = 0
 	ids, _ := t.encode(context.Background(), text, opts)
 	return ids
 }
 
 // EncodeContext is Encode that stops when ctx ends: it checks ctx about
-// every CheckBytes bytes of input and then returns nil and ctx.Err(). Its
+// every CheckBytes bytes of input (and every few thousand merges inside one
+// long word) and then returns nil and ctx.Err(). With opts.MaxTokens it
+// also stops when the text has too many tokens (see EncodeOptions). Its
 // result is otherwise exactly Encode's.
 //
 // Memory: besides the result (one int per token) an encode uses scratch
 // space that is linear in the longest piece that cannot be cut (a
 // pre-tokenized word for BPE; a run of text between spaces for the
 // SentencePiece vocabularies of Llama 2 and Phi-3, whose tokens never hold
-// a space after another character) and in the number of special tokens the
-// text holds. See BenchmarkEncodeAllocs for the figures.
+// a space after another character), 20 bytes per byte of it for BPE and 16
+// for SentencePiece, and in the number of special tokens the text holds.
+// See BenchmarkEncodeRuns for the figures.
 func (t *Tokenizer) EncodeContext(ctx context.Context, text string, opts EncodeOptions) ([]int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -157,6 +173,10 @@ const CheckBytes = 4 << 10
 // Figures: 48 for Llama 2 and Phi-3, 93 for Gemma 4, 128 for Llama 3 and
 // Qwen 2, 512 for Command-R (the longest texts are runs of spaces or
 // dashes).
+//
+// EncodeOptions.MaxTokens applies this bound itself, without the
+// exceptions (it bounds the text between special tokens, after stripping,
+// and leaves out bytes a vocabulary can drop), together with finer ones.
 func (t *Tokenizer) MaxTokenBytes() int { return t.maxTokenBytes }
 
 // encodeState is the scratch space of one encode; pooled.
@@ -183,14 +203,20 @@ func (st *encodeState) release() {
 	encodeStates.Put(st)
 }
 
-// canceller looks at a context every CheckBytes of progress.
+// canceller looks at a context every CheckBytes of progress (and merging
+// looks every mergesPerCheck merges, through alive).
 type canceller struct {
 	ctx     context.Context
 	done    <-chan struct{}
 	pending int
 	seen    int // bytes of progress in all
 	err     error
+	limit   tokenLimit
 }
+
+// over reports whether tokens, produced or certain to be, go over
+// EncodeOptions.MaxTokens, and then sets c.err.
+func (c *canceller) over(tokens int) bool { return c.limit.over(tokens, &c.err) }
 
 // advance records n bytes of progress and reports whether to go on.
 func (c *canceller) advance(n int) bool {
@@ -202,6 +228,14 @@ func (c *canceller) advance(n int) bool {
 		return true
 	}
 	c.pending = 0
+	return c.alive()
+}
+
+// alive looks at the context now and reports whether to go on.
+func (c *canceller) alive() bool {
+	if c.done == nil {
+		return true
+	}
 	select {
 	case <-c.done:
 		c.err = c.ctx.Err()
@@ -213,6 +247,12 @@ func (c *canceller) advance(n int) bool {
 
 func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions) ([]int, error) {
 	c := canceller{ctx: ctx, done: ctx.Done()}
+	if opts.MaxTokens > 0 {
+		c.limit = tokenLimit{on: true, maxTokens: opts.MaxTokens, room: opts.MaxTokens, bytes: len(text)}
+		if opts.AddSpecial && t.vocab.AddEOS {
+			c.limit.room-- // EOS comes last
+		}
+	}
 	st := encodeStates.Get().(*encodeState)
 	defer st.release()
 	if opts.AddSpecial && t.vocab.AddBOS {
@@ -222,8 +262,21 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 	if !t.partition(st, text, opts, &c) {
 		return nil, c.err
 	}
+	if c.limit.on {
+		// Every fragment still to come gives at least its bound: reserve
+		// them all, and give each back when its turn comes.
+		for _, f := range st.frags {
+			c.limit.room -= t.fragmentTokens(text, f)
+		}
+		if c.over(st.out.n) {
+			return nil, c.err
+		}
+	}
 	prevSpecial := !opts.Continuation
 	for _, f := range st.frags {
+		if c.limit.on {
+			c.limit.room += t.fragmentTokens(text, f)
+		}
 		if f.token >= 0 {
 			st.out.push(f.token)
 			prevSpecial = true
@@ -247,46 +300,81 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 	return st.out.take(), nil
 }
 
-// encodeBPE appends the tokens of one piece of raw text.
+// fragmentTokens is a lower bound on the tokens of fragment f of text: 1
+// for a special token, and for text 1 per MaxTokenBytes bytes that merging
+// cannot drop, where the vocabulary makes that bound hold (computeBounds).
+// Byte-level BPE normalises invalid UTF-8 (overlong forms shrink), so such
+// text gets no bound. A SentencePiece or Gemma 4 token covers at most as
+// many raw bytes as its text has: each U+2581 of it covers a space (one
+// byte) or a U+2581 (three).
+func (t *Tokenizer) fragmentTokens(text string, f fragment) int {
+	switch {
+	case f.token >= 0:
+		return 1
+	case !t.boundsHold || (t.byteLevel && !utf8.ValidString(text[f.start:f.end])):
+		return 0
+	}
+	return ceilDiv(keptBytes(t, text[f.start:f.end]), t.maxTokenBytes)
+}
+
+// encodeBPE appends the tokens of one piece of raw text. Before merging a
+// word it checks that the word's lower bound (minTokens) fits the token
+// limit, after it that the tokens so far do.
 func (t *Tokenizer) encodeBPE(st *encodeState, piece string, c *canceller) bool {
 	if !t.bpe.byteLevel {
-		// Spaces become U+2581 word by word; the split (at newlines) does
-		// not look at them.
+		// Spaces are spelt word by word (appendMerged); the split (at
+		// newlines) does not look at them.
+		valid := utf8.ValidString(piece)
 		return t.bpe.pre.split(piece, func(word string) bool {
-			st.buf = appendEscaped(st.buf[:0], word)
-			st.bpe.encodeChars(t, t.bpe, st.buf, &st.out)
-			return c.advance(len(word))
+			canonical := valid && len(word) >= t.canonicalFrom
+			st.buf = appendMerged(st.buf[:0], word, canonical)
+			if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n, canonical)) {
+				return false
+			}
+			ok := st.bpe.encodeChars(t, t.bpe, st.buf, &st.out, c)
+			c.limit.encoded += len(word)
+			return ok && !c.over(st.out.n) && c.advance(len(word))
 		})
 	}
 	if !laxValid(piece) {
 		piece = laxNormalize(piece)
 	}
 	return t.bpe.pre.split(piece, func(word string) bool {
-		st.bpe.encodeWord(t, t.bpe, word, &st.out)
-		return c.advance(len(word))
+		if c.limit.on && c.over(st.out.n+minTokens(t, word, c.limit.room-st.out.n, true)) {
+			return false
+		}
+		ok := st.bpe.encodeWord(t, t.bpe, word, &st.out, c)
+		c.limit.encoded += len(word)
+		return ok && !c.over(st.out.n) && c.advance(len(word))
 	})
 }
 
 // encodeSPM appends the tokens of one piece of raw text, space prefix
-// included when prefix is set. The piece is merged in chunks cut where the
+// included when prefix is set, checking the token limit as encodeBPE does
+// around each chunk. The piece is merged in chunks cut where the
 // vocabulary makes a cut exact (see spmCuts): no token can then span a cut,
 // so no merge crosses one and every chunk merges as it would inside the
 // whole. Cuts need valid UTF-8, which keeps symbols aligned with characters.
 func (t *Tokenizer) encodeSPM(st *encodeState, piece string, prefix bool, c *canceller) bool {
-	cut := utf8.ValidString(piece)
+	valid := utf8.ValidString(piece)
 	for len(piece) > 0 {
 		end := len(piece)
-		if cut {
+		if valid {
 			end = t.spmCuts.next(piece)
 		}
+		canonical := valid && end >= t.canonicalFrom
 		st.buf = st.buf[:0]
 		if prefix {
-			st.buf = append(st.buf, spaceMark...)
+			st.buf = appendMerged(st.buf, " ", canonical)
 			prefix = false
 		}
-		st.buf = appendEscaped(st.buf, piece[:end])
-		st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk)
-		if !c.advance(end + 1) {
+		st.buf = appendMerged(st.buf, piece[:end], canonical)
+		if c.limit.on && c.over(st.out.n+minTokens(t, st.buf, c.limit.room-st.out.n, canonical)) {
+			return false
+		}
+		ok := st.spm.encodeChunked(t, st.buf, &st.out, maxSPMChunk, c)
+		c.limit.encoded += end
+		if !ok || c.over(st.out.n) || !c.advance(end+1) {
 			return false
 		}
 		piece = piece[end:]
@@ -344,16 +432,94 @@ func (c *spmCuts) next(s string) int {
 	return len(s)
 }
 
-// appendEscaped appends s with every space as U+2581.
-func appendEscaped(dst []byte, s string) []byte {
+// SentencePiece and Gemma 4 tokens spell a space as U+2581, and a U+2581
+// in the input is the same symbol as a space. Text is merged escaped, every
+// space as U+2581, as llama.cpp merges it, or, from canonicalBytes of valid
+// UTF-8 up, in canonical form, every U+2581 as a space: one byte per space
+// rather than three, so that a run of spaces costs no more merge state per
+// input byte than any other text. Lookups spell the spaces back
+// (spelling), which shorter text, the usual case, is spared. Invalid UTF-8
+// is always merged escaped: there a byte that announces a longer sequence
+// can swallow part of an escaped U+2581, which the canonical form cannot
+// show.
+
+// canonicalBytes is Tokenizer.canonicalFrom's value: the length from which
+// a valid word or chunk is merged in canonical form.
+const canonicalBytes = 1 << 10
+
+// appendMerged appends s in the form merging takes: canonical or escaped.
+func appendMerged(dst []byte, s string, canonical bool) []byte {
+	if !canonical {
+		return appendEscaped(dst, s)
+	}
+	dst = slices.Grow(dst, len(s))
 	for {
-		i := strings.IndexByte(s, ' ')
+		i := strings.Index(s, spaceMark)
 		if i < 0 {
 			return append(dst, s...)
 		}
 		dst = append(dst, s[:i]...)
-		dst = append(dst, spaceMark...)
-		s = s[i+1:]
+		dst = append(dst, ' ')
+		s = s[i+len(spaceMark):]
+	}
+}
+
+// appendEscaped appends s with every space as U+2581, growing dst once to
+// the exact size it needs.
+func appendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
+	spaces := 0
+	for i := range len(s) {
+		if s[i] == ' ' {
+			spaces++
+		}
+	}
+	dst = slices.Grow(dst, len(s)+(len(spaceMark)-1)*spaces)
+	for i := range len(s) {
+		if s[i] == ' ' {
+			dst = append(dst, spaceMark...)
+		} else {
+			dst = append(dst, s[i])
+		}
+	}
+	return dst
+}
+
+// spelling returns the vocabulary's spelling of merged text: text itself,
+// or, when it holds spaces (canonical text), the text with every space as
+// U+2581 in *scratch.
+func spelling(text []byte, scratch *[]byte) []byte {
+	i := bytes.IndexByte(text, ' ')
+	if i < 0 {
+		return text
+	}
+	spelt := append((*scratch)[:0], text[:i]...)
+	for i >= 0 {
+		spelt = append(spelt, spaceMark...)
+		text = text[i+1:]
+		if i = bytes.IndexByte(text, ' '); i >= 0 {
+			spelt = append(spelt, text[:i]...)
+		}
+	}
+	spelt = append(spelt, text...)
+	*scratch = spelt
+	return spelt
+}
+
+// pushBytes appends the byte tokens that spell merged text byte by byte
+// (a space as the bytes of U+2581); bytes without a token are dropped.
+func (t *Tokenizer) pushBytes(text []byte, out *idBuffer) {
+	for _, b := range text {
+		if b == ' ' {
+			for i := range len(spaceMark) {
+				if id := t.byteToken[spaceMark[i]]; id >= 0 {
+					out.push(id)
+				}
+			}
+			continue
+		}
+		if id := t.byteToken[b]; id >= 0 {
+			out.push(id)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -233,7 +234,9 @@ func TestEncodeChunked(t *testing.T) {
 	for _, limit := range []int{1, 2, 3, 5, 7, 64} {
 		var s spmSession
 		var out idBuffer
-		s.encodeChunked(tk, []byte(text), &out, limit)
+		if !s.encodeChunked(tk, []byte(text), &out, limit, &canceller{ctx: context.Background()}) {
+			t.Fatalf("limit %d: encodeChunked stopped without a context to stop it", limit)
+		}
 		if got := tk.Decode(out.take()); got != text {
 			t.Errorf("limit %d: decoded %q, want %q", limit, got, text)
 		}

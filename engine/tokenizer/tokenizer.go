@@ -35,8 +35,17 @@ type Tokenizer struct {
 	byteLevel bool
 	// spmCuts says where SentencePiece text can be merged in independent
 	// chunks (see encodeSPM).
-	spmCuts       spmCuts
+	spmCuts spmCuts
+	// canonicalFrom is the length from which valid text is merged in
+	// canonical form (see appendMerged): canonicalBytes; tests lower it.
+	canonicalFrom int
 	maxTokenBytes int
+	// boundsHold says minTokens's lower bounds are valid for this
+	// vocabulary; they do not count the bytes in droppable (dropsBytes:
+	// there are some). See computeBounds.
+	boundsHold bool
+	droppable  [256]bool
+	dropsBytes bool
 }
 
 // New checks v and builds a Tokenizer. It copies the slices of v, so the
@@ -81,7 +90,8 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		strip:  map[int]stripFlags{},
 		// gpt2 vocabularies are byte-level unless their pre-tokenizer is
 		// Gemma 4's SentencePiece-style one.
-		byteLevel: v.Model == ModelGPT2 && spec.family != preGemma4,
+		byteLevel:     v.Model == ModelGPT2 && spec.family != preGemma4,
+		canonicalFrom: canonicalBytes,
 	}
 	if t.byText == nil {
 		t.byText = make(map[string]int, n)
@@ -129,6 +139,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 	for b := range 256 {
 		t.byteToken[b] = t.lookupByte(byte(b))
 	}
+	t.computeBounds()
 	for _, id := range append([]int{v.EOS, v.EOT}, v.EOG...) {
 		if id >= 0 {
 			t.eog[id] = true

@@ -10,6 +10,14 @@
 // the same special-token partitioning, the same space-prefix rule, the same
 // pre-tokenizer splits and the same merge order, so that prompt token
 // counts, prefix-cache hashes and logits agree with that widely used peer.
+//
+// Cost: an encode allocates its result (8 bytes per token) and scratch
+// space linear in the longest piece of text that merges as one (a
+// pre-tokenized word, a SentencePiece chunk): 20 bytes per byte of it for
+// BPE, 16 for SentencePiece, so that even a megabyte without a separator
+// stays under 32 bytes per input byte in all. EncodeContext stops when its
+// context ends and, given EncodeOptions.MaxTokens, as soon as the text is
+// certain to have more tokens than that, often before merging any of it.
 package tokenizer
 
 import (
