@@ -262,8 +262,8 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 }
 
 // maxPromptBytes bounds what the chat template may build: a prompt longer
-// than MaxTokenBytes per token of the context cannot fit (see
-// Engine.leastTokens), so a render stops as soon as it would build one,
+// than MaxTokenBytes per token of the context cannot fit (the tokenizer's
+// own first check, see Engine.encode), so a render stops as soon as it would build one,
 // having copied at most that much of an oversized conversation. The slack
 // is for templates that build a little more than they keep.
 func maxPromptBytes(tok *tokenizer.Tokenizer, ctxLen int) int {

@@ -268,40 +268,21 @@ func toolsJSON(tools []engine.Tool) (json.RawMessage, error) {
 	return b.Bytes(), nil
 }
 
-// encode tokenises text after checking that its length does not already
-// prove it too long: every token stands for at most MaxTokenBytes bytes of
-// text, so a text of more than MaxTokenBytes × (context − 1) bytes has at
-// least the context's length in tokens and cannot leave room for one
-// generated token. That refusal costs one pass over the text and no
-// allocation, however large it is.
+// encode tokenises text with the context as its limit: a prompt must
+// leave room for one generated token, so it may have at most the context
+// length less one tokens. The tokenizer refuses a text whose length in
+// bytes already proves it longer before merging anything, and otherwise
+// stops as soon as it has produced too many tokens, so an oversized prompt
+// costs little more than a pass over the bytes it needed to read.
 func (e *Engine) encode(ctx context.Context, text, param string, opts tokenizer.EncodeOptions) ([]int, error) {
-	if least := e.leastTokens(text); least >= e.ctxLen {
+	opts.MaxTokens = e.ctxLen - 1
+	ids, err := e.tok.EncodeContext(ctx, text, opts)
+	if tooLong, ok := errors.AsType[*tokenizer.TooLongError](err); ok {
 		return nil, engine.Errorf(engine.CodeContextLengthExceeded, param,
-			"This model's maximum context length is %d tokens. However, your prompt is at least %d tokens (%d bytes of text, at most %d bytes per token).",
-			e.ctxLen, least, len(text), e.tok.MaxTokenBytes())
+			"This model's maximum context length is %d tokens. However, your prompt is at least %d tokens.",
+			e.ctxLen, tooLong.Tokens)
 	}
-	return e.tok.EncodeContext(ctx, text, opts)
-}
-
-// leastTokens is a lower bound on the tokens of text: its bytes over the
-// most bytes one token covers. Vocabularies whose special tokens swallow
-// the whitespace next to them (Phi-3) cover more, so their bound leaves
-// out every ASCII whitespace byte.
-func (e *Engine) leastTokens(text string) int {
-	per := e.tok.MaxTokenBytes()
-	if per <= 0 {
-		return 0
-	}
-	n := len(text)
-	if v := e.tok.Vocab(); len(v.LStrip) > 0 || len(v.RStrip) > 0 {
-		for i := 0; i < len(text); i++ {
-			switch text[i] {
-			case ' ', '\t', '\n', '\v', '\f', '\r':
-				n--
-			}
-		}
-	}
-	return (n + per - 1) / per
+	return ids, err
 }
 
 // usablePrediction cuts a predicted output to the bytes that can matter:
