@@ -74,14 +74,14 @@ func TestChatPlan(t *testing.T) {
 				t.Errorf("stream %v includeUsage %v", p.stream, p.includeUsage)
 			}
 		}},
-		{"messages and content parts", `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"developer","content":"dev"},{"role":"user","name":"ann","content":[{"type":"text","text":"one "},{"type":"text","text":"two"}]},{"role":"assistant","content":null},{"role":"tool","content":"42"},{"role":"function","name":"f","content":"7"}]}`,
+		{"messages and content parts", `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"developer","content":"dev"},{"role":"user","name":"ann","content":[{"type":"text","text":"one "},{"type":"text","text":"two"}]},{"role":"assistant","content":null},{"role":"tool","tool_call_id":"call_1","content":"42"},{"role":"function","name":"f","content":"7"}]}`,
 			func(t *testing.T, p *plan, req *engine.Request) {
 				want := []engine.Message{
 					{Role: engine.RoleSystem, Content: "be brief"},
 					{Role: engine.RoleDeveloper, Content: "dev"},
 					{Role: engine.RoleUser, Content: "one two", Name: "ann"},
 					{Role: engine.RoleAssistant, NullContent: true},
-					{Role: engine.RoleTool, Content: "42"},
+					{Role: engine.RoleTool, Content: "42", ToolCallID: "call_1"},
 					{Role: engine.RoleTool, Content: "7", Name: "f"},
 				}
 				if !reflect.DeepEqual(req.Messages, want) {

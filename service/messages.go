@@ -23,6 +23,13 @@ func chatMessages(msgs []chatMessage) ([]engine.Message, *apiError) {
 			return nil, invalid(param+".content", "missing_required_parameter",
 				"Missing required parameter: '%s.content'.", param)
 		}
+		if m.Role == "tool" && m.ToolCallID == "" {
+			// A tool result answers a call; which one is not optional
+			// (OpenAI refuses it too). The deprecated function role names
+			// its function instead.
+			return nil, invalid(param+".tool_call_id", "missing_required_parameter",
+				"Missing required parameter: '%s.tool_call_id'.", param)
+		}
 		text, e := textContent(m.Content, param+".content")
 		if e != nil {
 			return nil, e

@@ -79,6 +79,7 @@ func TestErrors(t *testing.T) {
 		{"response_format json_schema without schema object", "POST", chat, `{"model":"tiny",` + user + `,"response_format":{"type":"json_schema"}}`, 400, "response_format.json_schema", "missing_required_parameter"},
 		{"logit_bias out of range", "POST", chat, `{"model":"tiny",` + user + `,"logit_bias":{"7":500}}`, 400, "logit_bias[7]", ""},
 		{"logit_bias key", "POST", chat, `{"model":"tiny",` + user + `,"logit_bias":{"seven":5}}`, 400, "logit_bias", "invalid_value"},
+		{"tool message without tool_call_id", "POST", chat, `{"model":"tiny","messages":[{"role":"user","content":"hi"},{"role":"tool","content":"42"}]}`, 400, "messages[1].tool_call_id", "missing_required_parameter"},
 		{"text part without text", "POST", chat, `{"model":"tiny","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text"}]}]}`, 400, "messages[0].content[1].text", "missing_required_parameter"},
 		{"refusal part without refusal", "POST", chat, `{"model":"tiny","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"refusal","text":"x"}]}]}`, 400, "messages[1].content[0].refusal", "missing_required_parameter"},
 		{"image part", "POST", chat, `{"model":"tiny","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x"}}]}]}`, 400, "messages[0].content[0]", "unsupported_parameter"},
