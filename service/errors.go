@@ -79,11 +79,15 @@ func fromValidation(err error) *apiError {
 		Message: "The server could not validate the request."}
 }
 
-// fromEngine maps an error of engine.Engine.Generate or engine.Stream.Recv to
+// codeOverloaded is the error code of a request shed by admission control.
+const codeOverloaded = "engine_overloaded"
+
+// fromEngine maps an error of engine.Engine.Generate or of an engine.Stream to
 // the wire: *engine.RequestError is the client's fault (400), an unknown
 // model is a 404 model_not_found, an overloaded engine a 503 to retry, a
-// failed upstream engine (engine.ErrUpstream) a 502, and anything else a 500. A cancelled context (the client left) maps to 499,
-// which is only ever logged.
+// failed upstream engine (engine.ErrUpstream) a 502, and anything else a
+// 500. A cancelled context (the client left) maps to 499, which is only
+// ever logged.
 func fromEngine(err error, model string) *apiError {
 	var re *engine.RequestError
 	switch {
@@ -99,7 +103,7 @@ func fromEngine(err error, model string) *apiError {
 			Code: "model_not_found", Message: fmt.Sprintf("The model '%s' does not exist.", clip(model, maxEchoBytes))}
 	case errors.Is(err, engine.ErrOverloaded):
 		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer,
-			Code: "engine_overloaded", RetryAfter: 1,
+			Code: codeOverloaded, RetryAfter: 1,
 			Message: "The engine is currently overloaded; please retry shortly."}
 	case errors.Is(err, engine.ErrUpstream):
 		return &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",

@@ -294,6 +294,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, info *requestInfo,
 		info.status = statusClientClosed
 		return
 	}
+	if e.Code == codeOverloaded {
+		info.reason = reasonOverloaded
+	}
 	writeError(w, e)
 }
 

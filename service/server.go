@@ -274,7 +274,7 @@ type requestInfo struct {
 	// status overrides the written status in the log (499: the client left).
 	status int
 	// reason says why a request ended early, when that is not the client's
-	// doing: reasonShutdown, reasonWriteIdle.
+	// doing: reasonShutdown, reasonWriteIdle, reasonOverloaded.
 	reason string
 }
 
@@ -282,13 +282,17 @@ type requestInfo struct {
 const (
 	reasonShutdown  = "shutdown"           // cut when the grace period of a shutdown ran out
 	reasonWriteIdle = "write_idle_timeout" // the client stopped reading (Options.WriteIdleTimeout)
+	// reasonOverloaded: shed by admission control (503 engine_overloaded,
+	// the client is told to retry); a burst of them is load, not failure.
+	reasonOverloaded = "overloaded"
 )
 
 // logLevel is the level of a request's log line: errors for 5xx, but a
-// request cut by a shutdown is an expected end, a warning.
+// request cut by a shutdown or shed by admission control is an expected
+// end, a warning.
 func logLevel(status int, reason string) slog.Level {
 	switch {
-	case reason == reasonShutdown:
+	case reason == reasonShutdown, reason == reasonOverloaded:
 		return slog.LevelWarn
 	case status >= 500:
 		return slog.LevelError

@@ -396,6 +396,8 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 			e = errCancelled
 		case isShutdown(ctx):
 			e, reason = errShutdownCut, reasonShutdown
+		case e.Code == codeOverloaded:
+			reason = reasonOverloaded
 		}
 		status = e.Status
 		_ = w.fail(e)

@@ -1,0 +1,76 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"rill/engine"
+)
+
+// TestLogLevel: a 5xx is an error unless it is an expected end (a shutdown
+// cut, a request shed by admission control), which is a warning.
+func TestLogLevel(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status int
+		reason string
+		want   slog.Level
+	}{
+		{http.StatusOK, "", slog.LevelInfo},
+		{http.StatusBadRequest, "", slog.LevelInfo},
+		{statusClientClosed, reasonWriteIdle, slog.LevelInfo},
+		{http.StatusInternalServerError, "", slog.LevelError},
+		{http.StatusBadGateway, "", slog.LevelError},
+		{http.StatusServiceUnavailable, reasonShutdown, slog.LevelWarn},
+		{http.StatusServiceUnavailable, reasonOverloaded, slog.LevelWarn},
+	} {
+		if got := logLevel(c.status, c.reason); got != c.want {
+			t.Errorf("logLevel(%d, %q) = %v, want %v", c.status, c.reason, got, c.want)
+		}
+	}
+}
+
+// TestOverloadLogsWarning: a request shed with a 503 engine_overloaded is
+// logged as a warning with its reason, over HTTP and WebSocket alike.
+func TestOverloadLogsWarning(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	fake := &fakeEngine{respond: func(context.Context, *engine.Request) (engine.Stream, error) {
+		return nil, engine.ErrOverloaded
+	}}
+	ts := newTestServer(t, fake, Options{PingInterval: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	body := `{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`
+	if resp, got := post(t, ts.Client(), ts.URL+"/v1/chat/completions", body); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	c := dialWS(t, ts, "/v1/chat/completions", nil)
+	sendWS(t, c, createMsg("r1", body))
+	if _, data, err := c.Read(context.Background()); err != nil || !strings.Contains(string(data), `"status":503`) {
+		t.Fatalf("WebSocket answer %s, %v", data, err)
+	}
+	_ = c.CloseNow()
+	// The WebSocket request's line is written as its handler ends, which
+	// may come just after its error message.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "transport=websocket model") &&
+		!strings.Contains(logs.String(), "request_id=r1") && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, transport := range []string{"transport=http", "transport=websocket"} {
+		found := false
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "msg=request") && strings.Contains(line, transport) && strings.Contains(line, "status=503") {
+				found = true
+				if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "reason=overloaded") {
+					t.Errorf("shed request logged as %q, want level WARN with reason=overloaded", line)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no access line for the shed %s request in:\n%s", transport, logs.String())
+		}
+	}
+}
