@@ -9,12 +9,13 @@ import (
 )
 
 // The input of a Responses request: a string, or a list of items (messages,
-// function calls and their outputs, references to stored items), read into
+// reasoning, function calls and their outputs, references to stored items), read into
 // the engine's chat messages as chat would have them for the same
 // conversation, so that a turn costs the same prompt tokens on both APIs.
 
 // responseInputItem is one element of an input list. Content and Output
-// stay raw: a string or a list of parts.
+// stay raw: a string or a list of parts (a reasoning item's content is its
+// reasoning_text parts).
 type responseInputItem struct {
 	Type    string          `json:"type"`
 	Role    string          `json:"role"`
@@ -39,6 +40,10 @@ type responseInputItem struct {
 //   - function_call_output items ({"call_id", "output"}): a tool message
 //     answering a call made earlier in the conversation (history, the
 //     messages of the stored conversation it continues, or this input);
+//   - reasoning items ({"content": [{"type": "reasoning_text", "text"}]}):
+//     the reasoning of the assistant turn that follows, which must be an
+//     assistant message or a function call (ReasoningContent, as chat's
+//     reasoning_content; consecutive reasoning items add up);
 //   - item_references to output items of stored responses, read as the
 //     items they name.
 //
@@ -65,6 +70,9 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 		}
 	}
 	msgs := make([]engine.Message, 0, len(items))
+	// reasoning waits for the assistant turn it belongs to; reasoningAt
+	// and reasoningID name its first item ("": none waits).
+	var reasoning, reasoningAt, reasoningID string
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		var m engine.Message
@@ -85,6 +93,12 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 			if m, e = functionOutputItem(&it, param, calls); e != nil {
 				return nil, e
 			}
+		case "reasoning":
+			text, e := reasoningItem(&it, param)
+			if e != nil {
+				return nil, e
+			}
+			m = engine.Message{Role: engine.RoleAssistant, ReasoningContent: text}
 		case "item_reference":
 			var ok bool
 			if m, ok = conv.item(it.ID); !ok {
@@ -94,18 +108,35 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 			return nil, invalid(param+".type", "unsupported_parameter",
 				"Input items of type '%s' are not supported by this server yet.", clip(it.Type, maxEchoBytes))
 		}
+		if it.Type == "reasoning" || isReasoningOnly(m) {
+			if reasoningAt == "" {
+				reasoningAt, reasoningID = param, it.ID
+			}
+			reasoning += m.ReasoningContent
+			continue
+		}
+		if reasoningAt != "" {
+			if m.Role != engine.RoleAssistant {
+				return nil, reasoningWithoutAnswer(reasoningAt, reasoningID)
+			}
+			m.ReasoningContent = reasoning + m.ReasoningContent
+			reasoning, reasoningAt, reasoningID = "", "", ""
+		}
 		for _, c := range m.ToolCalls {
 			calls[c.ID] = true
 		}
 		msgs = appendInputMessage(msgs, m)
+	}
+	if reasoningAt != "" {
+		return nil, reasoningWithoutAnswer(reasoningAt, reasoningID)
 	}
 	return msgs, nil
 }
 
 // appendInputMessage appends m to msgs, joining an assistant message that
 // only calls tools to the assistant message before it: its content stays,
-// the calls add up. Neither message's calls are modified in place (they
-// may be a stored response's).
+// the calls and the reasoning add up. Neither message's calls are modified
+// in place (they may be a stored response's).
 func appendInputMessage(msgs []engine.Message, m engine.Message) []engine.Message {
 	n := len(msgs)
 	onlyCalls := m.Role == engine.RoleAssistant && m.Content == "" && len(m.ToolCalls) > 0
@@ -114,6 +145,7 @@ func appendInputMessage(msgs []engine.Message, m engine.Message) []engine.Messag
 	}
 	prev := &msgs[n-1]
 	prev.ToolCalls = append(slices.Clip(prev.ToolCalls), m.ToolCalls...)
+	prev.ReasoningContent += m.ReasoningContent
 	return msgs
 }
 
