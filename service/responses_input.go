@@ -41,9 +41,12 @@ type responseInputItem struct {
 //     answering a call made earlier in the conversation (history, the
 //     messages of the stored conversation it continues, or this input);
 //   - reasoning items ({"content": [{"type": "reasoning_text", "text"}]}):
-//     the reasoning of the assistant turn that follows, which must be an
-//     assistant message or a function call (ReasoningContent, as chat's
-//     reasoning_content; consecutive reasoning items add up);
+//     the reasoning (ReasoningContent, as chat's reasoning_content) of the
+//     assistant message or function call that follows; consecutive ones add
+//     up. Reasoning that no assistant item follows joins the assistant
+//     message before it, or is an assistant message of its own (a response
+//     cut while it reasoned, sent back), as the reply of the stored
+//     response it came from has it;
 //   - item_references to output items of stored responses, read as the
 //     items they name.
 //
@@ -70,9 +73,8 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 		}
 	}
 	msgs := make([]engine.Message, 0, len(items))
-	// reasoning waits for the assistant turn it belongs to; reasoningAt
-	// and reasoningID name its first item ("": none waits).
-	var reasoning, reasoningAt, reasoningID string
+	// reasoning waits for the assistant item it belongs to.
+	var reasoning string
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		var m engine.Message
@@ -109,28 +111,35 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 				"Input items of type '%s' are not supported by this server yet.", clip(it.Type, maxEchoBytes))
 		}
 		if it.Type == "reasoning" || isReasoningOnly(m) {
-			if reasoningAt == "" {
-				reasoningAt, reasoningID = param, it.ID
-			}
 			reasoning += m.ReasoningContent
 			continue
 		}
-		if reasoningAt != "" {
-			if m.Role != engine.RoleAssistant {
-				return nil, reasoningWithoutAnswer(reasoningAt, reasoningID)
-			}
+		if m.Role == engine.RoleAssistant {
 			m.ReasoningContent = reasoning + m.ReasoningContent
-			reasoning, reasoningAt, reasoningID = "", "", ""
+		} else {
+			msgs = appendReasoning(msgs, reasoning)
 		}
+		reasoning = ""
 		for _, c := range m.ToolCalls {
 			calls[c.ID] = true
 		}
 		msgs = appendInputMessage(msgs, m)
 	}
-	if reasoningAt != "" {
-		return nil, reasoningWithoutAnswer(reasoningAt, reasoningID)
+	return appendReasoning(msgs, reasoning), nil
+}
+
+// appendReasoning adds reasoning that no assistant item followed to the
+// assistant message that ends msgs, or appends it as an assistant message
+// of its own; none adds nothing.
+func appendReasoning(msgs []engine.Message, reasoning string) []engine.Message {
+	switch n := len(msgs); {
+	case reasoning == "":
+		return msgs
+	case n > 0 && msgs[n-1].Role == engine.RoleAssistant:
+		msgs[n-1].ReasoningContent += reasoning
+		return msgs
 	}
-	return msgs, nil
+	return append(msgs, engine.Message{Role: engine.RoleAssistant, ReasoningContent: reasoning})
 }
 
 // appendInputMessage appends m to msgs, joining an assistant message that

@@ -108,16 +108,3 @@ func reasoningItem(it *responseInputItem, param string) (string, *apiError) {
 func isReasoningOnly(m engine.Message) bool {
 	return m.Role == engine.RoleAssistant && m.ReasoningContent != "" && m.Content == "" && len(m.ToolCalls) == 0
 }
-
-// reasoningWithoutAnswer is the refusal of the reasoning item at param
-// (id, when it has one) that no assistant message or function call
-// follows, as OpenAI refuses it: its reasoning belongs to the turn that
-// follows it.
-func reasoningWithoutAnswer(param, id string) *apiError {
-	name := param
-	if id != "" {
-		name = clip(id, maxEchoBytes)
-	}
-	return invalid(param, "invalid_value",
-		"Item '%s' of type 'reasoning' was provided without its required following item: an assistant message or a function_call must follow it.", name)
-}

@@ -271,10 +271,12 @@ func TestResponsesReasoningEffort(t *testing.T) {
 }
 
 // TestResponsesReasoningInput: reasoning items in the input are the
-// reasoning of the assistant turn that follows them (a message, or calls
+// reasoning of the assistant item that follows them (a message, or calls
 // that start or join one), as chat's reasoning_content; item references to
 // stored reasoning items read the same; reasoning that no assistant item
-// follows, and content that is not reasoning_text, are refused.
+// follows joins the assistant message before it or is one of its own, as
+// the stored reply it came from has it; content that is not reasoning_text
+// is refused.
 func TestResponsesReasoningInput(t *testing.T) {
 	t.Parallel()
 	stored := &storedResponse{id: "resp_1",
@@ -306,6 +308,19 @@ func TestResponsesReasoningInput(t *testing.T) {
 			[]engine.Message{user("q"), {Role: engine.RoleAssistant, Content: "A."}}},
 		{"item references to a stored reasoning item and its answer", `[{"role":"user","content":"q"},{"type":"item_reference","id":"rs_1"},{"type":"item_reference","id":"msg_1"}]`,
 			[]engine.Message{user("q"), {Role: engine.RoleAssistant, ReasoningContent: "Think.", Content: "Answer."}}},
+		{"last, without an answer", `[{"role":"user","content":"q"},` + rs + `]`,
+			[]engine.Message{user("q"), {Role: engine.RoleAssistant, ReasoningContent: "R."}}},
+		{"before a user message", `[{"role":"user","content":"q"},` + rs + `,{"role":"user","content":"q2"}]`,
+			[]engine.Message{user("q"), {Role: engine.RoleAssistant, ReasoningContent: "R."}, user("q2")}},
+		{"after a call, before its output: the call's turn", `[{"role":"user","content":"q"},` + fc + `,` + rs + `,{"type":"function_call_output","call_id":"call_1","output":"1"}]`,
+			[]engine.Message{user("q"), {Role: engine.RoleAssistant, NullContent: true, ReasoningContent: "R.", ToolCalls: []engine.ToolCall{call}},
+				{Role: engine.RoleTool, Content: "1", ToolCallID: "call_1"}}},
+		{"after the answer, last: the answer's turn", `[{"role":"user","content":"q"},` + answer + `,` + rs + `]`,
+			[]engine.Message{user("q"), {Role: engine.RoleAssistant, Content: "A.", ReasoningContent: "R."}}},
+		{"a referred reasoning item alone", `[{"role":"user","content":"q"},{"type":"item_reference","id":"rs_1"}]`,
+			[]engine.Message{user("q"), {Role: engine.RoleAssistant, ReasoningContent: "Think."}}},
+		{"summary only, last: nothing", `[{"role":"user","content":"q"},{"type":"reasoning","summary":[{"type":"summary_text","text":"S"}]}]`,
+			[]engine.Message{user("q")}},
 	}
 	for _, tt := range tests {
 		p, e := responsePlanOf(t, `{"model":"m","input":`+tt.input+`}`, conv)
@@ -321,11 +336,6 @@ func TestResponsesReasoningInput(t *testing.T) {
 	rejects := []struct {
 		input, param, code, message string
 	}{
-		{`[{"role":"user","content":"q"},` + rs + `]`, "input[1]", "invalid_value", "Item 'rs_x' of type 'reasoning'"},
-		{`[` + rs + `,{"role":"user","content":"q"}]`, "input[0]", "invalid_value", "required following item"},
-		{`[` + fc + `,{"type":"reasoning","content":[{"type":"reasoning_text","text":"R"}]},{"type":"function_call_output","call_id":"call_1","output":"1"}]`,
-			"input[1]", "invalid_value", "Item 'input[1]' of type 'reasoning'"},
-		{`[{"type":"item_reference","id":"rs_1"}]`, "input[0]", "invalid_value", "required following item"},
 		{`[{"type":"reasoning","content":[{"type":"output_text","text":"R"}]},` + answer + `]`, "input[0].content[0].type", "invalid_value", "reasoning_text"},
 		{`[{"type":"reasoning","content":[{"type":"reasoning_text"}]},` + answer + `]`, "input[0].content[0].text", "missing_required_parameter", ""},
 		{`[{"type":"reasoning","content":"R"},` + answer + `]`, "input[0].content", "invalid_type", ""},
