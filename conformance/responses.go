@@ -374,6 +374,23 @@ func (r *ResponseObject) FunctionCalls() []ResponseFunctionCall {
 	return calls
 }
 
+// ReasoningText is the text of the response's reasoning items (their
+// reasoning_text parts), concatenated.
+func (r *ResponseObject) ReasoningText() string {
+	var b strings.Builder
+	for _, it := range r.Output {
+		if it.Type != "reasoning" {
+			continue
+		}
+		for _, c := range it.Content {
+			if c.Type == "reasoning_text" {
+				b.WriteString(c.Text)
+			}
+		}
+	}
+	return b.String()
+}
+
 // OutputText is the text of the response's output messages, concatenated.
 func (r *ResponseObject) OutputText() string {
 	var b strings.Builder
@@ -426,8 +443,9 @@ func (tr *ResponseTranscript) Final() (*ResponseObject, *ResponsesUsage, error) 
 // terminal event (response.completed or response.incomplete), numbered its
 // events 0, 1, 2, … in order, put usage on the terminal event's response
 // only, announced each output item and text part before its deltas and
-// closed them after, made each output_text.done the sum of its deltas and
-// the final output the sum of all; a function_call item was added with
+// closed them after, made each output_text.done and reasoning_text.done
+// the sum of its deltas and the final output (its messages' text, each
+// reasoning item's text) the sum of them; a function_call item was added with
 // empty arguments, its function_call_arguments deltas came while it was
 // open and add up to its function_call_arguments.done, its
 // output_item.done and its item in the final output; every item sits in
@@ -559,6 +577,16 @@ func CheckResponseStream(tr *ResponseTranscript) []string {
 			if d := deltas[k]; d == nil || d.String() != ev.Text {
 				add("event %d: output_text.done of item %s has text %q, but its deltas add up to %q", i, k.item, clip([]byte(ev.Text)), clip([]byte(fmt.Sprint(d))))
 			}
+		case "response.reasoning_text.delta":
+			if parts[k] != "open" {
+				add("event %d is a reasoning delta of part %d of item %s, which is not open", i, k.content, k.item)
+				continue
+			}
+			deltas[k].WriteString(ev.Delta)
+		case "response.reasoning_text.done":
+			if d := deltas[k]; d == nil || d.String() != ev.Text {
+				add("event %d: reasoning_text.done of item %s has text %q, but its deltas add up to %q", i, k.item, clip([]byte(ev.Text)), clip([]byte(fmt.Sprint(d))))
+			}
 		case "response.content_part.done":
 			if parts[k] != "open" {
 				add("event %d closes part %d of item %s, which is not open", i, k.content, k.item)
@@ -590,6 +618,13 @@ func CheckResponseStream(tr *ResponseTranscript) []string {
 		}
 		if a := args[it.ID]; it.Type == "function_call" && a != nil && a.String() != it.Arguments {
 			add("the final output's function_call %s has arguments %q, but its deltas add up to %q", it.ID, clip([]byte(it.Arguments)), clip([]byte(a.String())))
+		}
+		if it.Type == "reasoning" {
+			for j, c := range it.Content {
+				if d := deltas[key{it.ID, j}]; d != nil && d.String() != c.Text {
+					add("the final output's reasoning item %s has text %q, but its deltas add up to %q", it.ID, clip([]byte(c.Text)), clip([]byte(d.String())))
+				}
+			}
 		}
 	}
 	if len(at) != len(final.Output) {

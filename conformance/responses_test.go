@@ -37,7 +37,13 @@ func probeResponses(ctx context.Context, t *conformance.Target) responsesCaps {
 // without its WebSocket mode, with ws); the in-process rill has both.
 func needResponses(ws bool) {
 	GinkgoHelper()
-	c := env.main.responses
+	needResponsesOn(env.main, ws)
+}
+
+// needResponsesOn is needResponses for target t.
+func needResponsesOn(t *target, ws bool) {
+	GinkgoHelper()
+	c := t.responses
 	switch {
 	case !c.ok && env.inProcess:
 		Fail("rill serves /v1/responses, but " + c.reason)
@@ -58,21 +64,27 @@ const maxOut = 16
 type respVia struct {
 	name  string
 	label []string
-	run   func(ctx context.Context, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage)
+	runOn func(ctx context.Context, t *target, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage)
+}
+
+// run runs body on the main target.
+func (v respVia) run(ctx context.Context, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage) {
+	GinkgoHelper()
+	return v.runOn(ctx, env.main, body)
 }
 
 var respVias = []respVia{
-	{name: "without stream", run: postResponse},
-	{name: "streamed over SSE", label: []string{"sse"}, run: func(ctx context.Context, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage) {
+	{name: "without stream", runOn: postResponseOn},
+	{name: "streamed over SSE", label: []string{"sse"}, runOn: func(ctx context.Context, t *target, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage) {
 		GinkgoHelper()
-		tr, err := env.main.StreamResponse(ctx, body)
+		tr, err := t.StreamResponse(ctx, body)
 		Expect(err).NotTo(HaveOccurred())
 		return finalResponse(tr)
 	}},
-	{name: "streamed over WebSocket", label: []string{"websocket"}, run: func(ctx context.Context, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage) {
+	{name: "streamed over WebSocket", label: []string{"websocket"}, runOn: func(ctx context.Context, t *target, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage) {
 		GinkgoHelper()
-		needResponses(true)
-		tr, err := env.main.StreamResponseWS(ctx, body)
+		needResponsesOn(t, true)
+		tr, err := t.StreamResponseWS(ctx, body)
 		Expect(err).NotTo(HaveOccurred())
 		return finalResponse(tr)
 	}},
@@ -82,7 +94,13 @@ var respVias = []respVia{
 // returns its response object, usage and raw body.
 func postResponse(ctx context.Context, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage) {
 	GinkgoHelper()
-	r, err := env.main.Post(ctx, conformance.ResponsesPath, body)
+	return postResponseOn(ctx, env.main, body)
+}
+
+// postResponseOn is postResponse on target t.
+func postResponseOn(ctx context.Context, t *target, body map[string]any) (*conformance.ResponseObject, *conformance.ResponsesUsage, json.RawMessage) {
+	GinkgoHelper()
+	r, err := t.Post(ctx, conformance.ResponsesPath, body)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(r.Status).To(Equal(200), "POST %s answered %d: %s", conformance.ResponsesPath, r.Status, r.Body)
 	expectNone(conformance.ValidateResponse("Response", r.Body), "POST %s against openapi.yaml", conformance.ResponsesPath)

@@ -76,3 +76,79 @@ func TestCheckResponseStreamFunctionCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckResponseStreamReasoning: a stream with a reasoning item before
+// its message passes; reasoning deltas outside their part, a done text that
+// is not the deltas' and a final item that is not either are problems.
+func TestCheckResponseStreamReasoning(t *testing.T) {
+	t.Parallel()
+	response := func(status, output, usage string) string {
+		return `{"id":"resp_1","object":"response","created_at":1,"status":"` + status + `","error":null,"incomplete_details":null,` +
+			`"model":"m","output":[` + output + `],"usage":` + usage + `}`
+	}
+	const (
+		rs    = `{"id":"rs_1","type":"reasoning","status":"completed","summary":[],"content":[{"type":"reasoning_text","text":"Hm."}]}`
+		msg   = `{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Hi"}]}`
+		usage = `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"output_tokens_details":{"reasoning_tokens":2}}`
+	)
+	good := []string{
+		`{"type":"response.created","sequence_number":0,"response":` + response("in_progress", "", "null") + `}`,
+		`{"type":"response.in_progress","sequence_number":1,"response":` + response("in_progress", "", "null") + `}`,
+		`{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"rs_1","type":"reasoning","status":"in_progress","summary":[],"content":[]}}`,
+		`{"type":"response.content_part.added","sequence_number":3,"item_id":"rs_1","output_index":0,"content_index":0,"part":{"type":"reasoning_text","text":""}}`,
+		`{"type":"response.reasoning_text.delta","sequence_number":4,"item_id":"rs_1","output_index":0,"content_index":0,"delta":"Hm"}`,
+		`{"type":"response.reasoning_text.delta","sequence_number":5,"item_id":"rs_1","output_index":0,"content_index":0,"delta":"."}`,
+		`{"type":"response.reasoning_text.done","sequence_number":6,"item_id":"rs_1","output_index":0,"content_index":0,"text":"Hm."}`,
+		`{"type":"response.content_part.done","sequence_number":7,"item_id":"rs_1","output_index":0,"content_index":0,"part":{"type":"reasoning_text","text":"Hm."}}`,
+		`{"type":"response.output_item.done","sequence_number":8,"output_index":0,"item":` + rs + `}`,
+		`{"type":"response.output_item.added","sequence_number":9,"output_index":1,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}`,
+		`{"type":"response.content_part.added","sequence_number":10,"item_id":"msg_1","output_index":1,"content_index":0,"part":{"type":"output_text","annotations":[],"text":""}}`,
+		`{"type":"response.output_text.delta","sequence_number":11,"item_id":"msg_1","output_index":1,"content_index":0,"delta":"Hi"}`,
+		`{"type":"response.output_text.done","sequence_number":12,"item_id":"msg_1","output_index":1,"content_index":0,"text":"Hi"}`,
+		`{"type":"response.content_part.done","sequence_number":13,"item_id":"msg_1","output_index":1,"content_index":0,"part":{"type":"output_text","annotations":[],"text":"Hi"}}`,
+		`{"type":"response.output_item.done","sequence_number":14,"output_index":1,"item":` + msg + `}`,
+		`{"type":"response.completed","sequence_number":15,"response":` + response("completed", rs+","+msg, usage) + `}`,
+	}
+	transcript := func(evs []string) *ResponseTranscript {
+		tr := &ResponseTranscript{Transport: "SSE", Status: 200}
+		for _, raw := range evs {
+			e, err := parseResponseEvent([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.Events = append(tr.Events, e)
+		}
+		return tr
+	}
+	if p := CheckResponseStream(transcript(good)); len(p) != 0 {
+		t.Fatalf("a good stream has problems: %q", p)
+	}
+	final, _, err := transcript(good).Final()
+	if err != nil || final.ReasoningText() != "Hm." || final.OutputText() != "Hi" {
+		t.Fatalf("final: reasoning %q, output %q, %v", final.ReasoningText(), final.OutputText(), err)
+	}
+	with := func(i int, ev string) []string {
+		evs := append([]string(nil), good...)
+		evs[i] = ev
+		return evs
+	}
+	tests := []struct {
+		name string
+		evs  []string
+		want string
+	}{
+		{"done differs from the deltas", with(6, `{"type":"response.reasoning_text.done","sequence_number":6,"item_id":"rs_1","output_index":0,"content_index":0,"text":"Hmm."}`),
+			"reasoning_text.done of item rs_1"},
+		{"a delta of a part not open", with(5, `{"type":"response.reasoning_text.delta","sequence_number":5,"item_id":"rs_9","output_index":0,"content_index":0,"delta":"."}`),
+			"reasoning delta of part 0 of item rs_9"},
+		{"the final item differs", with(15, `{"type":"response.completed","sequence_number":15,"response":`+
+			response("completed", strings.Replace(rs, `"Hm."`, `"Hum."`, 1)+","+msg, usage)+`}`),
+			"reasoning item rs_1 has text"},
+	}
+	for _, tt := range tests {
+		p := CheckResponseStream(transcript(tt.evs))
+		if !strings.Contains(strings.Join(p, "\n"), tt.want) {
+			t.Errorf("%s: problems %q, want one saying %q", tt.name, p, tt.want)
+		}
+	}
+}

@@ -107,6 +107,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			e.reasoningSkip = why
 		}
 	}
+	if e.reasoning != nil {
+		e.reasoning.responses = probeResponses(ctx, e.reasoning.Target)
+	}
 	if d := e.double; d != nil {
 		// The double's prompts are scripts, so only its transport is probed.
 		d.caps.WebSocket, d.caps.WebSocketReason = conformance.ProbeWebSocket(ctx, d.Target)

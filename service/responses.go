@@ -44,11 +44,12 @@ type responseRequest struct {
 	Text               *struct {
 		Format *responseTextFormat `json:"format"`
 	} `json:"text"`
-	Metadata     map[string]string `json:"metadata"`
-	Background   *bool             `json:"background"`
-	Conversation json.RawMessage   `json:"conversation"`
-	Prompt       json.RawMessage   `json:"prompt"`
-	User         *string           `json:"user"`
+	Reasoning    *responseReasoning `json:"reasoning"`
+	Metadata     map[string]string  `json:"metadata"`
+	Background   *bool              `json:"background"`
+	Conversation json.RawMessage    `json:"conversation"`
+	Prompt       json.RawMessage    `json:"prompt"`
+	User         *string            `json:"user"`
 
 	// rill extensions, as on chat.
 	TopK      *int     `json:"top_k"`
@@ -88,6 +89,10 @@ type responsePlan struct {
 	user              string
 	metadata          map[string]string
 	metadataKeys      []string // sorted, for a stable encoding
+
+	// reasoningEffort and reasoningSummary echo the request's reasoning
+	// ("": null).
+	reasoningEffort, reasoningSummary string
 }
 
 // conversations resolves what a request refers to: stored responses and
@@ -190,6 +195,7 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 	if e := applyResponseTools(r, req, p); e != nil {
 		return nil, e
 	}
+	applyReasoning(r, req, p)
 	if r.User != nil {
 		p.user = *r.User
 	}
@@ -201,9 +207,7 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 }
 
 // responsesUnsupported refuses the features a request needs that rill does
-// not have yet, each with a 400 naming its field. reasoning is not among
-// them: like OpenAI for a model that does not reason, rill ignores it (a
-// reasoning split of the output plugs in at responseEncoder.event).
+// not have yet, each with a 400 naming its field.
 func responsesUnsupported(r *responseRequest) *apiError {
 	notYet := func(param, what string) *apiError {
 		return invalid(param, "unsupported_parameter", "%s not supported by this server yet.", what)
@@ -326,8 +330,9 @@ func isClientGone(err error) bool {
 }
 
 // stored is the finished response as the store keeps it: its turn is the
-// input, then one assistant message with the text of its output messages
-// and the calls of its function_call items, as chat has a reply.
+// input, then one assistant message with the reasoning of its reasoning
+// items, the text of its output messages and the calls of its
+// function_call items, as chat has a reply.
 func (rp *responsePlan) stored(enc *responseEncoder) *storedResponse {
 	turn := make([]engine.Message, 0, len(rp.input)+1)
 	turn = append(turn, rp.input...)
@@ -336,6 +341,7 @@ func (rp *responsePlan) stored(enc *responseEncoder) *storedResponse {
 	for _, it := range enc.items {
 		m := it.message()
 		items = append(items, storedItem{id: it.id, message: m})
+		reply.ReasoningContent += m.ReasoningContent
 		reply.Content += m.Content
 		reply.ToolCalls = append(reply.ToolCalls, m.ToolCalls...)
 	}

@@ -33,6 +33,10 @@ type eventWriter interface {
 //
 //	response.created, response.in_progress,
 //	then per output item, one after the other, in output order:
+//	  reasoning:       response.output_item.added, response.content_part.added,
+//	                   response.reasoning_text.delta ...,
+//	                   response.reasoning_text.done, response.content_part.done,
+//	                   response.output_item.done
 //	  a message:       response.output_item.added, response.content_part.added,
 //	                   response.output_text.delta ...,
 //	                   response.output_text.done, response.content_part.done,
@@ -48,9 +52,15 @@ type eventWriter interface {
 // which is also what the store keeps. An item opens when its first piece
 // arrives and is done when the next one opens or the response ends, so
 // text before calls is a message item before them and text after them
-// another message. A reasoning item (once the engine splits reasoning out
-// for this API: Event.Reasoning) is one more item kind that opens the same
-// way, before the message it precedes.
+// another message, and a thinking block (Event.Reasoning) is a reasoning
+// item before the answer that follows it. Within one engine event the
+// reasoning comes first: a token that ends the block ends its reasoning
+// before any answer text.
+//
+// Logprobs are output_text's: those of the thinking block's tokens (its
+// markers included, and any token that shows no text while a reasoning
+// item is open) are not sent, as OpenAI sends none for reasoning, and
+// neither are those of a token that only adds to a call.
 //
 // Tool-call fragments must come call after call (every engine rill drives
 // sends them so): a fragment of a call whose item is done fails the
@@ -84,15 +94,17 @@ type itemKind uint8
 const (
 	itemMessage itemKind = iota
 	itemFunctionCall
+	itemReasoning
 )
 
 // outputItem is one item of a response's output as the encoder builds it.
 type outputItem struct {
 	kind   itemKind
-	id     string // "msg_…" or "fc_…"
+	id     string // "msg_…", "fc_…" or "rs_…"
 	index  int    // output_index
 	status string // in_progress while open; completed or incomplete once done
-	// A message's one output_text part.
+	// A message's one output_text part, or a reasoning item's one
+	// reasoning_text part.
 	text     []byte
 	logprobs []engine.TokenLogprob
 	// A function call's call_id, name and arguments (JSON text).
@@ -101,11 +113,15 @@ type outputItem struct {
 }
 
 // message returns the chat message the item stands for in a conversation:
-// an assistant message with its text, or with its one call.
+// an assistant message with its text, with its one call, or with only its
+// reasoning (which belongs to the assistant turn that follows it).
 func (it *outputItem) message() engine.Message {
-	if it.kind == itemFunctionCall {
+	switch it.kind {
+	case itemFunctionCall:
 		return engine.Message{Role: engine.RoleAssistant, NullContent: true,
 			ToolCalls: []engine.ToolCall{{ID: it.callID, Name: it.name, Arguments: string(it.arguments)}}}
+	case itemReasoning:
+		return engine.Message{Role: engine.RoleAssistant, ReasoningContent: string(it.text)}
 	}
 	return engine.Message{Role: engine.RoleAssistant, Content: string(it.text)}
 }
@@ -159,21 +175,30 @@ func (e *responseEncoder) opening() error {
 	return e.sendResponse("response.in_progress")
 }
 
-// event takes one engine event of the response's only choice. Its text
-// and its call fragments are in output order when the text is before a
-// call that opens in the event or after a call already open: an engine's
-// event holds what one token ended, and a token ends text before a call or
-// after one, never both.
+// event takes one engine event of the response's only choice. Its
+// reasoning comes first; its text and its call fragments are in output
+// order when the text is before a call that opens in the event or after a
+// call already open: an engine's event holds what one token ended, and a
+// token ends text before a call or after one, never both.
 func (e *responseEncoder) event(ev *engine.Event) error {
+	lps := ev.Logprobs
+	if ev.Reasoning != "" {
+		if err := e.addReasoning(ev.Reasoning); err != nil {
+			return err
+		}
+	}
+	if ev.Text == "" && (ev.Reasoning != "" || len(ev.ToolCalls) > 0) {
+		lps = nil // the token was the thinking block's or a call's, not a message's
+	}
 	if e.open != nil && e.open.kind == itemFunctionCall {
 		if err := e.addCalls(ev.ToolCalls); err != nil {
 			return err
 		}
-		if err := e.addText(ev.Text, ev.Logprobs); err != nil {
+		if err := e.addText(ev.Text, lps); err != nil {
 			return err
 		}
 	} else {
-		if err := e.addText(ev.Text, ev.Logprobs); err != nil {
+		if err := e.addText(ev.Text, lps); err != nil {
 			return err
 		}
 		if err := e.addCalls(ev.ToolCalls); err != nil {
@@ -184,6 +209,28 @@ func (e *responseEncoder) event(ev *engine.Event) error {
 		e.final = *ev
 	}
 	return nil
+}
+
+// addReasoning adds a piece of the thinking block to the open reasoning
+// item, opening one when the open item is not reasoning. Logprobs pending
+// from before it were the block's opening marker's: they are dropped.
+func (e *responseEncoder) addReasoning(text string) error {
+	if e.open == nil || e.open.kind != itemReasoning {
+		e.pending = nil
+		if err := e.openItem(&outputItem{kind: itemReasoning, id: newObjectID("rs_")}); err != nil {
+			return err
+		}
+	}
+	it := e.open
+	it.text = append(it.text, text...)
+	if e.w == nil {
+		return nil
+	}
+	e.begin("response.reasoning_text.delta")
+	e.buf = e.appendPartRef(e.buf, it)
+	e.buf = append(e.buf, `,"delta":`...)
+	e.buf = appendString(e.buf, text)
+	return e.send("response.reasoning_text.delta")
 }
 
 // addText adds text (and its tokens' logprobs) to the open message, opening
@@ -274,7 +321,7 @@ func (e *responseEncoder) addCalls(deltas []engine.ToolCallDelta) error {
 }
 
 // openItem ends the open item (completed) and opens it: its added event,
-// and a message's part's.
+// and its part's for a message or reasoning.
 func (e *responseEncoder) openItem(it *outputItem) error {
 	if e.open != nil {
 		if err := e.closeItem(statusCompleted); err != nil {
@@ -295,14 +342,23 @@ func (e *responseEncoder) openItem(it *outputItem) error {
 	if err := e.send("response.output_item.added"); err != nil {
 		return err
 	}
-	if it.kind != itemMessage {
+	if it.kind == itemFunctionCall {
 		return nil
 	}
 	e.begin("response.content_part.added")
 	e.buf = e.appendPartRef(e.buf, it)
 	e.buf = append(e.buf, `,"part":`...)
-	e.buf = appendPart(e.buf, it, false)
+	e.buf = appendItemPart(e.buf, it, false)
 	return e.send("response.content_part.added")
+}
+
+// appendItemPart appends the one part of a message (output_text) or a
+// reasoning item (reasoning_text).
+func appendItemPart(b []byte, it *outputItem, whole bool) []byte {
+	if it.kind == itemReasoning {
+		return appendReasoningPart(b, it, whole)
+	}
+	return appendPart(b, it, whole)
 }
 
 // closeItem ends the open item with status: its done events.
@@ -314,20 +370,26 @@ func (e *responseEncoder) closeItem(status string) error {
 		return nil
 	}
 	switch it.kind {
-	case itemMessage:
-		e.begin("response.output_text.done")
+	case itemMessage, itemReasoning:
+		typ := "response.output_text.done"
+		if it.kind == itemReasoning {
+			typ = "response.reasoning_text.done"
+		}
+		e.begin(typ)
 		e.buf = e.appendPartRef(e.buf, it)
 		e.buf = append(e.buf, `,"text":`...)
 		e.buf = appendString(e.buf, string(it.text))
-		e.buf = append(e.buf, `,"logprobs":`...)
-		e.buf = appendResponseLogprobs(e.buf, it.logprobs)
-		if err := e.send("response.output_text.done"); err != nil {
+		if it.kind == itemMessage {
+			e.buf = append(e.buf, `,"logprobs":`...)
+			e.buf = appendResponseLogprobs(e.buf, it.logprobs)
+		}
+		if err := e.send(typ); err != nil {
 			return err
 		}
 		e.begin("response.content_part.done")
 		e.buf = e.appendPartRef(e.buf, it)
 		e.buf = append(e.buf, `,"part":`...)
-		e.buf = appendPart(e.buf, it, true)
+		e.buf = appendItemPart(e.buf, it, true)
 		if err := e.send("response.content_part.done"); err != nil {
 			return err
 		}
@@ -354,11 +416,13 @@ func (e *responseEncoder) closeItem(status string) error {
 }
 
 // finish ends a response whose engine request completed with usage u: the
-// done events of its last item (an empty message when the output is empty),
-// then response.completed, or response.incomplete when the output hit
-// max_output_tokens (or the context window), which leaves the last item
-// incomplete. A reply with tool calls is completed, as on OpenAI (the API
-// has no tool_calls status).
+// done events of its last item, then response.completed, or
+// response.incomplete when the output hit max_output_tokens (or the context
+// window), which leaves the last item incomplete. A reply with tool calls
+// is completed, as on OpenAI (the API has no tool_calls status). An output
+// without an answer (no message, no call) gets an empty message, unless
+// the cap cut it inside its thinking block: then, as on OpenAI, its
+// reasoning is all there is.
 func (e *responseEncoder) finish(u *Usage) error {
 	ru := ResponseUsageOf(*u)
 	e.usage = &ru
@@ -366,7 +430,7 @@ func (e *responseEncoder) finish(u *Usage) error {
 	if e.final.FinishReason == engine.FinishLength {
 		done = statusIncomplete
 	}
-	if len(e.items) == 0 {
+	if e.lacksAnswer(done) {
 		if err := e.openItem(&outputItem{kind: itemMessage, id: newObjectID("msg_")}); err != nil {
 			return err
 		}
@@ -389,6 +453,19 @@ func (e *responseEncoder) finish(u *Usage) error {
 		return e.sendResponse("response.incomplete")
 	}
 	return e.sendResponse("response.completed")
+}
+
+// lacksAnswer reports whether a response ending with status done needs an
+// empty message: it has neither a message nor a call, and was not cut
+// while it reasoned.
+func (e *responseEncoder) lacksAnswer(done string) bool {
+	for _, it := range e.items {
+		if it.kind != itemReasoning {
+			return false
+		}
+	}
+	cutThinking := done == statusIncomplete && e.open != nil && e.open.kind == itemReasoning
+	return !cutThinking
 }
 
 // fail ends a response that the engine gave up on after it began:

@@ -9,12 +9,13 @@ import (
 )
 
 // The input of a Responses request: a string, or a list of items (messages,
-// function calls and their outputs, references to stored items), read into
+// reasoning, function calls and their outputs, references to stored items), read into
 // the engine's chat messages as chat would have them for the same
 // conversation, so that a turn costs the same prompt tokens on both APIs.
 
 // responseInputItem is one element of an input list. Content and Output
-// stay raw: a string or a list of parts.
+// stay raw: a string or a list of parts (a reasoning item's content is its
+// reasoning_text parts).
 type responseInputItem struct {
 	Type    string          `json:"type"`
 	Role    string          `json:"role"`
@@ -39,6 +40,13 @@ type responseInputItem struct {
 //   - function_call_output items ({"call_id", "output"}): a tool message
 //     answering a call made earlier in the conversation (history, the
 //     messages of the stored conversation it continues, or this input);
+//   - reasoning items ({"content": [{"type": "reasoning_text", "text"}]}):
+//     the reasoning (ReasoningContent, as chat's reasoning_content) of the
+//     assistant message or function call that follows; consecutive ones add
+//     up. Reasoning that no assistant item follows joins the assistant
+//     message before it, or is an assistant message of its own (a response
+//     cut while it reasoned, sent back), as the reply of the stored
+//     response it came from has it;
 //   - item_references to output items of stored responses, read as the
 //     items they name.
 //
@@ -65,6 +73,8 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 		}
 	}
 	msgs := make([]engine.Message, 0, len(items))
+	// reasoning waits for the assistant item it belongs to.
+	var reasoning string
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		var m engine.Message
@@ -85,6 +95,12 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 			if m, e = functionOutputItem(&it, param, calls); e != nil {
 				return nil, e
 			}
+		case "reasoning":
+			text, e := reasoningItem(&it, param)
+			if e != nil {
+				return nil, e
+			}
+			m = engine.Message{Role: engine.RoleAssistant, ReasoningContent: text}
 		case "item_reference":
 			var ok bool
 			if m, ok = conv.item(it.ID); !ok {
@@ -94,18 +110,42 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 			return nil, invalid(param+".type", "unsupported_parameter",
 				"Input items of type '%s' are not supported by this server yet.", clip(it.Type, maxEchoBytes))
 		}
+		if it.Type == "reasoning" || isReasoningOnly(m) {
+			reasoning += m.ReasoningContent
+			continue
+		}
+		if m.Role == engine.RoleAssistant {
+			m.ReasoningContent = reasoning + m.ReasoningContent
+		} else {
+			msgs = appendReasoning(msgs, reasoning)
+		}
+		reasoning = ""
 		for _, c := range m.ToolCalls {
 			calls[c.ID] = true
 		}
 		msgs = appendInputMessage(msgs, m)
 	}
-	return msgs, nil
+	return appendReasoning(msgs, reasoning), nil
+}
+
+// appendReasoning adds reasoning that no assistant item followed to the
+// assistant message that ends msgs, or appends it as an assistant message
+// of its own; none adds nothing.
+func appendReasoning(msgs []engine.Message, reasoning string) []engine.Message {
+	switch n := len(msgs); {
+	case reasoning == "":
+		return msgs
+	case n > 0 && msgs[n-1].Role == engine.RoleAssistant:
+		msgs[n-1].ReasoningContent += reasoning
+		return msgs
+	}
+	return append(msgs, engine.Message{Role: engine.RoleAssistant, ReasoningContent: reasoning})
 }
 
 // appendInputMessage appends m to msgs, joining an assistant message that
 // only calls tools to the assistant message before it: its content stays,
-// the calls add up. Neither message's calls are modified in place (they
-// may be a stored response's).
+// the calls and the reasoning add up. Neither message's calls are modified
+// in place (they may be a stored response's).
 func appendInputMessage(msgs []engine.Message, m engine.Message) []engine.Message {
 	n := len(msgs)
 	onlyCalls := m.Role == engine.RoleAssistant && m.Content == "" && len(m.ToolCalls) > 0
@@ -114,6 +154,7 @@ func appendInputMessage(msgs []engine.Message, m engine.Message) []engine.Messag
 	}
 	prev := &msgs[n-1]
 	prev.ToolCalls = append(slices.Clip(prev.ToolCalls), m.ToolCalls...)
+	prev.ReasoningContent += m.ReasoningContent
 	return msgs
 }
 

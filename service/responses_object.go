@@ -98,9 +98,23 @@ func appendPart(b []byte, it *outputItem, whole bool) []byte {
 	return append(b, '}')
 }
 
+// appendReasoningPart appends a reasoning item's reasoning_text part: empty
+// while it is being streamed, whole once done.
+func appendReasoningPart(b []byte, it *outputItem, whole bool) []byte {
+	b = append(b, `{"type":"reasoning_text","text":`...)
+	if whole {
+		b = appendString(b, string(it.text))
+	} else {
+		b = append(b, `""`...)
+	}
+	return append(b, '}')
+}
+
 // appendItem appends an output item as its status stands (an item still
 // open in a response that ended is incomplete): with whole its content,
-// else as it opens (a message without parts, a call with empty arguments).
+// else as it opens (a message or reasoning without parts, a call with
+// empty arguments). A reasoning item's summary is always empty (rill has
+// no summarizer) and it has no encrypted_content.
 func (e *responseEncoder) appendItem(b []byte, it *outputItem, whole bool) []byte {
 	status := it.status
 	if status == statusInProgress && e.status != statusInProgress {
@@ -123,6 +137,14 @@ func (e *responseEncoder) appendItem(b []byte, it *outputItem, whole bool) []byt
 		b = append(b, `,"name":`...)
 		b = appendString(b, it.name)
 		return append(b, '}')
+	case itemReasoning:
+		b = append(b, `,"type":"reasoning","status":"`...)
+		b = append(b, status...)
+		b = append(b, `","summary":[],"content":[`...)
+		if whole {
+			b = appendReasoningPart(b, it, true)
+		}
+		return append(b, "]}"...)
 	default:
 		b = append(b, `,"type":"message","status":"`...)
 		b = append(b, status...)
@@ -197,7 +219,9 @@ func (e *responseEncoder) appendResponse(b []byte) []byte {
 	b = strconv.AppendBool(b, r.parallelToolCalls)
 	b = append(b, `,"previous_response_id":`...)
 	b = appendNullableString(b, r.previousID)
-	b = append(b, `,"reasoning":{"effort":null,"summary":null},"service_tier":"default","store":`...)
+	b = append(b, `,"reasoning":`...)
+	b = r.appendReasoningEcho(b)
+	b = append(b, `,"service_tier":"default","store":`...)
 	b = strconv.AppendBool(b, r.store)
 	b = append(b, `,"temperature":`...)
 	b = appendFloat(b, r.temperature)

@@ -171,13 +171,14 @@ func TestResponsesPlan(t *testing.T) {
 					t.Errorf("logprobs %v %+v", p.logprobs, p.reqs[0])
 				}
 			}},
-		{"store false, stream, metadata, tools with tool_choice none, reasoning ignored",
+		{"store false, stream, metadata, tools with tool_choice none, reasoning high leaves the template alone",
 			`{"model":"m","input":"x","store":false,"stream":true,"metadata":{"b":"2","a":"1"},"tools":[{"type":"function","name":"f"}],"tool_choice":"none","reasoning":{"effort":"high"},"text":{"format":{"type":"text"}}}`,
 			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
 				if p.store || !p.stream || !reflect.DeepEqual(p.metadataKeys, []string{"a", "b"}) || string(p.toolChoice) != `"none"` {
 					t.Errorf("plan %+v", p)
 				}
-				if req := p.reqs[0]; req.ToolChoice.Mode != engine.ToolChoiceNone || len(req.Tools) != 1 || req.ResponseFormat != nil {
+				if req := p.reqs[0]; req.ToolChoice.Mode != engine.ToolChoiceNone || len(req.Tools) != 1 || req.ResponseFormat != nil ||
+					req.ChatTemplateKwargs != nil {
 					t.Errorf("request %+v", req)
 				}
 			}},
@@ -284,7 +285,7 @@ func TestResponsesPlanRejects(t *testing.T) {
 		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f"}]}`, "input[0].arguments", "missing_required_parameter"},
 		{`{"model":"m","input":[{"type":"function_call","call_id":"","name":"f","arguments":"{}"}]}`, "input[0].call_id", "invalid_value"},
 		{`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"a b","arguments":"{}"}]}`, "input[0].name", "invalid_value"},
-		{`{"model":"m","input":[{"type":"reasoning","summary":[]}]}`, "input[0].type", "unsupported_parameter"},
+		{`{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", "unsupported_parameter"},
 		{`{"model":"m","input":[{"content":"x"}]}`, "input[0].role", "missing_required_parameter"},
 		{`{"model":"m","input":[{"role":"user"}]}`, "input[0].content", "missing_required_parameter"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[1].type", "unsupported_parameter"},

@@ -208,10 +208,13 @@ func compactJSON(raw json.RawMessage) []byte {
 }
 
 // responsesFieldNames restates the chat field names an engine's refusal
-// quotes (in its param and its message) in the Responses API's names.
+// quotes (in its param and its message) in the Responses API's names. The
+// only chat_template_kwargs a Responses request sets come from
+// reasoning.effort (an upstream that reads none refuses them).
 var responsesFieldNames = strings.NewReplacer(
 	"response_format.type", "text.format.type",
 	"response_format", "text.format",
+	"chat_template_kwargs", "reasoning.effort",
 	".function.parameters", ".parameters",
 	".function.name", ".name",
 )

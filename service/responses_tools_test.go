@@ -392,26 +392,6 @@ func TestResponsesTextFormat(t *testing.T) {
 	}
 }
 
-// TestResponsesReasoningNotAnItemYet pins the hook: a reasoning model's
-// thinking (Event.Reasoning) is not shown on this API yet (no reasoning
-// item), the answer is the message, and the thinking's tokens are counted
-// in output_tokens_details.reasoning_tokens as chat counts them.
-func TestResponsesReasoningNotAnItemYet(t *testing.T) {
-	t.Parallel()
-	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
-		st := &engine.Stats{PromptTokens: 4, CompletionTokens: 7, ReasoningTokens: ptr(5)}
-		return &fakeStream{ctx: ctx, events: []engine.Event{{Reasoning: "hm, "}, {Reasoning: "so"}, {Text: "Yes."},
-			{Final: true, FinishReason: engine.FinishStop, Stats: st}}}, nil
-	}}
-	ts := newTestServer(t, fake, Options{})
-	_, body := post(t, ts.Client(), ts.URL+"/v1/responses", `{"model":"tiny","input":"x"}`)
-	r := decodeOutput(t, body)
-	const usage = `{"input_tokens":4,"output_tokens":7,"total_tokens":11,"output_tokens_details":{"reasoning_tokens":5}}`
-	if r.summary() != "message:completed:Yes." || string(r.Usage) != usage {
-		t.Errorf("output %s, usage %s", r.summary(), r.Usage)
-	}
-}
-
 // TestResponsesWSToolConversation: on a WebSocket the connection's last
 // response, stored or not, is a conversation with its calls: its function_call
 // items can be referred to and their outputs answered.
