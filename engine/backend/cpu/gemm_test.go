@@ -31,7 +31,12 @@ func TestGEMMMatchesDecode(t *testing.T) {
 						for i := range rows {
 							w.Data = append(w.Data, randWeights(t, r, typ, cols, i%3 != 0)...)
 						}
-						x := randFloats(r, n*cols, 1)
+						// Tokens of every activation kind (ordinary, tiny,
+						// zero blocks, wide range).
+						var x []float32
+						for i := range n {
+							x = append(x, activationKinds[i%len(activationKinds)].gen(r, cols)...)
+						}
 						out := make([]float32, (n+1)*rows)
 						for i := range out {
 							out[i] = -42

@@ -64,6 +64,18 @@ func gemmKOffR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride 
 // gemmKOffR1P1 multiplies 1 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
 func gemmKOffR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
+// gemmKSgnR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+func gemmKSgnR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKSgnR4P1 multiplies 4 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+func gemmKSgnR4P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKSgnR1P4 multiplies 1 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+func gemmKSgnR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKSgnR1P1 multiplies 1 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+func gemmKSgnR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
 // gemmFR3C4 multiplies 3 float32 weight rows with 4 activation rows (see gemmFTile).
 func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
 
@@ -75,6 +87,66 @@ func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *f
 
 // gemmFR1C1 multiplies 1 float32 weight rows with 1 activation rows (see gemmFTile).
 func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+
+// kdotQ4_K returns the dot product of nb Q4_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+func kdotQ4_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q4_K returns the dots of nb Q4_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+func kdot4Q4_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ4_K writes the prefill units of nsb Q4_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+func kunpackQ4_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotQ5_K returns the dot product of nb Q5_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+func kdotQ5_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q5_K returns the dots of nb Q5_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+func kdot4Q5_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ5_K writes the prefill units of nsb Q5_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+func kunpackQ5_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotQ6_K returns the dot product of nb Q6_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+func kdotQ6_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q6_K returns the dots of nb Q6_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+func kdot4Q6_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ6_K writes the prefill units of nsb Q6_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+func kunpackQ6_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotQ3_K returns the dot product of nb Q3_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+func kdotQ3_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q3_K returns the dots of nb Q3_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+func kdot4Q3_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ3_K writes the prefill units of nsb Q3_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+func kunpackQ3_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotQ2_K returns the dot product of nb Q2_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+func kdotQ2_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q2_K returns the dots of nb Q2_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+func kdot4Q2_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ2_K writes the prefill units of nsb Q2_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+func kunpackQ2_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotIQ4_XS returns the dot product of nb IQ4_XS super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+func kdotIQ4_XS(w *byte, x *byte, nb int) float32
+
+// kdot4IQ4_XS returns the dots of nb IQ4_XS super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+func kdot4IQ4_XS(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackIQ4_XS writes the prefill units of nsb IQ4_XS super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+func kunpackIQ4_XS(dst *byte, dstride int, src *byte, nsb int)
+
+// quantQ8K quantises nsb super-blocks of activations to Q8_K (see internal/gen/kquant.go).
+func quantQ8K(dst *byte, src *float32, nsb int)
+
+// quantQ8KP quantises nsb super-blocks of activations to Q8_K (see internal/gen/kquant.go).
+func quantQ8KP(dst *byte, src *float32, nsb int)
 
 // quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)

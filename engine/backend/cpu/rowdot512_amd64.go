@@ -309,7 +309,8 @@ func avx512Kernels() *kernelSet {
 	r[quant.F32].gemm = gemmF32.kernel()
 	r[quant.F16].gemm = gemmF16.kernel()
 	r[quant.BF16].gemm = gemmBF16.kernel()
-	r[quant.Q4_K].gemm = gemmQ4_K.kernel()
-	r[quant.Q6_K].gemm = gemmQ6_K.kernel()
+	for _, g := range kGemms {
+		r[g.rows.typ].gemm = g.kernel()
+	}
 	return ks
 }

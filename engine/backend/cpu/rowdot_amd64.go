@@ -9,8 +9,8 @@ import (
 	"rill/engine/quant"
 )
 
-// Row kernels of MatMul's AVX2 kernel set (dot_amd64.s, kdot_amd64.s,
-// rows_amd64.s) and their Go wrappers.
+// Row kernels of MatMul's AVX2 kernel set (dot_amd64.s, rows_amd64.s; the
+// K-quants in kquant_amd64.go) and their Go wrappers.
 
 //go:noescape
 func dotF16F32AVX(w *uint16, x *float32, n int) float32
@@ -37,22 +37,10 @@ func dotQ8_0AVX(w, x *byte, nb int) float32
 func dotQ4_0AVX(w, x *byte, nb int) float32
 
 //go:noescape
-func dotQ4_KAVX(w, x *byte, nb int) float32
-
-//go:noescape
-func dotQ6_KAVX(w, x *byte, nb int) float32
-
-//go:noescape
 func dotQ8_0x4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
 
 //go:noescape
 func dotQ4_0x4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
-
-//go:noescape
-func dotQ4_Kx4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
-
-//go:noescape
-func dotQ6_Kx4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
 
 // Row dots with engine/quant's signature (n elements, whole blocks).
 
@@ -185,22 +173,6 @@ func dotQ4_0Row(n int, w, x []byte) float32 {
 	return dotQ4_0AVX(&w[0], &x[0], nb)
 }
 
-func dotQ4_KRow(n int, w, x []byte) float32 {
-	if n < 256 {
-		return 0
-	}
-	nb := blockRows(n, 256, 144, 292, w, x)
-	return dotQ4_KAVX(&w[0], &x[0], nb)
-}
-
-func dotQ6_KRow(n int, w, x []byte) float32 {
-	if n < 256 {
-		return 0
-	}
-	nb := blockRows(n, 256, 210, 292, w, x)
-	return dotQ6_KAVX(&w[0], &x[0], nb)
-}
-
 func zero4(out []float32, outStride int) {
 	out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
 }
@@ -237,26 +209,6 @@ func dotQ4_0Rows4(n int, w, x []byte, xStride int, out []float32, outStride int)
 	dotQ4_0x4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
 }
 
-func dotQ4_KRows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
-	nb := n / 256
-	if nb == 0 {
-		zero4(out, outStride)
-		return
-	}
-	check4(nb, 144, 292, w, x, xStride, out, outStride)
-	dotQ4_Kx4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
-}
-
-func dotQ6_KRows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
-	nb := n / 256
-	if nb == 0 {
-		zero4(out, outStride)
-		return
-	}
-	check4(nb, 210, 292, w, x, xStride, out, outStride)
-	dotQ6_Kx4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
-}
-
 // f16Row rounds one activation row to f16 precision with F16C, keeping it
 // as float32.
 func f16Row(dst []byte, src []float32) {
@@ -282,9 +234,10 @@ func bf16Row(dst []byte, src []float32) {
 	}
 }
 
-// simdKernels is the AVX2 kernel set. Activations are quantised to Q8_0 and
-// Q8_K by engine/quant's reference quantisers, so the activations match
-// llama.cpp's reference rounding exactly.
+// simdKernels is the AVX2 kernel set. Activations are quantised to Q8_0 by
+// engine/quant's reference quantiser and to Q8_K by an assembly one that
+// gives the same bytes, so the activations match llama.cpp's reference
+// rounding exactly.
 func simdKernels() *kernelSet {
 	ks := genericKernels()
 	ks.name = "avx2"
@@ -294,7 +247,8 @@ func simdKernels() *kernelSet {
 	r[quant.BF16] = rowKernel{xType: quant.F32, convert: bf16Row, dot: dotBF16Row, dots: dotsBF16}
 	r[quant.Q8_0].dot, r[quant.Q8_0].dot4 = dotQ8_0Row, dotQ8_0Rows4
 	r[quant.Q4_0].dot, r[quant.Q4_0].dot4 = dotQ4_0Row, dotQ4_0Rows4
-	r[quant.Q4_K].dot, r[quant.Q4_K].dot4 = dotQ4_KRow, dotQ4_KRows4
-	r[quant.Q6_K].dot, r[quant.Q6_K].dot4 = dotQ6_KRow, dotQ6_KRows4
+	for _, k := range kFamily {
+		r[k.typ] = rowKernel{xType: quant.Q8_K, convert: q8KRow, dot: k.dot, dot4: k.dot4}
+	}
 	return ks
 }

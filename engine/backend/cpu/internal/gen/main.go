@@ -20,6 +20,7 @@ func main() {
 	gemm32()
 	gemmK()
 	gemmF()
+	kquantFamily()
 	q8p()
 	Generate()
 }
