@@ -18,6 +18,7 @@ package cpu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Options configures a Backend.
@@ -38,8 +39,14 @@ type Backend struct {
 	// MatMul state: scratch for converted activations and the job in flight,
 	// read by the workers through mmFn/convFn, which are bound once in New so
 	// that dispatching them allocates nothing.
-	scratch  []byte
-	wscratch []byte // per-call weight scratch of the prefill kernels
+	scratch []byte
+	// slots are the prefill kernels' per-thread weight scratch (unpacked
+	// or widened weight rows of one cache block, accumulators): one per
+	// thread, each taken by one range at a time (slotFree: a bit per free
+	// slot), so the scratch is bounded by threads x block, whatever the
+	// matrix.
+	slots    [][]byte
+	slotFree atomic.Uint64
 	mm       mmJob
 	mmFn     func(lo, hi int)
 	convFn   func(lo, hi int)

@@ -19,9 +19,10 @@ import (
 // corrections -K*(sum of 4 quants) each, and their scales 8 times each (see
 // internal/gen/q8p.go). An odd last row is paired with zeros.
 //
-// The weight scratch holds each weight row's block scales as float32, in
-// the order the tiles read them: rows in panels of four (then single rows
-// at the end of a thread's range), R scales per block within a panel.
+// A thread's scratch holds the block scales of one cache block of weight
+// rows as float32, in the order the tiles read them: rows in panels of four
+// (then single rows at the end of the block), R scales per block within a
+// panel.
 
 // q8pUnit is the bytes of one block of one pair in the q8p layout.
 const q8pUnit = 192
@@ -57,7 +58,7 @@ func (g *gemm32Tiles) kernel() *gemmKernel {
 	return &gemmKernel{
 		minTokens: 8,
 		xBytes:    func(cols, n int) int { return (n + 1) / 2 * (cols / 32) * q8pUnit },
-		wBytes:    func(cols, rows int) int { return rows * (cols / 32) * 4 },
+		slotBytes: func(cols int) int { return g.mc(cols/32) * (cols / 32) * 4 },
 		convert: func(dst []byte, src []float32, cols, n, lo, hi int) {
 			nb := cols / 32
 			_ = dst[((n+1)/2*nb)*q8pUnit-1]
@@ -83,7 +84,11 @@ func (g *gemm32Tiles) kernel() *gemmKernel {
 	}
 }
 
-func (g *gemm32Tiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, scratch []byte, lo, hi int) {
+// mc is the number of weight rows of nb blocks in one cache block: a
+// multiple of the 4-row panels.
+func (g *gemm32Tiles) mc(nb int) int { return max(4, gemmMCBytes/(nb*g.wb)&^3) }
+
+func (g *gemm32Tiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, slot []byte, lo, hi int) {
 	nb := cols / 32
 	if nb == 0 || lo >= hi {
 		return
@@ -92,27 +97,26 @@ func (g *gemm32Tiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte
 	_ = out[(n-1)*rows+hi-1]
 	npairs := (n + 1) / 2
 	_ = x[npairs*nb*q8pUnit-1]
-	dw := bytesF32(scratch[:rows*nb*4])
+	mc := g.mc(nb)
+	dw := bytesF32(slot[:mc*nb*4])
 
-	// Block scales, panel by panel (see above).
-	for r0 := lo; r0 < hi; {
-		R := 4
-		if r0+4 > hi {
-			R = 1
-		}
-		panel := dw[r0*nb : (r0+R)*nb]
-		for r := range R {
-			row := w[(r0+r)*wrb:]
-			for b := range nb {
-				panel[b*R+r] = quant.F16ToF32(binary.LittleEndian.Uint16(row[b*g.wb:]))
-			}
-		}
-		r0 += R
-	}
-
-	mc := max(4, gemmMCBytes/wrb&^3)
 	for m0 := lo; m0 < hi; m0 += mc {
 		m1 := min(hi, m0+mc)
+		// Block scales of rows [m0,m1), panel by panel (see above).
+		for r0 := m0; r0 < m1; {
+			R := 4
+			if r0+4 > m1 {
+				R = 1
+			}
+			panel := dw[(r0-m0)*nb : (r0-m0+R)*nb]
+			for r := range R {
+				row := w[(r0+r)*wrb:]
+				for b := range nb {
+					panel[b*R+r] = quant.F16ToF32(binary.LittleEndian.Uint16(row[b*g.wb:]))
+				}
+			}
+			r0 += R
+		}
 		// Groups of 4 pairs, or 2 where 4 would not stay in L1.
 		wide := 0
 		if 4*nb*q8pUnit > gemmL1Group {
@@ -128,10 +132,10 @@ func (g *gemm32Tiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte
 			og := out[2*p0*rows:]
 			r := m0
 			for ; r+4 <= m1; r += 4 {
-				g.r4[i](&w[r*wrb], wrb, &dw[r*nb], xg, nb, &og[r], rows, tokens)
+				g.r4[i](&w[r*wrb], wrb, &dw[(r-m0)*nb], xg, nb, &og[r], rows, tokens)
 			}
 			for ; r < m1; r++ {
-				g.r1[i](&w[r*wrb], wrb, &dw[r*nb], xg, nb, &og[r], rows, tokens)
+				g.r1[i](&w[r*wrb], wrb, &dw[(r-m0)*nb], xg, nb, &og[r], rows, tokens)
 			}
 			p0 += P
 		}

@@ -23,6 +23,8 @@ func TestGEMMMatchesDecode(t *testing.T) {
 				b := testBackend(t, threads, ks)
 				for _, shape := range []struct{ rows, cols, n int }{
 					{37, 2 * 256, k.gemm.minTokens}, {37, 2 * 256, 9}, {70, 1024, 17}, {301, 256, 64}, {5, 512, 130},
+					// Long rows: several cache blocks of rows, chunked float rows.
+					{130, 2816, 11},
 				} {
 					t.Run(fmt.Sprintf("%s/%s/threads=%d/%dx%d/n=%d", ks.name, typ, threads, shape.rows, shape.cols, shape.n), func(t *testing.T) {
 						rows, cols, n := shape.rows, shape.cols, shape.n

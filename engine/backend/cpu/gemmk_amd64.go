@@ -35,20 +35,23 @@ var (
 	kGemms = []*kTiles{&gemmQ2_K, &gemmQ3_K, &gemmQ4_K, &gemmQ5_K, &gemmQ6_K, &gemmIQ4_XS}
 )
 
-// gemmKMCRows bounds the weight rows unpacked and multiplied together with
+// gemmKMCBytes bounds the weight rows unpacked and multiplied together with
 // every group of token pairs: their unpacked super-blocks stay in L2.
 const gemmKMCBytes = 384 << 10
+
+// mc is the number of rows of nsb super-blocks in one cache block: a
+// multiple of the 4-row panels.
+func (g *kTiles) mc(nsb int) int { return max(4, gemmKMCBytes/(nsb*g.unit)&^3) }
 
 func (g *kTiles) kernel() *gemmKernel {
 	return &gemmKernel{
 		minTokens: 8,
 		xBytes:    func(cols, n int) int { return (n + 1) / 2 * (cols / 256) * kxUnit },
-		// Each thread unpacks at most one block of rows at a time, into
-		// its part of the scratch: as many units as the weights have.
-		wBytes:  func(cols, rows int) int { return rows * (cols / 256) * g.unit },
-		convert: convertQ8KP,
-		finish:  finishQ8KP,
-		run:     g.run,
+		// A thread unpacks one cache block of rows at a time.
+		slotBytes: func(cols int) int { return g.mc(cols/256) * (cols / 256) * g.unit },
+		convert:   convertQ8KP,
+		finish:    finishQ8KP,
+		run:       g.run,
 	}
 }
 
@@ -84,7 +87,7 @@ func finishQ8KP(dst []byte, cols, n int) {
 	}
 }
 
-func (g *kTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, scratch []byte, lo, hi int) {
+func (g *kTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, slot []byte, lo, hi int) {
 	nsb := cols / 256
 	if nsb == 0 || lo >= hi {
 		return
@@ -94,11 +97,10 @@ func (g *kTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 	npairs := (n + 1) / 2
 	xstride := nsb * kxUnit
 	_ = x[npairs*xstride-1]
-	// This thread's part of the scratch: its rows' units.
 	unit := g.unit
-	us := scratch[lo*nsb*unit : hi*nsb*unit]
+	mc := g.mc(nsb)
+	us := slot[:mc*nsb*unit]
 
-	mc := max(4, gemmKMCBytes/(nsb*unit)&^3)
 	for m0 := lo; m0 < hi; m0 += mc {
 		m1 := min(hi, m0+mc)
 		// Unpack rows [m0,m1) in panels of four (then single rows at the
@@ -108,7 +110,7 @@ func (g *kTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 			if r0+4 > m1 {
 				R = 1
 			}
-			panel := us[(r0-lo)*nsb*unit : (r0-lo+R)*nsb*unit]
+			panel := us[(r0-m0)*nsb*unit : (r0-m0+R)*nsb*unit]
 			for r := range R {
 				g.rows.unpack(&panel[r*unit], R*unit, &w[(r0+r)*wrb], nsb)
 			}
@@ -128,14 +130,14 @@ func (g *kTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 				if P == 1 {
 					k = g.r4p1
 				}
-				k(&us[(r-lo)*nsb*unit], nsb, xg, xstride, &og[r], rows, tokens)
+				k(&us[(r-m0)*nsb*unit], nsb, xg, xstride, &og[r], rows, tokens)
 			}
 			for ; r < m1; r++ {
 				k := g.r1p4
 				if P == 1 {
 					k = g.r1p1
 				}
-				k(&us[(r-lo)*nsb*unit], nsb, xg, xstride, &og[r], rows, tokens)
+				k(&us[(r-m0)*nsb*unit], nsb, xg, xstride, &og[r], rows, tokens)
 			}
 			p0 += P
 		}

@@ -6487,19 +6487,50 @@ gemmKSgnR1P1_half0:
 	VZEROUPPER
 	RET
 
-// func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL
-TEXT ·gemmFR3C4(SB), NOSPLIT, $0-56
-	MOVQ   w+0(FP), SI
-	MOVQ   wstride+8(FP), AX
-	LEAQ   (SI)(AX*1), R8
-	LEAQ   (R8)(AX*1), R9
-	MOVQ   x+16(FP), DI
-	MOVQ   xstride+24(FP), AX
-	LEAQ   (DI)(AX*1), R10
-	LEAQ   (R10)(AX*1), R11
-	LEAQ   (R11)(AX*1), R12
-	MOVQ   n32+32(FP), CX
+TEXT ·gemmFR3C4(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), SI
+	MOVQ    wstride+8(FP), AX
+	LEAQ    (SI)(AX*1), R8
+	LEAQ    (R8)(AX*1), R9
+	MOVQ    x+16(FP), DI
+	MOVQ    xstride+24(FP), AX
+	LEAQ    (DI)(AX*1), R10
+	LEAQ    (R10)(AX*1), R11
+	LEAQ    (R11)(AX*1), R12
+	MOVQ    n32+32(FP), CX
+	MOVQ    acc+56(FP), DX
+	MOVQ    mode+64(FP), BX
+	TESTQ   $0x00000001, BX
+	JZ      gemmFR3C4_fresh
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	VMOVUPS 256(DX), Z4
+	VMOVUPS 320(DX), Z5
+	VMOVUPS 384(DX), Z6
+	VMOVUPS 448(DX), Z7
+	VMOVUPS 512(DX), Z8
+	VMOVUPS 576(DX), Z9
+	VMOVUPS 640(DX), Z10
+	VMOVUPS 704(DX), Z11
+	VMOVUPS 768(DX), Z12
+	VMOVUPS 832(DX), Z13
+	VMOVUPS 896(DX), Z14
+	VMOVUPS 960(DX), Z15
+	VMOVUPS 1024(DX), Z16
+	VMOVUPS 1088(DX), Z17
+	VMOVUPS 1152(DX), Z18
+	VMOVUPS 1216(DX), Z19
+	VMOVUPS 1280(DX), Z20
+	VMOVUPS 1344(DX), Z21
+	VMOVUPS 1408(DX), Z22
+	VMOVUPS 1472(DX), Z23
+	JMP     gemmFR3C4_step
+
+gemmFR3C4_fresh:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -6526,53 +6557,83 @@ TEXT ·gemmFR3C4(SB), NOSPLIT, $0-56
 	VPXORD Z23, Z23, Z23
 
 gemmFR3C4_step:
-	VMOVUPS       (SI), Z24
-	VMOVUPS       (R8), Z25
-	VMOVUPS       (R9), Z26
-	VMOVUPS       (DI), Z28
-	VFMADD231PS   Z28, Z24, Z0
-	VFMADD231PS   Z28, Z25, Z4
-	VFMADD231PS   Z28, Z26, Z8
-	VMOVUPS       (R10), Z29
-	VFMADD231PS   Z29, Z24, Z1
-	VFMADD231PS   Z29, Z25, Z5
-	VFMADD231PS   Z29, Z26, Z9
-	VMOVUPS       (R11), Z28
-	VFMADD231PS   Z28, Z24, Z2
-	VFMADD231PS   Z28, Z25, Z6
-	VFMADD231PS   Z28, Z26, Z10
-	VMOVUPS       (R12), Z29
-	VFMADD231PS   Z29, Z24, Z3
-	VFMADD231PS   Z29, Z25, Z7
-	VFMADD231PS   Z29, Z26, Z11
-	VMOVUPS       64(SI), Z24
-	VMOVUPS       64(R8), Z25
-	VMOVUPS       64(R9), Z26
-	VMOVUPS       64(DI), Z28
-	VFMADD231PS   Z28, Z24, Z12
-	VFMADD231PS   Z28, Z25, Z16
-	VFMADD231PS   Z28, Z26, Z20
-	VMOVUPS       64(R10), Z29
-	VFMADD231PS   Z29, Z24, Z13
-	VFMADD231PS   Z29, Z25, Z17
-	VFMADD231PS   Z29, Z26, Z21
-	VMOVUPS       64(R11), Z28
-	VFMADD231PS   Z28, Z24, Z14
-	VFMADD231PS   Z28, Z25, Z18
-	VFMADD231PS   Z28, Z26, Z22
-	VMOVUPS       64(R12), Z29
-	VFMADD231PS   Z29, Z24, Z15
-	VFMADD231PS   Z29, Z25, Z19
-	VFMADD231PS   Z29, Z26, Z23
-	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000080, R8
-	ADDQ          $0x00000080, R9
-	ADDQ          $0x00000080, DI
-	ADDQ          $0x00000080, R10
-	ADDQ          $0x00000080, R11
-	ADDQ          $0x00000080, R12
-	DECQ          CX
-	JNZ           gemmFR3C4_step
+	VMOVUPS     (SI), Z24
+	VMOVUPS     (R8), Z25
+	VMOVUPS     (R9), Z26
+	VMOVUPS     (DI), Z28
+	VFMADD231PS Z28, Z24, Z0
+	VFMADD231PS Z28, Z25, Z4
+	VFMADD231PS Z28, Z26, Z8
+	VMOVUPS     (R10), Z29
+	VFMADD231PS Z29, Z24, Z1
+	VFMADD231PS Z29, Z25, Z5
+	VFMADD231PS Z29, Z26, Z9
+	VMOVUPS     (R11), Z28
+	VFMADD231PS Z28, Z24, Z2
+	VFMADD231PS Z28, Z25, Z6
+	VFMADD231PS Z28, Z26, Z10
+	VMOVUPS     (R12), Z29
+	VFMADD231PS Z29, Z24, Z3
+	VFMADD231PS Z29, Z25, Z7
+	VFMADD231PS Z29, Z26, Z11
+	VMOVUPS     64(SI), Z24
+	VMOVUPS     64(R8), Z25
+	VMOVUPS     64(R9), Z26
+	VMOVUPS     64(DI), Z28
+	VFMADD231PS Z28, Z24, Z12
+	VFMADD231PS Z28, Z25, Z16
+	VFMADD231PS Z28, Z26, Z20
+	VMOVUPS     64(R10), Z29
+	VFMADD231PS Z29, Z24, Z13
+	VFMADD231PS Z29, Z25, Z17
+	VFMADD231PS Z29, Z26, Z21
+	VMOVUPS     64(R11), Z28
+	VFMADD231PS Z28, Z24, Z14
+	VFMADD231PS Z28, Z25, Z18
+	VFMADD231PS Z28, Z26, Z22
+	VMOVUPS     64(R12), Z29
+	VFMADD231PS Z29, Z24, Z15
+	VFMADD231PS Z29, Z25, Z19
+	VFMADD231PS Z29, Z26, Z23
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, R8
+	ADDQ        $0x00000080, R9
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R10
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000080, R12
+	DECQ        CX
+	JNZ         gemmFR3C4_step
+	TESTQ       $0x00000002, BX
+	JNZ         gemmFR3C4_final
+	VMOVUPS     Z0, (DX)
+	VMOVUPS     Z1, 64(DX)
+	VMOVUPS     Z2, 128(DX)
+	VMOVUPS     Z3, 192(DX)
+	VMOVUPS     Z4, 256(DX)
+	VMOVUPS     Z5, 320(DX)
+	VMOVUPS     Z6, 384(DX)
+	VMOVUPS     Z7, 448(DX)
+	VMOVUPS     Z8, 512(DX)
+	VMOVUPS     Z9, 576(DX)
+	VMOVUPS     Z10, 640(DX)
+	VMOVUPS     Z11, 704(DX)
+	VMOVUPS     Z12, 768(DX)
+	VMOVUPS     Z13, 832(DX)
+	VMOVUPS     Z14, 896(DX)
+	VMOVUPS     Z15, 960(DX)
+	VMOVUPS     Z16, 1024(DX)
+	VMOVUPS     Z17, 1088(DX)
+	VMOVUPS     Z18, 1152(DX)
+	VMOVUPS     Z19, 1216(DX)
+	VMOVUPS     Z20, 1280(DX)
+	VMOVUPS     Z21, 1344(DX)
+	VMOVUPS     Z22, 1408(DX)
+	VMOVUPS     Z23, 1472(DX)
+	VZEROUPPER
+	RET
+
+gemmFR3C4_final:
 	MOVQ          out+40(FP), AX
 	MOVQ          ostride+48(FP), BX
 	SHLQ          $0x02, BX
@@ -6727,15 +6788,28 @@ gemmFR3C4_step:
 	VZEROUPPER
 	RET
 
-// func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL
-TEXT ·gemmFR3C1(SB), NOSPLIT, $0-56
-	MOVQ   w+0(FP), SI
-	MOVQ   wstride+8(FP), AX
-	LEAQ   (SI)(AX*1), R8
-	LEAQ   (R8)(AX*1), R9
-	MOVQ   x+16(FP), DI
-	MOVQ   n32+32(FP), CX
+TEXT ·gemmFR3C1(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), SI
+	MOVQ    wstride+8(FP), AX
+	LEAQ    (SI)(AX*1), R8
+	LEAQ    (R8)(AX*1), R9
+	MOVQ    x+16(FP), DI
+	MOVQ    n32+32(FP), CX
+	MOVQ    acc+56(FP), DX
+	MOVQ    mode+64(FP), BX
+	TESTQ   $0x00000001, BX
+	JZ      gemmFR3C1_fresh
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	VMOVUPS 256(DX), Z4
+	VMOVUPS 320(DX), Z5
+	JMP     gemmFR3C1_step
+
+gemmFR3C1_fresh:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -6744,26 +6818,38 @@ TEXT ·gemmFR3C1(SB), NOSPLIT, $0-56
 	VPXORD Z5, Z5, Z5
 
 gemmFR3C1_step:
-	VMOVUPS       (SI), Z24
-	VMOVUPS       (R8), Z25
-	VMOVUPS       (R9), Z26
-	VMOVUPS       (DI), Z28
-	VFMADD231PS   Z28, Z24, Z0
-	VFMADD231PS   Z28, Z25, Z1
-	VFMADD231PS   Z28, Z26, Z2
-	VMOVUPS       64(SI), Z24
-	VMOVUPS       64(R8), Z25
-	VMOVUPS       64(R9), Z26
-	VMOVUPS       64(DI), Z29
-	VFMADD231PS   Z29, Z24, Z3
-	VFMADD231PS   Z29, Z25, Z4
-	VFMADD231PS   Z29, Z26, Z5
-	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000080, R8
-	ADDQ          $0x00000080, R9
-	ADDQ          $0x00000080, DI
-	DECQ          CX
-	JNZ           gemmFR3C1_step
+	VMOVUPS     (SI), Z24
+	VMOVUPS     (R8), Z25
+	VMOVUPS     (R9), Z26
+	VMOVUPS     (DI), Z28
+	VFMADD231PS Z28, Z24, Z0
+	VFMADD231PS Z28, Z25, Z1
+	VFMADD231PS Z28, Z26, Z2
+	VMOVUPS     64(SI), Z24
+	VMOVUPS     64(R8), Z25
+	VMOVUPS     64(R9), Z26
+	VMOVUPS     64(DI), Z29
+	VFMADD231PS Z29, Z24, Z3
+	VFMADD231PS Z29, Z25, Z4
+	VFMADD231PS Z29, Z26, Z5
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, R8
+	ADDQ        $0x00000080, R9
+	ADDQ        $0x00000080, DI
+	DECQ        CX
+	JNZ         gemmFR3C1_step
+	TESTQ       $0x00000002, BX
+	JNZ         gemmFR3C1_final
+	VMOVUPS     Z0, (DX)
+	VMOVUPS     Z1, 64(DX)
+	VMOVUPS     Z2, 128(DX)
+	VMOVUPS     Z3, 192(DX)
+	VMOVUPS     Z4, 256(DX)
+	VMOVUPS     Z5, 320(DX)
+	VZEROUPPER
+	RET
+
+gemmFR3C1_final:
 	MOVQ          out+40(FP), AX
 	MOVQ          ostride+48(FP), BX
 	SHLQ          $0x02, BX
@@ -6807,16 +6893,31 @@ gemmFR3C1_step:
 	VZEROUPPER
 	RET
 
-// func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL
-TEXT ·gemmFR1C4(SB), NOSPLIT, $0-56
-	MOVQ   w+0(FP), SI
-	MOVQ   x+16(FP), DI
-	MOVQ   xstride+24(FP), AX
-	LEAQ   (DI)(AX*1), R10
-	LEAQ   (R10)(AX*1), R11
-	LEAQ   (R11)(AX*1), R12
-	MOVQ   n32+32(FP), CX
+TEXT ·gemmFR1C4(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), SI
+	MOVQ    x+16(FP), DI
+	MOVQ    xstride+24(FP), AX
+	LEAQ    (DI)(AX*1), R10
+	LEAQ    (R10)(AX*1), R11
+	LEAQ    (R11)(AX*1), R12
+	MOVQ    n32+32(FP), CX
+	MOVQ    acc+56(FP), DX
+	MOVQ    mode+64(FP), BX
+	TESTQ   $0x00000001, BX
+	JZ      gemmFR1C4_fresh
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	VMOVUPS 256(DX), Z4
+	VMOVUPS 320(DX), Z5
+	VMOVUPS 384(DX), Z6
+	VMOVUPS 448(DX), Z7
+	JMP     gemmFR1C4_step
+
+gemmFR1C4_fresh:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -6827,31 +6928,45 @@ TEXT ·gemmFR1C4(SB), NOSPLIT, $0-56
 	VPXORD Z7, Z7, Z7
 
 gemmFR1C4_step:
-	VMOVUPS       (SI), Z24
-	VMOVUPS       (DI), Z28
-	VFMADD231PS   Z28, Z24, Z0
-	VMOVUPS       (R10), Z29
-	VFMADD231PS   Z29, Z24, Z1
-	VMOVUPS       (R11), Z28
-	VFMADD231PS   Z28, Z24, Z2
-	VMOVUPS       (R12), Z29
-	VFMADD231PS   Z29, Z24, Z3
-	VMOVUPS       64(SI), Z24
-	VMOVUPS       64(DI), Z28
-	VFMADD231PS   Z28, Z24, Z4
-	VMOVUPS       64(R10), Z29
-	VFMADD231PS   Z29, Z24, Z5
-	VMOVUPS       64(R11), Z28
-	VFMADD231PS   Z28, Z24, Z6
-	VMOVUPS       64(R12), Z29
-	VFMADD231PS   Z29, Z24, Z7
-	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000080, DI
-	ADDQ          $0x00000080, R10
-	ADDQ          $0x00000080, R11
-	ADDQ          $0x00000080, R12
-	DECQ          CX
-	JNZ           gemmFR1C4_step
+	VMOVUPS     (SI), Z24
+	VMOVUPS     (DI), Z28
+	VFMADD231PS Z28, Z24, Z0
+	VMOVUPS     (R10), Z29
+	VFMADD231PS Z29, Z24, Z1
+	VMOVUPS     (R11), Z28
+	VFMADD231PS Z28, Z24, Z2
+	VMOVUPS     (R12), Z29
+	VFMADD231PS Z29, Z24, Z3
+	VMOVUPS     64(SI), Z24
+	VMOVUPS     64(DI), Z28
+	VFMADD231PS Z28, Z24, Z4
+	VMOVUPS     64(R10), Z29
+	VFMADD231PS Z29, Z24, Z5
+	VMOVUPS     64(R11), Z28
+	VFMADD231PS Z28, Z24, Z6
+	VMOVUPS     64(R12), Z29
+	VFMADD231PS Z29, Z24, Z7
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R10
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000080, R12
+	DECQ        CX
+	JNZ         gemmFR1C4_step
+	TESTQ       $0x00000002, BX
+	JNZ         gemmFR1C4_final
+	VMOVUPS     Z0, (DX)
+	VMOVUPS     Z1, 64(DX)
+	VMOVUPS     Z2, 128(DX)
+	VMOVUPS     Z3, 192(DX)
+	VMOVUPS     Z4, 256(DX)
+	VMOVUPS     Z5, 320(DX)
+	VMOVUPS     Z6, 384(DX)
+	VMOVUPS     Z7, 448(DX)
+	VZEROUPPER
+	RET
+
+gemmFR1C4_final:
 	MOVQ          out+40(FP), AX
 	MOVQ          ostride+48(FP), BX
 	SHLQ          $0x02, BX
@@ -6910,26 +7025,43 @@ gemmFR1C4_step:
 	VZEROUPPER
 	RET
 
-// func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL
-TEXT ·gemmFR1C1(SB), NOSPLIT, $0-56
-	MOVQ   w+0(FP), SI
-	MOVQ   x+16(FP), DI
-	MOVQ   n32+32(FP), CX
+TEXT ·gemmFR1C1(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), SI
+	MOVQ    x+16(FP), DI
+	MOVQ    n32+32(FP), CX
+	MOVQ    acc+56(FP), DX
+	MOVQ    mode+64(FP), BX
+	TESTQ   $0x00000001, BX
+	JZ      gemmFR1C1_fresh
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	JMP     gemmFR1C1_step
+
+gemmFR1C1_fresh:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 
 gemmFR1C1_step:
-	VMOVUPS       (SI), Z24
-	VMOVUPS       (DI), Z28
-	VFMADD231PS   Z28, Z24, Z0
-	VMOVUPS       64(SI), Z24
-	VMOVUPS       64(DI), Z29
-	VFMADD231PS   Z29, Z24, Z1
-	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000080, DI
-	DECQ          CX
-	JNZ           gemmFR1C1_step
+	VMOVUPS     (SI), Z24
+	VMOVUPS     (DI), Z28
+	VFMADD231PS Z28, Z24, Z0
+	VMOVUPS     64(SI), Z24
+	VMOVUPS     64(DI), Z29
+	VFMADD231PS Z29, Z24, Z1
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, DI
+	DECQ        CX
+	JNZ         gemmFR1C1_step
+	TESTQ       $0x00000002, BX
+	JNZ         gemmFR1C1_final
+	VMOVUPS     Z0, (DX)
+	VMOVUPS     Z1, 64(DX)
+	VZEROUPPER
+	RET
+
+gemmFR1C1_final:
 	MOVQ          out+40(FP), AX
 	MOVQ          ostride+48(FP), BX
 	SHLQ          $0x02, BX

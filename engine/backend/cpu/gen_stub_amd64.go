@@ -77,16 +77,16 @@ func gemmKSgnR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride 
 func gemmKSgnR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
 // gemmFR3C4 multiplies 3 float32 weight rows with 4 activation rows (see gemmFTile).
-func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR3C1 multiplies 3 float32 weight rows with 1 activation rows (see gemmFTile).
-func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR1C4 multiplies 1 float32 weight rows with 4 activation rows (see gemmFTile).
-func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR1C1 multiplies 1 float32 weight rows with 1 activation rows (see gemmFTile).
-func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // kdotQ4_K returns the dot product of nb Q4_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 func kdotQ4_K(w *byte, x *byte, nb int) float32
