@@ -11379,6 +11379,1594 @@ quantQ8KP_done:
 	VZEROUPPER
 	RET
 
+DATA b32bits<>+0(SB)/8, $0x0000000000000000
+DATA b32bits<>+8(SB)/8, $0x0101010101010101
+DATA b32bits<>+16(SB)/8, $0x0202020202020202
+DATA b32bits<>+24(SB)/8, $0x0303030303030303
+DATA b32bits<>+32(SB)/8, $0x8040201008040201
+DATA b32bits<>+40(SB)/8, $0x8040201008040201
+DATA b32bits<>+48(SB)/8, $0x8040201008040201
+DATA b32bits<>+56(SB)/8, $0x8040201008040201
+GLOBL b32bits<>(SB), RODATA|NOPTR, $64
+
+// func b32dotQ8_0(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ8_0(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+b32dotQ8_0_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ8_0_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 34(SI), X8, X8
+	VPINSRW      $0x02, 68(SI), X8, X8
+	VPINSRW      $0x03, 102(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 34(DI), X8, X8
+	VPINSRW      $0x06, 68(DI), X8, X8
+	VPINSRW      $0x07, 102(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      2(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      36(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      36(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      70(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      70(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      104(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      104(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000088, SI
+	ADDQ         $0x00000088, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ8_0_four
+
+b32dotQ8_0_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ8_0_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      2(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000022, SI
+	ADDQ         $0x00000022, DI
+	DECQ         CX
+	JMP          b32dotQ8_0_one
+
+b32dotQ8_0_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q8_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q8_0(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+b32dot4Q8_0_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q8_0_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      2(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R10), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R11), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000022, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x00000022, R11
+	DECQ         CX
+	JMP          b32dot4Q8_0_block
+
+b32dot4Q8_0_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotQ4_0(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ4_0(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x08080808, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dotQ4_0_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ4_0_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 18(SI), X8, X8
+	VPINSRW      $0x02, 36(SI), X8, X8
+	VPINSRW      $0x03, 54(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 34(DI), X8, X8
+	VPINSRW      $0x06, 68(DI), X8, X8
+	VPINSRW      $0x07, 102(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      20(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      36(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      38(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      70(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      56(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      104(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000048, SI
+	ADDQ         $0x00000088, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ4_0_four
+
+b32dotQ4_0_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ4_0_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000012, SI
+	ADDQ         $0x00000022, DI
+	DECQ         CX
+	JMP          b32dotQ4_0_one
+
+b32dotQ4_0_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q4_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q4_0(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x08080808, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dot4Q4_0_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q4_0_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R10), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R11), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x00000022, R11
+	DECQ         CX
+	JMP          b32dot4Q4_0_block
+
+b32dot4Q4_0_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotQ5_0(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ5_0(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dotQ5_0_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ5_0_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 22(SI), X8, X8
+	VPINSRW      $0x02, 44(SI), X8, X8
+	VPINSRW      $0x03, 66(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 34(DI), X8, X8
+	VPINSRW      $0x06, 68(DI), X8, X8
+	VPINSRW      $0x07, 102(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      6(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 2(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      28(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 24(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      36(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      50(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 46(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      70(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      72(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 68(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      104(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000058, SI
+	ADDQ         $0x00000088, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ5_0_four
+
+b32dotQ5_0_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ5_0_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      6(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 2(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000016, SI
+	ADDQ         $0x00000022, DI
+	DECQ         CX
+	JMP          b32dotQ5_0_one
+
+b32dotQ5_0_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q5_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q5_0(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dot4Q5_0_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q5_0_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      6(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 2(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R10), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R11), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000016, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x00000022, R11
+	DECQ         CX
+	JMP          b32dot4Q5_0_block
+
+b32dot4Q5_0_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotIQ4_NL(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotIQ4_NL(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	VMOVDQU      kiq4levels<>+0(SB), Y13
+
+b32dotIQ4_NL_four:
+	CMPQ         CX, $0x04
+	JL           b32dotIQ4_NL_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 18(SI), X8, X8
+	VPINSRW      $0x02, 36(SI), X8, X8
+	VPINSRW      $0x03, 54(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 34(DI), X8, X8
+	VPINSRW      $0x06, 68(DI), X8, X8
+	VPINSRW      $0x07, 102(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      20(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      36(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      38(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      70(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      56(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      104(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000048, SI
+	ADDQ         $0x00000088, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotIQ4_NL_four
+
+b32dotIQ4_NL_one:
+	TESTQ        CX, CX
+	JZ           b32dotIQ4_NL_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000012, SI
+	ADDQ         $0x00000022, DI
+	DECQ         CX
+	JMP          b32dotIQ4_NL_one
+
+b32dotIQ4_NL_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4IQ4_NL(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4IQ4_NL(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	VMOVDQU      kiq4levels<>+0(SB), Y13
+
+b32dot4IQ4_NL_block:
+	TESTQ        CX, CX
+	JZ           b32dot4IQ4_NL_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R10), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R11), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x00000022, R11
+	DECQ         CX
+	JMP          b32dot4IQ4_NL_block
+
+b32dot4IQ4_NL_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotQ4_1(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ4_1(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+b32dotQ4_1_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ4_1_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 20(SI), X8, X8
+	VPINSRW      $0x02, 40(SI), X8, X8
+	VPINSRW      $0x03, 60(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 36(DI), X8, X8
+	VPINSRW      $0x06, 72(DI), X8, X8
+	VPINSRW      $0x07, 108(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	MOVWLZX      2(SI), AX
+	VMOVD        AX, X11
+	VPINSRW      $0x01, 22(SI), X11, X11
+	VPINSRW      $0x02, 42(SI), X11, X11
+	VPINSRW      $0x03, 62(SI), X11, X11
+	VPINSRW      $0x04, 2(DI), X11, X11
+	VPINSRW      $0x05, 38(DI), X11, X11
+	VPINSRW      $0x06, 74(DI), X11, X11
+	VPINSRW      $0x07, 110(DI), X11, X11
+	VCVTPH2PS    X11, Y11
+	VEXTRACTF128 $0x01, Y11, X12
+	VINSERTF128  $0x01, X11, Y11, Y11
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      4(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x00, Y11, Y9
+	VINSERTPS    $0x0e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      24(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   40(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y11, Y9
+	VINSERTPS    $0x4e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      44(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   76(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y11, Y9
+	VINSERTPS    $0x8e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      64(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   112(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y11, Y9
+	VINSERTPS    $0xce, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	ADDQ         $0x00000050, SI
+	ADDQ         $0x00000090, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ4_1_four
+
+b32dotQ4_1_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ4_1_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VPINSRW      $0x02, 2(SI), X10, X10
+	VPINSRW      $0x03, 2(DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VPERMILPS    $0xaa, X10, X11
+	VBROADCASTSS X11, Y11
+	VINSERTPS    $0xce, X10, X12, X12
+	VMOVDQU      4(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VFMADD231PS  Y12, Y11, Y0
+	ADDQ         $0x00000014, SI
+	ADDQ         $0x00000024, DI
+	DECQ         CX
+	JMP          b32dotQ4_1_one
+
+b32dotQ4_1_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q4_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q4_1(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+b32dot4Q4_1_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q4_1_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VPINSRW      $0x04, 2(DI), X8, X8
+	VPINSRW      $0x05, 2(R9), X8, X8
+	VPINSRW      $0x06, 2(R10), X8, X8
+	VPINSRW      $0x07, 2(R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X12
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VPINSRW      $0x01, 2(SI), X9, X9
+	VCVTPH2PS    X9, X9
+	VMOVSHDUP    X9, X11
+	VBROADCASTSS X11, Y11
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      4(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VINSERTPS    $0x0e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y0
+	VPMADDUBSW   4(R9), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VINSERTPS    $0x4e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y1
+	VPMADDUBSW   4(R10), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VINSERTPS    $0x8e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y2
+	VPMADDUBSW   4(R11), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VINSERTPS    $0xce, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y3
+	ADDQ         $0x00000014, SI
+	ADDQ         $0x00000024, DI
+	ADDQ         $0x00000024, R9
+	ADDQ         $0x00000024, R10
+	ADDQ         $0x00000024, R11
+	DECQ         CX
+	JMP          b32dot4Q4_1_block
+
+b32dot4Q4_1_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotQ5_1(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ5_1(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dotQ5_1_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ5_1_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 24(SI), X8, X8
+	VPINSRW      $0x02, 48(SI), X8, X8
+	VPINSRW      $0x03, 72(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 36(DI), X8, X8
+	VPINSRW      $0x06, 72(DI), X8, X8
+	VPINSRW      $0x07, 108(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	MOVWLZX      2(SI), AX
+	VMOVD        AX, X11
+	VPINSRW      $0x01, 26(SI), X11, X11
+	VPINSRW      $0x02, 50(SI), X11, X11
+	VPINSRW      $0x03, 74(SI), X11, X11
+	VPINSRW      $0x04, 2(DI), X11, X11
+	VPINSRW      $0x05, 38(DI), X11, X11
+	VPINSRW      $0x06, 74(DI), X11, X11
+	VPINSRW      $0x07, 110(DI), X11, X11
+	VCVTPH2PS    X11, Y11
+	VEXTRACTF128 $0x01, Y11, X12
+	VINSERTF128  $0x01, X11, Y11, Y11
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      8(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 4(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x00, Y11, Y9
+	VINSERTPS    $0x0e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      32(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 28(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   40(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y11, Y9
+	VINSERTPS    $0x4e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      56(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 52(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   76(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y11, Y9
+	VINSERTPS    $0x8e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      80(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 76(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   112(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y11, Y9
+	VINSERTPS    $0xce, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	ADDQ         $0x00000060, SI
+	ADDQ         $0x00000090, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ5_1_four
+
+b32dotQ5_1_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ5_1_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VPINSRW      $0x02, 2(SI), X10, X10
+	VPINSRW      $0x03, 2(DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VPERMILPS    $0xaa, X10, X11
+	VBROADCASTSS X11, Y11
+	VINSERTPS    $0xce, X10, X12, X12
+	VMOVDQU      8(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 4(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VFMADD231PS  Y12, Y11, Y0
+	ADDQ         $0x00000018, SI
+	ADDQ         $0x00000024, DI
+	DECQ         CX
+	JMP          b32dotQ5_1_one
+
+b32dotQ5_1_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q5_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q5_1(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dot4Q5_1_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q5_1_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VPINSRW      $0x04, 2(DI), X8, X8
+	VPINSRW      $0x05, 2(R9), X8, X8
+	VPINSRW      $0x06, 2(R10), X8, X8
+	VPINSRW      $0x07, 2(R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X12
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VPINSRW      $0x01, 2(SI), X9, X9
+	VCVTPH2PS    X9, X9
+	VMOVSHDUP    X9, X11
+	VBROADCASTSS X11, Y11
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      8(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 4(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VINSERTPS    $0x0e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y0
+	VPMADDUBSW   4(R9), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VINSERTPS    $0x4e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y1
+	VPMADDUBSW   4(R10), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VINSERTPS    $0x8e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y2
+	VPMADDUBSW   4(R11), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VINSERTPS    $0xce, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y3
+	ADDQ         $0x00000018, SI
+	ADDQ         $0x00000024, DI
+	ADDQ         $0x00000024, R9
+	ADDQ         $0x00000024, R10
+	ADDQ         $0x00000024, R11
+	DECQ         CX
+	JMP          b32dot4Q5_1_block
+
+b32dot4Q5_1_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
 // func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
 TEXT ·quantQ8pAVX512(SB), NOSPLIT, $0-28

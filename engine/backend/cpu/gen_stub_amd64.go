@@ -148,5 +148,41 @@ func quantQ8K(dst *byte, src *float32, nsb int)
 // quantQ8KP quantises nsb super-blocks of activations to Q8_K (see internal/gen/kquant.go).
 func quantQ8KP(dst *byte, src *float32, nsb int)
 
+// b32dotQ8_0 returns the dot product of nb Q8_0 blocks with nb activation blocks (see internal/gen/b32.go).
+func b32dotQ8_0(w *byte, x *byte, nb int) float32
+
+// b32dot4Q8_0 returns the dots of nb Q8_0 blocks with four activation rows (see internal/gen/b32.go).
+func b32dot4Q8_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotQ4_0 returns the dot product of nb Q4_0 blocks with nb activation blocks (see internal/gen/b32.go).
+func b32dotQ4_0(w *byte, x *byte, nb int) float32
+
+// b32dot4Q4_0 returns the dots of nb Q4_0 blocks with four activation rows (see internal/gen/b32.go).
+func b32dot4Q4_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotQ5_0 returns the dot product of nb Q5_0 blocks with nb activation blocks (see internal/gen/b32.go).
+func b32dotQ5_0(w *byte, x *byte, nb int) float32
+
+// b32dot4Q5_0 returns the dots of nb Q5_0 blocks with four activation rows (see internal/gen/b32.go).
+func b32dot4Q5_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotIQ4_NL returns the dot product of nb IQ4_NL blocks with nb activation blocks (see internal/gen/b32.go).
+func b32dotIQ4_NL(w *byte, x *byte, nb int) float32
+
+// b32dot4IQ4_NL returns the dots of nb IQ4_NL blocks with four activation rows (see internal/gen/b32.go).
+func b32dot4IQ4_NL(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotQ4_1 returns the dot product of nb Q4_1 blocks with nb activation blocks (see internal/gen/b32.go).
+func b32dotQ4_1(w *byte, x *byte, nb int) float32
+
+// b32dot4Q4_1 returns the dots of nb Q4_1 blocks with four activation rows (see internal/gen/b32.go).
+func b32dot4Q4_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotQ5_1 returns the dot product of nb Q5_1 blocks with nb activation blocks (see internal/gen/b32.go).
+func b32dotQ5_1(w *byte, x *byte, nb int) float32
+
+// b32dot4Q5_1 returns the dots of nb Q5_1 blocks with four activation rows (see internal/gen/b32.go).
+func b32dot4Q5_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
 // quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)

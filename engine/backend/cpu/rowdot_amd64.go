@@ -10,7 +10,8 @@ import (
 )
 
 // Row kernels of MatMul's AVX2 kernel set (dot_amd64.s, rows_amd64.s; the
-// K-quants in kquant_amd64.go) and their Go wrappers.
+// quantised types in b32_amd64.go and kquant_amd64.go) and their Go
+// wrappers.
 
 //go:noescape
 func dotF16F32AVX(w *uint16, x *float32, n int) float32
@@ -29,18 +30,6 @@ func dotRowsF16AVX(w *uint16, wstride int, x *float32, n, rows int, out *float32
 
 //go:noescape
 func dotRowsBF16AVX(w *uint16, wstride int, x *float32, n, rows int, out *float32)
-
-//go:noescape
-func dotQ8_0AVX(w, x *byte, nb int) float32
-
-//go:noescape
-func dotQ4_0AVX(w, x *byte, nb int) float32
-
-//go:noescape
-func dotQ8_0x4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
-
-//go:noescape
-func dotQ4_0x4AVX(w, x *byte, xstride, nb int, out *float32, ostride int)
 
 // Row dots with engine/quant's signature (n elements, whole blocks).
 
@@ -157,22 +146,6 @@ func blockRows(n, elems, wb, xb int, w, x []byte) int {
 	return nb
 }
 
-func dotQ8_0Row(n int, w, x []byte) float32 {
-	if n < 32 {
-		return 0
-	}
-	nb := blockRows(n, 32, 34, 34, w, x)
-	return dotQ8_0AVX(&w[0], &x[0], nb)
-}
-
-func dotQ4_0Row(n int, w, x []byte) float32 {
-	if n < 32 {
-		return 0
-	}
-	nb := blockRows(n, 32, 18, 34, w, x)
-	return dotQ4_0AVX(&w[0], &x[0], nb)
-}
-
 func zero4(out []float32, outStride int) {
 	out[0], out[outStride], out[2*outStride], out[3*outStride] = 0, 0, 0, 0
 }
@@ -187,26 +160,6 @@ func check4(nb, wb, xb int, w, x []byte, xStride int, out []float32, outStride i
 	if xStride < nb*xb || outStride < 1 {
 		panic("cpu: overlapping rows")
 	}
-}
-
-func dotQ8_0Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
-	nb := n / 32
-	if nb == 0 {
-		zero4(out, outStride)
-		return
-	}
-	check4(nb, 34, 34, w, x, xStride, out, outStride)
-	dotQ8_0x4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
-}
-
-func dotQ4_0Rows4(n int, w, x []byte, xStride int, out []float32, outStride int) {
-	nb := n / 32
-	if nb == 0 {
-		zero4(out, outStride)
-		return
-	}
-	check4(nb, 18, 34, w, x, xStride, out, outStride)
-	dotQ4_0x4AVX(&w[0], &x[0], xStride, nb, &out[0], outStride)
 }
 
 // f16Row rounds one activation row to f16 precision with F16C, keeping it
@@ -234,8 +187,8 @@ func bf16Row(dst []byte, src []float32) {
 	}
 }
 
-// simdKernels is the AVX2 kernel set. Activations are quantised to Q8_0 by
-// engine/quant's reference quantiser and to Q8_K by an assembly one that
+// simdKernels is the AVX2 kernel set. Activations are quantised to Q8_0 and
+// Q8_1 by engine/quant's reference quantisers and to Q8_K by an assembly one that
 // gives the same bytes, so the activations match llama.cpp's reference
 // rounding exactly.
 func simdKernels() *kernelSet {
@@ -245,8 +198,9 @@ func simdKernels() *kernelSet {
 	r[quant.F32].dot, r[quant.F32].dots = dotF32Row, dotsF32
 	r[quant.F16] = rowKernel{xType: quant.F32, convert: f16Row, dot: dotF16Row, dots: dotsF16}
 	r[quant.BF16] = rowKernel{xType: quant.F32, convert: bf16Row, dot: dotBF16Row, dots: dotsBF16}
-	r[quant.Q8_0].dot, r[quant.Q8_0].dot4 = dotQ8_0Row, dotQ8_0Rows4
-	r[quant.Q4_0].dot, r[quant.Q4_0].dot4 = dotQ4_0Row, dotQ4_0Rows4
+	for _, k := range b32Family {
+		r[k.typ].dot, r[k.typ].dot4 = k.dot, k.dot4
+	}
 	for _, k := range kFamily {
 		r[k.typ] = rowKernel{xType: quant.Q8_K, convert: q8KRow, dot: k.dot, dot4: k.dot4}
 	}

@@ -21,6 +21,7 @@ func main() {
 	gemmK()
 	gemmF()
 	kquantFamily()
+	block32Family()
 	q8p()
 	Generate()
 }
