@@ -4,6 +4,16 @@
 
 #include "textflag.h"
 
+DATA iq4u<>+0(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4u<>+8(SB)/8, $0xf1d9c5b5a6998d81
+DATA iq4u<>+16(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4u<>+24(SB)/8, $0xf1d9c5b5a6998d81
+DATA iq4u<>+32(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4u<>+40(SB)/8, $0xf1d9c5b5a6998d81
+DATA iq4u<>+48(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4u<>+56(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL iq4u<>(SB), RODATA|NOPTR, $64
+
 DATA q4shifts<>+0(SB)/8, $0x0000000000000000
 DATA q4shifts<>+8(SB)/8, $0x0000000000000000
 DATA q4shifts<>+16(SB)/8, $0x0004000400040004
@@ -2079,6 +2089,4419 @@ gemmQ4_0R1P1_block:
 	VMOVSS          X16, (DX)
 
 gemmQ4_0R1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R4P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+
+gemmQ5_0R4P4_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VBROADCASTI32X4 6(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	KMOVD           2(R8), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z17, K2, Z17
+	VBROADCASTI32X4 6(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	KMOVD           2(R9), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z18, K2, Z18
+	VBROADCASTI32X4 6(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	KMOVD           2(R10), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z19, K2, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z4
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z8
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z12
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z5
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z9
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z13
+	VMOVUPS         128(R12), Z20
+	VMOVDQU64       (R12), Z21
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z16, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     (DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVDQU32       64(R12), Z22
+	VPDPBUSD        Z21, Z17, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     4(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVDQU32       64(R12), Z24
+	VPDPBUSD        Z21, Z18, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     8(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z10
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z19, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     12(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z14
+	VMOVUPS         128(R13), Z20
+	VMOVDQU64       (R13), Z21
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	VMOVDQU32       64(R13), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	VMOVDQU32       64(R13), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z11
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z15
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x00000016, R8
+	ADDQ            $0x00000016, R9
+	ADDQ            $0x00000016, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x000000c0, R12
+	ADDQ            $0x000000c0, R13
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R4P4_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z4, Y17
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 4(AX)
+	VEXTRACTF64X4   $0x01, Z8, Y18
+	VEXTRACTF32X4   $0x01, Y8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0x4e, X8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0xb1, X8, X20
+	VADDSS          X20, X8, X8
+	VMOVSS          X8, 8(AX)
+	VEXTRACTF64X4   $0x01, Z12, Y19
+	VEXTRACTF32X4   $0x01, Y12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0x4e, X12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0xb1, X12, X20
+	VADDSS          X20, X12, X12
+	VMOVSS          X12, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z5, Y17
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 4(AX)
+	VEXTRACTF64X4   $0x01, Z9, Y18
+	VEXTRACTF32X4   $0x01, Y9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0x4e, X9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0xb1, X9, X20
+	VADDSS          X20, X9, X9
+	VMOVSS          X9, 8(AX)
+	VEXTRACTF64X4   $0x01, Z13, Y19
+	VEXTRACTF32X4   $0x01, Y13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0x4e, X13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0xb1, X13, X20
+	VADDSS          X20, X13, X13
+	VMOVSS          X13, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF64X4   $0x01, Z6, Y17
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 4(AX)
+	VEXTRACTF64X4   $0x01, Z10, Y18
+	VEXTRACTF32X4   $0x01, Y10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0x4e, X10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0xb1, X10, X20
+	VADDSS          X20, X10, X10
+	VMOVSS          X10, 8(AX)
+	VEXTRACTF64X4   $0x01, Z14, Y19
+	VEXTRACTF32X4   $0x01, Y14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0x4e, X14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0xb1, X14, X20
+	VADDSS          X20, X14, X14
+	VMOVSS          X14, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	VEXTRACTF64X4   $0x01, Z7, Y17
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 4(AX)
+	VEXTRACTF64X4   $0x01, Z11, Y18
+	VEXTRACTF32X4   $0x01, Y11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0x4e, X11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0xb1, X11, X20
+	VADDSS          X20, X11, X11
+	VMOVSS          X11, 8(AX)
+	VEXTRACTF64X4   $0x01, Z15, Y19
+	VEXTRACTF32X4   $0x01, Y15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0x4e, X15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0xb1, X15, X20
+	VADDSS          X20, X15, X15
+	VMOVSS          X15, 12(AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmQ5_0R4P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ5_0R4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ5_0R4P2_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VBROADCASTI32X4 6(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	KMOVD           2(R8), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z17, K2, Z17
+	VBROADCASTI32X4 6(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	KMOVD           2(R9), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z18, K2, Z18
+	VBROADCASTI32X4 6(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	KMOVD           2(R10), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z19, K2, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z2
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z4
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z3
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z5
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x00000016, R8
+	ADDQ            $0x00000016, R9
+	ADDQ            $0x00000016, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R4P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z2, Y17
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 4(AX)
+	VEXTRACTF64X4   $0x01, Z4, Y18
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 8(AX)
+	VEXTRACTF64X4   $0x01, Z6, Y19
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z3, Y17
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 4(AX)
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 8(AX)
+	VEXTRACTF64X4   $0x01, Z7, Y19
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 12(AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ5_0R4P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ5_0R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R4P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ5_0R4P1_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VBROADCASTI32X4 6(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	KMOVD           2(R8), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z17, K2, Z17
+	VBROADCASTI32X4 6(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	KMOVD           2(R9), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z18, K2, Z18
+	VBROADCASTI32X4 6(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	KMOVD           2(R10), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z19, K2, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x00000016, R8
+	ADDQ            $0x00000016, R9
+	ADDQ            $0x00000016, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R4P1_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z1, Y17
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, 4(AX)
+	VEXTRACTF64X4   $0x01, Z2, Y18
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 8(AX)
+	VEXTRACTF64X4   $0x01, Z3, Y19
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 12(AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmQ5_0R4P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ5_0R4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R1P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ5_0R1P4_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVUPS         128(R12), Z20
+	VMOVDQU64       (R12), Z21
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z16, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     (DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVUPS         128(R13), Z20
+	VMOVDQU64       (R13), Z21
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x000000c0, R12
+	ADDQ            $0x000000c0, R13
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R1P4_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmQ5_0R1P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ5_0R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ5_0R1P2_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R1P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ5_0R1P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ5_0R1P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R1P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+
+gemmQ5_0R1P1_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R1P1_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmQ5_0R1P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ5_0R1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR4P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+
+gemmIQ4_NLR4P4_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VBROADCASTI32X4 2(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	VPSHUFB         Z17, Z29, Z17
+	VBROADCASTI32X4 2(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	VPSHUFB         Z18, Z29, Z18
+	VBROADCASTI32X4 2(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	VPSHUFB         Z19, Z29, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z4
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z8
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z12
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z5
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z9
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z13
+	VMOVUPS         128(R12), Z20
+	VMOVDQU64       (R12), Z21
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z16, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     (DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVDQU32       64(R12), Z22
+	VPDPBUSD        Z21, Z17, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     4(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVDQU32       64(R12), Z24
+	VPDPBUSD        Z21, Z18, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     8(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z10
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z19, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     12(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z14
+	VMOVUPS         128(R13), Z20
+	VMOVDQU64       (R13), Z21
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	VMOVDQU32       64(R13), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	VMOVDQU32       64(R13), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z11
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z15
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x000000c0, R12
+	ADDQ            $0x000000c0, R13
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR4P4_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z4, Y17
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 4(AX)
+	VEXTRACTF64X4   $0x01, Z8, Y18
+	VEXTRACTF32X4   $0x01, Y8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0x4e, X8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0xb1, X8, X20
+	VADDSS          X20, X8, X8
+	VMOVSS          X8, 8(AX)
+	VEXTRACTF64X4   $0x01, Z12, Y19
+	VEXTRACTF32X4   $0x01, Y12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0x4e, X12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0xb1, X12, X20
+	VADDSS          X20, X12, X12
+	VMOVSS          X12, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z5, Y17
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 4(AX)
+	VEXTRACTF64X4   $0x01, Z9, Y18
+	VEXTRACTF32X4   $0x01, Y9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0x4e, X9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0xb1, X9, X20
+	VADDSS          X20, X9, X9
+	VMOVSS          X9, 8(AX)
+	VEXTRACTF64X4   $0x01, Z13, Y19
+	VEXTRACTF32X4   $0x01, Y13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0x4e, X13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0xb1, X13, X20
+	VADDSS          X20, X13, X13
+	VMOVSS          X13, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF64X4   $0x01, Z6, Y17
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 4(AX)
+	VEXTRACTF64X4   $0x01, Z10, Y18
+	VEXTRACTF32X4   $0x01, Y10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0x4e, X10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0xb1, X10, X20
+	VADDSS          X20, X10, X10
+	VMOVSS          X10, 8(AX)
+	VEXTRACTF64X4   $0x01, Z14, Y19
+	VEXTRACTF32X4   $0x01, Y14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0x4e, X14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0xb1, X14, X20
+	VADDSS          X20, X14, X14
+	VMOVSS          X14, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	VEXTRACTF64X4   $0x01, Z7, Y17
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 4(AX)
+	VEXTRACTF64X4   $0x01, Z11, Y18
+	VEXTRACTF32X4   $0x01, Y11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0x4e, X11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0xb1, X11, X20
+	VADDSS          X20, X11, X11
+	VMOVSS          X11, 8(AX)
+	VEXTRACTF64X4   $0x01, Z15, Y19
+	VEXTRACTF32X4   $0x01, Y15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0x4e, X15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0xb1, X15, X20
+	VADDSS          X20, X15, X15
+	VMOVSS          X15, 12(AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmIQ4_NLR4P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmIQ4_NLR4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmIQ4_NLR4P2_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VBROADCASTI32X4 2(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	VPSHUFB         Z17, Z29, Z17
+	VBROADCASTI32X4 2(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	VPSHUFB         Z18, Z29, Z18
+	VBROADCASTI32X4 2(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	VPSHUFB         Z19, Z29, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z2
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z4
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z3
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z5
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR4P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z2, Y17
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 4(AX)
+	VEXTRACTF64X4   $0x01, Z4, Y18
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 8(AX)
+	VEXTRACTF64X4   $0x01, Z6, Y19
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z3, Y17
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 4(AX)
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 8(AX)
+	VEXTRACTF64X4   $0x01, Z7, Y19
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 12(AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmIQ4_NLR4P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmIQ4_NLR4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR4P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmIQ4_NLR4P1_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VBROADCASTI32X4 2(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	VPSHUFB         Z17, Z29, Z17
+	VBROADCASTI32X4 2(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	VPSHUFB         Z18, Z29, Z18
+	VBROADCASTI32X4 2(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	VPSHUFB         Z19, Z29, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR4P1_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z1, Y17
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, 4(AX)
+	VEXTRACTF64X4   $0x01, Z2, Y18
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 8(AX)
+	VEXTRACTF64X4   $0x01, Z3, Y19
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 12(AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmIQ4_NLR4P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmIQ4_NLR4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR1P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmIQ4_NLR1P4_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVUPS         128(R12), Z20
+	VMOVDQU64       (R12), Z21
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z16, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     (DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVUPS         128(R13), Z20
+	VMOVDQU64       (R13), Z21
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x000000c0, R12
+	ADDQ            $0x000000c0, R13
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR1P4_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmIQ4_NLR1P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmIQ4_NLR1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmIQ4_NLR1P2_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR1P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmIQ4_NLR1P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmIQ4_NLR1P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR1P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+
+gemmIQ4_NLR1P1_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR1P1_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmIQ4_NLR1P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmIQ4_NLR1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R4P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+
+gemmQ4_1R4P4_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VBROADCASTI32X4  4(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	VBROADCASTI32X4  4(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	VBROADCASTI32X4  4(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z4
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z8
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z12
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z4
+	VFMADD231PS.BCST 24(DX), Z28, Z8
+	VFMADD231PS.BCST 28(DX), Z28, Z12
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(R11), Z26
+	VPDPBUSD         Z21, Z17, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      4(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z5
+	VMOVDQU32        64(R11), Z22
+	VPDPBUSD         Z21, Z18, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      8(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z9
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z19, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      12(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z13
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z1
+	VFMADD231PS.BCST 20(DX), Z28, Z5
+	VFMADD231PS.BCST 24(DX), Z28, Z9
+	VFMADD231PS.BCST 28(DX), Z28, Z13
+	VMOVUPS          128(R12), Z20
+	VMOVDQU64        (R12), Z21
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z16, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      (DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVDQU32        64(R12), Z22
+	VPDPBUSD         Z21, Z17, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      4(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z6
+	VMOVDQU32        64(R12), Z24
+	VPDPBUSD         Z21, Z18, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      8(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z10
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z19, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      12(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z14
+	VMOVUPS          192(R12), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z2
+	VFMADD231PS.BCST 20(DX), Z28, Z6
+	VFMADD231PS.BCST 24(DX), Z28, Z10
+	VFMADD231PS.BCST 28(DX), Z28, Z14
+	VMOVUPS          128(R13), Z20
+	VMOVDQU64        (R13), Z21
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVDQU32        64(R13), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z7
+	VMOVDQU32        64(R13), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z11
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z15
+	VMOVUPS          192(R13), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z3
+	VFMADD231PS.BCST 20(DX), Z28, Z7
+	VFMADD231PS.BCST 24(DX), Z28, Z11
+	VFMADD231PS.BCST 28(DX), Z28, Z15
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000014, R8
+	ADDQ             $0x00000014, R9
+	ADDQ             $0x00000014, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000100, R12
+	ADDQ             $0x00000100, R13
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R4P4_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z4, Y17
+	VEXTRACTF32X4    $0x01, Y4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0x4e, X4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0xb1, X4, X20
+	VADDSS           X20, X4, X4
+	VMOVSS           X4, 4(AX)
+	VEXTRACTF64X4    $0x01, Z8, Y18
+	VEXTRACTF32X4    $0x01, Y8, X20
+	VADDPS           X20, X8, X8
+	VPERMILPS        $0x4e, X8, X20
+	VADDPS           X20, X8, X8
+	VPERMILPS        $0xb1, X8, X20
+	VADDSS           X20, X8, X8
+	VMOVSS           X8, 8(AX)
+	VEXTRACTF64X4    $0x01, Z12, Y19
+	VEXTRACTF32X4    $0x01, Y12, X20
+	VADDPS           X20, X12, X12
+	VPERMILPS        $0x4e, X12, X20
+	VADDPS           X20, X12, X12
+	VPERMILPS        $0xb1, X12, X20
+	VADDSS           X20, X12, X12
+	VMOVSS           X12, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF64X4    $0x01, Z5, Y17
+	VEXTRACTF32X4    $0x01, Y5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0x4e, X5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0xb1, X5, X20
+	VADDSS           X20, X5, X5
+	VMOVSS           X5, 4(AX)
+	VEXTRACTF64X4    $0x01, Z9, Y18
+	VEXTRACTF32X4    $0x01, Y9, X20
+	VADDPS           X20, X9, X9
+	VPERMILPS        $0x4e, X9, X20
+	VADDPS           X20, X9, X9
+	VPERMILPS        $0xb1, X9, X20
+	VADDSS           X20, X9, X9
+	VMOVSS           X9, 8(AX)
+	VEXTRACTF64X4    $0x01, Z13, Y19
+	VEXTRACTF32X4    $0x01, Y13, X20
+	VADDPS           X20, X13, X13
+	VPERMILPS        $0x4e, X13, X20
+	VADDPS           X20, X13, X13
+	VPERMILPS        $0xb1, X13, X20
+	VADDSS           X20, X13, X13
+	VMOVSS           X13, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z2, Y16
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, (AX)
+	VEXTRACTF64X4    $0x01, Z6, Y17
+	VEXTRACTF32X4    $0x01, Y6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0x4e, X6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0xb1, X6, X20
+	VADDSS           X20, X6, X6
+	VMOVSS           X6, 4(AX)
+	VEXTRACTF64X4    $0x01, Z10, Y18
+	VEXTRACTF32X4    $0x01, Y10, X20
+	VADDPS           X20, X10, X10
+	VPERMILPS        $0x4e, X10, X20
+	VADDPS           X20, X10, X10
+	VPERMILPS        $0xb1, X10, X20
+	VADDSS           X20, X10, X10
+	VMOVSS           X10, 8(AX)
+	VEXTRACTF64X4    $0x01, Z14, Y19
+	VEXTRACTF32X4    $0x01, Y14, X20
+	VADDPS           X20, X14, X14
+	VPERMILPS        $0x4e, X14, X20
+	VADDPS           X20, X14, X14
+	VPERMILPS        $0xb1, X14, X20
+	VADDSS           X20, X14, X14
+	VMOVSS           X14, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z3, Y16
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, (AX)
+	VEXTRACTF64X4    $0x01, Z7, Y17
+	VEXTRACTF32X4    $0x01, Y7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0x4e, X7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0xb1, X7, X20
+	VADDSS           X20, X7, X7
+	VMOVSS           X7, 4(AX)
+	VEXTRACTF64X4    $0x01, Z11, Y18
+	VEXTRACTF32X4    $0x01, Y11, X20
+	VADDPS           X20, X11, X11
+	VPERMILPS        $0x4e, X11, X20
+	VADDPS           X20, X11, X11
+	VPERMILPS        $0xb1, X11, X20
+	VADDSS           X20, X11, X11
+	VMOVSS           X11, 8(AX)
+	VEXTRACTF64X4    $0x01, Z15, Y19
+	VEXTRACTF32X4    $0x01, Y15, X20
+	VADDPS           X20, X15, X15
+	VPERMILPS        $0x4e, X15, X20
+	VADDPS           X20, X15, X15
+	VPERMILPS        $0xb1, X15, X20
+	VADDSS           X20, X15, X15
+	VMOVSS           X15, 12(AX)
+	CMPQ             CX, $0x00000008
+	JL               gemmQ4_1R4P4_half3
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ4_1R4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ4_1R4P2_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VBROADCASTI32X4  4(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	VBROADCASTI32X4  4(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	VBROADCASTI32X4  4(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z2
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z4
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z6
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z2
+	VFMADD231PS.BCST 24(DX), Z28, Z4
+	VFMADD231PS.BCST 28(DX), Z28, Z6
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(R11), Z26
+	VPDPBUSD         Z21, Z17, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      4(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z3
+	VMOVDQU32        64(R11), Z22
+	VPDPBUSD         Z21, Z18, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      8(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z5
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z19, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      12(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z7
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z1
+	VFMADD231PS.BCST 20(DX), Z28, Z3
+	VFMADD231PS.BCST 24(DX), Z28, Z5
+	VFMADD231PS.BCST 28(DX), Z28, Z7
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000014, R8
+	ADDQ             $0x00000014, R9
+	ADDQ             $0x00000014, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R4P2_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z2, Y17
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, 4(AX)
+	VEXTRACTF64X4    $0x01, Z4, Y18
+	VEXTRACTF32X4    $0x01, Y4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0x4e, X4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0xb1, X4, X20
+	VADDSS           X20, X4, X4
+	VMOVSS           X4, 8(AX)
+	VEXTRACTF64X4    $0x01, Z6, Y19
+	VEXTRACTF32X4    $0x01, Y6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0x4e, X6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0xb1, X6, X20
+	VADDSS           X20, X6, X6
+	VMOVSS           X6, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF64X4    $0x01, Z3, Y17
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, 4(AX)
+	VEXTRACTF64X4    $0x01, Z5, Y18
+	VEXTRACTF32X4    $0x01, Y5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0x4e, X5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0xb1, X5, X20
+	VADDSS           X20, X5, X5
+	VMOVSS           X5, 8(AX)
+	VEXTRACTF64X4    $0x01, Z7, Y19
+	VEXTRACTF32X4    $0x01, Y7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0x4e, X7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0xb1, X7, X20
+	VADDSS           X20, X7, X7
+	VMOVSS           X7, 12(AX)
+	CMPQ             CX, $0x00000004
+	JL               gemmQ4_1R4P2_half1
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ4_1R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R4P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ4_1R4P1_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VBROADCASTI32X4  4(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	VBROADCASTI32X4  4(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	VBROADCASTI32X4  4(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z1
+	VFMADD231PS.BCST 24(DX), Z28, Z2
+	VFMADD231PS.BCST 28(DX), Z28, Z3
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000014, R8
+	ADDQ             $0x00000014, R9
+	ADDQ             $0x00000014, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R4P1_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z1, Y17
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, 4(AX)
+	VEXTRACTF64X4    $0x01, Z2, Y18
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, 8(AX)
+	VEXTRACTF64X4    $0x01, Z3, Y19
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, 12(AX)
+	CMPQ             CX, $0x00000002
+	JL               gemmQ4_1R4P1_half0
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ4_1R4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R1P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ4_1R1P4_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z1
+	VMOVUPS          128(R12), Z20
+	VMOVDQU64        (R12), Z21
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z16, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      (DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVUPS          192(R12), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z2
+	VMOVUPS          128(R13), Z20
+	VMOVDQU64        (R13), Z21
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVUPS          192(R13), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z3
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000100, R12
+	ADDQ             $0x00000100, R13
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R1P4_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z2, Y16
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z3, Y16
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, (AX)
+	CMPQ             CX, $0x00000008
+	JL               gemmQ4_1R1P4_half3
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ4_1R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ4_1R1P2_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z1
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R1P2_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	CMPQ             CX, $0x00000004
+	JL               gemmQ4_1R1P2_half1
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ4_1R1P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R1P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+
+gemmQ4_1R1P1_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R1P1_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	CMPQ             CX, $0x00000002
+	JL               gemmQ4_1R1P1_half0
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ4_1R1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R4P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+
+gemmQ5_1R4P4_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VBROADCASTI32X4  8(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	KMOVD            4(R8), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z17, K2, Z17
+	VBROADCASTI32X4  8(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	KMOVD            4(R9), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z18, K2, Z18
+	VBROADCASTI32X4  8(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	KMOVD            4(R10), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z19, K2, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z4
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z8
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z12
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z4
+	VFMADD231PS.BCST 24(DX), Z28, Z8
+	VFMADD231PS.BCST 28(DX), Z28, Z12
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(R11), Z26
+	VPDPBUSD         Z21, Z17, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      4(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z5
+	VMOVDQU32        64(R11), Z22
+	VPDPBUSD         Z21, Z18, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      8(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z9
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z19, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      12(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z13
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z1
+	VFMADD231PS.BCST 20(DX), Z28, Z5
+	VFMADD231PS.BCST 24(DX), Z28, Z9
+	VFMADD231PS.BCST 28(DX), Z28, Z13
+	VMOVUPS          128(R12), Z20
+	VMOVDQU64        (R12), Z21
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z16, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      (DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVDQU32        64(R12), Z22
+	VPDPBUSD         Z21, Z17, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      4(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z6
+	VMOVDQU32        64(R12), Z24
+	VPDPBUSD         Z21, Z18, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      8(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z10
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z19, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      12(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z14
+	VMOVUPS          192(R12), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z2
+	VFMADD231PS.BCST 20(DX), Z28, Z6
+	VFMADD231PS.BCST 24(DX), Z28, Z10
+	VFMADD231PS.BCST 28(DX), Z28, Z14
+	VMOVUPS          128(R13), Z20
+	VMOVDQU64        (R13), Z21
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVDQU32        64(R13), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z7
+	VMOVDQU32        64(R13), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z11
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z15
+	VMOVUPS          192(R13), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z3
+	VFMADD231PS.BCST 20(DX), Z28, Z7
+	VFMADD231PS.BCST 24(DX), Z28, Z11
+	VFMADD231PS.BCST 28(DX), Z28, Z15
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000018, R8
+	ADDQ             $0x00000018, R9
+	ADDQ             $0x00000018, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000100, R12
+	ADDQ             $0x00000100, R13
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R4P4_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z4, Y17
+	VEXTRACTF32X4    $0x01, Y4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0x4e, X4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0xb1, X4, X20
+	VADDSS           X20, X4, X4
+	VMOVSS           X4, 4(AX)
+	VEXTRACTF64X4    $0x01, Z8, Y18
+	VEXTRACTF32X4    $0x01, Y8, X20
+	VADDPS           X20, X8, X8
+	VPERMILPS        $0x4e, X8, X20
+	VADDPS           X20, X8, X8
+	VPERMILPS        $0xb1, X8, X20
+	VADDSS           X20, X8, X8
+	VMOVSS           X8, 8(AX)
+	VEXTRACTF64X4    $0x01, Z12, Y19
+	VEXTRACTF32X4    $0x01, Y12, X20
+	VADDPS           X20, X12, X12
+	VPERMILPS        $0x4e, X12, X20
+	VADDPS           X20, X12, X12
+	VPERMILPS        $0xb1, X12, X20
+	VADDSS           X20, X12, X12
+	VMOVSS           X12, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF64X4    $0x01, Z5, Y17
+	VEXTRACTF32X4    $0x01, Y5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0x4e, X5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0xb1, X5, X20
+	VADDSS           X20, X5, X5
+	VMOVSS           X5, 4(AX)
+	VEXTRACTF64X4    $0x01, Z9, Y18
+	VEXTRACTF32X4    $0x01, Y9, X20
+	VADDPS           X20, X9, X9
+	VPERMILPS        $0x4e, X9, X20
+	VADDPS           X20, X9, X9
+	VPERMILPS        $0xb1, X9, X20
+	VADDSS           X20, X9, X9
+	VMOVSS           X9, 8(AX)
+	VEXTRACTF64X4    $0x01, Z13, Y19
+	VEXTRACTF32X4    $0x01, Y13, X20
+	VADDPS           X20, X13, X13
+	VPERMILPS        $0x4e, X13, X20
+	VADDPS           X20, X13, X13
+	VPERMILPS        $0xb1, X13, X20
+	VADDSS           X20, X13, X13
+	VMOVSS           X13, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z2, Y16
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, (AX)
+	VEXTRACTF64X4    $0x01, Z6, Y17
+	VEXTRACTF32X4    $0x01, Y6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0x4e, X6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0xb1, X6, X20
+	VADDSS           X20, X6, X6
+	VMOVSS           X6, 4(AX)
+	VEXTRACTF64X4    $0x01, Z10, Y18
+	VEXTRACTF32X4    $0x01, Y10, X20
+	VADDPS           X20, X10, X10
+	VPERMILPS        $0x4e, X10, X20
+	VADDPS           X20, X10, X10
+	VPERMILPS        $0xb1, X10, X20
+	VADDSS           X20, X10, X10
+	VMOVSS           X10, 8(AX)
+	VEXTRACTF64X4    $0x01, Z14, Y19
+	VEXTRACTF32X4    $0x01, Y14, X20
+	VADDPS           X20, X14, X14
+	VPERMILPS        $0x4e, X14, X20
+	VADDPS           X20, X14, X14
+	VPERMILPS        $0xb1, X14, X20
+	VADDSS           X20, X14, X14
+	VMOVSS           X14, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z3, Y16
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, (AX)
+	VEXTRACTF64X4    $0x01, Z7, Y17
+	VEXTRACTF32X4    $0x01, Y7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0x4e, X7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0xb1, X7, X20
+	VADDSS           X20, X7, X7
+	VMOVSS           X7, 4(AX)
+	VEXTRACTF64X4    $0x01, Z11, Y18
+	VEXTRACTF32X4    $0x01, Y11, X20
+	VADDPS           X20, X11, X11
+	VPERMILPS        $0x4e, X11, X20
+	VADDPS           X20, X11, X11
+	VPERMILPS        $0xb1, X11, X20
+	VADDSS           X20, X11, X11
+	VMOVSS           X11, 8(AX)
+	VEXTRACTF64X4    $0x01, Z15, Y19
+	VEXTRACTF32X4    $0x01, Y15, X20
+	VADDPS           X20, X15, X15
+	VPERMILPS        $0x4e, X15, X20
+	VADDPS           X20, X15, X15
+	VPERMILPS        $0xb1, X15, X20
+	VADDSS           X20, X15, X15
+	VMOVSS           X15, 12(AX)
+	CMPQ             CX, $0x00000008
+	JL               gemmQ5_1R4P4_half3
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ5_1R4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ5_1R4P2_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VBROADCASTI32X4  8(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	KMOVD            4(R8), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z17, K2, Z17
+	VBROADCASTI32X4  8(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	KMOVD            4(R9), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z18, K2, Z18
+	VBROADCASTI32X4  8(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	KMOVD            4(R10), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z19, K2, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z2
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z4
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z6
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z2
+	VFMADD231PS.BCST 24(DX), Z28, Z4
+	VFMADD231PS.BCST 28(DX), Z28, Z6
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(R11), Z26
+	VPDPBUSD         Z21, Z17, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      4(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z3
+	VMOVDQU32        64(R11), Z22
+	VPDPBUSD         Z21, Z18, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      8(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z5
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z19, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      12(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z7
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z1
+	VFMADD231PS.BCST 20(DX), Z28, Z3
+	VFMADD231PS.BCST 24(DX), Z28, Z5
+	VFMADD231PS.BCST 28(DX), Z28, Z7
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000018, R8
+	ADDQ             $0x00000018, R9
+	ADDQ             $0x00000018, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R4P2_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z2, Y17
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, 4(AX)
+	VEXTRACTF64X4    $0x01, Z4, Y18
+	VEXTRACTF32X4    $0x01, Y4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0x4e, X4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0xb1, X4, X20
+	VADDSS           X20, X4, X4
+	VMOVSS           X4, 8(AX)
+	VEXTRACTF64X4    $0x01, Z6, Y19
+	VEXTRACTF32X4    $0x01, Y6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0x4e, X6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0xb1, X6, X20
+	VADDSS           X20, X6, X6
+	VMOVSS           X6, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF64X4    $0x01, Z3, Y17
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, 4(AX)
+	VEXTRACTF64X4    $0x01, Z5, Y18
+	VEXTRACTF32X4    $0x01, Y5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0x4e, X5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0xb1, X5, X20
+	VADDSS           X20, X5, X5
+	VMOVSS           X5, 8(AX)
+	VEXTRACTF64X4    $0x01, Z7, Y19
+	VEXTRACTF32X4    $0x01, Y7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0x4e, X7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0xb1, X7, X20
+	VADDSS           X20, X7, X7
+	VMOVSS           X7, 12(AX)
+	CMPQ             CX, $0x00000004
+	JL               gemmQ5_1R4P2_half1
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ5_1R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R4P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ5_1R4P1_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VBROADCASTI32X4  8(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	KMOVD            4(R8), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z17, K2, Z17
+	VBROADCASTI32X4  8(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	KMOVD            4(R9), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z18, K2, Z18
+	VBROADCASTI32X4  8(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	KMOVD            4(R10), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z19, K2, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z1
+	VFMADD231PS.BCST 24(DX), Z28, Z2
+	VFMADD231PS.BCST 28(DX), Z28, Z3
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000018, R8
+	ADDQ             $0x00000018, R9
+	ADDQ             $0x00000018, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R4P1_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z1, Y17
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, 4(AX)
+	VEXTRACTF64X4    $0x01, Z2, Y18
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, 8(AX)
+	VEXTRACTF64X4    $0x01, Z3, Y19
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, 12(AX)
+	CMPQ             CX, $0x00000002
+	JL               gemmQ5_1R4P1_half0
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ5_1R4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R1P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ5_1R1P4_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z1
+	VMOVUPS          128(R12), Z20
+	VMOVDQU64        (R12), Z21
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z16, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      (DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVUPS          192(R12), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z2
+	VMOVUPS          128(R13), Z20
+	VMOVDQU64        (R13), Z21
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVUPS          192(R13), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z3
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000100, R12
+	ADDQ             $0x00000100, R13
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R1P4_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z2, Y16
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z3, Y16
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, (AX)
+	CMPQ             CX, $0x00000008
+	JL               gemmQ5_1R1P4_half3
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ5_1R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ5_1R1P2_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z1
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R1P2_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	CMPQ             CX, $0x00000004
+	JL               gemmQ5_1R1P2_half1
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ5_1R1P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R1P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+
+gemmQ5_1R1P1_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R1P1_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	CMPQ             CX, $0x00000002
+	JL               gemmQ5_1R1P1_half0
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ5_1R1P1_half0:
 	LEAQ (DX)(BX*1), AX
 	VZEROUPPER
 	RET
@@ -12988,9 +17411,9 @@ TEXT ·quantQ8pAVX512(SB), NOSPLIT, $0-28
 	MOVL         $0x3f800000, AX
 	VMOVD        AX, X26
 
-q8p_block:
+quantQ8pAVX512_block:
 	TESTQ         CX, CX
-	JZ            q8p_done
+	JZ            quantQ8pAVX512_done
 	VMOVUPS       (SI), Z0
 	VMOVUPS       64(SI), Z1
 	VPANDD        Z20, Z0, Z2
@@ -13046,8 +17469,110 @@ q8p_block:
 	ADDQ          $0x00000080, SI
 	ADDQ          $0x000000c0, DI
 	DECQ          CX
-	JMP           q8p_block
+	JMP           quantQ8pAVX512_block
 
-q8p_done:
+quantQ8pAVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantQ8p1AVX512(dst *byte, src *float32, nb int, k uint32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·quantQ8p1AVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z20
+	MOVL         $0x3f000000, AX
+	VPBROADCASTD AX, Z21
+	MOVL         $0x3f800000, AX
+	VPBROADCASTD AX, Z22
+	MOVL         $0x80000000, AX
+	VPBROADCASTD AX, Z23
+	MOVL         k+24(FP), AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x42fe0000, AX
+	VMOVD        AX, X25
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X26
+
+quantQ8p1AVX512_block:
+	TESTQ         CX, CX
+	JZ            quantQ8p1AVX512_done
+	VMOVUPS       (SI), Z0
+	VMOVUPS       64(SI), Z1
+	VPANDD        Z20, Z0, Z2
+	VPANDD        Z20, Z1, Z3
+	VPXORD        Z4, Z4, Z4
+	VMAXPS        Z4, Z2, Z4
+	VMAXPS        Z4, Z3, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VMAXPS        Y5, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VMAXPS        X5, X4, X4
+	VDIVSS        X25, X4, X5
+	VDIVSS        X5, X26, X6
+	VXORPS        X7, X7, X7
+	VCMPSS        $0x00, X7, X5, X8
+	VANDNPS       X6, X8, X6
+	VBROADCASTSS  X6, Z6
+	VMULPS        Z6, Z0, Z0
+	VMULPS        Z6, Z1, Z1
+	VRNDSCALEPS   $0x03, Z0, Z16
+	VSUBPS        Z16, Z0, Z17
+	VPANDD        Z20, Z17, Z17
+	VCMPPS        $0x0d, Z21, Z17, K1
+	VPANDD        Z23, Z0, Z17
+	VPORD         Z22, Z17, Z17
+	VADDPS        Z17, Z16, K1, Z16
+	VCVTTPS2DQ    Z16, Z16
+	VPMOVDB       Z16, X2
+	VRNDSCALEPS   $0x03, Z1, Z16
+	VSUBPS        Z16, Z1, Z17
+	VPANDD        Z20, Z17, Z17
+	VCMPPS        $0x0d, Z21, Z17, K1
+	VPANDD        Z23, Z1, Z17
+	VPORD         Z22, Z17, Z17
+	VADDPS        Z17, Z16, K1, Z16
+	VCVTTPS2DQ    Z16, Z16
+	VPMOVDB       Z16, X3
+	VINSERTI128   $0x01, X3, Y2, Y2
+	VMOVDQU       Y2, (DI)
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y2, Y24, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQU       Y8, 64(DI)
+	VCVTPS2PH     $0x00, X5, X9
+	VCVTPH2PS     X9, X9
+	VBROADCASTSS  X9, Y9
+	VMOVUPS       Y9, 128(DI)
+	MOVL          $0x01010101, AX
+	VPBROADCASTD  AX, Y10
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y2, Y10, Y11
+	VEXTRACTI128  $0x01, Y11, X12
+	VPADDD        X12, X11, X11
+	VPSHUFD       $0x4e, X11, X12
+	VPADDD        X12, X11, X11
+	VPSHUFD       $0xb1, X11, X12
+	VPADDD        X12, X11, X11
+	VCVTDQ2PS     X11, X11
+	VMULSS        X5, X11, X11
+	VCVTPS2PH     $0x00, X11, X11
+	VCVTPH2PS     X11, X11
+	VXORPS        X12, X12, X12
+	VMOVSS        X11, X12, X12
+	VMOVUPS       Y12, 192(DI)
+	ADDQ          $0x00000080, SI
+	ADDQ          $0x00000100, DI
+	DECQ          CX
+	JMP           quantQ8p1AVX512_block
+
+quantQ8p1AVX512_done:
 	VZEROUPPER
 	RET

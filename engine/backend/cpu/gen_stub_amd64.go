@@ -40,6 +40,78 @@ func gemmQ4_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float
 // gemmQ4_0R1P1 multiplies 1 Q4_0 weight rows with 1 token pairs (see gemm32Tile).
 func gemmQ4_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
+// gemmQ5_0R4P4 multiplies 4 Q5_0 weight rows with 4 token pairs (see gemm32Tile).
+func gemmQ5_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R4P2 multiplies 4 Q5_0 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ5_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R4P1 multiplies 4 Q5_0 weight rows with 1 token pairs (see gemm32Tile).
+func gemmQ5_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R1P4 multiplies 1 Q5_0 weight rows with 4 token pairs (see gemm32Tile).
+func gemmQ5_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R1P2 multiplies 1 Q5_0 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ5_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R1P1 multiplies 1 Q5_0 weight rows with 1 token pairs (see gemm32Tile).
+func gemmQ5_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR4P4 multiplies 4 IQ4_NL weight rows with 4 token pairs (see gemm32Tile).
+func gemmIQ4_NLR4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR4P2 multiplies 4 IQ4_NL weight rows with 2 token pairs (see gemm32Tile).
+func gemmIQ4_NLR4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR4P1 multiplies 4 IQ4_NL weight rows with 1 token pairs (see gemm32Tile).
+func gemmIQ4_NLR4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR1P4 multiplies 1 IQ4_NL weight rows with 4 token pairs (see gemm32Tile).
+func gemmIQ4_NLR1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR1P2 multiplies 1 IQ4_NL weight rows with 2 token pairs (see gemm32Tile).
+func gemmIQ4_NLR1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR1P1 multiplies 1 IQ4_NL weight rows with 1 token pairs (see gemm32Tile).
+func gemmIQ4_NLR1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R4P4 multiplies 4 Q4_1 weight rows with 4 token pairs (see gemm32Tile).
+func gemmQ4_1R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R4P2 multiplies 4 Q4_1 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ4_1R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R4P1 multiplies 4 Q4_1 weight rows with 1 token pairs (see gemm32Tile).
+func gemmQ4_1R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R1P4 multiplies 1 Q4_1 weight rows with 4 token pairs (see gemm32Tile).
+func gemmQ4_1R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R1P2 multiplies 1 Q4_1 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ4_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R1P1 multiplies 1 Q4_1 weight rows with 1 token pairs (see gemm32Tile).
+func gemmQ4_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R4P4 multiplies 4 Q5_1 weight rows with 4 token pairs (see gemm32Tile).
+func gemmQ5_1R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R4P2 multiplies 4 Q5_1 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ5_1R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R4P1 multiplies 4 Q5_1 weight rows with 1 token pairs (see gemm32Tile).
+func gemmQ5_1R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R1P4 multiplies 1 Q5_1 weight rows with 4 token pairs (see gemm32Tile).
+func gemmQ5_1R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R1P2 multiplies 1 Q5_1 weight rows with 2 token pairs (see gemm32Tile).
+func gemmQ5_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R1P1 multiplies 1 Q5_1 weight rows with 1 token pairs (see gemm32Tile).
+func gemmQ5_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
 // gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
 func gemmKMinR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
@@ -186,3 +258,6 @@ func b32dot4Q5_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride in
 
 // quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)
+
+// quantQ8p1AVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
+func quantQ8p1AVX512(dst *byte, src *float32, nb int, k uint32)

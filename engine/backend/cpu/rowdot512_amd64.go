@@ -306,6 +306,10 @@ func avx512Kernels() *kernelSet {
 	}
 	r[quant.Q8_0].gemm = gemmQ8_0.kernel()
 	r[quant.Q4_0].gemm = gemmQ4_0.kernel()
+	r[quant.Q5_0].gemm = gemmQ5_0.kernel()
+	r[quant.IQ4_NL].gemm = gemmIQ4_NL.kernel()
+	r[quant.Q4_1].gemm = gemmQ4_1.kernel()
+	r[quant.Q5_1].gemm = gemmQ5_1.kernel()
 	r[quant.F32].gemm = gemmF32.kernel()
 	r[quant.F16].gemm = gemmF16.kernel()
 	r[quant.BF16].gemm = gemmBF16.kernel()

@@ -19,9 +19,24 @@ import (
 // scale, converted back from fp16, 8 times at +128. dst is the slot of
 // token 2p (pair p's units) or that plus 32 (token 2p+1); k holds K in each
 // byte.
+//
+// quantQ8p1AVX512 is the same for Q8_1 activations (the Q4_1 and Q5_1
+// tiles, whose unsigned quants need no offset: k is 0), in units of
+// q8p1Unit bytes: also s = fp16(d * sum of the 32 quants), as engine/quant's
+// Q8_1 stores it, converted back to float32, at +192 (the token's 8 lanes:
+// s, then 7 zeros).
 func q8p() {
-	TEXT("quantQ8pAVX512", NOSPLIT, "func(dst *byte, src *float32, nb int, k uint32)")
-	Doc("quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).")
+	q8pGen(false)
+	q8pGen(true)
+}
+
+func q8pGen(withS bool) {
+	name, unit := "quantQ8pAVX512", q8pUnit
+	if withS {
+		name, unit = "quantQ8p1AVX512", q8p1Unit
+	}
+	TEXT(name, NOSPLIT, "func(dst *byte, src *float32, nb int, k uint32)")
+	Doc(name + " writes one token of the q8p prefill layout (see internal/gen/q8p.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
 	Load(Param("nb"), RCX)
@@ -40,9 +55,9 @@ func q8p() {
 	MOVL(U32(0x3f800000), EAX) // 1.0
 	VMOVD(EAX, X26)
 
-	Label("q8p_block")
+	Label(name + "_block")
 	TESTQ(RCX, RCX)
-	JZ(LabelRef("q8p_done"))
+	JZ(LabelRef(name + "_done"))
 	VMOVUPS(Mem{Base: RSI}, Z0)
 	VMOVUPS(Mem{Base: RSI, Disp: 64}, Z1)
 
@@ -90,12 +105,34 @@ func q8p() {
 	VBROADCASTSS(X9, Y9)
 	VMOVUPS(Y9, Mem{Base: RDI, Disp: 128})
 
-	ADDQ(U32(128), RSI)
-	ADDQ(U32(q8pUnit), RDI)
-	DECQ(RCX)
-	JMP(LabelRef("q8p_block"))
+	if withS {
+		// The sum of the quants: VPDPBUSD with ones gives the sums of 4,
+		// then the 8 lanes are added (exact integers).
+		MOVL(U32(0x01010101), EAX)
+		VPBROADCASTD(EAX, Y10)
+		VPXORD(Y11, Y11, Y11)
+		raw("VPDPBUSD", Y2, Y10, Y11)
+		VEXTRACTI128(U8(1), Y11, X12)
+		VPADDD(X12, X11, X11)
+		VPSHUFD(U8(0x4e), X11, X12)
+		VPADDD(X12, X11, X11)
+		VPSHUFD(U8(0xb1), X11, X12)
+		VPADDD(X12, X11, X11)
+		VCVTDQ2PS(X11, X11)
+		VMULSS(X5, X11, X11)
+		VCVTPS2PH(U8(0), X11, X11)
+		VCVTPH2PS(X11, X11)
+		VXORPS(X12, X12, X12)
+		VMOVSS(X11, X12, X12)
+		VMOVUPS(Y12, Mem{Base: RDI, Disp: 192})
+	}
 
-	Label("q8p_done")
+	ADDQ(U32(128), RSI)
+	ADDQ(U32(unit), RDI)
+	DECQ(RCX)
+	JMP(LabelRef(name + "_block"))
+
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
