@@ -89,12 +89,26 @@ func weightsSIMD(sc, w []float32, flags []uint8, m, s []float32, cnt, ws int, la
 // its head's ms in a weight row (vs is 32 bytes further).
 type vaccChains [12]int
 
-// valuesSIMD implements values. Slices (head i, chunk c of 8 elements) go
-// to the eight-slice kernels where the shape allows: runs of 8 chunks of
-// one head when a head has 8 chunks or more, else 8/C heads of C chunks
-// when C, the chunks per head, is 1, 2 or 4. The rest go to vaccAVX four at
-// a time.
-func valuesSIMD(acc []float32, v []uint16, w []float32, flags []uint8, voff []int, cnt, rd, gn int) {
+// vaccZ are the AVX-512 value kernels by chunks of 16 per head: vaccZ[nz]
+// runs 16/nz heads of nz chunks (internal/gen/attnz.go).
+var vaccZ = map[int]func(acc *float32, v *uint16, w *float32, flags *uint8, n, vstride, wstride, astride int, voff *int){
+	4: vaccZ4x4, 8: vaccZ2x8, 16: vaccZ1x16,
+}
+
+// vaccZS are the same for heads that share their value rows (the query
+// heads of one KV head): each value chunk is converted once for them all.
+var vaccZS = map[int]func(acc *float32, v *uint16, w *float32, flags *uint8, n, vstride, wstride, astride int, voff *int){
+	4: vaccZS4x4, 8: vaccZS2x8, 16: vaccZ1x16,
+}
+
+// valuesSIMD implements values. With z (AVX-512), heads whose rows are 4,
+// 8 or 16 chunks of 16 elements go 16/C at a time to the 16-chain kernels.
+// Otherwise slices (head i, chunk c of 8 elements) go to the eight-slice
+// kernels where the shape allows: runs of 8 chunks of one head when a head
+// has 8 chunks or more, else 8/C heads of C chunks when C, the chunks per
+// head, is 1, 2 or 4. The rest go to vaccAVX four at a time. Every kernel
+// does the same per-element steps, so the choice changes no bits.
+func valuesSIMD(acc []float32, v []uint16, w []float32, flags []uint8, voff []int, cnt, rd, gn int, z bool) {
 	if cnt == 0 || gn == 0 {
 		return
 	}
@@ -114,7 +128,20 @@ func valuesSIMD(acc []float32, v []uint16, w []float32, flags []uint8, voff []in
 	vs, ws, as := 2*rd, 64*nb, 4*rd
 	wo := func(i int) int { return 16*(i/8) + i%8 } // head i's ms in a weight row
 	blockChunks, blockHeads := 0, 0                 // slices (i, c) with i < blockHeads and c < blockChunks go to the kernels below
+	kz := vaccZ[rd/16]
 	switch {
+	case z && rd%16 == 0 && kz != nil:
+		// 16/C heads at a time, starting at multiples of 16/C: never
+		// across blocks of 8 heads.
+		nh := 16 / (rd / 16)
+		blockChunks, blockHeads = nc, gn-gn%nh
+		for i := 0; i < blockHeads; i += nh {
+			k := kz
+			if sharedRows(voff[i : i+nh]) {
+				k = vaccZS[rd/16]
+			}
+			k(&acc[i*rd], &v[0], &w[wo(i)], &flags[0], cnt, vs, ws, as, &voff[i])
+		}
 	case nc >= 8:
 		blockChunks, blockHeads = nc&^7, gn
 		for i := range gn {
@@ -174,4 +201,39 @@ func expF64SIMD(x []float32) {
 		expF64AVX(&buf[0], 4)
 		copy(x[body:], buf[:])
 	}
+}
+
+// halfToF64Pairs converts n rows of rd halves into the position-pair layout
+// of scoresPairs (internal/gen/attnz.go), with AVX-512. len(dst) is
+// ceil(n/2)*2*rd, rd a multiple of 8.
+func halfToF64Pairs(dst []float64, src []uint16, n, rd int) {
+	if n <= 0 {
+		return
+	}
+	if rd <= 0 || rd%8 != 0 || len(src) != n*rd || len(dst) != (n+1)/2*2*rd {
+		panic("cpu: halfToF64Pairs: bad lengths")
+	}
+	halfToF64PairsZ(&dst[0], &src[0], n, rd)
+}
+
+// scoresPairs is scores (the same bits) over keys in the position-pair
+// layout, with AVX-512.
+func scoresPairs(s []float32, q, k []float64, n, rd int, scale float32) {
+	if n <= 0 {
+		return
+	}
+	if rd <= 0 || rd%8 != 0 || len(q) != rd || len(k) != (n+1)/2*2*rd || len(s) < 8*(n-1)+1 {
+		panic("cpu: scoresPairs: bad lengths")
+	}
+	scoresZ(&s[0], &q[0], &k[0], n, rd, scale)
+}
+
+// sharedRows reports whether every head of voff reads the same value rows.
+func sharedRows(voff []int) bool {
+	for _, o := range voff[1:] {
+		if o != voff[0] {
+			return false
+		}
+	}
+	return true
 }

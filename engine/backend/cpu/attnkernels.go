@@ -116,7 +116,7 @@ func values(acc []float32, v []uint16, w []float32, flags []uint8, voff []int, c
 	ws := 16 * ((gn + 7) / 8)
 	w, flags, voff = w[:cnt*ws], flags[:cnt], voff[:gn]
 	if simd {
-		valuesSIMD(acc, v, w, flags, voff, cnt, rd, gn)
+		valuesSIMD(acc, v, w, flags, voff, cnt, rd, gn, false)
 		return
 	}
 	for i := range gn {

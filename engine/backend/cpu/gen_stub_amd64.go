@@ -256,6 +256,27 @@ func b32dotQ5_1(w *byte, x *byte, nb int) float32
 // b32dot4Q5_1 returns the dots of nb Q5_1 blocks with four activation rows (see internal/gen/b32.go).
 func b32dot4Q5_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
 
+// vaccZ4x4 runs the ordered value updates of 4 heads by 4 chunks of 16 accumulators (see internal/gen/attnz.go).
+func vaccZ4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccZ2x8 runs the ordered value updates of 2 heads by 8 chunks of 16 accumulators (see internal/gen/attnz.go).
+func vaccZ2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccZ1x16 runs the ordered value updates of 1 heads by 16 chunks of 16 accumulators (see internal/gen/attnz.go).
+func vaccZ1x16(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccZS4x4 runs the ordered value updates of 4 heads by 4 chunks of 16 accumulators (see internal/gen/attnz.go).
+func vaccZS4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccZS2x8 runs the ordered value updates of 2 heads by 8 chunks of 16 accumulators (see internal/gen/attnz.go).
+func vaccZS2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// halfToF64PairsZ converts rows of halves to float64 in position pairs (see internal/gen/attnz.go).
+func halfToF64PairsZ(dst *float64, src *uint16, n int, rd int)
+
+// scoresZ computes the scores of n positions from keys in position pairs (see internal/gen/attnz.go).
+func scoresZ(s *float32, q *float64, k *float64, n int, rd int, scale float32)
+
 // quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)
 

@@ -22,6 +22,8 @@ func main() {
 	gemmF()
 	kquantFamily()
 	block32Family()
+	attnZ()
+	attnScoresZ()
 	q8p()
 	Generate()
 }
