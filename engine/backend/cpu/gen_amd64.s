@@ -18623,6 +18623,1682 @@ scz_done:
 	VZEROUPPER
 	RET
 
+// func dotRowsF32AVX(w *float32, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, FMA3, MMX+
+TEXT ·dotRowsF32AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsF32AVX_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF32AVX_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsF32AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF32AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1088(AX)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8256(AX)
+	VMOVUPS     (AX), Y4
+	VMOVUPS     32(AX), Y5
+	VMOVUPS     64(AX), Y6
+	VMOVUPS     96(AX), Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsF32AVX_32
+
+dotRowsF32AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF32AVX_end
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsF32AVX_8
+
+dotRowsF32AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF32AVX_row
+
+dotRowsF32AVX_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsF32Z(w *float32, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, AVX512F, FMA3, MMX+
+TEXT ·dotRowsF32Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsF32Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF32Z_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+
+dotRowsF32Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF32Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1088(AX)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8256(AX)
+	VMOVUPS     (AX), Z4
+	VMOVUPS     64(AX), Z5
+	VFMADD231PS (BX), Z4, Z0
+	VFMADD231PS 64(BX), Z5, Z2
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsF32Z_32
+
+dotRowsF32Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y3
+
+dotRowsF32Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF32Z_end
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsF32Z_8
+
+dotRowsF32Z_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF32Z_row
+
+dotRowsF32Z_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsF32x4Z(w *float32, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX512F, FMA3, MMX+
+TEXT ·dotRowsF32x4Z(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xstride+24(FP), R8
+	MOVQ rows+40(FP), R10
+	MOVQ out+48(FP), DX
+
+dotRowsF32x4Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF32x4Z_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (DI)(R8*1), R13
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+dotRowsF32x4Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF32x4Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1088(AX)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8256(AX)
+	VMOVUPS     (AX), Z8
+	VMOVUPS     64(AX), Z9
+	VFMADD231PS (BX), Z8, Z0
+	VFMADD231PS 64(BX), Z9, Z1
+	VFMADD231PS (R12), Z8, Z2
+	VFMADD231PS 64(R12), Z9, Z3
+	VFMADD231PS (DI), Z8, Z4
+	VFMADD231PS 64(DI), Z9, Z5
+	VFMADD231PS (R13), Z8, Z6
+	VFMADD231PS 64(R13), Z9, Z7
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R13
+	SUBQ        $0x20, CX
+	JMP         dotRowsF32x4Z_32
+
+dotRowsF32x4Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VEXTRACTF64X4 $0x01, Z1, Y17
+	VEXTRACTF64X4 $0x01, Z2, Y18
+	VEXTRACTF64X4 $0x01, Z3, Y19
+	VEXTRACTF64X4 $0x01, Z4, Y20
+	VEXTRACTF64X4 $0x01, Z5, Y21
+	VEXTRACTF64X4 $0x01, Z6, Y22
+	VEXTRACTF64X4 $0x01, Z7, Y23
+
+dotRowsF32x4Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF32x4Z_end
+	VMOVUPS     (AX), Y8
+	VFMADD231PS (BX), Y8, Y0
+	VFMADD231PS (R12), Y8, Y2
+	VFMADD231PS (DI), Y8, Y4
+	VFMADD231PS (R13), Y8, Y6
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R13
+	SUBQ        $0x08, CX
+	JMP         dotRowsF32x4Z_8
+
+dotRowsF32x4Z_end:
+	MOVQ         ostride+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DX, R11
+	VADDPS       Y16, Y0, Y0
+	VADDPS       Y17, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y18, Y2, Y2
+	VADDPS       Y19, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y20, Y4, Y4
+	VADDPS       Y21, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0x4e, X4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0xb1, X4, X8
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y22, Y6, Y6
+	VADDPS       Y23, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0x4e, X6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0xb1, X6, X8
+	VADDSS       X8, X6, X6
+	VMOVSS       X6, (R11)
+	MOVQ         wstride+8(FP), R9
+	ADDQ         R9, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF32x4Z_row
+
+dotRowsF32x4Z_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsF32Z(w *float32, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dotPairsF32Z(SB), NOSPLIT, $0-64
+	MOVL  $0x000000ff, AX
+	KMOVW AX, K1
+	MOVQ  w+0(FP), SI
+	MOVQ  rows+40(FP), R10
+	MOVQ  out+48(FP), DX
+
+dotPairsF32Z_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsF32Z_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   xstride+24(FP), R8
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (BX)(R8*2), R13
+	LEAQ   (R12)(R8*2), R9
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+dotPairsF32Z_32:
+	CMPQ        CX, $0x20
+	JL          dotPairsF32Z_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1088(AX)
+	PREFETCHT0  1024(DI)
+	PREFETCHT0  1088(DI)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8256(AX)
+	PREFETCHT1  8192(DI)
+	PREFETCHT1  8256(DI)
+	VMOVUPS     (AX), Z16
+	VMOVUPS     64(AX), Z17
+	VMOVUPS     (DI), Z18
+	VMOVUPS     64(DI), Z19
+	VMOVUPS     (BX), Z20
+	VMOVUPS     64(BX), Z21
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z17, Z4
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z19, Z12
+	VMOVUPS     (R12), Z22
+	VMOVUPS     64(R12), Z23
+	VFMADD231PS Z22, Z16, Z1
+	VFMADD231PS Z23, Z17, Z5
+	VFMADD231PS Z22, Z18, Z9
+	VFMADD231PS Z23, Z19, Z13
+	VMOVUPS     (R13), Z24
+	VMOVUPS     64(R13), Z25
+	VFMADD231PS Z24, Z16, Z2
+	VFMADD231PS Z25, Z17, Z6
+	VFMADD231PS Z24, Z18, Z10
+	VFMADD231PS Z25, Z19, Z14
+	VMOVUPS     (R9), Z26
+	VMOVUPS     64(R9), Z27
+	VFMADD231PS Z26, Z16, Z3
+	VFMADD231PS Z27, Z17, Z7
+	VFMADD231PS Z26, Z18, Z11
+	VFMADD231PS Z27, Z19, Z15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	ADDQ        $0x80, R9
+	SUBQ        $0x20, CX
+	JMP         dotPairsF32Z_32
+
+dotPairsF32Z_8:
+	CMPQ        CX, $0x08
+	JL          dotPairsF32Z_end
+	VMOVUPS     (AX), Y16
+	VMOVUPS     (DI), Y18
+	VMOVUPS     (BX), Y20
+	VFMADD231PS Z20, Z16, K1, Z0
+	VFMADD231PS Z20, Z18, K1, Z8
+	VMOVUPS     (R12), Y22
+	VFMADD231PS Z22, Z16, K1, Z1
+	VFMADD231PS Z22, Z18, K1, Z9
+	VMOVUPS     (R13), Y24
+	VFMADD231PS Z24, Z16, K1, Z2
+	VFMADD231PS Z24, Z18, K1, Z10
+	VMOVUPS     (R9), Y26
+	VFMADD231PS Z26, Z16, K1, Z3
+	VFMADD231PS Z26, Z18, K1, Z11
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R13
+	ADDQ        $0x20, R9
+	SUBQ        $0x08, CX
+	JMP         dotPairsF32Z_8
+
+dotPairsF32Z_end:
+	MOVQ          ostride+56(FP), R11
+	SHLQ          $0x02, R11
+	VEXTRACTF64X4 $0x01, Z0, Y28
+	VEXTRACTF64X4 $0x01, Z4, Y29
+	VADDPS        Y28, Y0, Y0
+	VADDPS        Y29, Y4, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	MOVQ          DX, CX
+	VMOVSS        X0, (CX)
+	VEXTRACTF64X4 $0x01, Z1, Y28
+	VEXTRACTF64X4 $0x01, Z5, Y29
+	VADDPS        Y28, Y1, Y1
+	VADDPS        Y29, Y5, Y5
+	VADDPS        Y5, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X1, (CX)
+	VEXTRACTF64X4 $0x01, Z2, Y28
+	VEXTRACTF64X4 $0x01, Z6, Y29
+	VADDPS        Y28, Y2, Y2
+	VADDPS        Y29, Y6, Y6
+	VADDPS        Y6, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X2, (CX)
+	VEXTRACTF64X4 $0x01, Z3, Y28
+	VEXTRACTF64X4 $0x01, Z7, Y29
+	VADDPS        Y28, Y3, Y3
+	VADDPS        Y29, Y7, Y7
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X3, (CX)
+	VEXTRACTF64X4 $0x01, Z8, Y28
+	VEXTRACTF64X4 $0x01, Z12, Y29
+	VADDPS        Y28, Y8, Y8
+	VADDPS        Y29, Y12, Y12
+	VADDPS        Y12, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	MOVQ          DX, CX
+	VMOVSS        X8, 4(CX)
+	VEXTRACTF64X4 $0x01, Z9, Y28
+	VEXTRACTF64X4 $0x01, Z13, Y29
+	VADDPS        Y28, Y9, Y9
+	VADDPS        Y29, Y13, Y13
+	VADDPS        Y13, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0x4e, X9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0xb1, X9, X13
+	VADDSS        X13, X9, X9
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X9, 4(CX)
+	VEXTRACTF64X4 $0x01, Z10, Y28
+	VEXTRACTF64X4 $0x01, Z14, Y29
+	VADDPS        Y28, Y10, Y10
+	VADDPS        Y29, Y14, Y14
+	VADDPS        Y14, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0x4e, X10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0xb1, X10, X14
+	VADDSS        X14, X10, X10
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X10, 4(CX)
+	VEXTRACTF64X4 $0x01, Z11, Y28
+	VEXTRACTF64X4 $0x01, Z15, Y29
+	VADDPS        Y28, Y11, Y11
+	VADDPS        Y29, Y15, Y15
+	VADDPS        Y15, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0x4e, X11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0xb1, X11, X15
+	VADDSS        X15, X11, X11
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X11, 4(CX)
+	MOVQ          wstride+8(FP), R11
+	LEAQ          (SI)(R11*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsF32Z_pair
+
+dotPairsF32Z_done:
+	VZEROUPPER
+	RET
+
+// func dotF16F32AVX(w *uint16, x *float32, n int) float32
+// Requires: AVX, F16C, FMA3, MMX+, SSE
+TEXT ·dotF16F32AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotF16F32AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotF16F32AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VCVTPH2PS   (AX), Y4
+	VCVTPH2PS   16(AX), Y5
+	VCVTPH2PS   32(AX), Y6
+	VCVTPH2PS   48(AX), Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotF16F32AVX_32
+
+dotF16F32AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotF16F32AVX_end
+	VCVTPH2PS   (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotF16F32AVX_8
+
+dotF16F32AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotRowsF16AVX(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·dotRowsF16AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsF16AVX_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF16AVX_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsF16AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF16AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VCVTPH2PS   (AX), Y4
+	VCVTPH2PS   16(AX), Y5
+	VCVTPH2PS   32(AX), Y6
+	VCVTPH2PS   48(AX), Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsF16AVX_32
+
+dotRowsF16AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF16AVX_end
+	VCVTPH2PS   (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsF16AVX_8
+
+dotRowsF16AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF16AVX_row
+
+dotRowsF16AVX_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsF16Z(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, AVX512F, F16C, FMA3, MMX+
+TEXT ·dotRowsF16Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsF16Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF16Z_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+
+dotRowsF16Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF16Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VCVTPH2PS   (AX), Z4
+	VCVTPH2PS   32(AX), Z5
+	VFMADD231PS (BX), Z4, Z0
+	VFMADD231PS 64(BX), Z5, Z2
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsF16Z_32
+
+dotRowsF16Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y3
+
+dotRowsF16Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF16Z_end
+	VCVTPH2PS   (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsF16Z_8
+
+dotRowsF16Z_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF16Z_row
+
+dotRowsF16Z_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsF16x4Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C, FMA3, MMX+
+TEXT ·dotRowsF16x4Z(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xstride+24(FP), R8
+	MOVQ rows+40(FP), R10
+	MOVQ out+48(FP), DX
+
+dotRowsF16x4Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF16x4Z_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (DI)(R8*1), R13
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+dotRowsF16x4Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF16x4Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VCVTPH2PS   (AX), Z8
+	VCVTPH2PS   32(AX), Z9
+	VFMADD231PS (BX), Z8, Z0
+	VFMADD231PS 64(BX), Z9, Z1
+	VFMADD231PS (R12), Z8, Z2
+	VFMADD231PS 64(R12), Z9, Z3
+	VFMADD231PS (DI), Z8, Z4
+	VFMADD231PS 64(DI), Z9, Z5
+	VFMADD231PS (R13), Z8, Z6
+	VFMADD231PS 64(R13), Z9, Z7
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R13
+	SUBQ        $0x20, CX
+	JMP         dotRowsF16x4Z_32
+
+dotRowsF16x4Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VEXTRACTF64X4 $0x01, Z1, Y17
+	VEXTRACTF64X4 $0x01, Z2, Y18
+	VEXTRACTF64X4 $0x01, Z3, Y19
+	VEXTRACTF64X4 $0x01, Z4, Y20
+	VEXTRACTF64X4 $0x01, Z5, Y21
+	VEXTRACTF64X4 $0x01, Z6, Y22
+	VEXTRACTF64X4 $0x01, Z7, Y23
+
+dotRowsF16x4Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF16x4Z_end
+	VCVTPH2PS   (AX), Y8
+	VFMADD231PS (BX), Y8, Y0
+	VFMADD231PS (R12), Y8, Y2
+	VFMADD231PS (DI), Y8, Y4
+	VFMADD231PS (R13), Y8, Y6
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R13
+	SUBQ        $0x08, CX
+	JMP         dotRowsF16x4Z_8
+
+dotRowsF16x4Z_end:
+	MOVQ         ostride+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DX, R11
+	VADDPS       Y16, Y0, Y0
+	VADDPS       Y17, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y18, Y2, Y2
+	VADDPS       Y19, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y20, Y4, Y4
+	VADDPS       Y21, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0x4e, X4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0xb1, X4, X8
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y22, Y6, Y6
+	VADDPS       Y23, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0x4e, X6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0xb1, X6, X8
+	VADDSS       X8, X6, X6
+	VMOVSS       X6, (R11)
+	MOVQ         wstride+8(FP), R9
+	ADDQ         R9, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF16x4Z_row
+
+dotRowsF16x4Z_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C, MMX+
+TEXT ·dotPairsF16Z(SB), NOSPLIT, $0-64
+	MOVL  $0x000000ff, AX
+	KMOVW AX, K1
+	MOVQ  w+0(FP), SI
+	MOVQ  rows+40(FP), R10
+	MOVQ  out+48(FP), DX
+
+dotPairsF16Z_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsF16Z_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   xstride+24(FP), R8
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (BX)(R8*2), R13
+	LEAQ   (R12)(R8*2), R9
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+dotPairsF16Z_32:
+	CMPQ        CX, $0x20
+	JL          dotPairsF16Z_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1024(DI)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8192(DI)
+	VCVTPH2PS   (AX), Z16
+	VCVTPH2PS   32(AX), Z17
+	VCVTPH2PS   (DI), Z18
+	VCVTPH2PS   32(DI), Z19
+	VMOVUPS     (BX), Z20
+	VMOVUPS     64(BX), Z21
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z17, Z4
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z19, Z12
+	VMOVUPS     (R12), Z22
+	VMOVUPS     64(R12), Z23
+	VFMADD231PS Z22, Z16, Z1
+	VFMADD231PS Z23, Z17, Z5
+	VFMADD231PS Z22, Z18, Z9
+	VFMADD231PS Z23, Z19, Z13
+	VMOVUPS     (R13), Z24
+	VMOVUPS     64(R13), Z25
+	VFMADD231PS Z24, Z16, Z2
+	VFMADD231PS Z25, Z17, Z6
+	VFMADD231PS Z24, Z18, Z10
+	VFMADD231PS Z25, Z19, Z14
+	VMOVUPS     (R9), Z26
+	VMOVUPS     64(R9), Z27
+	VFMADD231PS Z26, Z16, Z3
+	VFMADD231PS Z27, Z17, Z7
+	VFMADD231PS Z26, Z18, Z11
+	VFMADD231PS Z27, Z19, Z15
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	ADDQ        $0x80, R9
+	SUBQ        $0x20, CX
+	JMP         dotPairsF16Z_32
+
+dotPairsF16Z_8:
+	CMPQ        CX, $0x08
+	JL          dotPairsF16Z_end
+	VCVTPH2PS   (AX), Y16
+	VCVTPH2PS   (DI), Y18
+	VMOVUPS     (BX), Y20
+	VFMADD231PS Z20, Z16, K1, Z0
+	VFMADD231PS Z20, Z18, K1, Z8
+	VMOVUPS     (R12), Y22
+	VFMADD231PS Z22, Z16, K1, Z1
+	VFMADD231PS Z22, Z18, K1, Z9
+	VMOVUPS     (R13), Y24
+	VFMADD231PS Z24, Z16, K1, Z2
+	VFMADD231PS Z24, Z18, K1, Z10
+	VMOVUPS     (R9), Y26
+	VFMADD231PS Z26, Z16, K1, Z3
+	VFMADD231PS Z26, Z18, K1, Z11
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000010, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R13
+	ADDQ        $0x20, R9
+	SUBQ        $0x08, CX
+	JMP         dotPairsF16Z_8
+
+dotPairsF16Z_end:
+	MOVQ          ostride+56(FP), R11
+	SHLQ          $0x02, R11
+	VEXTRACTF64X4 $0x01, Z0, Y28
+	VEXTRACTF64X4 $0x01, Z4, Y29
+	VADDPS        Y28, Y0, Y0
+	VADDPS        Y29, Y4, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	MOVQ          DX, CX
+	VMOVSS        X0, (CX)
+	VEXTRACTF64X4 $0x01, Z1, Y28
+	VEXTRACTF64X4 $0x01, Z5, Y29
+	VADDPS        Y28, Y1, Y1
+	VADDPS        Y29, Y5, Y5
+	VADDPS        Y5, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X1, (CX)
+	VEXTRACTF64X4 $0x01, Z2, Y28
+	VEXTRACTF64X4 $0x01, Z6, Y29
+	VADDPS        Y28, Y2, Y2
+	VADDPS        Y29, Y6, Y6
+	VADDPS        Y6, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X2, (CX)
+	VEXTRACTF64X4 $0x01, Z3, Y28
+	VEXTRACTF64X4 $0x01, Z7, Y29
+	VADDPS        Y28, Y3, Y3
+	VADDPS        Y29, Y7, Y7
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X3, (CX)
+	VEXTRACTF64X4 $0x01, Z8, Y28
+	VEXTRACTF64X4 $0x01, Z12, Y29
+	VADDPS        Y28, Y8, Y8
+	VADDPS        Y29, Y12, Y12
+	VADDPS        Y12, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	MOVQ          DX, CX
+	VMOVSS        X8, 4(CX)
+	VEXTRACTF64X4 $0x01, Z9, Y28
+	VEXTRACTF64X4 $0x01, Z13, Y29
+	VADDPS        Y28, Y9, Y9
+	VADDPS        Y29, Y13, Y13
+	VADDPS        Y13, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0x4e, X9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0xb1, X9, X13
+	VADDSS        X13, X9, X9
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X9, 4(CX)
+	VEXTRACTF64X4 $0x01, Z10, Y28
+	VEXTRACTF64X4 $0x01, Z14, Y29
+	VADDPS        Y28, Y10, Y10
+	VADDPS        Y29, Y14, Y14
+	VADDPS        Y14, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0x4e, X10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0xb1, X10, X14
+	VADDSS        X14, X10, X10
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X10, 4(CX)
+	VEXTRACTF64X4 $0x01, Z11, Y28
+	VEXTRACTF64X4 $0x01, Z15, Y29
+	VADDPS        Y28, Y11, Y11
+	VADDPS        Y29, Y15, Y15
+	VADDPS        Y15, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0x4e, X11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0xb1, X11, X15
+	VADDSS        X15, X11, X11
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X11, 4(CX)
+	MOVQ          wstride+8(FP), R11
+	LEAQ          (SI)(R11*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsF16Z_pair
+
+dotPairsF16Z_done:
+	VZEROUPPER
+	RET
+
+// func dotBF16F32AVX(w *uint16, x *float32, n int) float32
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
+TEXT ·dotBF16F32AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotBF16F32AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotBF16F32AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   16(AX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VPMOVZXWD   32(AX), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VPMOVZXWD   48(AX), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotBF16F32AVX_32
+
+dotBF16F32AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotBF16F32AVX_end
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotBF16F32AVX_8
+
+dotBF16F32AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotRowsBF16AVX(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·dotRowsBF16AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsBF16AVX_row:
+	TESTQ  R10, R10
+	JZ     dotRowsBF16AVX_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsBF16AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsBF16AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   16(AX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VPMOVZXWD   32(AX), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VPMOVZXWD   48(AX), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsBF16AVX_32
+
+dotRowsBF16AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsBF16AVX_end
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsBF16AVX_8
+
+dotRowsBF16AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsBF16AVX_row
+
+dotRowsBF16AVX_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsBF16Z(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512F, FMA3, MMX+
+TEXT ·dotRowsBF16Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsBF16Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsBF16Z_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+
+dotRowsBF16Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsBF16Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VPMOVZXWD   (AX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VPMOVZXWD   32(AX), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS (BX), Z4, Z0
+	VFMADD231PS 64(BX), Z5, Z2
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsBF16Z_32
+
+dotRowsBF16Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y3
+
+dotRowsBF16Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsBF16Z_end
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsBF16Z_8
+
+dotRowsBF16Z_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsBF16Z_row
+
+dotRowsBF16Z_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsBF16x4Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, FMA3, MMX+
+TEXT ·dotRowsBF16x4Z(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xstride+24(FP), R8
+	MOVQ rows+40(FP), R10
+	MOVQ out+48(FP), DX
+
+dotRowsBF16x4Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsBF16x4Z_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (DI)(R8*1), R13
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+dotRowsBF16x4Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsBF16x4Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VPMOVZXWD   (AX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VPMOVZXWD   32(AX), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS (BX), Z8, Z0
+	VFMADD231PS 64(BX), Z9, Z1
+	VFMADD231PS (R12), Z8, Z2
+	VFMADD231PS 64(R12), Z9, Z3
+	VFMADD231PS (DI), Z8, Z4
+	VFMADD231PS 64(DI), Z9, Z5
+	VFMADD231PS (R13), Z8, Z6
+	VFMADD231PS 64(R13), Z9, Z7
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R13
+	SUBQ        $0x20, CX
+	JMP         dotRowsBF16x4Z_32
+
+dotRowsBF16x4Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VEXTRACTF64X4 $0x01, Z1, Y17
+	VEXTRACTF64X4 $0x01, Z2, Y18
+	VEXTRACTF64X4 $0x01, Z3, Y19
+	VEXTRACTF64X4 $0x01, Z4, Y20
+	VEXTRACTF64X4 $0x01, Z5, Y21
+	VEXTRACTF64X4 $0x01, Z6, Y22
+	VEXTRACTF64X4 $0x01, Z7, Y23
+
+dotRowsBF16x4Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsBF16x4Z_end
+	VPMOVZXWD   (AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (BX), Y8, Y0
+	VFMADD231PS (R12), Y8, Y2
+	VFMADD231PS (DI), Y8, Y4
+	VFMADD231PS (R13), Y8, Y6
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R13
+	SUBQ        $0x08, CX
+	JMP         dotRowsBF16x4Z_8
+
+dotRowsBF16x4Z_end:
+	MOVQ         ostride+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DX, R11
+	VADDPS       Y16, Y0, Y0
+	VADDPS       Y17, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y18, Y2, Y2
+	VADDPS       Y19, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y20, Y4, Y4
+	VADDPS       Y21, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0x4e, X4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0xb1, X4, X8
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y22, Y6, Y6
+	VADDPS       Y23, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0x4e, X6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0xb1, X6, X8
+	VADDSS       X8, X6, X6
+	VMOVSS       X6, (R11)
+	MOVQ         wstride+8(FP), R9
+	ADDQ         R9, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsBF16x4Z_row
+
+dotRowsBF16x4Z_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsBF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, MMX+
+TEXT ·dotPairsBF16Z(SB), NOSPLIT, $0-64
+	MOVL  $0x000000ff, AX
+	KMOVW AX, K1
+	MOVQ  w+0(FP), SI
+	MOVQ  rows+40(FP), R10
+	MOVQ  out+48(FP), DX
+
+dotPairsBF16Z_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsBF16Z_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   xstride+24(FP), R8
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (BX)(R8*2), R13
+	LEAQ   (R12)(R8*2), R9
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+dotPairsBF16Z_32:
+	CMPQ        CX, $0x20
+	JL          dotPairsBF16Z_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1024(DI)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8192(DI)
+	VPMOVZXWD   (AX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VPMOVZXWD   32(AX), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VPMOVZXWD   (DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VPMOVZXWD   32(DI), Z19
+	VPSLLD      $0x10, Z19, Z19
+	VMOVUPS     (BX), Z20
+	VMOVUPS     64(BX), Z21
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z17, Z4
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z19, Z12
+	VMOVUPS     (R12), Z22
+	VMOVUPS     64(R12), Z23
+	VFMADD231PS Z22, Z16, Z1
+	VFMADD231PS Z23, Z17, Z5
+	VFMADD231PS Z22, Z18, Z9
+	VFMADD231PS Z23, Z19, Z13
+	VMOVUPS     (R13), Z24
+	VMOVUPS     64(R13), Z25
+	VFMADD231PS Z24, Z16, Z2
+	VFMADD231PS Z25, Z17, Z6
+	VFMADD231PS Z24, Z18, Z10
+	VFMADD231PS Z25, Z19, Z14
+	VMOVUPS     (R9), Z26
+	VMOVUPS     64(R9), Z27
+	VFMADD231PS Z26, Z16, Z3
+	VFMADD231PS Z27, Z17, Z7
+	VFMADD231PS Z26, Z18, Z11
+	VFMADD231PS Z27, Z19, Z15
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	ADDQ        $0x80, R9
+	SUBQ        $0x20, CX
+	JMP         dotPairsBF16Z_32
+
+dotPairsBF16Z_8:
+	CMPQ        CX, $0x08
+	JL          dotPairsBF16Z_end
+	VPMOVZXWD   (AX), Y16
+	VPSLLD      $0x10, Y16, Y16
+	VPMOVZXWD   (DI), Y18
+	VPSLLD      $0x10, Y18, Y18
+	VMOVUPS     (BX), Y20
+	VFMADD231PS Z20, Z16, K1, Z0
+	VFMADD231PS Z20, Z18, K1, Z8
+	VMOVUPS     (R12), Y22
+	VFMADD231PS Z22, Z16, K1, Z1
+	VFMADD231PS Z22, Z18, K1, Z9
+	VMOVUPS     (R13), Y24
+	VFMADD231PS Z24, Z16, K1, Z2
+	VFMADD231PS Z24, Z18, K1, Z10
+	VMOVUPS     (R9), Y26
+	VFMADD231PS Z26, Z16, K1, Z3
+	VFMADD231PS Z26, Z18, K1, Z11
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000010, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R13
+	ADDQ        $0x20, R9
+	SUBQ        $0x08, CX
+	JMP         dotPairsBF16Z_8
+
+dotPairsBF16Z_end:
+	MOVQ          ostride+56(FP), R11
+	SHLQ          $0x02, R11
+	VEXTRACTF64X4 $0x01, Z0, Y28
+	VEXTRACTF64X4 $0x01, Z4, Y29
+	VADDPS        Y28, Y0, Y0
+	VADDPS        Y29, Y4, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	MOVQ          DX, CX
+	VMOVSS        X0, (CX)
+	VEXTRACTF64X4 $0x01, Z1, Y28
+	VEXTRACTF64X4 $0x01, Z5, Y29
+	VADDPS        Y28, Y1, Y1
+	VADDPS        Y29, Y5, Y5
+	VADDPS        Y5, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X1, (CX)
+	VEXTRACTF64X4 $0x01, Z2, Y28
+	VEXTRACTF64X4 $0x01, Z6, Y29
+	VADDPS        Y28, Y2, Y2
+	VADDPS        Y29, Y6, Y6
+	VADDPS        Y6, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X2, (CX)
+	VEXTRACTF64X4 $0x01, Z3, Y28
+	VEXTRACTF64X4 $0x01, Z7, Y29
+	VADDPS        Y28, Y3, Y3
+	VADDPS        Y29, Y7, Y7
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X3, (CX)
+	VEXTRACTF64X4 $0x01, Z8, Y28
+	VEXTRACTF64X4 $0x01, Z12, Y29
+	VADDPS        Y28, Y8, Y8
+	VADDPS        Y29, Y12, Y12
+	VADDPS        Y12, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	MOVQ          DX, CX
+	VMOVSS        X8, 4(CX)
+	VEXTRACTF64X4 $0x01, Z9, Y28
+	VEXTRACTF64X4 $0x01, Z13, Y29
+	VADDPS        Y28, Y9, Y9
+	VADDPS        Y29, Y13, Y13
+	VADDPS        Y13, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0x4e, X9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0xb1, X9, X13
+	VADDSS        X13, X9, X9
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X9, 4(CX)
+	VEXTRACTF64X4 $0x01, Z10, Y28
+	VEXTRACTF64X4 $0x01, Z14, Y29
+	VADDPS        Y28, Y10, Y10
+	VADDPS        Y29, Y14, Y14
+	VADDPS        Y14, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0x4e, X10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0xb1, X10, X14
+	VADDSS        X14, X10, X10
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X10, 4(CX)
+	VEXTRACTF64X4 $0x01, Z11, Y28
+	VEXTRACTF64X4 $0x01, Z15, Y29
+	VADDPS        Y28, Y11, Y11
+	VADDPS        Y29, Y15, Y15
+	VADDPS        Y15, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0x4e, X11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0xb1, X11, X15
+	VADDSS        X15, X11, X11
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X11, 4(CX)
+	MOVQ          wstride+8(FP), R11
+	LEAQ          (SI)(R11*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsBF16Z_pair
+
+dotPairsBF16Z_done:
+	VZEROUPPER
+	RET
+
+// func roundF16AVX(dst *float32, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·roundF16AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+roundF16AVX_8:
+	CMPQ      CX, $0x08
+	JL        roundF16AVX_done
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0x00, Y0, X1
+	VCVTPH2PS X1, Y1
+	VMOVUPS   Y1, (DI)
+	ADDQ      $0x20, SI
+	ADDQ      $0x20, DI
+	SUBQ      $0x08, CX
+	JMP       roundF16AVX_8
+
+roundF16AVX_done:
+	VZEROUPPER
+	RET
+
 // func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
 TEXT ·quantQ8pAVX512(SB), NOSPLIT, $0-28
@@ -18807,5 +20483,93 @@ quantQ8p1AVX512_block:
 	JMP           quantQ8p1AVX512_block
 
 quantQ8p1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantQ8xAVX512(dst *byte, src *float32, nb int, k uint32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·quantQ8xAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         CX, R8
+	SHLQ         $0x06, R8
+	ADDQ         DI, R8
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z20
+	MOVL         $0x3f000000, AX
+	VPBROADCASTD AX, Z21
+	MOVL         $0x3f800000, AX
+	VPBROADCASTD AX, Z22
+	MOVL         $0x80000000, AX
+	VPBROADCASTD AX, Z23
+	MOVL         k+24(FP), AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x42fe0000, AX
+	VMOVD        AX, X25
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X26
+
+quantQ8xAVX512_block:
+	TESTQ         CX, CX
+	JZ            quantQ8xAVX512_done
+	VMOVUPS       (SI), Z0
+	VMOVUPS       64(SI), Z1
+	VPANDD        Z20, Z0, Z2
+	VPANDD        Z20, Z1, Z3
+	VPXORD        Z4, Z4, Z4
+	VMAXPS        Z4, Z2, Z4
+	VMAXPS        Z4, Z3, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VMAXPS        Y5, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VMAXPS        X5, X4, X4
+	VDIVSS        X25, X4, X5
+	VDIVSS        X5, X26, X6
+	VXORPS        X7, X7, X7
+	VCMPSS        $0x00, X7, X5, X8
+	VANDNPS       X6, X8, X6
+	VBROADCASTSS  X6, Z6
+	VMULPS        Z6, Z0, Z0
+	VMULPS        Z6, Z1, Z1
+	VRNDSCALEPS   $0x03, Z0, Z16
+	VSUBPS        Z16, Z0, Z17
+	VPANDD        Z20, Z17, Z17
+	VCMPPS        $0x0d, Z21, Z17, K1
+	VPANDD        Z23, Z0, Z17
+	VPORD         Z22, Z17, Z17
+	VADDPS        Z17, Z16, K1, Z16
+	VCVTTPS2DQ    Z16, Z16
+	VPMOVDB       Z16, X2
+	VRNDSCALEPS   $0x03, Z1, Z16
+	VSUBPS        Z16, Z1, Z17
+	VPANDD        Z20, Z17, Z17
+	VCMPPS        $0x0d, Z21, Z17, K1
+	VPANDD        Z23, Z1, Z17
+	VPORD         Z22, Z17, Z17
+	VADDPS        Z17, Z16, K1, Z16
+	VCVTTPS2DQ    Z16, Z16
+	VPMOVDB       Z16, X3
+	VINSERTI128   $0x01, X3, Y2, Y2
+	VMOVDQU       Y2, (DI)
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y2, Y24, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQU       Y8, 32(DI)
+	VCVTPS2PH     $0x00, X5, X9
+	VCVTPH2PS     X9, X9
+	VMOVSS        X9, (R8)
+	ADDQ          $0x04, R8
+	ADDQ          $0x00000080, SI
+	ADDQ          $0x00000040, DI
+	DECQ          CX
+	JMP           quantQ8xAVX512_block
+
+quantQ8xAVX512_done:
 	VZEROUPPER
 	RET

@@ -277,8 +277,56 @@ func halfToF64PairsZ(dst *float64, src *uint16, n int, rd int)
 // scoresZ computes the scores of n positions from keys in position pairs (see internal/gen/attnz.go).
 func scoresZ(s *float32, q *float64, k *float64, n int, rd int, scale float32)
 
-// quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
+// dotRowsF32AVX computes out[r] = dot(weight row r, x) for r < rows, F32 rows wstride bytes apart (see internal/gen/frows.go).
+func dotRowsF32AVX(w *float32, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsF32Z is dotRowsF32AVX with 512-bit vectors, the same bits (see internal/gen/frows.go).
+func dotRowsF32Z(w *float32, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsF32x4Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/frows.go).
+func dotRowsF32x4Z(w *float32, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotPairsF32Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows (even), i < 4, two weight rows at a time (see internal/gen/frows.go).
+func dotPairsF32Z(w *float32, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotF16F32AVX is the dot product of n F16 weights with n float32 activations (see internal/gen/frows.go).
+func dotF16F32AVX(w *uint16, x *float32, n int) float32
+
+// dotRowsF16AVX computes out[r] = dot(weight row r, x) for r < rows, F16 rows wstride bytes apart (see internal/gen/frows.go).
+func dotRowsF16AVX(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsF16Z is dotRowsF16AVX with 512-bit vectors, the same bits (see internal/gen/frows.go).
+func dotRowsF16Z(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsF16x4Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/frows.go).
+func dotRowsF16x4Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotPairsF16Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows (even), i < 4, two weight rows at a time (see internal/gen/frows.go).
+func dotPairsF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotBF16F32AVX is the dot product of n BF16 weights with n float32 activations (see internal/gen/frows.go).
+func dotBF16F32AVX(w *uint16, x *float32, n int) float32
+
+// dotRowsBF16AVX computes out[r] = dot(weight row r, x) for r < rows, BF16 rows wstride bytes apart (see internal/gen/frows.go).
+func dotRowsBF16AVX(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsBF16Z is dotRowsBF16AVX with 512-bit vectors, the same bits (see internal/gen/frows.go).
+func dotRowsBF16Z(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsBF16x4Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/frows.go).
+func dotRowsBF16x4Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotPairsBF16Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows (even), i < 4, two weight rows at a time (see internal/gen/frows.go).
+func dotPairsBF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// roundF16AVX rounds n floats to half precision, kept as float32 (see internal/gen/frows.go).
+func roundF16AVX(dst *float32, src *float32, n int)
+
+// quantQ8pAVX512 quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)
 
-// quantQ8p1AVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
+// quantQ8p1AVX512 quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).
 func quantQ8p1AVX512(dst *byte, src *float32, nb int, k uint32)
+
+// quantQ8xAVX512 quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).
+func quantQ8xAVX512(dst *byte, src *float32, nb int, k uint32)

@@ -11,9 +11,10 @@ import (
 // MatMul's AVX-512 kernel set: the AVX2 set with the Q8_0, Q4_0 and float
 // row kernels replaced by kernels that produce the same bits faster:
 // qdot512_amd64.s (Q8_0 and Q4_0 rows, VNNI), qpair512_amd64.s (the same
-// for pairs of weight rows against four activation rows), fdot512_amd64.s
-// and fpair512_amd64.s (float rows), over activations converted by
-// q8x_amd64.s. K-quants keep their AVX2 kernels.
+// for pairs of weight rows against four activation rows), over activations
+// in the q8x layout (q8x_amd64.go), and internal/gen/frows.go's float
+// rows. The other quantised types keep their AVX2 row kernels (and have
+// AVX-512 prefill tiles).
 
 //go:noescape
 func dotRowsQ8_0VNNI(w *byte, wstride int, x *byte, nb, rows int, out *float32)
@@ -32,33 +33,6 @@ func dotPairsQ8_0VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out 
 
 //go:noescape
 func dotPairsQ4_0VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsF32Z(w *float32, wstride int, x *float32, n, rows int, out *float32)
-
-//go:noescape
-func dotRowsF16Z(w *uint16, wstride int, x *float32, n, rows int, out *float32)
-
-//go:noescape
-func dotRowsBF16Z(w *uint16, wstride int, x *float32, n, rows int, out *float32)
-
-//go:noescape
-func dotPairsF32Z(w *float32, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotPairsF16Z(w *uint16, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotPairsBF16Z(w *uint16, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsF32x4Z(w *float32, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsF16x4Z(w *uint16, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsBF16x4Z(w *uint16, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
 
 // qRows are the kernels of one 32-element block type (wb bytes per weight
 // block) over q8x activations: one multiplies many weight rows with one

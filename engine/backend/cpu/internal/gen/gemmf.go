@@ -12,7 +12,7 @@ import (
 // a float32 copy of the weights made once per call): tiles of R weight rows
 // by C activation rows, with AVX-512 F.
 //
-// Per output, the arithmetic of the 512-bit row kernels (fdot512_amd64.s):
+// Per output, the arithmetic of the 512-bit row kernels (frows.go):
 // two 16-lane accumulators, elements 32j..32j+15 into the first and
 // 32j+16..32j+31 into the second, one FMA per 16 elements in element order;
 // then (low half of the first + its high half) + (low half of the second +

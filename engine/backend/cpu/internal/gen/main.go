@@ -24,6 +24,7 @@ func main() {
 	block32Family()
 	attnZ()
 	attnScoresZ()
+	floatFamily("")
 	q8p()
 	Generate()
 }

@@ -25,21 +25,36 @@ import (
 // q8p1Unit bytes: also s = fp16(d * sum of the 32 quants), as engine/quant's
 // Q8_1 stores it, converted back to float32, at +192 (the token's 8 lanes:
 // s, then 7 zeros).
+//
+// quantQ8xAVX512 writes the q8x layout of the AVX-512 row kernels
+// (q8x_amd64.go): per block a 64-byte unit of the 32 quants and their 8
+// lane corrections, then, after the nb units, the nb scales (float32).
 func q8p() {
-	q8pGen(false)
-	q8pGen(true)
+	q8pGen(q8pLayout{name: "quantQ8pAVX512", corr: 64, unit: q8pUnit})
+	q8pGen(q8pLayout{name: "quantQ8p1AVX512", corr: 64, unit: q8p1Unit, withS: true})
+	q8pGen(q8pLayout{name: "quantQ8xAVX512", corr: 32, unit: 64, scalesAfter: true})
 }
 
-func q8pGen(withS bool) {
-	name, unit := "quantQ8pAVX512", q8pUnit
-	if withS {
-		name, unit = "quantQ8p1AVX512", q8p1Unit
-	}
+// q8pLayout is where a converter stores a block's parts.
+type q8pLayout struct {
+	name        string
+	corr, unit  int  // byte offset of the corrections in a block's unit; unit size
+	withS       bool // Q8_1's s at +192
+	scalesAfter bool // scales as nb float32 after the units (q8x), else 8 times at +128
+}
+
+func q8pGen(l q8pLayout) {
+	name, unit, withS := l.name, l.unit, l.withS
 	TEXT(name, NOSPLIT, "func(dst *byte, src *float32, nb int, k uint32)")
-	Doc(name + " writes one token of the q8p prefill layout (see internal/gen/q8p.go).")
+	Doc(name + " quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
 	Load(Param("nb"), RCX)
+	if l.scalesAfter {
+		MOVQ(RCX, R8)
+		SHLQ(U8(6), R8)
+		ADDQ(RDI, R8)
+	}
 	bcast := func(v uint32, z VecPhysical) {
 		MOVL(U32(v), EAX)
 		VPBROADCASTD(EAX, z)
@@ -97,13 +112,18 @@ func q8pGen(withS bool) {
 	raw("VPDPBUSD", Y2, Y24, Y7)
 	VPXORD(Y8, Y8, Y8)
 	VPSUBD(Y7, Y8, Y8)
-	VMOVDQU(Y8, Mem{Base: RDI, Disp: 64})
+	VMOVDQU(Y8, Mem{Base: RDI, Disp: l.corr})
 
-	// The scale as stored in Q8_0 (fp16, to nearest even) and back, 8 times.
+	// The scale as stored in Q8_0 (fp16, to nearest even) and back.
 	VCVTPS2PH(U8(0), X5, X9)
 	VCVTPH2PS(X9, X9)
-	VBROADCASTSS(X9, Y9)
-	VMOVUPS(Y9, Mem{Base: RDI, Disp: 128})
+	if l.scalesAfter {
+		VMOVSS(X9, Mem{Base: R8})
+		ADDQ(U8(4), R8)
+	} else {
+		VBROADCASTSS(X9, Y9)
+		VMOVUPS(Y9, Mem{Base: RDI, Disp: 128})
+	}
 
 	if withS {
 		// The sum of the quants: VPDPBUSD with ones gives the sums of 4,
