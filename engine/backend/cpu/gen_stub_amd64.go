@@ -322,6 +322,42 @@ func dotPairsBF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows 
 // roundF16AVX rounds n floats to half precision, kept as float32 (see internal/gen/frows.go).
 func roundF16AVX(dst *float32, src *float32, n int)
 
+// dotRowsQ8_0VNNI computes out[r] = dot(weight row r, x) for r < rows, Q8_0 rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
+func dotRowsQ8_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// dotRowsQ8_0x4VNNI computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).
+func dotRowsQ8_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairsQ8_0VNNI is dotRowsQ8_0x4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+func dotPairsQ8_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotRowsQ4_0VNNI computes out[r] = dot(weight row r, x) for r < rows, Q4_0 rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
+func dotRowsQ4_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// dotRowsQ4_0x4VNNI computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).
+func dotRowsQ4_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairsQ4_0VNNI is dotRowsQ4_0x4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+func dotPairsQ4_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotRowsQ5_0VNNI computes out[r] = dot(weight row r, x) for r < rows, Q5_0 rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
+func dotRowsQ5_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// dotRowsQ5_0x4VNNI computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).
+func dotRowsQ5_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairsQ5_0VNNI is dotRowsQ5_0x4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+func dotPairsQ5_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotRowsIQ4_NLVNNI computes out[r] = dot(weight row r, x) for r < rows, IQ4_NL rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
+func dotRowsIQ4_NLVNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// dotRowsIQ4_NLx4VNNI computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).
+func dotRowsIQ4_NLx4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairsIQ4_NLVNNI is dotRowsIQ4_NLx4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+func dotPairsIQ4_NLVNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
 // quantQ8pAVX512 quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)
 

@@ -8,31 +8,13 @@ import (
 	"rill/engine/quant"
 )
 
-// MatMul's AVX-512 kernel set: the AVX2 set with the Q8_0, Q4_0 and float
-// row kernels replaced by kernels that produce the same bits faster:
-// qdot512_amd64.s (Q8_0 and Q4_0 rows, VNNI), qpair512_amd64.s (the same
-// for pairs of weight rows against four activation rows), over activations
-// in the q8x layout (q8x_amd64.go), and internal/gen/frows.go's float
-// rows. The other quantised types keep their AVX2 row kernels (and have
-// AVX-512 prefill tiles).
-
-//go:noescape
-func dotRowsQ8_0VNNI(w *byte, wstride int, x *byte, nb, rows int, out *float32)
-
-//go:noescape
-func dotRowsQ4_0VNNI(w *byte, wstride int, x *byte, nb, rows int, out *float32)
-
-//go:noescape
-func dotRowsQ8_0x4VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsQ4_0x4VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotPairsQ8_0VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotPairsQ4_0VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
+// MatMul's AVX-512 kernel set: the AVX2 set with the Q8_0, Q4_0, Q5_0,
+// IQ4_NL and float row kernels replaced by kernels that produce the same
+// bits faster: internal/gen/q32z.go's VNNI rows (one weight row, rows by
+// four activation rows, row pairs) over activations in the q8x layout
+// (q8x_amd64.go), and internal/gen/frows.go's float rows. The other
+// quantised types keep their AVX2 row kernels (and have AVX-512 prefill
+// tiles).
 
 // qRows are the kernels of one 32-element block type (wb bytes per weight
 // block) over q8x activations: one multiplies many weight rows with one
@@ -47,8 +29,10 @@ type qRows struct {
 }
 
 var (
-	q8_0Rows = qRows{wb: 34, one: dotRowsQ8_0VNNI, four: dotRowsQ8_0x4VNNI, pairs: dotPairsQ8_0VNNI}
-	q4_0Rows = qRows{wb: 18, one: dotRowsQ4_0VNNI, four: dotRowsQ4_0x4VNNI, pairs: dotPairsQ4_0VNNI}
+	q8_0Rows  = qRows{wb: 34, one: dotRowsQ8_0VNNI, four: dotRowsQ8_0x4VNNI, pairs: dotPairsQ8_0VNNI}
+	q4_0Rows  = qRows{wb: 18, one: dotRowsQ4_0VNNI, four: dotRowsQ4_0x4VNNI, pairs: dotPairsQ4_0VNNI}
+	q5_0Rows  = qRows{wb: 22, one: dotRowsQ5_0VNNI, four: dotRowsQ5_0x4VNNI, pairs: dotPairsQ5_0VNNI}
+	iq4NLRows = qRows{wb: 18, one: dotRowsIQ4_NLVNNI, four: dotRowsIQ4_NLx4VNNI, pairs: dotPairsIQ4_NLVNNI}
 )
 
 // dots computes out[r] = dot(weight row r, x) for r < rows.
@@ -272,7 +256,7 @@ func avx512Kernels() *kernelSet {
 		t    quant.Type
 		k    *qRows
 		corr int32
-	}{{quant.Q8_0, &q8_0Rows, 128}, {quant.Q4_0, &q4_0Rows, 8}} {
+	}{{quant.Q8_0, &q8_0Rows, 128}, {quant.Q4_0, &q4_0Rows, 8}, {quant.Q5_0, &q5_0Rows, 16}, {quant.IQ4_NL, &iq4NLRows, 128}} {
 		r[c.t] = rowKernel{
 			xType: quant.Q8_0, xBlock: q8xBlockBytes, convert: q8xConverter(c.corr),
 			dot: c.k.dot, dots: c.k.dots, dot4: c.k.dot4, dots4: c.k.dots4,

@@ -25,6 +25,7 @@ func main() {
 	attnZ()
 	attnScoresZ()
 	floatFamily("")
+	q32zFamily("")
 	q8p()
 	Generate()
 }
