@@ -22,7 +22,7 @@ import (
 // exact integer sum of w*x; then acc = fma(float(lanes), dw*dx, acc), and
 // at the end each token's 8 lanes are summed as HSUMPS does. That is, per
 // output, exactly the arithmetic of the AVX-512 and AVX2 row kernels
-// (qdot512_amd64.s, b32.go): a row's prefill result is the bits of
+// (q32z.go, b32.go): a row's prefill result is the bits of
 // its decode result.
 
 // q8pUnit is the size of one block of one token pair in the q8p layout:

@@ -450,10 +450,9 @@ func kquantFamily() {
 	quantQ8K(true)
 }
 
-// prefetchBlock prefetches the weight bytes of one super-block PF0 ahead
-// into L1 and PF1 ahead into L2 (see prefetch.h).
+// prefetchBlock prefetches the weight bytes of one super-block pf0 ahead
+// into L1 and pf1 ahead into L2 (see frows.go).
 func prefetchBlock(bytes int) {
-	const pf0, pf1 = 1024, 8192
 	for off := 0; off < bytes; off += 64 {
 		PREFETCHT0(Mem{Base: RSI, Disp: pf0 + off})
 	}
