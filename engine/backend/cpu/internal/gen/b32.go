@@ -21,8 +21,8 @@ import (
 // rounded to float32; for Q4_1 and Q5_1 then acc = fma(m, S, acc) where S
 // holds the activation block's s in lane 0 and zeros elsewhere (so lane 0
 // adds m*s). Blocks in order, one 8-lane accumulator per row, reduced as
-// HSUMPS does. The AVX-512 kernels (q32z.go's rows, gemm32.go's tiles) follow the same steps, so results do not depend on
-// the kernel.
+// HSUMPS does. The AVX-512 kernels (q32z.go's rows, gemm32.go's tiles)
+// follow the same steps, so results do not depend on the kernel.
 
 type block32AVX2 struct {
 	name   string
