@@ -113,13 +113,24 @@ func (b *Backend) gemm(g *gemmKernel, x []float32) {
 		b.gemmConvert(0, j.n)
 	}
 	g.finish(j.x, j.cols, j.n)
-	// Rows in ranges of at least grainRows (a few register tiles), so that
-	// every thread gets work of the same shape.
-	b.pool.run(j.rows, gemmGrainRows, b.gemmFn)
+	// Rows in about gemmRangesPerThread ranges per thread, of at least
+	// gemmGrainRows (a few register tiles) and a multiple of 12 (whole
+	// 4-row and 3-row panels), claimed one at a time.
+	chunk := j.rows / (b.pool.threads * gemmRangesPerThread)
+	chunk = max(gemmGrainRows, (chunk+11)/12*12)
+	b.pool.runRanges(j.rows, chunk, gemmGrainRows, b.gemmFn)
 }
 
-// gemmGrainRows is the least number of weight rows of one prefill range.
-const gemmGrainRows = 16
+const (
+	// gemmGrainRows is the least number of weight rows of one prefill
+	// range.
+	gemmGrainRows = 16
+	// gemmRangesPerThread: a prefill multiplication is long (milliseconds),
+	// so it is cut into many ranges; a thread that the machine slows down
+	// (other processes) then holds back one small range, not a quarter of
+	// the work.
+	gemmRangesPerThread = 8
+)
 
 func (b *Backend) gemmConvert(lo, hi int) {
 	j := &b.mm
