@@ -22829,6 +22829,552 @@ dotPairsIQ4_NLVNNI_done:
 	VZEROUPPER
 	RET
 
+DATA expc<>+0(SB)/8, $0xc2d00000c2d00000
+DATA expc<>+8(SB)/8, $0xc2d00000c2d00000
+DATA expc<>+16(SB)/8, $0xc2d00000c2d00000
+DATA expc<>+24(SB)/8, $0xc2d00000c2d00000
+DATA expc<>+32(SB)/8, $0x42b1721842b17218
+DATA expc<>+40(SB)/8, $0x42b1721842b17218
+DATA expc<>+48(SB)/8, $0x42b1721842b17218
+DATA expc<>+56(SB)/8, $0x42b1721842b17218
+DATA expc<>+64(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expc<>+72(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expc<>+80(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expc<>+88(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expc<>+96(SB)/8, $0x3f3180003f318000
+DATA expc<>+104(SB)/8, $0x3f3180003f318000
+DATA expc<>+112(SB)/8, $0x3f3180003f318000
+DATA expc<>+120(SB)/8, $0x3f3180003f318000
+DATA expc<>+128(SB)/8, $0xb95e8083b95e8083
+DATA expc<>+136(SB)/8, $0xb95e8083b95e8083
+DATA expc<>+144(SB)/8, $0xb95e8083b95e8083
+DATA expc<>+152(SB)/8, $0xb95e8083b95e8083
+DATA expc<>+160(SB)/8, $0x39500d0139500d01
+DATA expc<>+168(SB)/8, $0x39500d0139500d01
+DATA expc<>+176(SB)/8, $0x39500d0139500d01
+DATA expc<>+184(SB)/8, $0x39500d0139500d01
+DATA expc<>+192(SB)/8, $0x3ab60b613ab60b61
+DATA expc<>+200(SB)/8, $0x3ab60b613ab60b61
+DATA expc<>+208(SB)/8, $0x3ab60b613ab60b61
+DATA expc<>+216(SB)/8, $0x3ab60b613ab60b61
+DATA expc<>+224(SB)/8, $0x3c0888893c088889
+DATA expc<>+232(SB)/8, $0x3c0888893c088889
+DATA expc<>+240(SB)/8, $0x3c0888893c088889
+DATA expc<>+248(SB)/8, $0x3c0888893c088889
+DATA expc<>+256(SB)/8, $0x3d2aaaab3d2aaaab
+DATA expc<>+264(SB)/8, $0x3d2aaaab3d2aaaab
+DATA expc<>+272(SB)/8, $0x3d2aaaab3d2aaaab
+DATA expc<>+280(SB)/8, $0x3d2aaaab3d2aaaab
+DATA expc<>+288(SB)/8, $0x3e2aaaab3e2aaaab
+DATA expc<>+296(SB)/8, $0x3e2aaaab3e2aaaab
+DATA expc<>+304(SB)/8, $0x3e2aaaab3e2aaaab
+DATA expc<>+312(SB)/8, $0x3e2aaaab3e2aaaab
+DATA expc<>+320(SB)/8, $0x3f0000003f000000
+DATA expc<>+328(SB)/8, $0x3f0000003f000000
+DATA expc<>+336(SB)/8, $0x3f0000003f000000
+DATA expc<>+344(SB)/8, $0x3f0000003f000000
+DATA expc<>+352(SB)/8, $0x3f8000003f800000
+DATA expc<>+360(SB)/8, $0x3f8000003f800000
+DATA expc<>+368(SB)/8, $0x3f8000003f800000
+DATA expc<>+376(SB)/8, $0x3f8000003f800000
+GLOBL expc<>(SB), RODATA|NOPTR, $384
+
+// func cpuPause()
+TEXT ·cpuPause(SB), NOSPLIT, $0
+	PAUSE
+	RET
+
+// func dotF32AVX(a *float32, b *float32, n int) float32
+// Requires: AVX, FMA3, SSE
+TEXT ·dotF32AVX(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotF32AVX_big:
+	CMPQ        CX, $0x20
+	JL          dotF32AVX_8
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	VMOVUPS     32(SI), Y5
+	VFMADD231PS 32(DI), Y5, Y1
+	VMOVUPS     64(SI), Y6
+	VFMADD231PS 64(DI), Y6, Y2
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, DI
+	SUBQ        $0x20, CX
+	JMP         dotF32AVX_big
+
+dotF32AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotF32AVX_end
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $0x00000020, SI
+	ADDQ        $0x00000020, DI
+	SUBQ        $0x08, CX
+	JMP         dotF32AVX_8
+
+dotF32AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func axpyAVX(y *float32, a float32, x *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·axpyAVX(SB), NOSPLIT, $0-32
+	MOVQ         y+0(FP), DI
+	VBROADCASTSS a+8(FP), Y15
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+axpyAVX_big:
+	CMPQ        CX, $0x20
+	JL          axpyAVX_8
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y15, Y0
+	VMOVUPS     Y0, (DI)
+	VMOVUPS     32(DI), Y1
+	VFMADD231PS 32(SI), Y15, Y1
+	VMOVUPS     Y1, 32(DI)
+	VMOVUPS     64(DI), Y2
+	VFMADD231PS 64(SI), Y15, Y2
+	VMOVUPS     Y2, 64(DI)
+	VMOVUPS     96(DI), Y3
+	VFMADD231PS 96(SI), Y15, Y3
+	VMOVUPS     Y3, 96(DI)
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, DI
+	SUBQ        $0x20, CX
+	JMP         axpyAVX_big
+
+axpyAVX_8:
+	CMPQ        CX, $0x08
+	JL          axpyAVX_end
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y15, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $0x00000020, SI
+	ADDQ        $0x00000020, DI
+	SUBQ        $0x08, CX
+	JMP         axpyAVX_8
+
+axpyAVX_end:
+	VZEROUPPER
+	RET
+
+// func scaleAVX(x *float32, a float32, n int)
+// Requires: AVX
+TEXT ·scaleAVX(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS a+8(FP), Y15
+	MOVQ         n+16(FP), CX
+
+scaleAVX_big:
+	CMPQ    CX, $0x20
+	JL      scaleAVX_8
+	VMULPS  (DI), Y15, Y0
+	VMOVUPS Y0, (DI)
+	VMULPS  32(DI), Y15, Y1
+	VMOVUPS Y1, 32(DI)
+	VMULPS  64(DI), Y15, Y2
+	VMOVUPS Y2, 64(DI)
+	VMULPS  96(DI), Y15, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $0x00000080, DI
+	SUBQ    $0x20, CX
+	JMP     scaleAVX_big
+
+scaleAVX_8:
+	CMPQ    CX, $0x08
+	JL      scaleAVX_end
+	VMULPS  (DI), Y15, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x08, CX
+	JMP     scaleAVX_8
+
+scaleAVX_end:
+	VZEROUPPER
+	RET
+
+// func addAVX(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX
+TEXT ·addAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+addAVX_big:
+	CMPQ    CX, $0x20
+	JL      addAVX_8
+	VMOVUPS (SI), Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VADDPS  32(DX), Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VADDPS  64(DX), Y2, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VADDPS  96(DX), Y3, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $0x00000080, SI
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, DI
+	SUBQ    $0x20, CX
+	JMP     addAVX_big
+
+addAVX_8:
+	CMPQ    CX, $0x08
+	JL      addAVX_end
+	VMOVUPS (SI), Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $0x00000020, SI
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x08, CX
+	JMP     addAVX_8
+
+addAVX_end:
+	VZEROUPPER
+	RET
+
+// func sumSquaresAVX(x *float32, n int) float64
+// Requires: AVX, FMA3, SSE2
+TEXT ·sumSquaresAVX(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+
+ss_16:
+	CMPQ        CX, $0x10
+	JL          ss_8
+	VCVTPS2PD   (SI), Y4
+	VCVTPS2PD   16(SI), Y5
+	VCVTPS2PD   32(SI), Y6
+	VCVTPS2PD   48(SI), Y7
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	VFMADD231PD Y6, Y6, Y2
+	VFMADD231PD Y7, Y7, Y3
+	ADDQ        $0x40, SI
+	SUBQ        $0x10, CX
+	JMP         ss_16
+
+ss_8:
+	CMPQ        CX, $0x08
+	JL          ss_end
+	VCVTPS2PD   (SI), Y4
+	VCVTPS2PD   16(SI), Y5
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	ADDQ        $0x20, SI
+	SUBQ        $0x08, CX
+	JMP         ss_8
+
+ss_end:
+	VADDPD       Y1, Y0, Y0
+	VADDPD       Y3, Y2, Y2
+	VADDPD       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPD       X1, X0, X0
+	VPERMILPD    $0x01, X0, X1
+	VADDSD       X1, X0, X0
+	MOVSD        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func scaleMulAVX(out *float32, x *float32, s float32, w *float32, n int)
+// Requires: AVX
+TEXT ·scaleMulAVX(SB), NOSPLIT, $0-40
+	MOVQ         out+0(FP), DI
+	MOVQ         x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y15
+	MOVQ         w+24(FP), DX
+	MOVQ         n+32(FP), CX
+
+scaleMulAVX_big:
+	CMPQ    CX, $0x10
+	JL      scaleMulAVX_8
+	VMULPS  (SI), Y15, Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMULPS  32(SI), Y15, Y1
+	VMULPS  32(DX), Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	ADDQ    $0x00000040, SI
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, DI
+	SUBQ    $0x10, CX
+	JMP     scaleMulAVX_big
+
+scaleMulAVX_8:
+	CMPQ    CX, $0x08
+	JL      scaleMulAVX_end
+	VMULPS  (SI), Y15, Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $0x00000020, SI
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x08, CX
+	JMP     scaleMulAVX_8
+
+scaleMulAVX_end:
+	VZEROUPPER
+	RET
+
+// func maxAVX(x *float32, n int) float32
+// Requires: AVX, SSE
+TEXT ·maxAVX(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VMOVAPS Y0, Y1
+
+maxAVX_8:
+	CMPQ   CX, $0x08
+	JL     maxAVX_end
+	VMAXPS (SI), Y0, Y0
+	ADDQ   $0x00000020, SI
+	SUBQ   $0x08, CX
+	JMP    maxAVX_8
+
+maxAVX_end:
+	VMAXPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXSS       X1, X0, X0
+	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func expSubSumAVX(x *float32, m float32, n int) float64
+// Requires: AVX, AVX2, FMA3, SSE2
+TEXT ·expSubSumAVX(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS m+8(FP), Y15
+	MOVQ         n+16(FP), CX
+	VXORPD       Y8, Y8, Y8
+	VXORPD       Y9, Y9, Y9
+
+expSubSumAVX_8:
+	CMPQ         CX, $0x08
+	JL           expSubSumAVX_end
+	VMOVUPS      (DI), Y0
+	VSUBPS       Y15, Y0, Y0
+	VMOVUPS      expc<>+0(SB), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMOVUPS      expc<>+32(SB), Y1
+	VMINPS       Y0, Y1, Y0
+	VMULPS       expc<>+64(SB), Y0, Y1
+	VROUNDPS     $0x00, Y1, Y1
+	VFNMADD231PS expc<>+96(SB), Y1, Y0
+	VFNMADD231PS expc<>+128(SB), Y1, Y0
+	VMOVUPS      expc<>+160(SB), Y2
+	VFMADD213PS  expc<>+192(SB), Y0, Y2
+	VFMADD213PS  expc<>+224(SB), Y0, Y2
+	VFMADD213PS  expc<>+256(SB), Y0, Y2
+	VFMADD213PS  expc<>+288(SB), Y0, Y2
+	VFMADD213PS  expc<>+320(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VCVTPS2DQ    Y1, Y1
+	VPSRAD       $0x01, Y1, Y3
+	VPSUBD       Y3, Y1, Y1
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       expc<>+352(SB), Y3, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       expc<>+352(SB), Y1, Y1
+	VMULPS       Y3, Y2, Y2
+	VMULPS       Y1, Y2, Y0
+	VMOVUPS      Y0, (DI)
+	VCVTPS2PD    X0, Y4
+	VEXTRACTF128 $0x01, Y0, X5
+	VCVTPS2PD    X5, Y5
+	VADDPD       Y4, Y8, Y8
+	VADDPD       Y5, Y9, Y9
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x08, CX
+	JMP          expSubSumAVX_8
+
+expSubSumAVX_end:
+	VADDPD       Y9, Y8, Y8
+	VEXTRACTF128 $0x01, Y8, X1
+	VADDPD       X1, X8, X8
+	VPERMILPD    $0x01, X8, X1
+	VADDSD       X1, X8, X8
+	MOVSD        X8, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func swigluAVX(out *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·swigluAVX(SB), NOSPLIT, $0-32
+	MOVQ    out+0(FP), DI
+	MOVQ    gate+8(FP), SI
+	MOVQ    up+16(FP), DX
+	MOVQ    n+24(FP), CX
+	VXORPS  Y14, Y14, Y14
+	VMOVUPS expc<>+352(SB), Y13
+
+swigluAVX_8:
+	CMPQ         CX, $0x08
+	JL           swigluAVX_end
+	VMOVUPS      (SI), Y4
+	VSUBPS       Y4, Y14, Y0
+	VMOVUPS      expc<>+0(SB), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMOVUPS      expc<>+32(SB), Y1
+	VMINPS       Y0, Y1, Y0
+	VMULPS       expc<>+64(SB), Y0, Y1
+	VROUNDPS     $0x00, Y1, Y1
+	VFNMADD231PS expc<>+96(SB), Y1, Y0
+	VFNMADD231PS expc<>+128(SB), Y1, Y0
+	VMOVUPS      expc<>+160(SB), Y2
+	VFMADD213PS  expc<>+192(SB), Y0, Y2
+	VFMADD213PS  expc<>+224(SB), Y0, Y2
+	VFMADD213PS  expc<>+256(SB), Y0, Y2
+	VFMADD213PS  expc<>+288(SB), Y0, Y2
+	VFMADD213PS  expc<>+320(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VCVTPS2DQ    Y1, Y1
+	VPSRAD       $0x01, Y1, Y3
+	VPSUBD       Y3, Y1, Y1
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       expc<>+352(SB), Y3, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       expc<>+352(SB), Y1, Y1
+	VMULPS       Y3, Y2, Y2
+	VMULPS       Y1, Y2, Y0
+	VADDPS       Y13, Y0, Y0
+	VDIVPS       Y0, Y4, Y4
+	VMULPS       (DX), Y4, Y4
+	VMOVUPS      Y4, (DI)
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x08, CX
+	JMP          swigluAVX_8
+
+swigluAVX_end:
+	VZEROUPPER
+	RET
+
+// func expAVX(dst *float32, src *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·expAVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+expAVX_8:
+	CMPQ         CX, $0x08
+	JL           expAVX_end
+	VMOVUPS      (SI), Y0
+	VMOVUPS      expc<>+0(SB), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMOVUPS      expc<>+32(SB), Y1
+	VMINPS       Y0, Y1, Y0
+	VMULPS       expc<>+64(SB), Y0, Y1
+	VROUNDPS     $0x00, Y1, Y1
+	VFNMADD231PS expc<>+96(SB), Y1, Y0
+	VFNMADD231PS expc<>+128(SB), Y1, Y0
+	VMOVUPS      expc<>+160(SB), Y2
+	VFMADD213PS  expc<>+192(SB), Y0, Y2
+	VFMADD213PS  expc<>+224(SB), Y0, Y2
+	VFMADD213PS  expc<>+256(SB), Y0, Y2
+	VFMADD213PS  expc<>+288(SB), Y0, Y2
+	VFMADD213PS  expc<>+320(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VCVTPS2DQ    Y1, Y1
+	VPSRAD       $0x01, Y1, Y3
+	VPSUBD       Y3, Y1, Y1
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       expc<>+352(SB), Y3, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       expc<>+352(SB), Y1, Y1
+	VMULPS       Y3, Y2, Y2
+	VMULPS       Y1, Y2, Y0
+	VMOVUPS      Y0, (DI)
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x08, CX
+	JMP          expAVX_8
+
+expAVX_end:
+	VZEROUPPER
+	RET
+
+// func f16ToF32AVX(dst *float32, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·f16ToF32AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+f16ToF32AVX_8:
+	CMPQ      CX, $0x08
+	JL        f16ToF32AVX_end
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $0x00000010, SI
+	ADDQ      $0x00000020, DI
+	SUBQ      $0x08, CX
+	JMP       f16ToF32AVX_8
+
+f16ToF32AVX_end:
+	VZEROUPPER
+	RET
+
+// func f32ToF16AVX(dst *uint16, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·f32ToF16AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+f32ToF16AVX_8:
+	CMPQ      CX, $0x08
+	JL        f32ToF16AVX_end
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0x00, Y0, (DI)
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000010, DI
+	SUBQ      $0x08, CX
+	JMP       f32ToF16AVX_8
+
+f32ToF16AVX_end:
+	VZEROUPPER
+	RET
+
 // func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
 TEXT ·quantQ8pAVX512(SB), NOSPLIT, $0-28

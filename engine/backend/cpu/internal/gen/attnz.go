@@ -38,7 +38,7 @@ func vaccZ(nh, nz int, shared bool) {
 	if shared {
 		name = fmt.Sprintf("vaccZS%dx%d", nh, nz)
 	}
-	TEXT(name, NOSPLIT, "func(acc *float32, v *uint16, w *float32, flags *uint8, n, vstride, wstride, astride int, voff *int)")
+	text(name, NOSPLIT, "func(acc *float32, v *uint16, w *float32, flags *uint8, n, vstride, wstride, astride int, voff *int)")
 	Doc(fmt.Sprintf("%s runs the ordered value updates of %d heads by %d chunks of 16 accumulators (see internal/gen/attnz.go).", name, nh, nz))
 	a := func(i, c int) VecPhysical { return zreg(i*nz + c) }
 	vp := []GPPhysical{R8, R9, R10, R11}[:nh]
@@ -140,7 +140,7 @@ func vaccZ(nh, nz int, shared bool) {
 //	scoresZ(s *float32, q, k *float64, n, rd int, scale float32)
 //	    s[8*p] = float32(q . k_p) * scale for p < n, k in that layout.
 func attnScoresZ() {
-	TEXT("halfToF64PairsZ", NOSPLIT, "func(dst *float64, src *uint16, n, rd int)")
+	text("halfToF64PairsZ", NOSPLIT, "func(dst *float64, src *uint16, n, rd int)")
 	Doc("halfToF64PairsZ converts rows of halves to float64 in position pairs (see internal/gen/attnz.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
@@ -192,7 +192,7 @@ func attnScoresZ() {
 	VZEROUPPER()
 	RET()
 
-	TEXT("scoresZ", NOSPLIT, "func(s *float32, q, k *float64, n, rd int, scale float32)")
+	text("scoresZ", NOSPLIT, "func(s *float32, q, k *float64, n, rd int, scale float32)")
 	Doc("scoresZ computes the scores of n positions from keys in position pairs (see internal/gen/attnz.go).")
 	Load(Param("s"), RDI)
 	Load(Param("q"), RSI)

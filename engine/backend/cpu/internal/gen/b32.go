@@ -161,7 +161,7 @@ func b32prep(b block32AVX2, m Mem, w, sw VecPhysical) {
 // b32dot1 generates b32dot<T>.
 func b32dot1(b block32AVX2) {
 	name := "b32dot" + b.name
-	TEXT(name, NOSPLIT, "func(w, x *byte, nb int) float32")
+	text(name, NOSPLIT, "func(w, x *byte, nb int) float32")
 	Doc(fmt.Sprintf("%s returns the dot product of nb %s blocks with nb activation blocks (see internal/gen/b32.go).", name, b.name))
 	Load(Param("w"), RSI)
 	Load(Param("x"), RDI)
@@ -275,7 +275,7 @@ func b32scale1(b block32AVX2, w, x GPPhysical, d, m, s VecPhysical) {
 // rows xstride bytes apart, dots stored at out[i*ostride].
 func b32dot4(b block32AVX2) {
 	name := "b32dot4" + b.name
-	TEXT(name, NOSPLIT, "func(w, x *byte, xstride, nb int, out *float32, ostride int)")
+	text(name, NOSPLIT, "func(w, x *byte, xstride, nb int, out *float32, ostride int)")
 	Doc(fmt.Sprintf("%s returns the dots of nb %s blocks with four activation rows (see internal/gen/b32.go).", name, b.name))
 	xs := []GPPhysical{RDI, R9, R10, R11}
 	Load(Param("w"), RSI)

@@ -74,7 +74,7 @@ func floatFamily(suffix string) {
 // roundF16 generates roundF16AVX(dst, src *float32, n int):
 // dst = float32(half(src)), to nearest even, n a multiple of 8.
 func roundF16() {
-	TEXT("roundF16AVX", NOSPLIT, "func(dst, src *float32, n int)")
+	text("roundF16AVX", NOSPLIT, "func(dst, src *float32, n int)")
 	Doc("roundF16AVX rounds n floats to half precision, kept as float32 (see internal/gen/frows.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
@@ -152,7 +152,7 @@ func frowBody(t floatType, label string) {
 // frowAVX generates dot<T>F32AVX(w *uint16, x *float32, n int) float32.
 func frowAVX(t floatType, suffix string) {
 	name := fmt.Sprintf("dot%sF32AVX%s", t.name, suffix)
-	TEXT(name, NOSPLIT, "func(w *uint16, x *float32, n int) float32")
+	text(name, NOSPLIT, "func(w *uint16, x *float32, n int) float32")
 	Doc(fmt.Sprintf("%s is the dot product of n %s weights with n float32 activations (see internal/gen/frows.go).", name, t.name))
 	Load(Param("w"), RAX)
 	Load(Param("x"), RBX)
@@ -174,7 +174,7 @@ func wPtr(t floatType) string {
 // frowsAVX generates dotRows<T>AVX.
 func frowsAVX(t floatType, suffix string) {
 	name := fmt.Sprintf("dotRows%sAVX%s", t.name, suffix)
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(w %s, wstride int, x *float32, n, rows int, out *float32)", wPtr(t)))
+	text(name, NOSPLIT, fmt.Sprintf("func(w %s, wstride int, x *float32, n, rows int, out *float32)", wPtr(t)))
 	Doc(fmt.Sprintf("%s computes out[r] = dot(weight row r, x) for r < rows, %s rows wstride bytes apart (see internal/gen/frows.go).", name, t.name))
 	Load(Param("w"), RSI)
 	Load(Param("wstride"), R8)
@@ -203,7 +203,7 @@ func frowsAVX(t floatType, suffix string) {
 // frowsZ generates dotRows<T>Z.
 func frowsZ(t floatType, suffix string) {
 	name := fmt.Sprintf("dotRows%sZ%s", t.name, suffix)
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(w %s, wstride int, x *float32, n, rows int, out *float32)", wPtr(t)))
+	text(name, NOSPLIT, fmt.Sprintf("func(w %s, wstride int, x *float32, n, rows int, out *float32)", wPtr(t)))
 	Doc(fmt.Sprintf("%s is dotRows%sAVX with 512-bit vectors, the same bits (see internal/gen/frows.go).", name, t.name))
 	Load(Param("w"), RSI)
 	Load(Param("wstride"), R8)
@@ -263,7 +263,7 @@ func frowsZ(t floatType, suffix string) {
 // converted once for four activation rows.
 func frows4Z(t floatType, suffix string) {
 	name := fmt.Sprintf("dotRows%sx4Z%s", t.name, suffix)
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(w %s, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)", wPtr(t)))
+	text(name, NOSPLIT, fmt.Sprintf("func(w %s, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)", wPtr(t)))
 	Doc(fmt.Sprintf("%s computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/frows.go).", name))
 	xs := []GPPhysical{RBX, R12, RDI, R13}
 	Load(Param("w"), RSI)
@@ -346,7 +346,7 @@ func frows4Z(t floatType, suffix string) {
 // goes into the low eight lanes of acc0 by a merge-masked fma (K1 = 0xff).
 func fpairsZ(t floatType, suffix string) {
 	name := fmt.Sprintf("dotPairs%sZ%s", t.name, suffix)
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(w %s, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)", wPtr(t)))
+	text(name, NOSPLIT, fmt.Sprintf("func(w %s, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)", wPtr(t)))
 	Doc(fmt.Sprintf("%s computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows (even), i < 4, two weight rows at a time (see internal/gen/frows.go).", name))
 	xs := []GPPhysical{RBX, R12, R13, R9}
 	// Accumulators: Z(i) and Z(4+i) for row r and activation row i,

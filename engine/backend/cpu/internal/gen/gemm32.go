@@ -174,7 +174,7 @@ func gemm32Tile(b block32, R, P int) {
 		unit, dwBlock = q8p1Unit, 8*R
 	}
 	name := fmt.Sprintf("gemm%sR%dP%d", b.name, R, P)
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)")
+	text(name, NOSPLIT, "func(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)")
 	Doc(fmt.Sprintf("%s multiplies %d %s weight rows with %d token pairs (see gemm32Tile).", name, R, b.name, P))
 
 	wp := []reg.GPPhysical{RSI, R8, R9, R10}[:R]

@@ -43,7 +43,7 @@ func gemmF() {
 // gives the bits of an unchunked one.
 func gemmFTile(R, C int) {
 	name := fmt.Sprintf("gemmFR%dC%d", R, C)
-	TEXT(name, NOSPLIT, "func(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)")
+	text(name, NOSPLIT, "func(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)")
 	Doc(fmt.Sprintf("%s multiplies %d float32 weight rows with %d activation rows (see gemmFTile).", name, R, C))
 	wp := []GPPhysical{RSI, R8, R9}[:R]
 	xq := []GPPhysical{RDI, R10, R11, R12}[:C]

@@ -63,7 +63,7 @@ func gemmKTile(kind kKind, R, P int) {
 		unitBytes = kSgnUnit
 	}
 	name := fmt.Sprintf("gemmK%sR%dP%d", kindName, R, P)
-	TEXT(name, 0, "func(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)")
+	text(name, 0, "func(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)")
 	Doc(fmt.Sprintf("%s multiplies %d unpacked K-quant weight rows with %d token pairs (see gemmKTile).", name, R, P))
 	facc := AllocLocal(64 * R * P)
 	accMem := func(r, p int) Mem { return facc.Offset(64 * (r*P + p)) }

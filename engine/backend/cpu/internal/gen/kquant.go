@@ -464,7 +464,7 @@ func prefetchBlock(bytes int) {
 // kdot1 generates kdot<T>(w, x *byte, nb int) float32.
 func kdot1(q kquant) {
 	name := "kdot" + q.name
-	TEXT(name, NOSPLIT, "func(w, x *byte, nb int) float32")
+	text(name, NOSPLIT, "func(w, x *byte, nb int) float32")
 	Doc(fmt.Sprintf("%s returns the dot product of nb %s super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).", name, q.name))
 	frame := AllocLocal(kUnit - 256)
 	u := func(off int) Mem { return frame.Offset(off - 256) }
@@ -539,7 +539,7 @@ func kfloat(q kquant, u func(int) Mem, xb GPPhysical, isum, acc VecPhysical, t V
 // storing the dots at out[0], out[ostride], out[2*ostride], out[3*ostride].
 func kdot4(q kquant) {
 	name := "kdot4" + q.name
-	TEXT(name, NOSPLIT, "func(w, x *byte, xstride, nb int, out *float32, ostride int)")
+	text(name, NOSPLIT, "func(w, x *byte, xstride, nb int, out *float32, ostride int)")
 	Doc(fmt.Sprintf("%s returns the dots of nb %s super-blocks with four Q8_K rows (see internal/gen/kquant.go).", name, q.name))
 	frame := AllocLocal(kUnit - 256)
 	u := func(off int) Mem { return frame.Offset(off - 256) }
@@ -614,7 +614,7 @@ func kdot4(q kquant) {
 // kunpack generates kunpack<T>(dst *byte, dstride int, src *byte, nsb int).
 func kunpack(q kquant) {
 	name := "kunpack" + q.name
-	TEXT(name, NOSPLIT, "func(dst *byte, dstride int, src *byte, nsb int)")
+	text(name, NOSPLIT, "func(dst *byte, dstride int, src *byte, nsb int)")
 	Doc(fmt.Sprintf("%s writes the prefill units of nsb %s super-blocks, dstride bytes apart (see internal/gen/kquant.go).", name, q.name))
 	Load(Param("dst"), RDI)
 	Load(Param("dstride"), R9)
@@ -663,7 +663,7 @@ func quantQ8K(pair bool) {
 		qsOff = func(c int) int { return 64 * c }
 		bsOff, dOff, unitBytes = 512, 576, 640
 	}
-	TEXT(name, NOSPLIT, "func(dst *byte, src *float32, nsb int)")
+	text(name, NOSPLIT, "func(dst *byte, src *float32, nsb int)")
 	Doc(fmt.Sprintf("%s quantises nsb super-blocks of activations to Q8_K (see internal/gen/kquant.go).", name))
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)

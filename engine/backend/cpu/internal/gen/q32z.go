@@ -174,7 +174,7 @@ func prefetchBlocks(t q32z, k int, bases ...GPPhysical) {
 // four, then one (the same arithmetic, fewer instructions per block).
 func q32zRows(t q32z, suffix string) {
 	name := fmt.Sprintf("dotRows%sVNNI%s", t.name, suffix)
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, x *byte, nb, rows int, out *float32)")
+	text(name, NOSPLIT, "func(w *byte, wstride int, x *byte, nb, rows int, out *float32)")
 	Doc(fmt.Sprintf("%s computes out[r] = dot(weight row r, x) for r < rows, %s rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).", name, t.name))
 	frame := AllocLocal(32)
 	Load(Param("w"), RSI)
@@ -261,7 +261,7 @@ func q32zRows(t q32z, suffix string) {
 // unpacked once for four activation rows.
 func q32zRows4(t q32z, suffix string) {
 	name := fmt.Sprintf("dotRows%sx4VNNI%s", t.name, suffix)
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)")
+	text(name, NOSPLIT, "func(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)")
 	Doc(fmt.Sprintf("%s computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).", name))
 	Load(Param("w"), RSI)
 	Load(Param("xstride"), R8)
@@ -343,7 +343,7 @@ func q32zRows4(t q32z, suffix string) {
 // activation block is broadcast to both halves.
 func q32zPairs(t q32z, suffix string) {
 	name := fmt.Sprintf("dotPairs%sVNNI%s", t.name, suffix)
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)")
+	text(name, NOSPLIT, "func(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)")
 	Doc(fmt.Sprintf("%s is dotRows%sx4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).", name, t.name))
 	t.consts(true)
 	t.scaleControl()

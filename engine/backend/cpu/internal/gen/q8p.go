@@ -45,7 +45,7 @@ type q8pLayout struct {
 
 func q8pGen(l q8pLayout) {
 	name, unit, withS := l.name, l.unit, l.withS
-	TEXT(name, NOSPLIT, "func(dst *byte, src *float32, nb int, k uint32)")
+	text(name, NOSPLIT, "func(dst *byte, src *float32, nb int, k uint32)")
 	Doc(name + " quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
