@@ -7,7 +7,7 @@ import (
 )
 
 // The pieces of AttendF16 in plain Go, the reference the assembly ones
-// (attention_amd64.s, attnvalues_amd64.s) are tested against bit for bit,
+// (attention_amd64.s, internal/gen/attnz.go) are tested against bit for bit,
 // and AttendF32.
 
 // roundQuery writes q rounded to half precision as float64 into dst, zero

@@ -17393,42 +17393,41 @@ b32dot4Q5_1_done:
 // func vaccZ4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
 // Requires: AVX, AVX512F
 TEXT ·vaccZ4x4(SB), NOSPLIT, $0-72
-	MOVQ    acc+0(FP), SI
-	MOVQ    astride+56(FP), AX
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	ADDQ    AX, SI
-	VMOVUPS (SI), Z4
-	VMOVUPS 64(SI), Z5
-	VMOVUPS 128(SI), Z6
-	VMOVUPS 192(SI), Z7
-	ADDQ    AX, SI
-	VMOVUPS (SI), Z8
-	VMOVUPS 64(SI), Z9
-	VMOVUPS 128(SI), Z10
-	VMOVUPS 192(SI), Z11
-	ADDQ    AX, SI
-	VMOVUPS (SI), Z12
-	VMOVUPS 64(SI), Z13
-	VMOVUPS 128(SI), Z14
-	VMOVUPS 192(SI), Z15
-	MOVQ    v+8(FP), DI
-	MOVQ    voff+64(FP), AX
-	MOVQ    (AX), R8
-	ADDQ    DI, R8
-	MOVQ    8(AX), R9
-	ADDQ    DI, R9
-	MOVQ    16(AX), R10
-	ADDQ    DI, R10
-	MOVQ    24(AX), R11
-	ADDQ    DI, R11
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z12
+	VMOVUPS 64(R12), Z13
+	VMOVUPS 128(R12), Z14
+	VMOVUPS 192(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    24(BX), R11
+	ADDQ    R12, R11
+	MOVQ    16(BX), R10
+	ADDQ    R12, R10
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
 	MOVQ    w+16(FP), DX
 	MOVQ    flags+24(FP), BX
 	MOVQ    n+32(FP), CX
-	MOVQ    vstride+40(FP), DI
-	MOVQ    wstride+48(FP), R12
+	MOVQ    vstride+40(FP), R12
 
 vaccZ4x4_pos:
 	CMPB         (BX), $0x00
@@ -17555,71 +17554,70 @@ vaccZ4x4_upd:
 	VFMADD231PS  Z27, Z19, Z15
 	VCVTPS2PH    $0x00, Z15, Y15
 	VCVTPH2PS    Y15, Z15
-	ADDQ         DI, R8
-	ADDQ         DI, R9
-	ADDQ         DI, R10
-	ADDQ         DI, R11
-	ADDQ         R12, DX
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         R12, R10
+	ADDQ         R12, R11
+	ADDQ         wstride+48(FP), DX
 	INCQ         BX
 	DECQ         CX
 	JNZ          vaccZ4x4_pos
-	MOVQ         acc+0(FP), SI
-	MOVQ         astride+56(FP), AX
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	VMOVUPS      Z3, 192(SI)
-	ADDQ         AX, SI
-	VMOVUPS      Z4, (SI)
-	VMOVUPS      Z5, 64(SI)
-	VMOVUPS      Z6, 128(SI)
-	VMOVUPS      Z7, 192(SI)
-	ADDQ         AX, SI
-	VMOVUPS      Z8, (SI)
-	VMOVUPS      Z9, 64(SI)
-	VMOVUPS      Z10, 128(SI)
-	VMOVUPS      Z11, 192(SI)
-	ADDQ         AX, SI
-	VMOVUPS      Z12, (SI)
-	VMOVUPS      Z13, 64(SI)
-	VMOVUPS      Z14, 128(SI)
-	VMOVUPS      Z15, 192(SI)
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z4, (R12)
+	VMOVUPS      Z5, 64(R12)
+	VMOVUPS      Z6, 128(R12)
+	VMOVUPS      Z7, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z8, (R12)
+	VMOVUPS      Z9, 64(R12)
+	VMOVUPS      Z10, 128(R12)
+	VMOVUPS      Z11, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z12, (R12)
+	VMOVUPS      Z13, 64(R12)
+	VMOVUPS      Z14, 128(R12)
+	VMOVUPS      Z15, 192(R12)
 	VZEROUPPER
 	RET
 
 // func vaccZ2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
 // Requires: AVX, AVX512F
 TEXT ·vaccZ2x8(SB), NOSPLIT, $0-72
-	MOVQ    acc+0(FP), SI
-	MOVQ    astride+56(FP), AX
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	VMOVUPS 256(SI), Z4
-	VMOVUPS 320(SI), Z5
-	VMOVUPS 384(SI), Z6
-	VMOVUPS 448(SI), Z7
-	ADDQ    AX, SI
-	VMOVUPS (SI), Z8
-	VMOVUPS 64(SI), Z9
-	VMOVUPS 128(SI), Z10
-	VMOVUPS 192(SI), Z11
-	VMOVUPS 256(SI), Z12
-	VMOVUPS 320(SI), Z13
-	VMOVUPS 384(SI), Z14
-	VMOVUPS 448(SI), Z15
-	MOVQ    v+8(FP), DI
-	MOVQ    voff+64(FP), AX
-	MOVQ    (AX), R8
-	ADDQ    DI, R8
-	MOVQ    8(AX), R9
-	ADDQ    DI, R9
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	VMOVUPS 256(R12), Z4
+	VMOVUPS 320(R12), Z5
+	VMOVUPS 384(R12), Z6
+	VMOVUPS 448(R12), Z7
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	VMOVUPS 256(R12), Z12
+	VMOVUPS 320(R12), Z13
+	VMOVUPS 384(R12), Z14
+	VMOVUPS 448(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
 	MOVQ    w+16(FP), DX
 	MOVQ    flags+24(FP), BX
 	MOVQ    n+32(FP), CX
-	MOVQ    vstride+40(FP), DI
-	MOVQ    wstride+48(FP), R12
+	MOVQ    vstride+40(FP), R12
 
 vaccZ2x8_pos:
 	CMPB         (BX), $0x00
@@ -17742,64 +17740,63 @@ vaccZ2x8_upd:
 	VFMADD231PS  Z27, Z17, Z15
 	VCVTPS2PH    $0x00, Z15, Y15
 	VCVTPH2PS    Y15, Z15
-	ADDQ         DI, R8
-	ADDQ         DI, R9
-	ADDQ         R12, DX
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         wstride+48(FP), DX
 	INCQ         BX
 	DECQ         CX
 	JNZ          vaccZ2x8_pos
-	MOVQ         acc+0(FP), SI
-	MOVQ         astride+56(FP), AX
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	VMOVUPS      Z3, 192(SI)
-	VMOVUPS      Z4, 256(SI)
-	VMOVUPS      Z5, 320(SI)
-	VMOVUPS      Z6, 384(SI)
-	VMOVUPS      Z7, 448(SI)
-	ADDQ         AX, SI
-	VMOVUPS      Z8, (SI)
-	VMOVUPS      Z9, 64(SI)
-	VMOVUPS      Z10, 128(SI)
-	VMOVUPS      Z11, 192(SI)
-	VMOVUPS      Z12, 256(SI)
-	VMOVUPS      Z13, 320(SI)
-	VMOVUPS      Z14, 384(SI)
-	VMOVUPS      Z15, 448(SI)
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	VMOVUPS      Z4, 256(R12)
+	VMOVUPS      Z5, 320(R12)
+	VMOVUPS      Z6, 384(R12)
+	VMOVUPS      Z7, 448(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z8, (R12)
+	VMOVUPS      Z9, 64(R12)
+	VMOVUPS      Z10, 128(R12)
+	VMOVUPS      Z11, 192(R12)
+	VMOVUPS      Z12, 256(R12)
+	VMOVUPS      Z13, 320(R12)
+	VMOVUPS      Z14, 384(R12)
+	VMOVUPS      Z15, 448(R12)
 	VZEROUPPER
 	RET
 
 // func vaccZ1x16(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
 // Requires: AVX, AVX512F
 TEXT ·vaccZ1x16(SB), NOSPLIT, $0-72
-	MOVQ    acc+0(FP), SI
-	MOVQ    astride+56(FP), AX
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	VMOVUPS 256(SI), Z4
-	VMOVUPS 320(SI), Z5
-	VMOVUPS 384(SI), Z6
-	VMOVUPS 448(SI), Z7
-	VMOVUPS 512(SI), Z8
-	VMOVUPS 576(SI), Z9
-	VMOVUPS 640(SI), Z10
-	VMOVUPS 704(SI), Z11
-	VMOVUPS 768(SI), Z12
-	VMOVUPS 832(SI), Z13
-	VMOVUPS 896(SI), Z14
-	VMOVUPS 960(SI), Z15
-	MOVQ    v+8(FP), DI
-	MOVQ    voff+64(FP), AX
-	MOVQ    (AX), R8
-	ADDQ    DI, R8
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	VMOVUPS 256(R12), Z4
+	VMOVUPS 320(R12), Z5
+	VMOVUPS 384(R12), Z6
+	VMOVUPS 448(R12), Z7
+	VMOVUPS 512(R12), Z8
+	VMOVUPS 576(R12), Z9
+	VMOVUPS 640(R12), Z10
+	VMOVUPS 704(R12), Z11
+	VMOVUPS 768(R12), Z12
+	VMOVUPS 832(R12), Z13
+	VMOVUPS 896(R12), Z14
+	VMOVUPS 960(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
 	MOVQ    w+16(FP), DX
 	MOVQ    flags+24(FP), BX
 	MOVQ    n+32(FP), CX
-	MOVQ    vstride+40(FP), DI
-	MOVQ    wstride+48(FP), R12
+	MOVQ    vstride+40(FP), R12
 
 vaccZ1x16_pos:
 	CMPB         (BX), $0x00
@@ -17920,71 +17917,70 @@ vaccZ1x16_upd:
 	VFMADD231PS  Z27, Z16, Z15
 	VCVTPS2PH    $0x00, Z15, Y15
 	VCVTPH2PS    Y15, Z15
-	ADDQ         DI, R8
-	ADDQ         R12, DX
+	ADDQ         R12, R8
+	ADDQ         wstride+48(FP), DX
 	INCQ         BX
 	DECQ         CX
 	JNZ          vaccZ1x16_pos
-	MOVQ         acc+0(FP), SI
-	MOVQ         astride+56(FP), AX
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	VMOVUPS      Z3, 192(SI)
-	VMOVUPS      Z4, 256(SI)
-	VMOVUPS      Z5, 320(SI)
-	VMOVUPS      Z6, 384(SI)
-	VMOVUPS      Z7, 448(SI)
-	VMOVUPS      Z8, 512(SI)
-	VMOVUPS      Z9, 576(SI)
-	VMOVUPS      Z10, 640(SI)
-	VMOVUPS      Z11, 704(SI)
-	VMOVUPS      Z12, 768(SI)
-	VMOVUPS      Z13, 832(SI)
-	VMOVUPS      Z14, 896(SI)
-	VMOVUPS      Z15, 960(SI)
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	VMOVUPS      Z4, 256(R12)
+	VMOVUPS      Z5, 320(R12)
+	VMOVUPS      Z6, 384(R12)
+	VMOVUPS      Z7, 448(R12)
+	VMOVUPS      Z8, 512(R12)
+	VMOVUPS      Z9, 576(R12)
+	VMOVUPS      Z10, 640(R12)
+	VMOVUPS      Z11, 704(R12)
+	VMOVUPS      Z12, 768(R12)
+	VMOVUPS      Z13, 832(R12)
+	VMOVUPS      Z14, 896(R12)
+	VMOVUPS      Z15, 960(R12)
 	VZEROUPPER
 	RET
 
 // func vaccZS4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
 // Requires: AVX, AVX512F
 TEXT ·vaccZS4x4(SB), NOSPLIT, $0-72
-	MOVQ    acc+0(FP), SI
-	MOVQ    astride+56(FP), AX
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	ADDQ    AX, SI
-	VMOVUPS (SI), Z4
-	VMOVUPS 64(SI), Z5
-	VMOVUPS 128(SI), Z6
-	VMOVUPS 192(SI), Z7
-	ADDQ    AX, SI
-	VMOVUPS (SI), Z8
-	VMOVUPS 64(SI), Z9
-	VMOVUPS 128(SI), Z10
-	VMOVUPS 192(SI), Z11
-	ADDQ    AX, SI
-	VMOVUPS (SI), Z12
-	VMOVUPS 64(SI), Z13
-	VMOVUPS 128(SI), Z14
-	VMOVUPS 192(SI), Z15
-	MOVQ    v+8(FP), DI
-	MOVQ    voff+64(FP), AX
-	MOVQ    (AX), R8
-	ADDQ    DI, R8
-	MOVQ    8(AX), R9
-	ADDQ    DI, R9
-	MOVQ    16(AX), R10
-	ADDQ    DI, R10
-	MOVQ    24(AX), R11
-	ADDQ    DI, R11
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z12
+	VMOVUPS 64(R12), Z13
+	VMOVUPS 128(R12), Z14
+	VMOVUPS 192(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    24(BX), R11
+	ADDQ    R12, R11
+	MOVQ    16(BX), R10
+	ADDQ    R12, R10
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
 	MOVQ    w+16(FP), DX
 	MOVQ    flags+24(FP), BX
 	MOVQ    n+32(FP), CX
-	MOVQ    vstride+40(FP), DI
-	MOVQ    wstride+48(FP), R12
+	MOVQ    vstride+40(FP), R12
 
 vaccZS4x4_pos:
 	CMPB         (BX), $0x00
@@ -18099,71 +18095,70 @@ vaccZS4x4_upd:
 	VFMADD231PS  Z23, Z19, Z15
 	VCVTPS2PH    $0x00, Z15, Y15
 	VCVTPH2PS    Y15, Z15
-	ADDQ         DI, R8
-	ADDQ         DI, R9
-	ADDQ         DI, R10
-	ADDQ         DI, R11
-	ADDQ         R12, DX
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         R12, R10
+	ADDQ         R12, R11
+	ADDQ         wstride+48(FP), DX
 	INCQ         BX
 	DECQ         CX
 	JNZ          vaccZS4x4_pos
-	MOVQ         acc+0(FP), SI
-	MOVQ         astride+56(FP), AX
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	VMOVUPS      Z3, 192(SI)
-	ADDQ         AX, SI
-	VMOVUPS      Z4, (SI)
-	VMOVUPS      Z5, 64(SI)
-	VMOVUPS      Z6, 128(SI)
-	VMOVUPS      Z7, 192(SI)
-	ADDQ         AX, SI
-	VMOVUPS      Z8, (SI)
-	VMOVUPS      Z9, 64(SI)
-	VMOVUPS      Z10, 128(SI)
-	VMOVUPS      Z11, 192(SI)
-	ADDQ         AX, SI
-	VMOVUPS      Z12, (SI)
-	VMOVUPS      Z13, 64(SI)
-	VMOVUPS      Z14, 128(SI)
-	VMOVUPS      Z15, 192(SI)
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z4, (R12)
+	VMOVUPS      Z5, 64(R12)
+	VMOVUPS      Z6, 128(R12)
+	VMOVUPS      Z7, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z8, (R12)
+	VMOVUPS      Z9, 64(R12)
+	VMOVUPS      Z10, 128(R12)
+	VMOVUPS      Z11, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z12, (R12)
+	VMOVUPS      Z13, 64(R12)
+	VMOVUPS      Z14, 128(R12)
+	VMOVUPS      Z15, 192(R12)
 	VZEROUPPER
 	RET
 
 // func vaccZS2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
 // Requires: AVX, AVX512F
 TEXT ·vaccZS2x8(SB), NOSPLIT, $0-72
-	MOVQ    acc+0(FP), SI
-	MOVQ    astride+56(FP), AX
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	VMOVUPS 256(SI), Z4
-	VMOVUPS 320(SI), Z5
-	VMOVUPS 384(SI), Z6
-	VMOVUPS 448(SI), Z7
-	ADDQ    AX, SI
-	VMOVUPS (SI), Z8
-	VMOVUPS 64(SI), Z9
-	VMOVUPS 128(SI), Z10
-	VMOVUPS 192(SI), Z11
-	VMOVUPS 256(SI), Z12
-	VMOVUPS 320(SI), Z13
-	VMOVUPS 384(SI), Z14
-	VMOVUPS 448(SI), Z15
-	MOVQ    v+8(FP), DI
-	MOVQ    voff+64(FP), AX
-	MOVQ    (AX), R8
-	ADDQ    DI, R8
-	MOVQ    8(AX), R9
-	ADDQ    DI, R9
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	VMOVUPS 256(R12), Z4
+	VMOVUPS 320(R12), Z5
+	VMOVUPS 384(R12), Z6
+	VMOVUPS 448(R12), Z7
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	VMOVUPS 256(R12), Z12
+	VMOVUPS 320(R12), Z13
+	VMOVUPS 384(R12), Z14
+	VMOVUPS 448(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
 	MOVQ    w+16(FP), DX
 	MOVQ    flags+24(FP), BX
 	MOVQ    n+32(FP), CX
-	MOVQ    vstride+40(FP), DI
-	MOVQ    wstride+48(FP), R12
+	MOVQ    vstride+40(FP), R12
 
 vaccZS2x8_pos:
 	CMPB         (BX), $0x00
@@ -18278,31 +18273,605 @@ vaccZS2x8_upd:
 	VFMADD231PS  Z27, Z17, Z15
 	VCVTPS2PH    $0x00, Z15, Y15
 	VCVTPH2PS    Y15, Z15
-	ADDQ         DI, R8
-	ADDQ         DI, R9
-	ADDQ         R12, DX
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         wstride+48(FP), DX
 	INCQ         BX
 	DECQ         CX
 	JNZ          vaccZS2x8_pos
-	MOVQ         acc+0(FP), SI
-	MOVQ         astride+56(FP), AX
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	VMOVUPS      Z3, 192(SI)
-	VMOVUPS      Z4, 256(SI)
-	VMOVUPS      Z5, 320(SI)
-	VMOVUPS      Z6, 384(SI)
-	VMOVUPS      Z7, 448(SI)
-	ADDQ         AX, SI
-	VMOVUPS      Z8, (SI)
-	VMOVUPS      Z9, 64(SI)
-	VMOVUPS      Z10, 128(SI)
-	VMOVUPS      Z11, 192(SI)
-	VMOVUPS      Z12, 256(SI)
-	VMOVUPS      Z13, 320(SI)
-	VMOVUPS      Z14, 384(SI)
-	VMOVUPS      Z15, 448(SI)
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	VMOVUPS      Z4, 256(R12)
+	VMOVUPS      Z5, 320(R12)
+	VMOVUPS      Z6, 384(R12)
+	VMOVUPS      Z7, 448(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z8, (R12)
+	VMOVUPS      Z9, 64(R12)
+	VMOVUPS      Z10, 128(R12)
+	VMOVUPS      Z11, 192(R12)
+	VMOVUPS      Z12, 256(R12)
+	VMOVUPS      Z13, 320(R12)
+	VMOVUPS      Z14, 384(R12)
+	VMOVUPS      Z15, 448(R12)
+	VZEROUPPER
+	RET
+
+// func vacc1x8AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vacc1x8AVX(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	VMOVUPS 64(R12), Y2
+	VMOVUPS 96(R12), Y3
+	VMOVUPS 128(R12), Y4
+	VMOVUPS 160(R12), Y5
+	VMOVUPS 192(R12), Y6
+	VMOVUPS 224(R12), Y7
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vacc1x8AVX_pos:
+	CMPB         (BX), $0x00
+	JE           vacc1x8AVX_upd
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y8, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VMULPS       Y8, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VMULPS       Y8, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y8, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y8, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y8, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y8, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y8, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+vacc1x8AVX_upd:
+	VBROADCASTSS 32(DX), Y13
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y13, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y13, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPH2PS    32(R8), Y11
+	VFMADD231PS  Y11, Y13, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPH2PS    48(R8), Y12
+	VFMADD231PS  Y12, Y13, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VCVTPH2PS    64(R8), Y9
+	VFMADD231PS  Y9, Y13, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VCVTPH2PS    80(R8), Y10
+	VFMADD231PS  Y10, Y13, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VCVTPH2PS    96(R8), Y11
+	VFMADD231PS  Y11, Y13, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VCVTPH2PS    112(R8), Y12
+	VFMADD231PS  Y12, Y13, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+	ADDQ         R12, R8
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vacc1x8AVX_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Y0, (R12)
+	VMOVUPS      Y1, 32(R12)
+	VMOVUPS      Y2, 64(R12)
+	VMOVUPS      Y3, 96(R12)
+	VMOVUPS      Y4, 128(R12)
+	VMOVUPS      Y5, 160(R12)
+	VMOVUPS      Y6, 192(R12)
+	VMOVUPS      Y7, 224(R12)
+	VZEROUPPER
+	RET
+
+// func vacc2x4AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vacc2x4AVX(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	VMOVUPS 64(R12), Y2
+	VMOVUPS 96(R12), Y3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	VMOVUPS 64(R12), Y6
+	VMOVUPS 96(R12), Y7
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vacc2x4AVX_pos:
+	CMPB         (BX), $0x00
+	JE           vacc2x4AVX_upd
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y8, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VMULPS       Y8, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VMULPS       Y8, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y8, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 4(DX), Y9
+	VMULPS       Y9, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y9, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y9, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y9, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+vacc2x4AVX_upd:
+	VBROADCASTSS 32(DX), Y13
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y13, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y13, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPH2PS    32(R8), Y11
+	VFMADD231PS  Y11, Y13, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPH2PS    48(R8), Y12
+	VFMADD231PS  Y12, Y13, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 36(DX), Y14
+	VCVTPH2PS    (R9), Y9
+	VFMADD231PS  Y9, Y14, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VCVTPH2PS    16(R9), Y10
+	VFMADD231PS  Y10, Y14, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VCVTPH2PS    32(R9), Y11
+	VFMADD231PS  Y11, Y14, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VCVTPH2PS    48(R9), Y12
+	VFMADD231PS  Y12, Y14, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vacc2x4AVX_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Y0, (R12)
+	VMOVUPS      Y1, 32(R12)
+	VMOVUPS      Y2, 64(R12)
+	VMOVUPS      Y3, 96(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y4, (R12)
+	VMOVUPS      Y5, 32(R12)
+	VMOVUPS      Y6, 64(R12)
+	VMOVUPS      Y7, 96(R12)
+	VZEROUPPER
+	RET
+
+// func vacc4x2AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vacc4x2AVX(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y6
+	VMOVUPS 32(R12), Y7
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    24(BX), R11
+	ADDQ    R12, R11
+	MOVQ    16(BX), R10
+	ADDQ    R12, R10
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vacc4x2AVX_pos:
+	CMPB         (BX), $0x00
+	JE           vacc4x2AVX_upd
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y8, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VMULPS       Y8, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS 4(DX), Y9
+	VMULPS       Y9, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y9, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 8(DX), Y8
+	VMULPS       Y8, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y8, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS 12(DX), Y9
+	VMULPS       Y9, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y9, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+vacc4x2AVX_upd:
+	VBROADCASTSS 32(DX), Y13
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y13, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y13, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS 36(DX), Y14
+	VCVTPH2PS    (R9), Y11
+	VFMADD231PS  Y11, Y14, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPH2PS    16(R9), Y12
+	VFMADD231PS  Y12, Y14, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 40(DX), Y13
+	VCVTPH2PS    (R10), Y9
+	VFMADD231PS  Y9, Y13, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VCVTPH2PS    16(R10), Y10
+	VFMADD231PS  Y10, Y13, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS 44(DX), Y14
+	VCVTPH2PS    (R11), Y11
+	VFMADD231PS  Y11, Y14, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VCVTPH2PS    16(R11), Y12
+	VFMADD231PS  Y12, Y14, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         R12, R10
+	ADDQ         R12, R11
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vacc4x2AVX_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Y0, (R12)
+	VMOVUPS      Y1, 32(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y2, (R12)
+	VMOVUPS      Y3, 32(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y4, (R12)
+	VMOVUPS      Y5, 32(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y6, (R12)
+	VMOVUPS      Y7, 32(R12)
+	VZEROUPPER
+	RET
+
+// func vacc8x1AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vacc8x1AVX(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Y0
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y1
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y2
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y4
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y5
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y6
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y7
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    56(BX), DI
+	ADDQ    R12, DI
+	MOVQ    48(BX), SI
+	ADDQ    R12, SI
+	MOVQ    40(BX), AX
+	ADDQ    R12, AX
+	MOVQ    32(BX), R13
+	ADDQ    R12, R13
+	MOVQ    24(BX), R11
+	ADDQ    R12, R11
+	MOVQ    16(BX), R10
+	ADDQ    R12, R10
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vacc8x1AVX_pos:
+	CMPB         (BX), $0x00
+	JE           vacc8x1AVX_upd
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y8, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VBROADCASTSS 4(DX), Y9
+	VMULPS       Y9, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS 8(DX), Y8
+	VMULPS       Y8, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VBROADCASTSS 12(DX), Y9
+	VMULPS       Y9, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 16(DX), Y8
+	VMULPS       Y8, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VBROADCASTSS 20(DX), Y9
+	VMULPS       Y9, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS 24(DX), Y8
+	VMULPS       Y8, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VBROADCASTSS 28(DX), Y9
+	VMULPS       Y9, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+vacc8x1AVX_upd:
+	VBROADCASTSS 32(DX), Y13
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y13, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VBROADCASTSS 36(DX), Y14
+	VCVTPH2PS    (R9), Y10
+	VFMADD231PS  Y10, Y14, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS 40(DX), Y13
+	VCVTPH2PS    (R10), Y11
+	VFMADD231PS  Y11, Y13, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VBROADCASTSS 44(DX), Y14
+	VCVTPH2PS    (R11), Y12
+	VFMADD231PS  Y12, Y14, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 48(DX), Y13
+	VCVTPH2PS    (R13), Y9
+	VFMADD231PS  Y9, Y13, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VBROADCASTSS 52(DX), Y14
+	VCVTPH2PS    (AX), Y10
+	VFMADD231PS  Y10, Y14, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS 56(DX), Y13
+	VCVTPH2PS    (SI), Y11
+	VFMADD231PS  Y11, Y13, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VBROADCASTSS 60(DX), Y14
+	VCVTPH2PS    (DI), Y12
+	VFMADD231PS  Y12, Y14, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         R12, R10
+	ADDQ         R12, R11
+	ADDQ         R12, R13
+	ADDQ         R12, AX
+	ADDQ         R12, SI
+	ADDQ         R12, DI
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vacc8x1AVX_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Y0, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y1, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y2, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y3, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y4, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y5, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y6, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y7, (R12)
+	VZEROUPPER
+	RET
+
+// func vaccAVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, ch *[12]int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vaccAVX(SB), NOSPLIT, $0-64
+	MOVQ    ch+56(FP), AX
+	MOVQ    acc+0(FP), BX
+	MOVQ    (AX), R8
+	VMOVUPS (BX)(R8*1), Y0
+	MOVQ    8(AX), R8
+	VMOVUPS (BX)(R8*1), Y1
+	MOVQ    16(AX), R8
+	VMOVUPS (BX)(R8*1), Y2
+	MOVQ    24(AX), R8
+	VMOVUPS (BX)(R8*1), Y3
+	MOVQ    32(AX), R8
+	MOVQ    40(AX), R9
+	MOVQ    48(AX), R10
+	MOVQ    56(AX), R11
+	MOVQ    64(AX), R12
+	MOVQ    72(AX), R13
+	MOVQ    80(AX), DI
+	MOVQ    88(AX), AX
+	MOVQ    v+8(FP), SI
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+
+vaccAVX_pos:
+	CMPB         (BX), $0x00
+	JE           vaccAVX_upd
+	VBROADCASTSS (DX)(R12*1), Y4
+	VBROADCASTSS (DX)(R13*1), Y5
+	VBROADCASTSS (DX)(DI*1), Y6
+	VBROADCASTSS (DX)(AX*1), Y7
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y5, Y1, Y1
+	VMULPS       Y6, Y2, Y2
+	VMULPS       Y7, Y3, Y3
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+
+vaccAVX_upd:
+	VCVTPH2PS    (SI)(R8*1), Y4
+	VCVTPH2PS    (SI)(R9*1), Y5
+	VCVTPH2PS    (SI)(R10*1), Y6
+	VCVTPH2PS    (SI)(R11*1), Y7
+	VBROADCASTSS 32(DX)(R12*1), Y8
+	VBROADCASTSS 32(DX)(R13*1), Y9
+	VBROADCASTSS 32(DX)(DI*1), Y10
+	VBROADCASTSS 32(DX)(AX*1), Y11
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y10, Y6, Y2
+	VFMADD231PS  Y11, Y7, Y3
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	ADDQ         vstride+40(FP), SI
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vaccAVX_pos
+	MOVQ         ch+56(FP), AX
+	MOVQ         acc+0(FP), BX
+	MOVQ         (AX), R8
+	VMOVUPS      Y0, (BX)(R8*1)
+	MOVQ         8(AX), R8
+	VMOVUPS      Y1, (BX)(R8*1)
+	MOVQ         16(AX), R8
+	VMOVUPS      Y2, (BX)(R8*1)
+	MOVQ         24(AX), R8
+	VMOVUPS      Y3, (BX)(R8*1)
 	VZEROUPPER
 	RET
 

@@ -449,6 +449,31 @@ func vaccZS4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride
 //go:noescape
 func vaccZS2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
 
+// vacc1x8AVX runs the ordered value updates of 1 heads by 8 chunks of 8 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vacc1x8AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vacc2x4AVX runs the ordered value updates of 2 heads by 4 chunks of 8 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vacc2x4AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vacc4x2AVX runs the ordered value updates of 4 heads by 2 chunks of 8 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vacc4x2AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vacc8x1AVX runs the ordered value updates of 8 heads by 1 chunks of 8 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vacc8x1AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccAVX runs the ordered value updates of four slices of 8 accumulators at arbitrary offsets (see internal/gen/attnz.go).
+//
+//go:noescape
+func vaccAVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, ch *[12]int)
+
 // halfToF64PairsZ converts rows of halves to float64 in position pairs (see internal/gen/attnz.go).
 //
 //go:noescape

@@ -8,119 +8,229 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// AVX-512 value updates of AttendF16 (see values in attnkernels.go):
+// The value updates of AttendF16 (see values in attnkernels.go):
 //
 //	vaccZ<nh>x<nz>(acc *float32, v *uint16, w *float32, flags *uint8, n, vstride, wstride, astride int, voff *int)
+//	vacc<nh>x<nc>AVX(... the same)
 //
 // nh consecutive heads of one block of 8 (ms at 4*i, vs at 32+4*i of a
-// weight row w + p*wstride) by nz chunks of 16 accumulators (head i's at
-// acc + i*astride + 64*c bytes; its values at byte voff[i] + 32*c of a value
-// row v + p*vstride), nh*nz = 16 chains. Per position, when flags[p] is
-// set, a = h(a*ms); then a = h(fma(v, vs, a)), h rounding to half precision
-// and back: per element exactly the steps of the AVX2 kernels, with 16
-// independent rounding chains in flight instead of 8, so the pass is bound
-// by throughput rather than by the latency of one chain. n >= 1.
+// weight row w + p*wstride) by chunks of 16 (Z, AVX-512) or 8 (AVX2)
+// accumulators (head i's chunk c at acc + i*astride + 4*width*c bytes; its
+// values at byte voff[i] + 2*width*c of a value row v + p*vstride): 16 or 8
+// chains. Per position, when flags[p] is set, a = h(a*ms); then
+// a = h(fma(v, vs, a)), h rounding to half precision and back. Every
+// element's updates are one chain of dependent roundings, so a kernel runs
+// as many chains as the registers hold; the per-element steps are the same
+// in all of them. n >= 1.
 //
-// vaccZS<nh>x<nz> is the same for heads that share their values (the
-// query heads of one KV head, voff[i] all equal): each value chunk is
-// converted once for all of them.
+// vaccZS<nh>x<nz> is vaccZ for heads that share their values (the query
+// heads of one KV head, voff[i] all equal): each value chunk is converted
+// once for all of them.
+// attnSuffix is appended to the names of the AVX2 attention kernels.
+var attnSuffix = ""
+
 func attnZ() {
 	for _, s := range [][2]int{{4, 4}, {2, 8}, {1, 16}} {
-		vaccZ(s[0], s[1], false)
+		vaccGen(true, s[0], s[1], false)
 	}
 	for _, s := range [][2]int{{4, 4}, {2, 8}} {
-		vaccZ(s[0], s[1], true)
+		vaccGen(true, s[0], s[1], true)
 	}
+	for _, s := range [][2]int{{1, 8}, {2, 4}, {4, 2}, {8, 1}} {
+		vaccGen(false, s[0], s[1], false)
+	}
+	vaccChains()
 }
 
-func vaccZ(nh, nz int, shared bool) {
-	name := fmt.Sprintf("vaccZ%dx%d", nh, nz)
-	if shared {
-		name = fmt.Sprintf("vaccZS%dx%d", nh, nz)
+// vaccChains generates
+//
+//	vaccAVX(acc *float32, v *uint16, w *float32, flags *uint8, n, vstride, wstride int, ch *vaccChains)
+//
+// the value updates of four slices of 8 accumulators at arbitrary
+// offsets: ch holds the byte offsets of each slice in acc, in a value row,
+// and of its ms in a weight row (its vs is 32 bytes further). It takes the
+// slices the other kernels' shapes leave over.
+func vaccChains() {
+	name := "vaccAVX" + attnSuffix
+	text(name, NOSPLIT, "func(acc *float32, v *uint16, w *float32, flags *uint8, n, vstride, wstride int, ch *[12]int)")
+	Doc(name + " runs the ordered value updates of four slices of 8 accumulators at arbitrary offsets (see internal/gen/attnz.go).")
+	voffs := []GPPhysical{R8, R9, R10, R11}
+	woffs := []GPPhysical{R12, R13, RDI, RAX}
+	Load(Param("ch"), RAX)
+	Load(Param("acc"), RBX)
+	for i := 0; i < 4; i++ {
+		MOVQ(Mem{Base: RAX, Disp: 8 * i}, R8)
+		VMOVUPS(Mem{Base: RBX, Index: R8, Scale: 1}, yreg(i))
+	}
+	for i := 0; i < 4; i++ {
+		MOVQ(Mem{Base: RAX, Disp: 32 + 8*i}, voffs[i])
+	}
+	for i := 0; i < 4; i++ {
+		MOVQ(Mem{Base: RAX, Disp: 64 + 8*i}, woffs[i]) // RAX last
+	}
+	Load(Param("v"), RSI)
+	Load(Param("w"), RDX)
+	Load(Param("flags"), RBX)
+	Load(Param("n"), RCX)
+	round := func(r VecPhysical) {
+		VCVTPS2PH(U8(0), r, r.AsX())
+		VCVTPH2PS(r.AsX(), r)
+	}
+	loop, upd := name+"_pos", name+"_upd"
+	Label(loop)
+	CMPB(Mem{Base: RBX}, U8(0))
+	JE(LabelRef(upd))
+	for i := 0; i < 4; i++ {
+		VBROADCASTSS(Mem{Base: RDX, Index: woffs[i], Scale: 1}, yreg(4+i))
+	}
+	for i := 0; i < 4; i++ {
+		VMULPS(yreg(4+i), yreg(i), yreg(i))
+	}
+	for i := 0; i < 4; i++ {
+		round(yreg(i))
+	}
+	Label(upd)
+	for i := 0; i < 4; i++ {
+		VCVTPH2PS(Mem{Base: RSI, Index: voffs[i], Scale: 1}, yreg(4+i))
+	}
+	for i := 0; i < 4; i++ {
+		VBROADCASTSS(Mem{Base: RDX, Index: woffs[i], Scale: 1, Disp: 32}, yreg(8+i))
+	}
+	for i := 0; i < 4; i++ {
+		VFMADD231PS(yreg(8+i), yreg(4+i), yreg(i))
+	}
+	for i := 0; i < 4; i++ {
+		round(yreg(i))
+	}
+	ADDQ(NewParamAddr("vstride", 40), RSI)
+	ADDQ(NewParamAddr("wstride", 48), RDX)
+	INCQ(RBX)
+	DECQ(RCX)
+	JNZ(LabelRef(loop))
+
+	Load(Param("ch"), RAX)
+	Load(Param("acc"), RBX)
+	for i := 0; i < 4; i++ {
+		MOVQ(Mem{Base: RAX, Disp: 8 * i}, R8)
+		VMOVUPS(yreg(i), Mem{Base: RBX, Index: R8, Scale: 1})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// vaccGen generates one value kernel: 512-bit (wide) or 256-bit vectors,
+// nh heads by nc chunks.
+func vaccGen(wide bool, nh, nc int, shared bool) {
+	var name string
+	switch {
+	case !wide:
+		name = fmt.Sprintf("vacc%dx%dAVX%s", nh, nc, attnSuffix)
+	case shared:
+		name = fmt.Sprintf("vaccZS%dx%d", nh, nc)
+	default:
+		name = fmt.Sprintf("vaccZ%dx%d", nh, nc)
+	}
+	width, vreg := 16, zreg
+	if !wide {
+		width, vreg = 8, yreg
 	}
 	text(name, NOSPLIT, "func(acc *float32, v *uint16, w *float32, flags *uint8, n, vstride, wstride, astride int, voff *int)")
-	Doc(fmt.Sprintf("%s runs the ordered value updates of %d heads by %d chunks of 16 accumulators (see internal/gen/attnz.go).", name, nh, nz))
-	a := func(i, c int) VecPhysical { return zreg(i*nz + c) }
-	vp := []GPPhysical{R8, R9, R10, R11}[:nh]
-	Load(Param("acc"), RSI)
-	Load(Param("astride"), RAX)
+	Doc(fmt.Sprintf("%s runs the ordered value updates of %d heads by %d chunks of %d accumulators (see internal/gen/attnz.go).", name, nh, nc, width))
+	a := func(i, c int) VecPhysical { return vreg(i*nc + c) }
+	// Registers past the accumulators: broadcast weights and converted
+	// values, used in rotation.
+	var msr, vsr, tmp []VecPhysical
+	if wide {
+		msr, vsr, tmp = []VecPhysical{Z28, Z29, Z30, Z31}, []VecPhysical{Z16, Z17, Z18, Z19}, []VecPhysical{Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27}
+	} else {
+		msr, vsr, tmp = []VecPhysical{Y8, Y9}, []VecPhysical{Y13, Y14}, []VecPhysical{Y9, Y10, Y11, Y12}
+	}
+	vp := []GPPhysical{R8, R9, R10, R11, R13, RAX, RSI, RDI}[:nh]
+	Load(Param("acc"), R12)
+	Load(Param("astride"), RBX)
 	for i := 0; i < nh; i++ {
-		for c := 0; c < nz; c++ {
-			VMOVUPS(Mem{Base: RSI, Disp: 64 * c}, a(i, c))
+		for c := 0; c < nc; c++ {
+			VMOVUPS(Mem{Base: R12, Disp: 4 * width * c}, a(i, c))
 		}
 		if i < nh-1 {
-			ADDQ(RAX, RSI)
+			ADDQ(RBX, R12)
 		}
 	}
-	Load(Param("v"), RDI)
-	Load(Param("voff"), RAX)
-	for i := 0; i < nh; i++ {
-		MOVQ(Mem{Base: RAX, Disp: 8 * i}, vp[i])
-		ADDQ(RDI, vp[i])
+	Load(Param("v"), R12)
+	Load(Param("voff"), RBX)
+	for i := nh - 1; i >= 0; i-- {
+		MOVQ(Mem{Base: RBX, Disp: 8 * i}, vp[i])
+		ADDQ(R12, vp[i])
 	}
 	Load(Param("w"), RDX)
 	Load(Param("flags"), RBX)
 	Load(Param("n"), RCX)
-	Load(Param("vstride"), RDI)
-	Load(Param("wstride"), R12)
+	Load(Param("vstride"), R12)
+	half := func(r VecPhysical) VecPhysical {
+		if wide {
+			return r.AsY().(VecPhysical)
+		}
+		return r.AsX().(VecPhysical)
+	}
+	round := func(r VecPhysical) {
+		VCVTPS2PH(U8(0), r, half(r))
+		VCVTPH2PS(half(r), r)
+	}
 
 	loop, upd := name+"_pos", name+"_upd"
 	Label(loop)
 	CMPB(Mem{Base: RBX}, U8(0))
 	JE(LabelRef(upd))
 	for i := 0; i < nh; i++ {
-		ms := zreg(28 + i)
+		ms := msr[i%len(msr)]
 		VBROADCASTSS(Mem{Base: RDX, Disp: 4 * i}, ms)
-		for c := 0; c < nz; c++ {
+		for c := 0; c < nc; c++ {
 			VMULPS(ms, a(i, c), a(i, c))
-			VCVTPS2PH(U8(0), a(i, c), a(i, c).AsY())
-			VCVTPH2PS(a(i, c).AsY(), a(i, c))
+			round(a(i, c))
 		}
 	}
 	Label(upd)
 	k := 0
 	if shared {
 		for i := 0; i < nh; i++ {
-			VBROADCASTSS(Mem{Base: RDX, Disp: 32 + 4*i}, zreg(16+i))
+			VBROADCASTSS(Mem{Base: RDX, Disp: 32 + 4*i}, vsr[i])
 		}
-		for c := 0; c < nz; c++ {
-			t := zreg(20 + c%8)
-			VCVTPH2PS(Mem{Base: vp[0], Disp: 32 * c}, t)
+		for c := 0; c < nc; c++ {
+			t := tmp[c%len(tmp)]
+			VCVTPH2PS(Mem{Base: vp[0], Disp: 2 * width * c}, t)
 			for i := 0; i < nh; i++ {
-				VFMADD231PS(t, zreg(16+i), a(i, c))
-				VCVTPS2PH(U8(0), a(i, c), a(i, c).AsY())
-				VCVTPH2PS(a(i, c).AsY(), a(i, c))
+				VFMADD231PS(t, vsr[i], a(i, c))
+				round(a(i, c))
 			}
 		}
 	}
 	for i := 0; i < nh && !shared; i++ {
-		vs := zreg(16 + i)
+		vs := vsr[i%len(vsr)]
 		VBROADCASTSS(Mem{Base: RDX, Disp: 32 + 4*i}, vs)
-		for c := 0; c < nz; c++ {
-			t := zreg(20 + k%8)
+		for c := 0; c < nc; c++ {
+			t := tmp[k%len(tmp)]
 			k++
-			VCVTPH2PS(Mem{Base: vp[i], Disp: 32 * c}, t)
+			VCVTPH2PS(Mem{Base: vp[i], Disp: 2 * width * c}, t)
 			VFMADD231PS(t, vs, a(i, c))
-			VCVTPS2PH(U8(0), a(i, c), a(i, c).AsY())
-			VCVTPH2PS(a(i, c).AsY(), a(i, c))
+			round(a(i, c))
 		}
 	}
 	for i := 0; i < nh; i++ {
-		ADDQ(RDI, vp[i])
+		ADDQ(R12, vp[i])
 	}
-	ADDQ(R12, RDX)
+	ADDQ(NewParamAddr("wstride", 48), RDX)
 	INCQ(RBX)
 	DECQ(RCX)
 	JNZ(LabelRef(loop))
 
-	Load(Param("acc"), RSI)
-	Load(Param("astride"), RAX)
+	Load(Param("acc"), R12)
+	Load(Param("astride"), RBX)
 	for i := 0; i < nh; i++ {
-		for c := 0; c < nz; c++ {
-			VMOVUPS(a(i, c), Mem{Base: RSI, Disp: 64 * c})
+		for c := 0; c < nc; c++ {
+			VMOVUPS(a(i, c), Mem{Base: R12, Disp: 4 * width * c})
 		}
 		if i < nh-1 {
-			ADDQ(RAX, RSI)
+			ADDQ(RBX, R12)
 		}
 	}
 	VZEROUPPER()
