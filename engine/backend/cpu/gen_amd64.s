@@ -19192,6 +19192,425 @@ scz_done:
 	VZEROUPPER
 	RET
 
+DATA expd<>+0(SB)/8, $0xc05a000000000000
+DATA expd<>+8(SB)/8, $0xc05a000000000000
+DATA expd<>+16(SB)/8, $0xc05a000000000000
+DATA expd<>+24(SB)/8, $0xc05a000000000000
+DATA expd<>+32(SB)/8, $0x4056400000000000
+DATA expd<>+40(SB)/8, $0x4056400000000000
+DATA expd<>+48(SB)/8, $0x4056400000000000
+DATA expd<>+56(SB)/8, $0x4056400000000000
+DATA expd<>+64(SB)/8, $0x3ff71547652b82fe
+DATA expd<>+72(SB)/8, $0x3ff71547652b82fe
+DATA expd<>+80(SB)/8, $0x3ff71547652b82fe
+DATA expd<>+88(SB)/8, $0x3ff71547652b82fe
+DATA expd<>+96(SB)/8, $0x3fe62e42fee00000
+DATA expd<>+104(SB)/8, $0x3fe62e42fee00000
+DATA expd<>+112(SB)/8, $0x3fe62e42fee00000
+DATA expd<>+120(SB)/8, $0x3fe62e42fee00000
+DATA expd<>+128(SB)/8, $0x3dea39ef35793c76
+DATA expd<>+136(SB)/8, $0x3dea39ef35793c76
+DATA expd<>+144(SB)/8, $0x3dea39ef35793c76
+DATA expd<>+152(SB)/8, $0x3dea39ef35793c76
+DATA expd<>+160(SB)/8, $0x00000000000003ff
+DATA expd<>+168(SB)/8, $0x00000000000003ff
+DATA expd<>+176(SB)/8, $0x00000000000003ff
+DATA expd<>+184(SB)/8, $0x00000000000003ff
+DATA expd<>+192(SB)/8, $0x3ff0000000000000
+DATA expd<>+200(SB)/8, $0x3ff0000000000000
+DATA expd<>+208(SB)/8, $0x3ff0000000000000
+DATA expd<>+216(SB)/8, $0x3ff0000000000000
+DATA expd<>+224(SB)/8, $0x3ff0000000000000
+DATA expd<>+232(SB)/8, $0x3ff0000000000000
+DATA expd<>+240(SB)/8, $0x3ff0000000000000
+DATA expd<>+248(SB)/8, $0x3ff0000000000000
+DATA expd<>+256(SB)/8, $0x3fe0000000000000
+DATA expd<>+264(SB)/8, $0x3fe0000000000000
+DATA expd<>+272(SB)/8, $0x3fe0000000000000
+DATA expd<>+280(SB)/8, $0x3fe0000000000000
+DATA expd<>+288(SB)/8, $0x3fc5555555555555
+DATA expd<>+296(SB)/8, $0x3fc5555555555555
+DATA expd<>+304(SB)/8, $0x3fc5555555555555
+DATA expd<>+312(SB)/8, $0x3fc5555555555555
+DATA expd<>+320(SB)/8, $0x3fa5555555555555
+DATA expd<>+328(SB)/8, $0x3fa5555555555555
+DATA expd<>+336(SB)/8, $0x3fa5555555555555
+DATA expd<>+344(SB)/8, $0x3fa5555555555555
+DATA expd<>+352(SB)/8, $0x3f81111111111111
+DATA expd<>+360(SB)/8, $0x3f81111111111111
+DATA expd<>+368(SB)/8, $0x3f81111111111111
+DATA expd<>+376(SB)/8, $0x3f81111111111111
+DATA expd<>+384(SB)/8, $0x3f56c16c16c16c17
+DATA expd<>+392(SB)/8, $0x3f56c16c16c16c17
+DATA expd<>+400(SB)/8, $0x3f56c16c16c16c17
+DATA expd<>+408(SB)/8, $0x3f56c16c16c16c17
+DATA expd<>+416(SB)/8, $0x3f2a01a01a01a01a
+DATA expd<>+424(SB)/8, $0x3f2a01a01a01a01a
+DATA expd<>+432(SB)/8, $0x3f2a01a01a01a01a
+DATA expd<>+440(SB)/8, $0x3f2a01a01a01a01a
+DATA expd<>+448(SB)/8, $0x3efa01a01a01a01a
+DATA expd<>+456(SB)/8, $0x3efa01a01a01a01a
+DATA expd<>+464(SB)/8, $0x3efa01a01a01a01a
+DATA expd<>+472(SB)/8, $0x3efa01a01a01a01a
+DATA expd<>+480(SB)/8, $0x3ec71de3a556c734
+DATA expd<>+488(SB)/8, $0x3ec71de3a556c734
+DATA expd<>+496(SB)/8, $0x3ec71de3a556c734
+DATA expd<>+504(SB)/8, $0x3ec71de3a556c734
+DATA expd<>+512(SB)/8, $0x3e927e4fb7789f5c
+DATA expd<>+520(SB)/8, $0x3e927e4fb7789f5c
+DATA expd<>+528(SB)/8, $0x3e927e4fb7789f5c
+DATA expd<>+536(SB)/8, $0x3e927e4fb7789f5c
+DATA expd<>+544(SB)/8, $0x3e5ae64567f544e4
+DATA expd<>+552(SB)/8, $0x3e5ae64567f544e4
+DATA expd<>+560(SB)/8, $0x3e5ae64567f544e4
+DATA expd<>+568(SB)/8, $0x3e5ae64567f544e4
+DATA expd<>+576(SB)/4, $0x3f800000
+GLOBL expd<>(SB), RODATA|NOPTR, $580
+
+// func roundF16ToF64AVX(dst *float64, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·roundF16ToF64AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+r2d:
+	VMOVUPS      (SI), Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPS2PD    X0, Y1
+	VEXTRACTF128 $0x01, Y0, X2
+	VCVTPS2PD    X2, Y2
+	VMOVUPD      Y1, (DI)
+	VMOVUPD      Y2, 32(DI)
+	ADDQ         $0x20, SI
+	ADDQ         $0x40, DI
+	SUBQ         $0x08, CX
+	JNZ          r2d
+	VZEROUPPER
+	RET
+
+// func halfToF64AVX(dst *float64, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·halfToF64AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+h2d:
+	VCVTPH2PS (SI), X0
+	VCVTPH2PS 8(SI), X1
+	VCVTPS2PD X0, Y0
+	VCVTPS2PD X1, Y1
+	VMOVUPD   Y0, (DI)
+	VMOVUPD   Y1, 32(DI)
+	ADDQ      $0x10, SI
+	ADDQ      $0x40, DI
+	SUBQ      $0x08, CX
+	JNZ       h2d
+	VZEROUPPER
+	RET
+
+// func scoresAVX(s *float32, q *float64, k *float64, n int, rd int, scale float32)
+// Requires: AVX, FMA3
+TEXT ·scoresAVX(SB), NOSPLIT, $0-44
+	MOVQ         s+0(FP), R12
+	MOVQ         q+8(FP), R13
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), R10
+	MOVQ         rd+32(FP), R11
+	VBROADCASTSS scale+40(FP), X15
+	MOVQ         R11, R8
+	SHLQ         $0x03, R8
+	LEAQ         (R8)(R8*2), R9
+	SHRQ         $0x02, R11
+
+sc8:
+	CMPQ   R10, $0x08
+	JL     sc4
+	MOVQ   R13, SI
+	MOVQ   DX, AX
+	LEAQ   (DX)(R8*4), BX
+	MOVQ   R11, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y7, Y7, Y7
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+
+sc8d:
+	VMOVUPD     (SI), Y8
+	VFMADD231PD (AX), Y8, Y0
+	VFMADD231PD (AX)(R8*1), Y8, Y1
+	VFMADD231PD (AX)(R8*2), Y8, Y2
+	VFMADD231PD (AX)(R9*1), Y8, Y3
+	VFMADD231PD (BX), Y8, Y4
+	VFMADD231PD (BX)(R8*1), Y8, Y7
+	VFMADD231PD (BX)(R8*2), Y8, Y10
+	VFMADD231PD (BX)(R9*1), Y8, Y11
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, AX
+	ADDQ        $0x20, BX
+	DECQ        CX
+	JNZ         sc8d
+	VHADDPD     Y1, Y0, Y0
+	VHADDPD     Y3, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y0, Y5
+	VPERM2F128  $0x31, Y2, Y0, Y6
+	VADDPD      Y6, Y5, Y5
+	VCVTPD2PSY  Y5, X5
+	VMULPS      X15, X5, X5
+	VMOVSS      X5, (R12)
+	VEXTRACTPS  $0x01, X5, 32(R12)
+	VEXTRACTPS  $0x02, X5, 64(R12)
+	VEXTRACTPS  $0x03, X5, 96(R12)
+	ADDQ        $0x00000080, R12
+	VHADDPD     Y7, Y4, Y4
+	VHADDPD     Y11, Y10, Y10
+	VPERM2F128  $0x20, Y10, Y4, Y5
+	VPERM2F128  $0x31, Y10, Y4, Y6
+	VADDPD      Y6, Y5, Y5
+	VCVTPD2PSY  Y5, X5
+	VMULPS      X15, X5, X5
+	VMOVSS      X5, (R12)
+	VEXTRACTPS  $0x01, X5, 32(R12)
+	VEXTRACTPS  $0x02, X5, 64(R12)
+	VEXTRACTPS  $0x03, X5, 96(R12)
+	ADDQ        $0x00000080, R12
+	LEAQ        (DX)(R8*8), DX
+	SUBQ        $0x08, R10
+	JMP         sc8
+
+sc4:
+	CMPQ   R10, $0x04
+	JL     sc1
+	MOVQ   R13, SI
+	MOVQ   DX, AX
+	MOVQ   R11, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+
+sc4d:
+	VMOVUPD     (SI), Y8
+	VFMADD231PD (AX), Y8, Y0
+	VFMADD231PD (AX)(R8*1), Y8, Y1
+	VFMADD231PD (AX)(R8*2), Y8, Y2
+	VFMADD231PD (AX)(R9*1), Y8, Y3
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, AX
+	DECQ        CX
+	JNZ         sc4d
+	VHADDPD     Y1, Y0, Y0
+	VHADDPD     Y3, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y0, Y5
+	VPERM2F128  $0x31, Y2, Y0, Y6
+	VADDPD      Y6, Y5, Y5
+	VCVTPD2PSY  Y5, X5
+	VMULPS      X15, X5, X5
+	VMOVSS      X5, (R12)
+	VEXTRACTPS  $0x01, X5, 32(R12)
+	VEXTRACTPS  $0x02, X5, 64(R12)
+	VEXTRACTPS  $0x03, X5, 96(R12)
+	ADDQ        $0x00000080, R12
+	LEAQ        (DX)(R8*4), DX
+	SUBQ        $0x04, R10
+
+sc1:
+	TESTQ  R10, R10
+	JZ     scdone
+	MOVQ   R13, SI
+	MOVQ   DX, AX
+	MOVQ   R11, CX
+	VXORPD Y0, Y0, Y0
+
+sc1d:
+	VMOVUPD      (SI), Y8
+	VFMADD231PD  (AX), Y8, Y0
+	ADDQ         $0x20, SI
+	ADDQ         $0x20, AX
+	DECQ         CX
+	JNZ          sc1d
+	VHADDPD      Y0, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDSD       X1, X0, X0
+	VCVTSD2SS    X0, X0, X0
+	VMULSS       X15, X0, X0
+	VMOVSS       X0, (R12)
+	ADDQ         $0x20, R12
+	ADDQ         R8, DX
+	DECQ         R10
+	JMP          sc1
+
+scdone:
+	VZEROUPPER
+	RET
+
+// func weightsAVX(sc *float32, w *float32, flags *uint8, m *float32, s *float32, n int, wstride int, lanes int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·weightsAVX(SB), NOSPLIT, $0-64
+	MOVQ    sc+0(FP), SI
+	MOVQ    w+8(FP), DI
+	MOVQ    flags+16(FP), BX
+	MOVQ    m+24(FP), AX
+	MOVQ    n+40(FP), CX
+	MOVQ    wstride+48(FP), R8
+	MOVQ    lanes+56(FP), R9
+	VMOVUPS (AX), Y0
+	MOVQ    DI, R10
+	MOVQ    CX, R11
+
+wt1:
+	VMOVUPS   (SI), Y1
+	VCMPPS    $0x1e, Y0, Y1, Y2
+	VSUBPS    Y0, Y1, Y3
+	VSUBPS    Y1, Y0, Y4
+	VBLENDVPS Y2, Y4, Y3, Y3
+	VBLENDVPS Y2, Y1, Y0, Y0
+	VMOVUPS   Y2, (R10)
+	VMOVUPS   Y3, 32(R10)
+	VMOVMSKPS Y2, DX
+	ANDQ      R9, DX
+	JZ        wt1n
+	MOVB      $0x01, (BX)
+
+wt1n:
+	ADDQ    $0x20, SI
+	ADDQ    R8, R10
+	INCQ    BX
+	DECQ    R11
+	JNZ     wt1
+	VMOVUPS Y0, (AX)
+	MOVQ    DI, R10
+	MOVQ    CX, R11
+
+wt2:
+	VCVTPS2PD    32(R10), Y1
+	VCVTPS2PD    48(R10), Y2
+	VMOVUPD      expd<>+0(SB), Y3
+	VMAXPD       Y1, Y3, Y1
+	VMOVUPD      expd<>+32(SB), Y3
+	VMINPD       Y1, Y3, Y1
+	VMULPD       expd<>+64(SB), Y1, Y3
+	VROUNDPD     $0x00, Y3, Y3
+	VFNMADD231PD expd<>+96(SB), Y3, Y1
+	VFNMADD231PD expd<>+128(SB), Y3, Y1
+	VMOVUPD      expd<>+544(SB), Y4
+	VFMADD213PD  expd<>+512(SB), Y1, Y4
+	VFMADD213PD  expd<>+480(SB), Y1, Y4
+	VFMADD213PD  expd<>+448(SB), Y1, Y4
+	VFMADD213PD  expd<>+416(SB), Y1, Y4
+	VFMADD213PD  expd<>+384(SB), Y1, Y4
+	VFMADD213PD  expd<>+352(SB), Y1, Y4
+	VFMADD213PD  expd<>+320(SB), Y1, Y4
+	VFMADD213PD  expd<>+288(SB), Y1, Y4
+	VFMADD213PD  expd<>+256(SB), Y1, Y4
+	VFMADD213PD  expd<>+224(SB), Y1, Y4
+	VFMADD213PD  expd<>+192(SB), Y1, Y4
+	VCVTPD2DQY   Y3, X3
+	VPMOVSXDQ    X3, Y3
+	VPADDQ       expd<>+160(SB), Y3, Y3
+	VPSLLQ       $0x34, Y3, Y3
+	VMULPD       Y3, Y4, Y1
+	VMOVUPD      expd<>+0(SB), Y5
+	VMAXPD       Y2, Y5, Y2
+	VMOVUPD      expd<>+32(SB), Y5
+	VMINPD       Y2, Y5, Y2
+	VMULPD       expd<>+64(SB), Y2, Y5
+	VROUNDPD     $0x00, Y5, Y5
+	VFNMADD231PD expd<>+96(SB), Y5, Y2
+	VFNMADD231PD expd<>+128(SB), Y5, Y2
+	VMOVUPD      expd<>+544(SB), Y6
+	VFMADD213PD  expd<>+512(SB), Y2, Y6
+	VFMADD213PD  expd<>+480(SB), Y2, Y6
+	VFMADD213PD  expd<>+448(SB), Y2, Y6
+	VFMADD213PD  expd<>+416(SB), Y2, Y6
+	VFMADD213PD  expd<>+384(SB), Y2, Y6
+	VFMADD213PD  expd<>+352(SB), Y2, Y6
+	VFMADD213PD  expd<>+320(SB), Y2, Y6
+	VFMADD213PD  expd<>+288(SB), Y2, Y6
+	VFMADD213PD  expd<>+256(SB), Y2, Y6
+	VFMADD213PD  expd<>+224(SB), Y2, Y6
+	VFMADD213PD  expd<>+192(SB), Y2, Y6
+	VCVTPD2DQY   Y5, X5
+	VPMOVSXDQ    X5, Y5
+	VPADDQ       expd<>+160(SB), Y5, Y5
+	VPSLLQ       $0x34, Y5, Y5
+	VMULPD       Y5, Y6, Y2
+	VCVTPD2PSY   Y1, X1
+	VCVTPD2PSY   Y2, X2
+	VMOVUPS      X1, 32(R10)
+	VMOVUPS      X2, 48(R10)
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          wt2
+	MOVQ         s+32(FP), AX
+	VMOVUPS      (AX), Y0
+	VBROADCASTSS expd<>+576(SB), Y9
+	MOVQ         DI, R10
+	MOVQ         CX, R11
+
+wt3:
+	VMOVUPS   (R10), Y2
+	VMOVUPS   32(R10), Y3
+	VBLENDVPS Y2, Y3, Y9, Y4
+	VBLENDVPS Y2, Y9, Y3, Y5
+	VMULPS    Y4, Y0, Y0
+	VADDPS    Y5, Y0, Y0
+	VMOVUPS   Y4, (R10)
+	VMOVUPS   Y5, 32(R10)
+	ADDQ      R8, R10
+	DECQ      R11
+	JNZ       wt3
+	VMOVUPS   Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func expF64AVX(x *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·expF64AVX(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+
+ex4:
+	VCVTPS2PD    (DI), Y0
+	VMOVUPD      expd<>+0(SB), Y1
+	VMAXPD       Y0, Y1, Y0
+	VMOVUPD      expd<>+32(SB), Y1
+	VMINPD       Y0, Y1, Y0
+	VMULPD       expd<>+64(SB), Y0, Y1
+	VROUNDPD     $0x00, Y1, Y1
+	VFNMADD231PD expd<>+96(SB), Y1, Y0
+	VFNMADD231PD expd<>+128(SB), Y1, Y0
+	VMOVUPD      expd<>+544(SB), Y2
+	VFMADD213PD  expd<>+512(SB), Y0, Y2
+	VFMADD213PD  expd<>+480(SB), Y0, Y2
+	VFMADD213PD  expd<>+448(SB), Y0, Y2
+	VFMADD213PD  expd<>+416(SB), Y0, Y2
+	VFMADD213PD  expd<>+384(SB), Y0, Y2
+	VFMADD213PD  expd<>+352(SB), Y0, Y2
+	VFMADD213PD  expd<>+320(SB), Y0, Y2
+	VFMADD213PD  expd<>+288(SB), Y0, Y2
+	VFMADD213PD  expd<>+256(SB), Y0, Y2
+	VFMADD213PD  expd<>+224(SB), Y0, Y2
+	VFMADD213PD  expd<>+192(SB), Y0, Y2
+	VCVTPD2DQY   Y1, X1
+	VPMOVSXDQ    X1, Y1
+	VPADDQ       expd<>+160(SB), Y1, Y1
+	VPSLLQ       $0x34, Y1, Y1
+	VMULPD       Y1, Y2, Y0
+	VCVTPD2PSY   Y0, X0
+	VMOVUPS      X0, (DI)
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, CX
+	JNZ          ex4
+	VZEROUPPER
+	RET
+
 // func dotRowsF32AVX(w *float32, wstride int, x *float32, n int, rows int, out *float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·dotRowsF32AVX(SB), NOSPLIT, $0-48

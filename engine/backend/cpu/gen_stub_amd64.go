@@ -484,6 +484,31 @@ func halfToF64PairsZ(dst *float64, src *uint16, n int, rd int)
 //go:noescape
 func scoresZ(s *float32, q *float64, k *float64, n int, rd int, scale float32)
 
+// roundF16ToF64AVX sets dst[i] = float64(h(src[i])), h rounding to half precision (nearest even); n is a positive multiple of 8.
+//
+//go:noescape
+func roundF16ToF64AVX(dst *float64, src *float32, n int)
+
+// halfToF64AVX converts halves to float64 (exact); n is a positive multiple of 8.
+//
+//go:noescape
+func halfToF64AVX(dst *float64, src *uint16, n int)
+
+// scoresAVX computes the scores of n positions (see internal/gen/attn.go).
+//
+//go:noescape
+func scoresAVX(s *float32, q *float64, k *float64, n int, rd int, scale float32)
+
+// weightsAVX is the softmax bookkeeping of n positions for 8 heads (see internal/gen/attn.go).
+//
+//go:noescape
+func weightsAVX(sc *float32, w *float32, flags *uint8, m *float32, s *float32, n int, wstride int, lanes int)
+
+// expF64AVX sets x[i] = e^x[i] as expF64Generic computes it, four at a time in float64; n is a positive multiple of 4.
+//
+//go:noescape
+func expF64AVX(x *float32, n int)
+
 // dotRowsF32AVX computes out[r] = dot(weight row r, x) for r < rows, F32 rows wstride bytes apart (see internal/gen/frows.go).
 //
 //go:noescape

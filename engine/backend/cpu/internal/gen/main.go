@@ -25,6 +25,7 @@ func main() {
 	block32Family()
 	attnZ()
 	attnScoresZ()
+	attnFamily()
 	floatFamily("")
 	q32zFamily("")
 	vecFamily("")
