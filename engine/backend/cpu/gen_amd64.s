@@ -11588,6 +11588,186 @@ DATA kones<>+48(SB)/8, $0x0001000100010001
 DATA kones<>+56(SB)/8, $0x0001000100010001
 GLOBL kones<>(SB), RODATA|NOPTR, $64
 
+DATA kzwordperm<>+0(SB)/8, $0x0000000000000000
+DATA kzwordperm<>+8(SB)/8, $0x0000000000000000
+DATA kzwordperm<>+16(SB)/8, $0x0000000000000000
+DATA kzwordperm<>+24(SB)/8, $0x0000000000000000
+DATA kzwordperm<>+32(SB)/8, $0x0001000100010001
+DATA kzwordperm<>+40(SB)/8, $0x0001000100010001
+DATA kzwordperm<>+48(SB)/8, $0x0001000100010001
+DATA kzwordperm<>+56(SB)/8, $0x0001000100010001
+DATA kzwordperm<>+64(SB)/8, $0x0002000200020002
+DATA kzwordperm<>+72(SB)/8, $0x0002000200020002
+DATA kzwordperm<>+80(SB)/8, $0x0002000200020002
+DATA kzwordperm<>+88(SB)/8, $0x0002000200020002
+DATA kzwordperm<>+96(SB)/8, $0x0003000300030003
+DATA kzwordperm<>+104(SB)/8, $0x0003000300030003
+DATA kzwordperm<>+112(SB)/8, $0x0003000300030003
+DATA kzwordperm<>+120(SB)/8, $0x0003000300030003
+DATA kzwordperm<>+128(SB)/8, $0x0004000400040004
+DATA kzwordperm<>+136(SB)/8, $0x0004000400040004
+DATA kzwordperm<>+144(SB)/8, $0x0004000400040004
+DATA kzwordperm<>+152(SB)/8, $0x0004000400040004
+DATA kzwordperm<>+160(SB)/8, $0x0005000500050005
+DATA kzwordperm<>+168(SB)/8, $0x0005000500050005
+DATA kzwordperm<>+176(SB)/8, $0x0005000500050005
+DATA kzwordperm<>+184(SB)/8, $0x0005000500050005
+DATA kzwordperm<>+192(SB)/8, $0x0006000600060006
+DATA kzwordperm<>+200(SB)/8, $0x0006000600060006
+DATA kzwordperm<>+208(SB)/8, $0x0006000600060006
+DATA kzwordperm<>+216(SB)/8, $0x0006000600060006
+DATA kzwordperm<>+224(SB)/8, $0x0007000700070007
+DATA kzwordperm<>+232(SB)/8, $0x0007000700070007
+DATA kzwordperm<>+240(SB)/8, $0x0007000700070007
+DATA kzwordperm<>+248(SB)/8, $0x0007000700070007
+GLOBL kzwordperm<>(SB), RODATA|NOPTR, $256
+
+DATA kzpairperm<>+0(SB)/8, $0x0000000000000000
+DATA kzpairperm<>+8(SB)/8, $0x0000000000000000
+DATA kzpairperm<>+16(SB)/8, $0x0001000100010001
+DATA kzpairperm<>+24(SB)/8, $0x0001000100010001
+DATA kzpairperm<>+32(SB)/8, $0x0002000200020002
+DATA kzpairperm<>+40(SB)/8, $0x0002000200020002
+DATA kzpairperm<>+48(SB)/8, $0x0003000300030003
+DATA kzpairperm<>+56(SB)/8, $0x0003000300030003
+DATA kzpairperm<>+64(SB)/8, $0x0004000400040004
+DATA kzpairperm<>+72(SB)/8, $0x0004000400040004
+DATA kzpairperm<>+80(SB)/8, $0x0005000500050005
+DATA kzpairperm<>+88(SB)/8, $0x0005000500050005
+DATA kzpairperm<>+96(SB)/8, $0x0006000600060006
+DATA kzpairperm<>+104(SB)/8, $0x0006000600060006
+DATA kzpairperm<>+112(SB)/8, $0x0007000700070007
+DATA kzpairperm<>+120(SB)/8, $0x0007000700070007
+DATA kzpairperm<>+128(SB)/8, $0x0008000800080008
+DATA kzpairperm<>+136(SB)/8, $0x0008000800080008
+DATA kzpairperm<>+144(SB)/8, $0x0009000900090009
+DATA kzpairperm<>+152(SB)/8, $0x0009000900090009
+DATA kzpairperm<>+160(SB)/8, $0x000a000a000a000a
+DATA kzpairperm<>+168(SB)/8, $0x000a000a000a000a
+DATA kzpairperm<>+176(SB)/8, $0x000b000b000b000b
+DATA kzpairperm<>+184(SB)/8, $0x000b000b000b000b
+DATA kzpairperm<>+192(SB)/8, $0x000c000c000c000c
+DATA kzpairperm<>+200(SB)/8, $0x000c000c000c000c
+DATA kzpairperm<>+208(SB)/8, $0x000d000d000d000d
+DATA kzpairperm<>+216(SB)/8, $0x000d000d000d000d
+DATA kzpairperm<>+224(SB)/8, $0x000e000e000e000e
+DATA kzpairperm<>+232(SB)/8, $0x000e000e000e000e
+DATA kzpairperm<>+240(SB)/8, $0x000f000f000f000f
+DATA kzpairperm<>+248(SB)/8, $0x000f000f000f000f
+GLOBL kzpairperm<>(SB), RODATA|NOPTR, $256
+
+DATA kzshift04<>+0(SB)/8, $0x0000000000000000
+DATA kzshift04<>+8(SB)/8, $0x0000000000000000
+DATA kzshift04<>+16(SB)/8, $0x0000000000000000
+DATA kzshift04<>+24(SB)/8, $0x0000000000000000
+DATA kzshift04<>+32(SB)/8, $0x0004000400040004
+DATA kzshift04<>+40(SB)/8, $0x0004000400040004
+DATA kzshift04<>+48(SB)/8, $0x0004000400040004
+DATA kzshift04<>+56(SB)/8, $0x0004000400040004
+GLOBL kzshift04<>(SB), RODATA|NOPTR, $64
+
+DATA kzlanes04<>+0(SB)/8, $0x0000000000000000
+DATA kzlanes04<>+8(SB)/8, $0x0000000000000000
+DATA kzlanes04<>+16(SB)/8, $0x0004000400040004
+DATA kzlanes04<>+24(SB)/8, $0x0004000400040004
+DATA kzlanes04<>+32(SB)/8, $0x0000000000000000
+DATA kzlanes04<>+40(SB)/8, $0x0000000000000000
+DATA kzlanes04<>+48(SB)/8, $0x0004000400040004
+DATA kzlanes04<>+56(SB)/8, $0x0004000400040004
+GLOBL kzlanes04<>(SB), RODATA|NOPTR, $64
+
+DATA kzq5bits<>+0(SB)/8, $0x0101010101010101
+DATA kzq5bits<>+8(SB)/8, $0x0101010101010101
+DATA kzq5bits<>+16(SB)/8, $0x0101010101010101
+DATA kzq5bits<>+24(SB)/8, $0x0101010101010101
+DATA kzq5bits<>+32(SB)/8, $0x0202020202020202
+DATA kzq5bits<>+40(SB)/8, $0x0202020202020202
+DATA kzq5bits<>+48(SB)/8, $0x0202020202020202
+DATA kzq5bits<>+56(SB)/8, $0x0202020202020202
+DATA kzq5bits<>+64(SB)/8, $0x0404040404040404
+DATA kzq5bits<>+72(SB)/8, $0x0404040404040404
+DATA kzq5bits<>+80(SB)/8, $0x0404040404040404
+DATA kzq5bits<>+88(SB)/8, $0x0404040404040404
+DATA kzq5bits<>+96(SB)/8, $0x0808080808080808
+DATA kzq5bits<>+104(SB)/8, $0x0808080808080808
+DATA kzq5bits<>+112(SB)/8, $0x0808080808080808
+DATA kzq5bits<>+120(SB)/8, $0x0808080808080808
+DATA kzq5bits<>+128(SB)/8, $0x1010101010101010
+DATA kzq5bits<>+136(SB)/8, $0x1010101010101010
+DATA kzq5bits<>+144(SB)/8, $0x1010101010101010
+DATA kzq5bits<>+152(SB)/8, $0x1010101010101010
+DATA kzq5bits<>+160(SB)/8, $0x2020202020202020
+DATA kzq5bits<>+168(SB)/8, $0x2020202020202020
+DATA kzq5bits<>+176(SB)/8, $0x2020202020202020
+DATA kzq5bits<>+184(SB)/8, $0x2020202020202020
+DATA kzq5bits<>+192(SB)/8, $0x4040404040404040
+DATA kzq5bits<>+200(SB)/8, $0x4040404040404040
+DATA kzq5bits<>+208(SB)/8, $0x4040404040404040
+DATA kzq5bits<>+216(SB)/8, $0x4040404040404040
+DATA kzq5bits<>+224(SB)/8, $0x8080808080808080
+DATA kzq5bits<>+232(SB)/8, $0x8080808080808080
+DATA kzq5bits<>+240(SB)/8, $0x8080808080808080
+DATA kzq5bits<>+248(SB)/8, $0x8080808080808080
+GLOBL kzq5bits<>(SB), RODATA|NOPTR, $256
+
+DATA kzshifts<>+0(SB)/8, $0x0004000400040004
+DATA kzshifts<>+8(SB)/8, $0x0004000400040004
+DATA kzshifts<>+16(SB)/8, $0x0004000400040004
+DATA kzshifts<>+24(SB)/8, $0x0004000400040004
+DATA kzshifts<>+32(SB)/8, $0x0002000200020002
+DATA kzshifts<>+40(SB)/8, $0x0002000200020002
+DATA kzshifts<>+48(SB)/8, $0x0002000200020002
+DATA kzshifts<>+56(SB)/8, $0x0002000200020002
+DATA kzshifts<>+64(SB)/8, $0x0000000000000000
+DATA kzshifts<>+72(SB)/8, $0x0000000000000000
+DATA kzshifts<>+80(SB)/8, $0x0000000000000000
+DATA kzshifts<>+88(SB)/8, $0x0000000000000000
+DATA kzshifts<>+96(SB)/8, $0x0002000200020002
+DATA kzshifts<>+104(SB)/8, $0x0002000200020002
+DATA kzshifts<>+112(SB)/8, $0x0002000200020002
+DATA kzshifts<>+120(SB)/8, $0x0002000200020002
+DATA kzshifts<>+128(SB)/8, $0x0000000000000000
+DATA kzshifts<>+136(SB)/8, $0x0000000000000000
+DATA kzshifts<>+144(SB)/8, $0x0000000000000000
+DATA kzshifts<>+152(SB)/8, $0x0000000000000000
+DATA kzshifts<>+160(SB)/8, $0x0001000100010001
+DATA kzshifts<>+168(SB)/8, $0x0001000100010001
+DATA kzshifts<>+176(SB)/8, $0x0001000100010001
+DATA kzshifts<>+184(SB)/8, $0x0001000100010001
+DATA kzshifts<>+192(SB)/8, $0x0002000200020002
+DATA kzshifts<>+200(SB)/8, $0x0002000200020002
+DATA kzshifts<>+208(SB)/8, $0x0002000200020002
+DATA kzshifts<>+216(SB)/8, $0x0002000200020002
+DATA kzshifts<>+224(SB)/8, $0x0003000300030003
+DATA kzshifts<>+232(SB)/8, $0x0003000300030003
+DATA kzshifts<>+240(SB)/8, $0x0003000300030003
+DATA kzshifts<>+248(SB)/8, $0x0003000300030003
+DATA kzshifts<>+256(SB)/8, $0x0004000400040004
+DATA kzshifts<>+264(SB)/8, $0x0004000400040004
+DATA kzshifts<>+272(SB)/8, $0x0004000400040004
+DATA kzshifts<>+280(SB)/8, $0x0004000400040004
+DATA kzshifts<>+288(SB)/8, $0x0005000500050005
+DATA kzshifts<>+296(SB)/8, $0x0005000500050005
+DATA kzshifts<>+304(SB)/8, $0x0005000500050005
+DATA kzshifts<>+312(SB)/8, $0x0005000500050005
+DATA kzshifts<>+320(SB)/8, $0x0002000200020002
+DATA kzshifts<>+328(SB)/8, $0x0002000200020002
+DATA kzshifts<>+336(SB)/8, $0x0002000200020002
+DATA kzshifts<>+344(SB)/8, $0x0002000200020002
+DATA kzshifts<>+352(SB)/8, $0x0001000100010001
+DATA kzshifts<>+360(SB)/8, $0x0001000100010001
+DATA kzshifts<>+368(SB)/8, $0x0001000100010001
+DATA kzshifts<>+376(SB)/8, $0x0001000100010001
+DATA kzshifts<>+384(SB)/8, $0x0004000400040004
+DATA kzshifts<>+392(SB)/8, $0x0004000400040004
+DATA kzshifts<>+400(SB)/8, $0x0004000400040004
+DATA kzshifts<>+408(SB)/8, $0x0004000400040004
+DATA kzshifts<>+416(SB)/8, $0x0006000600060006
+DATA kzshifts<>+424(SB)/8, $0x0006000600060006
+DATA kzshifts<>+432(SB)/8, $0x0006000600060006
+DATA kzshifts<>+440(SB)/8, $0x0006000600060006
+GLOBL kzshifts<>(SB), RODATA|NOPTR, $448
+
 // func kdotQ4_K(w *byte, x *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·kdotQ4_K(SB), NOSPLIT, $320-28
@@ -11636,6 +11816,12 @@ kdotQ4_K_block:
 	ORQ          BX, R8
 	VMOVQ        AX, X4
 	VPMOVZXBW    X4, X4
+	VMOVQ        R8, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKLWD   X5, X5, X6
+	VPUNPCKHWD   X5, X5, X7
+	VINSERTI128  $0x01, X7, Y6, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y4
 	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
 	VMOVDQU      Y5, (SP)
@@ -11653,12 +11839,6 @@ kdotQ4_K_block:
 	VMOVDQU      Y5, 192(SP)
 	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
 	VMOVDQU      Y5, 224(SP)
-	VMOVQ        R8, X5
-	VPMOVZXBW    X5, X5
-	VPUNPCKLWD   X5, X5, X6
-	VPUNPCKHWD   X5, X5, X7
-	VINSERTI128  $0x01, X7, Y6, Y6
-	VMOVDQU      Y6, 256(SP)
 	MOVL         (SI), AX
 	VMOVD        AX, X4
 	VCVTPH2PS    X4, X4
@@ -11791,6 +11971,12 @@ kdot4Q4_K_block:
 	ORQ          BX, R8
 	VMOVQ        AX, X4
 	VPMOVZXBW    X4, X4
+	VMOVQ        R8, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKLWD   X5, X5, X6
+	VPUNPCKHWD   X5, X5, X7
+	VINSERTI128  $0x01, X7, Y6, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y4
 	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
 	VMOVDQU      Y5, (SP)
@@ -11808,12 +11994,6 @@ kdot4Q4_K_block:
 	VMOVDQU      Y5, 192(SP)
 	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
 	VMOVDQU      Y5, 224(SP)
-	VMOVQ        R8, X5
-	VPMOVZXBW    X5, X5
-	VPUNPCKLWD   X5, X5, X6
-	VPUNPCKHWD   X5, X5, X7
-	VINSERTI128  $0x01, X7, Y6, Y6
-	VMOVDQU      Y6, 256(SP)
 	MOVL         (SI), AX
 	VMOVD        AX, X4
 	VCVTPH2PS    X4, X4
@@ -12074,6 +12254,12 @@ kunpackQ4_K_block:
 	ORQ         BX, R8
 	VMOVQ       AX, X4
 	VPMOVZXBW   X4, X4
+	VMOVQ       R8, X5
+	VPMOVZXBW   X5, X5
+	VPUNPCKLWD  X5, X5, X6
+	VPUNPCKHWD  X5, X5, X7
+	VINSERTI128 $0x01, X7, Y6, Y8
+	VMOVDQU     Y8, 512(DI)
 	VINSERTI128 $0x01, X4, Y4, Y4
 	VPSHUFB     kwordbcast<>+0(SB), Y4, Y5
 	VMOVDQU     Y5, 256(DI)
@@ -12091,12 +12277,6 @@ kunpackQ4_K_block:
 	VMOVDQU     Y5, 448(DI)
 	VPSHUFB     kwordbcast<>+224(SB), Y4, Y5
 	VMOVDQU     Y5, 480(DI)
-	VMOVQ       R8, X5
-	VPMOVZXBW   X5, X5
-	VPUNPCKLWD  X5, X5, X6
-	VPUNPCKHWD  X5, X5, X7
-	VINSERTI128 $0x01, X7, Y6, Y6
-	VMOVDQU     Y6, 512(DI)
 	MOVL        (SI), AX
 	VMOVD       AX, X4
 	VCVTPH2PS   X4, X4
@@ -12135,6 +12315,474 @@ kunpackQ4_K_block:
 	JMP         kunpackQ4_K_block
 
 kunpackQ4_K_done:
+	VZEROUPPER
+	RET
+
+// func kdotZQ4_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ4_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZQ4_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ4_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x00000090, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ4_K_block
+
+kdotZQ4_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q4_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q4_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZ4Q4_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q4_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VPMADDWD        260(R9), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VPMADDWD        260(R10), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	VPMADDWD        260(R11), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y3
+	ADDQ            $0x00000090, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q4_K_block
+
+kdotZ4Q4_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ4_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ4_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZRQ4_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ4_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ4_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ4_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x00000090, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ4_K_block
+
+kdotZRQ4_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ4_K_row
+
+kdotZRQ4_K_rows_done:
 	VZEROUPPER
 	RET
 
@@ -12189,6 +12837,12 @@ kdotQ5_K_block:
 	ORQ          BX, R8
 	VMOVQ        AX, X4
 	VPMOVZXBW    X4, X4
+	VMOVQ        R8, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKLWD   X5, X5, X6
+	VPUNPCKHWD   X5, X5, X7
+	VINSERTI128  $0x01, X7, Y6, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y4
 	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
 	VMOVDQU      Y5, (SP)
@@ -12206,12 +12860,6 @@ kdotQ5_K_block:
 	VMOVDQU      Y5, 192(SP)
 	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
 	VMOVDQU      Y5, 224(SP)
-	VMOVQ        R8, X5
-	VPMOVZXBW    X5, X5
-	VPUNPCKLWD   X5, X5, X6
-	VPUNPCKHWD   X5, X5, X7
-	VINSERTI128  $0x01, X7, Y6, Y6
-	VMOVDQU      Y6, 256(SP)
 	MOVL         (SI), AX
 	VMOVD        AX, X4
 	VCVTPH2PS    X4, X4
@@ -12378,6 +13026,12 @@ kdot4Q5_K_block:
 	ORQ          BX, R8
 	VMOVQ        AX, X4
 	VPMOVZXBW    X4, X4
+	VMOVQ        R8, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKLWD   X5, X5, X6
+	VPUNPCKHWD   X5, X5, X7
+	VINSERTI128  $0x01, X7, Y6, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y4
 	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
 	VMOVDQU      Y5, (SP)
@@ -12395,12 +13049,6 @@ kdot4Q5_K_block:
 	VMOVDQU      Y5, 192(SP)
 	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
 	VMOVDQU      Y5, 224(SP)
-	VMOVQ        R8, X5
-	VPMOVZXBW    X5, X5
-	VPUNPCKLWD   X5, X5, X6
-	VPUNPCKHWD   X5, X5, X7
-	VINSERTI128  $0x01, X7, Y6, Y6
-	VMOVDQU      Y6, 256(SP)
 	MOVL         (SI), AX
 	VMOVD        AX, X4
 	VCVTPH2PS    X4, X4
@@ -12695,6 +13343,12 @@ kunpackQ5_K_block:
 	ORQ         BX, R8
 	VMOVQ       AX, X4
 	VPMOVZXBW   X4, X4
+	VMOVQ       R8, X5
+	VPMOVZXBW   X5, X5
+	VPUNPCKLWD  X5, X5, X6
+	VPUNPCKHWD  X5, X5, X7
+	VINSERTI128 $0x01, X7, Y6, Y8
+	VMOVDQU     Y8, 512(DI)
 	VINSERTI128 $0x01, X4, Y4, Y4
 	VPSHUFB     kwordbcast<>+0(SB), Y4, Y5
 	VMOVDQU     Y5, 256(DI)
@@ -12712,12 +13366,6 @@ kunpackQ5_K_block:
 	VMOVDQU     Y5, 448(DI)
 	VPSHUFB     kwordbcast<>+224(SB), Y4, Y5
 	VMOVDQU     Y5, 480(DI)
-	VMOVQ       R8, X5
-	VPMOVZXBW   X5, X5
-	VPUNPCKLWD  X5, X5, X6
-	VPUNPCKHWD  X5, X5, X7
-	VINSERTI128 $0x01, X7, Y6, Y6
-	VMOVDQU     Y6, 512(DI)
 	MOVL        (SI), AX
 	VMOVD       AX, X4
 	VCVTPH2PS   X4, X4
@@ -12790,6 +13438,519 @@ kunpackQ5_K_done:
 	VZEROUPPER
 	RET
 
+// func kdotZQ5_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ5_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZQ5_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ5_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+0(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+64(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+128(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 144(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+192(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x000000b0, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ5_K_block
+
+kdotZQ5_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q5_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q5_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZ4Q5_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q5_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+0(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+64(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+128(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 144(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+192(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VPMADDWD        260(R9), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VPMADDWD        260(R10), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	VPMADDWD        260(R11), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y3
+	ADDQ            $0x000000b0, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q5_K_block
+
+kdotZ4Q5_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ5_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ5_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZRQ5_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ5_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ5_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ5_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+0(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+64(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+128(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 144(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+192(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x000000b0, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ5_K_block
+
+kdotZRQ5_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ5_K_row
+
+kdotZRQ5_K_rows_done:
+	VZEROUPPER
+	RET
+
 // func kdotQ6_K(w *byte, x *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·kdotQ6_K(SB), NOSPLIT, $320-28
@@ -12817,9 +13978,9 @@ kdotQ6_K_block:
 	PREFETCHT1   8384(SI)
 	VPMOVSXBW    192(SI), Y4
 	VPSLLW       $0x05, Y4, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSUBW       Y5, Y6, Y6
-	VMOVDQU      Y6, 256(SP)
+	VPXOR        Y8, Y8, Y8
+	VPSUBW       Y5, Y8, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y6
 	VPERM2I128   $0x11, Y4, Y4, Y7
 	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
@@ -12974,9 +14135,9 @@ kdot4Q6_K_block:
 	PREFETCHT1   8384(SI)
 	VPMOVSXBW    192(SI), Y4
 	VPSLLW       $0x05, Y4, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSUBW       Y5, Y6, Y6
-	VMOVDQU      Y6, 256(SP)
+	VPXOR        Y8, Y8, Y8
+	VPSUBW       Y5, Y8, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y6
 	VPERM2I128   $0x11, Y4, Y4, Y7
 	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
@@ -13242,9 +14403,9 @@ kunpackQ6_K_block:
 	JZ          kunpackQ6_K_done
 	VPMOVSXBW   192(SI), Y4
 	VPSLLW      $0x05, Y4, Y5
-	VPXOR       Y6, Y6, Y6
-	VPSUBW      Y5, Y6, Y6
-	VMOVDQU     Y6, 512(DI)
+	VPXOR       Y8, Y8, Y8
+	VPSUBW      Y5, Y8, Y8
+	VMOVDQU     Y8, 512(DI)
 	VINSERTI128 $0x01, X4, Y4, Y6
 	VPERM2I128  $0x11, Y4, Y4, Y7
 	VPSHUFB     kpairbcast<>+0(SB), Y6, Y5
@@ -13334,6 +14495,414 @@ kunpackQ6_K_done:
 	VZEROUPPER
 	RET
 
+// func kdotZQ6_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ6_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZQ6_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ6_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT0      1216(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	PREFETCHT1      8384(SI)
+	VPMOVSXBW       192(SI), Y4
+	VPSLLW          $0x05, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         208(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VMOVDQU64       (SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       (SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       64(SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       64(SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ6_K_block
+
+kdotZQ6_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q6_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q6_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZ4Q6_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q6_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT0      1216(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	PREFETCHT1      8384(SI)
+	VPMOVSXBW       192(SI), Y4
+	VPSLLW          $0x05, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         208(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VPMADDWD        260(R9), Y8, Y21
+	VPMADDWD        260(R10), Y8, Y22
+	VPMADDWD        260(R11), Y8, Y23
+	VMOVDQU64       (SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VMOVDQU64       (SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VMOVDQU64       64(SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VMOVDQU64       64(SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q6_K_block
+
+kdotZ4Q6_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ6_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ6_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZRQ6_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ6_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ6_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ6_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT0      1216(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	PREFETCHT1      8384(SI)
+	VPMOVSXBW       192(SI), Y4
+	VPSLLW          $0x05, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         208(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VMOVDQU64       (SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       (SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       64(SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       64(SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ6_K_block
+
+kdotZRQ6_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ6_K_row
+
+kdotZRQ6_K_rows_done:
+	VZEROUPPER
+	RET
+
 // func kdotQ3_K(w *byte, x *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·kdotQ3_K(SB), NOSPLIT, $320-28
@@ -13396,9 +14965,9 @@ kdotQ3_K_block:
 	VPMOVZXBW    X4, Y4
 	VPSUBW       kwords32<>+0(SB), Y4, Y4
 	VPSLLW       $0x02, Y4, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSUBW       Y5, Y6, Y6
-	VMOVDQU      Y6, 256(SP)
+	VPXOR        Y8, Y8, Y8
+	VPSUBW       Y5, Y8, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y6
 	VPERM2I128   $0x11, Y4, Y4, Y7
 	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
@@ -13591,9 +15160,9 @@ kdot4Q3_K_block:
 	VPMOVZXBW    X4, Y4
 	VPSUBW       kwords32<>+0(SB), Y4, Y4
 	VPSLLW       $0x02, Y4, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSUBW       Y5, Y6, Y6
-	VMOVDQU      Y6, 256(SP)
+	VPXOR        Y8, Y8, Y8
+	VPSUBW       Y5, Y8, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y6
 	VPERM2I128   $0x11, Y4, Y4, Y7
 	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
@@ -13901,9 +15470,9 @@ kunpackQ3_K_block:
 	VPMOVZXBW   X4, Y4
 	VPSUBW      kwords32<>+0(SB), Y4, Y4
 	VPSLLW      $0x02, Y4, Y5
-	VPXOR       Y6, Y6, Y6
-	VPSUBW      Y5, Y6, Y6
-	VMOVDQU     Y6, 512(DI)
+	VPXOR       Y8, Y8, Y8
+	VPSUBW      Y5, Y8, Y8
+	VMOVDQU     Y8, 512(DI)
 	VINSERTI128 $0x01, X4, Y4, Y6
 	VPERM2I128  $0x11, Y4, Y4, Y7
 	VPSHUFB     kpairbcast<>+0(SB), Y6, Y5
@@ -13996,6 +15565,525 @@ kunpackQ3_K_done:
 	VZEROUPPER
 	RET
 
+// func kdotZQ3_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ3_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZQ3_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ3_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	MOVL            96(SI), AX
+	MOVL            100(SI), BX
+	MOVL            104(SI), DX
+	MOVL            AX, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x02, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VMOVQ           R8, X4
+	MOVL            AX, R8
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	SHRL            $0x04, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x06, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VPINSRQ         $0x01, R8, X4, X4
+	VPMOVZXBW       X4, Y4
+	VPSUBW          kwords32<>+0(SB), Y4, Y4
+	VPSLLW          $0x02, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         108(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSLLVW         kzshifts<>+320(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+128(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+192(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+256(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x0000006e, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ3_K_block
+
+kdotZQ3_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q3_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q3_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZ4Q3_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q3_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	MOVL            96(SI), AX
+	MOVL            100(SI), BX
+	MOVL            104(SI), DX
+	MOVL            AX, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x02, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VMOVQ           R8, X4
+	MOVL            AX, R8
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	SHRL            $0x04, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x06, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VPINSRQ         $0x01, R8, X4, X4
+	VPMOVZXBW       X4, Y4
+	VPSUBW          kwords32<>+0(SB), Y4, Y4
+	VPSLLW          $0x02, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         108(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VPMADDWD        260(R9), Y8, Y21
+	VPMADDWD        260(R10), Y8, Y22
+	VPMADDWD        260(R11), Y8, Y23
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSLLVW         kzshifts<>+320(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+128(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+192(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+256(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	ADDQ            $0x0000006e, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q3_K_block
+
+kdotZ4Q3_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ3_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ3_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZRQ3_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ3_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ3_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ3_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	MOVL            96(SI), AX
+	MOVL            100(SI), BX
+	MOVL            104(SI), DX
+	MOVL            AX, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x02, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VMOVQ           R8, X4
+	MOVL            AX, R8
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	SHRL            $0x04, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x06, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VPINSRQ         $0x01, R8, X4, X4
+	VPMOVZXBW       X4, Y4
+	VPSUBW          kwords32<>+0(SB), Y4, Y4
+	VPSLLW          $0x02, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         108(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSLLVW         kzshifts<>+320(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+128(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+192(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+256(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x0000006e, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ3_K_block
+
+kdotZRQ3_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ3_K_row
+
+kdotZRQ3_K_rows_done:
+	VZEROUPPER
+	RET
+
 // func kdotQ2_K(w *byte, x *byte, nb int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·kdotQ2_K(SB), NOSPLIT, $320-28
@@ -14022,8 +16110,8 @@ kdotQ2_K_block:
 	VPAND        X13, X4, X4
 	VPAND        X13, X5, X5
 	VPMOVZXBW    X4, Y4
-	VPMOVZXBW    X5, Y5
-	VMOVDQU      Y5, 256(SP)
+	VPMOVZXBW    X5, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y6
 	VPERM2I128   $0x11, Y4, Y4, Y7
 	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
@@ -14154,8 +16242,8 @@ kdot4Q2_K_block:
 	VPAND        X13, X4, X4
 	VPAND        X13, X5, X5
 	VPMOVZXBW    X4, Y4
-	VPMOVZXBW    X5, Y5
-	VMOVDQU      Y5, 256(SP)
+	VPMOVZXBW    X5, Y8
+	VMOVDQU      Y8, 256(SP)
 	VINSERTI128  $0x01, X4, Y4, Y6
 	VPERM2I128   $0x11, Y4, Y4, Y7
 	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
@@ -14416,8 +16504,8 @@ kunpackQ2_K_block:
 	VPAND       X13, X4, X4
 	VPAND       X13, X5, X5
 	VPMOVZXBW   X4, Y4
-	VPMOVZXBW   X5, Y5
-	VMOVDQU     Y5, 512(DI)
+	VPMOVZXBW   X5, Y8
+	VMOVDQU     Y8, 512(DI)
 	VINSERTI128 $0x01, X4, Y4, Y6
 	VPERM2I128  $0x11, Y4, Y4, Y7
 	VPSHUFB     kpairbcast<>+0(SB), Y6, Y5
@@ -14476,6 +16564,396 @@ kunpackQ2_K_block:
 	JMP         kunpackQ2_K_block
 
 kunpackQ2_K_done:
+	VZEROUPPER
+	RET
+
+// func kdotZQ2_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ2_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZQ2_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ2_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	VMOVDQU         (SI), X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X13, X4, X4
+	VPAND           X13, X5, X5
+	VPMOVZXBW       X4, Y4
+	VPMOVZXBW       X5, Y8
+	MOVL            80(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x00000054, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ2_K_block
+
+kdotZQ2_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q2_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q2_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZ4Q2_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q2_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	VMOVDQU         (SI), X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X13, X4, X4
+	VPAND           X13, X5, X5
+	VPMOVZXBW       X4, Y4
+	VPMOVZXBW       X5, Y8
+	MOVL            80(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VPMADDWD        260(R9), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VPMADDWD        260(R10), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	VPMADDWD        260(R11), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y3
+	ADDQ            $0x00000054, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q2_K_block
+
+kdotZ4Q2_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ2_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ2_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZRQ2_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ2_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ2_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ2_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	VMOVDQU         (SI), X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X13, X4, X4
+	VPAND           X13, X5, X5
+	VPMOVZXBW       X4, Y4
+	VPMOVZXBW       X5, Y8
+	MOVL            80(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x00000054, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ2_K_block
+
+kdotZRQ2_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ2_K_row
+
+kdotZRQ2_K_rows_done:
 	VZEROUPPER
 	RET
 
@@ -15114,6 +17592,528 @@ kunpackIQ4_XS_block:
 	JMP          kunpackIQ4_XS_block
 
 kunpackIQ4_XS_done:
+	VZEROUPPER
+	RET
+
+// func kdotZIQ4_XS(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZIQ4_XS(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), SI
+	MOVQ            nb+16(FP), CX
+	MOVQ            x+8(FP), DI
+	VXORPS          Y0, Y0, Y0
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X15
+	VPBROADCASTD    X15, Y15
+	VMOVDQU         kiq4levels<>+0(SB), Y14
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z16
+	VBROADCASTI32X4 kiq4levels<>+0(SB), Z17
+	MOVL            $0x0000ff00, AX
+	KMOVW           AX, K3
+	VPXORD          Z18, Z18, Z18
+	VMOVDQU64       kzwordperm<>+0(SB), Z24
+	VMOVDQU64       kzwordperm<>+64(SB), Z25
+	VMOVDQU64       kzwordperm<>+128(SB), Z26
+	VMOVDQU64       kzwordperm<>+192(SB), Z27
+
+kdotZIQ4_XS_block:
+	TESTQ           CX, CX
+	JZ              kdotZIQ4_XS_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), AX
+	VMOVD           AX, X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X15, X4, X4
+	VPAND           X15, X5, X5
+	VPUNPCKLBW      X5, X4, X4
+	VPMOVZXBW       X4, X4
+	MOVWLZX         2(SI), AX
+	VMOVD           AX, X5
+	VPBROADCASTW    X5, X5
+	VPMULLW         kiq4shift<>+0(SB), X5, X5
+	VPSRLW          $0x0e, X5, X5
+	VPSLLW          $0x04, X5, X5
+	VPOR            X5, X4, X4
+	VPSUBW          kwords32<>+0(SB), X4, X4
+	MOVWLZX         (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI32X4 8(SI), Z28
+	VBROADCASTI32X4 24(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z24, Z5
+	VMOVDQU64       4(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 40(SI), Z28
+	VBROADCASTI32X4 56(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z25, Z5
+	VMOVDQU64       68(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 72(SI), Z28
+	VBROADCASTI32X4 88(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z26, Z5
+	VMOVDQU64       132(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 104(SI), Z28
+	VBROADCASTI32X4 120(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z27, Z5
+	VMOVDQU64       196(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x00000088, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZIQ4_XS_block
+
+kdotZIQ4_XS_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4IQ4_XS(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4IQ4_XS(SB), NOSPLIT, $0-48
+	MOVQ            w+0(FP), SI
+	MOVQ            nb+24(FP), CX
+	MOVQ            x+8(FP), DI
+	MOVQ            xstride+16(FP), R8
+	LEAQ            (DI)(R8*1), R9
+	LEAQ            (DI)(R8*2), R10
+	LEAQ            (R9)(R8*2), R11
+	VXORPS          Y0, Y0, Y0
+	VXORPS          Y1, Y1, Y1
+	VXORPS          Y2, Y2, Y2
+	VXORPS          Y3, Y3, Y3
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X15
+	VPBROADCASTD    X15, Y15
+	VMOVDQU         kiq4levels<>+0(SB), Y14
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z16
+	VBROADCASTI32X4 kiq4levels<>+0(SB), Z17
+	MOVL            $0x0000ff00, AX
+	KMOVW           AX, K3
+	VPXORD          Z18, Z18, Z18
+	VMOVDQU64       kzwordperm<>+0(SB), Z24
+	VMOVDQU64       kzwordperm<>+64(SB), Z25
+	VMOVDQU64       kzwordperm<>+128(SB), Z26
+	VMOVDQU64       kzwordperm<>+192(SB), Z27
+
+kdotZ4IQ4_XS_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4IQ4_XS_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), AX
+	VMOVD           AX, X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X15, X4, X4
+	VPAND           X15, X5, X5
+	VPUNPCKLBW      X5, X4, X4
+	VPMOVZXBW       X4, X4
+	MOVWLZX         2(SI), AX
+	VMOVD           AX, X5
+	VPBROADCASTW    X5, X5
+	VPMULLW         kiq4shift<>+0(SB), X5, X5
+	VPSRLW          $0x0e, X5, X5
+	VPSLLW          $0x04, X5, X5
+	VPOR            X5, X4, X4
+	VPSUBW          kwords32<>+0(SB), X4, X4
+	MOVWLZX         (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI32X4 8(SI), Z28
+	VBROADCASTI32X4 24(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z24, Z5
+	VMOVDQU64       4(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       4(R9), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VMOVDQU64       4(R10), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VMOVDQU64       4(R11), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI32X4 40(SI), Z28
+	VBROADCASTI32X4 56(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z25, Z5
+	VMOVDQU64       68(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       68(R9), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VMOVDQU64       68(R10), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VMOVDQU64       68(R11), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI32X4 72(SI), Z28
+	VBROADCASTI32X4 88(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z26, Z5
+	VMOVDQU64       132(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       132(R9), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VMOVDQU64       132(R10), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VMOVDQU64       132(R11), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI32X4 104(SI), Z28
+	VBROADCASTI32X4 120(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z27, Z5
+	VMOVDQU64       196(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       196(R9), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VMOVDQU64       196(R10), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VMOVDQU64       196(R11), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	ADDQ            $0x00000088, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4IQ4_XS_block
+
+kdotZ4IQ4_XS_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRIQ4_XS(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRIQ4_XS(SB), NOSPLIT, $0-48
+	MOVQ            w+0(FP), R9
+	MOVQ            rows+32(FP), R10
+	MOVQ            out+40(FP), R11
+	VXORPS          Y0, Y0, Y0
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X15
+	VPBROADCASTD    X15, Y15
+	VMOVDQU         kiq4levels<>+0(SB), Y14
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z16
+	VBROADCASTI32X4 kiq4levels<>+0(SB), Z17
+	MOVL            $0x0000ff00, AX
+	KMOVW           AX, K3
+	VPXORD          Z18, Z18, Z18
+	VMOVDQU64       kzwordperm<>+0(SB), Z24
+	VMOVDQU64       kzwordperm<>+64(SB), Z25
+	VMOVDQU64       kzwordperm<>+128(SB), Z26
+	VMOVDQU64       kzwordperm<>+192(SB), Z27
+
+kdotZRIQ4_XS_row:
+	TESTQ  R10, R10
+	JZ     kdotZRIQ4_XS_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRIQ4_XS_block:
+	TESTQ           CX, CX
+	JZ              kdotZRIQ4_XS_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), AX
+	VMOVD           AX, X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X15, X4, X4
+	VPAND           X15, X5, X5
+	VPUNPCKLBW      X5, X4, X4
+	VPMOVZXBW       X4, X4
+	MOVWLZX         2(SI), AX
+	VMOVD           AX, X5
+	VPBROADCASTW    X5, X5
+	VPMULLW         kiq4shift<>+0(SB), X5, X5
+	VPSRLW          $0x0e, X5, X5
+	VPSLLW          $0x04, X5, X5
+	VPOR            X5, X4, X4
+	VPSUBW          kwords32<>+0(SB), X4, X4
+	MOVWLZX         (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI32X4 8(SI), Z28
+	VBROADCASTI32X4 24(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z24, Z5
+	VMOVDQU64       4(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 40(SI), Z28
+	VBROADCASTI32X4 56(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z25, Z5
+	VMOVDQU64       68(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 72(SI), Z28
+	VBROADCASTI32X4 88(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z26, Z5
+	VMOVDQU64       132(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 104(SI), Z28
+	VBROADCASTI32X4 120(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z27, Z5
+	VMOVDQU64       196(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x00000088, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRIQ4_XS_block
+
+kdotZRIQ4_XS_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRIQ4_XS_row
+
+kdotZRIQ4_XS_rows_done:
 	VZEROUPPER
 	RET
 

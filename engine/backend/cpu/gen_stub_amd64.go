@@ -279,6 +279,21 @@ func kdot4Q4_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
 //go:noescape
 func kunpackQ4_K(dst *byte, dstride int, src *byte, nsb int)
 
+// kdotZQ4_K computes kdotQ4_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ4_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q4_K computes kdot4Q4_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q4_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ4_K computes kdotQ4_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ4_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
 // kdotQ5_K returns the dot product of nb Q5_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 //
 //go:noescape
@@ -293,6 +308,21 @@ func kdot4Q5_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
 //
 //go:noescape
 func kunpackQ5_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZQ5_K computes kdotQ5_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ5_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q5_K computes kdot4Q5_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q5_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ5_K computes kdotQ5_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ5_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
 
 // kdotQ6_K returns the dot product of nb Q6_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 //
@@ -309,6 +339,21 @@ func kdot4Q6_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
 //go:noescape
 func kunpackQ6_K(dst *byte, dstride int, src *byte, nsb int)
 
+// kdotZQ6_K computes kdotQ6_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ6_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q6_K computes kdot4Q6_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q6_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ6_K computes kdotQ6_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ6_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
 // kdotQ3_K returns the dot product of nb Q3_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 //
 //go:noescape
@@ -323,6 +368,21 @@ func kdot4Q3_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
 //
 //go:noescape
 func kunpackQ3_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZQ3_K computes kdotQ3_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ3_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q3_K computes kdot4Q3_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q3_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ3_K computes kdotQ3_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ3_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
 
 // kdotQ2_K returns the dot product of nb Q2_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 //
@@ -339,6 +399,21 @@ func kdot4Q2_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
 //go:noescape
 func kunpackQ2_K(dst *byte, dstride int, src *byte, nsb int)
 
+// kdotZQ2_K computes kdotQ2_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ2_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q2_K computes kdot4Q2_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q2_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ2_K computes kdotQ2_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ2_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
 // kdotIQ4_XS returns the dot product of nb IQ4_XS super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 //
 //go:noescape
@@ -353,6 +428,21 @@ func kdot4IQ4_XS(w *byte, x *byte, xstride int, nb int, out *float32, ostride in
 //
 //go:noescape
 func kunpackIQ4_XS(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZIQ4_XS computes kdotIQ4_XS's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZIQ4_XS(w *byte, x *byte, nb int) float32
+
+// kdotZ4IQ4_XS computes kdot4IQ4_XS's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4IQ4_XS(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRIQ4_XS computes kdotIQ4_XS's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRIQ4_XS(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
 
 // quantQ8K quantises nsb super-blocks of activations to Q8_K (see internal/gen/kquant.go).
 //

@@ -19,18 +19,30 @@ type kRows struct {
 	four func(w, x *byte, xstride, nb int, out *float32, ostride int)
 	// unpack writes the prefill units of nsb super-blocks, dstride apart.
 	unpack func(dst *byte, dstride int, src *byte, nsb int)
+	// oneZ and fourZ are one and four with AVX-512 (internal/gen/kquantz.go),
+	// the same bits; manyZ is oneZ for many weight rows in one call.
+	oneZ  func(w, x *byte, nb int) float32
+	fourZ func(w, x *byte, xstride, nb int, out *float32, ostride int)
+	manyZ func(w *byte, wstride int, x *byte, nb, rows int, out *float32)
 }
 
 var (
-	q2KRows   = kRows{quant.Q2_K, 84, kdotQ2_K, kdot4Q2_K, kunpackQ2_K}
-	q3KRows   = kRows{quant.Q3_K, 110, kdotQ3_K, kdot4Q3_K, kunpackQ3_K}
-	q4KRows   = kRows{quant.Q4_K, 144, kdotQ4_K, kdot4Q4_K, kunpackQ4_K}
-	q5KRows   = kRows{quant.Q5_K, 176, kdotQ5_K, kdot4Q5_K, kunpackQ5_K}
-	q6KRows   = kRows{quant.Q6_K, 210, kdotQ6_K, kdot4Q6_K, kunpackQ6_K}
-	iq4XSRows = kRows{quant.IQ4_XS, 136, kdotIQ4_XS, kdot4IQ4_XS, kunpackIQ4_XS}
+	q2KRows   = kRows{quant.Q2_K, 84, kdotQ2_K, kdot4Q2_K, kunpackQ2_K, kdotZQ2_K, kdotZ4Q2_K, kdotZRQ2_K}
+	q3KRows   = kRows{quant.Q3_K, 110, kdotQ3_K, kdot4Q3_K, kunpackQ3_K, kdotZQ3_K, kdotZ4Q3_K, kdotZRQ3_K}
+	q4KRows   = kRows{quant.Q4_K, 144, kdotQ4_K, kdot4Q4_K, kunpackQ4_K, kdotZQ4_K, kdotZ4Q4_K, kdotZRQ4_K}
+	q5KRows   = kRows{quant.Q5_K, 176, kdotQ5_K, kdot4Q5_K, kunpackQ5_K, kdotZQ5_K, kdotZ4Q5_K, kdotZRQ5_K}
+	q6KRows   = kRows{quant.Q6_K, 210, kdotQ6_K, kdot4Q6_K, kunpackQ6_K, kdotZQ6_K, kdotZ4Q6_K, kdotZRQ6_K}
+	iq4XSRows = kRows{quant.IQ4_XS, 136, kdotIQ4_XS, kdot4IQ4_XS, kunpackIQ4_XS, kdotZIQ4_XS, kdotZ4IQ4_XS, kdotZRIQ4_XS}
 
 	kFamily = []*kRows{&q2KRows, &q3KRows, &q4KRows, &q5KRows, &q6KRows, &iq4XSRows}
 )
+
+// z returns the kernels with the AVX-512 ones as one and four.
+func (k *kRows) z() *kRows {
+	z := *k
+	z.one, z.four = k.oneZ, k.fourZ
+	return &z
+}
 
 func (k *kRows) dot(n int, w, x []byte) float32 {
 	if n < 256 {
@@ -38,6 +50,26 @@ func (k *kRows) dot(n int, w, x []byte) float32 {
 	}
 	nb := blockRows(n, 256, k.wb, q8KLen, w, x)
 	return k.one(&w[0], &x[0], nb)
+}
+
+// dots computes out[r] = dot(weight row r, x) for r < rows, weight rows
+// wStride bytes apart (AVX-512 only: manyZ).
+func (k *kRows) dots(n int, w []byte, wStride, rows int, x []byte, out []float32) {
+	if rows <= 0 {
+		return
+	}
+	out = out[:rows]
+	nb := n / 256
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	_ = w[(rows-1)*wStride+nb*k.wb-1]
+	_ = x[nb*q8KLen-1]
+	if wStride < nb*k.wb {
+		panic("cpu: overlapping rows")
+	}
+	k.manyZ(&w[0], wStride, &x[0], nb, rows, &out[0])
 }
 
 func (k *kRows) dot4(n int, w, x []byte, xStride int, out []float32, outStride int) {

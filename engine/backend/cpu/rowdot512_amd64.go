@@ -12,9 +12,9 @@ import (
 // IQ4_NL and float row kernels replaced by kernels that produce the same
 // bits faster: internal/gen/q32z.go's VNNI rows (one weight row, rows by
 // four activation rows, row pairs) over activations in the q8x layout
-// (q8x_amd64.go), and internal/gen/frows.go's float rows. The other
-// quantised types keep their AVX2 row kernels (and have AVX-512 prefill
-// tiles).
+// (q8x_amd64.go), internal/gen/frows.go's float rows and kquantz.go's
+// K-quant rows. Q4_1 and Q5_1 keep their AVX2 row kernels. Every type has
+// AVX-512 prefill tiles.
 
 // qRows are the kernels of one 32-element block type (wb bytes per weight
 // block) over q8x activations: one multiplies many weight rows with one
@@ -273,6 +273,10 @@ func avx512Kernels() *kernelSet {
 	r[quant.BF16].gemm = gemmBF16.kernel()
 	for _, g := range kGemms {
 		r[g.rows.typ].gemm = g.kernel()
+	}
+	for _, k := range kFamily {
+		kz := k.z()
+		r[k.typ].dot, r[k.typ].dot4, r[k.typ].dots = kz.dot, kz.dot4, kz.dots
 	}
 	return ks
 }

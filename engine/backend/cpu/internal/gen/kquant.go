@@ -66,14 +66,53 @@ type kquant struct {
 	name  string
 	bytes int
 	kind  kKind
-	// consts loads the constant registers chunk and prep use (Y13-Y15).
+	// consts loads the constant registers chunk and words use (Y13-Y15).
 	consts func()
-	// prep writes the unit's scale part (+256 to +551) through u (unit
-	// offset to memory). It may use AX, BX, DX, R8, R12, R13 and Y4-Y12.
-	prep func(u func(int) Mem)
+	// words leaves the block's int16 scale words in Y4 (8 in X4, one per
+	// 32 elements; or 16 when scales16, one per 16 elements) and, for kMin
+	// and kOff, the 16 words against the bsums in Y8. It may use AX, BX,
+	// DX, R8, R12, R13 and Y5-Y7, Y9-Y12.
+	words    func()
+	scales16 bool
+	// d is the fp16 d (then dmin, when withMin) in the block.
+	d       int
+	withMin bool
 	// chunk sets y to the unsigned quants of elements 32c..32c+31 (for
 	// kSgn, s to the signed levels). It may use Y11.
 	chunk func(c int, y, s VecPhysical)
+	// pairZ sets z to the unsigned quants of elements 64j..64j+63 (chunks
+	// 2j and 2j+1 in its two halves; for kSgn, s to the signed levels), with
+	// AVX-512 and the constants of constsZ. It may use Z7.
+	pairZ   func(j int, z, s VecPhysical)
+	constsZ func()
+}
+
+// prep writes the unit's scale part (+256 to +551) through u (unit offset
+// to memory): the scale patterns, the bsum words and d, dmin. It may use
+// AX, BX, DX, R8, R12, R13 and Y4-Y12.
+func (q kquant) prep(u func(int) Mem) {
+	q.words()
+	if q.kind != kSgn {
+		VMOVDQU(Y8, u(512))
+	}
+	if q.scales16 {
+		pairPatterns(Y4, u)
+	} else {
+		VINSERTI128(U8(1), X4, Y4, Y4)
+		wordPatterns(Y4, u)
+	}
+	halfPair(Mem{Base: RSI, Disp: q.d}, q.withMin, u)
+}
+
+// halves sets x to [d, dmin] (dmin 0 without mins) as float32.
+func (q kquant) halves(x VecPhysical) {
+	if q.withMin {
+		MOVL(Mem{Base: RSI, Disp: q.d}, EAX)
+	} else {
+		MOVWLZX(Mem{Base: RSI, Disp: q.d}, EAX)
+	}
+	VMOVD(EAX, x)
+	VCVTPH2PS(x, x)
 }
 
 // Constant data of the K-quant kernels.
@@ -221,28 +260,24 @@ func q4kScaleMins() {
 	ORQ(RBX, R8)
 }
 
-// prepQ4K is the scale part of Q4_K and Q5_K (the same header).
-func prepQ4K(u func(int) Mem) {
+// wordsQ4K is the scale part of Q4_K and Q5_K (the same header): the 8
+// scales, and the 8 mins each twice against the bsums.
+func wordsQ4K() {
 	q4kScaleMins()
 	VMOVQ(RAX, X4)
 	VPMOVZXBW(X4, X4)
-	VINSERTI128(U8(1), X4, Y4, Y4)
-	wordPatterns(Y4, u)
 	VMOVQ(R8, X5)
 	VPMOVZXBW(X5, X5)
 	VPUNPCKLWD(X5, X5, X6)
 	VPUNPCKHWD(X5, X5, X7)
-	VINSERTI128(U8(1), X7, Y6, Y6)
-	VMOVDQU(Y6, u(512))
-	halfPair(Mem{Base: RSI}, true, u)
+	VINSERTI128(U8(1), X7, Y6, Y8)
 }
 
-// offsetWords writes -k*scale for the 16 int16 scales in y at u(512).
-func offsetWords(y VecPhysical, shift int, u func(int) Mem) {
+// offsetWords sets Y8 to -k*scale for the 16 int16 scales in y.
+func offsetWords(y VecPhysical, shift int) {
 	VPSLLW(U8(shift), y, Y5)
-	VPXOR(Y6, Y6, Y6)
-	VPSUBW(Y5, Y6, Y6)
-	VMOVDQU(Y6, u(512))
+	VPXOR(Y8, Y8, Y8)
+	VPSUBW(Y5, Y8, Y8)
 }
 
 // shiftBytes shifts the bytes of t (as words) so that bit from of each byte
@@ -261,7 +296,7 @@ var kquants = []kquant{
 	{
 		name: "Q4_K", bytes: 144, kind: kMin,
 		consts: func() { bcastByteY(0x0f, Y15) },
-		prep:   prepQ4K,
+		words:  wordsQ4K, d: 0, withMin: true,
 		chunk: func(c int, y, _ VecPhysical) {
 			VMOVDQU(Mem{Base: RSI, Disp: 16 + 32*(c/2)}, y)
 			if c%2 == 1 {
@@ -275,7 +310,7 @@ var kquants = []kquant{
 		// element 32c+l has bit c of qh[l] as its bit 4.
 		name: "Q5_K", bytes: 176, kind: kMin,
 		consts: func() { bcastByteY(0x0f, Y15); bcastByteY(0x10, Y14) },
-		prep:   prepQ4K,
+		words:  wordsQ4K, d: 0, withMin: true,
 		chunk: func(c int, y, _ VecPhysical) {
 			VMOVDQU(Mem{Base: RSI, Disp: 48 + 32*(c/2)}, y)
 			if c%2 == 1 {
@@ -294,12 +329,11 @@ var kquants = []kquant{
 		// and bits 2k, 2k+1 of qh[32h+l] as bits 4, 5; the weight is q-32.
 		name: "Q6_K", bytes: 210, kind: kOff,
 		consts: func() { bcastByteY(0x0f, Y15); bcastByteY(0x30, Y14) },
-		prep: func(u func(int) Mem) {
+		words: func() {
 			VPMOVSXBW(Mem{Base: RSI, Disp: 192}, Y4)
-			offsetWords(Y4, 5, u)
-			pairPatterns(Y4, u)
-			halfPair(Mem{Base: RSI, Disp: 208}, false, u)
+			offsetWords(Y4, 5)
 		},
+		scales16: true, d: 208,
 		chunk: func(c int, y, _ VecPhysical) {
 			h, k := c/4, c%4
 			VMOVDQU(Mem{Base: RSI, Disp: 64*h + 32*(k&1)}, y)
@@ -319,7 +353,8 @@ var kquants = []kquant{
 		// weight is (sc-32)*(q+4*hbit-4), sc from 16 6-bit scales.
 		name: "Q3_K", bytes: 110, kind: kOff,
 		consts: func() { bcastByteY(0x03, Y15); bcastByteY(0x04, Y14) },
-		prep: func(u func(int) Mem) {
+		scales16: true, d: 108,
+		words: func() {
 			// The 16 scales, one per byte (ggml's aux shuffle of the three
 			// words a0, a1, t of the 12 bytes): bytes 0-3 a0&0xf | (t&3)<<4,
 			// 4-7 a1&0xf | (t>>2&3)<<4, 8-11 a0>>4&0xf | (t>>4&3)<<4,
@@ -353,9 +388,7 @@ var kquants = []kquant{
 			VPINSRQ(U8(1), R8, X4, X4)
 			VPMOVZXBW(X4, Y4)
 			VPSUBW(kWords32, Y4, Y4)
-			offsetWords(Y4, 2, u)
-			pairPatterns(Y4, u)
-			halfPair(Mem{Base: RSI, Disp: 108}, false, u)
+			offsetWords(Y4, 2)
 		},
 		chunk: func(c int, y, _ VecPhysical) {
 			h, p := c/4, c%4
@@ -375,16 +408,14 @@ var kquants = []kquant{
 		// fp16 d, fp16 dmin. Element 128h+32p+l has q = qs[32h+l]>>2p & 3.
 		name: "Q2_K", bytes: 84, kind: kMin,
 		consts: func() { bcastByteY(0x03, Y15); bcastByteY(0x0f, Y13) },
-		prep: func(u func(int) Mem) {
+		scales16: true, d: 80, withMin: true,
+		words: func() {
 			VMOVDQU(Mem{Base: RSI}, X4)
 			VPSRLW(U8(4), X4, X5)
 			VPAND(X13, X4, X4)
 			VPAND(X13, X5, X5)
 			VPMOVZXBW(X4, Y4)
-			VPMOVZXBW(X5, Y5)
-			VMOVDQU(Y5, u(512))
-			pairPatterns(Y4, u)
-			halfPair(Mem{Base: RSI, Disp: 80}, true, u)
+			VPMOVZXBW(X5, Y8)
 		},
 		chunk: func(c int, y, _ VecPhysical) {
 			h, p := c/4, c%4
@@ -406,7 +437,8 @@ var kquants = []kquant{
 			bcastByteY(0x0f, Y15)
 			VMOVDQU(kIQ4Levels, Y14)
 		},
-		prep: func(u func(int) Mem) {
+		d: 0,
+		words: func() {
 			MOVL(Mem{Base: RSI, Disp: 4}, EAX)
 			VMOVD(EAX, X4)
 			VPSRLW(U8(4), X4, X5)
@@ -422,9 +454,6 @@ var kquants = []kquant{
 			VPSLLW(U8(4), X5, X5)
 			VPOR(X5, X4, X4)
 			VPSUBW(kWords32, X4, X4)
-			VINSERTI128(U8(1), X4, Y4, Y4)
-			wordPatterns(Y4, u)
-			halfPair(Mem{Base: RSI}, false, u)
 		},
 		chunk: func(c int, y, s VecPhysical) {
 			VMOVDQU(Mem{Base: RSI, Disp: 8 + 16*c}, y.AsX())
@@ -441,10 +470,15 @@ var kquants = []kquant{
 // K-quant type, and the Q8_K activation quantisers.
 func kquantFamily() {
 	kquantData()
+	kzData()
 	for _, q := range kquants {
+		q.pairZ, q.constsZ = kzDecoders(q.name)
 		kdot1(q)
 		kdot4(q)
 		kunpack(q)
+		kdotZ(q, 1)
+		kdotZ(q, 4)
+		kdotZ(q, 0)
 	}
 	quantQ8K(false)
 	quantQ8K(true)
