@@ -352,7 +352,7 @@ var kquants = []kquant{
 		// has q = qs[32h+l]>>2p & 3 and hbit = bit 4h+p of hmask[l]; the
 		// weight is (sc-32)*(q+4*hbit-4), sc from 16 6-bit scales.
 		name: "Q3_K", bytes: 110, kind: kOff,
-		consts: func() { bcastByteY(0x03, Y15); bcastByteY(0x04, Y14) },
+		consts:   func() { bcastByteY(0x03, Y15); bcastByteY(0x04, Y14) },
 		scales16: true, d: 108,
 		words: func() {
 			// The 16 scales, one per byte (ggml's aux shuffle of the three
@@ -407,7 +407,7 @@ var kquants = []kquant{
 		// Q2_K: scales[16] (scale low nibble, min high nibble), qs[64],
 		// fp16 d, fp16 dmin. Element 128h+32p+l has q = qs[32h+l]>>2p & 3.
 		name: "Q2_K", bytes: 84, kind: kMin,
-		consts: func() { bcastByteY(0x03, Y15); bcastByteY(0x0f, Y13) },
+		consts:   func() { bcastByteY(0x03, Y15); bcastByteY(0x0f, Y13) },
 		scales16: true, d: 80, withMin: true,
 		words: func() {
 			VMOVDQU(Mem{Base: RSI}, X4)
