@@ -14,6 +14,13 @@
 # machine's read bandwidth and prints, for decode, the share of the
 # bandwidth bound (weight bytes x tokens/s over bandwidth).
 #
+# The two engines take turns, one repetition each, --reps times, and each
+# figure is the best of its repetitions: on a shared machine other work
+# only ever slows a run down, and alternating keeps a change of load from
+# landing on one engine's runs only. (llama-bench's OpenMP threads spin at
+# barriers and suffer more from other processes than rill's pool; the
+# header and the last line record the load.)
+#
 # llama-bench and llama-quantize come from scripts/peer/build-llama.sh
 # (llama.cpp from node-llama-cpp's bundled source, OpenMP, native CPU), in
 # $LLAMA_BUILD_DIR/bin (default /work/llama-build/bin). The machine is
@@ -51,29 +58,28 @@ go build -o "$tmp/rillbench" ./scripts/rillbench
 f16=$models/rill-bench-245m-F16.gguf
 [ -f "$f16" ] || go run ./scripts/testmodel -model bench -type F16 -out "$f16"
 
-# json FILE KEY N_PROMPT N_GEN N_DEPTH: avg_ts of the matching record
-# (llama-bench's -o json array, or rillbench's JSON lines).
+# json FILE KEY N_PROMPT N_GEN N_DEPTH: the best (largest) KEY of the
+# matching records (llama-bench's -o jsonl lines, or rillbench's).
 json() {
   python3 - "$@" <<'EOF'
 import json, sys
 path, key, p, n, d = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-text = open(path).read().strip()
-recs = json.loads(text) if text.startswith('[') else [json.loads(l) for l in text.splitlines() if l.startswith('{')]
+recs = [json.loads(l) for l in open(path) if l.startswith('{')]
+best = None
 for r in recs:
     if 'n_prompt' in r:
         ok = r['n_prompt'] == p and r['n_gen'] == n and r['n_depth'] == d
     else:
         ok = r['test'] == (f'pp{p}' if p else f'tg{n}') and r['n_depth'] == d
     if ok:
-        print('%.1f' % r[key]); break
-else:
-    print('')
+        best = max(best or 0, r[key])
+print('' if best is None else '%.1f' % best)
 EOF
 }
 ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if a and b else '?')" "$1" "$2"; }
 
 bw=$("$tmp/rillbench" -bandwidth -t "$threads" | python3 -c "import json,sys; print(json.load(sys.stdin)['gb_s'])")
-echo "# $(date -u +%FT%TZ) threads=$threads reps=$reps load: $(cut -d' ' -f1-3 /proc/loadavg) read bandwidth: $bw GB/s"
+echo "# $(date -u +%FT%TZ) threads=$threads, best of $reps alternating runs, load: $(cut -d' ' -f1-3 /proc/loadavg), read bandwidth: $bw GB/s"
 echo "# llama.cpp: $(cat "$bin/COMMIT" 2>/dev/null || echo unknown) (llama-bench -fa 1, OpenMP); rill: $(git rev-parse --short HEAD)"
 printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' type MiB "pp$pp" llama ratio "tg$tg" llama ratio bw% "tg32@$depth" llama ratio
 for t in $types; do
@@ -81,15 +87,19 @@ for t in $types; do
   if [ "$t" != F16 ] && [ ! -f "$m" ]; then
     "$bin/llama-quantize" "$f16" "$m" "$t" > "$tmp/quantize.log" 2>&1 || { cat "$tmp/quantize.log" >&2; exit 1; }
   fi
-  "$bin/llama-bench" -m "$m" -t "$threads" -r "$reps" -fa 1 -p "$pp" -n "$tg" -o json > "$tmp/l1.json" 2> "$tmp/l.err"
-  "$bin/llama-bench" -m "$m" -t "$threads" -r "$reps" -fa 1 -p 0 -n 32 -d "$depth" -o json > "$tmp/l2.json" 2>> "$tmp/l.err"
-  "$tmp/rillbench" -model "$m" -t "$threads" -r "$reps" -p "$pp" -n "$tg" > "$tmp/r1.json"
-  "$tmp/rillbench" -model "$m" -t "$threads" -r "$reps" -p 0 -n 32 -d "$depth" > "$tmp/r2.json"
+  : > "$tmp/l1.json"; : > "$tmp/l2.json"; : > "$tmp/r1.json"; : > "$tmp/r2.json"
+  for rep in $(seq "$reps"); do
+    "$bin/llama-bench" -m "$m" -t "$threads" -r 1 -fa 1 -p "$pp" -n "$tg" -o jsonl >> "$tmp/l1.json" 2> "$tmp/l.err"
+    "$tmp/rillbench" -model "$m" -t "$threads" -r 1 -p "$pp" -n "$tg" >> "$tmp/r1.json"
+    "$bin/llama-bench" -m "$m" -t "$threads" -r 1 -fa 1 -p 0 -n 32 -d "$depth" -o jsonl >> "$tmp/l2.json" 2>> "$tmp/l.err"
+    "$tmp/rillbench" -model "$m" -t "$threads" -r 1 -p 0 -n 32 -d "$depth" >> "$tmp/r2.json"
+  done
   rp=$(json "$tmp/r1.json" avg_ts "$pp" 0 0); lp=$(json "$tmp/l1.json" avg_ts "$pp" 0 0)
   rt=$(json "$tmp/r1.json" avg_ts 0 "$tg" 0); lt=$(json "$tmp/l1.json" avg_ts 0 "$tg" 0)
   rd=$(json "$tmp/r2.json" avg_ts 0 32 "$depth"); ld=$(json "$tmp/l2.json" avg_ts 0 32 "$depth")
-  mib=$(( $(stat -c %s "$m") / 1048576 ))
+  mib=$(( $(stat -L -c %s "$m") / 1048576 ))
   share=$(python3 -c "import sys; print('%.0f' % (100*$mib*1.048576e-3*float('${rt:-0}')/float('$bw')))")
   printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' "$t" "$mib" \
     "$rp" "$lp" "$(ratio "$rp" "$lp")" "$rt" "$lt" "$(ratio "$rt" "$lt")" "$share" "$rd" "$ld" "$(ratio "$rd" "$ld")"
 done
+echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

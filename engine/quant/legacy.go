@@ -189,9 +189,14 @@ func quantizeQ8_1(dst []byte, src []float32) {
 	for i := range len(src) / qk32 {
 		x := (*[qk32]float32)(src[i*qk32:])
 		b := (*[q8_1Bytes]byte)(dst[i*q8_1Bytes:])
+		// As quantizeQ8_0 scans it: a NaN is never the largest magnitude
+		// (Go's max would propagate it; ggml's MAX macro keeps or drops it
+		// depending on where it stands).
 		var amax float32
 		for _, v := range x {
-			amax = max(amax, abs32(v))
+			if a := abs32(v); a > amax {
+				amax = a
+			}
 		}
 		d := amax / 127
 		var id float32

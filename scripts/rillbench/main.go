@@ -7,6 +7,7 @@
 //
 //	go run ./scripts/rillbench -model m.gguf -t 2 -p 494 -n 128 -d 0 -r 3
 //	go run ./scripts/rillbench -bandwidth -t 2    # read bandwidth, GB/s
+//	go run ./scripts/rillbench ... -cpuprofile cpu.out  # where the time goes
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -40,12 +42,25 @@ func main() {
 	depth := flag.Int("d", 0, "tokens in the cache before each test")
 	reps := flag.Int("r", 3, "repetitions")
 	bandwidth := flag.Bool("bandwidth", false, "measure read bandwidth instead (GB/s)")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs to this file")
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rillbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *bandwidth {
 		fmt.Printf("{\"test\":\"read\",\"threads\":%d,\"gb_s\":%.2f}\n", *threads, readBandwidth(*threads))
 		return
 	}
 	if err := run(*path, *threads, *pp, *tg, *depth, *reps); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "rillbench:", err)
 		os.Exit(1)
 	}
@@ -142,8 +157,9 @@ func stats(v []float64) (mean, sd float64) {
 }
 
 // readBandwidth reads a 1 GiB buffer (far larger than any cache) with the
-// SIMD dot kernel on the given number of goroutines, 3 times, and returns
-// the best rate in GB/s: the memory-bandwidth bound of a decode step.
+// SIMD dot kernel on the given number of goroutines, 10 times, and returns
+// the best rate in GB/s: the memory-bandwidth bound of a decode step (the
+// best of several, as other processes on a shared machine only lower it).
 func readBandwidth(threads int) float64 {
 	const n = 1 << 28 // float32s: 1 GiB
 	buf := make([]float32, n)
@@ -151,7 +167,7 @@ func readBandwidth(threads int) float64 {
 		buf[i] = 1
 	}
 	best := 0.0
-	for range 3 {
+	for range 10 {
 		var wg sync.WaitGroup
 		start := time.Now()
 		per := n / threads

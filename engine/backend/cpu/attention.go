@@ -134,7 +134,7 @@ func AttendF16(out, q []float32, k, v []uint16, l KVLayout, head, kvHeads int, t
 	if err != nil {
 		return err
 	}
-	attendF16(out, q, k, v, l, head, group, table, n, scale, useSIMD)
+	attendF16(out, q, k, v, l, head, group, table, n, scale, attnLevel())
 	return nil
 }
 
@@ -208,9 +208,32 @@ func putAttnScratch(sc *attnScratch) {
 	attnScratches.mu.Unlock()
 }
 
+// attnKernels selects the kernels of AttendF16: the generic Go ones, the
+// AVX2 ones, or the AVX2 ones with the AVX-512 scores and value updates.
+// They give the same bits.
+type attnKernels int
+
+const (
+	attnGeneric attnKernels = iota
+	attnAVX2
+	attnAVX512
+)
+
+// attnLevel is the kernel level of this process (RILL_CPU_NOSIMD and
+// RILL_CPU_NOAVX512 as for MatMul).
+func attnLevel() attnKernels {
+	switch {
+	case useAVX512:
+		return attnAVX512
+	case useSIMD:
+		return attnAVX2
+	}
+	return attnGeneric
+}
+
 // attendF16 implements AttendF16 for the query heads q (group per KV head,
 // from KV head head on), in passes of at most attnMaxGroup heads.
-func attendF16(out, q []float32, k, v []uint16, l KVLayout, head, group int, table []int32, n int, scale float32, simd bool) {
+func attendF16(out, q []float32, k, v []uint16, l KVLayout, head, group int, table []int32, n int, scale float32, level attnKernels) {
 	sc := getAttnScratch()
 	defer putAttnScratch(sc)
 	hd, rd := l.HeadDim, l.RowDim()
@@ -219,13 +242,14 @@ func attendF16(out, q []float32, k, v []uint16, l KVLayout, head, group int, tab
 	tile := min(attnTile, l.BlockSize, attnKDim/rd)
 	for h0 := 0; h0 < heads; h0 += gs {
 		gn := min(gs, heads-h0)
-		attendF16Pass(sc, out[h0*hd:(h0+gn)*hd], q[h0*hd:(h0+gn)*hd], k, v, l, head, group, h0, gn, tile, table, n, scale, simd)
+		attendF16Pass(sc, out[h0*hd:(h0+gn)*hd], q[h0*hd:(h0+gn)*hd], k, v, l, head, group, h0, gn, tile, table, n, scale, level)
 	}
 }
 
 // attendF16Pass runs query heads h0..h0+gn-1 of the call (head h0+i
 // belongs to KV head head+(h0+i)/group) over all n positions.
-func attendF16Pass(sc *attnScratch, out, q []float32, k, v []uint16, l KVLayout, head, group, h0, gn, tile int, table []int32, n int, scale float32, simd bool) {
+func attendF16Pass(sc *attnScratch, out, q []float32, k, v []uint16, l KVLayout, head, group, h0, gn, tile int, table []int32, n int, scale float32, level attnKernels) {
+	simd, z := level >= attnAVX2, level == attnAVX512
 	hd, rd := l.HeadDim, l.RowDim()
 	nb := (gn + 7) / 8 // blocks of 8 heads
 	qd, acc := sc.qd[:gn*rd], sc.acc[:gn*rd]
@@ -250,16 +274,30 @@ func attendF16Pass(sc *attnScratch, out, q []float32, k, v []uint16, l KVLayout,
 		slot := p0 % l.BlockSize
 		cnt := min(tile, l.BlockSize-slot, n-p0)
 		row := l.Row(int(table[p0/l.BlockSize]), kv0, slot)
+		// The AVX-512 scores read the keys in position pairs (zero-padded
+		// when cnt is odd), where they fit the scratch.
+		pairs := z && (cnt+1)/2*2*rd <= len(sc.kd)
 		kd := sc.kd[:cnt*rd]
+		if pairs {
+			kd = sc.kd[:(cnt+1)/2*2*rd]
+		}
 		for i := 0; i < gn; {
 			// Heads i..j-1 share one KV head: convert its keys once.
 			kvh := head + (h0+i)/group
 			j := min(gn, (kvh-head+1)*group-h0)
 			kr := row + (kvh-kv0)*headStride
-			halfToF64(kd, k[kr:kr+cnt*rd], simd)
+			if pairs {
+				halfToF64Pairs(kd, k[kr:kr+cnt*rd], cnt, rd)
+			} else {
+				halfToF64(kd, k[kr:kr+cnt*rd], simd)
+			}
 			for ; i < j; i++ {
 				o := (i/8*tile)*8 + i%8
-				scores(sc.sc[o:o+8*(cnt-1)+1], qd[i*rd:(i+1)*rd], kd, cnt, rd, scale, simd)
+				if pairs {
+					scoresPairs(sc.sc[o:o+8*(cnt-1)+1], qd[i*rd:(i+1)*rd], kd, cnt, rd, scale)
+				} else {
+					scores(sc.sc[o:o+8*(cnt-1)+1], qd[i*rd:(i+1)*rd], kd, cnt, rd, scale, simd)
+				}
 			}
 		}
 		flags, w := sc.flags[:cnt], sc.w[:cnt*16*nb]
@@ -268,7 +306,12 @@ func attendF16Pass(sc *attnScratch, out, q []float32, k, v []uint16, l KVLayout,
 			lanes := uint(1)<<min(8, gn-8*b) - 1
 			weights(sc.sc[b*tile*8:(b*tile+cnt)*8], w[16*b:], flags, m[8*b:8*b+8], s[8*b:8*b+8], cnt, 16*nb, lanes, simd)
 		}
-		values(acc, v[row:row+(kv1-kv0)*headStride+cnt*rd], w, flags, voff, cnt, rd, gn, simd)
+		vr := v[row : row+(kv1-kv0)*headStride+cnt*rd]
+		if simd {
+			valuesSIMD(acc, vr, w, flags, voff, cnt, rd, gn, z)
+		} else {
+			values(acc, vr, w, flags, voff, cnt, rd, gn, false)
+		}
 		p0 += cnt
 	}
 	for i := range gn {

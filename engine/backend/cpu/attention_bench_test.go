@@ -41,7 +41,11 @@ func BenchmarkAttention(b *testing.B) {
 						if k.f32 {
 							attendF32(out, f.q, f.k32, f.v32, f.l, 0, group, f.table, ctx, f.scale, k.simd)
 						} else {
-							attendF16(out, f.q, f.k16, f.v16, f.l, 0, group, f.table, ctx, f.scale, k.simd)
+							level := attnGeneric
+							if k.simd {
+								level = attnLevel()
+							}
+							attendF16(out, f.q, f.k16, f.v16, f.l, 0, group, f.table, ctx, f.scale, level)
 						}
 					}
 				})

@@ -13,7 +13,13 @@ func scoresSIMD(s []float32, q, k []float64, n, rd int, scale float32) {
 func weightsSIMD(sc, w []float32, flags []uint8, m, s []float32, cnt, ws int, lanes uint) {
 	weights(sc, w, flags, m, s, cnt, ws, lanes, false)
 }
-func valuesSIMD(acc []float32, v []uint16, w []float32, flags []uint8, voff []int, cnt, rd, gn int) {
+func valuesSIMD(acc []float32, v []uint16, w []float32, flags []uint8, voff []int, cnt, rd, gn int, _ bool) {
 	values(acc, v, w, flags, voff, cnt, rd, gn, false)
 }
 func expF64SIMD(x []float32) { expF32s(x, false) }
+
+func halfToF64Pairs(dst []float64, src []uint16, n, rd int) { panic("cpu: no AVX-512 here") }
+
+func scoresPairs(s []float32, q, k []float64, n, rd int, scale float32) {
+	panic("cpu: no AVX-512 here")
+}

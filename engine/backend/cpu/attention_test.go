@@ -112,9 +112,21 @@ func (f *attnFixture) contiguous() *attnFixture {
 
 func (f *attnFixture) group() int { return len(f.q) / f.l.HeadDim / f.kvHeads }
 
+// f16 runs AttendF16's kernels: generic, or the best SIMD level here.
 func (f *attnFixture) f16(n int, simd bool) []float32 {
+	level := attnGeneric
+	if simd {
+		level = attnAVX2
+		if hasAVX512 {
+			level = attnAVX512
+		}
+	}
+	return f.f16At(n, level)
+}
+
+func (f *attnFixture) f16At(n int, level attnKernels) []float32 {
 	out := make([]float32, len(f.q))
-	attendF16(out, f.q, f.k16, f.v16, f.l, f.head, f.group(), f.table, n, f.scale, simd)
+	attendF16(out, f.q, f.k16, f.v16, f.l, f.head, f.group(), f.table, n, f.scale, level)
 	return out
 }
 
@@ -226,6 +238,7 @@ func TestAttendF16(t *testing.T) {
 				if hasSIMD {
 					sameBits(t, "simd", f.f16(c.n, true), want)
 					sameBits(t, "simd contiguous", f.contiguous().f16(c.n, true), want)
+					sameBits(t, "avx2", f.f16At(c.n, attnAVX2), want)
 				}
 				// Fewer positions over the same table: a prefix.
 				if c.n > 1 {
@@ -299,9 +312,16 @@ func TestAttnKernelsSIMD(t *testing.T) {
 			// Scores go to every 8th float; the floats between are kept.
 			gs, ss := randFloats(r, 8*n, 1), make([]float32, 8*n)
 			copy(ss, gs)
+			zs := slices.Clone(ss)
 			scores(gs, gq, gk, n, rd, 0.3, false)
 			scores(ss, gq, gk, n, rd, 0.3, true)
 			sameBits(t, fmt.Sprintf("rd %d n %d scores", rd, n), ss, gs)
+			if hasAVX512 {
+				pk := make([]float64, (n+1)/2*2*rd)
+				halfToF64Pairs(pk, h, n, rd)
+				scoresPairs(zs, gq, pk, n, rd, 0.3)
+				sameBits(t, fmt.Sprintf("rd %d n %d scores (avx512)", rd, n), zs, gs)
+			}
 		}
 	}
 
@@ -346,8 +366,8 @@ func TestAttnKernelsSIMD(t *testing.T) {
 	// The value updates: every kernel (eight slices along one head, or
 	// across 2, 4, 8 heads) and the four-slice leftovers, with and
 	// without new maxima.
-	for _, rd := range []int{8, 16, 24, 32, 40, 64, 72, 128, 136} {
-		for _, gn := range []int{1, 2, 3, 4, 5, 8, 9, 12, 17} {
+	for _, rd := range []int{8, 16, 24, 32, 40, 64, 72, 128, 136, 256} {
+		for _, gn := range []int{1, 2, 3, 4, 5, 8, 9, 12, 14, 17} {
 			for _, n := range []int{1, 7, 16} {
 				h := make([]uint16, 3*n*rd)
 				f32ToF16Generic(h, randFloats(r, 3*n*rd, 2))
@@ -374,11 +394,20 @@ func TestAttnKernelsSIMD(t *testing.T) {
 				voff := make([]int, gn)
 				for i := range voff {
 					voff[i] = 2 * r.IntN(len(h)-n*rd+1)
+					if i%4 != 0 && r.IntN(2) == 0 {
+						voff[i] = voff[i-1] // heads of one KV head share rows
+					}
 				}
-				ga, sa := slices.Clone(acc), slices.Clone(acc)
+				ga := slices.Clone(acc)
 				values(ga, h, w, flags, voff, n, rd, gn, false)
-				values(sa, h, w, flags, voff, n, rd, gn, true)
-				sameBits(t, fmt.Sprintf("rd %d gn %d n %d values", rd, gn, n), sa, ga)
+				for _, z := range []bool{false, true} {
+					if z && !hasAVX512 {
+						continue
+					}
+					sa := slices.Clone(acc)
+					valuesSIMD(sa, h, w, flags, voff, n, rd, gn, z)
+					sameBits(t, fmt.Sprintf("rd %d gn %d n %d values (avx512 %v)", rd, gn, n, z), sa, ga)
+				}
 			}
 		}
 	}

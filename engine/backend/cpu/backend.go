@@ -2,14 +2,17 @@
 // kernels on float32 slices, matrix multiplication over GGML weight formats,
 // and the worker pool both run on.
 //
-// On amd64 machines with AVX2, FMA and F16C the kernels are Go assembly; on
-// other machines, or when the environment variable RILL_CPU_NOSIMD=1 is set
-// when the process starts, they are pure Go, and the quantised dot products
-// are engine/quant's scalar reference functions. Machines that also have
-// AVX-512 F, BW, VL and VNNI run MatMul on AVX-512 kernels (512-bit float
-// kernels, VNNI int8 dot products, weight-row pairs for batches), which
-// give exactly the bits of the AVX2 kernels, so results do not depend on
-// which of the two runs; RILL_CPU_NOAVX512=1 keeps the AVX2 ones.
+// On amd64 machines with AVX2, FMA and F16C the kernels are Go assembly,
+// generated with avo by internal/gen (go generate; gen_amd64.s is checked
+// in and CI regenerates it); on other machines, or when the environment
+// variable RILL_CPU_NOSIMD=1 is set when the process starts, they are pure
+// Go, and the quantised dot products are engine/quant's scalar reference
+// functions. Machines that also have AVX-512 F, BW, VL and VNNI run MatMul
+// and attention on AVX-512 kernels (512-bit float kernels, VNNI int8 dot
+// products, K-quant rows two chunks per vector, prefill tiles for every
+// weight type), which give exactly the bits of the AVX2 kernels, so
+// results do not depend on which of the two runs; RILL_CPU_NOAVX512=1
+// keeps the AVX2 ones.
 //
 // The package-level vector kernels are safe for concurrent use on disjoint
 // data and never allocate. A Backend is used by one forward pass at a time.
@@ -18,6 +21,7 @@ package cpu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Options configures a Backend.
@@ -38,8 +42,14 @@ type Backend struct {
 	// MatMul state: scratch for converted activations and the job in flight,
 	// read by the workers through mmFn/convFn, which are bound once in New so
 	// that dispatching them allocates nothing.
-	scratch  []byte
-	wscratch []byte // per-call weight scratch of the prefill kernels
+	scratch []byte
+	// slots are the prefill kernels' per-thread weight scratch (unpacked
+	// or widened weight rows of one cache block, accumulators): one per
+	// thread, each taken by one range at a time (slotFree: a bit per free
+	// slot), so the scratch is bounded by threads x block, whatever the
+	// matrix.
+	slots    [][]byte
+	slotFree atomic.Uint64
 	mm       mmJob
 	mmFn     func(lo, hi int)
 	convFn   func(lo, hi int)

@@ -168,3 +168,30 @@ func activationRow(t testing.TB, k rowKernel, wt quant.Type, src []float32) ([]b
 	k.convert(b, src)
 	return b, vals
 }
+
+// activationKinds are the activation rows the bit-identity tests use:
+// ordinary values, values so small that Q8_0 block scales are fp16
+// subnormals, rows with zero blocks, and a wide dynamic range.
+var activationKinds = []struct {
+	name string
+	gen  func(r *rand.Rand, n int) []float32
+}{
+	{"normal", func(r *rand.Rand, n int) []float32 { return randFloats(r, n, 1) }},
+	{"tiny", func(r *rand.Rand, n int) []float32 { return randFloats(r, n, 1e-6) }},
+	{"zeros", func(r *rand.Rand, n int) []float32 {
+		v := randFloats(r, n, 3)
+		for i := range v {
+			if i/32%2 == 0 {
+				v[i] = 0
+			}
+		}
+		return v
+	}},
+	{"wide", func(r *rand.Rand, n int) []float32 {
+		v := randFloats(r, n, 1)
+		for i := range v {
+			v[i] *= float32(math.Pow(10, float64(r.IntN(9)-4)))
+		}
+		return v
+	}},
+}

@@ -23,6 +23,8 @@ func TestGEMMMatchesDecode(t *testing.T) {
 				b := testBackend(t, threads, ks)
 				for _, shape := range []struct{ rows, cols, n int }{
 					{37, 2 * 256, k.gemm.minTokens}, {37, 2 * 256, 9}, {70, 1024, 17}, {301, 256, 64}, {5, 512, 130},
+					// Long rows: several cache blocks of rows, chunked float rows.
+					{130, 2816, 11},
 				} {
 					t.Run(fmt.Sprintf("%s/%s/threads=%d/%dx%d/n=%d", ks.name, typ, threads, shape.rows, shape.cols, shape.n), func(t *testing.T) {
 						rows, cols, n := shape.rows, shape.cols, shape.n
@@ -31,7 +33,12 @@ func TestGEMMMatchesDecode(t *testing.T) {
 						for i := range rows {
 							w.Data = append(w.Data, randWeights(t, r, typ, cols, i%3 != 0)...)
 						}
-						x := randFloats(r, n*cols, 1)
+						// Tokens of every activation kind (ordinary, tiny,
+						// zero blocks, wide range).
+						var x []float32
+						for i := range n {
+							x = append(x, activationKinds[i%len(activationKinds)].gen(r, cols)...)
+						}
 						out := make([]float32, (n+1)*rows)
 						for i := range out {
 							out[i] = -42

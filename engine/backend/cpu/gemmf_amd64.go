@@ -41,16 +41,39 @@ func fStride(cols int) int { return cols + 16 }
 // each group of activation rows: they stay in L2.
 const gemmFMCBytes = 512 << 10
 
+// gemmFKSteps bounds the 32-element steps of one chunk of a row: a chunk
+// of 4 activation rows (16 KiB) stays in L1 while every weight panel of
+// the cache block passes over it. Longer rows are multiplied chunk by
+// chunk, the tiles carrying their accumulators over (the same bits).
+const gemmFKSteps = 32
+
+// fTile is a gemmFR<r>C<c> tile (internal/gen/gemmf.go).
+type fTile func(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+
+// fTile modes: start from saved accumulators; end in the output.
+const (
+	fResume = 1
+	fFinal  = 2
+)
+
+// mc is the number of weight rows of cols values in one cache block: a
+// multiple of the 3-row panels.
+func (g *fTiles) mc(cols int) int { return max(3, gemmFMCBytes/(fStride(cols)*4)/3*3) }
+
 func (g *fTiles) kernel() *gemmKernel {
 	return &gemmKernel{
 		minTokens: 8,
 		cols:      func(cols int) bool { return cols%32 == 0 && cols >= zmmMin },
 		xBytes:    func(cols, n int) int { return n * fStride(cols) * 4 },
-		wBytes: func(cols, rows int) int {
-			if g.widen == nil {
-				return 0
+		// The widened rows of one cache block (F16, BF16), then the
+		// accumulators of its rows for a group of 4 activation rows.
+		slotBytes: func(cols int) int {
+			mc := g.mc(cols)
+			b := mc * 4 * 2 * 64
+			if g.widen != nil {
+				b += mc * fStride(cols) * 4
 			}
-			return rows * fStride(cols) * 4
+			return b
 		},
 		convert: func(dst []byte, src []float32, cols, n, lo, hi int) {
 			s := fStride(cols) * 4
@@ -63,7 +86,7 @@ func (g *fTiles) kernel() *gemmKernel {
 	}
 }
 
-func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, scratch []byte, lo, hi int) {
+func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, slot []byte, lo, hi int) {
 	if lo >= hi {
 		return
 	}
@@ -73,21 +96,27 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 	xs := bytesF32(x[:n*fs*4])
 	n32 := cols / 32
 	xstride := fs * 4
+	mc := g.mc(cols)
+	accs := bytesF32(slot[:mc*4*2*64])
 	wstride := wrb // bytes between float32 weight rows
 	ws := cols     // and in floats
 	var wf []float32
 	if g.widen == nil {
 		wf = bytesF32(w[:hi*wrb])
 	} else {
-		wf = bytesF32(scratch[:rows*fs*4])
+		wf = bytesF32(slot[mc*4*2*64 : mc*4*2*64+mc*fs*4])
 		wstride, ws = xstride, fs
 	}
-	mc := max(3, gemmFMCBytes/(fs*4)/3*3)
+	// Chunks of the row, as even as gemmFKSteps allows.
+	chunks := (n32 + gemmFKSteps - 1) / gemmFKSteps
+	steps := (n32 + chunks - 1) / chunks
 	for m0 := lo; m0 < hi; m0 += mc {
 		m1 := min(hi, m0+mc)
+		wrow := func(r int) int { return r * ws } // F32: rows in place
 		if g.widen != nil {
+			wrow = func(r int) int { return (r - m0) * ws }
 			for r := m0; r < m1; r++ {
-				g.widen(wf[r*ws:r*ws+cols], w[r*wrb:(r+1)*wrb])
+				g.widen(wf[(r-m0)*ws:(r-m0)*ws+cols], w[r*wrb:(r+1)*wrb])
 			}
 		}
 		for c0 := 0; c0 < n; {
@@ -95,21 +124,27 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 			if c0+4 > n {
 				C = 1
 			}
-			xg := &xs[c0*fs]
 			og := out[c0*rows:]
-			r := m0
-			for ; r+3 <= m1; r += 3 {
-				if C == 4 {
-					gemmFR3C4(&wf[r*ws], wstride, xg, xstride, n32, &og[r], rows)
-				} else {
-					gemmFR3C1(&wf[r*ws], wstride, xg, xstride, n32, &og[r], rows)
-				}
+			three, one := gemmFR3C4, gemmFR1C4
+			if C == 1 {
+				three, one = gemmFR3C1, gemmFR1C1
 			}
-			for ; r < m1; r++ {
-				if C == 4 {
-					gemmFR1C4(&wf[r*ws], wstride, xg, xstride, n32, &og[r], rows)
-				} else {
-					gemmFR1C1(&wf[r*ws], wstride, xg, xstride, n32, &og[r], rows)
+			for k0 := 0; k0 < n32; k0 += steps {
+				k1 := min(n32, k0+steps)
+				mode := 0
+				if k0 > 0 {
+					mode |= fResume
+				}
+				if k1 == n32 {
+					mode |= fFinal
+				}
+				xg := &xs[c0*fs+32*k0]
+				r := m0
+				for ; r+3 <= m1; r += 3 {
+					three(&wf[wrow(r)+32*k0], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
+				}
+				for ; r < m1; r++ {
+					one(&wf[wrow(r)+32*k0], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
 				}
 			}
 			c0 += C

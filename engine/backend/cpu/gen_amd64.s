@@ -4,6 +4,16 @@
 
 #include "textflag.h"
 
+DATA iq4u<>+0(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4u<>+8(SB)/8, $0xf1d9c5b5a6998d81
+DATA iq4u<>+16(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4u<>+24(SB)/8, $0xf1d9c5b5a6998d81
+DATA iq4u<>+32(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4u<>+40(SB)/8, $0xf1d9c5b5a6998d81
+DATA iq4u<>+48(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4u<>+56(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL iq4u<>(SB), RODATA|NOPTR, $64
+
 DATA q4shifts<>+0(SB)/8, $0x0000000000000000
 DATA q4shifts<>+8(SB)/8, $0x0000000000000000
 DATA q4shifts<>+16(SB)/8, $0x0004000400040004
@@ -2079,6 +2089,4419 @@ gemmQ4_0R1P1_block:
 	VMOVSS          X16, (DX)
 
 gemmQ4_0R1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R4P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+
+gemmQ5_0R4P4_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VBROADCASTI32X4 6(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	KMOVD           2(R8), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z17, K2, Z17
+	VBROADCASTI32X4 6(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	KMOVD           2(R9), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z18, K2, Z18
+	VBROADCASTI32X4 6(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	KMOVD           2(R10), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z19, K2, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z4
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z8
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z12
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z5
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z9
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z13
+	VMOVUPS         128(R12), Z20
+	VMOVDQU64       (R12), Z21
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z16, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     (DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVDQU32       64(R12), Z22
+	VPDPBUSD        Z21, Z17, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     4(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVDQU32       64(R12), Z24
+	VPDPBUSD        Z21, Z18, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     8(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z10
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z19, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     12(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z14
+	VMOVUPS         128(R13), Z20
+	VMOVDQU64       (R13), Z21
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	VMOVDQU32       64(R13), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	VMOVDQU32       64(R13), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z11
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z15
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x00000016, R8
+	ADDQ            $0x00000016, R9
+	ADDQ            $0x00000016, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x000000c0, R12
+	ADDQ            $0x000000c0, R13
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R4P4_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z4, Y17
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 4(AX)
+	VEXTRACTF64X4   $0x01, Z8, Y18
+	VEXTRACTF32X4   $0x01, Y8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0x4e, X8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0xb1, X8, X20
+	VADDSS          X20, X8, X8
+	VMOVSS          X8, 8(AX)
+	VEXTRACTF64X4   $0x01, Z12, Y19
+	VEXTRACTF32X4   $0x01, Y12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0x4e, X12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0xb1, X12, X20
+	VADDSS          X20, X12, X12
+	VMOVSS          X12, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z5, Y17
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 4(AX)
+	VEXTRACTF64X4   $0x01, Z9, Y18
+	VEXTRACTF32X4   $0x01, Y9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0x4e, X9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0xb1, X9, X20
+	VADDSS          X20, X9, X9
+	VMOVSS          X9, 8(AX)
+	VEXTRACTF64X4   $0x01, Z13, Y19
+	VEXTRACTF32X4   $0x01, Y13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0x4e, X13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0xb1, X13, X20
+	VADDSS          X20, X13, X13
+	VMOVSS          X13, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF64X4   $0x01, Z6, Y17
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 4(AX)
+	VEXTRACTF64X4   $0x01, Z10, Y18
+	VEXTRACTF32X4   $0x01, Y10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0x4e, X10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0xb1, X10, X20
+	VADDSS          X20, X10, X10
+	VMOVSS          X10, 8(AX)
+	VEXTRACTF64X4   $0x01, Z14, Y19
+	VEXTRACTF32X4   $0x01, Y14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0x4e, X14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0xb1, X14, X20
+	VADDSS          X20, X14, X14
+	VMOVSS          X14, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	VEXTRACTF64X4   $0x01, Z7, Y17
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 4(AX)
+	VEXTRACTF64X4   $0x01, Z11, Y18
+	VEXTRACTF32X4   $0x01, Y11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0x4e, X11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0xb1, X11, X20
+	VADDSS          X20, X11, X11
+	VMOVSS          X11, 8(AX)
+	VEXTRACTF64X4   $0x01, Z15, Y19
+	VEXTRACTF32X4   $0x01, Y15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0x4e, X15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0xb1, X15, X20
+	VADDSS          X20, X15, X15
+	VMOVSS          X15, 12(AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmQ5_0R4P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ5_0R4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ5_0R4P2_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VBROADCASTI32X4 6(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	KMOVD           2(R8), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z17, K2, Z17
+	VBROADCASTI32X4 6(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	KMOVD           2(R9), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z18, K2, Z18
+	VBROADCASTI32X4 6(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	KMOVD           2(R10), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z19, K2, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z2
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z4
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z3
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z5
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x00000016, R8
+	ADDQ            $0x00000016, R9
+	ADDQ            $0x00000016, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R4P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z2, Y17
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 4(AX)
+	VEXTRACTF64X4   $0x01, Z4, Y18
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 8(AX)
+	VEXTRACTF64X4   $0x01, Z6, Y19
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z3, Y17
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 4(AX)
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 8(AX)
+	VEXTRACTF64X4   $0x01, Z7, Y19
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 12(AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ5_0R4P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ5_0R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R4P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ5_0R4P1_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VBROADCASTI32X4 6(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	KMOVD           2(R8), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z17, K2, Z17
+	VBROADCASTI32X4 6(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	KMOVD           2(R9), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z18, K2, Z18
+	VBROADCASTI32X4 6(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	KMOVD           2(R10), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z19, K2, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x00000016, R8
+	ADDQ            $0x00000016, R9
+	ADDQ            $0x00000016, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R4P1_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z1, Y17
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, 4(AX)
+	VEXTRACTF64X4   $0x01, Z2, Y18
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 8(AX)
+	VEXTRACTF64X4   $0x01, Z3, Y19
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 12(AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmQ5_0R4P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmQ5_0R4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R1P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ5_0R1P4_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVUPS         128(R12), Z20
+	VMOVDQU64       (R12), Z21
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z16, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     (DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVUPS         128(R13), Z20
+	VMOVDQU64       (R13), Z21
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x000000c0, R12
+	ADDQ            $0x000000c0, R13
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R1P4_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmQ5_0R1P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ5_0R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ5_0R1P2_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R1P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmQ5_0R1P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ5_0R1P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_0R1P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+
+gemmQ5_0R1P1_block:
+	VBROADCASTI32X4 6(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	KMOVD           2(SI), K2
+	KUNPCKDQ        K2, K2, K2
+	VPADDB          Z29, Z16, K2, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	ADDQ            $0x00000016, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmQ5_0R1P1_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmQ5_0R1P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmQ5_0R1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR4P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+
+gemmIQ4_NLR4P4_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VBROADCASTI32X4 2(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	VPSHUFB         Z17, Z29, Z17
+	VBROADCASTI32X4 2(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	VPSHUFB         Z18, Z29, Z18
+	VBROADCASTI32X4 2(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	VPSHUFB         Z19, Z29, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z4
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z8
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z12
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z5
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z9
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z13
+	VMOVUPS         128(R12), Z20
+	VMOVDQU64       (R12), Z21
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z16, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     (DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVDQU32       64(R12), Z22
+	VPDPBUSD        Z21, Z17, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     4(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVDQU32       64(R12), Z24
+	VPDPBUSD        Z21, Z18, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     8(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z10
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z19, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     12(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z14
+	VMOVUPS         128(R13), Z20
+	VMOVDQU64       (R13), Z21
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	VMOVDQU32       64(R13), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	VMOVDQU32       64(R13), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z11
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z15
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x000000c0, R12
+	ADDQ            $0x000000c0, R13
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR4P4_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z4, Y17
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 4(AX)
+	VEXTRACTF64X4   $0x01, Z8, Y18
+	VEXTRACTF32X4   $0x01, Y8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0x4e, X8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0xb1, X8, X20
+	VADDSS          X20, X8, X8
+	VMOVSS          X8, 8(AX)
+	VEXTRACTF64X4   $0x01, Z12, Y19
+	VEXTRACTF32X4   $0x01, Y12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0x4e, X12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0xb1, X12, X20
+	VADDSS          X20, X12, X12
+	VMOVSS          X12, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z5, Y17
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 4(AX)
+	VEXTRACTF64X4   $0x01, Z9, Y18
+	VEXTRACTF32X4   $0x01, Y9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0x4e, X9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0xb1, X9, X20
+	VADDSS          X20, X9, X9
+	VMOVSS          X9, 8(AX)
+	VEXTRACTF64X4   $0x01, Z13, Y19
+	VEXTRACTF32X4   $0x01, Y13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0x4e, X13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0xb1, X13, X20
+	VADDSS          X20, X13, X13
+	VMOVSS          X13, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF64X4   $0x01, Z6, Y17
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 4(AX)
+	VEXTRACTF64X4   $0x01, Z10, Y18
+	VEXTRACTF32X4   $0x01, Y10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0x4e, X10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0xb1, X10, X20
+	VADDSS          X20, X10, X10
+	VMOVSS          X10, 8(AX)
+	VEXTRACTF64X4   $0x01, Z14, Y19
+	VEXTRACTF32X4   $0x01, Y14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0x4e, X14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0xb1, X14, X20
+	VADDSS          X20, X14, X14
+	VMOVSS          X14, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	VEXTRACTF64X4   $0x01, Z7, Y17
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 4(AX)
+	VEXTRACTF64X4   $0x01, Z11, Y18
+	VEXTRACTF32X4   $0x01, Y11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0x4e, X11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0xb1, X11, X20
+	VADDSS          X20, X11, X11
+	VMOVSS          X11, 8(AX)
+	VEXTRACTF64X4   $0x01, Z15, Y19
+	VEXTRACTF32X4   $0x01, Y15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0x4e, X15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0xb1, X15, X20
+	VADDSS          X20, X15, X15
+	VMOVSS          X15, 12(AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmIQ4_NLR4P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmIQ4_NLR4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmIQ4_NLR4P2_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VBROADCASTI32X4 2(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	VPSHUFB         Z17, Z29, Z17
+	VBROADCASTI32X4 2(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	VPSHUFB         Z18, Z29, Z18
+	VBROADCASTI32X4 2(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	VPSHUFB         Z19, Z29, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z2
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z4
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z6
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(R11), Z26
+	VPDPBUSD        Z21, Z17, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     4(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z3
+	VMOVDQU32       64(R11), Z22
+	VPDPBUSD        Z21, Z18, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     8(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z5
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z19, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     12(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z7
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR4P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z2, Y17
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 4(AX)
+	VEXTRACTF64X4   $0x01, Z4, Y18
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 8(AX)
+	VEXTRACTF64X4   $0x01, Z6, Y19
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF64X4   $0x01, Z3, Y17
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 4(AX)
+	VEXTRACTF64X4   $0x01, Z5, Y18
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 8(AX)
+	VEXTRACTF64X4   $0x01, Z7, Y19
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 12(AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmIQ4_NLR4P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmIQ4_NLR4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR4P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmIQ4_NLR4P1_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VBROADCASTI32X4 2(R8), Z17
+	VPSRLVW         Z31, Z17, Z17
+	VPANDD          Z30, Z17, Z17
+	VPSHUFB         Z17, Z29, Z17
+	VBROADCASTI32X4 2(R9), Z18
+	VPSRLVW         Z31, Z18, Z18
+	VPANDD          Z30, Z18, Z18
+	VPSHUFB         Z18, Z29, Z18
+	VBROADCASTI32X4 2(R10), Z19
+	VPSRLVW         Z31, Z19, Z19
+	VPANDD          Z30, Z19, Z19
+	VPSHUFB         Z19, Z29, Z19
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVDQU32       64(DI), Z24
+	VPDPBUSD        Z21, Z17, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     4(DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVDQU32       64(DI), Z26
+	VPDPBUSD        Z21, Z18, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     8(DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z19, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     12(DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x00000012, R8
+	ADDQ            $0x00000012, R9
+	ADDQ            $0x00000012, R10
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x00000010, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR4P1_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF64X4   $0x01, Z1, Y17
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, 4(AX)
+	VEXTRACTF64X4   $0x01, Z2, Y18
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 8(AX)
+	VEXTRACTF64X4   $0x01, Z3, Y19
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 12(AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmIQ4_NLR4P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmIQ4_NLR4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR1P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmIQ4_NLR1P4_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	VMOVUPS         128(R12), Z20
+	VMOVDQU64       (R12), Z21
+	VMOVDQU32       64(R12), Z26
+	VPDPBUSD        Z21, Z16, Z26
+	VCVTDQ2PS       Z26, Z26
+	VMULPS.BCST     (DX), Z20, Z27
+	VFMADD231PS     Z26, Z27, Z2
+	VMOVUPS         128(R13), Z20
+	VMOVDQU64       (R13), Z21
+	VMOVDQU32       64(R13), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z3
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x000000c0, R12
+	ADDQ            $0x000000c0, R13
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR1P4_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmIQ4_NLR1P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmIQ4_NLR1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x000000c0, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmIQ4_NLR1P2_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	VMOVUPS         128(R11), Z20
+	VMOVDQU64       (R11), Z21
+	VMOVDQU32       64(R11), Z24
+	VPDPBUSD        Z21, Z16, Z24
+	VCVTDQ2PS       Z24, Z24
+	VMULPS.BCST     (DX), Z20, Z25
+	VFMADD231PS     Z24, Z25, Z1
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x000000c0, R11
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR1P2_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	CMPQ            CX, $0x00000004
+	JL              gemmIQ4_NLR1P2_half1
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmIQ4_NLR1P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_NLR1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmIQ4_NLR1P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VMOVDQU64    iq4u<>+0(SB), Z29
+	VPXORD       Z0, Z0, Z0
+
+gemmIQ4_NLR1P1_block:
+	VBROADCASTI32X4 2(SI), Z16
+	VPSRLVW         Z31, Z16, Z16
+	VPANDD          Z30, Z16, Z16
+	VPSHUFB         Z16, Z29, Z16
+	VMOVUPS         128(DI), Z20
+	VMOVDQU64       (DI), Z21
+	VMOVDQU32       64(DI), Z22
+	VPDPBUSD        Z21, Z16, Z22
+	VCVTDQ2PS       Z22, Z22
+	VMULPS.BCST     (DX), Z20, Z23
+	VFMADD231PS     Z22, Z23, Z0
+	ADDQ            $0x00000012, SI
+	ADDQ            $0x000000c0, DI
+	ADDQ            $0x00000004, DX
+	DECQ            CX
+	JNZ             gemmIQ4_NLR1P1_block
+	MOVQ            out+40(FP), AX
+	MOVQ            ostride+48(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+56(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmIQ4_NLR1P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmIQ4_NLR1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R4P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+
+gemmQ4_1R4P4_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VBROADCASTI32X4  4(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	VBROADCASTI32X4  4(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	VBROADCASTI32X4  4(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z4
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z8
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z12
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z4
+	VFMADD231PS.BCST 24(DX), Z28, Z8
+	VFMADD231PS.BCST 28(DX), Z28, Z12
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(R11), Z26
+	VPDPBUSD         Z21, Z17, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      4(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z5
+	VMOVDQU32        64(R11), Z22
+	VPDPBUSD         Z21, Z18, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      8(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z9
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z19, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      12(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z13
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z1
+	VFMADD231PS.BCST 20(DX), Z28, Z5
+	VFMADD231PS.BCST 24(DX), Z28, Z9
+	VFMADD231PS.BCST 28(DX), Z28, Z13
+	VMOVUPS          128(R12), Z20
+	VMOVDQU64        (R12), Z21
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z16, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      (DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVDQU32        64(R12), Z22
+	VPDPBUSD         Z21, Z17, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      4(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z6
+	VMOVDQU32        64(R12), Z24
+	VPDPBUSD         Z21, Z18, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      8(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z10
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z19, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      12(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z14
+	VMOVUPS          192(R12), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z2
+	VFMADD231PS.BCST 20(DX), Z28, Z6
+	VFMADD231PS.BCST 24(DX), Z28, Z10
+	VFMADD231PS.BCST 28(DX), Z28, Z14
+	VMOVUPS          128(R13), Z20
+	VMOVDQU64        (R13), Z21
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVDQU32        64(R13), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z7
+	VMOVDQU32        64(R13), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z11
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z15
+	VMOVUPS          192(R13), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z3
+	VFMADD231PS.BCST 20(DX), Z28, Z7
+	VFMADD231PS.BCST 24(DX), Z28, Z11
+	VFMADD231PS.BCST 28(DX), Z28, Z15
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000014, R8
+	ADDQ             $0x00000014, R9
+	ADDQ             $0x00000014, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000100, R12
+	ADDQ             $0x00000100, R13
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R4P4_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z4, Y17
+	VEXTRACTF32X4    $0x01, Y4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0x4e, X4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0xb1, X4, X20
+	VADDSS           X20, X4, X4
+	VMOVSS           X4, 4(AX)
+	VEXTRACTF64X4    $0x01, Z8, Y18
+	VEXTRACTF32X4    $0x01, Y8, X20
+	VADDPS           X20, X8, X8
+	VPERMILPS        $0x4e, X8, X20
+	VADDPS           X20, X8, X8
+	VPERMILPS        $0xb1, X8, X20
+	VADDSS           X20, X8, X8
+	VMOVSS           X8, 8(AX)
+	VEXTRACTF64X4    $0x01, Z12, Y19
+	VEXTRACTF32X4    $0x01, Y12, X20
+	VADDPS           X20, X12, X12
+	VPERMILPS        $0x4e, X12, X20
+	VADDPS           X20, X12, X12
+	VPERMILPS        $0xb1, X12, X20
+	VADDSS           X20, X12, X12
+	VMOVSS           X12, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF64X4    $0x01, Z5, Y17
+	VEXTRACTF32X4    $0x01, Y5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0x4e, X5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0xb1, X5, X20
+	VADDSS           X20, X5, X5
+	VMOVSS           X5, 4(AX)
+	VEXTRACTF64X4    $0x01, Z9, Y18
+	VEXTRACTF32X4    $0x01, Y9, X20
+	VADDPS           X20, X9, X9
+	VPERMILPS        $0x4e, X9, X20
+	VADDPS           X20, X9, X9
+	VPERMILPS        $0xb1, X9, X20
+	VADDSS           X20, X9, X9
+	VMOVSS           X9, 8(AX)
+	VEXTRACTF64X4    $0x01, Z13, Y19
+	VEXTRACTF32X4    $0x01, Y13, X20
+	VADDPS           X20, X13, X13
+	VPERMILPS        $0x4e, X13, X20
+	VADDPS           X20, X13, X13
+	VPERMILPS        $0xb1, X13, X20
+	VADDSS           X20, X13, X13
+	VMOVSS           X13, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z2, Y16
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, (AX)
+	VEXTRACTF64X4    $0x01, Z6, Y17
+	VEXTRACTF32X4    $0x01, Y6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0x4e, X6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0xb1, X6, X20
+	VADDSS           X20, X6, X6
+	VMOVSS           X6, 4(AX)
+	VEXTRACTF64X4    $0x01, Z10, Y18
+	VEXTRACTF32X4    $0x01, Y10, X20
+	VADDPS           X20, X10, X10
+	VPERMILPS        $0x4e, X10, X20
+	VADDPS           X20, X10, X10
+	VPERMILPS        $0xb1, X10, X20
+	VADDSS           X20, X10, X10
+	VMOVSS           X10, 8(AX)
+	VEXTRACTF64X4    $0x01, Z14, Y19
+	VEXTRACTF32X4    $0x01, Y14, X20
+	VADDPS           X20, X14, X14
+	VPERMILPS        $0x4e, X14, X20
+	VADDPS           X20, X14, X14
+	VPERMILPS        $0xb1, X14, X20
+	VADDSS           X20, X14, X14
+	VMOVSS           X14, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z3, Y16
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, (AX)
+	VEXTRACTF64X4    $0x01, Z7, Y17
+	VEXTRACTF32X4    $0x01, Y7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0x4e, X7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0xb1, X7, X20
+	VADDSS           X20, X7, X7
+	VMOVSS           X7, 4(AX)
+	VEXTRACTF64X4    $0x01, Z11, Y18
+	VEXTRACTF32X4    $0x01, Y11, X20
+	VADDPS           X20, X11, X11
+	VPERMILPS        $0x4e, X11, X20
+	VADDPS           X20, X11, X11
+	VPERMILPS        $0xb1, X11, X20
+	VADDSS           X20, X11, X11
+	VMOVSS           X11, 8(AX)
+	VEXTRACTF64X4    $0x01, Z15, Y19
+	VEXTRACTF32X4    $0x01, Y15, X20
+	VADDPS           X20, X15, X15
+	VPERMILPS        $0x4e, X15, X20
+	VADDPS           X20, X15, X15
+	VPERMILPS        $0xb1, X15, X20
+	VADDSS           X20, X15, X15
+	VMOVSS           X15, 12(AX)
+	CMPQ             CX, $0x00000008
+	JL               gemmQ4_1R4P4_half3
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ4_1R4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ4_1R4P2_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VBROADCASTI32X4  4(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	VBROADCASTI32X4  4(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	VBROADCASTI32X4  4(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z2
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z4
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z6
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z2
+	VFMADD231PS.BCST 24(DX), Z28, Z4
+	VFMADD231PS.BCST 28(DX), Z28, Z6
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(R11), Z26
+	VPDPBUSD         Z21, Z17, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      4(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z3
+	VMOVDQU32        64(R11), Z22
+	VPDPBUSD         Z21, Z18, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      8(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z5
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z19, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      12(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z7
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z1
+	VFMADD231PS.BCST 20(DX), Z28, Z3
+	VFMADD231PS.BCST 24(DX), Z28, Z5
+	VFMADD231PS.BCST 28(DX), Z28, Z7
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000014, R8
+	ADDQ             $0x00000014, R9
+	ADDQ             $0x00000014, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R4P2_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z2, Y17
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, 4(AX)
+	VEXTRACTF64X4    $0x01, Z4, Y18
+	VEXTRACTF32X4    $0x01, Y4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0x4e, X4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0xb1, X4, X20
+	VADDSS           X20, X4, X4
+	VMOVSS           X4, 8(AX)
+	VEXTRACTF64X4    $0x01, Z6, Y19
+	VEXTRACTF32X4    $0x01, Y6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0x4e, X6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0xb1, X6, X20
+	VADDSS           X20, X6, X6
+	VMOVSS           X6, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF64X4    $0x01, Z3, Y17
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, 4(AX)
+	VEXTRACTF64X4    $0x01, Z5, Y18
+	VEXTRACTF32X4    $0x01, Y5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0x4e, X5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0xb1, X5, X20
+	VADDSS           X20, X5, X5
+	VMOVSS           X5, 8(AX)
+	VEXTRACTF64X4    $0x01, Z7, Y19
+	VEXTRACTF32X4    $0x01, Y7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0x4e, X7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0xb1, X7, X20
+	VADDSS           X20, X7, X7
+	VMOVSS           X7, 12(AX)
+	CMPQ             CX, $0x00000004
+	JL               gemmQ4_1R4P2_half1
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ4_1R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R4P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ4_1R4P1_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VBROADCASTI32X4  4(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	VBROADCASTI32X4  4(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	VBROADCASTI32X4  4(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z1
+	VFMADD231PS.BCST 24(DX), Z28, Z2
+	VFMADD231PS.BCST 28(DX), Z28, Z3
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000014, R8
+	ADDQ             $0x00000014, R9
+	ADDQ             $0x00000014, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R4P1_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z1, Y17
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, 4(AX)
+	VEXTRACTF64X4    $0x01, Z2, Y18
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, 8(AX)
+	VEXTRACTF64X4    $0x01, Z3, Y19
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, 12(AX)
+	CMPQ             CX, $0x00000002
+	JL               gemmQ4_1R4P1_half0
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ4_1R4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R1P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ4_1R1P4_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z1
+	VMOVUPS          128(R12), Z20
+	VMOVDQU64        (R12), Z21
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z16, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      (DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVUPS          192(R12), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z2
+	VMOVUPS          128(R13), Z20
+	VMOVDQU64        (R13), Z21
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVUPS          192(R13), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z3
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000100, R12
+	ADDQ             $0x00000100, R13
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R1P4_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z2, Y16
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z3, Y16
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, (AX)
+	CMPQ             CX, $0x00000008
+	JL               gemmQ4_1R1P4_half3
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ4_1R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ4_1R1P2_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z1
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R1P2_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	CMPQ             CX, $0x00000004
+	JL               gemmQ4_1R1P2_half1
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ4_1R1P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ4_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ4_1R1P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	VPXORD       Z0, Z0, Z0
+
+gemmQ4_1R1P1_block:
+	VBROADCASTI32X4  4(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	ADDQ             $0x00000014, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ4_1R1P1_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	CMPQ             CX, $0x00000002
+	JL               gemmQ4_1R1P1_half0
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ4_1R1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R4P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+
+gemmQ5_1R4P4_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VBROADCASTI32X4  8(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	KMOVD            4(R8), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z17, K2, Z17
+	VBROADCASTI32X4  8(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	KMOVD            4(R9), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z18, K2, Z18
+	VBROADCASTI32X4  8(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	KMOVD            4(R10), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z19, K2, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z4
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z8
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z12
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z4
+	VFMADD231PS.BCST 24(DX), Z28, Z8
+	VFMADD231PS.BCST 28(DX), Z28, Z12
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(R11), Z26
+	VPDPBUSD         Z21, Z17, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      4(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z5
+	VMOVDQU32        64(R11), Z22
+	VPDPBUSD         Z21, Z18, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      8(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z9
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z19, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      12(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z13
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z1
+	VFMADD231PS.BCST 20(DX), Z28, Z5
+	VFMADD231PS.BCST 24(DX), Z28, Z9
+	VFMADD231PS.BCST 28(DX), Z28, Z13
+	VMOVUPS          128(R12), Z20
+	VMOVDQU64        (R12), Z21
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z16, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      (DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVDQU32        64(R12), Z22
+	VPDPBUSD         Z21, Z17, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      4(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z6
+	VMOVDQU32        64(R12), Z24
+	VPDPBUSD         Z21, Z18, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      8(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z10
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z19, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      12(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z14
+	VMOVUPS          192(R12), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z2
+	VFMADD231PS.BCST 20(DX), Z28, Z6
+	VFMADD231PS.BCST 24(DX), Z28, Z10
+	VFMADD231PS.BCST 28(DX), Z28, Z14
+	VMOVUPS          128(R13), Z20
+	VMOVDQU64        (R13), Z21
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVDQU32        64(R13), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z7
+	VMOVDQU32        64(R13), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z11
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z15
+	VMOVUPS          192(R13), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z3
+	VFMADD231PS.BCST 20(DX), Z28, Z7
+	VFMADD231PS.BCST 24(DX), Z28, Z11
+	VFMADD231PS.BCST 28(DX), Z28, Z15
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000018, R8
+	ADDQ             $0x00000018, R9
+	ADDQ             $0x00000018, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000100, R12
+	ADDQ             $0x00000100, R13
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R4P4_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z4, Y17
+	VEXTRACTF32X4    $0x01, Y4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0x4e, X4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0xb1, X4, X20
+	VADDSS           X20, X4, X4
+	VMOVSS           X4, 4(AX)
+	VEXTRACTF64X4    $0x01, Z8, Y18
+	VEXTRACTF32X4    $0x01, Y8, X20
+	VADDPS           X20, X8, X8
+	VPERMILPS        $0x4e, X8, X20
+	VADDPS           X20, X8, X8
+	VPERMILPS        $0xb1, X8, X20
+	VADDSS           X20, X8, X8
+	VMOVSS           X8, 8(AX)
+	VEXTRACTF64X4    $0x01, Z12, Y19
+	VEXTRACTF32X4    $0x01, Y12, X20
+	VADDPS           X20, X12, X12
+	VPERMILPS        $0x4e, X12, X20
+	VADDPS           X20, X12, X12
+	VPERMILPS        $0xb1, X12, X20
+	VADDSS           X20, X12, X12
+	VMOVSS           X12, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF64X4    $0x01, Z5, Y17
+	VEXTRACTF32X4    $0x01, Y5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0x4e, X5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0xb1, X5, X20
+	VADDSS           X20, X5, X5
+	VMOVSS           X5, 4(AX)
+	VEXTRACTF64X4    $0x01, Z9, Y18
+	VEXTRACTF32X4    $0x01, Y9, X20
+	VADDPS           X20, X9, X9
+	VPERMILPS        $0x4e, X9, X20
+	VADDPS           X20, X9, X9
+	VPERMILPS        $0xb1, X9, X20
+	VADDSS           X20, X9, X9
+	VMOVSS           X9, 8(AX)
+	VEXTRACTF64X4    $0x01, Z13, Y19
+	VEXTRACTF32X4    $0x01, Y13, X20
+	VADDPS           X20, X13, X13
+	VPERMILPS        $0x4e, X13, X20
+	VADDPS           X20, X13, X13
+	VPERMILPS        $0xb1, X13, X20
+	VADDSS           X20, X13, X13
+	VMOVSS           X13, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z2, Y16
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, (AX)
+	VEXTRACTF64X4    $0x01, Z6, Y17
+	VEXTRACTF32X4    $0x01, Y6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0x4e, X6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0xb1, X6, X20
+	VADDSS           X20, X6, X6
+	VMOVSS           X6, 4(AX)
+	VEXTRACTF64X4    $0x01, Z10, Y18
+	VEXTRACTF32X4    $0x01, Y10, X20
+	VADDPS           X20, X10, X10
+	VPERMILPS        $0x4e, X10, X20
+	VADDPS           X20, X10, X10
+	VPERMILPS        $0xb1, X10, X20
+	VADDSS           X20, X10, X10
+	VMOVSS           X10, 8(AX)
+	VEXTRACTF64X4    $0x01, Z14, Y19
+	VEXTRACTF32X4    $0x01, Y14, X20
+	VADDPS           X20, X14, X14
+	VPERMILPS        $0x4e, X14, X20
+	VADDPS           X20, X14, X14
+	VPERMILPS        $0xb1, X14, X20
+	VADDSS           X20, X14, X14
+	VMOVSS           X14, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z3, Y16
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, (AX)
+	VEXTRACTF64X4    $0x01, Z7, Y17
+	VEXTRACTF32X4    $0x01, Y7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0x4e, X7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0xb1, X7, X20
+	VADDSS           X20, X7, X7
+	VMOVSS           X7, 4(AX)
+	VEXTRACTF64X4    $0x01, Z11, Y18
+	VEXTRACTF32X4    $0x01, Y11, X20
+	VADDPS           X20, X11, X11
+	VPERMILPS        $0x4e, X11, X20
+	VADDPS           X20, X11, X11
+	VPERMILPS        $0xb1, X11, X20
+	VADDSS           X20, X11, X11
+	VMOVSS           X11, 8(AX)
+	VEXTRACTF64X4    $0x01, Z15, Y19
+	VEXTRACTF32X4    $0x01, Y15, X20
+	VADDPS           X20, X15, X15
+	VPERMILPS        $0x4e, X15, X20
+	VADDPS           X20, X15, X15
+	VPERMILPS        $0xb1, X15, X20
+	VADDSS           X20, X15, X15
+	VMOVSS           X15, 12(AX)
+	CMPQ             CX, $0x00000008
+	JL               gemmQ5_1R4P4_half3
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ5_1R4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R4P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+gemmQ5_1R4P2_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VBROADCASTI32X4  8(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	KMOVD            4(R8), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z17, K2, Z17
+	VBROADCASTI32X4  8(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	KMOVD            4(R9), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z18, K2, Z18
+	VBROADCASTI32X4  8(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	KMOVD            4(R10), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z19, K2, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z2
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z4
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z6
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z2
+	VFMADD231PS.BCST 24(DX), Z28, Z4
+	VFMADD231PS.BCST 28(DX), Z28, Z6
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(R11), Z26
+	VPDPBUSD         Z21, Z17, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      4(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z3
+	VMOVDQU32        64(R11), Z22
+	VPDPBUSD         Z21, Z18, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      8(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z5
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z19, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      12(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z7
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z1
+	VFMADD231PS.BCST 20(DX), Z28, Z3
+	VFMADD231PS.BCST 24(DX), Z28, Z5
+	VFMADD231PS.BCST 28(DX), Z28, Z7
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000018, R8
+	ADDQ             $0x00000018, R9
+	ADDQ             $0x00000018, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R4P2_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z2, Y17
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, 4(AX)
+	VEXTRACTF64X4    $0x01, Z4, Y18
+	VEXTRACTF32X4    $0x01, Y4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0x4e, X4, X20
+	VADDPS           X20, X4, X4
+	VPERMILPS        $0xb1, X4, X20
+	VADDSS           X20, X4, X4
+	VMOVSS           X4, 8(AX)
+	VEXTRACTF64X4    $0x01, Z6, Y19
+	VEXTRACTF32X4    $0x01, Y6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0x4e, X6, X20
+	VADDPS           X20, X6, X6
+	VPERMILPS        $0xb1, X6, X20
+	VADDSS           X20, X6, X6
+	VMOVSS           X6, 12(AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF64X4    $0x01, Z3, Y17
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, 4(AX)
+	VEXTRACTF64X4    $0x01, Z5, Y18
+	VEXTRACTF32X4    $0x01, Y5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0x4e, X5, X20
+	VADDPS           X20, X5, X5
+	VPERMILPS        $0xb1, X5, X20
+	VADDSS           X20, X5, X5
+	VMOVSS           X5, 8(AX)
+	VEXTRACTF64X4    $0x01, Z7, Y19
+	VEXTRACTF32X4    $0x01, Y7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0x4e, X7, X20
+	VADDPS           X20, X7, X7
+	VPERMILPS        $0xb1, X7, X20
+	VADDSS           X20, X7, X7
+	VMOVSS           X7, 12(AX)
+	CMPQ             CX, $0x00000004
+	JL               gemmQ5_1R4P2_half1
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ5_1R4P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R4P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         wstride+8(FP), AX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ5_1R4P1_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VBROADCASTI32X4  8(R8), Z17
+	VPSRLVW          Z31, Z17, Z17
+	VPANDD           Z30, Z17, Z17
+	KMOVD            4(R8), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z17, K2, Z17
+	VBROADCASTI32X4  8(R9), Z18
+	VPSRLVW          Z31, Z18, Z18
+	VPANDD           Z30, Z18, Z18
+	KMOVD            4(R9), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z18, K2, Z18
+	VBROADCASTI32X4  8(R10), Z19
+	VPSRLVW          Z31, Z19, Z19
+	VPANDD           Z30, Z19, Z19
+	KMOVD            4(R10), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z19, K2, Z19
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVDQU32        64(DI), Z24
+	VPDPBUSD         Z21, Z17, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      4(DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVDQU32        64(DI), Z26
+	VPDPBUSD         Z21, Z18, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      8(DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z19, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      12(DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 16(DX), Z28, Z0
+	VFMADD231PS.BCST 20(DX), Z28, Z1
+	VFMADD231PS.BCST 24(DX), Z28, Z2
+	VFMADD231PS.BCST 28(DX), Z28, Z3
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000018, R8
+	ADDQ             $0x00000018, R9
+	ADDQ             $0x00000018, R10
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000020, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R4P1_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF64X4    $0x01, Z1, Y17
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, 4(AX)
+	VEXTRACTF64X4    $0x01, Z2, Y18
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, 8(AX)
+	VEXTRACTF64X4    $0x01, Z3, Y19
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, 12(AX)
+	CMPQ             CX, $0x00000002
+	JL               gemmQ5_1R4P1_half0
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	VEXTRACTF32X4    $0x01, Y17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0x4e, X17, X20
+	VADDPS           X20, X17, X17
+	VPERMILPS        $0xb1, X17, X20
+	VADDSS           X20, X17, X17
+	VMOVSS           X17, 4(DX)
+	VEXTRACTF32X4    $0x01, Y18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0x4e, X18, X20
+	VADDPS           X20, X18, X18
+	VPERMILPS        $0xb1, X18, X20
+	VADDSS           X20, X18, X18
+	VMOVSS           X18, 8(DX)
+	VEXTRACTF32X4    $0x01, Y19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0x4e, X19, X20
+	VADDPS           X20, X19, X19
+	VPERMILPS        $0xb1, X19, X20
+	VADDSS           X20, X19, X19
+	VMOVSS           X19, 12(DX)
+
+gemmQ5_1R4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R1P4(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	LEAQ         (R11)(AX*1), R12
+	LEAQ         (R12)(AX*1), R13
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+
+gemmQ5_1R1P4_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z1
+	VMOVUPS          128(R12), Z20
+	VMOVDQU64        (R12), Z21
+	VMOVDQU32        64(R12), Z26
+	VPDPBUSD         Z21, Z16, Z26
+	VCVTDQ2PS        Z26, Z26
+	VMULPS.BCST      (DX), Z20, Z27
+	VFMADD231PS      Z26, Z27, Z2
+	VMOVUPS          192(R12), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z2
+	VMOVUPS          128(R13), Z20
+	VMOVDQU64        (R13), Z21
+	VMOVDQU32        64(R13), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z3
+	VMOVUPS          192(R13), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z3
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000100, R12
+	ADDQ             $0x00000100, R13
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R1P4_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z2, Y16
+	VEXTRACTF32X4    $0x01, Y2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0x4e, X2, X20
+	VADDPS           X20, X2, X2
+	VPERMILPS        $0xb1, X2, X20
+	VADDSS           X20, X2, X2
+	VMOVSS           X2, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z3, Y16
+	VEXTRACTF32X4    $0x01, Y3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0x4e, X3, X20
+	VADDPS           X20, X3, X3
+	VPERMILPS        $0xb1, X3, X20
+	VADDSS           X20, X3, X3
+	VMOVSS           X3, (AX)
+	CMPQ             CX, $0x00000008
+	JL               gemmQ5_1R1P4_half3
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ5_1R1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R1P2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	IMUL3Q       $0x00000100, CX, AX
+	LEAQ         (DI)(AX*1), R11
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+
+gemmQ5_1R1P2_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	VMOVUPS          128(R11), Z20
+	VMOVDQU64        (R11), Z21
+	VMOVDQU32        64(R11), Z24
+	VPDPBUSD         Z21, Z16, Z24
+	VCVTDQ2PS        Z24, Z24
+	VMULPS.BCST      (DX), Z20, Z25
+	VFMADD231PS      Z24, Z25, Z1
+	VMOVUPS          192(R11), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z1
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000100, R11
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R1P2_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+	LEAQ             (DX)(BX*1), AX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z1, Y16
+	VEXTRACTF32X4    $0x01, Y1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0x4e, X1, X20
+	VADDPS           X20, X1, X1
+	VPERMILPS        $0xb1, X1, X20
+	VADDSS           X20, X1, X1
+	VMOVSS           X1, (AX)
+	CMPQ             CX, $0x00000004
+	JL               gemmQ5_1R1P2_half1
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ5_1R1P2_half1:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmQ5_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmQ5_1R1P1(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         nb+32(FP), CX
+	MOVQ         dw+16(FP), DX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU64    q4shifts<>+0(SB), Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z29
+	VPXORD       Z0, Z0, Z0
+
+gemmQ5_1R1P1_block:
+	VBROADCASTI32X4  8(SI), Z16
+	VPSRLVW          Z31, Z16, Z16
+	VPANDD           Z30, Z16, Z16
+	KMOVD            4(SI), K2
+	KUNPCKDQ         K2, K2, K2
+	VPADDB           Z29, Z16, K2, Z16
+	VMOVUPS          128(DI), Z20
+	VMOVDQU64        (DI), Z21
+	VMOVDQU32        64(DI), Z22
+	VPDPBUSD         Z21, Z16, Z22
+	VCVTDQ2PS        Z22, Z22
+	VMULPS.BCST      (DX), Z20, Z23
+	VFMADD231PS      Z22, Z23, Z0
+	VMOVUPS          192(DI), Z28
+	VFMADD231PS.BCST 4(DX), Z28, Z0
+	ADDQ             $0x00000018, SI
+	ADDQ             $0x00000100, DI
+	ADDQ             $0x00000008, DX
+	DECQ             CX
+	JNZ              gemmQ5_1R1P1_block
+	MOVQ             out+40(FP), AX
+	MOVQ             ostride+48(FP), BX
+	SHLQ             $0x02, BX
+	MOVQ             tokens+56(FP), CX
+	LEAQ             (AX)(BX*1), DX
+	VEXTRACTF64X4    $0x01, Z0, Y16
+	VEXTRACTF32X4    $0x01, Y0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0x4e, X0, X20
+	VADDPS           X20, X0, X0
+	VPERMILPS        $0xb1, X0, X20
+	VADDSS           X20, X0, X0
+	VMOVSS           X0, (AX)
+	CMPQ             CX, $0x00000002
+	JL               gemmQ5_1R1P1_half0
+	VEXTRACTF32X4    $0x01, Y16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0x4e, X16, X20
+	VADDPS           X20, X16, X16
+	VPERMILPS        $0xb1, X16, X20
+	VADDSS           X20, X16, X16
+	VMOVSS           X16, (DX)
+
+gemmQ5_1R1P1_half0:
 	LEAQ (DX)(BX*1), AX
 	VZEROUPPER
 	RET
@@ -4768,19 +9191,1769 @@ gemmKOffR1P1_half0:
 	VZEROUPPER
 	RET
 
-// func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// func gemmKSgnR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmKSgnR4P4(SB), $1024-56
+	MOVQ    w+0(FP), SI
+	MOVQ    nsb+8(FP), CX
+	MOVQ    x+16(FP), DI
+	MOVQ    xstride+24(FP), AX
+	LEAQ    (DI)(AX*1), R11
+	LEAQ    (R11)(AX*1), R12
+	LEAQ    (R12)(AX*1), R13
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	VMOVUPS Z0, 448(SP)
+	VMOVUPS Z0, 512(SP)
+	VMOVUPS Z0, 576(SP)
+	VMOVUPS Z0, 640(SP)
+	VMOVUPS Z0, 704(SP)
+	VMOVUPS Z0, 768(SP)
+	VMOVUPS Z0, 832(SP)
+	VMOVUPS Z0, 896(SP)
+	VMOVUPS Z0, 960(SP)
+
+gemmKSgnR4P4_sb:
+	VPXORD          Z0, Z0, Z0
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z28, Z28, Z28
+	VBROADCASTI64X4 (SI), Z16
+	VBROADCASTI64X4 576(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 832(SI), Z17
+	VBROADCASTI64X4 1408(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1664(SI), Z18
+	VBROADCASTI64X4 2240(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2496(SI), Z19
+	VBROADCASTI64X4 3072(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       (DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   256(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1088(SI), Z25, Z4
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1920(SI), Z26, Z8
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2752(SI), Z27, Z12
+	VMOVDQU64       (R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   256(SI), Z24, Z1
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1088(SI), Z25, Z5
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1920(SI), Z26, Z9
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2752(SI), Z27, Z13
+	VMOVDQU64       (R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   256(SI), Z24, Z2
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1088(SI), Z25, Z6
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1920(SI), Z26, Z10
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2752(SI), Z27, Z14
+	VMOVDQU64       (R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   256(SI), Z24, Z3
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1088(SI), Z25, Z7
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1920(SI), Z26, Z11
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2752(SI), Z27, Z15
+	VBROADCASTI64X4 32(SI), Z16
+	VBROADCASTI64X4 608(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 864(SI), Z17
+	VBROADCASTI64X4 1440(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1696(SI), Z18
+	VBROADCASTI64X4 2272(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2528(SI), Z19
+	VBROADCASTI64X4 3104(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       64(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   288(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1120(SI), Z25, Z4
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1952(SI), Z26, Z8
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2784(SI), Z27, Z12
+	VMOVDQU64       64(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   288(SI), Z24, Z1
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1120(SI), Z25, Z5
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1952(SI), Z26, Z9
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2784(SI), Z27, Z13
+	VMOVDQU64       64(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   288(SI), Z24, Z2
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1120(SI), Z25, Z6
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1952(SI), Z26, Z10
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2784(SI), Z27, Z14
+	VMOVDQU64       64(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   288(SI), Z24, Z3
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1120(SI), Z25, Z7
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1952(SI), Z26, Z11
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2784(SI), Z27, Z15
+	VBROADCASTI64X4 64(SI), Z16
+	VBROADCASTI64X4 640(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 896(SI), Z17
+	VBROADCASTI64X4 1472(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1728(SI), Z18
+	VBROADCASTI64X4 2304(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2560(SI), Z19
+	VBROADCASTI64X4 3136(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       128(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   320(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1152(SI), Z25, Z4
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1984(SI), Z26, Z8
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2816(SI), Z27, Z12
+	VMOVDQU64       128(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   320(SI), Z24, Z1
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1152(SI), Z25, Z5
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1984(SI), Z26, Z9
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2816(SI), Z27, Z13
+	VMOVDQU64       128(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   320(SI), Z24, Z2
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1152(SI), Z25, Z6
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1984(SI), Z26, Z10
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2816(SI), Z27, Z14
+	VMOVDQU64       128(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   320(SI), Z24, Z3
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1152(SI), Z25, Z7
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1984(SI), Z26, Z11
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2816(SI), Z27, Z15
+	VBROADCASTI64X4 96(SI), Z16
+	VBROADCASTI64X4 672(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 928(SI), Z17
+	VBROADCASTI64X4 1504(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1760(SI), Z18
+	VBROADCASTI64X4 2336(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2592(SI), Z19
+	VBROADCASTI64X4 3168(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       192(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   352(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1184(SI), Z25, Z4
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2016(SI), Z26, Z8
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2848(SI), Z27, Z12
+	VMOVDQU64       192(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   352(SI), Z24, Z1
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1184(SI), Z25, Z5
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2016(SI), Z26, Z9
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2848(SI), Z27, Z13
+	VMOVDQU64       192(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   352(SI), Z24, Z2
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1184(SI), Z25, Z6
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2016(SI), Z26, Z10
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2848(SI), Z27, Z14
+	VMOVDQU64       192(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   352(SI), Z24, Z3
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1184(SI), Z25, Z7
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2016(SI), Z26, Z11
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2848(SI), Z27, Z15
+	VBROADCASTI64X4 128(SI), Z16
+	VBROADCASTI64X4 704(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 960(SI), Z17
+	VBROADCASTI64X4 1536(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1792(SI), Z18
+	VBROADCASTI64X4 2368(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2624(SI), Z19
+	VBROADCASTI64X4 3200(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       256(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   384(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1216(SI), Z25, Z4
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2048(SI), Z26, Z8
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2880(SI), Z27, Z12
+	VMOVDQU64       256(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   384(SI), Z24, Z1
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1216(SI), Z25, Z5
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2048(SI), Z26, Z9
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2880(SI), Z27, Z13
+	VMOVDQU64       256(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   384(SI), Z24, Z2
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1216(SI), Z25, Z6
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2048(SI), Z26, Z10
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2880(SI), Z27, Z14
+	VMOVDQU64       256(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   384(SI), Z24, Z3
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1216(SI), Z25, Z7
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2048(SI), Z26, Z11
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2880(SI), Z27, Z15
+	VBROADCASTI64X4 160(SI), Z16
+	VBROADCASTI64X4 736(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 992(SI), Z17
+	VBROADCASTI64X4 1568(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1824(SI), Z18
+	VBROADCASTI64X4 2400(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2656(SI), Z19
+	VBROADCASTI64X4 3232(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       320(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   416(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1248(SI), Z25, Z4
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2080(SI), Z26, Z8
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2912(SI), Z27, Z12
+	VMOVDQU64       320(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   416(SI), Z24, Z1
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1248(SI), Z25, Z5
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2080(SI), Z26, Z9
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2912(SI), Z27, Z13
+	VMOVDQU64       320(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   416(SI), Z24, Z2
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1248(SI), Z25, Z6
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2080(SI), Z26, Z10
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2912(SI), Z27, Z14
+	VMOVDQU64       320(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   416(SI), Z24, Z3
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1248(SI), Z25, Z7
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2080(SI), Z26, Z11
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2912(SI), Z27, Z15
+	VBROADCASTI64X4 192(SI), Z16
+	VBROADCASTI64X4 768(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 1024(SI), Z17
+	VBROADCASTI64X4 1600(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1856(SI), Z18
+	VBROADCASTI64X4 2432(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2688(SI), Z19
+	VBROADCASTI64X4 3264(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       384(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   448(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1280(SI), Z25, Z4
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2112(SI), Z26, Z8
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2944(SI), Z27, Z12
+	VMOVDQU64       384(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   448(SI), Z24, Z1
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1280(SI), Z25, Z5
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2112(SI), Z26, Z9
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2944(SI), Z27, Z13
+	VMOVDQU64       384(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   448(SI), Z24, Z2
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1280(SI), Z25, Z6
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2112(SI), Z26, Z10
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2944(SI), Z27, Z14
+	VMOVDQU64       384(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   448(SI), Z24, Z3
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1280(SI), Z25, Z7
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2112(SI), Z26, Z11
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2944(SI), Z27, Z15
+	VBROADCASTI64X4 224(SI), Z16
+	VBROADCASTI64X4 800(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 1056(SI), Z17
+	VBROADCASTI64X4 1632(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1888(SI), Z18
+	VBROADCASTI64X4 2464(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2720(SI), Z19
+	VBROADCASTI64X4 3296(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       448(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   480(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1312(SI), Z25, Z4
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2144(SI), Z26, Z8
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2976(SI), Z27, Z12
+	VMOVDQU64       448(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   480(SI), Z24, Z1
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1312(SI), Z25, Z5
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2144(SI), Z26, Z9
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2976(SI), Z27, Z13
+	VMOVDQU64       448(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   480(SI), Z24, Z2
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1312(SI), Z25, Z6
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2144(SI), Z26, Z10
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2976(SI), Z27, Z14
+	VMOVDQU64       448(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   480(SI), Z24, Z3
+	VPBLENDMB       Z23, Z22, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1312(SI), Z25, Z7
+	VPBLENDMB       Z23, Z22, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2144(SI), Z26, Z11
+	VPBLENDMB       Z23, Z22, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2976(SI), Z27, Z15
+	VMOVUPS         576(DI), Z28
+	VCVTDQ2PS       Z0, Z0
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         (SP), Z30
+	VFMADD231PS     Z0, Z29, Z30
+	VMOVUPS         Z30, (SP)
+	VCVTDQ2PS       Z4, Z4
+	VMULPS.BCST     1376(SI), Z28, Z29
+	VMOVUPS         256(SP), Z30
+	VFMADD231PS     Z4, Z29, Z30
+	VMOVUPS         Z30, 256(SP)
+	VCVTDQ2PS       Z8, Z8
+	VMULPS.BCST     2208(SI), Z28, Z29
+	VMOVUPS         512(SP), Z30
+	VFMADD231PS     Z8, Z29, Z30
+	VMOVUPS         Z30, 512(SP)
+	VCVTDQ2PS       Z12, Z12
+	VMULPS.BCST     3040(SI), Z28, Z29
+	VMOVUPS         768(SP), Z30
+	VFMADD231PS     Z12, Z29, Z30
+	VMOVUPS         Z30, 768(SP)
+	VMOVUPS         576(R11), Z28
+	VCVTDQ2PS       Z1, Z1
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         64(SP), Z30
+	VFMADD231PS     Z1, Z29, Z30
+	VMOVUPS         Z30, 64(SP)
+	VCVTDQ2PS       Z5, Z5
+	VMULPS.BCST     1376(SI), Z28, Z29
+	VMOVUPS         320(SP), Z30
+	VFMADD231PS     Z5, Z29, Z30
+	VMOVUPS         Z30, 320(SP)
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     2208(SI), Z28, Z29
+	VMOVUPS         576(SP), Z30
+	VFMADD231PS     Z9, Z29, Z30
+	VMOVUPS         Z30, 576(SP)
+	VCVTDQ2PS       Z13, Z13
+	VMULPS.BCST     3040(SI), Z28, Z29
+	VMOVUPS         832(SP), Z30
+	VFMADD231PS     Z13, Z29, Z30
+	VMOVUPS         Z30, 832(SP)
+	VMOVUPS         576(R12), Z28
+	VCVTDQ2PS       Z2, Z2
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         128(SP), Z30
+	VFMADD231PS     Z2, Z29, Z30
+	VMOVUPS         Z30, 128(SP)
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     1376(SI), Z28, Z29
+	VMOVUPS         384(SP), Z30
+	VFMADD231PS     Z6, Z29, Z30
+	VMOVUPS         Z30, 384(SP)
+	VCVTDQ2PS       Z10, Z10
+	VMULPS.BCST     2208(SI), Z28, Z29
+	VMOVUPS         640(SP), Z30
+	VFMADD231PS     Z10, Z29, Z30
+	VMOVUPS         Z30, 640(SP)
+	VCVTDQ2PS       Z14, Z14
+	VMULPS.BCST     3040(SI), Z28, Z29
+	VMOVUPS         896(SP), Z30
+	VFMADD231PS     Z14, Z29, Z30
+	VMOVUPS         Z30, 896(SP)
+	VMOVUPS         576(R13), Z28
+	VCVTDQ2PS       Z3, Z3
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         192(SP), Z30
+	VFMADD231PS     Z3, Z29, Z30
+	VMOVUPS         Z30, 192(SP)
+	VCVTDQ2PS       Z7, Z7
+	VMULPS.BCST     1376(SI), Z28, Z29
+	VMOVUPS         448(SP), Z30
+	VFMADD231PS     Z7, Z29, Z30
+	VMOVUPS         Z30, 448(SP)
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     2208(SI), Z28, Z29
+	VMOVUPS         704(SP), Z30
+	VFMADD231PS     Z11, Z29, Z30
+	VMOVUPS         Z30, 704(SP)
+	VCVTDQ2PS       Z15, Z15
+	VMULPS.BCST     3040(SI), Z28, Z29
+	VMOVUPS         960(SP), Z30
+	VFMADD231PS     Z15, Z29, Z30
+	VMOVUPS         Z30, 960(SP)
+	ADDQ            $0x00000d00, SI
+	ADDQ            $0x00000280, DI
+	ADDQ            $0x00000280, R11
+	ADDQ            $0x00000280, R12
+	ADDQ            $0x00000280, R13
+	DECQ            CX
+	JNZ             gemmKSgnR4P4_sb
+	MOVQ            out+32(FP), AX
+	MOVQ            ostride+40(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+48(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         (SP), Z0
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VMOVUPS         256(SP), Z4
+	VEXTRACTF64X4   $0x01, Z4, Y17
+	VEXTRACTF32X4   $0x01, Y4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0x4e, X4, X20
+	VADDPS          X20, X4, X4
+	VPERMILPS       $0xb1, X4, X20
+	VADDSS          X20, X4, X4
+	VMOVSS          X4, 4(AX)
+	VMOVUPS         512(SP), Z8
+	VEXTRACTF64X4   $0x01, Z8, Y18
+	VEXTRACTF32X4   $0x01, Y8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0x4e, X8, X20
+	VADDPS          X20, X8, X8
+	VPERMILPS       $0xb1, X8, X20
+	VADDSS          X20, X8, X8
+	VMOVSS          X8, 8(AX)
+	VMOVUPS         768(SP), Z12
+	VEXTRACTF64X4   $0x01, Z12, Y19
+	VEXTRACTF32X4   $0x01, Y12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0x4e, X12, X20
+	VADDPS          X20, X12, X12
+	VPERMILPS       $0xb1, X12, X20
+	VADDSS          X20, X12, X12
+	VMOVSS          X12, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         64(SP), Z1
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VMOVUPS         320(SP), Z5
+	VEXTRACTF64X4   $0x01, Z5, Y17
+	VEXTRACTF32X4   $0x01, Y5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0x4e, X5, X20
+	VADDPS          X20, X5, X5
+	VPERMILPS       $0xb1, X5, X20
+	VADDSS          X20, X5, X5
+	VMOVSS          X5, 4(AX)
+	VMOVUPS         576(SP), Z9
+	VEXTRACTF64X4   $0x01, Z9, Y18
+	VEXTRACTF32X4   $0x01, Y9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0x4e, X9, X20
+	VADDPS          X20, X9, X9
+	VPERMILPS       $0xb1, X9, X20
+	VADDSS          X20, X9, X9
+	VMOVSS          X9, 8(AX)
+	VMOVUPS         832(SP), Z13
+	VEXTRACTF64X4   $0x01, Z13, Y19
+	VEXTRACTF32X4   $0x01, Y13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0x4e, X13, X20
+	VADDPS          X20, X13, X13
+	VPERMILPS       $0xb1, X13, X20
+	VADDSS          X20, X13, X13
+	VMOVSS          X13, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         128(SP), Z2
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VMOVUPS         384(SP), Z6
+	VEXTRACTF64X4   $0x01, Z6, Y17
+	VEXTRACTF32X4   $0x01, Y6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0x4e, X6, X20
+	VADDPS          X20, X6, X6
+	VPERMILPS       $0xb1, X6, X20
+	VADDSS          X20, X6, X6
+	VMOVSS          X6, 4(AX)
+	VMOVUPS         640(SP), Z10
+	VEXTRACTF64X4   $0x01, Z10, Y18
+	VEXTRACTF32X4   $0x01, Y10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0x4e, X10, X20
+	VADDPS          X20, X10, X10
+	VPERMILPS       $0xb1, X10, X20
+	VADDSS          X20, X10, X10
+	VMOVSS          X10, 8(AX)
+	VMOVUPS         896(SP), Z14
+	VEXTRACTF64X4   $0x01, Z14, Y19
+	VEXTRACTF32X4   $0x01, Y14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0x4e, X14, X20
+	VADDPS          X20, X14, X14
+	VPERMILPS       $0xb1, X14, X20
+	VADDSS          X20, X14, X14
+	VMOVSS          X14, 12(AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         192(SP), Z3
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	VMOVUPS         448(SP), Z7
+	VEXTRACTF64X4   $0x01, Z7, Y17
+	VEXTRACTF32X4   $0x01, Y7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0x4e, X7, X20
+	VADDPS          X20, X7, X7
+	VPERMILPS       $0xb1, X7, X20
+	VADDSS          X20, X7, X7
+	VMOVSS          X7, 4(AX)
+	VMOVUPS         704(SP), Z11
+	VEXTRACTF64X4   $0x01, Z11, Y18
+	VEXTRACTF32X4   $0x01, Y11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0x4e, X11, X20
+	VADDPS          X20, X11, X11
+	VPERMILPS       $0xb1, X11, X20
+	VADDSS          X20, X11, X11
+	VMOVSS          X11, 8(AX)
+	VMOVUPS         960(SP), Z15
+	VEXTRACTF64X4   $0x01, Z15, Y19
+	VEXTRACTF32X4   $0x01, Y15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0x4e, X15, X20
+	VADDPS          X20, X15, X15
+	VPERMILPS       $0xb1, X15, X20
+	VADDSS          X20, X15, X15
+	VMOVSS          X15, 12(AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmKSgnR4P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmKSgnR4P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmKSgnR4P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmKSgnR4P1(SB), $256-56
+	MOVQ    w+0(FP), SI
+	MOVQ    nsb+8(FP), CX
+	MOVQ    x+16(FP), DI
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+
+gemmKSgnR4P1_sb:
+	VPXORD          Z0, Z0, Z0
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z28, Z28, Z28
+	VBROADCASTI64X4 (SI), Z16
+	VBROADCASTI64X4 576(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 832(SI), Z17
+	VBROADCASTI64X4 1408(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1664(SI), Z18
+	VBROADCASTI64X4 2240(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2496(SI), Z19
+	VBROADCASTI64X4 3072(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       (DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   256(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1088(SI), Z25, Z1
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1920(SI), Z26, Z2
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2752(SI), Z27, Z3
+	VBROADCASTI64X4 32(SI), Z16
+	VBROADCASTI64X4 608(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 864(SI), Z17
+	VBROADCASTI64X4 1440(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1696(SI), Z18
+	VBROADCASTI64X4 2272(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2528(SI), Z19
+	VBROADCASTI64X4 3104(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       64(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   288(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1120(SI), Z25, Z1
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1952(SI), Z26, Z2
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2784(SI), Z27, Z3
+	VBROADCASTI64X4 64(SI), Z16
+	VBROADCASTI64X4 640(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 896(SI), Z17
+	VBROADCASTI64X4 1472(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1728(SI), Z18
+	VBROADCASTI64X4 2304(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2560(SI), Z19
+	VBROADCASTI64X4 3136(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       128(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   320(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1152(SI), Z25, Z1
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   1984(SI), Z26, Z2
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2816(SI), Z27, Z3
+	VBROADCASTI64X4 96(SI), Z16
+	VBROADCASTI64X4 672(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 928(SI), Z17
+	VBROADCASTI64X4 1504(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1760(SI), Z18
+	VBROADCASTI64X4 2336(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2592(SI), Z19
+	VBROADCASTI64X4 3168(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       192(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   352(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1184(SI), Z25, Z1
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2016(SI), Z26, Z2
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2848(SI), Z27, Z3
+	VBROADCASTI64X4 128(SI), Z16
+	VBROADCASTI64X4 704(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 960(SI), Z17
+	VBROADCASTI64X4 1536(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1792(SI), Z18
+	VBROADCASTI64X4 2368(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2624(SI), Z19
+	VBROADCASTI64X4 3200(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       256(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   384(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1216(SI), Z25, Z1
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2048(SI), Z26, Z2
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2880(SI), Z27, Z3
+	VBROADCASTI64X4 160(SI), Z16
+	VBROADCASTI64X4 736(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 992(SI), Z17
+	VBROADCASTI64X4 1568(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1824(SI), Z18
+	VBROADCASTI64X4 2400(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2656(SI), Z19
+	VBROADCASTI64X4 3232(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       320(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   416(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1248(SI), Z25, Z1
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2080(SI), Z26, Z2
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2912(SI), Z27, Z3
+	VBROADCASTI64X4 192(SI), Z16
+	VBROADCASTI64X4 768(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 1024(SI), Z17
+	VBROADCASTI64X4 1600(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1856(SI), Z18
+	VBROADCASTI64X4 2432(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2688(SI), Z19
+	VBROADCASTI64X4 3264(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       384(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   448(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1280(SI), Z25, Z1
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2112(SI), Z26, Z2
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2944(SI), Z27, Z3
+	VBROADCASTI64X4 224(SI), Z16
+	VBROADCASTI64X4 800(SI), Z24
+	VPMOVB2M        Z24, K1
+	VBROADCASTI64X4 1056(SI), Z17
+	VBROADCASTI64X4 1632(SI), Z25
+	VPMOVB2M        Z25, K2
+	VBROADCASTI64X4 1888(SI), Z18
+	VBROADCASTI64X4 2464(SI), Z26
+	VPMOVB2M        Z26, K3
+	VBROADCASTI64X4 2720(SI), Z19
+	VBROADCASTI64X4 3296(SI), Z27
+	VPMOVB2M        Z27, K4
+	VMOVDQU64       448(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   480(SI), Z24, Z0
+	VPBLENDMB       Z21, Z20, K2, Z25
+	VPMADDUBSW      Z25, Z17, Z25
+	VPDPWSSD.BCST   1312(SI), Z25, Z1
+	VPBLENDMB       Z21, Z20, K3, Z26
+	VPMADDUBSW      Z26, Z18, Z26
+	VPDPWSSD.BCST   2144(SI), Z26, Z2
+	VPBLENDMB       Z21, Z20, K4, Z27
+	VPMADDUBSW      Z27, Z19, Z27
+	VPDPWSSD.BCST   2976(SI), Z27, Z3
+	VMOVUPS         576(DI), Z28
+	VCVTDQ2PS       Z0, Z0
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         (SP), Z30
+	VFMADD231PS     Z0, Z29, Z30
+	VMOVUPS         Z30, (SP)
+	VCVTDQ2PS       Z1, Z1
+	VMULPS.BCST     1376(SI), Z28, Z29
+	VMOVUPS         64(SP), Z30
+	VFMADD231PS     Z1, Z29, Z30
+	VMOVUPS         Z30, 64(SP)
+	VCVTDQ2PS       Z2, Z2
+	VMULPS.BCST     2208(SI), Z28, Z29
+	VMOVUPS         128(SP), Z30
+	VFMADD231PS     Z2, Z29, Z30
+	VMOVUPS         Z30, 128(SP)
+	VCVTDQ2PS       Z3, Z3
+	VMULPS.BCST     3040(SI), Z28, Z29
+	VMOVUPS         192(SP), Z30
+	VFMADD231PS     Z3, Z29, Z30
+	VMOVUPS         Z30, 192(SP)
+	ADDQ            $0x00000d00, SI
+	ADDQ            $0x00000280, DI
+	DECQ            CX
+	JNZ             gemmKSgnR4P1_sb
+	MOVQ            out+32(FP), AX
+	MOVQ            ostride+40(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+48(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         (SP), Z0
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VMOVUPS         64(SP), Z1
+	VEXTRACTF64X4   $0x01, Z1, Y17
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, 4(AX)
+	VMOVUPS         128(SP), Z2
+	VEXTRACTF64X4   $0x01, Z2, Y18
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, 8(AX)
+	VMOVUPS         192(SP), Z3
+	VEXTRACTF64X4   $0x01, Z3, Y19
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, 12(AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmKSgnR4P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	VEXTRACTF32X4   $0x01, Y17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0x4e, X17, X20
+	VADDPS          X20, X17, X17
+	VPERMILPS       $0xb1, X17, X20
+	VADDSS          X20, X17, X17
+	VMOVSS          X17, 4(DX)
+	VEXTRACTF32X4   $0x01, Y18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0x4e, X18, X20
+	VADDPS          X20, X18, X18
+	VPERMILPS       $0xb1, X18, X20
+	VADDSS          X20, X18, X18
+	VMOVSS          X18, 8(DX)
+	VEXTRACTF32X4   $0x01, Y19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0x4e, X19, X20
+	VADDPS          X20, X19, X19
+	VPERMILPS       $0xb1, X19, X20
+	VADDSS          X20, X19, X19
+	VMOVSS          X19, 12(DX)
+
+gemmKSgnR4P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmKSgnR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmKSgnR1P4(SB), $256-56
+	MOVQ    w+0(FP), SI
+	MOVQ    nsb+8(FP), CX
+	MOVQ    x+16(FP), DI
+	MOVQ    xstride+24(FP), AX
+	LEAQ    (DI)(AX*1), R11
+	LEAQ    (R11)(AX*1), R12
+	LEAQ    (R12)(AX*1), R13
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+
+gemmKSgnR1P4_sb:
+	VPXORD          Z0, Z0, Z0
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z28, Z28, Z28
+	VBROADCASTI64X4 (SI), Z16
+	VBROADCASTI64X4 576(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       (DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   256(SI), Z24, Z0
+	VMOVDQU64       (R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   256(SI), Z25, Z1
+	VMOVDQU64       (R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   256(SI), Z26, Z2
+	VMOVDQU64       (R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   256(SI), Z27, Z3
+	VBROADCASTI64X4 32(SI), Z16
+	VBROADCASTI64X4 608(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       64(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   288(SI), Z24, Z0
+	VMOVDQU64       64(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   288(SI), Z25, Z1
+	VMOVDQU64       64(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   288(SI), Z26, Z2
+	VMOVDQU64       64(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   288(SI), Z27, Z3
+	VBROADCASTI64X4 64(SI), Z16
+	VBROADCASTI64X4 640(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       128(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   320(SI), Z24, Z0
+	VMOVDQU64       128(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   320(SI), Z25, Z1
+	VMOVDQU64       128(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   320(SI), Z26, Z2
+	VMOVDQU64       128(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   320(SI), Z27, Z3
+	VBROADCASTI64X4 96(SI), Z16
+	VBROADCASTI64X4 672(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       192(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   352(SI), Z24, Z0
+	VMOVDQU64       192(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   352(SI), Z25, Z1
+	VMOVDQU64       192(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   352(SI), Z26, Z2
+	VMOVDQU64       192(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   352(SI), Z27, Z3
+	VBROADCASTI64X4 128(SI), Z16
+	VBROADCASTI64X4 704(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       256(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   384(SI), Z24, Z0
+	VMOVDQU64       256(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   384(SI), Z25, Z1
+	VMOVDQU64       256(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   384(SI), Z26, Z2
+	VMOVDQU64       256(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   384(SI), Z27, Z3
+	VBROADCASTI64X4 160(SI), Z16
+	VBROADCASTI64X4 736(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       320(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   416(SI), Z24, Z0
+	VMOVDQU64       320(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   416(SI), Z25, Z1
+	VMOVDQU64       320(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   416(SI), Z26, Z2
+	VMOVDQU64       320(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   416(SI), Z27, Z3
+	VBROADCASTI64X4 192(SI), Z16
+	VBROADCASTI64X4 768(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       384(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   448(SI), Z24, Z0
+	VMOVDQU64       384(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   448(SI), Z25, Z1
+	VMOVDQU64       384(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   448(SI), Z26, Z2
+	VMOVDQU64       384(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   448(SI), Z27, Z3
+	VBROADCASTI64X4 224(SI), Z16
+	VBROADCASTI64X4 800(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       448(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   480(SI), Z24, Z0
+	VMOVDQU64       448(R11), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   480(SI), Z25, Z1
+	VMOVDQU64       448(R12), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   480(SI), Z26, Z2
+	VMOVDQU64       448(R13), Z22
+	VPSUBB          Z22, Z28, Z23
+	VPBLENDMB       Z23, Z22, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   480(SI), Z27, Z3
+	VMOVUPS         576(DI), Z28
+	VCVTDQ2PS       Z0, Z0
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         (SP), Z30
+	VFMADD231PS     Z0, Z29, Z30
+	VMOVUPS         Z30, (SP)
+	VMOVUPS         576(R11), Z28
+	VCVTDQ2PS       Z1, Z1
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         64(SP), Z30
+	VFMADD231PS     Z1, Z29, Z30
+	VMOVUPS         Z30, 64(SP)
+	VMOVUPS         576(R12), Z28
+	VCVTDQ2PS       Z2, Z2
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         128(SP), Z30
+	VFMADD231PS     Z2, Z29, Z30
+	VMOVUPS         Z30, 128(SP)
+	VMOVUPS         576(R13), Z28
+	VCVTDQ2PS       Z3, Z3
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         192(SP), Z30
+	VFMADD231PS     Z3, Z29, Z30
+	VMOVUPS         Z30, 192(SP)
+	ADDQ            $0x00000340, SI
+	ADDQ            $0x00000280, DI
+	ADDQ            $0x00000280, R11
+	ADDQ            $0x00000280, R12
+	ADDQ            $0x00000280, R13
+	DECQ            CX
+	JNZ             gemmKSgnR1P4_sb
+	MOVQ            out+32(FP), AX
+	MOVQ            ostride+40(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+48(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         (SP), Z0
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         64(SP), Z1
+	VEXTRACTF64X4   $0x01, Z1, Y16
+	VEXTRACTF32X4   $0x01, Y1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0x4e, X1, X20
+	VADDPS          X20, X1, X1
+	VPERMILPS       $0xb1, X1, X20
+	VADDSS          X20, X1, X1
+	VMOVSS          X1, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         128(SP), Z2
+	VEXTRACTF64X4   $0x01, Z2, Y16
+	VEXTRACTF32X4   $0x01, Y2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0x4e, X2, X20
+	VADDPS          X20, X2, X2
+	VPERMILPS       $0xb1, X2, X20
+	VADDSS          X20, X2, X2
+	VMOVSS          X2, (AX)
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+	LEAQ            (DX)(BX*1), AX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         192(SP), Z3
+	VEXTRACTF64X4   $0x01, Z3, Y16
+	VEXTRACTF32X4   $0x01, Y3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0x4e, X3, X20
+	VADDPS          X20, X3, X3
+	VPERMILPS       $0xb1, X3, X20
+	VADDSS          X20, X3, X3
+	VMOVSS          X3, (AX)
+	CMPQ            CX, $0x00000008
+	JL              gemmKSgnR1P4_half3
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmKSgnR1P4_half3:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmKSgnR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·gemmKSgnR1P1(SB), $64-56
+	MOVQ    w+0(FP), SI
+	MOVQ    nsb+8(FP), CX
+	MOVQ    x+16(FP), DI
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+
+gemmKSgnR1P1_sb:
+	VPXORD          Z0, Z0, Z0
+	VPXORD          Z28, Z28, Z28
+	VBROADCASTI64X4 (SI), Z16
+	VBROADCASTI64X4 576(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       (DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   256(SI), Z24, Z0
+	VBROADCASTI64X4 32(SI), Z16
+	VBROADCASTI64X4 608(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       64(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   288(SI), Z25, Z0
+	VBROADCASTI64X4 64(SI), Z16
+	VBROADCASTI64X4 640(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       128(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   320(SI), Z26, Z0
+	VBROADCASTI64X4 96(SI), Z16
+	VBROADCASTI64X4 672(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       192(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   352(SI), Z27, Z0
+	VBROADCASTI64X4 128(SI), Z16
+	VBROADCASTI64X4 704(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       256(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z24
+	VPMADDUBSW      Z24, Z16, Z24
+	VPDPWSSD.BCST   384(SI), Z24, Z0
+	VBROADCASTI64X4 160(SI), Z16
+	VBROADCASTI64X4 736(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       320(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z25
+	VPMADDUBSW      Z25, Z16, Z25
+	VPDPWSSD.BCST   416(SI), Z25, Z0
+	VBROADCASTI64X4 192(SI), Z16
+	VBROADCASTI64X4 768(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       384(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z26
+	VPMADDUBSW      Z26, Z16, Z26
+	VPDPWSSD.BCST   448(SI), Z26, Z0
+	VBROADCASTI64X4 224(SI), Z16
+	VBROADCASTI64X4 800(SI), Z24
+	VPMOVB2M        Z24, K1
+	VMOVDQU64       448(DI), Z20
+	VPSUBB          Z20, Z28, Z21
+	VPBLENDMB       Z21, Z20, K1, Z27
+	VPMADDUBSW      Z27, Z16, Z27
+	VPDPWSSD.BCST   480(SI), Z27, Z0
+	VMOVUPS         576(DI), Z28
+	VCVTDQ2PS       Z0, Z0
+	VMULPS.BCST     544(SI), Z28, Z29
+	VMOVUPS         (SP), Z30
+	VFMADD231PS     Z0, Z29, Z30
+	VMOVUPS         Z30, (SP)
+	ADDQ            $0x00000340, SI
+	ADDQ            $0x00000280, DI
+	DECQ            CX
+	JNZ             gemmKSgnR1P1_sb
+	MOVQ            out+32(FP), AX
+	MOVQ            ostride+40(FP), BX
+	SHLQ            $0x02, BX
+	MOVQ            tokens+48(FP), CX
+	LEAQ            (AX)(BX*1), DX
+	VMOVUPS         (SP), Z0
+	VEXTRACTF64X4   $0x01, Z0, Y16
+	VEXTRACTF32X4   $0x01, Y0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0x4e, X0, X20
+	VADDPS          X20, X0, X0
+	VPERMILPS       $0xb1, X0, X20
+	VADDSS          X20, X0, X0
+	VMOVSS          X0, (AX)
+	CMPQ            CX, $0x00000002
+	JL              gemmKSgnR1P1_half0
+	VEXTRACTF32X4   $0x01, Y16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0x4e, X16, X20
+	VADDPS          X20, X16, X16
+	VPERMILPS       $0xb1, X16, X20
+	VADDSS          X20, X16, X16
+	VMOVSS          X16, (DX)
+
+gemmKSgnR1P1_half0:
+	LEAQ (DX)(BX*1), AX
+	VZEROUPPER
+	RET
+
+// func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL
-TEXT ·gemmFR3C4(SB), NOSPLIT, $0-56
-	MOVQ   w+0(FP), SI
-	MOVQ   wstride+8(FP), AX
-	LEAQ   (SI)(AX*1), R8
-	LEAQ   (R8)(AX*1), R9
-	MOVQ   x+16(FP), DI
-	MOVQ   xstride+24(FP), AX
-	LEAQ   (DI)(AX*1), R10
-	LEAQ   (R10)(AX*1), R11
-	LEAQ   (R11)(AX*1), R12
-	MOVQ   n32+32(FP), CX
+TEXT ·gemmFR3C4(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), SI
+	MOVQ    wstride+8(FP), AX
+	LEAQ    (SI)(AX*1), R8
+	LEAQ    (R8)(AX*1), R9
+	MOVQ    x+16(FP), DI
+	MOVQ    xstride+24(FP), AX
+	LEAQ    (DI)(AX*1), R10
+	LEAQ    (R10)(AX*1), R11
+	LEAQ    (R11)(AX*1), R12
+	MOVQ    n32+32(FP), CX
+	MOVQ    acc+56(FP), DX
+	MOVQ    mode+64(FP), BX
+	TESTQ   $0x00000001, BX
+	JZ      gemmFR3C4_fresh
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	VMOVUPS 256(DX), Z4
+	VMOVUPS 320(DX), Z5
+	VMOVUPS 384(DX), Z6
+	VMOVUPS 448(DX), Z7
+	VMOVUPS 512(DX), Z8
+	VMOVUPS 576(DX), Z9
+	VMOVUPS 640(DX), Z10
+	VMOVUPS 704(DX), Z11
+	VMOVUPS 768(DX), Z12
+	VMOVUPS 832(DX), Z13
+	VMOVUPS 896(DX), Z14
+	VMOVUPS 960(DX), Z15
+	VMOVUPS 1024(DX), Z16
+	VMOVUPS 1088(DX), Z17
+	VMOVUPS 1152(DX), Z18
+	VMOVUPS 1216(DX), Z19
+	VMOVUPS 1280(DX), Z20
+	VMOVUPS 1344(DX), Z21
+	VMOVUPS 1408(DX), Z22
+	VMOVUPS 1472(DX), Z23
+	JMP     gemmFR3C4_step
+
+gemmFR3C4_fresh:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -4807,53 +10980,83 @@ TEXT ·gemmFR3C4(SB), NOSPLIT, $0-56
 	VPXORD Z23, Z23, Z23
 
 gemmFR3C4_step:
-	VMOVUPS       (SI), Z24
-	VMOVUPS       (R8), Z25
-	VMOVUPS       (R9), Z26
-	VMOVUPS       (DI), Z28
-	VFMADD231PS   Z28, Z24, Z0
-	VFMADD231PS   Z28, Z25, Z4
-	VFMADD231PS   Z28, Z26, Z8
-	VMOVUPS       (R10), Z29
-	VFMADD231PS   Z29, Z24, Z1
-	VFMADD231PS   Z29, Z25, Z5
-	VFMADD231PS   Z29, Z26, Z9
-	VMOVUPS       (R11), Z28
-	VFMADD231PS   Z28, Z24, Z2
-	VFMADD231PS   Z28, Z25, Z6
-	VFMADD231PS   Z28, Z26, Z10
-	VMOVUPS       (R12), Z29
-	VFMADD231PS   Z29, Z24, Z3
-	VFMADD231PS   Z29, Z25, Z7
-	VFMADD231PS   Z29, Z26, Z11
-	VMOVUPS       64(SI), Z24
-	VMOVUPS       64(R8), Z25
-	VMOVUPS       64(R9), Z26
-	VMOVUPS       64(DI), Z28
-	VFMADD231PS   Z28, Z24, Z12
-	VFMADD231PS   Z28, Z25, Z16
-	VFMADD231PS   Z28, Z26, Z20
-	VMOVUPS       64(R10), Z29
-	VFMADD231PS   Z29, Z24, Z13
-	VFMADD231PS   Z29, Z25, Z17
-	VFMADD231PS   Z29, Z26, Z21
-	VMOVUPS       64(R11), Z28
-	VFMADD231PS   Z28, Z24, Z14
-	VFMADD231PS   Z28, Z25, Z18
-	VFMADD231PS   Z28, Z26, Z22
-	VMOVUPS       64(R12), Z29
-	VFMADD231PS   Z29, Z24, Z15
-	VFMADD231PS   Z29, Z25, Z19
-	VFMADD231PS   Z29, Z26, Z23
-	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000080, R8
-	ADDQ          $0x00000080, R9
-	ADDQ          $0x00000080, DI
-	ADDQ          $0x00000080, R10
-	ADDQ          $0x00000080, R11
-	ADDQ          $0x00000080, R12
-	DECQ          CX
-	JNZ           gemmFR3C4_step
+	VMOVUPS     (SI), Z24
+	VMOVUPS     (R8), Z25
+	VMOVUPS     (R9), Z26
+	VMOVUPS     (DI), Z28
+	VFMADD231PS Z28, Z24, Z0
+	VFMADD231PS Z28, Z25, Z4
+	VFMADD231PS Z28, Z26, Z8
+	VMOVUPS     (R10), Z29
+	VFMADD231PS Z29, Z24, Z1
+	VFMADD231PS Z29, Z25, Z5
+	VFMADD231PS Z29, Z26, Z9
+	VMOVUPS     (R11), Z28
+	VFMADD231PS Z28, Z24, Z2
+	VFMADD231PS Z28, Z25, Z6
+	VFMADD231PS Z28, Z26, Z10
+	VMOVUPS     (R12), Z29
+	VFMADD231PS Z29, Z24, Z3
+	VFMADD231PS Z29, Z25, Z7
+	VFMADD231PS Z29, Z26, Z11
+	VMOVUPS     64(SI), Z24
+	VMOVUPS     64(R8), Z25
+	VMOVUPS     64(R9), Z26
+	VMOVUPS     64(DI), Z28
+	VFMADD231PS Z28, Z24, Z12
+	VFMADD231PS Z28, Z25, Z16
+	VFMADD231PS Z28, Z26, Z20
+	VMOVUPS     64(R10), Z29
+	VFMADD231PS Z29, Z24, Z13
+	VFMADD231PS Z29, Z25, Z17
+	VFMADD231PS Z29, Z26, Z21
+	VMOVUPS     64(R11), Z28
+	VFMADD231PS Z28, Z24, Z14
+	VFMADD231PS Z28, Z25, Z18
+	VFMADD231PS Z28, Z26, Z22
+	VMOVUPS     64(R12), Z29
+	VFMADD231PS Z29, Z24, Z15
+	VFMADD231PS Z29, Z25, Z19
+	VFMADD231PS Z29, Z26, Z23
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, R8
+	ADDQ        $0x00000080, R9
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R10
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000080, R12
+	DECQ        CX
+	JNZ         gemmFR3C4_step
+	TESTQ       $0x00000002, BX
+	JNZ         gemmFR3C4_final
+	VMOVUPS     Z0, (DX)
+	VMOVUPS     Z1, 64(DX)
+	VMOVUPS     Z2, 128(DX)
+	VMOVUPS     Z3, 192(DX)
+	VMOVUPS     Z4, 256(DX)
+	VMOVUPS     Z5, 320(DX)
+	VMOVUPS     Z6, 384(DX)
+	VMOVUPS     Z7, 448(DX)
+	VMOVUPS     Z8, 512(DX)
+	VMOVUPS     Z9, 576(DX)
+	VMOVUPS     Z10, 640(DX)
+	VMOVUPS     Z11, 704(DX)
+	VMOVUPS     Z12, 768(DX)
+	VMOVUPS     Z13, 832(DX)
+	VMOVUPS     Z14, 896(DX)
+	VMOVUPS     Z15, 960(DX)
+	VMOVUPS     Z16, 1024(DX)
+	VMOVUPS     Z17, 1088(DX)
+	VMOVUPS     Z18, 1152(DX)
+	VMOVUPS     Z19, 1216(DX)
+	VMOVUPS     Z20, 1280(DX)
+	VMOVUPS     Z21, 1344(DX)
+	VMOVUPS     Z22, 1408(DX)
+	VMOVUPS     Z23, 1472(DX)
+	VZEROUPPER
+	RET
+
+gemmFR3C4_final:
 	MOVQ          out+40(FP), AX
 	MOVQ          ostride+48(FP), BX
 	SHLQ          $0x02, BX
@@ -5008,15 +11211,28 @@ gemmFR3C4_step:
 	VZEROUPPER
 	RET
 
-// func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL
-TEXT ·gemmFR3C1(SB), NOSPLIT, $0-56
-	MOVQ   w+0(FP), SI
-	MOVQ   wstride+8(FP), AX
-	LEAQ   (SI)(AX*1), R8
-	LEAQ   (R8)(AX*1), R9
-	MOVQ   x+16(FP), DI
-	MOVQ   n32+32(FP), CX
+TEXT ·gemmFR3C1(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), SI
+	MOVQ    wstride+8(FP), AX
+	LEAQ    (SI)(AX*1), R8
+	LEAQ    (R8)(AX*1), R9
+	MOVQ    x+16(FP), DI
+	MOVQ    n32+32(FP), CX
+	MOVQ    acc+56(FP), DX
+	MOVQ    mode+64(FP), BX
+	TESTQ   $0x00000001, BX
+	JZ      gemmFR3C1_fresh
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	VMOVUPS 256(DX), Z4
+	VMOVUPS 320(DX), Z5
+	JMP     gemmFR3C1_step
+
+gemmFR3C1_fresh:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -5025,26 +11241,38 @@ TEXT ·gemmFR3C1(SB), NOSPLIT, $0-56
 	VPXORD Z5, Z5, Z5
 
 gemmFR3C1_step:
-	VMOVUPS       (SI), Z24
-	VMOVUPS       (R8), Z25
-	VMOVUPS       (R9), Z26
-	VMOVUPS       (DI), Z28
-	VFMADD231PS   Z28, Z24, Z0
-	VFMADD231PS   Z28, Z25, Z1
-	VFMADD231PS   Z28, Z26, Z2
-	VMOVUPS       64(SI), Z24
-	VMOVUPS       64(R8), Z25
-	VMOVUPS       64(R9), Z26
-	VMOVUPS       64(DI), Z29
-	VFMADD231PS   Z29, Z24, Z3
-	VFMADD231PS   Z29, Z25, Z4
-	VFMADD231PS   Z29, Z26, Z5
-	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000080, R8
-	ADDQ          $0x00000080, R9
-	ADDQ          $0x00000080, DI
-	DECQ          CX
-	JNZ           gemmFR3C1_step
+	VMOVUPS     (SI), Z24
+	VMOVUPS     (R8), Z25
+	VMOVUPS     (R9), Z26
+	VMOVUPS     (DI), Z28
+	VFMADD231PS Z28, Z24, Z0
+	VFMADD231PS Z28, Z25, Z1
+	VFMADD231PS Z28, Z26, Z2
+	VMOVUPS     64(SI), Z24
+	VMOVUPS     64(R8), Z25
+	VMOVUPS     64(R9), Z26
+	VMOVUPS     64(DI), Z29
+	VFMADD231PS Z29, Z24, Z3
+	VFMADD231PS Z29, Z25, Z4
+	VFMADD231PS Z29, Z26, Z5
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, R8
+	ADDQ        $0x00000080, R9
+	ADDQ        $0x00000080, DI
+	DECQ        CX
+	JNZ         gemmFR3C1_step
+	TESTQ       $0x00000002, BX
+	JNZ         gemmFR3C1_final
+	VMOVUPS     Z0, (DX)
+	VMOVUPS     Z1, 64(DX)
+	VMOVUPS     Z2, 128(DX)
+	VMOVUPS     Z3, 192(DX)
+	VMOVUPS     Z4, 256(DX)
+	VMOVUPS     Z5, 320(DX)
+	VZEROUPPER
+	RET
+
+gemmFR3C1_final:
 	MOVQ          out+40(FP), AX
 	MOVQ          ostride+48(FP), BX
 	SHLQ          $0x02, BX
@@ -5088,16 +11316,31 @@ gemmFR3C1_step:
 	VZEROUPPER
 	RET
 
-// func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL
-TEXT ·gemmFR1C4(SB), NOSPLIT, $0-56
-	MOVQ   w+0(FP), SI
-	MOVQ   x+16(FP), DI
-	MOVQ   xstride+24(FP), AX
-	LEAQ   (DI)(AX*1), R10
-	LEAQ   (R10)(AX*1), R11
-	LEAQ   (R11)(AX*1), R12
-	MOVQ   n32+32(FP), CX
+TEXT ·gemmFR1C4(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), SI
+	MOVQ    x+16(FP), DI
+	MOVQ    xstride+24(FP), AX
+	LEAQ    (DI)(AX*1), R10
+	LEAQ    (R10)(AX*1), R11
+	LEAQ    (R11)(AX*1), R12
+	MOVQ    n32+32(FP), CX
+	MOVQ    acc+56(FP), DX
+	MOVQ    mode+64(FP), BX
+	TESTQ   $0x00000001, BX
+	JZ      gemmFR1C4_fresh
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	VMOVUPS 256(DX), Z4
+	VMOVUPS 320(DX), Z5
+	VMOVUPS 384(DX), Z6
+	VMOVUPS 448(DX), Z7
+	JMP     gemmFR1C4_step
+
+gemmFR1C4_fresh:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -5108,31 +11351,45 @@ TEXT ·gemmFR1C4(SB), NOSPLIT, $0-56
 	VPXORD Z7, Z7, Z7
 
 gemmFR1C4_step:
-	VMOVUPS       (SI), Z24
-	VMOVUPS       (DI), Z28
-	VFMADD231PS   Z28, Z24, Z0
-	VMOVUPS       (R10), Z29
-	VFMADD231PS   Z29, Z24, Z1
-	VMOVUPS       (R11), Z28
-	VFMADD231PS   Z28, Z24, Z2
-	VMOVUPS       (R12), Z29
-	VFMADD231PS   Z29, Z24, Z3
-	VMOVUPS       64(SI), Z24
-	VMOVUPS       64(DI), Z28
-	VFMADD231PS   Z28, Z24, Z4
-	VMOVUPS       64(R10), Z29
-	VFMADD231PS   Z29, Z24, Z5
-	VMOVUPS       64(R11), Z28
-	VFMADD231PS   Z28, Z24, Z6
-	VMOVUPS       64(R12), Z29
-	VFMADD231PS   Z29, Z24, Z7
-	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000080, DI
-	ADDQ          $0x00000080, R10
-	ADDQ          $0x00000080, R11
-	ADDQ          $0x00000080, R12
-	DECQ          CX
-	JNZ           gemmFR1C4_step
+	VMOVUPS     (SI), Z24
+	VMOVUPS     (DI), Z28
+	VFMADD231PS Z28, Z24, Z0
+	VMOVUPS     (R10), Z29
+	VFMADD231PS Z29, Z24, Z1
+	VMOVUPS     (R11), Z28
+	VFMADD231PS Z28, Z24, Z2
+	VMOVUPS     (R12), Z29
+	VFMADD231PS Z29, Z24, Z3
+	VMOVUPS     64(SI), Z24
+	VMOVUPS     64(DI), Z28
+	VFMADD231PS Z28, Z24, Z4
+	VMOVUPS     64(R10), Z29
+	VFMADD231PS Z29, Z24, Z5
+	VMOVUPS     64(R11), Z28
+	VFMADD231PS Z28, Z24, Z6
+	VMOVUPS     64(R12), Z29
+	VFMADD231PS Z29, Z24, Z7
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x00000080, R10
+	ADDQ        $0x00000080, R11
+	ADDQ        $0x00000080, R12
+	DECQ        CX
+	JNZ         gemmFR1C4_step
+	TESTQ       $0x00000002, BX
+	JNZ         gemmFR1C4_final
+	VMOVUPS     Z0, (DX)
+	VMOVUPS     Z1, 64(DX)
+	VMOVUPS     Z2, 128(DX)
+	VMOVUPS     Z3, 192(DX)
+	VMOVUPS     Z4, 256(DX)
+	VMOVUPS     Z5, 320(DX)
+	VMOVUPS     Z6, 384(DX)
+	VMOVUPS     Z7, 448(DX)
+	VZEROUPPER
+	RET
+
+gemmFR1C4_final:
 	MOVQ          out+40(FP), AX
 	MOVQ          ostride+48(FP), BX
 	SHLQ          $0x02, BX
@@ -5191,26 +11448,43 @@ gemmFR1C4_step:
 	VZEROUPPER
 	RET
 
-// func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+// func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL
-TEXT ·gemmFR1C1(SB), NOSPLIT, $0-56
-	MOVQ   w+0(FP), SI
-	MOVQ   x+16(FP), DI
-	MOVQ   n32+32(FP), CX
+TEXT ·gemmFR1C1(SB), NOSPLIT, $0-72
+	MOVQ    w+0(FP), SI
+	MOVQ    x+16(FP), DI
+	MOVQ    n32+32(FP), CX
+	MOVQ    acc+56(FP), DX
+	MOVQ    mode+64(FP), BX
+	TESTQ   $0x00000001, BX
+	JZ      gemmFR1C1_fresh
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	JMP     gemmFR1C1_step
+
+gemmFR1C1_fresh:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 
 gemmFR1C1_step:
-	VMOVUPS       (SI), Z24
-	VMOVUPS       (DI), Z28
-	VFMADD231PS   Z28, Z24, Z0
-	VMOVUPS       64(SI), Z24
-	VMOVUPS       64(DI), Z29
-	VFMADD231PS   Z29, Z24, Z1
-	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000080, DI
-	DECQ          CX
-	JNZ           gemmFR1C1_step
+	VMOVUPS     (SI), Z24
+	VMOVUPS     (DI), Z28
+	VFMADD231PS Z28, Z24, Z0
+	VMOVUPS     64(SI), Z24
+	VMOVUPS     64(DI), Z29
+	VFMADD231PS Z29, Z24, Z1
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, DI
+	DECQ        CX
+	JNZ         gemmFR1C1_step
+	TESTQ       $0x00000002, BX
+	JNZ         gemmFR1C1_final
+	VMOVUPS     Z0, (DX)
+	VMOVUPS     Z1, 64(DX)
+	VZEROUPPER
+	RET
+
+gemmFR1C1_final:
 	MOVQ          out+40(FP), AX
 	MOVQ          ostride+48(FP), BX
 	SHLQ          $0x02, BX
@@ -5227,6 +11501,15865 @@ gemmFR1C1_step:
 	VADDSS        X30, X0, X0
 	VMOVSS        X0, (AX)
 	ADDQ          BX, AX
+	VZEROUPPER
+	RET
+
+DATA kwordbcast<>+0(SB)/8, $0x0100010001000100
+DATA kwordbcast<>+8(SB)/8, $0x0100010001000100
+DATA kwordbcast<>+16(SB)/8, $0x0100010001000100
+DATA kwordbcast<>+24(SB)/8, $0x0100010001000100
+DATA kwordbcast<>+32(SB)/8, $0x0302030203020302
+DATA kwordbcast<>+40(SB)/8, $0x0302030203020302
+DATA kwordbcast<>+48(SB)/8, $0x0302030203020302
+DATA kwordbcast<>+56(SB)/8, $0x0302030203020302
+DATA kwordbcast<>+64(SB)/8, $0x0504050405040504
+DATA kwordbcast<>+72(SB)/8, $0x0504050405040504
+DATA kwordbcast<>+80(SB)/8, $0x0504050405040504
+DATA kwordbcast<>+88(SB)/8, $0x0504050405040504
+DATA kwordbcast<>+96(SB)/8, $0x0706070607060706
+DATA kwordbcast<>+104(SB)/8, $0x0706070607060706
+DATA kwordbcast<>+112(SB)/8, $0x0706070607060706
+DATA kwordbcast<>+120(SB)/8, $0x0706070607060706
+DATA kwordbcast<>+128(SB)/8, $0x0908090809080908
+DATA kwordbcast<>+136(SB)/8, $0x0908090809080908
+DATA kwordbcast<>+144(SB)/8, $0x0908090809080908
+DATA kwordbcast<>+152(SB)/8, $0x0908090809080908
+DATA kwordbcast<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kwordbcast<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kwordbcast<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kwordbcast<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kwordbcast<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kwordbcast<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kwordbcast<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kwordbcast<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kwordbcast<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kwordbcast<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kwordbcast<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kwordbcast<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL kwordbcast<>(SB), RODATA|NOPTR, $256
+
+DATA kpairbcast<>+0(SB)/8, $0x0100010001000100
+DATA kpairbcast<>+8(SB)/8, $0x0100010001000100
+DATA kpairbcast<>+16(SB)/8, $0x0302030203020302
+DATA kpairbcast<>+24(SB)/8, $0x0302030203020302
+DATA kpairbcast<>+32(SB)/8, $0x0504050405040504
+DATA kpairbcast<>+40(SB)/8, $0x0504050405040504
+DATA kpairbcast<>+48(SB)/8, $0x0706070607060706
+DATA kpairbcast<>+56(SB)/8, $0x0706070607060706
+DATA kpairbcast<>+64(SB)/8, $0x0908090809080908
+DATA kpairbcast<>+72(SB)/8, $0x0908090809080908
+DATA kpairbcast<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kpairbcast<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA kpairbcast<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kpairbcast<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA kpairbcast<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA kpairbcast<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL kpairbcast<>(SB), RODATA|NOPTR, $128
+
+DATA kiq4levels<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA kiq4levels<>+8(SB)/8, $0x7159453526190d01
+DATA kiq4levels<>+16(SB)/8, $0xf6eaddcfbfad9881
+DATA kiq4levels<>+24(SB)/8, $0x7159453526190d01
+GLOBL kiq4levels<>(SB), RODATA|NOPTR, $32
+
+DATA kiq4shift<>+0(SB)/8, $0x0100040010004000
+DATA kiq4shift<>+8(SB)/8, $0x0001000400100040
+GLOBL kiq4shift<>(SB), RODATA|NOPTR, $16
+
+DATA kwords32<>+0(SB)/8, $0x0020002000200020
+DATA kwords32<>+8(SB)/8, $0x0020002000200020
+DATA kwords32<>+16(SB)/8, $0x0020002000200020
+DATA kwords32<>+24(SB)/8, $0x0020002000200020
+GLOBL kwords32<>(SB), RODATA|NOPTR, $32
+
+DATA kq8kperm<>+0(SB)/8, $0x0000000400000000
+DATA kq8kperm<>+8(SB)/8, $0x0000000500000001
+DATA kq8kperm<>+16(SB)/8, $0x0000000600000002
+DATA kq8kperm<>+24(SB)/8, $0x0000000700000003
+GLOBL kq8kperm<>(SB), RODATA|NOPTR, $32
+
+DATA kones<>+0(SB)/8, $0x0101010101010101
+DATA kones<>+8(SB)/8, $0x0101010101010101
+DATA kones<>+16(SB)/8, $0x0101010101010101
+DATA kones<>+24(SB)/8, $0x0101010101010101
+DATA kones<>+32(SB)/8, $0x0001000100010001
+DATA kones<>+40(SB)/8, $0x0001000100010001
+DATA kones<>+48(SB)/8, $0x0001000100010001
+DATA kones<>+56(SB)/8, $0x0001000100010001
+GLOBL kones<>(SB), RODATA|NOPTR, $64
+
+DATA kzwordperm<>+0(SB)/8, $0x0000000000000000
+DATA kzwordperm<>+8(SB)/8, $0x0000000000000000
+DATA kzwordperm<>+16(SB)/8, $0x0000000000000000
+DATA kzwordperm<>+24(SB)/8, $0x0000000000000000
+DATA kzwordperm<>+32(SB)/8, $0x0001000100010001
+DATA kzwordperm<>+40(SB)/8, $0x0001000100010001
+DATA kzwordperm<>+48(SB)/8, $0x0001000100010001
+DATA kzwordperm<>+56(SB)/8, $0x0001000100010001
+DATA kzwordperm<>+64(SB)/8, $0x0002000200020002
+DATA kzwordperm<>+72(SB)/8, $0x0002000200020002
+DATA kzwordperm<>+80(SB)/8, $0x0002000200020002
+DATA kzwordperm<>+88(SB)/8, $0x0002000200020002
+DATA kzwordperm<>+96(SB)/8, $0x0003000300030003
+DATA kzwordperm<>+104(SB)/8, $0x0003000300030003
+DATA kzwordperm<>+112(SB)/8, $0x0003000300030003
+DATA kzwordperm<>+120(SB)/8, $0x0003000300030003
+DATA kzwordperm<>+128(SB)/8, $0x0004000400040004
+DATA kzwordperm<>+136(SB)/8, $0x0004000400040004
+DATA kzwordperm<>+144(SB)/8, $0x0004000400040004
+DATA kzwordperm<>+152(SB)/8, $0x0004000400040004
+DATA kzwordperm<>+160(SB)/8, $0x0005000500050005
+DATA kzwordperm<>+168(SB)/8, $0x0005000500050005
+DATA kzwordperm<>+176(SB)/8, $0x0005000500050005
+DATA kzwordperm<>+184(SB)/8, $0x0005000500050005
+DATA kzwordperm<>+192(SB)/8, $0x0006000600060006
+DATA kzwordperm<>+200(SB)/8, $0x0006000600060006
+DATA kzwordperm<>+208(SB)/8, $0x0006000600060006
+DATA kzwordperm<>+216(SB)/8, $0x0006000600060006
+DATA kzwordperm<>+224(SB)/8, $0x0007000700070007
+DATA kzwordperm<>+232(SB)/8, $0x0007000700070007
+DATA kzwordperm<>+240(SB)/8, $0x0007000700070007
+DATA kzwordperm<>+248(SB)/8, $0x0007000700070007
+GLOBL kzwordperm<>(SB), RODATA|NOPTR, $256
+
+DATA kzpairperm<>+0(SB)/8, $0x0000000000000000
+DATA kzpairperm<>+8(SB)/8, $0x0000000000000000
+DATA kzpairperm<>+16(SB)/8, $0x0001000100010001
+DATA kzpairperm<>+24(SB)/8, $0x0001000100010001
+DATA kzpairperm<>+32(SB)/8, $0x0002000200020002
+DATA kzpairperm<>+40(SB)/8, $0x0002000200020002
+DATA kzpairperm<>+48(SB)/8, $0x0003000300030003
+DATA kzpairperm<>+56(SB)/8, $0x0003000300030003
+DATA kzpairperm<>+64(SB)/8, $0x0004000400040004
+DATA kzpairperm<>+72(SB)/8, $0x0004000400040004
+DATA kzpairperm<>+80(SB)/8, $0x0005000500050005
+DATA kzpairperm<>+88(SB)/8, $0x0005000500050005
+DATA kzpairperm<>+96(SB)/8, $0x0006000600060006
+DATA kzpairperm<>+104(SB)/8, $0x0006000600060006
+DATA kzpairperm<>+112(SB)/8, $0x0007000700070007
+DATA kzpairperm<>+120(SB)/8, $0x0007000700070007
+DATA kzpairperm<>+128(SB)/8, $0x0008000800080008
+DATA kzpairperm<>+136(SB)/8, $0x0008000800080008
+DATA kzpairperm<>+144(SB)/8, $0x0009000900090009
+DATA kzpairperm<>+152(SB)/8, $0x0009000900090009
+DATA kzpairperm<>+160(SB)/8, $0x000a000a000a000a
+DATA kzpairperm<>+168(SB)/8, $0x000a000a000a000a
+DATA kzpairperm<>+176(SB)/8, $0x000b000b000b000b
+DATA kzpairperm<>+184(SB)/8, $0x000b000b000b000b
+DATA kzpairperm<>+192(SB)/8, $0x000c000c000c000c
+DATA kzpairperm<>+200(SB)/8, $0x000c000c000c000c
+DATA kzpairperm<>+208(SB)/8, $0x000d000d000d000d
+DATA kzpairperm<>+216(SB)/8, $0x000d000d000d000d
+DATA kzpairperm<>+224(SB)/8, $0x000e000e000e000e
+DATA kzpairperm<>+232(SB)/8, $0x000e000e000e000e
+DATA kzpairperm<>+240(SB)/8, $0x000f000f000f000f
+DATA kzpairperm<>+248(SB)/8, $0x000f000f000f000f
+GLOBL kzpairperm<>(SB), RODATA|NOPTR, $256
+
+DATA kzshift04<>+0(SB)/8, $0x0000000000000000
+DATA kzshift04<>+8(SB)/8, $0x0000000000000000
+DATA kzshift04<>+16(SB)/8, $0x0000000000000000
+DATA kzshift04<>+24(SB)/8, $0x0000000000000000
+DATA kzshift04<>+32(SB)/8, $0x0004000400040004
+DATA kzshift04<>+40(SB)/8, $0x0004000400040004
+DATA kzshift04<>+48(SB)/8, $0x0004000400040004
+DATA kzshift04<>+56(SB)/8, $0x0004000400040004
+GLOBL kzshift04<>(SB), RODATA|NOPTR, $64
+
+DATA kzlanes04<>+0(SB)/8, $0x0000000000000000
+DATA kzlanes04<>+8(SB)/8, $0x0000000000000000
+DATA kzlanes04<>+16(SB)/8, $0x0004000400040004
+DATA kzlanes04<>+24(SB)/8, $0x0004000400040004
+DATA kzlanes04<>+32(SB)/8, $0x0000000000000000
+DATA kzlanes04<>+40(SB)/8, $0x0000000000000000
+DATA kzlanes04<>+48(SB)/8, $0x0004000400040004
+DATA kzlanes04<>+56(SB)/8, $0x0004000400040004
+GLOBL kzlanes04<>(SB), RODATA|NOPTR, $64
+
+DATA kzq5bits<>+0(SB)/8, $0x0101010101010101
+DATA kzq5bits<>+8(SB)/8, $0x0101010101010101
+DATA kzq5bits<>+16(SB)/8, $0x0101010101010101
+DATA kzq5bits<>+24(SB)/8, $0x0101010101010101
+DATA kzq5bits<>+32(SB)/8, $0x0202020202020202
+DATA kzq5bits<>+40(SB)/8, $0x0202020202020202
+DATA kzq5bits<>+48(SB)/8, $0x0202020202020202
+DATA kzq5bits<>+56(SB)/8, $0x0202020202020202
+DATA kzq5bits<>+64(SB)/8, $0x0404040404040404
+DATA kzq5bits<>+72(SB)/8, $0x0404040404040404
+DATA kzq5bits<>+80(SB)/8, $0x0404040404040404
+DATA kzq5bits<>+88(SB)/8, $0x0404040404040404
+DATA kzq5bits<>+96(SB)/8, $0x0808080808080808
+DATA kzq5bits<>+104(SB)/8, $0x0808080808080808
+DATA kzq5bits<>+112(SB)/8, $0x0808080808080808
+DATA kzq5bits<>+120(SB)/8, $0x0808080808080808
+DATA kzq5bits<>+128(SB)/8, $0x1010101010101010
+DATA kzq5bits<>+136(SB)/8, $0x1010101010101010
+DATA kzq5bits<>+144(SB)/8, $0x1010101010101010
+DATA kzq5bits<>+152(SB)/8, $0x1010101010101010
+DATA kzq5bits<>+160(SB)/8, $0x2020202020202020
+DATA kzq5bits<>+168(SB)/8, $0x2020202020202020
+DATA kzq5bits<>+176(SB)/8, $0x2020202020202020
+DATA kzq5bits<>+184(SB)/8, $0x2020202020202020
+DATA kzq5bits<>+192(SB)/8, $0x4040404040404040
+DATA kzq5bits<>+200(SB)/8, $0x4040404040404040
+DATA kzq5bits<>+208(SB)/8, $0x4040404040404040
+DATA kzq5bits<>+216(SB)/8, $0x4040404040404040
+DATA kzq5bits<>+224(SB)/8, $0x8080808080808080
+DATA kzq5bits<>+232(SB)/8, $0x8080808080808080
+DATA kzq5bits<>+240(SB)/8, $0x8080808080808080
+DATA kzq5bits<>+248(SB)/8, $0x8080808080808080
+GLOBL kzq5bits<>(SB), RODATA|NOPTR, $256
+
+DATA kzshifts<>+0(SB)/8, $0x0004000400040004
+DATA kzshifts<>+8(SB)/8, $0x0004000400040004
+DATA kzshifts<>+16(SB)/8, $0x0004000400040004
+DATA kzshifts<>+24(SB)/8, $0x0004000400040004
+DATA kzshifts<>+32(SB)/8, $0x0002000200020002
+DATA kzshifts<>+40(SB)/8, $0x0002000200020002
+DATA kzshifts<>+48(SB)/8, $0x0002000200020002
+DATA kzshifts<>+56(SB)/8, $0x0002000200020002
+DATA kzshifts<>+64(SB)/8, $0x0000000000000000
+DATA kzshifts<>+72(SB)/8, $0x0000000000000000
+DATA kzshifts<>+80(SB)/8, $0x0000000000000000
+DATA kzshifts<>+88(SB)/8, $0x0000000000000000
+DATA kzshifts<>+96(SB)/8, $0x0002000200020002
+DATA kzshifts<>+104(SB)/8, $0x0002000200020002
+DATA kzshifts<>+112(SB)/8, $0x0002000200020002
+DATA kzshifts<>+120(SB)/8, $0x0002000200020002
+DATA kzshifts<>+128(SB)/8, $0x0000000000000000
+DATA kzshifts<>+136(SB)/8, $0x0000000000000000
+DATA kzshifts<>+144(SB)/8, $0x0000000000000000
+DATA kzshifts<>+152(SB)/8, $0x0000000000000000
+DATA kzshifts<>+160(SB)/8, $0x0001000100010001
+DATA kzshifts<>+168(SB)/8, $0x0001000100010001
+DATA kzshifts<>+176(SB)/8, $0x0001000100010001
+DATA kzshifts<>+184(SB)/8, $0x0001000100010001
+DATA kzshifts<>+192(SB)/8, $0x0002000200020002
+DATA kzshifts<>+200(SB)/8, $0x0002000200020002
+DATA kzshifts<>+208(SB)/8, $0x0002000200020002
+DATA kzshifts<>+216(SB)/8, $0x0002000200020002
+DATA kzshifts<>+224(SB)/8, $0x0003000300030003
+DATA kzshifts<>+232(SB)/8, $0x0003000300030003
+DATA kzshifts<>+240(SB)/8, $0x0003000300030003
+DATA kzshifts<>+248(SB)/8, $0x0003000300030003
+DATA kzshifts<>+256(SB)/8, $0x0004000400040004
+DATA kzshifts<>+264(SB)/8, $0x0004000400040004
+DATA kzshifts<>+272(SB)/8, $0x0004000400040004
+DATA kzshifts<>+280(SB)/8, $0x0004000400040004
+DATA kzshifts<>+288(SB)/8, $0x0005000500050005
+DATA kzshifts<>+296(SB)/8, $0x0005000500050005
+DATA kzshifts<>+304(SB)/8, $0x0005000500050005
+DATA kzshifts<>+312(SB)/8, $0x0005000500050005
+DATA kzshifts<>+320(SB)/8, $0x0002000200020002
+DATA kzshifts<>+328(SB)/8, $0x0002000200020002
+DATA kzshifts<>+336(SB)/8, $0x0002000200020002
+DATA kzshifts<>+344(SB)/8, $0x0002000200020002
+DATA kzshifts<>+352(SB)/8, $0x0001000100010001
+DATA kzshifts<>+360(SB)/8, $0x0001000100010001
+DATA kzshifts<>+368(SB)/8, $0x0001000100010001
+DATA kzshifts<>+376(SB)/8, $0x0001000100010001
+DATA kzshifts<>+384(SB)/8, $0x0004000400040004
+DATA kzshifts<>+392(SB)/8, $0x0004000400040004
+DATA kzshifts<>+400(SB)/8, $0x0004000400040004
+DATA kzshifts<>+408(SB)/8, $0x0004000400040004
+DATA kzshifts<>+416(SB)/8, $0x0006000600060006
+DATA kzshifts<>+424(SB)/8, $0x0006000600060006
+DATA kzshifts<>+432(SB)/8, $0x0006000600060006
+DATA kzshifts<>+440(SB)/8, $0x0006000600060006
+GLOBL kzshifts<>(SB), RODATA|NOPTR, $448
+
+// func kdotQ4_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·kdotQ4_K(SB), NOSPLIT, $320-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+kdotQ4_K_block:
+	TESTQ        CX, CX
+	JZ           kdotQ4_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	MOVL         4(SI), R8
+	MOVL         8(SI), R12
+	MOVL         12(SI), R13
+	MOVL         R8, AX
+	ANDL         $0x3f3f3f3f, AX
+	MOVL         R13, BX
+	ANDL         $0x0f0f0f0f, BX
+	MOVL         R8, DX
+	SHRL         $0x06, DX
+	ANDL         $0x03030303, DX
+	SHLL         $0x04, DX
+	ORL          DX, BX
+	SHLQ         $0x20, BX
+	ORQ          BX, AX
+	MOVL         R12, R8
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         R13, BX
+	SHRL         $0x04, BX
+	ANDL         $0x0f0f0f0f, BX
+	MOVL         R12, DX
+	SHRL         $0x06, DX
+	ANDL         $0x03030303, DX
+	SHLL         $0x04, DX
+	ORL          DX, BX
+	SHLQ         $0x20, BX
+	ORQ          BX, R8
+	VMOVQ        AX, X4
+	VPMOVZXBW    X4, X4
+	VMOVQ        R8, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKLWD   X5, X5, X6
+	VPUNPCKHWD   X5, X5, X7
+	VINSERTI128  $0x01, X7, Y6, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVL         (SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      16(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y3
+	VPMADDWD     (SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      16(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y3
+	VPMADDWD     32(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      48(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y3
+	VPMADDWD     64(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y3
+	VPMADDWD     96(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      80(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y3
+	VPMADDWD     128(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      80(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y3
+	VPMADDWD     160(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      112(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y3
+	VPMADDWD     192(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      112(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y3
+	VPMADDWD     224(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVQ        288(SP), X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VBROADCASTSS X4, Y5
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y5, Y0
+	VMOVDQU      256(SP), Y6
+	VPMADDWD     260(DI), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVSHDUP    X4, X7
+	VBROADCASTSS X7, Y7
+	VFNMADD231PS Y6, Y7, Y0
+	ADDQ         $0x00000090, SI
+	ADDQ         $0x00000124, DI
+	DECQ         CX
+	JMP          kdotQ4_K_block
+
+kdotQ4_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdot4Q4_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·kdot4Q4_K(SB), NOSPLIT, $320-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+kdot4Q4_K_block:
+	TESTQ        CX, CX
+	JZ           kdot4Q4_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	MOVL         4(SI), R8
+	MOVL         8(SI), R12
+	MOVL         12(SI), R13
+	MOVL         R8, AX
+	ANDL         $0x3f3f3f3f, AX
+	MOVL         R13, BX
+	ANDL         $0x0f0f0f0f, BX
+	MOVL         R8, DX
+	SHRL         $0x06, DX
+	ANDL         $0x03030303, DX
+	SHLL         $0x04, DX
+	ORL          DX, BX
+	SHLQ         $0x20, BX
+	ORQ          BX, AX
+	MOVL         R12, R8
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         R13, BX
+	SHRL         $0x04, BX
+	ANDL         $0x0f0f0f0f, BX
+	MOVL         R12, DX
+	SHRL         $0x06, DX
+	ANDL         $0x03030303, DX
+	SHLL         $0x04, DX
+	ORL          DX, BX
+	SHLQ         $0x20, BX
+	ORQ          BX, R8
+	VMOVQ        AX, X4
+	VPMOVZXBW    X4, X4
+	VMOVQ        R8, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKLWD   X5, X5, X6
+	VPUNPCKHWD   X5, X5, X7
+	VINSERTI128  $0x01, X7, Y6, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVL         (SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      16(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   4(R9), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   4(R10), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   4(R11), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      16(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   36(R9), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   36(R10), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   36(R11), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   68(R9), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   68(R10), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   68(R11), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   100(R9), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   100(R10), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   100(R11), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      80(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   132(R9), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   132(R10), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   132(R11), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      80(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   164(R9), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   164(R10), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   164(R11), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      112(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   196(R9), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   196(R10), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   196(R11), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      112(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   228(R9), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   228(R10), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   228(R11), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (DI), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y10, Y0
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(DI), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y0
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R9), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y10, Y1
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R9), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y1
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R10), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y10, Y2
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R10), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y2
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R11), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y10, Y3
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R11), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y3
+	ADDQ         $0x00000090, SI
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, R9
+	ADDQ         $0x00000124, R10
+	ADDQ         $0x00000124, R11
+	DECQ         CX
+	JMP          kdot4Q4_K_block
+
+kdot4Q4_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kunpackQ4_K(dst *byte, dstride int, src *byte, nsb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·kunpackQ4_K(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         dstride+8(FP), R9
+	MOVQ         src+16(FP), SI
+	MOVQ         nsb+24(FP), CX
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+kunpackQ4_K_block:
+	TESTQ       CX, CX
+	JZ          kunpackQ4_K_done
+	MOVL        4(SI), R8
+	MOVL        8(SI), R12
+	MOVL        12(SI), R13
+	MOVL        R8, AX
+	ANDL        $0x3f3f3f3f, AX
+	MOVL        R13, BX
+	ANDL        $0x0f0f0f0f, BX
+	MOVL        R8, DX
+	SHRL        $0x06, DX
+	ANDL        $0x03030303, DX
+	SHLL        $0x04, DX
+	ORL         DX, BX
+	SHLQ        $0x20, BX
+	ORQ         BX, AX
+	MOVL        R12, R8
+	ANDL        $0x3f3f3f3f, R8
+	MOVL        R13, BX
+	SHRL        $0x04, BX
+	ANDL        $0x0f0f0f0f, BX
+	MOVL        R12, DX
+	SHRL        $0x06, DX
+	ANDL        $0x03030303, DX
+	SHLL        $0x04, DX
+	ORL         DX, BX
+	SHLQ        $0x20, BX
+	ORQ         BX, R8
+	VMOVQ       AX, X4
+	VPMOVZXBW   X4, X4
+	VMOVQ       R8, X5
+	VPMOVZXBW   X5, X5
+	VPUNPCKLWD  X5, X5, X6
+	VPUNPCKHWD  X5, X5, X7
+	VINSERTI128 $0x01, X7, Y6, Y8
+	VMOVDQU     Y8, 512(DI)
+	VINSERTI128 $0x01, X4, Y4, Y4
+	VPSHUFB     kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU     Y5, 256(DI)
+	VPSHUFB     kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU     Y5, 288(DI)
+	VPSHUFB     kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU     Y5, 320(DI)
+	VPSHUFB     kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU     Y5, 352(DI)
+	VPSHUFB     kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU     Y5, 384(DI)
+	VPSHUFB     kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU     Y5, 416(DI)
+	VPSHUFB     kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU     Y5, 448(DI)
+	VPSHUFB     kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU     Y5, 480(DI)
+	MOVL        (SI), AX
+	VMOVD       AX, X4
+	VCVTPH2PS   X4, X4
+	VMOVQ       X4, 544(DI)
+	VMOVDQU     16(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, (DI)
+	VMOVDQU     16(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 32(DI)
+	VMOVDQU     48(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 64(DI)
+	VMOVDQU     48(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 96(DI)
+	VMOVDQU     80(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 128(DI)
+	VMOVDQU     80(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 160(DI)
+	VMOVDQU     112(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 192(DI)
+	VMOVDQU     112(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 224(DI)
+	ADDQ        R9, DI
+	ADDQ        $0x00000090, SI
+	DECQ        CX
+	JMP         kunpackQ4_K_block
+
+kunpackQ4_K_done:
+	VZEROUPPER
+	RET
+
+// func kdotZQ4_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ4_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZQ4_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ4_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x00000090, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ4_K_block
+
+kdotZQ4_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q4_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q4_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZ4Q4_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q4_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VPMADDWD        260(R9), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VPMADDWD        260(R10), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	VPMADDWD        260(R11), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y3
+	ADDQ            $0x00000090, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q4_K_block
+
+kdotZ4Q4_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ4_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ4_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZRQ4_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ4_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ4_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ4_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x00000090, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ4_K_block
+
+kdotZRQ4_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ4_K_row
+
+kdotZRQ4_K_rows_done:
+	VZEROUPPER
+	RET
+
+// func kdotQ5_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·kdotQ5_K(SB), NOSPLIT, $320-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kdotQ5_K_block:
+	TESTQ        CX, CX
+	JZ           kdotQ5_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	MOVL         4(SI), R8
+	MOVL         8(SI), R12
+	MOVL         12(SI), R13
+	MOVL         R8, AX
+	ANDL         $0x3f3f3f3f, AX
+	MOVL         R13, BX
+	ANDL         $0x0f0f0f0f, BX
+	MOVL         R8, DX
+	SHRL         $0x06, DX
+	ANDL         $0x03030303, DX
+	SHLL         $0x04, DX
+	ORL          DX, BX
+	SHLQ         $0x20, BX
+	ORQ          BX, AX
+	MOVL         R12, R8
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         R13, BX
+	SHRL         $0x04, BX
+	ANDL         $0x0f0f0f0f, BX
+	MOVL         R12, DX
+	SHRL         $0x06, DX
+	ANDL         $0x03030303, DX
+	SHLL         $0x04, DX
+	ORL          DX, BX
+	SHLQ         $0x20, BX
+	ORQ          BX, R8
+	VMOVQ        AX, X4
+	VPMOVZXBW    X4, X4
+	VMOVQ        R8, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKLWD   X5, X5, X6
+	VPUNPCKHWD   X5, X5, X7
+	VINSERTI128  $0x01, X7, Y6, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVL         (SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      48(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y3
+	VPMADDWD     (SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y3
+	VPMADDWD     32(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      80(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y3
+	VPMADDWD     64(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      80(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSLLW       $0x01, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y3
+	VPMADDWD     96(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      112(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y3
+	VPMADDWD     128(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      112(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y3
+	VPMADDWD     160(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      144(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y3
+	VPMADDWD     192(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      144(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSRLW       $0x03, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y3
+	VPMADDWD     224(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVQ        288(SP), X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VBROADCASTSS X4, Y5
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y5, Y0
+	VMOVDQU      256(SP), Y6
+	VPMADDWD     260(DI), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVSHDUP    X4, X7
+	VBROADCASTSS X7, Y7
+	VFNMADD231PS Y6, Y7, Y0
+	ADDQ         $0x000000b0, SI
+	ADDQ         $0x00000124, DI
+	DECQ         CX
+	JMP          kdotQ5_K_block
+
+kdotQ5_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdot4Q5_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·kdot4Q5_K(SB), NOSPLIT, $320-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kdot4Q5_K_block:
+	TESTQ        CX, CX
+	JZ           kdot4Q5_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	MOVL         4(SI), R8
+	MOVL         8(SI), R12
+	MOVL         12(SI), R13
+	MOVL         R8, AX
+	ANDL         $0x3f3f3f3f, AX
+	MOVL         R13, BX
+	ANDL         $0x0f0f0f0f, BX
+	MOVL         R8, DX
+	SHRL         $0x06, DX
+	ANDL         $0x03030303, DX
+	SHLL         $0x04, DX
+	ORL          DX, BX
+	SHLQ         $0x20, BX
+	ORQ          BX, AX
+	MOVL         R12, R8
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         R13, BX
+	SHRL         $0x04, BX
+	ANDL         $0x0f0f0f0f, BX
+	MOVL         R12, DX
+	SHRL         $0x06, DX
+	ANDL         $0x03030303, DX
+	SHLL         $0x04, DX
+	ORL          DX, BX
+	SHLQ         $0x20, BX
+	ORQ          BX, R8
+	VMOVQ        AX, X4
+	VPMOVZXBW    X4, X4
+	VMOVQ        R8, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKLWD   X5, X5, X6
+	VPUNPCKHWD   X5, X5, X7
+	VINSERTI128  $0x01, X7, Y6, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVL         (SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      48(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   4(R9), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   4(R10), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   4(R11), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   36(R9), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   36(R10), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   36(R11), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      80(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   68(R9), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   68(R10), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   68(R11), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      80(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSLLW       $0x01, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   100(R9), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   100(R10), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   100(R11), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      112(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   132(R9), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   132(R10), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   132(R11), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      112(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   164(R9), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   164(R10), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   164(R11), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      144(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   196(R9), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   196(R10), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   196(R11), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      144(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      16(SI), Y11
+	VPSRLW       $0x03, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   228(R9), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   228(R10), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   228(R11), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (DI), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y10, Y0
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(DI), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y0
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R9), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y10, Y1
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R9), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y1
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R10), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y10, Y2
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R10), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y2
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R11), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y10, Y3
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R11), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y3
+	ADDQ         $0x000000b0, SI
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, R9
+	ADDQ         $0x00000124, R10
+	ADDQ         $0x00000124, R11
+	DECQ         CX
+	JMP          kdot4Q5_K_block
+
+kdot4Q5_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kunpackQ5_K(dst *byte, dstride int, src *byte, nsb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·kunpackQ5_K(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         dstride+8(FP), R9
+	MOVQ         src+16(FP), SI
+	MOVQ         nsb+24(FP), CX
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kunpackQ5_K_block:
+	TESTQ       CX, CX
+	JZ          kunpackQ5_K_done
+	MOVL        4(SI), R8
+	MOVL        8(SI), R12
+	MOVL        12(SI), R13
+	MOVL        R8, AX
+	ANDL        $0x3f3f3f3f, AX
+	MOVL        R13, BX
+	ANDL        $0x0f0f0f0f, BX
+	MOVL        R8, DX
+	SHRL        $0x06, DX
+	ANDL        $0x03030303, DX
+	SHLL        $0x04, DX
+	ORL         DX, BX
+	SHLQ        $0x20, BX
+	ORQ         BX, AX
+	MOVL        R12, R8
+	ANDL        $0x3f3f3f3f, R8
+	MOVL        R13, BX
+	SHRL        $0x04, BX
+	ANDL        $0x0f0f0f0f, BX
+	MOVL        R12, DX
+	SHRL        $0x06, DX
+	ANDL        $0x03030303, DX
+	SHLL        $0x04, DX
+	ORL         DX, BX
+	SHLQ        $0x20, BX
+	ORQ         BX, R8
+	VMOVQ       AX, X4
+	VPMOVZXBW   X4, X4
+	VMOVQ       R8, X5
+	VPMOVZXBW   X5, X5
+	VPUNPCKLWD  X5, X5, X6
+	VPUNPCKHWD  X5, X5, X7
+	VINSERTI128 $0x01, X7, Y6, Y8
+	VMOVDQU     Y8, 512(DI)
+	VINSERTI128 $0x01, X4, Y4, Y4
+	VPSHUFB     kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU     Y5, 256(DI)
+	VPSHUFB     kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU     Y5, 288(DI)
+	VPSHUFB     kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU     Y5, 320(DI)
+	VPSHUFB     kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU     Y5, 352(DI)
+	VPSHUFB     kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU     Y5, 384(DI)
+	VPSHUFB     kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU     Y5, 416(DI)
+	VPSHUFB     kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU     Y5, 448(DI)
+	VPSHUFB     kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU     Y5, 480(DI)
+	MOVL        (SI), AX
+	VMOVD       AX, X4
+	VCVTPH2PS   X4, X4
+	VMOVQ       X4, 544(DI)
+	VMOVDQU     48(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     16(SI), Y11
+	VPSLLW      $0x04, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, (DI)
+	VMOVDQU     48(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     16(SI), Y11
+	VPSLLW      $0x03, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 32(DI)
+	VMOVDQU     80(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     16(SI), Y11
+	VPSLLW      $0x02, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 64(DI)
+	VMOVDQU     80(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     16(SI), Y11
+	VPSLLW      $0x01, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 96(DI)
+	VMOVDQU     112(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     16(SI), Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 128(DI)
+	VMOVDQU     112(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     16(SI), Y11
+	VPSRLW      $0x01, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 160(DI)
+	VMOVDQU     144(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     16(SI), Y11
+	VPSRLW      $0x02, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 192(DI)
+	VMOVDQU     144(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     16(SI), Y11
+	VPSRLW      $0x03, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 224(DI)
+	ADDQ        R9, DI
+	ADDQ        $0x000000b0, SI
+	DECQ        CX
+	JMP         kunpackQ5_K_block
+
+kunpackQ5_K_done:
+	VZEROUPPER
+	RET
+
+// func kdotZQ5_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ5_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZQ5_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ5_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+0(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+64(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+128(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 144(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+192(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x000000b0, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ5_K_block
+
+kdotZQ5_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q5_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q5_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZ4Q5_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q5_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+0(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+64(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+128(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 144(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+192(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VPMADDWD        260(R9), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VPMADDWD        260(R10), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	VPMADDWD        260(R11), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y3
+	ADDQ            $0x000000b0, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q5_K_block
+
+kdotZ4Q5_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ5_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ5_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzwordperm<>+0(SB), Z24
+	VMOVDQU64    kzwordperm<>+64(SB), Z25
+	VMOVDQU64    kzwordperm<>+128(SB), Z26
+	VMOVDQU64    kzwordperm<>+192(SB), Z27
+
+kdotZRQ5_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ5_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ5_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ5_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), R8
+	MOVL            8(SI), R12
+	MOVL            12(SI), R13
+	MOVL            R8, AX
+	ANDL            $0x3f3f3f3f, AX
+	MOVL            R13, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R8, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, AX
+	MOVL            R12, R8
+	ANDL            $0x3f3f3f3f, R8
+	MOVL            R13, BX
+	SHRL            $0x04, BX
+	ANDL            $0x0f0f0f0f, BX
+	MOVL            R12, DX
+	SHRL            $0x06, DX
+	ANDL            $0x03030303, DX
+	SHLL            $0x04, DX
+	ORL             DX, BX
+	SHLQ            $0x20, BX
+	ORQ             BX, R8
+	VMOVQ           AX, X4
+	VPMOVZXBW       X4, X4
+	VMOVQ           R8, X5
+	VPMOVZXBW       X5, X5
+	VPUNPCKLWD      X5, X5, X6
+	VPUNPCKHWD      X5, X5, X7
+	VINSERTI128     $0x01, X7, Y6, Y8
+	MOVL            (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+0(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 80(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+64(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 112(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+128(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 144(SI), Z28
+	VPSRLVW         kzshift04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 16(SI), Z7
+	VPTESTMB        kzq5bits<>+192(SB), Z7, K2
+	VPADDB          Z17, Z28, K2, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x000000b0, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ5_K_block
+
+kdotZRQ5_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ5_K_row
+
+kdotZRQ5_K_rows_done:
+	VZEROUPPER
+	RET
+
+// func kdotQ6_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·kdotQ6_K(SB), NOSPLIT, $320-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kdotQ6_K_block:
+	TESTQ        CX, CX
+	JZ           kdotQ6_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT0   1216(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	PREFETCHT1   8384(SI)
+	VPMOVSXBW    192(SI), Y4
+	VPSLLW       $0x05, Y4, Y5
+	VPXOR        Y8, Y8, Y8
+	VPSUBW       Y5, Y8, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y6
+	VPERM2I128   $0x11, Y4, Y4, Y7
+	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVWLZX      208(SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VMOVDQU      256(SP), Y1
+	VPMADDWD     260(DI), Y1, Y1
+	VMOVDQU      (SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      128(SI), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y3
+	VPMADDWD     (SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      32(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      128(SI), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y3
+	VPMADDWD     32(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      (SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      128(SI), Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y3
+	VPMADDWD     64(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      32(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      128(SI), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y3
+	VPMADDWD     96(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      64(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      160(SI), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y3
+	VPMADDWD     128(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      96(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      160(SI), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y3
+	VPMADDWD     160(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      64(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      160(SI), Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y3
+	VPMADDWD     192(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      96(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      160(SI), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y3
+	VPMADDWD     224(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVQ        288(SP), X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VBROADCASTSS X4, Y5
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y5, Y0
+	ADDQ         $0x000000d2, SI
+	ADDQ         $0x00000124, DI
+	DECQ         CX
+	JMP          kdotQ6_K_block
+
+kdotQ6_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdot4Q6_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·kdot4Q6_K(SB), NOSPLIT, $320-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kdot4Q6_K_block:
+	TESTQ        CX, CX
+	JZ           kdot4Q6_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT0   1216(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	PREFETCHT1   8384(SI)
+	VPMOVSXBW    192(SI), Y4
+	VPSLLW       $0x05, Y4, Y5
+	VPXOR        Y8, Y8, Y8
+	VPSUBW       Y5, Y8, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y6
+	VPERM2I128   $0x11, Y4, Y4, Y7
+	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVWLZX      208(SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VMOVDQU      256(SP), Y4
+	VPMADDWD     260(DI), Y4, Y4
+	VMOVDQU      256(SP), Y5
+	VPMADDWD     260(R9), Y5, Y5
+	VMOVDQU      256(SP), Y6
+	VPMADDWD     260(R10), Y6, Y6
+	VMOVDQU      256(SP), Y7
+	VPMADDWD     260(R11), Y7, Y7
+	VMOVDQU      (SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      128(SI), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   4(R9), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   4(R10), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   4(R11), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      32(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      128(SI), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   36(R9), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   36(R10), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   36(R11), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      (SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      128(SI), Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   68(R9), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   68(R10), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   68(R11), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      32(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      128(SI), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   100(R9), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   100(R10), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   100(R11), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      64(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      160(SI), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   132(R9), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   132(R10), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   132(R11), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      96(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      160(SI), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   164(R9), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   164(R10), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   164(R11), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      64(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      160(SI), Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   196(R9), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   196(R10), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   196(R11), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      96(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      160(SI), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   228(R9), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   228(R10), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   228(R11), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (DI), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y10, Y0
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R9), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y10, Y1
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R10), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y10, Y2
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R11), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y10, Y3
+	ADDQ         $0x000000d2, SI
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, R9
+	ADDQ         $0x00000124, R10
+	ADDQ         $0x00000124, R11
+	DECQ         CX
+	JMP          kdot4Q6_K_block
+
+kdot4Q6_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kunpackQ6_K(dst *byte, dstride int, src *byte, nsb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·kunpackQ6_K(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         dstride+8(FP), R9
+	MOVQ         src+16(FP), SI
+	MOVQ         nsb+24(FP), CX
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kunpackQ6_K_block:
+	TESTQ       CX, CX
+	JZ          kunpackQ6_K_done
+	VPMOVSXBW   192(SI), Y4
+	VPSLLW      $0x05, Y4, Y5
+	VPXOR       Y8, Y8, Y8
+	VPSUBW      Y5, Y8, Y8
+	VMOVDQU     Y8, 512(DI)
+	VINSERTI128 $0x01, X4, Y4, Y6
+	VPERM2I128  $0x11, Y4, Y4, Y7
+	VPSHUFB     kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU     Y5, 256(DI)
+	VPSHUFB     kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU     Y5, 288(DI)
+	VPSHUFB     kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU     Y5, 320(DI)
+	VPSHUFB     kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU     Y5, 352(DI)
+	VPSHUFB     kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU     Y5, 384(DI)
+	VPSHUFB     kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU     Y5, 416(DI)
+	VPSHUFB     kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU     Y5, 448(DI)
+	VPSHUFB     kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU     Y5, 480(DI)
+	MOVWLZX     208(SI), AX
+	VMOVD       AX, X4
+	VCVTPH2PS   X4, X4
+	VMOVQ       X4, 544(DI)
+	VMOVDQU     (SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     128(SI), Y11
+	VPSLLW      $0x04, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, (DI)
+	VMOVDQU     32(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     128(SI), Y11
+	VPSLLW      $0x02, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 32(DI)
+	VMOVDQU     (SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     128(SI), Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 64(DI)
+	VMOVDQU     32(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     128(SI), Y11
+	VPSRLW      $0x02, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 96(DI)
+	VMOVDQU     64(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     160(SI), Y11
+	VPSLLW      $0x04, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 128(DI)
+	VMOVDQU     96(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     160(SI), Y11
+	VPSLLW      $0x02, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 160(DI)
+	VMOVDQU     64(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     160(SI), Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 192(DI)
+	VMOVDQU     96(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     160(SI), Y11
+	VPSRLW      $0x02, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 224(DI)
+	ADDQ        R9, DI
+	ADDQ        $0x000000d2, SI
+	DECQ        CX
+	JMP         kunpackQ6_K_block
+
+kunpackQ6_K_done:
+	VZEROUPPER
+	RET
+
+// func kdotZQ6_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ6_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZQ6_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ6_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT0      1216(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	PREFETCHT1      8384(SI)
+	VPMOVSXBW       192(SI), Y4
+	VPSLLW          $0x05, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         208(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VMOVDQU64       (SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       (SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       64(SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       64(SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ6_K_block
+
+kdotZQ6_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q6_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q6_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZ4Q6_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q6_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT0      1216(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	PREFETCHT1      8384(SI)
+	VPMOVSXBW       192(SI), Y4
+	VPSLLW          $0x05, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         208(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VPMADDWD        260(R9), Y8, Y21
+	VPMADDWD        260(R10), Y8, Y22
+	VPMADDWD        260(R11), Y8, Y23
+	VMOVDQU64       (SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VMOVDQU64       (SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VMOVDQU64       64(SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VMOVDQU64       64(SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q6_K_block
+
+kdotZ4Q6_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ6_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ6_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZRQ6_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ6_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ6_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ6_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT0      1216(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	PREFETCHT1      8384(SI)
+	VPMOVSXBW       192(SI), Y4
+	VPSLLW          $0x05, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         208(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VMOVDQU64       (SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       (SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 128(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       64(SI), Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSLLVW         kzshifts<>+0(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       64(SI), Z28
+	VPSRLW          $0x04, Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 160(SI), Z7
+	VPSRLVW         kzshifts<>+64(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ6_K_block
+
+kdotZRQ6_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ6_K_row
+
+kdotZRQ6_K_rows_done:
+	VZEROUPPER
+	RET
+
+// func kdotQ3_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·kdotQ3_K(SB), NOSPLIT, $320-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kdotQ3_K_block:
+	TESTQ        CX, CX
+	JZ           kdotQ3_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVL         96(SI), AX
+	MOVL         100(SI), BX
+	MOVL         104(SI), DX
+	MOVL         AX, R8
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         DX, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R8
+	MOVL         BX, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         DX, R13
+	SHRL         $0x02, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SHLQ         $0x20, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         AX, R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         DX, R13
+	SHRL         $0x04, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R8
+	MOVL         BX, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         DX, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SHLQ         $0x20, R12
+	ORQ          R12, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPSUBW       kwords32<>+0(SB), Y4, Y4
+	VPSLLW       $0x02, Y4, Y5
+	VPXOR        Y8, Y8, Y8
+	VPSUBW       Y5, Y8, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y6
+	VPERM2I128   $0x11, Y4, Y4, Y7
+	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVWLZX      108(SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VMOVDQU      256(SP), Y1
+	VPMADDWD     260(DI), Y1, Y1
+	VMOVDQU      32(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y3
+	VPMADDWD     (SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      32(SI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSLLW       $0x01, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y3
+	VPMADDWD     32(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      32(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y3
+	VPMADDWD     64(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      32(SI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y3
+	VPMADDWD     96(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      64(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y3
+	VPMADDWD     128(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      64(SI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x03, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y3
+	VPMADDWD     160(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      64(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y3
+	VPMADDWD     192(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      64(SI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x05, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y3
+	VPMADDWD     224(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVQ        288(SP), X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VBROADCASTSS X4, Y5
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y5, Y0
+	ADDQ         $0x0000006e, SI
+	ADDQ         $0x00000124, DI
+	DECQ         CX
+	JMP          kdotQ3_K_block
+
+kdotQ3_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdot4Q3_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·kdot4Q3_K(SB), NOSPLIT, $320-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kdot4Q3_K_block:
+	TESTQ        CX, CX
+	JZ           kdot4Q3_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVL         96(SI), AX
+	MOVL         100(SI), BX
+	MOVL         104(SI), DX
+	MOVL         AX, R8
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         DX, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R8
+	MOVL         BX, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         DX, R13
+	SHRL         $0x02, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SHLQ         $0x20, R12
+	ORQ          R12, R8
+	VMOVQ        R8, X4
+	MOVL         AX, R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         DX, R13
+	SHRL         $0x04, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R8
+	MOVL         BX, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         DX, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SHLQ         $0x20, R12
+	ORQ          R12, R8
+	VPINSRQ      $0x01, R8, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPSUBW       kwords32<>+0(SB), Y4, Y4
+	VPSLLW       $0x02, Y4, Y5
+	VPXOR        Y8, Y8, Y8
+	VPSUBW       Y5, Y8, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y6
+	VPERM2I128   $0x11, Y4, Y4, Y7
+	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVWLZX      108(SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VMOVDQU      256(SP), Y4
+	VPMADDWD     260(DI), Y4, Y4
+	VMOVDQU      256(SP), Y5
+	VPMADDWD     260(R9), Y5, Y5
+	VMOVDQU      256(SP), Y6
+	VPMADDWD     260(R10), Y6, Y6
+	VMOVDQU      256(SP), Y7
+	VPMADDWD     260(R11), Y7, Y7
+	VMOVDQU      32(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   4(R9), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   4(R10), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   4(R11), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      32(SI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSLLW       $0x01, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   36(R9), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   36(R10), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   36(R11), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      32(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   68(R9), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   68(R10), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   68(R11), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      32(SI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   100(R9), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   100(R10), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   100(R11), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      64(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   132(R9), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   132(R10), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   132(R11), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      64(SI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x03, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   164(R9), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   164(R10), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   164(R11), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      64(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   196(R9), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   196(R10), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   196(R11), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      64(SI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VMOVDQU      (SI), Y11
+	VPSRLW       $0x05, Y11, Y11
+	VPAND        Y14, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   228(R9), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   228(R10), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   228(R11), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (DI), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y10, Y0
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R9), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y10, Y1
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R10), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y10, Y2
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R11), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y10, Y3
+	ADDQ         $0x0000006e, SI
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, R9
+	ADDQ         $0x00000124, R10
+	ADDQ         $0x00000124, R11
+	DECQ         CX
+	JMP          kdot4Q3_K_block
+
+kdot4Q3_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kunpackQ3_K(dst *byte, dstride int, src *byte, nsb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·kunpackQ3_K(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         dstride+8(FP), R9
+	MOVQ         src+16(FP), SI
+	MOVQ         nsb+24(FP), CX
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+kunpackQ3_K_block:
+	TESTQ       CX, CX
+	JZ          kunpackQ3_K_done
+	MOVL        96(SI), AX
+	MOVL        100(SI), BX
+	MOVL        104(SI), DX
+	MOVL        AX, R8
+	ANDL        $0x0f0f0f0f, R8
+	MOVL        DX, R13
+	ANDL        $0x03030303, R13
+	SHLL        $0x04, R13
+	ORL         R13, R8
+	MOVL        BX, R12
+	ANDL        $0x0f0f0f0f, R12
+	MOVL        DX, R13
+	SHRL        $0x02, R13
+	ANDL        $0x03030303, R13
+	SHLL        $0x04, R13
+	ORL         R13, R12
+	SHLQ        $0x20, R12
+	ORQ         R12, R8
+	VMOVQ       R8, X4
+	MOVL        AX, R8
+	SHRL        $0x04, R8
+	ANDL        $0x0f0f0f0f, R8
+	MOVL        DX, R13
+	SHRL        $0x04, R13
+	ANDL        $0x03030303, R13
+	SHLL        $0x04, R13
+	ORL         R13, R8
+	MOVL        BX, R12
+	SHRL        $0x04, R12
+	ANDL        $0x0f0f0f0f, R12
+	MOVL        DX, R13
+	SHRL        $0x06, R13
+	ANDL        $0x03030303, R13
+	SHLL        $0x04, R13
+	ORL         R13, R12
+	SHLQ        $0x20, R12
+	ORQ         R12, R8
+	VPINSRQ     $0x01, R8, X4, X4
+	VPMOVZXBW   X4, Y4
+	VPSUBW      kwords32<>+0(SB), Y4, Y4
+	VPSLLW      $0x02, Y4, Y5
+	VPXOR       Y8, Y8, Y8
+	VPSUBW      Y5, Y8, Y8
+	VMOVDQU     Y8, 512(DI)
+	VINSERTI128 $0x01, X4, Y4, Y6
+	VPERM2I128  $0x11, Y4, Y4, Y7
+	VPSHUFB     kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU     Y5, 256(DI)
+	VPSHUFB     kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU     Y5, 288(DI)
+	VPSHUFB     kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU     Y5, 320(DI)
+	VPSHUFB     kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU     Y5, 352(DI)
+	VPSHUFB     kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU     Y5, 384(DI)
+	VPSHUFB     kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU     Y5, 416(DI)
+	VPSHUFB     kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU     Y5, 448(DI)
+	VPSHUFB     kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU     Y5, 480(DI)
+	MOVWLZX     108(SI), AX
+	VMOVD       AX, X4
+	VCVTPH2PS   X4, X4
+	VMOVQ       X4, 544(DI)
+	VMOVDQU     32(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     (SI), Y11
+	VPSLLW      $0x02, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, (DI)
+	VMOVDQU     32(SI), Y8
+	VPSRLW      $0x02, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     (SI), Y11
+	VPSLLW      $0x01, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 32(DI)
+	VMOVDQU     32(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     (SI), Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 64(DI)
+	VMOVDQU     32(SI), Y8
+	VPSRLW      $0x06, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     (SI), Y11
+	VPSRLW      $0x01, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 96(DI)
+	VMOVDQU     64(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     (SI), Y11
+	VPSRLW      $0x02, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 128(DI)
+	VMOVDQU     64(SI), Y8
+	VPSRLW      $0x02, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     (SI), Y11
+	VPSRLW      $0x03, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 160(DI)
+	VMOVDQU     64(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     (SI), Y11
+	VPSRLW      $0x04, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 192(DI)
+	VMOVDQU     64(SI), Y8
+	VPSRLW      $0x06, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     (SI), Y11
+	VPSRLW      $0x05, Y11, Y11
+	VPAND       Y14, Y11, Y11
+	VPOR        Y11, Y8, Y8
+	VMOVDQU     Y8, 224(DI)
+	ADDQ        R9, DI
+	ADDQ        $0x0000006e, SI
+	DECQ        CX
+	JMP         kunpackQ3_K_block
+
+kunpackQ3_K_done:
+	VZEROUPPER
+	RET
+
+// func kdotZQ3_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ3_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZQ3_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ3_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	MOVL            96(SI), AX
+	MOVL            100(SI), BX
+	MOVL            104(SI), DX
+	MOVL            AX, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x02, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VMOVQ           R8, X4
+	MOVL            AX, R8
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	SHRL            $0x04, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x06, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VPINSRQ         $0x01, R8, X4, X4
+	VPMOVZXBW       X4, Y4
+	VPSUBW          kwords32<>+0(SB), Y4, Y4
+	VPSLLW          $0x02, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         108(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSLLVW         kzshifts<>+320(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+128(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+192(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+256(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x0000006e, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ3_K_block
+
+kdotZQ3_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q3_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q3_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZ4Q3_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q3_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	MOVL            96(SI), AX
+	MOVL            100(SI), BX
+	MOVL            104(SI), DX
+	MOVL            AX, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x02, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VMOVQ           R8, X4
+	MOVL            AX, R8
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	SHRL            $0x04, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x06, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VPINSRQ         $0x01, R8, X4, X4
+	VPMOVZXBW       X4, Y4
+	VPSUBW          kwords32<>+0(SB), Y4, Y4
+	VPSLLW          $0x02, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         108(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VPMADDWD        260(R9), Y8, Y21
+	VPMADDWD        260(R10), Y8, Y22
+	VPMADDWD        260(R11), Y8, Y23
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSLLVW         kzshifts<>+320(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+128(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+192(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+256(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	ADDQ            $0x0000006e, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q3_K_block
+
+kdotZ4Q3_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ3_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ3_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZRQ3_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ3_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ3_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ3_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	MOVL            96(SI), AX
+	MOVL            100(SI), BX
+	MOVL            104(SI), DX
+	MOVL            AX, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x02, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VMOVQ           R8, X4
+	MOVL            AX, R8
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            DX, R13
+	SHRL            $0x04, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R8
+	MOVL            BX, R12
+	SHRL            $0x04, R12
+	ANDL            $0x0f0f0f0f, R12
+	MOVL            DX, R13
+	SHRL            $0x06, R13
+	ANDL            $0x03030303, R13
+	SHLL            $0x04, R13
+	ORL             R13, R12
+	SHLQ            $0x20, R12
+	ORQ             R12, R8
+	VPINSRQ         $0x01, R8, X4, X4
+	VPMOVZXBW       X4, Y4
+	VPSUBW          kwords32<>+0(SB), Y4, Y4
+	VPSLLW          $0x02, Y4, Y5
+	VPXOR           Y8, Y8, Y8
+	VPSUBW          Y5, Y8, Y8
+	MOVWLZX         108(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPMADDWD        260(DI), Y8, Y20
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSLLVW         kzshifts<>+320(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 32(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+128(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+192(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 64(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VBROADCASTI64X4 (SI), Z7
+	VPSRLVW         kzshifts<>+256(SB), Z7, Z7
+	VPANDD          Z17, Z7, Z7
+	VPORD           Z7, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x0000006e, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ3_K_block
+
+kdotZRQ3_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ3_K_row
+
+kdotZRQ3_K_rows_done:
+	VZEROUPPER
+	RET
+
+// func kdotQ2_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·kdotQ2_K(SB), NOSPLIT, $320-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+kdotQ2_K_block:
+	TESTQ        CX, CX
+	JZ           kdotQ2_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	VMOVDQU      (SI), X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        X13, X4, X4
+	VPAND        X13, X5, X5
+	VPMOVZXBW    X4, Y4
+	VPMOVZXBW    X5, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y6
+	VPERM2I128   $0x11, Y4, Y4, Y7
+	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVL         80(SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      16(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y3
+	VPMADDWD     (SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      16(SI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y3
+	VPMADDWD     32(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      16(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y3
+	VPMADDWD     64(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      16(SI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y3
+	VPMADDWD     96(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      48(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y3
+	VPMADDWD     128(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y3
+	VPMADDWD     160(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y3
+	VPMADDWD     192(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y3
+	VPMADDWD     224(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVQ        288(SP), X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VBROADCASTSS X4, Y5
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y5, Y0
+	VMOVDQU      256(SP), Y6
+	VPMADDWD     260(DI), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVSHDUP    X4, X7
+	VBROADCASTSS X7, Y7
+	VFNMADD231PS Y6, Y7, Y0
+	ADDQ         $0x00000054, SI
+	ADDQ         $0x00000124, DI
+	DECQ         CX
+	JMP          kdotQ2_K_block
+
+kdotQ2_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdot4Q2_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·kdot4Q2_K(SB), NOSPLIT, $320-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+kdot4Q2_K_block:
+	TESTQ        CX, CX
+	JZ           kdot4Q2_K_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	VMOVDQU      (SI), X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        X13, X4, X4
+	VPAND        X13, X5, X5
+	VPMOVZXBW    X4, Y4
+	VPMOVZXBW    X5, Y8
+	VMOVDQU      Y8, 256(SP)
+	VINSERTI128  $0x01, X4, Y4, Y6
+	VPERM2I128   $0x11, Y4, Y4, Y7
+	VPSHUFB      kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVL         80(SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      16(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   4(DI), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   4(R9), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   4(R10), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   4(R11), Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      16(SI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   36(DI), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   36(R9), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   36(R10), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   36(R11), Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      16(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   68(DI), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   68(R9), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   68(R10), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   68(R11), Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      16(SI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   100(DI), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   100(R9), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   100(R10), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   100(R11), Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(SI), Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   132(DI), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   132(R9), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   132(R10), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   132(R11), Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   164(DI), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   164(R9), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   164(R10), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   164(R11), Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   196(DI), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   196(R9), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   196(R10), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   196(R11), Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(SI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPMADDUBSW   228(DI), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   228(R9), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   228(R10), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   228(R11), Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (DI), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y10, Y0
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(DI), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y0
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R9), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y10, Y1
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R9), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y1
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R10), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y10, Y2
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R10), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y2
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R11), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y10, Y3
+	VMOVDQU      256(SP), Y11
+	VPMADDWD     260(R11), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVSHDUP    X9, X12
+	VBROADCASTSS X12, Y12
+	VFNMADD231PS Y11, Y12, Y3
+	ADDQ         $0x00000054, SI
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, R9
+	ADDQ         $0x00000124, R10
+	ADDQ         $0x00000124, R11
+	DECQ         CX
+	JMP          kdot4Q2_K_block
+
+kdot4Q2_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kunpackQ2_K(dst *byte, dstride int, src *byte, nsb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·kunpackQ2_K(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         dstride+8(FP), R9
+	MOVQ         src+16(FP), SI
+	MOVQ         nsb+24(FP), CX
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+kunpackQ2_K_block:
+	TESTQ       CX, CX
+	JZ          kunpackQ2_K_done
+	VMOVDQU     (SI), X4
+	VPSRLW      $0x04, X4, X5
+	VPAND       X13, X4, X4
+	VPAND       X13, X5, X5
+	VPMOVZXBW   X4, Y4
+	VPMOVZXBW   X5, Y8
+	VMOVDQU     Y8, 512(DI)
+	VINSERTI128 $0x01, X4, Y4, Y6
+	VPERM2I128  $0x11, Y4, Y4, Y7
+	VPSHUFB     kpairbcast<>+0(SB), Y6, Y5
+	VMOVDQU     Y5, 256(DI)
+	VPSHUFB     kpairbcast<>+32(SB), Y6, Y5
+	VMOVDQU     Y5, 288(DI)
+	VPSHUFB     kpairbcast<>+64(SB), Y6, Y5
+	VMOVDQU     Y5, 320(DI)
+	VPSHUFB     kpairbcast<>+96(SB), Y6, Y5
+	VMOVDQU     Y5, 352(DI)
+	VPSHUFB     kpairbcast<>+0(SB), Y7, Y5
+	VMOVDQU     Y5, 384(DI)
+	VPSHUFB     kpairbcast<>+32(SB), Y7, Y5
+	VMOVDQU     Y5, 416(DI)
+	VPSHUFB     kpairbcast<>+64(SB), Y7, Y5
+	VMOVDQU     Y5, 448(DI)
+	VPSHUFB     kpairbcast<>+96(SB), Y7, Y5
+	VMOVDQU     Y5, 480(DI)
+	MOVL        80(SI), AX
+	VMOVD       AX, X4
+	VCVTPH2PS   X4, X4
+	VMOVQ       X4, 544(DI)
+	VMOVDQU     16(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, (DI)
+	VMOVDQU     16(SI), Y8
+	VPSRLW      $0x02, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 32(DI)
+	VMOVDQU     16(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 64(DI)
+	VMOVDQU     16(SI), Y8
+	VPSRLW      $0x06, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 96(DI)
+	VMOVDQU     48(SI), Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 128(DI)
+	VMOVDQU     48(SI), Y8
+	VPSRLW      $0x02, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 160(DI)
+	VMOVDQU     48(SI), Y8
+	VPSRLW      $0x04, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 192(DI)
+	VMOVDQU     48(SI), Y8
+	VPSRLW      $0x06, Y8, Y8
+	VPAND       Y15, Y8, Y8
+	VMOVDQU     Y8, 224(DI)
+	ADDQ        R9, DI
+	ADDQ        $0x00000054, SI
+	DECQ        CX
+	JMP         kunpackQ2_K_block
+
+kunpackQ2_K_done:
+	VZEROUPPER
+	RET
+
+// func kdotZQ2_K(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZQ2_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         x+8(FP), DI
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZQ2_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZQ2_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	VMOVDQU         (SI), X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X13, X4, X4
+	VPAND           X13, X5, X5
+	VPMOVZXBW       X4, Y4
+	VPMOVZXBW       X5, Y8
+	MOVL            80(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x00000054, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZQ2_K_block
+
+kdotZQ2_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4Q2_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4Q2_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZ4Q2_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4Q2_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	VMOVDQU         (SI), X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X13, X4, X4
+	VPAND           X13, X5, X5
+	VPMOVZXBW       X4, Y4
+	VPMOVZXBW       X5, Y8
+	MOVL            80(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      4(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      4(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      4(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      68(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      68(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      68(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      132(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      132(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      132(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VPMADDUBSW      196(R9), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VPMADDUBSW      196(R10), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VPMADDUBSW      196(R11), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VPMADDWD        260(R9), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VPMADDWD        260(R10), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	VPMADDWD        260(R11), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y3
+	ADDQ            $0x00000054, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4Q2_K_block
+
+kdotZ4Q2_K_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRQ2_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRQ2_K(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), R9
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), R11
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x03030303, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0x04040404, AX
+	VPBROADCASTD AX, Z17
+	VPXORD       Z18, Z18, Z18
+	VMOVDQU64    kzpairperm<>+0(SB), Z24
+	VMOVDQU64    kzpairperm<>+64(SB), Z25
+	VMOVDQU64    kzpairperm<>+128(SB), Z26
+	VMOVDQU64    kzpairperm<>+192(SB), Z27
+
+kdotZRQ2_K_row:
+	TESTQ  R10, R10
+	JZ     kdotZRQ2_K_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRQ2_K_block:
+	TESTQ           CX, CX
+	JZ              kdotZRQ2_K_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	VMOVDQU         (SI), X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X13, X4, X4
+	VPAND           X13, X5, X5
+	VPMOVZXBW       X4, Y4
+	VPMOVZXBW       X5, Y8
+	MOVL            80(SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z24, Z5
+	VPMADDUBSW      4(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 16(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z25, Z5
+	VPMADDUBSW      68(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+64(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z26, Z5
+	VPMADDUBSW      132(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI64X4 48(SI), Z28
+	VPSRLVW         kzshifts<>+384(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPERMW          Z4, Z27, Z5
+	VPMADDUBSW      196(DI), Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VPMADDWD        260(DI), Y8, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMOVSHDUP       X10, X11
+	VBROADCASTSS    X11, Y11
+	VFNMADD231PS    Y12, Y11, Y0
+	ADDQ            $0x00000054, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRQ2_K_block
+
+kdotZRQ2_K_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRQ2_K_row
+
+kdotZRQ2_K_rows_done:
+	VZEROUPPER
+	RET
+
+// func kdotIQ4_XS(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·kdotIQ4_XS(SB), NOSPLIT, $320-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU      kiq4levels<>+0(SB), Y14
+
+kdotIQ4_XS_block:
+	TESTQ        CX, CX
+	JZ           kdotIQ4_XS_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	MOVL         4(SI), AX
+	VMOVD        AX, X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        X15, X4, X4
+	VPAND        X15, X5, X5
+	VPUNPCKLBW   X5, X4, X4
+	VPMOVZXBW    X4, X4
+	MOVWLZX      2(SI), AX
+	VMOVD        AX, X5
+	VPBROADCASTW X5, X5
+	VPMULLW      kiq4shift<>+0(SB), X5, X5
+	VPSRLW       $0x0e, X5, X5
+	VPSLLW       $0x04, X5, X5
+	VPOR         X5, X4, X4
+	VPSUBW       kwords32<>+0(SB), X4, X4
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      8(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      4(DI), Y3
+	VPSIGNB      Y10, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     (SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      24(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      36(DI), Y3
+	VPSIGNB      Y10, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     32(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      40(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      68(DI), Y3
+	VPSIGNB      Y10, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     64(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      56(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      100(DI), Y3
+	VPSIGNB      Y10, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     96(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      72(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      132(DI), Y3
+	VPSIGNB      Y10, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     128(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      88(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      164(DI), Y3
+	VPSIGNB      Y10, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     160(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      104(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      196(DI), Y3
+	VPSIGNB      Y10, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     192(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      120(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      228(DI), Y3
+	VPSIGNB      Y10, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     224(SP), Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVQ        288(SP), X4
+	VBROADCASTSS (DI), X5
+	VMULPS       X5, X4, X4
+	VBROADCASTSS X4, Y5
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y5, Y0
+	ADDQ         $0x00000088, SI
+	ADDQ         $0x00000124, DI
+	DECQ         CX
+	JMP          kdotIQ4_XS_block
+
+kdotIQ4_XS_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdot4IQ4_XS(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·kdot4IQ4_XS(SB), NOSPLIT, $320-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU      kiq4levels<>+0(SB), Y14
+
+kdot4IQ4_XS_block:
+	TESTQ        CX, CX
+	JZ           kdot4IQ4_XS_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	MOVL         4(SI), AX
+	VMOVD        AX, X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        X15, X4, X4
+	VPAND        X15, X5, X5
+	VPUNPCKLBW   X5, X4, X4
+	VPMOVZXBW    X4, X4
+	MOVWLZX      2(SI), AX
+	VMOVD        AX, X5
+	VPBROADCASTW X5, X5
+	VPMULLW      kiq4shift<>+0(SB), X5, X5
+	VPSRLW       $0x0e, X5, X5
+	VPSLLW       $0x04, X5, X5
+	VPOR         X5, X4, X4
+	VPSUBW       kwords32<>+0(SB), X4, X4
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, (SP)
+	VPSHUFB      kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU      Y5, 32(SP)
+	VPSHUFB      kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU      Y5, 64(SP)
+	VPSHUFB      kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU      Y5, 96(SP)
+	VPSHUFB      kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU      Y5, 128(SP)
+	VPSHUFB      kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU      Y5, 160(SP)
+	VPSHUFB      kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU      Y5, 192(SP)
+	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 288(SP)
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      8(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      4(DI), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      4(R9), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      4(R10), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VMOVDQU      4(R11), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     (SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      24(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      36(DI), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      36(R9), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      36(R10), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VMOVDQU      36(R11), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     32(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      40(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      68(DI), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      68(R9), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      68(R10), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VMOVDQU      68(R11), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     64(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      56(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      100(DI), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      100(R9), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      100(R10), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VMOVDQU      100(R11), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     96(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      72(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      132(DI), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      132(R9), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      132(R10), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VMOVDQU      132(R11), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     128(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      88(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      164(DI), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      164(R9), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      164(R10), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VMOVDQU      164(R11), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     160(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      104(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      196(DI), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      196(R9), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      196(R10), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VMOVDQU      196(R11), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     192(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      120(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      228(DI), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      228(R9), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      228(R10), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VMOVDQU      228(R11), Y9
+	VPSIGNB      Y10, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     224(SP), Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (DI), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y10, Y0
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R9), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y10, Y1
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R10), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y10, Y2
+	VMOVQ        288(SP), X9
+	VBROADCASTSS (R11), X10
+	VMULPS       X10, X9, X9
+	VBROADCASTSS X9, Y10
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y10, Y3
+	ADDQ         $0x00000088, SI
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, R9
+	ADDQ         $0x00000124, R10
+	ADDQ         $0x00000124, R11
+	DECQ         CX
+	JMP          kdot4IQ4_XS_block
+
+kdot4IQ4_XS_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kunpackIQ4_XS(dst *byte, dstride int, src *byte, nsb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·kunpackIQ4_XS(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         dstride+8(FP), R9
+	MOVQ         src+16(FP), SI
+	MOVQ         nsb+24(FP), CX
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU      kiq4levels<>+0(SB), Y14
+
+kunpackIQ4_XS_block:
+	TESTQ        CX, CX
+	JZ           kunpackIQ4_XS_done
+	MOVL         4(SI), AX
+	VMOVD        AX, X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        X15, X4, X4
+	VPAND        X15, X5, X5
+	VPUNPCKLBW   X5, X4, X4
+	VPMOVZXBW    X4, X4
+	MOVWLZX      2(SI), AX
+	VMOVD        AX, X5
+	VPBROADCASTW X5, X5
+	VPMULLW      kiq4shift<>+0(SB), X5, X5
+	VPSRLW       $0x0e, X5, X5
+	VPSLLW       $0x04, X5, X5
+	VPOR         X5, X4, X4
+	VPSUBW       kwords32<>+0(SB), X4, X4
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPSHUFB      kwordbcast<>+0(SB), Y4, Y5
+	VMOVDQU      Y5, 256(DI)
+	VPSHUFB      kwordbcast<>+32(SB), Y4, Y5
+	VMOVDQU      Y5, 288(DI)
+	VPSHUFB      kwordbcast<>+64(SB), Y4, Y5
+	VMOVDQU      Y5, 320(DI)
+	VPSHUFB      kwordbcast<>+96(SB), Y4, Y5
+	VMOVDQU      Y5, 352(DI)
+	VPSHUFB      kwordbcast<>+128(SB), Y4, Y5
+	VMOVDQU      Y5, 384(DI)
+	VPSHUFB      kwordbcast<>+160(SB), Y4, Y5
+	VMOVDQU      Y5, 416(DI)
+	VPSHUFB      kwordbcast<>+192(SB), Y4, Y5
+	VMOVDQU      Y5, 448(DI)
+	VPSHUFB      kwordbcast<>+224(SB), Y4, Y5
+	VMOVDQU      Y5, 480(DI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMOVQ        X4, 544(DI)
+	VMOVDQU      8(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      Y8, (DI)
+	VMOVDQU      Y10, 576(DI)
+	VMOVDQU      24(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      Y8, 32(DI)
+	VMOVDQU      Y10, 608(DI)
+	VMOVDQU      40(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      Y8, 64(DI)
+	VMOVDQU      Y10, 640(DI)
+	VMOVDQU      56(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      Y8, 96(DI)
+	VMOVDQU      Y10, 672(DI)
+	VMOVDQU      72(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      Y8, 128(DI)
+	VMOVDQU      Y10, 704(DI)
+	VMOVDQU      88(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      Y8, 160(DI)
+	VMOVDQU      Y10, 736(DI)
+	VMOVDQU      104(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      Y8, 192(DI)
+	VMOVDQU      Y10, 768(DI)
+	VMOVDQU      120(SI), X8
+	VPSRLW       $0x04, X8, X11
+	VINSERTI128  $0x01, X11, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VPSHUFB      Y8, Y14, Y10
+	VPABSB       Y10, Y8
+	VMOVDQU      Y8, 224(DI)
+	VMOVDQU      Y10, 800(DI)
+	ADDQ         R9, DI
+	ADDQ         $0x00000088, SI
+	DECQ         CX
+	JMP          kunpackIQ4_XS_block
+
+kunpackIQ4_XS_done:
+	VZEROUPPER
+	RET
+
+// func kdotZIQ4_XS(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+, SSE
+TEXT ·kdotZIQ4_XS(SB), NOSPLIT, $0-28
+	MOVQ            w+0(FP), SI
+	MOVQ            nb+16(FP), CX
+	MOVQ            x+8(FP), DI
+	VXORPS          Y0, Y0, Y0
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X15
+	VPBROADCASTD    X15, Y15
+	VMOVDQU         kiq4levels<>+0(SB), Y14
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z16
+	VBROADCASTI32X4 kiq4levels<>+0(SB), Z17
+	MOVL            $0x0000ff00, AX
+	KMOVW           AX, K3
+	VPXORD          Z18, Z18, Z18
+	VMOVDQU64       kzwordperm<>+0(SB), Z24
+	VMOVDQU64       kzwordperm<>+64(SB), Z25
+	VMOVDQU64       kzwordperm<>+128(SB), Z26
+	VMOVDQU64       kzwordperm<>+192(SB), Z27
+
+kdotZIQ4_XS_block:
+	TESTQ           CX, CX
+	JZ              kdotZIQ4_XS_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), AX
+	VMOVD           AX, X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X15, X4, X4
+	VPAND           X15, X5, X5
+	VPUNPCKLBW      X5, X4, X4
+	VPMOVZXBW       X4, X4
+	MOVWLZX         2(SI), AX
+	VMOVD           AX, X5
+	VPBROADCASTW    X5, X5
+	VPMULLW         kiq4shift<>+0(SB), X5, X5
+	VPSRLW          $0x0e, X5, X5
+	VPSLLW          $0x04, X5, X5
+	VPOR            X5, X4, X4
+	VPSUBW          kwords32<>+0(SB), X4, X4
+	MOVWLZX         (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI32X4 8(SI), Z28
+	VBROADCASTI32X4 24(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z24, Z5
+	VMOVDQU64       4(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 40(SI), Z28
+	VBROADCASTI32X4 56(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z25, Z5
+	VMOVDQU64       68(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 72(SI), Z28
+	VBROADCASTI32X4 88(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z26, Z5
+	VMOVDQU64       132(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 104(SI), Z28
+	VBROADCASTI32X4 120(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z27, Z5
+	VMOVDQU64       196(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x00000088, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZIQ4_XS_block
+
+kdotZIQ4_XS_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func kdotZ4IQ4_XS(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZ4IQ4_XS(SB), NOSPLIT, $0-48
+	MOVQ            w+0(FP), SI
+	MOVQ            nb+24(FP), CX
+	MOVQ            x+8(FP), DI
+	MOVQ            xstride+16(FP), R8
+	LEAQ            (DI)(R8*1), R9
+	LEAQ            (DI)(R8*2), R10
+	LEAQ            (R9)(R8*2), R11
+	VXORPS          Y0, Y0, Y0
+	VXORPS          Y1, Y1, Y1
+	VXORPS          Y2, Y2, Y2
+	VXORPS          Y3, Y3, Y3
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X15
+	VPBROADCASTD    X15, Y15
+	VMOVDQU         kiq4levels<>+0(SB), Y14
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z16
+	VBROADCASTI32X4 kiq4levels<>+0(SB), Z17
+	MOVL            $0x0000ff00, AX
+	KMOVW           AX, K3
+	VPXORD          Z18, Z18, Z18
+	VMOVDQU64       kzwordperm<>+0(SB), Z24
+	VMOVDQU64       kzwordperm<>+64(SB), Z25
+	VMOVDQU64       kzwordperm<>+128(SB), Z26
+	VMOVDQU64       kzwordperm<>+192(SB), Z27
+
+kdotZ4IQ4_XS_block:
+	TESTQ           CX, CX
+	JZ              kdotZ4IQ4_XS_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), AX
+	VMOVD           AX, X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X15, X4, X4
+	VPAND           X15, X5, X5
+	VPUNPCKLBW      X5, X4, X4
+	VPMOVZXBW       X4, X4
+	MOVWLZX         2(SI), AX
+	VMOVD           AX, X5
+	VPBROADCASTW    X5, X5
+	VPMULLW         kiq4shift<>+0(SB), X5, X5
+	VPSRLW          $0x0e, X5, X5
+	VPSLLW          $0x04, X5, X5
+	VPOR            X5, X4, X4
+	VPSUBW          kwords32<>+0(SB), X4, X4
+	MOVWLZX         (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VPXORD          Z21, Z21, Z21
+	VPXORD          Z22, Z22, Z22
+	VPXORD          Z23, Z23, Z23
+	VBROADCASTI32X4 8(SI), Z28
+	VBROADCASTI32X4 24(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z24, Z5
+	VMOVDQU64       4(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       4(R9), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VMOVDQU64       4(R10), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VMOVDQU64       4(R11), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI32X4 40(SI), Z28
+	VBROADCASTI32X4 56(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z25, Z5
+	VMOVDQU64       68(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       68(R9), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VMOVDQU64       68(R10), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VMOVDQU64       68(R11), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI32X4 72(SI), Z28
+	VBROADCASTI32X4 88(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z26, Z5
+	VMOVDQU64       132(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       132(R9), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VMOVDQU64       132(R10), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VMOVDQU64       132(R11), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VBROADCASTI32X4 104(SI), Z28
+	VBROADCASTI32X4 120(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z27, Z5
+	VMOVDQU64       196(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VMOVDQU64       196(R9), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z21
+	VMOVDQU64       196(R10), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z22
+	VMOVDQU64       196(R11), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z23
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	VEXTRACTI64X4   $0x01, Z21, Y6
+	VPADDD          Y6, Y21, Y21
+	VBROADCASTSS    (R9), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y21, Y12
+	VFMADD231PS     Y12, Y11, Y1
+	VEXTRACTI64X4   $0x01, Z22, Y6
+	VPADDD          Y6, Y22, Y22
+	VBROADCASTSS    (R10), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y22, Y12
+	VFMADD231PS     Y12, Y11, Y2
+	VEXTRACTI64X4   $0x01, Z23, Y6
+	VPADDD          Y6, Y23, Y23
+	VBROADCASTSS    (R11), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y23, Y12
+	VFMADD231PS     Y12, Y11, Y3
+	ADDQ            $0x00000088, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            $0x00000124, R11
+	DECQ            CX
+	JMP             kdotZ4IQ4_XS_block
+
+kdotZ4IQ4_XS_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func kdotZRIQ4_XS(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, MMX+
+TEXT ·kdotZRIQ4_XS(SB), NOSPLIT, $0-48
+	MOVQ            w+0(FP), R9
+	MOVQ            rows+32(FP), R10
+	MOVQ            out+40(FP), R11
+	VXORPS          Y0, Y0, Y0
+	MOVL            $0x0f0f0f0f, AX
+	VMOVD           AX, X15
+	VPBROADCASTD    X15, Y15
+	VMOVDQU         kiq4levels<>+0(SB), Y14
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z16
+	VBROADCASTI32X4 kiq4levels<>+0(SB), Z17
+	MOVL            $0x0000ff00, AX
+	KMOVW           AX, K3
+	VPXORD          Z18, Z18, Z18
+	VMOVDQU64       kzwordperm<>+0(SB), Z24
+	VMOVDQU64       kzwordperm<>+64(SB), Z25
+	VMOVDQU64       kzwordperm<>+128(SB), Z26
+	VMOVDQU64       kzwordperm<>+192(SB), Z27
+
+kdotZRIQ4_XS_row:
+	TESTQ  R10, R10
+	JZ     kdotZRIQ4_XS_rows_done
+	MOVQ   R9, SI
+	MOVQ   x+16(FP), DI
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+
+kdotZRIQ4_XS_block:
+	TESTQ           CX, CX
+	JZ              kdotZRIQ4_XS_done
+	PREFETCHT0      1024(SI)
+	PREFETCHT0      1088(SI)
+	PREFETCHT0      1152(SI)
+	PREFETCHT1      8192(SI)
+	PREFETCHT1      8256(SI)
+	PREFETCHT1      8320(SI)
+	MOVL            4(SI), AX
+	VMOVD           AX, X4
+	VPSRLW          $0x04, X4, X5
+	VPAND           X15, X4, X4
+	VPAND           X15, X5, X5
+	VPUNPCKLBW      X5, X4, X4
+	VPMOVZXBW       X4, X4
+	MOVWLZX         2(SI), AX
+	VMOVD           AX, X5
+	VPBROADCASTW    X5, X5
+	VPMULLW         kiq4shift<>+0(SB), X5, X5
+	VPSRLW          $0x0e, X5, X5
+	VPSLLW          $0x04, X5, X5
+	VPOR            X5, X4, X4
+	VPSUBW          kwords32<>+0(SB), X4, X4
+	MOVWLZX         (SI), AX
+	VMOVD           AX, X9
+	VCVTPH2PS       X9, X9
+	VPXORD          Z20, Z20, Z20
+	VBROADCASTI32X4 8(SI), Z28
+	VBROADCASTI32X4 24(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z24, Z5
+	VMOVDQU64       4(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 40(SI), Z28
+	VBROADCASTI32X4 56(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z25, Z5
+	VMOVDQU64       68(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 72(SI), Z28
+	VBROADCASTI32X4 88(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z26, Z5
+	VMOVDQU64       132(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VBROADCASTI32X4 104(SI), Z28
+	VBROADCASTI32X4 120(SI), K3, Z28
+	VPSRLVW         kzlanes04<>+0(SB), Z28, Z28
+	VPANDD          Z16, Z28, Z28
+	VPSHUFB         Z28, Z17, Z29
+	VPABSB          Z29, Z28
+	VPERMW          Z4, Z27, Z5
+	VMOVDQU64       196(DI), Z10
+	VPSUBB          Z10, Z18, Z11
+	VPMOVB2M        Z29, K1
+	VPBLENDMB       Z11, Z10, K1, Z6
+	VPMADDUBSW      Z6, Z28, Z6
+	VPDPWSSD        Z5, Z6, Z20
+	VEXTRACTI64X4   $0x01, Z20, Y6
+	VPADDD          Y6, Y20, Y20
+	VBROADCASTSS    (DI), X10
+	VMULPS          X10, X9, X10
+	VBROADCASTSS    X10, Y11
+	VCVTDQ2PS       Y20, Y12
+	VFMADD231PS     Y12, Y11, Y0
+	ADDQ            $0x00000088, SI
+	ADDQ            $0x00000124, DI
+	DECQ            CX
+	JMP             kdotZRIQ4_XS_block
+
+kdotZRIQ4_XS_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $0x04, R11
+	ADDQ         wstride+8(FP), R9
+	DECQ         R10
+	JMP          kdotZRIQ4_XS_row
+
+kdotZRIQ4_XS_rows_done:
+	VZEROUPPER
+	RET
+
+// func quantQ8K(dst *byte, src *float32, nsb int)
+// Requires: AVX, AVX2
+TEXT ·quantQ8K(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         nsb+16(FP), CX
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VPCMPEQD     Y14, Y14, Y14
+	VPSRLD       $0x18, Y14, Y14
+	MOVL         $0x0000007f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	VMOVDQU      kq8kperm<>+0(SB), Y12
+	VMOVDQU      kones<>+0(SB), Y10
+
+quantQ8K_block:
+	TESTQ        CX, CX
+	JZ           quantQ8K_done
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VANDPS       (SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       32(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       64(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       96(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       128(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       160(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       192(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       224(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       256(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       288(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       320(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       352(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       384(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       416(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       448(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       480(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       512(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       544(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       576(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       608(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       640(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       672(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       704(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       736(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       768(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       800(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       832(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       864(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       896(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       928(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       960(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       992(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VMAXPS       Y1, Y0, Y0
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X1, X0, X0
+	VXORPS       X1, X1, X1
+	VUCOMISS     X1, X0
+	JE           quantQ8K_zero
+	VBROADCASTSS X0, Y0
+	XORQ         DX, DX
+
+quantQ8K_find:
+	VANDPS       (SI)(DX*4), Y15, Y1
+	VCMPPS       $0x00, Y0, Y1, Y1
+	VMOVMSKPS    Y1, AX
+	ADDQ         $0x08, DX
+	TESTL        AX, AX
+	JZ           quantQ8K_find
+	BSFL         AX, AX
+	LEAQ         -8(DX)(AX*1), AX
+	VMOVSS       (SI)(AX*4), X1
+	MOVL         $0xc2fe0000, AX
+	VMOVD        AX, X11
+	VDIVSS       X1, X11, X11
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X3
+	VDIVSS       X11, X3, X3
+	VMOVSS       X3, (DI)
+	VBROADCASTSS X11, Y11
+	VMULPS       (SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       32(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       64(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       96(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 4(DI)
+	VPMADDUBSW   Y0, Y10, Y4
+	VPMADDWD     kones<>+32(SB), Y4, Y4
+	VMULPS       128(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       160(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       192(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       224(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 36(DI)
+	VPMADDUBSW   Y0, Y10, Y5
+	VPMADDWD     kones<>+32(SB), Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VMULPS       256(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       288(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       320(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       352(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 68(DI)
+	VPMADDUBSW   Y0, Y10, Y5
+	VPMADDWD     kones<>+32(SB), Y5, Y5
+	VMULPS       384(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       416(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       448(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       480(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 100(DI)
+	VPMADDUBSW   Y0, Y10, Y6
+	VPMADDWD     kones<>+32(SB), Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VMULPS       512(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       544(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       576(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       608(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 132(DI)
+	VPMADDUBSW   Y0, Y10, Y5
+	VPMADDWD     kones<>+32(SB), Y5, Y5
+	VMULPS       640(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       672(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       704(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       736(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 164(DI)
+	VPMADDUBSW   Y0, Y10, Y6
+	VPMADDWD     kones<>+32(SB), Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VMULPS       768(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       800(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       832(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       864(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 196(DI)
+	VPMADDUBSW   Y0, Y10, Y6
+	VPMADDWD     kones<>+32(SB), Y6, Y6
+	VMULPS       896(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       928(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       960(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       992(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 228(DI)
+	VPMADDUBSW   Y0, Y10, Y7
+	VPMADDWD     kones<>+32(SB), Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VPACKSSDW    Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPUNPCKLWD   X5, X4, X6
+	VPUNPCKHWD   X5, X4, X7
+	VMOVDQU      X6, 260(DI)
+	VMOVDQU      X7, 276(DI)
+
+quantQ8K_next:
+	ADDQ $0x00000400, SI
+	ADDQ $0x00000124, DI
+	DECQ CX
+	JMP  quantQ8K_block
+
+quantQ8K_zero:
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y0, 32(DI)
+	VMOVDQU Y0, 64(DI)
+	VMOVDQU Y0, 96(DI)
+	VMOVDQU Y0, 128(DI)
+	VMOVDQU Y0, 160(DI)
+	VMOVDQU Y0, 192(DI)
+	VMOVDQU Y0, 224(DI)
+	VMOVDQU Y0, 256(DI)
+	MOVL    $0x00000000, 288(DI)
+	JMP     quantQ8K_next
+
+quantQ8K_done:
+	VZEROUPPER
+	RET
+
+// func quantQ8KP(dst *byte, src *float32, nsb int)
+// Requires: AVX, AVX2
+TEXT ·quantQ8KP(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         nsb+16(FP), CX
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VPCMPEQD     Y14, Y14, Y14
+	VPSRLD       $0x18, Y14, Y14
+	MOVL         $0x0000007f, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	VMOVDQU      kq8kperm<>+0(SB), Y12
+	VMOVDQU      kones<>+0(SB), Y10
+
+quantQ8KP_block:
+	TESTQ        CX, CX
+	JZ           quantQ8KP_done
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VANDPS       (SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       32(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       64(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       96(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       128(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       160(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       192(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       224(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       256(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       288(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       320(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       352(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       384(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       416(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       448(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       480(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       512(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       544(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       576(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       608(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       640(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       672(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       704(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       736(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       768(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       800(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       832(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       864(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VANDPS       896(SI), Y15, Y4
+	VMAXPS       Y0, Y4, Y0
+	VANDPS       928(SI), Y15, Y5
+	VMAXPS       Y1, Y5, Y1
+	VANDPS       960(SI), Y15, Y6
+	VMAXPS       Y2, Y6, Y2
+	VANDPS       992(SI), Y15, Y7
+	VMAXPS       Y3, Y7, Y3
+	VMAXPS       Y1, Y0, Y0
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X1, X0, X0
+	VXORPS       X1, X1, X1
+	VUCOMISS     X1, X0
+	JE           quantQ8KP_zero
+	VBROADCASTSS X0, Y0
+	XORQ         DX, DX
+
+quantQ8KP_find:
+	VANDPS       (SI)(DX*4), Y15, Y1
+	VCMPPS       $0x00, Y0, Y1, Y1
+	VMOVMSKPS    Y1, AX
+	ADDQ         $0x08, DX
+	TESTL        AX, AX
+	JZ           quantQ8KP_find
+	BSFL         AX, AX
+	LEAQ         -8(DX)(AX*1), AX
+	VMOVSS       (SI)(AX*4), X1
+	MOVL         $0xc2fe0000, AX
+	VMOVD        AX, X11
+	VDIVSS       X1, X11, X11
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X3
+	VDIVSS       X11, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      Y3, 576(DI)
+	VBROADCASTSS X11, Y11
+	VMULPS       (SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       32(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       64(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       96(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, (DI)
+	VPMADDUBSW   Y0, Y10, Y4
+	VPMADDWD     kones<>+32(SB), Y4, Y4
+	VMULPS       128(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       160(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       192(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       224(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 64(DI)
+	VPMADDUBSW   Y0, Y10, Y5
+	VPMADDWD     kones<>+32(SB), Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VMULPS       256(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       288(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       320(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       352(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 128(DI)
+	VPMADDUBSW   Y0, Y10, Y5
+	VPMADDWD     kones<>+32(SB), Y5, Y5
+	VMULPS       384(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       416(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       448(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       480(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 192(DI)
+	VPMADDUBSW   Y0, Y10, Y6
+	VPMADDWD     kones<>+32(SB), Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VMULPS       512(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       544(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       576(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       608(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 256(DI)
+	VPMADDUBSW   Y0, Y10, Y5
+	VPMADDWD     kones<>+32(SB), Y5, Y5
+	VMULPS       640(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       672(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       704(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       736(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 320(DI)
+	VPMADDUBSW   Y0, Y10, Y6
+	VPMADDWD     kones<>+32(SB), Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VMULPS       768(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       800(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       832(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       864(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 384(DI)
+	VPMADDUBSW   Y0, Y10, Y6
+	VPMADDWD     kones<>+32(SB), Y6, Y6
+	VMULPS       896(SI), Y11, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y13, Y0, Y0
+	VPAND        Y14, Y0, Y0
+	VMULPS       928(SI), Y11, Y1
+	VCVTPS2DQ    Y1, Y1
+	VPMINSD      Y13, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VMULPS       960(SI), Y11, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPMINSD      Y13, Y2, Y2
+	VPAND        Y14, Y2, Y2
+	VMULPS       992(SI), Y11, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y13, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPACKUSDW    Y1, Y0, Y0
+	VPACKUSDW    Y3, Y2, Y2
+	VPACKUSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, 448(DI)
+	VPMADDUBSW   Y0, Y10, Y7
+	VPMADDWD     kones<>+32(SB), Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VPACKSSDW    Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPUNPCKLWD   X5, X4, X6
+	VPUNPCKHWD   X5, X4, X7
+	VMOVDQU      X6, 512(DI)
+	VMOVDQU      X7, 528(DI)
+
+quantQ8KP_next:
+	ADDQ $0x00000400, SI
+	ADDQ $0x00000280, DI
+	DECQ CX
+	JMP  quantQ8KP_block
+
+quantQ8KP_zero:
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y0, 64(DI)
+	VMOVDQU Y0, 128(DI)
+	VMOVDQU Y0, 192(DI)
+	VMOVDQU Y0, 256(DI)
+	VMOVDQU Y0, 320(DI)
+	VMOVDQU Y0, 384(DI)
+	VMOVDQU Y0, 448(DI)
+	VMOVDQU Y0, 512(DI)
+	VMOVDQU Y0, 576(DI)
+	JMP     quantQ8KP_next
+
+quantQ8KP_done:
+	VZEROUPPER
+	RET
+
+DATA b32bits<>+0(SB)/8, $0x0000000000000000
+DATA b32bits<>+8(SB)/8, $0x0101010101010101
+DATA b32bits<>+16(SB)/8, $0x0202020202020202
+DATA b32bits<>+24(SB)/8, $0x0303030303030303
+DATA b32bits<>+32(SB)/8, $0x8040201008040201
+DATA b32bits<>+40(SB)/8, $0x8040201008040201
+DATA b32bits<>+48(SB)/8, $0x8040201008040201
+DATA b32bits<>+56(SB)/8, $0x8040201008040201
+GLOBL b32bits<>(SB), RODATA|NOPTR, $64
+
+// func b32dotQ8_0(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ8_0(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+b32dotQ8_0_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ8_0_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT0   1152(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	PREFETCHT1   8320(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 34(SI), X8, X8
+	VPINSRW      $0x02, 68(SI), X8, X8
+	VPINSRW      $0x03, 102(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 34(DI), X8, X8
+	VPINSRW      $0x06, 68(DI), X8, X8
+	VPINSRW      $0x07, 102(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      2(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      36(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      36(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      70(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      70(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      104(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      104(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000088, SI
+	ADDQ         $0x00000088, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ8_0_four
+
+b32dotQ8_0_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ8_0_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      2(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000022, SI
+	ADDQ         $0x00000022, DI
+	DECQ         CX
+	JMP          b32dotQ8_0_one
+
+b32dotQ8_0_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q8_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q8_0(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+b32dot4Q8_0_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q8_0_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      2(SI), Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R10), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R11), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000022, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x00000022, R11
+	DECQ         CX
+	JMP          b32dot4Q8_0_block
+
+b32dot4Q8_0_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotQ4_0(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ4_0(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x08080808, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dotQ4_0_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ4_0_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 18(SI), X8, X8
+	VPINSRW      $0x02, 36(SI), X8, X8
+	VPINSRW      $0x03, 54(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 34(DI), X8, X8
+	VPINSRW      $0x06, 68(DI), X8, X8
+	VPINSRW      $0x07, 102(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      20(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      36(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      38(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      70(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      56(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      104(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000048, SI
+	ADDQ         $0x00000088, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ4_0_four
+
+b32dotQ4_0_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ4_0_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000012, SI
+	ADDQ         $0x00000022, DI
+	DECQ         CX
+	JMP          b32dotQ4_0_one
+
+b32dotQ4_0_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q4_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q4_0(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x08080808, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dot4Q4_0_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q4_0_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R10), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R11), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x00000022, R11
+	DECQ         CX
+	JMP          b32dot4Q4_0_block
+
+b32dot4Q4_0_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotQ5_0(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ5_0(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dotQ5_0_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ5_0_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 22(SI), X8, X8
+	VPINSRW      $0x02, 44(SI), X8, X8
+	VPINSRW      $0x03, 66(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 34(DI), X8, X8
+	VPINSRW      $0x06, 68(DI), X8, X8
+	VPINSRW      $0x07, 102(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      6(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 2(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      28(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 24(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      36(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      50(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 46(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      70(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      72(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 68(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      104(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000058, SI
+	ADDQ         $0x00000088, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ5_0_four
+
+b32dotQ5_0_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ5_0_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      6(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 2(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000016, SI
+	ADDQ         $0x00000022, DI
+	DECQ         CX
+	JMP          b32dotQ5_0_one
+
+b32dotQ5_0_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q5_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q5_0(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dot4Q5_0_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q5_0_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      6(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPBROADCASTD 2(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSUBB       Y13, Y5, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R10), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R11), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000016, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x00000022, R11
+	DECQ         CX
+	JMP          b32dot4Q5_0_block
+
+b32dot4Q5_0_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotIQ4_NL(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotIQ4_NL(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	VMOVDQU      kiq4levels<>+0(SB), Y13
+
+b32dotIQ4_NL_four:
+	CMPQ         CX, $0x04
+	JL           b32dotIQ4_NL_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 18(SI), X8, X8
+	VPINSRW      $0x02, 36(SI), X8, X8
+	VPINSRW      $0x03, 54(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 34(DI), X8, X8
+	VPINSRW      $0x06, 68(DI), X8, X8
+	VPINSRW      $0x07, 102(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      20(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      36(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      38(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      70(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      56(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      104(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000048, SI
+	ADDQ         $0x00000088, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotIQ4_NL_four
+
+b32dotIQ4_NL_one:
+	TESTQ        CX, CX
+	JZ           b32dotIQ4_NL_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	ADDQ         $0x00000012, SI
+	ADDQ         $0x00000022, DI
+	DECQ         CX
+	JMP          b32dotIQ4_NL_one
+
+b32dotIQ4_NL_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4IQ4_NL(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4IQ4_NL(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	VMOVDQU      kiq4levels<>+0(SB), Y13
+
+b32dot4IQ4_NL_block:
+	TESTQ        CX, CX
+	JZ           b32dot4IQ4_NL_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X10
+	VINSERTI128  $0x01, X10, Y5, Y5
+	VPAND        Y14, Y5, Y5
+	VPSHUFB      Y5, Y13, Y5
+	VPSIGNB      Y5, Y5, Y4
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(R9), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(R10), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(R11), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000022, R10
+	ADDQ         $0x00000022, R11
+	DECQ         CX
+	JMP          b32dot4IQ4_NL_block
+
+b32dot4IQ4_NL_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotQ4_1(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ4_1(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+b32dotQ4_1_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ4_1_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 20(SI), X8, X8
+	VPINSRW      $0x02, 40(SI), X8, X8
+	VPINSRW      $0x03, 60(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 36(DI), X8, X8
+	VPINSRW      $0x06, 72(DI), X8, X8
+	VPINSRW      $0x07, 108(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	MOVWLZX      2(SI), AX
+	VMOVD        AX, X11
+	VPINSRW      $0x01, 22(SI), X11, X11
+	VPINSRW      $0x02, 42(SI), X11, X11
+	VPINSRW      $0x03, 62(SI), X11, X11
+	VPINSRW      $0x04, 2(DI), X11, X11
+	VPINSRW      $0x05, 38(DI), X11, X11
+	VPINSRW      $0x06, 74(DI), X11, X11
+	VPINSRW      $0x07, 110(DI), X11, X11
+	VCVTPH2PS    X11, Y11
+	VEXTRACTF128 $0x01, Y11, X12
+	VINSERTF128  $0x01, X11, Y11, Y11
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      4(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x00, Y11, Y9
+	VINSERTPS    $0x0e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      24(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   40(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y11, Y9
+	VINSERTPS    $0x4e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      44(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   76(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y11, Y9
+	VINSERTPS    $0x8e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      64(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   112(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y11, Y9
+	VINSERTPS    $0xce, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	ADDQ         $0x00000050, SI
+	ADDQ         $0x00000090, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ4_1_four
+
+b32dotQ4_1_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ4_1_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VPINSRW      $0x02, 2(SI), X10, X10
+	VPINSRW      $0x03, 2(DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VPERMILPS    $0xaa, X10, X11
+	VBROADCASTSS X11, Y11
+	VINSERTPS    $0xce, X10, X12, X12
+	VMOVDQU      4(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VFMADD231PS  Y12, Y11, Y0
+	ADDQ         $0x00000014, SI
+	ADDQ         $0x00000024, DI
+	DECQ         CX
+	JMP          b32dotQ4_1_one
+
+b32dotQ4_1_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q4_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q4_1(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+
+b32dot4Q4_1_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q4_1_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VPINSRW      $0x04, 2(DI), X8, X8
+	VPINSRW      $0x05, 2(R9), X8, X8
+	VPINSRW      $0x06, 2(R10), X8, X8
+	VPINSRW      $0x07, 2(R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X12
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VPINSRW      $0x01, 2(SI), X9, X9
+	VCVTPH2PS    X9, X9
+	VMOVSHDUP    X9, X11
+	VBROADCASTSS X11, Y11
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      4(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VINSERTPS    $0x0e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y0
+	VPMADDUBSW   4(R9), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VINSERTPS    $0x4e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y1
+	VPMADDUBSW   4(R10), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VINSERTPS    $0x8e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y2
+	VPMADDUBSW   4(R11), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VINSERTPS    $0xce, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y3
+	ADDQ         $0x00000014, SI
+	ADDQ         $0x00000024, DI
+	ADDQ         $0x00000024, R9
+	ADDQ         $0x00000024, R10
+	ADDQ         $0x00000024, R11
+	DECQ         CX
+	JMP          b32dot4Q4_1_block
+
+b32dot4Q4_1_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func b32dotQ5_1(w *byte, x *byte, nb int) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·b32dotQ5_1(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dotQ5_1_four:
+	CMPQ         CX, $0x04
+	JL           b32dotQ5_1_one
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1088(SI)
+	PREFETCHT1   8192(SI)
+	PREFETCHT1   8256(SI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, 24(SI), X8, X8
+	VPINSRW      $0x02, 48(SI), X8, X8
+	VPINSRW      $0x03, 72(SI), X8, X8
+	VPINSRW      $0x04, (DI), X8, X8
+	VPINSRW      $0x05, 36(DI), X8, X8
+	VPINSRW      $0x06, 72(DI), X8, X8
+	VPINSRW      $0x07, 108(DI), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	MOVWLZX      2(SI), AX
+	VMOVD        AX, X11
+	VPINSRW      $0x01, 26(SI), X11, X11
+	VPINSRW      $0x02, 50(SI), X11, X11
+	VPINSRW      $0x03, 74(SI), X11, X11
+	VPINSRW      $0x04, 2(DI), X11, X11
+	VPINSRW      $0x05, 38(DI), X11, X11
+	VPINSRW      $0x06, 74(DI), X11, X11
+	VPINSRW      $0x07, 110(DI), X11, X11
+	VCVTPH2PS    X11, Y11
+	VEXTRACTF128 $0x01, Y11, X12
+	VINSERTF128  $0x01, X11, Y11, Y11
+	VPERMILPS    $0x00, Y8, Y9
+	VMOVDQU      8(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 4(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x00, Y11, Y9
+	VINSERTPS    $0x0e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0x55, Y8, Y9
+	VMOVDQU      32(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 28(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   40(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0x55, Y11, Y9
+	VINSERTPS    $0x4e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0xaa, Y8, Y9
+	VMOVDQU      56(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 52(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   76(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xaa, Y11, Y9
+	VINSERTPS    $0x8e, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	VPERMILPS    $0xff, Y8, Y9
+	VMOVDQU      80(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 76(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   112(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VPERMILPS    $0xff, Y11, Y9
+	VINSERTPS    $0xce, X12, X7, X7
+	VFMADD231PS  Y7, Y9, Y0
+	ADDQ         $0x00000060, SI
+	ADDQ         $0x00000090, DI
+	SUBQ         $0x04, CX
+	JMP          b32dotQ5_1_four
+
+b32dotQ5_1_one:
+	TESTQ        CX, CX
+	JZ           b32dotQ5_1_done
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X10
+	VPINSRW      $0x01, (DI), X10, X10
+	VPINSRW      $0x02, 2(SI), X10, X10
+	VPINSRW      $0x03, 2(DI), X10, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X9
+	VMULSS       X9, X10, X9
+	VBROADCASTSS X9, Y9
+	VPERMILPS    $0xaa, X10, X11
+	VBROADCASTSS X11, Y11
+	VINSERTPS    $0xce, X10, X12, X12
+	VMOVDQU      8(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 4(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y0
+	VFMADD231PS  Y12, Y11, Y0
+	ADDQ         $0x00000018, SI
+	ADDQ         $0x00000024, DI
+	DECQ         CX
+	JMP          b32dotQ5_1_one
+
+b32dotQ5_1_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func b32dot4Q5_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·b32dot4Q5_1(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         nb+24(FP), CX
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R8
+	LEAQ         (DI)(R8*1), R9
+	LEAQ         (DI)(R8*2), R10
+	LEAQ         (R9)(R8*2), R11
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+
+b32dot4Q5_1_block:
+	TESTQ        CX, CX
+	JZ           b32dot4Q5_1_done
+	PREFETCHT0   1024(SI)
+	PREFETCHT1   8192(SI)
+	MOVWLZX      (DI), AX
+	VMOVD        AX, X8
+	VPINSRW      $0x01, (R9), X8, X8
+	VPINSRW      $0x02, (R10), X8, X8
+	VPINSRW      $0x03, (R11), X8, X8
+	VPINSRW      $0x04, 2(DI), X8, X8
+	VPINSRW      $0x05, 2(R9), X8, X8
+	VPINSRW      $0x06, 2(R10), X8, X8
+	VPINSRW      $0x07, 2(R11), X8, X8
+	VCVTPH2PS    X8, Y8
+	VEXTRACTF128 $0x01, Y8, X12
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X9
+	VPINSRW      $0x01, 2(SI), X9, X9
+	VCVTPH2PS    X9, X9
+	VMOVSHDUP    X9, X11
+	VBROADCASTSS X11, Y11
+	VBROADCASTSS X9, X9
+	VMULPS       X9, X8, X8
+	VINSERTF128  $0x01, X8, Y8, Y8
+	VMOVDQU      8(SI), X4
+	VPSRLW       $0x04, X4, X10
+	VINSERTI128  $0x01, X10, Y4, Y4
+	VPAND        Y14, Y4, Y4
+	VPBROADCASTD 4(SI), Y10
+	VPSHUFB      b32bits<>+0(SB), Y10, Y10
+	VPAND        b32bits<>+32(SB), Y10, Y10
+	VPCMPEQB     b32bits<>+32(SB), Y10, Y10
+	VPAND        Y13, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPMADDUBSW   4(DI), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x00, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VINSERTPS    $0x0e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y0
+	VPMADDUBSW   4(R9), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0x55, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VINSERTPS    $0x4e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y1
+	VPMADDUBSW   4(R10), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xaa, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VINSERTPS    $0x8e, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y2
+	VPMADDUBSW   4(R11), Y4, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPERMILPS    $0xff, Y8, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VINSERTPS    $0xce, X12, X7, X7
+	VFMADD231PS  Y7, Y11, Y3
+	ADDQ         $0x00000018, SI
+	ADDQ         $0x00000024, DI
+	ADDQ         $0x00000024, R9
+	ADDQ         $0x00000024, R10
+	ADDQ         $0x00000024, R11
+	DECQ         CX
+	JMP          b32dot4Q5_1_block
+
+b32dot4Q5_1_done:
+	MOVQ         out+32(FP), DX
+	MOVQ         ostride+40(FP), R8
+	SHLQ         $0x02, R8
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0x4e, X1, X8
+	VADDPS       X8, X1, X1
+	VPERMILPS    $0xb1, X1, X8
+	VADDSS       X8, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         R8, DX
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VADDPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VADDSS       X8, X3, X3
+	VMOVSS       X3, (DX)
+	VZEROUPPER
+	RET
+
+// func vaccZ4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, AVX512F
+TEXT ·vaccZ4x4(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z12
+	VMOVUPS 64(R12), Z13
+	VMOVUPS 128(R12), Z14
+	VMOVUPS 192(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    24(BX), R11
+	ADDQ    R12, R11
+	MOVQ    16(BX), R10
+	ADDQ    R12, R10
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vaccZ4x4_pos:
+	CMPB         (BX), $0x00
+	JE           vaccZ4x4_upd
+	VBROADCASTSS (DX), Z28
+	VMULPS       Z28, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VMULPS       Z28, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VMULPS       Z28, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMULPS       Z28, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS 4(DX), Z29
+	VMULPS       Z29, Z4, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMULPS       Z29, Z5, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       Z29, Z6, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMULPS       Z29, Z7, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS 8(DX), Z30
+	VMULPS       Z30, Z8, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VMULPS       Z30, Z9, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VMULPS       Z30, Z10, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMULPS       Z30, Z11, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS 12(DX), Z31
+	VMULPS       Z31, Z12, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VMULPS       Z31, Z13, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMULPS       Z31, Z14, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VMULPS       Z31, Z15, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+
+vaccZ4x4_upd:
+	VBROADCASTSS 32(DX), Z16
+	VCVTPH2PS    (R8), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VCVTPH2PS    32(R8), Z21
+	VFMADD231PS  Z21, Z16, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VCVTPH2PS    64(R8), Z22
+	VFMADD231PS  Z22, Z16, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VCVTPH2PS    96(R8), Z23
+	VFMADD231PS  Z23, Z16, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS 36(DX), Z17
+	VCVTPH2PS    (R9), Z24
+	VFMADD231PS  Z24, Z17, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VCVTPH2PS    32(R9), Z25
+	VFMADD231PS  Z25, Z17, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VCVTPH2PS    64(R9), Z26
+	VFMADD231PS  Z26, Z17, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VCVTPH2PS    96(R9), Z27
+	VFMADD231PS  Z27, Z17, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS 40(DX), Z18
+	VCVTPH2PS    (R10), Z20
+	VFMADD231PS  Z20, Z18, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VCVTPH2PS    32(R10), Z21
+	VFMADD231PS  Z21, Z18, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VCVTPH2PS    64(R10), Z22
+	VFMADD231PS  Z22, Z18, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VCVTPH2PS    96(R10), Z23
+	VFMADD231PS  Z23, Z18, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS 44(DX), Z19
+	VCVTPH2PS    (R11), Z24
+	VFMADD231PS  Z24, Z19, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VCVTPH2PS    32(R11), Z25
+	VFMADD231PS  Z25, Z19, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VCVTPH2PS    64(R11), Z26
+	VFMADD231PS  Z26, Z19, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VCVTPH2PS    96(R11), Z27
+	VFMADD231PS  Z27, Z19, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         R12, R10
+	ADDQ         R12, R11
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vaccZ4x4_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z4, (R12)
+	VMOVUPS      Z5, 64(R12)
+	VMOVUPS      Z6, 128(R12)
+	VMOVUPS      Z7, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z8, (R12)
+	VMOVUPS      Z9, 64(R12)
+	VMOVUPS      Z10, 128(R12)
+	VMOVUPS      Z11, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z12, (R12)
+	VMOVUPS      Z13, 64(R12)
+	VMOVUPS      Z14, 128(R12)
+	VMOVUPS      Z15, 192(R12)
+	VZEROUPPER
+	RET
+
+// func vaccZ2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, AVX512F
+TEXT ·vaccZ2x8(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	VMOVUPS 256(R12), Z4
+	VMOVUPS 320(R12), Z5
+	VMOVUPS 384(R12), Z6
+	VMOVUPS 448(R12), Z7
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	VMOVUPS 256(R12), Z12
+	VMOVUPS 320(R12), Z13
+	VMOVUPS 384(R12), Z14
+	VMOVUPS 448(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vaccZ2x8_pos:
+	CMPB         (BX), $0x00
+	JE           vaccZ2x8_upd
+	VBROADCASTSS (DX), Z28
+	VMULPS       Z28, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VMULPS       Z28, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VMULPS       Z28, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMULPS       Z28, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VMULPS       Z28, Z4, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMULPS       Z28, Z5, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       Z28, Z6, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMULPS       Z28, Z7, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS 4(DX), Z29
+	VMULPS       Z29, Z8, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VMULPS       Z29, Z9, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VMULPS       Z29, Z10, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMULPS       Z29, Z11, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VMULPS       Z29, Z12, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VMULPS       Z29, Z13, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMULPS       Z29, Z14, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VMULPS       Z29, Z15, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+
+vaccZ2x8_upd:
+	VBROADCASTSS 32(DX), Z16
+	VCVTPH2PS    (R8), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VCVTPH2PS    32(R8), Z21
+	VFMADD231PS  Z21, Z16, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VCVTPH2PS    64(R8), Z22
+	VFMADD231PS  Z22, Z16, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VCVTPH2PS    96(R8), Z23
+	VFMADD231PS  Z23, Z16, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VCVTPH2PS    128(R8), Z24
+	VFMADD231PS  Z24, Z16, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VCVTPH2PS    160(R8), Z25
+	VFMADD231PS  Z25, Z16, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VCVTPH2PS    192(R8), Z26
+	VFMADD231PS  Z26, Z16, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VCVTPH2PS    224(R8), Z27
+	VFMADD231PS  Z27, Z16, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS 36(DX), Z17
+	VCVTPH2PS    (R9), Z20
+	VFMADD231PS  Z20, Z17, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VCVTPH2PS    32(R9), Z21
+	VFMADD231PS  Z21, Z17, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VCVTPH2PS    64(R9), Z22
+	VFMADD231PS  Z22, Z17, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VCVTPH2PS    96(R9), Z23
+	VFMADD231PS  Z23, Z17, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VCVTPH2PS    128(R9), Z24
+	VFMADD231PS  Z24, Z17, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VCVTPH2PS    160(R9), Z25
+	VFMADD231PS  Z25, Z17, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VCVTPH2PS    192(R9), Z26
+	VFMADD231PS  Z26, Z17, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VCVTPH2PS    224(R9), Z27
+	VFMADD231PS  Z27, Z17, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vaccZ2x8_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	VMOVUPS      Z4, 256(R12)
+	VMOVUPS      Z5, 320(R12)
+	VMOVUPS      Z6, 384(R12)
+	VMOVUPS      Z7, 448(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z8, (R12)
+	VMOVUPS      Z9, 64(R12)
+	VMOVUPS      Z10, 128(R12)
+	VMOVUPS      Z11, 192(R12)
+	VMOVUPS      Z12, 256(R12)
+	VMOVUPS      Z13, 320(R12)
+	VMOVUPS      Z14, 384(R12)
+	VMOVUPS      Z15, 448(R12)
+	VZEROUPPER
+	RET
+
+// func vaccZ1x16(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, AVX512F
+TEXT ·vaccZ1x16(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	VMOVUPS 256(R12), Z4
+	VMOVUPS 320(R12), Z5
+	VMOVUPS 384(R12), Z6
+	VMOVUPS 448(R12), Z7
+	VMOVUPS 512(R12), Z8
+	VMOVUPS 576(R12), Z9
+	VMOVUPS 640(R12), Z10
+	VMOVUPS 704(R12), Z11
+	VMOVUPS 768(R12), Z12
+	VMOVUPS 832(R12), Z13
+	VMOVUPS 896(R12), Z14
+	VMOVUPS 960(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vaccZ1x16_pos:
+	CMPB         (BX), $0x00
+	JE           vaccZ1x16_upd
+	VBROADCASTSS (DX), Z28
+	VMULPS       Z28, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VMULPS       Z28, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VMULPS       Z28, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMULPS       Z28, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VMULPS       Z28, Z4, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMULPS       Z28, Z5, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       Z28, Z6, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMULPS       Z28, Z7, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VMULPS       Z28, Z8, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VMULPS       Z28, Z9, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VMULPS       Z28, Z10, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMULPS       Z28, Z11, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VMULPS       Z28, Z12, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VMULPS       Z28, Z13, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMULPS       Z28, Z14, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VMULPS       Z28, Z15, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+
+vaccZ1x16_upd:
+	VBROADCASTSS 32(DX), Z16
+	VCVTPH2PS    (R8), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VCVTPH2PS    32(R8), Z21
+	VFMADD231PS  Z21, Z16, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VCVTPH2PS    64(R8), Z22
+	VFMADD231PS  Z22, Z16, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VCVTPH2PS    96(R8), Z23
+	VFMADD231PS  Z23, Z16, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VCVTPH2PS    128(R8), Z24
+	VFMADD231PS  Z24, Z16, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VCVTPH2PS    160(R8), Z25
+	VFMADD231PS  Z25, Z16, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VCVTPH2PS    192(R8), Z26
+	VFMADD231PS  Z26, Z16, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VCVTPH2PS    224(R8), Z27
+	VFMADD231PS  Z27, Z16, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VCVTPH2PS    256(R8), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VCVTPH2PS    288(R8), Z21
+	VFMADD231PS  Z21, Z16, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VCVTPH2PS    320(R8), Z22
+	VFMADD231PS  Z22, Z16, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VCVTPH2PS    352(R8), Z23
+	VFMADD231PS  Z23, Z16, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VCVTPH2PS    384(R8), Z24
+	VFMADD231PS  Z24, Z16, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VCVTPH2PS    416(R8), Z25
+	VFMADD231PS  Z25, Z16, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VCVTPH2PS    448(R8), Z26
+	VFMADD231PS  Z26, Z16, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VCVTPH2PS    480(R8), Z27
+	VFMADD231PS  Z27, Z16, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+	ADDQ         R12, R8
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vaccZ1x16_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	VMOVUPS      Z4, 256(R12)
+	VMOVUPS      Z5, 320(R12)
+	VMOVUPS      Z6, 384(R12)
+	VMOVUPS      Z7, 448(R12)
+	VMOVUPS      Z8, 512(R12)
+	VMOVUPS      Z9, 576(R12)
+	VMOVUPS      Z10, 640(R12)
+	VMOVUPS      Z11, 704(R12)
+	VMOVUPS      Z12, 768(R12)
+	VMOVUPS      Z13, 832(R12)
+	VMOVUPS      Z14, 896(R12)
+	VMOVUPS      Z15, 960(R12)
+	VZEROUPPER
+	RET
+
+// func vaccZS4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, AVX512F
+TEXT ·vaccZS4x4(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS 128(R12), Z6
+	VMOVUPS 192(R12), Z7
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z12
+	VMOVUPS 64(R12), Z13
+	VMOVUPS 128(R12), Z14
+	VMOVUPS 192(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    24(BX), R11
+	ADDQ    R12, R11
+	MOVQ    16(BX), R10
+	ADDQ    R12, R10
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vaccZS4x4_pos:
+	CMPB         (BX), $0x00
+	JE           vaccZS4x4_upd
+	VBROADCASTSS (DX), Z28
+	VMULPS       Z28, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VMULPS       Z28, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VMULPS       Z28, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMULPS       Z28, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS 4(DX), Z29
+	VMULPS       Z29, Z4, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMULPS       Z29, Z5, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       Z29, Z6, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMULPS       Z29, Z7, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS 8(DX), Z30
+	VMULPS       Z30, Z8, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VMULPS       Z30, Z9, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VMULPS       Z30, Z10, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMULPS       Z30, Z11, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS 12(DX), Z31
+	VMULPS       Z31, Z12, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VMULPS       Z31, Z13, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMULPS       Z31, Z14, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VMULPS       Z31, Z15, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+
+vaccZS4x4_upd:
+	VBROADCASTSS 32(DX), Z16
+	VBROADCASTSS 36(DX), Z17
+	VBROADCASTSS 40(DX), Z18
+	VBROADCASTSS 44(DX), Z19
+	VCVTPH2PS    (R8), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VCVTPH2PS    32(R8), Z21
+	VFMADD231PS  Z21, Z16, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VFMADD231PS  Z21, Z17, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VFMADD231PS  Z21, Z18, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z21, Z19, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VCVTPH2PS    64(R8), Z22
+	VFMADD231PS  Z22, Z16, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VFMADD231PS  Z22, Z17, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z22, Z18, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VFMADD231PS  Z22, Z19, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VCVTPH2PS    96(R8), Z23
+	VFMADD231PS  Z23, Z16, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VFMADD231PS  Z23, Z17, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VFMADD231PS  Z23, Z18, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VFMADD231PS  Z23, Z19, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         R12, R10
+	ADDQ         R12, R11
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vaccZS4x4_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z4, (R12)
+	VMOVUPS      Z5, 64(R12)
+	VMOVUPS      Z6, 128(R12)
+	VMOVUPS      Z7, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z8, (R12)
+	VMOVUPS      Z9, 64(R12)
+	VMOVUPS      Z10, 128(R12)
+	VMOVUPS      Z11, 192(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z12, (R12)
+	VMOVUPS      Z13, 64(R12)
+	VMOVUPS      Z14, 128(R12)
+	VMOVUPS      Z15, 192(R12)
+	VZEROUPPER
+	RET
+
+// func vaccZS2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, AVX512F
+TEXT ·vaccZS2x8(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	VMOVUPS 256(R12), Z4
+	VMOVUPS 320(R12), Z5
+	VMOVUPS 384(R12), Z6
+	VMOVUPS 448(R12), Z7
+	ADDQ    BX, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	VMOVUPS 128(R12), Z10
+	VMOVUPS 192(R12), Z11
+	VMOVUPS 256(R12), Z12
+	VMOVUPS 320(R12), Z13
+	VMOVUPS 384(R12), Z14
+	VMOVUPS 448(R12), Z15
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vaccZS2x8_pos:
+	CMPB         (BX), $0x00
+	JE           vaccZS2x8_upd
+	VBROADCASTSS (DX), Z28
+	VMULPS       Z28, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VMULPS       Z28, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VMULPS       Z28, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMULPS       Z28, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VMULPS       Z28, Z4, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMULPS       Z28, Z5, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VMULPS       Z28, Z6, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMULPS       Z28, Z7, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS 4(DX), Z29
+	VMULPS       Z29, Z8, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VMULPS       Z29, Z9, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VMULPS       Z29, Z10, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMULPS       Z29, Z11, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VMULPS       Z29, Z12, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VMULPS       Z29, Z13, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMULPS       Z29, Z14, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VMULPS       Z29, Z15, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+
+vaccZS2x8_upd:
+	VBROADCASTSS 32(DX), Z16
+	VBROADCASTSS 36(DX), Z17
+	VCVTPH2PS    (R8), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VFMADD231PS  Z20, Z17, Z8
+	VCVTPS2PH    $0x00, Z8, Y8
+	VCVTPH2PS    Y8, Z8
+	VCVTPH2PS    32(R8), Z21
+	VFMADD231PS  Z21, Z16, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VFMADD231PS  Z21, Z17, Z9
+	VCVTPS2PH    $0x00, Z9, Y9
+	VCVTPH2PS    Y9, Z9
+	VCVTPH2PS    64(R8), Z22
+	VFMADD231PS  Z22, Z16, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VFMADD231PS  Z22, Z17, Z10
+	VCVTPS2PH    $0x00, Z10, Y10
+	VCVTPH2PS    Y10, Z10
+	VCVTPH2PS    96(R8), Z23
+	VFMADD231PS  Z23, Z16, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VFMADD231PS  Z23, Z17, Z11
+	VCVTPS2PH    $0x00, Z11, Y11
+	VCVTPH2PS    Y11, Z11
+	VCVTPH2PS    128(R8), Z24
+	VFMADD231PS  Z24, Z16, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VFMADD231PS  Z24, Z17, Z12
+	VCVTPS2PH    $0x00, Z12, Y12
+	VCVTPH2PS    Y12, Z12
+	VCVTPH2PS    160(R8), Z25
+	VFMADD231PS  Z25, Z16, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VFMADD231PS  Z25, Z17, Z13
+	VCVTPS2PH    $0x00, Z13, Y13
+	VCVTPH2PS    Y13, Z13
+	VCVTPH2PS    192(R8), Z26
+	VFMADD231PS  Z26, Z16, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z26, Z17, Z14
+	VCVTPS2PH    $0x00, Z14, Y14
+	VCVTPH2PS    Y14, Z14
+	VCVTPH2PS    224(R8), Z27
+	VFMADD231PS  Z27, Z16, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+	VFMADD231PS  Z27, Z17, Z15
+	VCVTPS2PH    $0x00, Z15, Y15
+	VCVTPH2PS    Y15, Z15
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vaccZS2x8_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Z0, (R12)
+	VMOVUPS      Z1, 64(R12)
+	VMOVUPS      Z2, 128(R12)
+	VMOVUPS      Z3, 192(R12)
+	VMOVUPS      Z4, 256(R12)
+	VMOVUPS      Z5, 320(R12)
+	VMOVUPS      Z6, 384(R12)
+	VMOVUPS      Z7, 448(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Z8, (R12)
+	VMOVUPS      Z9, 64(R12)
+	VMOVUPS      Z10, 128(R12)
+	VMOVUPS      Z11, 192(R12)
+	VMOVUPS      Z12, 256(R12)
+	VMOVUPS      Z13, 320(R12)
+	VMOVUPS      Z14, 384(R12)
+	VMOVUPS      Z15, 448(R12)
+	VZEROUPPER
+	RET
+
+// func vacc1x8AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vacc1x8AVX(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	VMOVUPS 64(R12), Y2
+	VMOVUPS 96(R12), Y3
+	VMOVUPS 128(R12), Y4
+	VMOVUPS 160(R12), Y5
+	VMOVUPS 192(R12), Y6
+	VMOVUPS 224(R12), Y7
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vacc1x8AVX_pos:
+	CMPB         (BX), $0x00
+	JE           vacc1x8AVX_upd
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y8, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VMULPS       Y8, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VMULPS       Y8, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y8, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y8, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y8, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y8, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y8, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+vacc1x8AVX_upd:
+	VBROADCASTSS 32(DX), Y13
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y13, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y13, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPH2PS    32(R8), Y11
+	VFMADD231PS  Y11, Y13, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPH2PS    48(R8), Y12
+	VFMADD231PS  Y12, Y13, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VCVTPH2PS    64(R8), Y9
+	VFMADD231PS  Y9, Y13, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VCVTPH2PS    80(R8), Y10
+	VFMADD231PS  Y10, Y13, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VCVTPH2PS    96(R8), Y11
+	VFMADD231PS  Y11, Y13, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VCVTPH2PS    112(R8), Y12
+	VFMADD231PS  Y12, Y13, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+	ADDQ         R12, R8
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vacc1x8AVX_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Y0, (R12)
+	VMOVUPS      Y1, 32(R12)
+	VMOVUPS      Y2, 64(R12)
+	VMOVUPS      Y3, 96(R12)
+	VMOVUPS      Y4, 128(R12)
+	VMOVUPS      Y5, 160(R12)
+	VMOVUPS      Y6, 192(R12)
+	VMOVUPS      Y7, 224(R12)
+	VZEROUPPER
+	RET
+
+// func vacc2x4AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vacc2x4AVX(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	VMOVUPS 64(R12), Y2
+	VMOVUPS 96(R12), Y3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	VMOVUPS 64(R12), Y6
+	VMOVUPS 96(R12), Y7
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vacc2x4AVX_pos:
+	CMPB         (BX), $0x00
+	JE           vacc2x4AVX_upd
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y8, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VMULPS       Y8, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VMULPS       Y8, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y8, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 4(DX), Y9
+	VMULPS       Y9, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y9, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y9, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y9, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+vacc2x4AVX_upd:
+	VBROADCASTSS 32(DX), Y13
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y13, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y13, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPH2PS    32(R8), Y11
+	VFMADD231PS  Y11, Y13, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPH2PS    48(R8), Y12
+	VFMADD231PS  Y12, Y13, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 36(DX), Y14
+	VCVTPH2PS    (R9), Y9
+	VFMADD231PS  Y9, Y14, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VCVTPH2PS    16(R9), Y10
+	VFMADD231PS  Y10, Y14, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VCVTPH2PS    32(R9), Y11
+	VFMADD231PS  Y11, Y14, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VCVTPH2PS    48(R9), Y12
+	VFMADD231PS  Y12, Y14, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vacc2x4AVX_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Y0, (R12)
+	VMOVUPS      Y1, 32(R12)
+	VMOVUPS      Y2, 64(R12)
+	VMOVUPS      Y3, 96(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y4, (R12)
+	VMOVUPS      Y5, 32(R12)
+	VMOVUPS      Y6, 64(R12)
+	VMOVUPS      Y7, 96(R12)
+	VZEROUPPER
+	RET
+
+// func vacc4x2AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vacc4x2AVX(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y2
+	VMOVUPS 32(R12), Y3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y4
+	VMOVUPS 32(R12), Y5
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y6
+	VMOVUPS 32(R12), Y7
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    24(BX), R11
+	ADDQ    R12, R11
+	MOVQ    16(BX), R10
+	ADDQ    R12, R10
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vacc4x2AVX_pos:
+	CMPB         (BX), $0x00
+	JE           vacc4x2AVX_upd
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y8, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VMULPS       Y8, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS 4(DX), Y9
+	VMULPS       Y9, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y9, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 8(DX), Y8
+	VMULPS       Y8, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y8, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS 12(DX), Y9
+	VMULPS       Y9, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y9, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+vacc4x2AVX_upd:
+	VBROADCASTSS 32(DX), Y13
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y13, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y13, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS 36(DX), Y14
+	VCVTPH2PS    (R9), Y11
+	VFMADD231PS  Y11, Y14, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPH2PS    16(R9), Y12
+	VFMADD231PS  Y12, Y14, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 40(DX), Y13
+	VCVTPH2PS    (R10), Y9
+	VFMADD231PS  Y9, Y13, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VCVTPH2PS    16(R10), Y10
+	VFMADD231PS  Y10, Y13, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS 44(DX), Y14
+	VCVTPH2PS    (R11), Y11
+	VFMADD231PS  Y11, Y14, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VCVTPH2PS    16(R11), Y12
+	VFMADD231PS  Y12, Y14, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         R12, R10
+	ADDQ         R12, R11
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vacc4x2AVX_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Y0, (R12)
+	VMOVUPS      Y1, 32(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y2, (R12)
+	VMOVUPS      Y3, 32(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y4, (R12)
+	VMOVUPS      Y5, 32(R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y6, (R12)
+	VMOVUPS      Y7, 32(R12)
+	VZEROUPPER
+	RET
+
+// func vacc8x1AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vacc8x1AVX(SB), NOSPLIT, $0-72
+	MOVQ    acc+0(FP), R12
+	MOVQ    astride+56(FP), BX
+	VMOVUPS (R12), Y0
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y1
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y2
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y3
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y4
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y5
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y6
+	ADDQ    BX, R12
+	VMOVUPS (R12), Y7
+	MOVQ    v+8(FP), R12
+	MOVQ    voff+64(FP), BX
+	MOVQ    56(BX), DI
+	ADDQ    R12, DI
+	MOVQ    48(BX), SI
+	ADDQ    R12, SI
+	MOVQ    40(BX), AX
+	ADDQ    R12, AX
+	MOVQ    32(BX), R13
+	ADDQ    R12, R13
+	MOVQ    24(BX), R11
+	ADDQ    R12, R11
+	MOVQ    16(BX), R10
+	ADDQ    R12, R10
+	MOVQ    8(BX), R9
+	ADDQ    R12, R9
+	MOVQ    (BX), R8
+	ADDQ    R12, R8
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+	MOVQ    vstride+40(FP), R12
+
+vacc8x1AVX_pos:
+	CMPB         (BX), $0x00
+	JE           vacc8x1AVX_upd
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y8, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VBROADCASTSS 4(DX), Y9
+	VMULPS       Y9, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS 8(DX), Y8
+	VMULPS       Y8, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VBROADCASTSS 12(DX), Y9
+	VMULPS       Y9, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 16(DX), Y8
+	VMULPS       Y8, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VBROADCASTSS 20(DX), Y9
+	VMULPS       Y9, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS 24(DX), Y8
+	VMULPS       Y8, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VBROADCASTSS 28(DX), Y9
+	VMULPS       Y9, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+vacc8x1AVX_upd:
+	VBROADCASTSS 32(DX), Y13
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y13, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VBROADCASTSS 36(DX), Y14
+	VCVTPH2PS    (R9), Y10
+	VFMADD231PS  Y10, Y14, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS 40(DX), Y13
+	VCVTPH2PS    (R10), Y11
+	VFMADD231PS  Y11, Y13, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VBROADCASTSS 44(DX), Y14
+	VCVTPH2PS    (R11), Y12
+	VFMADD231PS  Y12, Y14, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS 48(DX), Y13
+	VCVTPH2PS    (R13), Y9
+	VFMADD231PS  Y9, Y13, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VBROADCASTSS 52(DX), Y14
+	VCVTPH2PS    (AX), Y10
+	VFMADD231PS  Y10, Y14, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS 56(DX), Y13
+	VCVTPH2PS    (SI), Y11
+	VFMADD231PS  Y11, Y13, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VBROADCASTSS 60(DX), Y14
+	VCVTPH2PS    (DI), Y12
+	VFMADD231PS  Y12, Y14, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+	ADDQ         R12, R8
+	ADDQ         R12, R9
+	ADDQ         R12, R10
+	ADDQ         R12, R11
+	ADDQ         R12, R13
+	ADDQ         R12, AX
+	ADDQ         R12, SI
+	ADDQ         R12, DI
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vacc8x1AVX_pos
+	MOVQ         acc+0(FP), R12
+	MOVQ         astride+56(FP), BX
+	VMOVUPS      Y0, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y1, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y2, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y3, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y4, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y5, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y6, (R12)
+	ADDQ         BX, R12
+	VMOVUPS      Y7, (R12)
+	VZEROUPPER
+	RET
+
+// func vaccAVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, ch *[12]int)
+// Requires: AVX, F16C, FMA3
+TEXT ·vaccAVX(SB), NOSPLIT, $0-64
+	MOVQ    ch+56(FP), AX
+	MOVQ    acc+0(FP), BX
+	MOVQ    (AX), R8
+	VMOVUPS (BX)(R8*1), Y0
+	MOVQ    8(AX), R8
+	VMOVUPS (BX)(R8*1), Y1
+	MOVQ    16(AX), R8
+	VMOVUPS (BX)(R8*1), Y2
+	MOVQ    24(AX), R8
+	VMOVUPS (BX)(R8*1), Y3
+	MOVQ    32(AX), R8
+	MOVQ    40(AX), R9
+	MOVQ    48(AX), R10
+	MOVQ    56(AX), R11
+	MOVQ    64(AX), R12
+	MOVQ    72(AX), R13
+	MOVQ    80(AX), DI
+	MOVQ    88(AX), AX
+	MOVQ    v+8(FP), SI
+	MOVQ    w+16(FP), DX
+	MOVQ    flags+24(FP), BX
+	MOVQ    n+32(FP), CX
+
+vaccAVX_pos:
+	CMPB         (BX), $0x00
+	JE           vaccAVX_upd
+	VBROADCASTSS (DX)(R12*1), Y4
+	VBROADCASTSS (DX)(R13*1), Y5
+	VBROADCASTSS (DX)(DI*1), Y6
+	VBROADCASTSS (DX)(AX*1), Y7
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y5, Y1, Y1
+	VMULPS       Y6, Y2, Y2
+	VMULPS       Y7, Y3, Y3
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+
+vaccAVX_upd:
+	VCVTPH2PS    (SI)(R8*1), Y4
+	VCVTPH2PS    (SI)(R9*1), Y5
+	VCVTPH2PS    (SI)(R10*1), Y6
+	VCVTPH2PS    (SI)(R11*1), Y7
+	VBROADCASTSS 32(DX)(R12*1), Y8
+	VBROADCASTSS 32(DX)(R13*1), Y9
+	VBROADCASTSS 32(DX)(DI*1), Y10
+	VBROADCASTSS 32(DX)(AX*1), Y11
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y10, Y6, Y2
+	VFMADD231PS  Y11, Y7, Y3
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	ADDQ         vstride+40(FP), SI
+	ADDQ         wstride+48(FP), DX
+	INCQ         BX
+	DECQ         CX
+	JNZ          vaccAVX_pos
+	MOVQ         ch+56(FP), AX
+	MOVQ         acc+0(FP), BX
+	MOVQ         (AX), R8
+	VMOVUPS      Y0, (BX)(R8*1)
+	MOVQ         8(AX), R8
+	VMOVUPS      Y1, (BX)(R8*1)
+	MOVQ         16(AX), R8
+	VMOVUPS      Y2, (BX)(R8*1)
+	MOVQ         24(AX), R8
+	VMOVUPS      Y3, (BX)(R8*1)
+	VZEROUPPER
+	RET
+
+// func halfToF64PairsZ(dst *float64, src *uint16, n int, rd int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·halfToF64PairsZ(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rd+24(FP), DX
+	MOVQ DX, R8
+	SHLQ $0x01, R8
+	SHRQ $0x02, DX
+	MOVQ CX, R10
+	INCQ R10
+	SHRQ $0x01, R10
+	SHLQ $0x06, R10
+
+h2pz_pairs:
+	CMPQ CX, $0x02
+	JL   h2pz_odd
+	MOVQ DX, AX
+	MOVQ SI, R9
+	MOVQ DI, R11
+
+h2pz_chunk:
+	VMOVQ     (R9), X0
+	VPINSRQ   $0x01, (R9)(R8*1), X0, X0
+	VCVTPH2PS X0, Y0
+	VCVTPS2PD Y0, Z0
+	VMOVUPD   Z0, (R11)
+	ADDQ      R10, R11
+	ADDQ      $0x08, R9
+	DECQ      AX
+	JNZ       h2pz_chunk
+	LEAQ      (SI)(R8*2), SI
+	ADDQ      $0x40, DI
+	SUBQ      $0x02, CX
+	JMP       h2pz_pairs
+
+h2pz_odd:
+	TESTQ CX, CX
+	JZ    h2pz_done
+
+h2pz_chunk1:
+	VMOVQ     (SI), X0
+	VCVTPH2PS X0, Y0
+	VCVTPS2PD Y0, Z0
+	VMOVUPD   Z0, (DI)
+	ADDQ      R10, DI
+	ADDQ      $0x08, SI
+	DECQ      DX
+	JNZ       h2pz_chunk1
+
+h2pz_done:
+	VZEROUPPER
+	RET
+
+// func scoresZ(s *float32, q *float64, k *float64, n int, rd int, scale float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresZ(SB), NOSPLIT, $0-44
+	MOVQ         s+0(FP), DI
+	MOVQ         q+8(FP), SI
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), CX
+	MOVQ         rd+32(FP), R8
+	VBROADCASTSS scale+40(FP), Y31
+	SHRQ         $0x02, R8
+	MOVQ         CX, R9
+	INCQ         R9
+	SHRQ         $0x01, R9
+	SHLQ         $0x06, R9
+
+scz_g8:
+	CMPQ   CX, $0x10
+	JL     scz_after8
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	MOVQ   SI, R10
+	MOVQ   DX, R11
+	MOVQ   R8, AX
+
+scz_d8:
+	VBROADCASTF64X4 (R10), Z16
+	VFMADD231PD     (R11), Z16, Z0
+	VFMADD231PD     64(R11), Z16, Z1
+	VFMADD231PD     128(R11), Z16, Z2
+	VFMADD231PD     192(R11), Z16, Z3
+	VFMADD231PD     256(R11), Z16, Z4
+	VFMADD231PD     320(R11), Z16, Z5
+	VFMADD231PD     384(R11), Z16, Z6
+	VFMADD231PD     448(R11), Z16, Z7
+	ADDQ            $0x20, R10
+	ADDQ            R9, R11
+	DECQ            AX
+	JNZ             scz_d8
+	VPERMILPD       $0x55, Z0, Z17
+	VADDPD          Z17, Z0, Z0
+	VPERMPD         $0x4e, Z0, Z17
+	VADDPD          Z17, Z0, Z0
+	VCVTPD2PS       Z0, Y0
+	VMULPS          Y31, Y0, Y0
+	VMOVSS          X0, (DI)
+	VEXTRACTF32X4   $0x01, Y0, X17
+	VMOVSS          X17, 32(DI)
+	VPERMILPD       $0x55, Z1, Z17
+	VADDPD          Z17, Z1, Z1
+	VPERMPD         $0x4e, Z1, Z17
+	VADDPD          Z17, Z1, Z1
+	VCVTPD2PS       Z1, Y1
+	VMULPS          Y31, Y1, Y1
+	VMOVSS          X1, 64(DI)
+	VEXTRACTF32X4   $0x01, Y1, X17
+	VMOVSS          X17, 96(DI)
+	VPERMILPD       $0x55, Z2, Z17
+	VADDPD          Z17, Z2, Z2
+	VPERMPD         $0x4e, Z2, Z17
+	VADDPD          Z17, Z2, Z2
+	VCVTPD2PS       Z2, Y2
+	VMULPS          Y31, Y2, Y2
+	VMOVSS          X2, 128(DI)
+	VEXTRACTF32X4   $0x01, Y2, X17
+	VMOVSS          X17, 160(DI)
+	VPERMILPD       $0x55, Z3, Z17
+	VADDPD          Z17, Z3, Z3
+	VPERMPD         $0x4e, Z3, Z17
+	VADDPD          Z17, Z3, Z3
+	VCVTPD2PS       Z3, Y3
+	VMULPS          Y31, Y3, Y3
+	VMOVSS          X3, 192(DI)
+	VEXTRACTF32X4   $0x01, Y3, X17
+	VMOVSS          X17, 224(DI)
+	VPERMILPD       $0x55, Z4, Z17
+	VADDPD          Z17, Z4, Z4
+	VPERMPD         $0x4e, Z4, Z17
+	VADDPD          Z17, Z4, Z4
+	VCVTPD2PS       Z4, Y4
+	VMULPS          Y31, Y4, Y4
+	VMOVSS          X4, 256(DI)
+	VEXTRACTF32X4   $0x01, Y4, X17
+	VMOVSS          X17, 288(DI)
+	VPERMILPD       $0x55, Z5, Z17
+	VADDPD          Z17, Z5, Z5
+	VPERMPD         $0x4e, Z5, Z17
+	VADDPD          Z17, Z5, Z5
+	VCVTPD2PS       Z5, Y5
+	VMULPS          Y31, Y5, Y5
+	VMOVSS          X5, 320(DI)
+	VEXTRACTF32X4   $0x01, Y5, X17
+	VMOVSS          X17, 352(DI)
+	VPERMILPD       $0x55, Z6, Z17
+	VADDPD          Z17, Z6, Z6
+	VPERMPD         $0x4e, Z6, Z17
+	VADDPD          Z17, Z6, Z6
+	VCVTPD2PS       Z6, Y6
+	VMULPS          Y31, Y6, Y6
+	VMOVSS          X6, 384(DI)
+	VEXTRACTF32X4   $0x01, Y6, X17
+	VMOVSS          X17, 416(DI)
+	VPERMILPD       $0x55, Z7, Z17
+	VADDPD          Z17, Z7, Z7
+	VPERMPD         $0x4e, Z7, Z17
+	VADDPD          Z17, Z7, Z7
+	VCVTPD2PS       Z7, Y7
+	VMULPS          Y31, Y7, Y7
+	VMOVSS          X7, 448(DI)
+	VEXTRACTF32X4   $0x01, Y7, X17
+	VMOVSS          X17, 480(DI)
+	ADDQ            $0x00000200, DI
+	ADDQ            $0x00000200, DX
+	SUBQ            $0x10, CX
+	JMP             scz_g8
+
+scz_after8:
+scz_g4:
+	CMPQ   CX, $0x08
+	JL     scz_after4
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	MOVQ   SI, R10
+	MOVQ   DX, R11
+	MOVQ   R8, AX
+
+scz_d4:
+	VBROADCASTF64X4 (R10), Z16
+	VFMADD231PD     (R11), Z16, Z0
+	VFMADD231PD     64(R11), Z16, Z1
+	VFMADD231PD     128(R11), Z16, Z2
+	VFMADD231PD     192(R11), Z16, Z3
+	ADDQ            $0x20, R10
+	ADDQ            R9, R11
+	DECQ            AX
+	JNZ             scz_d4
+	VPERMILPD       $0x55, Z0, Z17
+	VADDPD          Z17, Z0, Z0
+	VPERMPD         $0x4e, Z0, Z17
+	VADDPD          Z17, Z0, Z0
+	VCVTPD2PS       Z0, Y0
+	VMULPS          Y31, Y0, Y0
+	VMOVSS          X0, (DI)
+	VEXTRACTF32X4   $0x01, Y0, X17
+	VMOVSS          X17, 32(DI)
+	VPERMILPD       $0x55, Z1, Z17
+	VADDPD          Z17, Z1, Z1
+	VPERMPD         $0x4e, Z1, Z17
+	VADDPD          Z17, Z1, Z1
+	VCVTPD2PS       Z1, Y1
+	VMULPS          Y31, Y1, Y1
+	VMOVSS          X1, 64(DI)
+	VEXTRACTF32X4   $0x01, Y1, X17
+	VMOVSS          X17, 96(DI)
+	VPERMILPD       $0x55, Z2, Z17
+	VADDPD          Z17, Z2, Z2
+	VPERMPD         $0x4e, Z2, Z17
+	VADDPD          Z17, Z2, Z2
+	VCVTPD2PS       Z2, Y2
+	VMULPS          Y31, Y2, Y2
+	VMOVSS          X2, 128(DI)
+	VEXTRACTF32X4   $0x01, Y2, X17
+	VMOVSS          X17, 160(DI)
+	VPERMILPD       $0x55, Z3, Z17
+	VADDPD          Z17, Z3, Z3
+	VPERMPD         $0x4e, Z3, Z17
+	VADDPD          Z17, Z3, Z3
+	VCVTPD2PS       Z3, Y3
+	VMULPS          Y31, Y3, Y3
+	VMOVSS          X3, 192(DI)
+	VEXTRACTF32X4   $0x01, Y3, X17
+	VMOVSS          X17, 224(DI)
+	ADDQ            $0x00000100, DI
+	ADDQ            $0x00000100, DX
+	SUBQ            $0x08, CX
+	JMP             scz_g4
+
+scz_after4:
+scz_g2:
+	CMPQ   CX, $0x04
+	JL     scz_after2
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	MOVQ   SI, R10
+	MOVQ   DX, R11
+	MOVQ   R8, AX
+
+scz_d2:
+	VBROADCASTF64X4 (R10), Z16
+	VFMADD231PD     (R11), Z16, Z0
+	VFMADD231PD     64(R11), Z16, Z1
+	ADDQ            $0x20, R10
+	ADDQ            R9, R11
+	DECQ            AX
+	JNZ             scz_d2
+	VPERMILPD       $0x55, Z0, Z17
+	VADDPD          Z17, Z0, Z0
+	VPERMPD         $0x4e, Z0, Z17
+	VADDPD          Z17, Z0, Z0
+	VCVTPD2PS       Z0, Y0
+	VMULPS          Y31, Y0, Y0
+	VMOVSS          X0, (DI)
+	VEXTRACTF32X4   $0x01, Y0, X17
+	VMOVSS          X17, 32(DI)
+	VPERMILPD       $0x55, Z1, Z17
+	VADDPD          Z17, Z1, Z1
+	VPERMPD         $0x4e, Z1, Z17
+	VADDPD          Z17, Z1, Z1
+	VCVTPD2PS       Z1, Y1
+	VMULPS          Y31, Y1, Y1
+	VMOVSS          X1, 64(DI)
+	VEXTRACTF32X4   $0x01, Y1, X17
+	VMOVSS          X17, 96(DI)
+	ADDQ            $0x00000080, DI
+	ADDQ            $0x00000080, DX
+	SUBQ            $0x04, CX
+	JMP             scz_g2
+
+scz_after2:
+scz_g1:
+	CMPQ   CX, $0x01
+	JL     scz_after1
+	VPXORQ Z0, Z0, Z0
+	MOVQ   SI, R10
+	MOVQ   DX, R11
+	MOVQ   R8, AX
+
+scz_d1:
+	VBROADCASTF64X4 (R10), Z16
+	VFMADD231PD     (R11), Z16, Z0
+	ADDQ            $0x20, R10
+	ADDQ            R9, R11
+	DECQ            AX
+	JNZ             scz_d1
+	VPERMILPD       $0x55, Z0, Z17
+	VADDPD          Z17, Z0, Z0
+	VPERMPD         $0x4e, Z0, Z17
+	VADDPD          Z17, Z0, Z0
+	VCVTPD2PS       Z0, Y0
+	VMULPS          Y31, Y0, Y0
+	VMOVSS          X0, (DI)
+	CMPQ            CX, $0x02
+	JL              scz_done
+	VEXTRACTF32X4   $0x01, Y0, X17
+	VMOVSS          X17, 32(DI)
+	ADDQ            $0x00000040, DI
+	ADDQ            $0x00000040, DX
+	SUBQ            $0x02, CX
+	JMP             scz_g1
+
+scz_after1:
+scz_done:
+	VZEROUPPER
+	RET
+
+DATA expd<>+0(SB)/8, $0xc05a000000000000
+DATA expd<>+8(SB)/8, $0xc05a000000000000
+DATA expd<>+16(SB)/8, $0xc05a000000000000
+DATA expd<>+24(SB)/8, $0xc05a000000000000
+DATA expd<>+32(SB)/8, $0x4056400000000000
+DATA expd<>+40(SB)/8, $0x4056400000000000
+DATA expd<>+48(SB)/8, $0x4056400000000000
+DATA expd<>+56(SB)/8, $0x4056400000000000
+DATA expd<>+64(SB)/8, $0x3ff71547652b82fe
+DATA expd<>+72(SB)/8, $0x3ff71547652b82fe
+DATA expd<>+80(SB)/8, $0x3ff71547652b82fe
+DATA expd<>+88(SB)/8, $0x3ff71547652b82fe
+DATA expd<>+96(SB)/8, $0x3fe62e42fee00000
+DATA expd<>+104(SB)/8, $0x3fe62e42fee00000
+DATA expd<>+112(SB)/8, $0x3fe62e42fee00000
+DATA expd<>+120(SB)/8, $0x3fe62e42fee00000
+DATA expd<>+128(SB)/8, $0x3dea39ef35793c76
+DATA expd<>+136(SB)/8, $0x3dea39ef35793c76
+DATA expd<>+144(SB)/8, $0x3dea39ef35793c76
+DATA expd<>+152(SB)/8, $0x3dea39ef35793c76
+DATA expd<>+160(SB)/8, $0x00000000000003ff
+DATA expd<>+168(SB)/8, $0x00000000000003ff
+DATA expd<>+176(SB)/8, $0x00000000000003ff
+DATA expd<>+184(SB)/8, $0x00000000000003ff
+DATA expd<>+192(SB)/8, $0x3ff0000000000000
+DATA expd<>+200(SB)/8, $0x3ff0000000000000
+DATA expd<>+208(SB)/8, $0x3ff0000000000000
+DATA expd<>+216(SB)/8, $0x3ff0000000000000
+DATA expd<>+224(SB)/8, $0x3ff0000000000000
+DATA expd<>+232(SB)/8, $0x3ff0000000000000
+DATA expd<>+240(SB)/8, $0x3ff0000000000000
+DATA expd<>+248(SB)/8, $0x3ff0000000000000
+DATA expd<>+256(SB)/8, $0x3fe0000000000000
+DATA expd<>+264(SB)/8, $0x3fe0000000000000
+DATA expd<>+272(SB)/8, $0x3fe0000000000000
+DATA expd<>+280(SB)/8, $0x3fe0000000000000
+DATA expd<>+288(SB)/8, $0x3fc5555555555555
+DATA expd<>+296(SB)/8, $0x3fc5555555555555
+DATA expd<>+304(SB)/8, $0x3fc5555555555555
+DATA expd<>+312(SB)/8, $0x3fc5555555555555
+DATA expd<>+320(SB)/8, $0x3fa5555555555555
+DATA expd<>+328(SB)/8, $0x3fa5555555555555
+DATA expd<>+336(SB)/8, $0x3fa5555555555555
+DATA expd<>+344(SB)/8, $0x3fa5555555555555
+DATA expd<>+352(SB)/8, $0x3f81111111111111
+DATA expd<>+360(SB)/8, $0x3f81111111111111
+DATA expd<>+368(SB)/8, $0x3f81111111111111
+DATA expd<>+376(SB)/8, $0x3f81111111111111
+DATA expd<>+384(SB)/8, $0x3f56c16c16c16c17
+DATA expd<>+392(SB)/8, $0x3f56c16c16c16c17
+DATA expd<>+400(SB)/8, $0x3f56c16c16c16c17
+DATA expd<>+408(SB)/8, $0x3f56c16c16c16c17
+DATA expd<>+416(SB)/8, $0x3f2a01a01a01a01a
+DATA expd<>+424(SB)/8, $0x3f2a01a01a01a01a
+DATA expd<>+432(SB)/8, $0x3f2a01a01a01a01a
+DATA expd<>+440(SB)/8, $0x3f2a01a01a01a01a
+DATA expd<>+448(SB)/8, $0x3efa01a01a01a01a
+DATA expd<>+456(SB)/8, $0x3efa01a01a01a01a
+DATA expd<>+464(SB)/8, $0x3efa01a01a01a01a
+DATA expd<>+472(SB)/8, $0x3efa01a01a01a01a
+DATA expd<>+480(SB)/8, $0x3ec71de3a556c734
+DATA expd<>+488(SB)/8, $0x3ec71de3a556c734
+DATA expd<>+496(SB)/8, $0x3ec71de3a556c734
+DATA expd<>+504(SB)/8, $0x3ec71de3a556c734
+DATA expd<>+512(SB)/8, $0x3e927e4fb7789f5c
+DATA expd<>+520(SB)/8, $0x3e927e4fb7789f5c
+DATA expd<>+528(SB)/8, $0x3e927e4fb7789f5c
+DATA expd<>+536(SB)/8, $0x3e927e4fb7789f5c
+DATA expd<>+544(SB)/8, $0x3e5ae64567f544e4
+DATA expd<>+552(SB)/8, $0x3e5ae64567f544e4
+DATA expd<>+560(SB)/8, $0x3e5ae64567f544e4
+DATA expd<>+568(SB)/8, $0x3e5ae64567f544e4
+DATA expd<>+576(SB)/4, $0x3f800000
+GLOBL expd<>(SB), RODATA|NOPTR, $580
+
+// func roundF16ToF64AVX(dst *float64, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·roundF16ToF64AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+r2d:
+	VMOVUPS      (SI), Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPS2PD    X0, Y1
+	VEXTRACTF128 $0x01, Y0, X2
+	VCVTPS2PD    X2, Y2
+	VMOVUPD      Y1, (DI)
+	VMOVUPD      Y2, 32(DI)
+	ADDQ         $0x20, SI
+	ADDQ         $0x40, DI
+	SUBQ         $0x08, CX
+	JNZ          r2d
+	VZEROUPPER
+	RET
+
+// func halfToF64AVX(dst *float64, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·halfToF64AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+h2d:
+	VCVTPH2PS (SI), X0
+	VCVTPH2PS 8(SI), X1
+	VCVTPS2PD X0, Y0
+	VCVTPS2PD X1, Y1
+	VMOVUPD   Y0, (DI)
+	VMOVUPD   Y1, 32(DI)
+	ADDQ      $0x10, SI
+	ADDQ      $0x40, DI
+	SUBQ      $0x08, CX
+	JNZ       h2d
+	VZEROUPPER
+	RET
+
+// func scoresAVX(s *float32, q *float64, k *float64, n int, rd int, scale float32)
+// Requires: AVX, FMA3
+TEXT ·scoresAVX(SB), NOSPLIT, $0-44
+	MOVQ         s+0(FP), R12
+	MOVQ         q+8(FP), R13
+	MOVQ         k+16(FP), DX
+	MOVQ         n+24(FP), R10
+	MOVQ         rd+32(FP), R11
+	VBROADCASTSS scale+40(FP), X15
+	MOVQ         R11, R8
+	SHLQ         $0x03, R8
+	LEAQ         (R8)(R8*2), R9
+	SHRQ         $0x02, R11
+
+sc8:
+	CMPQ   R10, $0x08
+	JL     sc4
+	MOVQ   R13, SI
+	MOVQ   DX, AX
+	LEAQ   (DX)(R8*4), BX
+	MOVQ   R11, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y7, Y7, Y7
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+
+sc8d:
+	VMOVUPD     (SI), Y8
+	VFMADD231PD (AX), Y8, Y0
+	VFMADD231PD (AX)(R8*1), Y8, Y1
+	VFMADD231PD (AX)(R8*2), Y8, Y2
+	VFMADD231PD (AX)(R9*1), Y8, Y3
+	VFMADD231PD (BX), Y8, Y4
+	VFMADD231PD (BX)(R8*1), Y8, Y7
+	VFMADD231PD (BX)(R8*2), Y8, Y10
+	VFMADD231PD (BX)(R9*1), Y8, Y11
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, AX
+	ADDQ        $0x20, BX
+	DECQ        CX
+	JNZ         sc8d
+	VHADDPD     Y1, Y0, Y0
+	VHADDPD     Y3, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y0, Y5
+	VPERM2F128  $0x31, Y2, Y0, Y6
+	VADDPD      Y6, Y5, Y5
+	VCVTPD2PSY  Y5, X5
+	VMULPS      X15, X5, X5
+	VMOVSS      X5, (R12)
+	VEXTRACTPS  $0x01, X5, 32(R12)
+	VEXTRACTPS  $0x02, X5, 64(R12)
+	VEXTRACTPS  $0x03, X5, 96(R12)
+	ADDQ        $0x00000080, R12
+	VHADDPD     Y7, Y4, Y4
+	VHADDPD     Y11, Y10, Y10
+	VPERM2F128  $0x20, Y10, Y4, Y5
+	VPERM2F128  $0x31, Y10, Y4, Y6
+	VADDPD      Y6, Y5, Y5
+	VCVTPD2PSY  Y5, X5
+	VMULPS      X15, X5, X5
+	VMOVSS      X5, (R12)
+	VEXTRACTPS  $0x01, X5, 32(R12)
+	VEXTRACTPS  $0x02, X5, 64(R12)
+	VEXTRACTPS  $0x03, X5, 96(R12)
+	ADDQ        $0x00000080, R12
+	LEAQ        (DX)(R8*8), DX
+	SUBQ        $0x08, R10
+	JMP         sc8
+
+sc4:
+	CMPQ   R10, $0x04
+	JL     sc1
+	MOVQ   R13, SI
+	MOVQ   DX, AX
+	MOVQ   R11, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+
+sc4d:
+	VMOVUPD     (SI), Y8
+	VFMADD231PD (AX), Y8, Y0
+	VFMADD231PD (AX)(R8*1), Y8, Y1
+	VFMADD231PD (AX)(R8*2), Y8, Y2
+	VFMADD231PD (AX)(R9*1), Y8, Y3
+	ADDQ        $0x20, SI
+	ADDQ        $0x20, AX
+	DECQ        CX
+	JNZ         sc4d
+	VHADDPD     Y1, Y0, Y0
+	VHADDPD     Y3, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y0, Y5
+	VPERM2F128  $0x31, Y2, Y0, Y6
+	VADDPD      Y6, Y5, Y5
+	VCVTPD2PSY  Y5, X5
+	VMULPS      X15, X5, X5
+	VMOVSS      X5, (R12)
+	VEXTRACTPS  $0x01, X5, 32(R12)
+	VEXTRACTPS  $0x02, X5, 64(R12)
+	VEXTRACTPS  $0x03, X5, 96(R12)
+	ADDQ        $0x00000080, R12
+	LEAQ        (DX)(R8*4), DX
+	SUBQ        $0x04, R10
+
+sc1:
+	TESTQ  R10, R10
+	JZ     scdone
+	MOVQ   R13, SI
+	MOVQ   DX, AX
+	MOVQ   R11, CX
+	VXORPD Y0, Y0, Y0
+
+sc1d:
+	VMOVUPD      (SI), Y8
+	VFMADD231PD  (AX), Y8, Y0
+	ADDQ         $0x20, SI
+	ADDQ         $0x20, AX
+	DECQ         CX
+	JNZ          sc1d
+	VHADDPD      Y0, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDSD       X1, X0, X0
+	VCVTSD2SS    X0, X0, X0
+	VMULSS       X15, X0, X0
+	VMOVSS       X0, (R12)
+	ADDQ         $0x20, R12
+	ADDQ         R8, DX
+	DECQ         R10
+	JMP          sc1
+
+scdone:
+	VZEROUPPER
+	RET
+
+// func weightsAVX(sc *float32, w *float32, flags *uint8, m *float32, s *float32, n int, wstride int, lanes int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·weightsAVX(SB), NOSPLIT, $0-64
+	MOVQ    sc+0(FP), SI
+	MOVQ    w+8(FP), DI
+	MOVQ    flags+16(FP), BX
+	MOVQ    m+24(FP), AX
+	MOVQ    n+40(FP), CX
+	MOVQ    wstride+48(FP), R8
+	MOVQ    lanes+56(FP), R9
+	VMOVUPS (AX), Y0
+	MOVQ    DI, R10
+	MOVQ    CX, R11
+
+wt1:
+	VMOVUPS   (SI), Y1
+	VCMPPS    $0x1e, Y0, Y1, Y2
+	VSUBPS    Y0, Y1, Y3
+	VSUBPS    Y1, Y0, Y4
+	VBLENDVPS Y2, Y4, Y3, Y3
+	VBLENDVPS Y2, Y1, Y0, Y0
+	VMOVUPS   Y2, (R10)
+	VMOVUPS   Y3, 32(R10)
+	VMOVMSKPS Y2, DX
+	ANDQ      R9, DX
+	JZ        wt1n
+	MOVB      $0x01, (BX)
+
+wt1n:
+	ADDQ    $0x20, SI
+	ADDQ    R8, R10
+	INCQ    BX
+	DECQ    R11
+	JNZ     wt1
+	VMOVUPS Y0, (AX)
+	MOVQ    DI, R10
+	MOVQ    CX, R11
+
+wt2:
+	VCVTPS2PD    32(R10), Y1
+	VCVTPS2PD    48(R10), Y2
+	VMOVUPD      expd<>+0(SB), Y3
+	VMAXPD       Y1, Y3, Y1
+	VMOVUPD      expd<>+32(SB), Y3
+	VMINPD       Y1, Y3, Y1
+	VMULPD       expd<>+64(SB), Y1, Y3
+	VROUNDPD     $0x00, Y3, Y3
+	VFNMADD231PD expd<>+96(SB), Y3, Y1
+	VFNMADD231PD expd<>+128(SB), Y3, Y1
+	VMOVUPD      expd<>+544(SB), Y4
+	VFMADD213PD  expd<>+512(SB), Y1, Y4
+	VFMADD213PD  expd<>+480(SB), Y1, Y4
+	VFMADD213PD  expd<>+448(SB), Y1, Y4
+	VFMADD213PD  expd<>+416(SB), Y1, Y4
+	VFMADD213PD  expd<>+384(SB), Y1, Y4
+	VFMADD213PD  expd<>+352(SB), Y1, Y4
+	VFMADD213PD  expd<>+320(SB), Y1, Y4
+	VFMADD213PD  expd<>+288(SB), Y1, Y4
+	VFMADD213PD  expd<>+256(SB), Y1, Y4
+	VFMADD213PD  expd<>+224(SB), Y1, Y4
+	VFMADD213PD  expd<>+192(SB), Y1, Y4
+	VCVTPD2DQY   Y3, X3
+	VPMOVSXDQ    X3, Y3
+	VPADDQ       expd<>+160(SB), Y3, Y3
+	VPSLLQ       $0x34, Y3, Y3
+	VMULPD       Y3, Y4, Y1
+	VMOVUPD      expd<>+0(SB), Y5
+	VMAXPD       Y2, Y5, Y2
+	VMOVUPD      expd<>+32(SB), Y5
+	VMINPD       Y2, Y5, Y2
+	VMULPD       expd<>+64(SB), Y2, Y5
+	VROUNDPD     $0x00, Y5, Y5
+	VFNMADD231PD expd<>+96(SB), Y5, Y2
+	VFNMADD231PD expd<>+128(SB), Y5, Y2
+	VMOVUPD      expd<>+544(SB), Y6
+	VFMADD213PD  expd<>+512(SB), Y2, Y6
+	VFMADD213PD  expd<>+480(SB), Y2, Y6
+	VFMADD213PD  expd<>+448(SB), Y2, Y6
+	VFMADD213PD  expd<>+416(SB), Y2, Y6
+	VFMADD213PD  expd<>+384(SB), Y2, Y6
+	VFMADD213PD  expd<>+352(SB), Y2, Y6
+	VFMADD213PD  expd<>+320(SB), Y2, Y6
+	VFMADD213PD  expd<>+288(SB), Y2, Y6
+	VFMADD213PD  expd<>+256(SB), Y2, Y6
+	VFMADD213PD  expd<>+224(SB), Y2, Y6
+	VFMADD213PD  expd<>+192(SB), Y2, Y6
+	VCVTPD2DQY   Y5, X5
+	VPMOVSXDQ    X5, Y5
+	VPADDQ       expd<>+160(SB), Y5, Y5
+	VPSLLQ       $0x34, Y5, Y5
+	VMULPD       Y5, Y6, Y2
+	VCVTPD2PSY   Y1, X1
+	VCVTPD2PSY   Y2, X2
+	VMOVUPS      X1, 32(R10)
+	VMOVUPS      X2, 48(R10)
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          wt2
+	MOVQ         s+32(FP), AX
+	VMOVUPS      (AX), Y0
+	VBROADCASTSS expd<>+576(SB), Y9
+	MOVQ         DI, R10
+	MOVQ         CX, R11
+
+wt3:
+	VMOVUPS   (R10), Y2
+	VMOVUPS   32(R10), Y3
+	VBLENDVPS Y2, Y3, Y9, Y4
+	VBLENDVPS Y2, Y9, Y3, Y5
+	VMULPS    Y4, Y0, Y0
+	VADDPS    Y5, Y0, Y0
+	VMOVUPS   Y4, (R10)
+	VMOVUPS   Y5, 32(R10)
+	ADDQ      R8, R10
+	DECQ      R11
+	JNZ       wt3
+	VMOVUPS   Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func expF64AVX(x *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·expF64AVX(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+
+ex4:
+	VCVTPS2PD    (DI), Y0
+	VMOVUPD      expd<>+0(SB), Y1
+	VMAXPD       Y0, Y1, Y0
+	VMOVUPD      expd<>+32(SB), Y1
+	VMINPD       Y0, Y1, Y0
+	VMULPD       expd<>+64(SB), Y0, Y1
+	VROUNDPD     $0x00, Y1, Y1
+	VFNMADD231PD expd<>+96(SB), Y1, Y0
+	VFNMADD231PD expd<>+128(SB), Y1, Y0
+	VMOVUPD      expd<>+544(SB), Y2
+	VFMADD213PD  expd<>+512(SB), Y0, Y2
+	VFMADD213PD  expd<>+480(SB), Y0, Y2
+	VFMADD213PD  expd<>+448(SB), Y0, Y2
+	VFMADD213PD  expd<>+416(SB), Y0, Y2
+	VFMADD213PD  expd<>+384(SB), Y0, Y2
+	VFMADD213PD  expd<>+352(SB), Y0, Y2
+	VFMADD213PD  expd<>+320(SB), Y0, Y2
+	VFMADD213PD  expd<>+288(SB), Y0, Y2
+	VFMADD213PD  expd<>+256(SB), Y0, Y2
+	VFMADD213PD  expd<>+224(SB), Y0, Y2
+	VFMADD213PD  expd<>+192(SB), Y0, Y2
+	VCVTPD2DQY   Y1, X1
+	VPMOVSXDQ    X1, Y1
+	VPADDQ       expd<>+160(SB), Y1, Y1
+	VPSLLQ       $0x34, Y1, Y1
+	VMULPD       Y1, Y2, Y0
+	VCVTPD2PSY   Y0, X0
+	VMOVUPS      X0, (DI)
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, CX
+	JNZ          ex4
+	VZEROUPPER
+	RET
+
+// func dotRowsF32AVX(w *float32, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, FMA3, MMX+
+TEXT ·dotRowsF32AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsF32AVX_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF32AVX_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsF32AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF32AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1088(AX)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8256(AX)
+	VMOVUPS     (AX), Y4
+	VMOVUPS     32(AX), Y5
+	VMOVUPS     64(AX), Y6
+	VMOVUPS     96(AX), Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsF32AVX_32
+
+dotRowsF32AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF32AVX_end
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsF32AVX_8
+
+dotRowsF32AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF32AVX_row
+
+dotRowsF32AVX_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsF32Z(w *float32, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, AVX512F, FMA3, MMX+
+TEXT ·dotRowsF32Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsF32Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF32Z_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+
+dotRowsF32Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF32Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1088(AX)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8256(AX)
+	VMOVUPS     (AX), Z4
+	VMOVUPS     64(AX), Z5
+	VFMADD231PS (BX), Z4, Z0
+	VFMADD231PS 64(BX), Z5, Z2
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsF32Z_32
+
+dotRowsF32Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y3
+
+dotRowsF32Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF32Z_end
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsF32Z_8
+
+dotRowsF32Z_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF32Z_row
+
+dotRowsF32Z_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsF32x4Z(w *float32, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX512F, FMA3, MMX+
+TEXT ·dotRowsF32x4Z(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xstride+24(FP), R8
+	MOVQ rows+40(FP), R10
+	MOVQ out+48(FP), DX
+
+dotRowsF32x4Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF32x4Z_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (DI)(R8*1), R13
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+dotRowsF32x4Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF32x4Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1088(AX)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8256(AX)
+	VMOVUPS     (AX), Z8
+	VMOVUPS     64(AX), Z9
+	VFMADD231PS (BX), Z8, Z0
+	VFMADD231PS 64(BX), Z9, Z1
+	VFMADD231PS (R12), Z8, Z2
+	VFMADD231PS 64(R12), Z9, Z3
+	VFMADD231PS (DI), Z8, Z4
+	VFMADD231PS 64(DI), Z9, Z5
+	VFMADD231PS (R13), Z8, Z6
+	VFMADD231PS 64(R13), Z9, Z7
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R13
+	SUBQ        $0x20, CX
+	JMP         dotRowsF32x4Z_32
+
+dotRowsF32x4Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VEXTRACTF64X4 $0x01, Z1, Y17
+	VEXTRACTF64X4 $0x01, Z2, Y18
+	VEXTRACTF64X4 $0x01, Z3, Y19
+	VEXTRACTF64X4 $0x01, Z4, Y20
+	VEXTRACTF64X4 $0x01, Z5, Y21
+	VEXTRACTF64X4 $0x01, Z6, Y22
+	VEXTRACTF64X4 $0x01, Z7, Y23
+
+dotRowsF32x4Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF32x4Z_end
+	VMOVUPS     (AX), Y8
+	VFMADD231PS (BX), Y8, Y0
+	VFMADD231PS (R12), Y8, Y2
+	VFMADD231PS (DI), Y8, Y4
+	VFMADD231PS (R13), Y8, Y6
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R13
+	SUBQ        $0x08, CX
+	JMP         dotRowsF32x4Z_8
+
+dotRowsF32x4Z_end:
+	MOVQ         ostride+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DX, R11
+	VADDPS       Y16, Y0, Y0
+	VADDPS       Y17, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y18, Y2, Y2
+	VADDPS       Y19, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y20, Y4, Y4
+	VADDPS       Y21, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0x4e, X4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0xb1, X4, X8
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y22, Y6, Y6
+	VADDPS       Y23, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0x4e, X6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0xb1, X6, X8
+	VADDSS       X8, X6, X6
+	VMOVSS       X6, (R11)
+	MOVQ         wstride+8(FP), R9
+	ADDQ         R9, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF32x4Z_row
+
+dotRowsF32x4Z_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsF32Z(w *float32, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dotPairsF32Z(SB), NOSPLIT, $0-64
+	MOVL  $0x000000ff, AX
+	KMOVW AX, K1
+	MOVQ  w+0(FP), SI
+	MOVQ  rows+40(FP), R10
+	MOVQ  out+48(FP), DX
+
+dotPairsF32Z_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsF32Z_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   xstride+24(FP), R8
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (BX)(R8*2), R13
+	LEAQ   (R12)(R8*2), R9
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+dotPairsF32Z_32:
+	CMPQ        CX, $0x20
+	JL          dotPairsF32Z_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1088(AX)
+	PREFETCHT0  1024(DI)
+	PREFETCHT0  1088(DI)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8256(AX)
+	PREFETCHT1  8192(DI)
+	PREFETCHT1  8256(DI)
+	VMOVUPS     (AX), Z16
+	VMOVUPS     64(AX), Z17
+	VMOVUPS     (DI), Z18
+	VMOVUPS     64(DI), Z19
+	VMOVUPS     (BX), Z20
+	VMOVUPS     64(BX), Z21
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z17, Z4
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z19, Z12
+	VMOVUPS     (R12), Z22
+	VMOVUPS     64(R12), Z23
+	VFMADD231PS Z22, Z16, Z1
+	VFMADD231PS Z23, Z17, Z5
+	VFMADD231PS Z22, Z18, Z9
+	VFMADD231PS Z23, Z19, Z13
+	VMOVUPS     (R13), Z24
+	VMOVUPS     64(R13), Z25
+	VFMADD231PS Z24, Z16, Z2
+	VFMADD231PS Z25, Z17, Z6
+	VFMADD231PS Z24, Z18, Z10
+	VFMADD231PS Z25, Z19, Z14
+	VMOVUPS     (R9), Z26
+	VMOVUPS     64(R9), Z27
+	VFMADD231PS Z26, Z16, Z3
+	VFMADD231PS Z27, Z17, Z7
+	VFMADD231PS Z26, Z18, Z11
+	VFMADD231PS Z27, Z19, Z15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000080, DI
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	ADDQ        $0x80, R9
+	SUBQ        $0x20, CX
+	JMP         dotPairsF32Z_32
+
+dotPairsF32Z_8:
+	CMPQ        CX, $0x08
+	JL          dotPairsF32Z_end
+	VMOVUPS     (AX), Y16
+	VMOVUPS     (DI), Y18
+	VMOVUPS     (BX), Y20
+	VFMADD231PS Z20, Z16, K1, Z0
+	VFMADD231PS Z20, Z18, K1, Z8
+	VMOVUPS     (R12), Y22
+	VFMADD231PS Z22, Z16, K1, Z1
+	VFMADD231PS Z22, Z18, K1, Z9
+	VMOVUPS     (R13), Y24
+	VFMADD231PS Z24, Z16, K1, Z2
+	VFMADD231PS Z24, Z18, K1, Z10
+	VMOVUPS     (R9), Y26
+	VFMADD231PS Z26, Z16, K1, Z3
+	VFMADD231PS Z26, Z18, K1, Z11
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x00000020, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R13
+	ADDQ        $0x20, R9
+	SUBQ        $0x08, CX
+	JMP         dotPairsF32Z_8
+
+dotPairsF32Z_end:
+	MOVQ          ostride+56(FP), R11
+	SHLQ          $0x02, R11
+	VEXTRACTF64X4 $0x01, Z0, Y28
+	VEXTRACTF64X4 $0x01, Z4, Y29
+	VADDPS        Y28, Y0, Y0
+	VADDPS        Y29, Y4, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	MOVQ          DX, CX
+	VMOVSS        X0, (CX)
+	VEXTRACTF64X4 $0x01, Z1, Y28
+	VEXTRACTF64X4 $0x01, Z5, Y29
+	VADDPS        Y28, Y1, Y1
+	VADDPS        Y29, Y5, Y5
+	VADDPS        Y5, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X1, (CX)
+	VEXTRACTF64X4 $0x01, Z2, Y28
+	VEXTRACTF64X4 $0x01, Z6, Y29
+	VADDPS        Y28, Y2, Y2
+	VADDPS        Y29, Y6, Y6
+	VADDPS        Y6, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X2, (CX)
+	VEXTRACTF64X4 $0x01, Z3, Y28
+	VEXTRACTF64X4 $0x01, Z7, Y29
+	VADDPS        Y28, Y3, Y3
+	VADDPS        Y29, Y7, Y7
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X3, (CX)
+	VEXTRACTF64X4 $0x01, Z8, Y28
+	VEXTRACTF64X4 $0x01, Z12, Y29
+	VADDPS        Y28, Y8, Y8
+	VADDPS        Y29, Y12, Y12
+	VADDPS        Y12, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	MOVQ          DX, CX
+	VMOVSS        X8, 4(CX)
+	VEXTRACTF64X4 $0x01, Z9, Y28
+	VEXTRACTF64X4 $0x01, Z13, Y29
+	VADDPS        Y28, Y9, Y9
+	VADDPS        Y29, Y13, Y13
+	VADDPS        Y13, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0x4e, X9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0xb1, X9, X13
+	VADDSS        X13, X9, X9
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X9, 4(CX)
+	VEXTRACTF64X4 $0x01, Z10, Y28
+	VEXTRACTF64X4 $0x01, Z14, Y29
+	VADDPS        Y28, Y10, Y10
+	VADDPS        Y29, Y14, Y14
+	VADDPS        Y14, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0x4e, X10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0xb1, X10, X14
+	VADDSS        X14, X10, X10
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X10, 4(CX)
+	VEXTRACTF64X4 $0x01, Z11, Y28
+	VEXTRACTF64X4 $0x01, Z15, Y29
+	VADDPS        Y28, Y11, Y11
+	VADDPS        Y29, Y15, Y15
+	VADDPS        Y15, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0x4e, X11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0xb1, X11, X15
+	VADDSS        X15, X11, X11
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X11, 4(CX)
+	MOVQ          wstride+8(FP), R11
+	LEAQ          (SI)(R11*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsF32Z_pair
+
+dotPairsF32Z_done:
+	VZEROUPPER
+	RET
+
+// func dotF16F32AVX(w *uint16, x *float32, n int) float32
+// Requires: AVX, F16C, FMA3, MMX+, SSE
+TEXT ·dotF16F32AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotF16F32AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotF16F32AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VCVTPH2PS   (AX), Y4
+	VCVTPH2PS   16(AX), Y5
+	VCVTPH2PS   32(AX), Y6
+	VCVTPH2PS   48(AX), Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotF16F32AVX_32
+
+dotF16F32AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotF16F32AVX_end
+	VCVTPH2PS   (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotF16F32AVX_8
+
+dotF16F32AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotRowsF16AVX(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·dotRowsF16AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsF16AVX_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF16AVX_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsF16AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF16AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VCVTPH2PS   (AX), Y4
+	VCVTPH2PS   16(AX), Y5
+	VCVTPH2PS   32(AX), Y6
+	VCVTPH2PS   48(AX), Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsF16AVX_32
+
+dotRowsF16AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF16AVX_end
+	VCVTPH2PS   (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsF16AVX_8
+
+dotRowsF16AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF16AVX_row
+
+dotRowsF16AVX_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsF16Z(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, AVX512F, F16C, FMA3, MMX+
+TEXT ·dotRowsF16Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsF16Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF16Z_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+
+dotRowsF16Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF16Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VCVTPH2PS   (AX), Z4
+	VCVTPH2PS   32(AX), Z5
+	VFMADD231PS (BX), Z4, Z0
+	VFMADD231PS 64(BX), Z5, Z2
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsF16Z_32
+
+dotRowsF16Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y3
+
+dotRowsF16Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF16Z_end
+	VCVTPH2PS   (AX), Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsF16Z_8
+
+dotRowsF16Z_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF16Z_row
+
+dotRowsF16Z_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsF16x4Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C, FMA3, MMX+
+TEXT ·dotRowsF16x4Z(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xstride+24(FP), R8
+	MOVQ rows+40(FP), R10
+	MOVQ out+48(FP), DX
+
+dotRowsF16x4Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsF16x4Z_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (DI)(R8*1), R13
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+dotRowsF16x4Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsF16x4Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VCVTPH2PS   (AX), Z8
+	VCVTPH2PS   32(AX), Z9
+	VFMADD231PS (BX), Z8, Z0
+	VFMADD231PS 64(BX), Z9, Z1
+	VFMADD231PS (R12), Z8, Z2
+	VFMADD231PS 64(R12), Z9, Z3
+	VFMADD231PS (DI), Z8, Z4
+	VFMADD231PS 64(DI), Z9, Z5
+	VFMADD231PS (R13), Z8, Z6
+	VFMADD231PS 64(R13), Z9, Z7
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R13
+	SUBQ        $0x20, CX
+	JMP         dotRowsF16x4Z_32
+
+dotRowsF16x4Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VEXTRACTF64X4 $0x01, Z1, Y17
+	VEXTRACTF64X4 $0x01, Z2, Y18
+	VEXTRACTF64X4 $0x01, Z3, Y19
+	VEXTRACTF64X4 $0x01, Z4, Y20
+	VEXTRACTF64X4 $0x01, Z5, Y21
+	VEXTRACTF64X4 $0x01, Z6, Y22
+	VEXTRACTF64X4 $0x01, Z7, Y23
+
+dotRowsF16x4Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsF16x4Z_end
+	VCVTPH2PS   (AX), Y8
+	VFMADD231PS (BX), Y8, Y0
+	VFMADD231PS (R12), Y8, Y2
+	VFMADD231PS (DI), Y8, Y4
+	VFMADD231PS (R13), Y8, Y6
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R13
+	SUBQ        $0x08, CX
+	JMP         dotRowsF16x4Z_8
+
+dotRowsF16x4Z_end:
+	MOVQ         ostride+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DX, R11
+	VADDPS       Y16, Y0, Y0
+	VADDPS       Y17, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y18, Y2, Y2
+	VADDPS       Y19, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y20, Y4, Y4
+	VADDPS       Y21, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0x4e, X4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0xb1, X4, X8
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y22, Y6, Y6
+	VADDPS       Y23, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0x4e, X6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0xb1, X6, X8
+	VADDSS       X8, X6, X6
+	VMOVSS       X6, (R11)
+	MOVQ         wstride+8(FP), R9
+	ADDQ         R9, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsF16x4Z_row
+
+dotRowsF16x4Z_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX512F, F16C, MMX+
+TEXT ·dotPairsF16Z(SB), NOSPLIT, $0-64
+	MOVL  $0x000000ff, AX
+	KMOVW AX, K1
+	MOVQ  w+0(FP), SI
+	MOVQ  rows+40(FP), R10
+	MOVQ  out+48(FP), DX
+
+dotPairsF16Z_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsF16Z_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   xstride+24(FP), R8
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (BX)(R8*2), R13
+	LEAQ   (R12)(R8*2), R9
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+dotPairsF16Z_32:
+	CMPQ        CX, $0x20
+	JL          dotPairsF16Z_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1024(DI)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8192(DI)
+	VCVTPH2PS   (AX), Z16
+	VCVTPH2PS   32(AX), Z17
+	VCVTPH2PS   (DI), Z18
+	VCVTPH2PS   32(DI), Z19
+	VMOVUPS     (BX), Z20
+	VMOVUPS     64(BX), Z21
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z17, Z4
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z19, Z12
+	VMOVUPS     (R12), Z22
+	VMOVUPS     64(R12), Z23
+	VFMADD231PS Z22, Z16, Z1
+	VFMADD231PS Z23, Z17, Z5
+	VFMADD231PS Z22, Z18, Z9
+	VFMADD231PS Z23, Z19, Z13
+	VMOVUPS     (R13), Z24
+	VMOVUPS     64(R13), Z25
+	VFMADD231PS Z24, Z16, Z2
+	VFMADD231PS Z25, Z17, Z6
+	VFMADD231PS Z24, Z18, Z10
+	VFMADD231PS Z25, Z19, Z14
+	VMOVUPS     (R9), Z26
+	VMOVUPS     64(R9), Z27
+	VFMADD231PS Z26, Z16, Z3
+	VFMADD231PS Z27, Z17, Z7
+	VFMADD231PS Z26, Z18, Z11
+	VFMADD231PS Z27, Z19, Z15
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	ADDQ        $0x80, R9
+	SUBQ        $0x20, CX
+	JMP         dotPairsF16Z_32
+
+dotPairsF16Z_8:
+	CMPQ        CX, $0x08
+	JL          dotPairsF16Z_end
+	VCVTPH2PS   (AX), Y16
+	VCVTPH2PS   (DI), Y18
+	VMOVUPS     (BX), Y20
+	VFMADD231PS Z20, Z16, K1, Z0
+	VFMADD231PS Z20, Z18, K1, Z8
+	VMOVUPS     (R12), Y22
+	VFMADD231PS Z22, Z16, K1, Z1
+	VFMADD231PS Z22, Z18, K1, Z9
+	VMOVUPS     (R13), Y24
+	VFMADD231PS Z24, Z16, K1, Z2
+	VFMADD231PS Z24, Z18, K1, Z10
+	VMOVUPS     (R9), Y26
+	VFMADD231PS Z26, Z16, K1, Z3
+	VFMADD231PS Z26, Z18, K1, Z11
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000010, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R13
+	ADDQ        $0x20, R9
+	SUBQ        $0x08, CX
+	JMP         dotPairsF16Z_8
+
+dotPairsF16Z_end:
+	MOVQ          ostride+56(FP), R11
+	SHLQ          $0x02, R11
+	VEXTRACTF64X4 $0x01, Z0, Y28
+	VEXTRACTF64X4 $0x01, Z4, Y29
+	VADDPS        Y28, Y0, Y0
+	VADDPS        Y29, Y4, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	MOVQ          DX, CX
+	VMOVSS        X0, (CX)
+	VEXTRACTF64X4 $0x01, Z1, Y28
+	VEXTRACTF64X4 $0x01, Z5, Y29
+	VADDPS        Y28, Y1, Y1
+	VADDPS        Y29, Y5, Y5
+	VADDPS        Y5, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X1, (CX)
+	VEXTRACTF64X4 $0x01, Z2, Y28
+	VEXTRACTF64X4 $0x01, Z6, Y29
+	VADDPS        Y28, Y2, Y2
+	VADDPS        Y29, Y6, Y6
+	VADDPS        Y6, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X2, (CX)
+	VEXTRACTF64X4 $0x01, Z3, Y28
+	VEXTRACTF64X4 $0x01, Z7, Y29
+	VADDPS        Y28, Y3, Y3
+	VADDPS        Y29, Y7, Y7
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X3, (CX)
+	VEXTRACTF64X4 $0x01, Z8, Y28
+	VEXTRACTF64X4 $0x01, Z12, Y29
+	VADDPS        Y28, Y8, Y8
+	VADDPS        Y29, Y12, Y12
+	VADDPS        Y12, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	MOVQ          DX, CX
+	VMOVSS        X8, 4(CX)
+	VEXTRACTF64X4 $0x01, Z9, Y28
+	VEXTRACTF64X4 $0x01, Z13, Y29
+	VADDPS        Y28, Y9, Y9
+	VADDPS        Y29, Y13, Y13
+	VADDPS        Y13, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0x4e, X9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0xb1, X9, X13
+	VADDSS        X13, X9, X9
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X9, 4(CX)
+	VEXTRACTF64X4 $0x01, Z10, Y28
+	VEXTRACTF64X4 $0x01, Z14, Y29
+	VADDPS        Y28, Y10, Y10
+	VADDPS        Y29, Y14, Y14
+	VADDPS        Y14, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0x4e, X10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0xb1, X10, X14
+	VADDSS        X14, X10, X10
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X10, 4(CX)
+	VEXTRACTF64X4 $0x01, Z11, Y28
+	VEXTRACTF64X4 $0x01, Z15, Y29
+	VADDPS        Y28, Y11, Y11
+	VADDPS        Y29, Y15, Y15
+	VADDPS        Y15, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0x4e, X11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0xb1, X11, X15
+	VADDSS        X15, X11, X11
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X11, 4(CX)
+	MOVQ          wstride+8(FP), R11
+	LEAQ          (SI)(R11*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsF16Z_pair
+
+dotPairsF16Z_done:
+	VZEROUPPER
+	RET
+
+// func dotBF16F32AVX(w *uint16, x *float32, n int) float32
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
+TEXT ·dotBF16F32AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), AX
+	MOVQ   x+8(FP), BX
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotBF16F32AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotBF16F32AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   16(AX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VPMOVZXWD   32(AX), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VPMOVZXWD   48(AX), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotBF16F32AVX_32
+
+dotBF16F32AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotBF16F32AVX_end
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotBF16F32AVX_8
+
+dotBF16F32AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotRowsBF16AVX(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·dotRowsBF16AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsBF16AVX_row:
+	TESTQ  R10, R10
+	JZ     dotRowsBF16AVX_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsBF16AVX_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsBF16AVX_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VPMOVZXWD   16(AX), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VPMOVZXWD   32(AX), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VPMOVZXWD   48(AX), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsBF16AVX_32
+
+dotRowsBF16AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsBF16AVX_end
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsBF16AVX_8
+
+dotRowsBF16AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsBF16AVX_row
+
+dotRowsBF16AVX_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsBF16Z(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512F, FMA3, MMX+
+TEXT ·dotRowsBF16Z(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), R9
+	MOVQ rows+32(FP), R10
+	MOVQ out+40(FP), DX
+
+dotRowsBF16Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsBF16Z_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z2, Z2, Z2
+
+dotRowsBF16Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsBF16Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VPMOVZXWD   (AX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VPMOVZXWD   32(AX), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VFMADD231PS (BX), Z4, Z0
+	VFMADD231PS 64(BX), Z5, Z2
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	SUBQ        $0x20, CX
+	JMP         dotRowsBF16Z_32
+
+dotRowsBF16Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y3
+
+dotRowsBF16Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsBF16Z_end
+	VPMOVZXWD   (AX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (BX), Y4, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	SUBQ        $0x08, CX
+	JMP         dotRowsBF16Z_8
+
+dotRowsBF16Z_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	ADDQ         R8, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsBF16Z_row
+
+dotRowsBF16Z_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsBF16x4Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, FMA3, MMX+
+TEXT ·dotRowsBF16x4Z(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xstride+24(FP), R8
+	MOVQ rows+40(FP), R10
+	MOVQ out+48(FP), DX
+
+dotRowsBF16x4Z_row:
+	TESTQ  R10, R10
+	JZ     dotRowsBF16x4Z_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (DI)(R8*1), R13
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+dotRowsBF16x4Z_32:
+	CMPQ        CX, $0x20
+	JL          dotRowsBF16x4Z_tail
+	PREFETCHT0  1024(AX)
+	PREFETCHT1  8192(AX)
+	VPMOVZXWD   (AX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VPMOVZXWD   32(AX), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VFMADD231PS (BX), Z8, Z0
+	VFMADD231PS 64(BX), Z9, Z1
+	VFMADD231PS (R12), Z8, Z2
+	VFMADD231PS 64(R12), Z9, Z3
+	VFMADD231PS (DI), Z8, Z4
+	VFMADD231PS 64(DI), Z9, Z5
+	VFMADD231PS (R13), Z8, Z6
+	VFMADD231PS 64(R13), Z9, Z7
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R13
+	SUBQ        $0x20, CX
+	JMP         dotRowsBF16x4Z_32
+
+dotRowsBF16x4Z_tail:
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VEXTRACTF64X4 $0x01, Z1, Y17
+	VEXTRACTF64X4 $0x01, Z2, Y18
+	VEXTRACTF64X4 $0x01, Z3, Y19
+	VEXTRACTF64X4 $0x01, Z4, Y20
+	VEXTRACTF64X4 $0x01, Z5, Y21
+	VEXTRACTF64X4 $0x01, Z6, Y22
+	VEXTRACTF64X4 $0x01, Z7, Y23
+
+dotRowsBF16x4Z_8:
+	CMPQ        CX, $0x08
+	JL          dotRowsBF16x4Z_end
+	VPMOVZXWD   (AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (BX), Y8, Y0
+	VFMADD231PS (R12), Y8, Y2
+	VFMADD231PS (DI), Y8, Y4
+	VFMADD231PS (R13), Y8, Y6
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, DI
+	ADDQ        $0x20, R13
+	SUBQ        $0x08, CX
+	JMP         dotRowsBF16x4Z_8
+
+dotRowsBF16x4Z_end:
+	MOVQ         ostride+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DX, R11
+	VADDPS       Y16, Y0, Y0
+	VADDPS       Y17, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y18, Y2, Y2
+	VADDPS       Y19, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0x4e, X2, X8
+	VADDPS       X8, X2, X2
+	VPERMILPS    $0xb1, X2, X8
+	VADDSS       X8, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y20, Y4, Y4
+	VADDPS       Y21, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0x4e, X4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0xb1, X4, X8
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (R11)
+	ADDQ         R9, R11
+	VADDPS       Y22, Y6, Y6
+	VADDPS       Y23, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0x4e, X6, X8
+	VADDPS       X8, X6, X6
+	VPERMILPS    $0xb1, X6, X8
+	VADDSS       X8, X6, X6
+	VMOVSS       X6, (R11)
+	MOVQ         wstride+8(FP), R9
+	ADDQ         R9, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsBF16x4Z_row
+
+dotRowsBF16x4Z_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsBF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, MMX+
+TEXT ·dotPairsBF16Z(SB), NOSPLIT, $0-64
+	MOVL  $0x000000ff, AX
+	KMOVW AX, K1
+	MOVQ  w+0(FP), SI
+	MOVQ  rows+40(FP), R10
+	MOVQ  out+48(FP), DX
+
+dotPairsBF16Z_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsBF16Z_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   xstride+24(FP), R8
+	LEAQ   (BX)(R8*1), R12
+	LEAQ   (BX)(R8*2), R13
+	LEAQ   (R12)(R8*2), R9
+	MOVQ   n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+dotPairsBF16Z_32:
+	CMPQ        CX, $0x20
+	JL          dotPairsBF16Z_8
+	PREFETCHT0  1024(AX)
+	PREFETCHT0  1024(DI)
+	PREFETCHT1  8192(AX)
+	PREFETCHT1  8192(DI)
+	VPMOVZXWD   (AX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VPMOVZXWD   32(AX), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VPMOVZXWD   (DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VPMOVZXWD   32(DI), Z19
+	VPSLLD      $0x10, Z19, Z19
+	VMOVUPS     (BX), Z20
+	VMOVUPS     64(BX), Z21
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z21, Z17, Z4
+	VFMADD231PS Z20, Z18, Z8
+	VFMADD231PS Z21, Z19, Z12
+	VMOVUPS     (R12), Z22
+	VMOVUPS     64(R12), Z23
+	VFMADD231PS Z22, Z16, Z1
+	VFMADD231PS Z23, Z17, Z5
+	VFMADD231PS Z22, Z18, Z9
+	VFMADD231PS Z23, Z19, Z13
+	VMOVUPS     (R13), Z24
+	VMOVUPS     64(R13), Z25
+	VFMADD231PS Z24, Z16, Z2
+	VFMADD231PS Z25, Z17, Z6
+	VFMADD231PS Z24, Z18, Z10
+	VFMADD231PS Z25, Z19, Z14
+	VMOVUPS     (R9), Z26
+	VMOVUPS     64(R9), Z27
+	VFMADD231PS Z26, Z16, Z3
+	VFMADD231PS Z27, Z17, Z7
+	VFMADD231PS Z26, Z18, Z11
+	VFMADD231PS Z27, Z19, Z15
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000040, DI
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	ADDQ        $0x80, R9
+	SUBQ        $0x20, CX
+	JMP         dotPairsBF16Z_32
+
+dotPairsBF16Z_8:
+	CMPQ        CX, $0x08
+	JL          dotPairsBF16Z_end
+	VPMOVZXWD   (AX), Y16
+	VPSLLD      $0x10, Y16, Y16
+	VPMOVZXWD   (DI), Y18
+	VPSLLD      $0x10, Y18, Y18
+	VMOVUPS     (BX), Y20
+	VFMADD231PS Z20, Z16, K1, Z0
+	VFMADD231PS Z20, Z18, K1, Z8
+	VMOVUPS     (R12), Y22
+	VFMADD231PS Z22, Z16, K1, Z1
+	VFMADD231PS Z22, Z18, K1, Z9
+	VMOVUPS     (R13), Y24
+	VFMADD231PS Z24, Z16, K1, Z2
+	VFMADD231PS Z24, Z18, K1, Z10
+	VMOVUPS     (R9), Y26
+	VFMADD231PS Z26, Z16, K1, Z3
+	VFMADD231PS Z26, Z18, K1, Z11
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000010, DI
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, R12
+	ADDQ        $0x20, R13
+	ADDQ        $0x20, R9
+	SUBQ        $0x08, CX
+	JMP         dotPairsBF16Z_8
+
+dotPairsBF16Z_end:
+	MOVQ          ostride+56(FP), R11
+	SHLQ          $0x02, R11
+	VEXTRACTF64X4 $0x01, Z0, Y28
+	VEXTRACTF64X4 $0x01, Z4, Y29
+	VADDPS        Y28, Y0, Y0
+	VADDPS        Y29, Y4, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	MOVQ          DX, CX
+	VMOVSS        X0, (CX)
+	VEXTRACTF64X4 $0x01, Z1, Y28
+	VEXTRACTF64X4 $0x01, Z5, Y29
+	VADDPS        Y28, Y1, Y1
+	VADDPS        Y29, Y5, Y5
+	VADDPS        Y5, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X1, (CX)
+	VEXTRACTF64X4 $0x01, Z2, Y28
+	VEXTRACTF64X4 $0x01, Z6, Y29
+	VADDPS        Y28, Y2, Y2
+	VADDPS        Y29, Y6, Y6
+	VADDPS        Y6, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X2, (CX)
+	VEXTRACTF64X4 $0x01, Z3, Y28
+	VEXTRACTF64X4 $0x01, Z7, Y29
+	VADDPS        Y28, Y3, Y3
+	VADDPS        Y29, Y7, Y7
+	VADDPS        Y7, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X3, (CX)
+	VEXTRACTF64X4 $0x01, Z8, Y28
+	VEXTRACTF64X4 $0x01, Z12, Y29
+	VADDPS        Y28, Y8, Y8
+	VADDPS        Y29, Y12, Y12
+	VADDPS        Y12, Y8, Y8
+	VEXTRACTF128  $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	MOVQ          DX, CX
+	VMOVSS        X8, 4(CX)
+	VEXTRACTF64X4 $0x01, Z9, Y28
+	VEXTRACTF64X4 $0x01, Z13, Y29
+	VADDPS        Y28, Y9, Y9
+	VADDPS        Y29, Y13, Y13
+	VADDPS        Y13, Y9, Y9
+	VEXTRACTF128  $0x01, Y9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0x4e, X9, X13
+	VADDPS        X13, X9, X9
+	VPERMILPS     $0xb1, X9, X13
+	VADDSS        X13, X9, X9
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	VMOVSS        X9, 4(CX)
+	VEXTRACTF64X4 $0x01, Z10, Y28
+	VEXTRACTF64X4 $0x01, Z14, Y29
+	VADDPS        Y28, Y10, Y10
+	VADDPS        Y29, Y14, Y14
+	VADDPS        Y14, Y10, Y10
+	VEXTRACTF128  $0x01, Y10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0x4e, X10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0xb1, X10, X14
+	VADDSS        X14, X10, X10
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X10, 4(CX)
+	VEXTRACTF64X4 $0x01, Z11, Y28
+	VEXTRACTF64X4 $0x01, Z15, Y29
+	VADDPS        Y28, Y11, Y11
+	VADDPS        Y29, Y15, Y15
+	VADDPS        Y15, Y11, Y11
+	VEXTRACTF128  $0x01, Y11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0x4e, X11, X15
+	VADDPS        X15, X11, X11
+	VPERMILPS     $0xb1, X11, X15
+	VADDSS        X15, X11, X11
+	MOVQ          DX, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	ADDQ          R11, CX
+	VMOVSS        X11, 4(CX)
+	MOVQ          wstride+8(FP), R11
+	LEAQ          (SI)(R11*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsBF16Z_pair
+
+dotPairsBF16Z_done:
+	VZEROUPPER
+	RET
+
+// func roundF16AVX(dst *float32, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·roundF16AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+roundF16AVX_8:
+	CMPQ      CX, $0x08
+	JL        roundF16AVX_done
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0x00, Y0, X1
+	VCVTPH2PS X1, Y1
+	VMOVUPS   Y1, (DI)
+	ADDQ      $0x20, SI
+	ADDQ      $0x20, DI
+	SUBQ      $0x08, CX
+	JMP       roundF16AVX_8
+
+roundF16AVX_done:
+	VZEROUPPER
+	RET
+
+DATA q32zshifts<>+0(SB)/8, $0x0000000000000000
+DATA q32zshifts<>+8(SB)/8, $0x0000000000000000
+DATA q32zshifts<>+16(SB)/8, $0x0004000400040004
+DATA q32zshifts<>+24(SB)/8, $0x0004000400040004
+DATA q32zshifts<>+32(SB)/8, $0x0000000000000000
+DATA q32zshifts<>+40(SB)/8, $0x0000000000000000
+DATA q32zshifts<>+48(SB)/8, $0x0004000400040004
+DATA q32zshifts<>+56(SB)/8, $0x0004000400040004
+GLOBL q32zshifts<>(SB), RODATA|NOPTR, $64
+
+// func dotRowsQ8_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotRowsQ8_0VNNI(SB), NOSPLIT, $32-48
+	MOVQ         w+0(FP), SI
+	MOVQ         x+16(FP), DI
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), DX
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	MOVQ         $0x0033002200110000, AX
+	VMOVQ        AX, X26
+
+dotRowsQ8_0VNNI_row:
+	TESTQ  R10, R10
+	JZ     dotRowsQ8_0VNNI_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   nb+24(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   DI, R11
+	VXORPS Y0, Y0, Y0
+
+dotRowsQ8_0VNNI_8:
+	CMPQ             CX, $0x08
+	JL               dotRowsQ8_0VNNI_4
+	PREFETCHT0       1024(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT0       1152(AX)
+	PREFETCHT0       1216(AX)
+	PREFETCHT0       1280(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT1       8256(AX)
+	PREFETCHT1       8320(AX)
+	PREFETCHT1       8384(AX)
+	PREFETCHT1       8448(AX)
+	VMOVDQU64        (AX), Z3
+	VPERMT2W         64(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           (R11), X3, X3
+	VMOVUPS          X3, (SP)
+	VMOVDQU64        136(AX), Z3
+	VPERMT2W         200(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           16(R11), X3, X3
+	VMOVUPS          X3, 16(SP)
+	VPXORD           2(AX), Y15, Y4
+	VPXORD           36(AX), Y15, Y5
+	VPXORD           70(AX), Y15, Y6
+	VPXORD           104(AX), Y15, Y7
+	VPXORD           138(AX), Y15, Y8
+	VPXORD           172(AX), Y15, Y9
+	VPXORD           206(AX), Y15, Y10
+	VPXORD           240(AX), Y15, Y11
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	VMOVDQU32        96(BX), Y17
+	VPDPBUSD         64(BX), Y5, Y17
+	VCVTDQ2PS        Y17, Y17
+	VFMADD231PS.BCST 4(SP), Y17, Y0
+	VMOVDQU32        160(BX), Y18
+	VPDPBUSD         128(BX), Y6, Y18
+	VCVTDQ2PS        Y18, Y18
+	VFMADD231PS.BCST 8(SP), Y18, Y0
+	VMOVDQU32        224(BX), Y19
+	VPDPBUSD         192(BX), Y7, Y19
+	VCVTDQ2PS        Y19, Y19
+	VFMADD231PS.BCST 12(SP), Y19, Y0
+	VMOVDQU32        288(BX), Y20
+	VPDPBUSD         256(BX), Y8, Y20
+	VCVTDQ2PS        Y20, Y20
+	VFMADD231PS.BCST 16(SP), Y20, Y0
+	VMOVDQU32        352(BX), Y21
+	VPDPBUSD         320(BX), Y9, Y21
+	VCVTDQ2PS        Y21, Y21
+	VFMADD231PS.BCST 20(SP), Y21, Y0
+	VMOVDQU32        416(BX), Y22
+	VPDPBUSD         384(BX), Y10, Y22
+	VCVTDQ2PS        Y22, Y22
+	VFMADD231PS.BCST 24(SP), Y22, Y0
+	VMOVDQU32        480(BX), Y23
+	VPDPBUSD         448(BX), Y11, Y23
+	VCVTDQ2PS        Y23, Y23
+	VFMADD231PS.BCST 28(SP), Y23, Y0
+	ADDQ             $0x00000110, AX
+	ADDQ             $0x00000200, BX
+	ADDQ             $0x20, R11
+	SUBQ             $0x08, CX
+	JMP              dotRowsQ8_0VNNI_8
+
+dotRowsQ8_0VNNI_4:
+	CMPQ             CX, $0x04
+	JL               dotRowsQ8_0VNNI_1
+	PREFETCHT0       1024(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT0       1152(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT1       8256(AX)
+	PREFETCHT1       8320(AX)
+	VMOVDQU64        (AX), Z3
+	VPERMT2W         64(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           (R11), X3, X3
+	VMOVUPS          X3, (SP)
+	VPXORD           2(AX), Y15, Y4
+	VPXORD           36(AX), Y15, Y5
+	VPXORD           70(AX), Y15, Y6
+	VPXORD           104(AX), Y15, Y7
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	VMOVDQU32        96(BX), Y17
+	VPDPBUSD         64(BX), Y5, Y17
+	VCVTDQ2PS        Y17, Y17
+	VFMADD231PS.BCST 4(SP), Y17, Y0
+	VMOVDQU32        160(BX), Y18
+	VPDPBUSD         128(BX), Y6, Y18
+	VCVTDQ2PS        Y18, Y18
+	VFMADD231PS.BCST 8(SP), Y18, Y0
+	VMOVDQU32        224(BX), Y19
+	VPDPBUSD         192(BX), Y7, Y19
+	VCVTDQ2PS        Y19, Y19
+	VFMADD231PS.BCST 12(SP), Y19, Y0
+	ADDQ             $0x00000088, AX
+	ADDQ             $0x00000100, BX
+	ADDQ             $0x10, R11
+	SUBQ             $0x04, CX
+
+dotRowsQ8_0VNNI_1:
+	TESTQ            CX, CX
+	JZ               dotRowsQ8_0VNNI_end
+	MOVWLZX          (AX), R12
+	VMOVD            R12, X3
+	VCVTPH2PS        X3, X3
+	VMULSS           (R11), X3, X3
+	VMOVSS           X3, (SP)
+	VPXORD           2(AX), Y15, Y4
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	ADDQ             $0x00000022, AX
+	ADDQ             $0x40, BX
+	ADDQ             $0x04, R11
+	DECQ             CX
+	JMP              dotRowsQ8_0VNNI_1
+
+dotRowsQ8_0VNNI_end:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	MOVQ         wstride+8(FP), R12
+	ADDQ         R12, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsQ8_0VNNI_row
+
+dotRowsQ8_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsQ8_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·dotRowsQ8_0x4VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         xstride+24(FP), R8
+	MOVQ         rows+40(FP), R10
+	MOVQ         out+48(FP), DX
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+
+dotRowsQ8_0x4VNNI_row:
+	TESTQ  R10, R10
+	JZ     dotRowsQ8_0x4VNNI_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+32(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (R11)(R8*2), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsQ8_0x4VNNI_block:
+	TESTQ        CX, CX
+	JZ           dotRowsQ8_0x4VNNI_end
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VPXORD       2(AX), Y15, Y4
+	VMOVDQU32    32(BX), Y16
+	VPDPBUSD     (BX), Y4, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS.BCST  (R11), Y5, Y17
+	VFMADD231PS  Y16, Y17, Y0
+	VMOVDQU32    32(BX)(R8*1), Y18
+	VPDPBUSD     (BX)(R8*1), Y4, Y18
+	VCVTDQ2PS    Y18, Y18
+	VMULPS.BCST  (R11)(R8*1), Y5, Y19
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    32(DI), Y20
+	VPDPBUSD     (DI), Y4, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS.BCST  (R9), Y5, Y21
+	VFMADD231PS  Y20, Y21, Y2
+	VMOVDQU32    32(DI)(R8*1), Y22
+	VPDPBUSD     (DI)(R8*1), Y4, Y22
+	VCVTDQ2PS    Y22, Y22
+	VMULPS.BCST  (R9)(R8*1), Y5, Y23
+	VFMADD231PS  Y22, Y23, Y3
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x40, BX
+	ADDQ         $0x40, DI
+	ADDQ         $0x04, R11
+	ADDQ         $0x04, R9
+	DECQ         CX
+	JMP          dotRowsQ8_0x4VNNI_block
+
+dotRowsQ8_0x4VNNI_end:
+	MOVQ         ostride+56(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R13
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0x4e, X0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0xb1, X0, X6
+	VADDSS       X6, X0, X0
+	VMOVSS       X0, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y1, X6
+	VADDPS       X6, X1, X1
+	VPERMILPS    $0x4e, X1, X6
+	VADDPS       X6, X1, X1
+	VPERMILPS    $0xb1, X1, X6
+	VADDSS       X6, X1, X1
+	VMOVSS       X1, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y2, X6
+	VADDPS       X6, X2, X2
+	VPERMILPS    $0x4e, X2, X6
+	VADDPS       X6, X2, X2
+	VPERMILPS    $0xb1, X2, X6
+	VADDSS       X6, X2, X2
+	VMOVSS       X2, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0x4e, X3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0xb1, X3, X6
+	VADDSS       X6, X3, X3
+	VMOVSS       X3, (R13)
+	MOVQ         wstride+8(FP), R12
+	ADDQ         R12, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsQ8_0x4VNNI_row
+
+dotRowsQ8_0x4VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsQ8_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotPairsQ8_0VNNI(SB), NOSPLIT, $0-64
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z15
+	MOVQ         $0x0033002200110000, AX
+	VMOVQ        AX, X26
+	VMOVQ        X26, X28
+	MOVL         $0x00000000, AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x00000004, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z24, Z24
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Y25
+	MOVL         $0x00000005, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z25, Z25
+	MOVL         $0x00000002, AX
+	VPBROADCASTD AX, Y26
+	MOVL         $0x00000006, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z26, Z26
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Y27
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z27, Z27
+	MOVQ         w+0(FP), SI
+	MOVQ         xstride+24(FP), R8
+	MOVQ         rows+40(FP), R10
+	MOVQ         out+48(FP), DX
+
+dotPairsQ8_0VNNI_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsQ8_0VNNI_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+32(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	LEAQ   (BX)(R8*2), R12
+	LEAQ   (R11)(R8*2), R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+dotPairsQ8_0VNNI_4:
+	CMPQ            CX, $0x04
+	JL              dotPairsQ8_0VNNI_1
+	PREFETCHT0      1024(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT0      1152(AX)
+	PREFETCHT0      1024(DI)
+	PREFETCHT0      1088(DI)
+	PREFETCHT0      1152(DI)
+	PREFETCHT1      8192(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT1      8320(AX)
+	PREFETCHT1      8192(DI)
+	PREFETCHT1      8256(DI)
+	PREFETCHT1      8320(DI)
+	VMOVDQU64       (AX), Z8
+	VPERMT2W        64(AX), Z28, Z8
+	VMOVDQU64       (DI), Z9
+	VPERMT2W        64(DI), Z28, Z9
+	VPUNPCKLQDQ     X9, X8, X8
+	VCVTPH2PS       X8, Y8
+	VMOVDQU         2(AX), Y4
+	VINSERTI64X4    $0x01, 2(DI), Z4, Z4
+	VPXORD          Z15, Z4, Z4
+	VPERMPS         Z8, Z24, Z5
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 32(BX)(R8*1), Z9
+	VBROADCASTI64X4 (BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     (R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 32(R12), Z11
+	VBROADCASTI64X4 (R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     (R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 32(R12)(R8*1), Z17
+	VBROADCASTI64X4 (R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     (R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VMOVDQU         36(AX), Y4
+	VINSERTI64X4    $0x01, 36(DI), Z4, Z4
+	VPXORD          Z15, Z4, Z4
+	VPERMPS         Z8, Z25, Z5
+	VBROADCASTI64X4 96(BX), Z6
+	VBROADCASTI64X4 64(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     4(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 96(BX)(R8*1), Z9
+	VBROADCASTI64X4 64(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     4(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 96(R12), Z11
+	VBROADCASTI64X4 64(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     4(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 96(R12)(R8*1), Z17
+	VBROADCASTI64X4 64(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     4(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VMOVDQU         70(AX), Y4
+	VINSERTI64X4    $0x01, 70(DI), Z4, Z4
+	VPXORD          Z15, Z4, Z4
+	VPERMPS         Z8, Z26, Z5
+	VBROADCASTI64X4 160(BX), Z6
+	VBROADCASTI64X4 128(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     8(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 160(BX)(R8*1), Z9
+	VBROADCASTI64X4 128(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     8(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 160(R12), Z11
+	VBROADCASTI64X4 128(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     8(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 160(R12)(R8*1), Z17
+	VBROADCASTI64X4 128(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     8(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VMOVDQU         104(AX), Y4
+	VINSERTI64X4    $0x01, 104(DI), Z4, Z4
+	VPXORD          Z15, Z4, Z4
+	VPERMPS         Z8, Z27, Z5
+	VBROADCASTI64X4 224(BX), Z6
+	VBROADCASTI64X4 192(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     12(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 224(BX)(R8*1), Z9
+	VBROADCASTI64X4 192(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     12(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 224(R12), Z11
+	VBROADCASTI64X4 192(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     12(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 224(R12)(R8*1), Z17
+	VBROADCASTI64X4 192(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     12(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	ADDQ            $0x00000088, AX
+	ADDQ            $0x00000088, DI
+	ADDQ            $0x00000100, BX
+	ADDQ            $0x00000100, R12
+	ADDQ            $0x10, R11
+	ADDQ            $0x10, R9
+	SUBQ            $0x04, CX
+	JMP             dotPairsQ8_0VNNI_4
+
+dotPairsQ8_0VNNI_1:
+	TESTQ           CX, CX
+	JZ              dotPairsQ8_0VNNI_end
+	VPBROADCASTW    (AX), X8
+	VPBROADCASTW    (DI), X9
+	VINSERTI128     $0x01, X9, Y8, Y8
+	VCVTPH2PS       Y8, Z5
+	VMOVDQU         2(AX), Y4
+	VINSERTI64X4    $0x01, 2(DI), Z4, Z4
+	VPXORD          Z15, Z4, Z4
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 32(BX)(R8*1), Z9
+	VBROADCASTI64X4 (BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     (R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 32(R12), Z11
+	VBROADCASTI64X4 (R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     (R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 32(R12)(R8*1), Z17
+	VBROADCASTI64X4 (R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     (R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	ADDQ            $0x00000022, AX
+	ADDQ            $0x00000022, DI
+	ADDQ            $0x40, BX
+	ADDQ            $0x40, R12
+	ADDQ            $0x04, R11
+	ADDQ            $0x04, R9
+	DECQ            CX
+	JMP             dotPairsQ8_0VNNI_1
+
+dotPairsQ8_0VNNI_end:
+	MOVQ          ostride+56(FP), R13
+	SHLQ          $0x02, R13
+	MOVQ          DX, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VEXTRACTF128  $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VEXTRACTF128  $0x01, Y1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0x4e, X1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0xb1, X1, X7
+	VADDSS        X7, X1, X1
+	VMOVSS        X1, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VEXTRACTF128  $0x01, Y2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0x4e, X2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0xb1, X2, X7
+	VADDSS        X7, X2, X2
+	VMOVSS        X2, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z3, Y6
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	VMOVSS        X3, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	MOVQ          wstride+8(FP), R13
+	LEAQ          (SI)(R13*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsQ8_0VNNI_pair
+
+dotPairsQ8_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsQ4_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotRowsQ4_0VNNI(SB), NOSPLIT, $32-48
+	MOVQ         w+0(FP), SI
+	MOVQ         x+16(FP), DI
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), DX
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVQ         $0x001b001200090000, AX
+	VMOVQ        AX, X26
+
+dotRowsQ4_0VNNI_row:
+	TESTQ  R10, R10
+	JZ     dotRowsQ4_0VNNI_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   nb+24(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   DI, R11
+	VXORPS Y0, Y0, Y0
+
+dotRowsQ4_0VNNI_8:
+	CMPQ             CX, $0x08
+	JL               dotRowsQ4_0VNNI_4
+	PREFETCHT0       1024(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT0       1152(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT1       8256(AX)
+	PREFETCHT1       8320(AX)
+	VMOVDQU64        (AX), Z3
+	VPERMT2W         64(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           (R11), X3, X3
+	VMOVUPS          X3, (SP)
+	VMOVDQU64        72(AX), Z3
+	VPERMT2W         136(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           16(R11), X3, X3
+	VMOVUPS          X3, 16(SP)
+	VBROADCASTI32X4  2(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	VBROADCASTI32X4  20(AX), Y5
+	VPSRLVW          Y14, Y5, Y5
+	VPANDD           Y13, Y5, Y5
+	VBROADCASTI32X4  38(AX), Y6
+	VPSRLVW          Y14, Y6, Y6
+	VPANDD           Y13, Y6, Y6
+	VBROADCASTI32X4  56(AX), Y7
+	VPSRLVW          Y14, Y7, Y7
+	VPANDD           Y13, Y7, Y7
+	VBROADCASTI32X4  74(AX), Y8
+	VPSRLVW          Y14, Y8, Y8
+	VPANDD           Y13, Y8, Y8
+	VBROADCASTI32X4  92(AX), Y9
+	VPSRLVW          Y14, Y9, Y9
+	VPANDD           Y13, Y9, Y9
+	VBROADCASTI32X4  110(AX), Y10
+	VPSRLVW          Y14, Y10, Y10
+	VPANDD           Y13, Y10, Y10
+	VBROADCASTI32X4  128(AX), Y11
+	VPSRLVW          Y14, Y11, Y11
+	VPANDD           Y13, Y11, Y11
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	VMOVDQU32        96(BX), Y17
+	VPDPBUSD         64(BX), Y5, Y17
+	VCVTDQ2PS        Y17, Y17
+	VFMADD231PS.BCST 4(SP), Y17, Y0
+	VMOVDQU32        160(BX), Y18
+	VPDPBUSD         128(BX), Y6, Y18
+	VCVTDQ2PS        Y18, Y18
+	VFMADD231PS.BCST 8(SP), Y18, Y0
+	VMOVDQU32        224(BX), Y19
+	VPDPBUSD         192(BX), Y7, Y19
+	VCVTDQ2PS        Y19, Y19
+	VFMADD231PS.BCST 12(SP), Y19, Y0
+	VMOVDQU32        288(BX), Y20
+	VPDPBUSD         256(BX), Y8, Y20
+	VCVTDQ2PS        Y20, Y20
+	VFMADD231PS.BCST 16(SP), Y20, Y0
+	VMOVDQU32        352(BX), Y21
+	VPDPBUSD         320(BX), Y9, Y21
+	VCVTDQ2PS        Y21, Y21
+	VFMADD231PS.BCST 20(SP), Y21, Y0
+	VMOVDQU32        416(BX), Y22
+	VPDPBUSD         384(BX), Y10, Y22
+	VCVTDQ2PS        Y22, Y22
+	VFMADD231PS.BCST 24(SP), Y22, Y0
+	VMOVDQU32        480(BX), Y23
+	VPDPBUSD         448(BX), Y11, Y23
+	VCVTDQ2PS        Y23, Y23
+	VFMADD231PS.BCST 28(SP), Y23, Y0
+	ADDQ             $0x00000090, AX
+	ADDQ             $0x00000200, BX
+	ADDQ             $0x20, R11
+	SUBQ             $0x08, CX
+	JMP              dotRowsQ4_0VNNI_8
+
+dotRowsQ4_0VNNI_4:
+	CMPQ             CX, $0x04
+	JL               dotRowsQ4_0VNNI_1
+	PREFETCHT0       1024(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT1       8256(AX)
+	VMOVDQU64        (AX), Z3
+	VPERMT2W         64(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           (R11), X3, X3
+	VMOVUPS          X3, (SP)
+	VBROADCASTI32X4  2(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	VBROADCASTI32X4  20(AX), Y5
+	VPSRLVW          Y14, Y5, Y5
+	VPANDD           Y13, Y5, Y5
+	VBROADCASTI32X4  38(AX), Y6
+	VPSRLVW          Y14, Y6, Y6
+	VPANDD           Y13, Y6, Y6
+	VBROADCASTI32X4  56(AX), Y7
+	VPSRLVW          Y14, Y7, Y7
+	VPANDD           Y13, Y7, Y7
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	VMOVDQU32        96(BX), Y17
+	VPDPBUSD         64(BX), Y5, Y17
+	VCVTDQ2PS        Y17, Y17
+	VFMADD231PS.BCST 4(SP), Y17, Y0
+	VMOVDQU32        160(BX), Y18
+	VPDPBUSD         128(BX), Y6, Y18
+	VCVTDQ2PS        Y18, Y18
+	VFMADD231PS.BCST 8(SP), Y18, Y0
+	VMOVDQU32        224(BX), Y19
+	VPDPBUSD         192(BX), Y7, Y19
+	VCVTDQ2PS        Y19, Y19
+	VFMADD231PS.BCST 12(SP), Y19, Y0
+	ADDQ             $0x00000048, AX
+	ADDQ             $0x00000100, BX
+	ADDQ             $0x10, R11
+	SUBQ             $0x04, CX
+
+dotRowsQ4_0VNNI_1:
+	TESTQ            CX, CX
+	JZ               dotRowsQ4_0VNNI_end
+	MOVWLZX          (AX), R12
+	VMOVD            R12, X3
+	VCVTPH2PS        X3, X3
+	VMULSS           (R11), X3, X3
+	VMOVSS           X3, (SP)
+	VBROADCASTI32X4  2(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	ADDQ             $0x00000012, AX
+	ADDQ             $0x40, BX
+	ADDQ             $0x04, R11
+	DECQ             CX
+	JMP              dotRowsQ4_0VNNI_1
+
+dotRowsQ4_0VNNI_end:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	MOVQ         wstride+8(FP), R12
+	ADDQ         R12, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsQ4_0VNNI_row
+
+dotRowsQ4_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsQ4_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·dotRowsQ4_0x4VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         xstride+24(FP), R8
+	MOVQ         rows+40(FP), R10
+	MOVQ         out+48(FP), DX
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+
+dotRowsQ4_0x4VNNI_row:
+	TESTQ  R10, R10
+	JZ     dotRowsQ4_0x4VNNI_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+32(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (R11)(R8*2), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsQ4_0x4VNNI_block:
+	TESTQ           CX, CX
+	JZ              dotRowsQ4_0x4VNNI_end
+	PREFETCHT0      1024(AX)
+	PREFETCHT1      8192(AX)
+	MOVWLZX         (AX), R12
+	VMOVD           R12, X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    X5, Y5
+	VBROADCASTI32X4 2(AX), Y4
+	VPSRLVW         Y14, Y4, Y4
+	VPANDD          Y13, Y4, Y4
+	VMOVDQU32       32(BX), Y16
+	VPDPBUSD        (BX), Y4, Y16
+	VCVTDQ2PS       Y16, Y16
+	VMULPS.BCST     (R11), Y5, Y17
+	VFMADD231PS     Y16, Y17, Y0
+	VMOVDQU32       32(BX)(R8*1), Y18
+	VPDPBUSD        (BX)(R8*1), Y4, Y18
+	VCVTDQ2PS       Y18, Y18
+	VMULPS.BCST     (R11)(R8*1), Y5, Y19
+	VFMADD231PS     Y18, Y19, Y1
+	VMOVDQU32       32(DI), Y20
+	VPDPBUSD        (DI), Y4, Y20
+	VCVTDQ2PS       Y20, Y20
+	VMULPS.BCST     (R9), Y5, Y21
+	VFMADD231PS     Y20, Y21, Y2
+	VMOVDQU32       32(DI)(R8*1), Y22
+	VPDPBUSD        (DI)(R8*1), Y4, Y22
+	VCVTDQ2PS       Y22, Y22
+	VMULPS.BCST     (R9)(R8*1), Y5, Y23
+	VFMADD231PS     Y22, Y23, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x40, BX
+	ADDQ            $0x40, DI
+	ADDQ            $0x04, R11
+	ADDQ            $0x04, R9
+	DECQ            CX
+	JMP             dotRowsQ4_0x4VNNI_block
+
+dotRowsQ4_0x4VNNI_end:
+	MOVQ         ostride+56(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R13
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0x4e, X0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0xb1, X0, X6
+	VADDSS       X6, X0, X0
+	VMOVSS       X0, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y1, X6
+	VADDPS       X6, X1, X1
+	VPERMILPS    $0x4e, X1, X6
+	VADDPS       X6, X1, X1
+	VPERMILPS    $0xb1, X1, X6
+	VADDSS       X6, X1, X1
+	VMOVSS       X1, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y2, X6
+	VADDPS       X6, X2, X2
+	VPERMILPS    $0x4e, X2, X6
+	VADDPS       X6, X2, X2
+	VPERMILPS    $0xb1, X2, X6
+	VADDSS       X6, X2, X2
+	VMOVSS       X2, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0x4e, X3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0xb1, X3, X6
+	VADDSS       X6, X3, X3
+	VMOVSS       X3, (R13)
+	MOVQ         wstride+8(FP), R12
+	ADDQ         R12, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsQ4_0x4VNNI_row
+
+dotRowsQ4_0x4VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsQ4_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotPairsQ4_0VNNI(SB), NOSPLIT, $0-64
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x0000ff00, AX
+	KMOVW        AX, K1
+	MOVQ         $0x001b001200090000, AX
+	VMOVQ        AX, X26
+	VMOVQ        X26, X28
+	MOVL         $0x00000000, AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x00000004, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z24, Z24
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Y25
+	MOVL         $0x00000005, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z25, Z25
+	MOVL         $0x00000002, AX
+	VPBROADCASTD AX, Y26
+	MOVL         $0x00000006, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z26, Z26
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Y27
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z27, Z27
+	MOVQ         w+0(FP), SI
+	MOVQ         xstride+24(FP), R8
+	MOVQ         rows+40(FP), R10
+	MOVQ         out+48(FP), DX
+
+dotPairsQ4_0VNNI_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsQ4_0VNNI_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+32(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	LEAQ   (BX)(R8*2), R12
+	LEAQ   (R11)(R8*2), R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+dotPairsQ4_0VNNI_4:
+	CMPQ            CX, $0x04
+	JL              dotPairsQ4_0VNNI_1
+	PREFETCHT0      1024(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT0      1024(DI)
+	PREFETCHT0      1088(DI)
+	PREFETCHT1      8192(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT1      8192(DI)
+	PREFETCHT1      8256(DI)
+	VMOVDQU64       (AX), Z8
+	VPERMT2W        64(AX), Z28, Z8
+	VMOVDQU64       (DI), Z9
+	VPERMT2W        64(DI), Z28, Z9
+	VPUNPCKLQDQ     X9, X8, X8
+	VCVTPH2PS       X8, Y8
+	VBROADCASTI32X4 2(AX), Z4
+	VBROADCASTI32X4 2(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPERMPS         Z8, Z24, Z5
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 32(BX)(R8*1), Z9
+	VBROADCASTI64X4 (BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     (R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 32(R12), Z11
+	VBROADCASTI64X4 (R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     (R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 32(R12)(R8*1), Z17
+	VBROADCASTI64X4 (R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     (R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 20(AX), Z4
+	VBROADCASTI32X4 20(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPERMPS         Z8, Z25, Z5
+	VBROADCASTI64X4 96(BX), Z6
+	VBROADCASTI64X4 64(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     4(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 96(BX)(R8*1), Z9
+	VBROADCASTI64X4 64(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     4(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 96(R12), Z11
+	VBROADCASTI64X4 64(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     4(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 96(R12)(R8*1), Z17
+	VBROADCASTI64X4 64(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     4(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 38(AX), Z4
+	VBROADCASTI32X4 38(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPERMPS         Z8, Z26, Z5
+	VBROADCASTI64X4 160(BX), Z6
+	VBROADCASTI64X4 128(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     8(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 160(BX)(R8*1), Z9
+	VBROADCASTI64X4 128(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     8(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 160(R12), Z11
+	VBROADCASTI64X4 128(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     8(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 160(R12)(R8*1), Z17
+	VBROADCASTI64X4 128(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     8(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 56(AX), Z4
+	VBROADCASTI32X4 56(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPERMPS         Z8, Z27, Z5
+	VBROADCASTI64X4 224(BX), Z6
+	VBROADCASTI64X4 192(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     12(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 224(BX)(R8*1), Z9
+	VBROADCASTI64X4 192(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     12(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 224(R12), Z11
+	VBROADCASTI64X4 192(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     12(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 224(R12)(R8*1), Z17
+	VBROADCASTI64X4 192(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     12(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	ADDQ            $0x00000048, AX
+	ADDQ            $0x00000048, DI
+	ADDQ            $0x00000100, BX
+	ADDQ            $0x00000100, R12
+	ADDQ            $0x10, R11
+	ADDQ            $0x10, R9
+	SUBQ            $0x04, CX
+	JMP             dotPairsQ4_0VNNI_4
+
+dotPairsQ4_0VNNI_1:
+	TESTQ           CX, CX
+	JZ              dotPairsQ4_0VNNI_end
+	VPBROADCASTW    (AX), X8
+	VPBROADCASTW    (DI), X9
+	VINSERTI128     $0x01, X9, Y8, Y8
+	VCVTPH2PS       Y8, Z5
+	VBROADCASTI32X4 2(AX), Z4
+	VBROADCASTI32X4 2(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 32(BX)(R8*1), Z9
+	VBROADCASTI64X4 (BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     (R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 32(R12), Z11
+	VBROADCASTI64X4 (R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     (R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 32(R12)(R8*1), Z17
+	VBROADCASTI64X4 (R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     (R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x40, BX
+	ADDQ            $0x40, R12
+	ADDQ            $0x04, R11
+	ADDQ            $0x04, R9
+	DECQ            CX
+	JMP             dotPairsQ4_0VNNI_1
+
+dotPairsQ4_0VNNI_end:
+	MOVQ          ostride+56(FP), R13
+	SHLQ          $0x02, R13
+	MOVQ          DX, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VEXTRACTF128  $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VEXTRACTF128  $0x01, Y1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0x4e, X1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0xb1, X1, X7
+	VADDSS        X7, X1, X1
+	VMOVSS        X1, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VEXTRACTF128  $0x01, Y2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0x4e, X2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0xb1, X2, X7
+	VADDSS        X7, X2, X2
+	VMOVSS        X2, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z3, Y6
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	VMOVSS        X3, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	MOVQ          wstride+8(FP), R13
+	LEAQ          (SI)(R13*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsQ4_0VNNI_pair
+
+dotPairsQ4_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsQ5_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotRowsQ5_0VNNI(SB), NOSPLIT, $32-48
+	MOVQ         w+0(FP), SI
+	MOVQ         x+16(FP), DI
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), DX
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z12
+	MOVQ         $0x00210016000b0000, AX
+	VMOVQ        AX, X26
+
+dotRowsQ5_0VNNI_row:
+	TESTQ  R10, R10
+	JZ     dotRowsQ5_0VNNI_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   nb+24(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   DI, R11
+	VXORPS Y0, Y0, Y0
+
+dotRowsQ5_0VNNI_8:
+	CMPQ             CX, $0x08
+	JL               dotRowsQ5_0VNNI_4
+	PREFETCHT0       1024(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT0       1152(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT1       8256(AX)
+	PREFETCHT1       8320(AX)
+	VMOVDQU64        (AX), Z3
+	VPERMT2W         64(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           (R11), X3, X3
+	VMOVUPS          X3, (SP)
+	VMOVDQU64        88(AX), Z3
+	VPERMT2W         152(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           16(R11), X3, X3
+	VMOVUPS          X3, 16(SP)
+	VBROADCASTI32X4  6(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	KMOVD            2(AX), K2
+	VPADDB           Y12, Y4, K2, Y4
+	VBROADCASTI32X4  28(AX), Y5
+	VPSRLVW          Y14, Y5, Y5
+	VPANDD           Y13, Y5, Y5
+	KMOVD            24(AX), K2
+	VPADDB           Y12, Y5, K2, Y5
+	VBROADCASTI32X4  50(AX), Y6
+	VPSRLVW          Y14, Y6, Y6
+	VPANDD           Y13, Y6, Y6
+	KMOVD            46(AX), K2
+	VPADDB           Y12, Y6, K2, Y6
+	VBROADCASTI32X4  72(AX), Y7
+	VPSRLVW          Y14, Y7, Y7
+	VPANDD           Y13, Y7, Y7
+	KMOVD            68(AX), K2
+	VPADDB           Y12, Y7, K2, Y7
+	VBROADCASTI32X4  94(AX), Y8
+	VPSRLVW          Y14, Y8, Y8
+	VPANDD           Y13, Y8, Y8
+	KMOVD            90(AX), K2
+	VPADDB           Y12, Y8, K2, Y8
+	VBROADCASTI32X4  116(AX), Y9
+	VPSRLVW          Y14, Y9, Y9
+	VPANDD           Y13, Y9, Y9
+	KMOVD            112(AX), K2
+	VPADDB           Y12, Y9, K2, Y9
+	VBROADCASTI32X4  138(AX), Y10
+	VPSRLVW          Y14, Y10, Y10
+	VPANDD           Y13, Y10, Y10
+	KMOVD            134(AX), K2
+	VPADDB           Y12, Y10, K2, Y10
+	VBROADCASTI32X4  160(AX), Y11
+	VPSRLVW          Y14, Y11, Y11
+	VPANDD           Y13, Y11, Y11
+	KMOVD            156(AX), K2
+	VPADDB           Y12, Y11, K2, Y11
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	VMOVDQU32        96(BX), Y17
+	VPDPBUSD         64(BX), Y5, Y17
+	VCVTDQ2PS        Y17, Y17
+	VFMADD231PS.BCST 4(SP), Y17, Y0
+	VMOVDQU32        160(BX), Y18
+	VPDPBUSD         128(BX), Y6, Y18
+	VCVTDQ2PS        Y18, Y18
+	VFMADD231PS.BCST 8(SP), Y18, Y0
+	VMOVDQU32        224(BX), Y19
+	VPDPBUSD         192(BX), Y7, Y19
+	VCVTDQ2PS        Y19, Y19
+	VFMADD231PS.BCST 12(SP), Y19, Y0
+	VMOVDQU32        288(BX), Y20
+	VPDPBUSD         256(BX), Y8, Y20
+	VCVTDQ2PS        Y20, Y20
+	VFMADD231PS.BCST 16(SP), Y20, Y0
+	VMOVDQU32        352(BX), Y21
+	VPDPBUSD         320(BX), Y9, Y21
+	VCVTDQ2PS        Y21, Y21
+	VFMADD231PS.BCST 20(SP), Y21, Y0
+	VMOVDQU32        416(BX), Y22
+	VPDPBUSD         384(BX), Y10, Y22
+	VCVTDQ2PS        Y22, Y22
+	VFMADD231PS.BCST 24(SP), Y22, Y0
+	VMOVDQU32        480(BX), Y23
+	VPDPBUSD         448(BX), Y11, Y23
+	VCVTDQ2PS        Y23, Y23
+	VFMADD231PS.BCST 28(SP), Y23, Y0
+	ADDQ             $0x000000b0, AX
+	ADDQ             $0x00000200, BX
+	ADDQ             $0x20, R11
+	SUBQ             $0x08, CX
+	JMP              dotRowsQ5_0VNNI_8
+
+dotRowsQ5_0VNNI_4:
+	CMPQ             CX, $0x04
+	JL               dotRowsQ5_0VNNI_1
+	PREFETCHT0       1024(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT1       8256(AX)
+	VMOVDQU64        (AX), Z3
+	VPERMT2W         64(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           (R11), X3, X3
+	VMOVUPS          X3, (SP)
+	VBROADCASTI32X4  6(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	KMOVD            2(AX), K2
+	VPADDB           Y12, Y4, K2, Y4
+	VBROADCASTI32X4  28(AX), Y5
+	VPSRLVW          Y14, Y5, Y5
+	VPANDD           Y13, Y5, Y5
+	KMOVD            24(AX), K2
+	VPADDB           Y12, Y5, K2, Y5
+	VBROADCASTI32X4  50(AX), Y6
+	VPSRLVW          Y14, Y6, Y6
+	VPANDD           Y13, Y6, Y6
+	KMOVD            46(AX), K2
+	VPADDB           Y12, Y6, K2, Y6
+	VBROADCASTI32X4  72(AX), Y7
+	VPSRLVW          Y14, Y7, Y7
+	VPANDD           Y13, Y7, Y7
+	KMOVD            68(AX), K2
+	VPADDB           Y12, Y7, K2, Y7
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	VMOVDQU32        96(BX), Y17
+	VPDPBUSD         64(BX), Y5, Y17
+	VCVTDQ2PS        Y17, Y17
+	VFMADD231PS.BCST 4(SP), Y17, Y0
+	VMOVDQU32        160(BX), Y18
+	VPDPBUSD         128(BX), Y6, Y18
+	VCVTDQ2PS        Y18, Y18
+	VFMADD231PS.BCST 8(SP), Y18, Y0
+	VMOVDQU32        224(BX), Y19
+	VPDPBUSD         192(BX), Y7, Y19
+	VCVTDQ2PS        Y19, Y19
+	VFMADD231PS.BCST 12(SP), Y19, Y0
+	ADDQ             $0x00000058, AX
+	ADDQ             $0x00000100, BX
+	ADDQ             $0x10, R11
+	SUBQ             $0x04, CX
+
+dotRowsQ5_0VNNI_1:
+	TESTQ            CX, CX
+	JZ               dotRowsQ5_0VNNI_end
+	MOVWLZX          (AX), R12
+	VMOVD            R12, X3
+	VCVTPH2PS        X3, X3
+	VMULSS           (R11), X3, X3
+	VMOVSS           X3, (SP)
+	VBROADCASTI32X4  6(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	KMOVD            2(AX), K2
+	VPADDB           Y12, Y4, K2, Y4
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	ADDQ             $0x00000016, AX
+	ADDQ             $0x40, BX
+	ADDQ             $0x04, R11
+	DECQ             CX
+	JMP              dotRowsQ5_0VNNI_1
+
+dotRowsQ5_0VNNI_end:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	MOVQ         wstride+8(FP), R12
+	ADDQ         R12, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsQ5_0VNNI_row
+
+dotRowsQ5_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsQ5_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·dotRowsQ5_0x4VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         xstride+24(FP), R8
+	MOVQ         rows+40(FP), R10
+	MOVQ         out+48(FP), DX
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z12
+
+dotRowsQ5_0x4VNNI_row:
+	TESTQ  R10, R10
+	JZ     dotRowsQ5_0x4VNNI_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+32(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (R11)(R8*2), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsQ5_0x4VNNI_block:
+	TESTQ           CX, CX
+	JZ              dotRowsQ5_0x4VNNI_end
+	PREFETCHT0      1024(AX)
+	PREFETCHT1      8192(AX)
+	MOVWLZX         (AX), R12
+	VMOVD           R12, X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    X5, Y5
+	VBROADCASTI32X4 6(AX), Y4
+	VPSRLVW         Y14, Y4, Y4
+	VPANDD          Y13, Y4, Y4
+	KMOVD           2(AX), K2
+	VPADDB          Y12, Y4, K2, Y4
+	VMOVDQU32       32(BX), Y16
+	VPDPBUSD        (BX), Y4, Y16
+	VCVTDQ2PS       Y16, Y16
+	VMULPS.BCST     (R11), Y5, Y17
+	VFMADD231PS     Y16, Y17, Y0
+	VMOVDQU32       32(BX)(R8*1), Y18
+	VPDPBUSD        (BX)(R8*1), Y4, Y18
+	VCVTDQ2PS       Y18, Y18
+	VMULPS.BCST     (R11)(R8*1), Y5, Y19
+	VFMADD231PS     Y18, Y19, Y1
+	VMOVDQU32       32(DI), Y20
+	VPDPBUSD        (DI), Y4, Y20
+	VCVTDQ2PS       Y20, Y20
+	VMULPS.BCST     (R9), Y5, Y21
+	VFMADD231PS     Y20, Y21, Y2
+	VMOVDQU32       32(DI)(R8*1), Y22
+	VPDPBUSD        (DI)(R8*1), Y4, Y22
+	VCVTDQ2PS       Y22, Y22
+	VMULPS.BCST     (R9)(R8*1), Y5, Y23
+	VFMADD231PS     Y22, Y23, Y3
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x40, BX
+	ADDQ            $0x40, DI
+	ADDQ            $0x04, R11
+	ADDQ            $0x04, R9
+	DECQ            CX
+	JMP             dotRowsQ5_0x4VNNI_block
+
+dotRowsQ5_0x4VNNI_end:
+	MOVQ         ostride+56(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R13
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0x4e, X0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0xb1, X0, X6
+	VADDSS       X6, X0, X0
+	VMOVSS       X0, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y1, X6
+	VADDPS       X6, X1, X1
+	VPERMILPS    $0x4e, X1, X6
+	VADDPS       X6, X1, X1
+	VPERMILPS    $0xb1, X1, X6
+	VADDSS       X6, X1, X1
+	VMOVSS       X1, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y2, X6
+	VADDPS       X6, X2, X2
+	VPERMILPS    $0x4e, X2, X6
+	VADDPS       X6, X2, X2
+	VPERMILPS    $0xb1, X2, X6
+	VADDSS       X6, X2, X2
+	VMOVSS       X2, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0x4e, X3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0xb1, X3, X6
+	VADDSS       X6, X3, X3
+	VMOVSS       X3, (R13)
+	MOVQ         wstride+8(FP), R12
+	ADDQ         R12, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsQ5_0x4VNNI_row
+
+dotRowsQ5_0x4VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsQ5_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotPairsQ5_0VNNI(SB), NOSPLIT, $0-64
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x0000ff00, AX
+	KMOVW        AX, K1
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z12
+	MOVQ         $0x00210016000b0000, AX
+	VMOVQ        AX, X26
+	VMOVQ        X26, X28
+	MOVL         $0x00000000, AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x00000004, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z24, Z24
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Y25
+	MOVL         $0x00000005, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z25, Z25
+	MOVL         $0x00000002, AX
+	VPBROADCASTD AX, Y26
+	MOVL         $0x00000006, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z26, Z26
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Y27
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z27, Z27
+	MOVQ         w+0(FP), SI
+	MOVQ         xstride+24(FP), R8
+	MOVQ         rows+40(FP), R10
+	MOVQ         out+48(FP), DX
+
+dotPairsQ5_0VNNI_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsQ5_0VNNI_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+32(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	LEAQ   (BX)(R8*2), R12
+	LEAQ   (R11)(R8*2), R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+dotPairsQ5_0VNNI_4:
+	CMPQ            CX, $0x04
+	JL              dotPairsQ5_0VNNI_1
+	PREFETCHT0      1024(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT0      1024(DI)
+	PREFETCHT0      1088(DI)
+	PREFETCHT1      8192(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT1      8192(DI)
+	PREFETCHT1      8256(DI)
+	VMOVDQU64       (AX), Z8
+	VPERMT2W        64(AX), Z28, Z8
+	VMOVDQU64       (DI), Z9
+	VPERMT2W        64(DI), Z28, Z9
+	VPUNPCKLQDQ     X9, X8, X8
+	VCVTPH2PS       X8, Y8
+	VBROADCASTI32X4 6(AX), Z4
+	VBROADCASTI32X4 6(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           2(AX), K2
+	KMOVD           2(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VPERMPS         Z8, Z24, Z5
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 32(BX)(R8*1), Z9
+	VBROADCASTI64X4 (BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     (R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 32(R12), Z11
+	VBROADCASTI64X4 (R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     (R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 32(R12)(R8*1), Z17
+	VBROADCASTI64X4 (R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     (R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 28(AX), Z4
+	VBROADCASTI32X4 28(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           24(AX), K2
+	KMOVD           24(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VPERMPS         Z8, Z25, Z5
+	VBROADCASTI64X4 96(BX), Z6
+	VBROADCASTI64X4 64(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     4(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 96(BX)(R8*1), Z9
+	VBROADCASTI64X4 64(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     4(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 96(R12), Z11
+	VBROADCASTI64X4 64(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     4(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 96(R12)(R8*1), Z17
+	VBROADCASTI64X4 64(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     4(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 50(AX), Z4
+	VBROADCASTI32X4 50(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           46(AX), K2
+	KMOVD           46(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VPERMPS         Z8, Z26, Z5
+	VBROADCASTI64X4 160(BX), Z6
+	VBROADCASTI64X4 128(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     8(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 160(BX)(R8*1), Z9
+	VBROADCASTI64X4 128(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     8(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 160(R12), Z11
+	VBROADCASTI64X4 128(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     8(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 160(R12)(R8*1), Z17
+	VBROADCASTI64X4 128(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     8(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 72(AX), Z4
+	VBROADCASTI32X4 72(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           68(AX), K2
+	KMOVD           68(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VPERMPS         Z8, Z27, Z5
+	VBROADCASTI64X4 224(BX), Z6
+	VBROADCASTI64X4 192(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     12(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 224(BX)(R8*1), Z9
+	VBROADCASTI64X4 192(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     12(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 224(R12), Z11
+	VBROADCASTI64X4 192(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     12(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 224(R12)(R8*1), Z17
+	VBROADCASTI64X4 192(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     12(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	ADDQ            $0x00000058, AX
+	ADDQ            $0x00000058, DI
+	ADDQ            $0x00000100, BX
+	ADDQ            $0x00000100, R12
+	ADDQ            $0x10, R11
+	ADDQ            $0x10, R9
+	SUBQ            $0x04, CX
+	JMP             dotPairsQ5_0VNNI_4
+
+dotPairsQ5_0VNNI_1:
+	TESTQ           CX, CX
+	JZ              dotPairsQ5_0VNNI_end
+	VPBROADCASTW    (AX), X8
+	VPBROADCASTW    (DI), X9
+	VINSERTI128     $0x01, X9, Y8, Y8
+	VCVTPH2PS       Y8, Z5
+	VBROADCASTI32X4 6(AX), Z4
+	VBROADCASTI32X4 6(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           2(AX), K2
+	KMOVD           2(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 32(BX)(R8*1), Z9
+	VBROADCASTI64X4 (BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     (R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 32(R12), Z11
+	VBROADCASTI64X4 (R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     (R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 32(R12)(R8*1), Z17
+	VBROADCASTI64X4 (R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     (R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, DI
+	ADDQ            $0x40, BX
+	ADDQ            $0x40, R12
+	ADDQ            $0x04, R11
+	ADDQ            $0x04, R9
+	DECQ            CX
+	JMP             dotPairsQ5_0VNNI_1
+
+dotPairsQ5_0VNNI_end:
+	MOVQ          ostride+56(FP), R13
+	SHLQ          $0x02, R13
+	MOVQ          DX, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VEXTRACTF128  $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VEXTRACTF128  $0x01, Y1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0x4e, X1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0xb1, X1, X7
+	VADDSS        X7, X1, X1
+	VMOVSS        X1, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VEXTRACTF128  $0x01, Y2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0x4e, X2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0xb1, X2, X7
+	VADDSS        X7, X2, X2
+	VMOVSS        X2, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z3, Y6
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	VMOVSS        X3, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	MOVQ          wstride+8(FP), R13
+	LEAQ          (SI)(R13*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsQ5_0VNNI_pair
+
+dotPairsQ5_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsIQ4_NLVNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotRowsIQ4_NLVNNI(SB), NOSPLIT, $32-48
+	MOVQ         w+0(FP), SI
+	MOVQ         x+16(FP), DI
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), DX
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	VMOVDQU64    iq4u<>+0(SB), Z12
+	MOVQ         $0x001b001200090000, AX
+	VMOVQ        AX, X26
+
+dotRowsIQ4_NLVNNI_row:
+	TESTQ  R10, R10
+	JZ     dotRowsIQ4_NLVNNI_done
+	MOVQ   SI, AX
+	MOVQ   DI, BX
+	MOVQ   nb+24(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   DI, R11
+	VXORPS Y0, Y0, Y0
+
+dotRowsIQ4_NLVNNI_8:
+	CMPQ             CX, $0x08
+	JL               dotRowsIQ4_NLVNNI_4
+	PREFETCHT0       1024(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT0       1152(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT1       8256(AX)
+	PREFETCHT1       8320(AX)
+	VMOVDQU64        (AX), Z3
+	VPERMT2W         64(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           (R11), X3, X3
+	VMOVUPS          X3, (SP)
+	VMOVDQU64        72(AX), Z3
+	VPERMT2W         136(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           16(R11), X3, X3
+	VMOVUPS          X3, 16(SP)
+	VBROADCASTI32X4  2(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	VPSHUFB          Y4, Y12, Y4
+	VBROADCASTI32X4  20(AX), Y5
+	VPSRLVW          Y14, Y5, Y5
+	VPANDD           Y13, Y5, Y5
+	VPSHUFB          Y5, Y12, Y5
+	VBROADCASTI32X4  38(AX), Y6
+	VPSRLVW          Y14, Y6, Y6
+	VPANDD           Y13, Y6, Y6
+	VPSHUFB          Y6, Y12, Y6
+	VBROADCASTI32X4  56(AX), Y7
+	VPSRLVW          Y14, Y7, Y7
+	VPANDD           Y13, Y7, Y7
+	VPSHUFB          Y7, Y12, Y7
+	VBROADCASTI32X4  74(AX), Y8
+	VPSRLVW          Y14, Y8, Y8
+	VPANDD           Y13, Y8, Y8
+	VPSHUFB          Y8, Y12, Y8
+	VBROADCASTI32X4  92(AX), Y9
+	VPSRLVW          Y14, Y9, Y9
+	VPANDD           Y13, Y9, Y9
+	VPSHUFB          Y9, Y12, Y9
+	VBROADCASTI32X4  110(AX), Y10
+	VPSRLVW          Y14, Y10, Y10
+	VPANDD           Y13, Y10, Y10
+	VPSHUFB          Y10, Y12, Y10
+	VBROADCASTI32X4  128(AX), Y11
+	VPSRLVW          Y14, Y11, Y11
+	VPANDD           Y13, Y11, Y11
+	VPSHUFB          Y11, Y12, Y11
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	VMOVDQU32        96(BX), Y17
+	VPDPBUSD         64(BX), Y5, Y17
+	VCVTDQ2PS        Y17, Y17
+	VFMADD231PS.BCST 4(SP), Y17, Y0
+	VMOVDQU32        160(BX), Y18
+	VPDPBUSD         128(BX), Y6, Y18
+	VCVTDQ2PS        Y18, Y18
+	VFMADD231PS.BCST 8(SP), Y18, Y0
+	VMOVDQU32        224(BX), Y19
+	VPDPBUSD         192(BX), Y7, Y19
+	VCVTDQ2PS        Y19, Y19
+	VFMADD231PS.BCST 12(SP), Y19, Y0
+	VMOVDQU32        288(BX), Y20
+	VPDPBUSD         256(BX), Y8, Y20
+	VCVTDQ2PS        Y20, Y20
+	VFMADD231PS.BCST 16(SP), Y20, Y0
+	VMOVDQU32        352(BX), Y21
+	VPDPBUSD         320(BX), Y9, Y21
+	VCVTDQ2PS        Y21, Y21
+	VFMADD231PS.BCST 20(SP), Y21, Y0
+	VMOVDQU32        416(BX), Y22
+	VPDPBUSD         384(BX), Y10, Y22
+	VCVTDQ2PS        Y22, Y22
+	VFMADD231PS.BCST 24(SP), Y22, Y0
+	VMOVDQU32        480(BX), Y23
+	VPDPBUSD         448(BX), Y11, Y23
+	VCVTDQ2PS        Y23, Y23
+	VFMADD231PS.BCST 28(SP), Y23, Y0
+	ADDQ             $0x00000090, AX
+	ADDQ             $0x00000200, BX
+	ADDQ             $0x20, R11
+	SUBQ             $0x08, CX
+	JMP              dotRowsIQ4_NLVNNI_8
+
+dotRowsIQ4_NLVNNI_4:
+	CMPQ             CX, $0x04
+	JL               dotRowsIQ4_NLVNNI_1
+	PREFETCHT0       1024(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT1       8256(AX)
+	VMOVDQU64        (AX), Z3
+	VPERMT2W         64(AX), Z26, Z3
+	VCVTPH2PS        X3, X3
+	VMULPS           (R11), X3, X3
+	VMOVUPS          X3, (SP)
+	VBROADCASTI32X4  2(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	VPSHUFB          Y4, Y12, Y4
+	VBROADCASTI32X4  20(AX), Y5
+	VPSRLVW          Y14, Y5, Y5
+	VPANDD           Y13, Y5, Y5
+	VPSHUFB          Y5, Y12, Y5
+	VBROADCASTI32X4  38(AX), Y6
+	VPSRLVW          Y14, Y6, Y6
+	VPANDD           Y13, Y6, Y6
+	VPSHUFB          Y6, Y12, Y6
+	VBROADCASTI32X4  56(AX), Y7
+	VPSRLVW          Y14, Y7, Y7
+	VPANDD           Y13, Y7, Y7
+	VPSHUFB          Y7, Y12, Y7
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	VMOVDQU32        96(BX), Y17
+	VPDPBUSD         64(BX), Y5, Y17
+	VCVTDQ2PS        Y17, Y17
+	VFMADD231PS.BCST 4(SP), Y17, Y0
+	VMOVDQU32        160(BX), Y18
+	VPDPBUSD         128(BX), Y6, Y18
+	VCVTDQ2PS        Y18, Y18
+	VFMADD231PS.BCST 8(SP), Y18, Y0
+	VMOVDQU32        224(BX), Y19
+	VPDPBUSD         192(BX), Y7, Y19
+	VCVTDQ2PS        Y19, Y19
+	VFMADD231PS.BCST 12(SP), Y19, Y0
+	ADDQ             $0x00000048, AX
+	ADDQ             $0x00000100, BX
+	ADDQ             $0x10, R11
+	SUBQ             $0x04, CX
+
+dotRowsIQ4_NLVNNI_1:
+	TESTQ            CX, CX
+	JZ               dotRowsIQ4_NLVNNI_end
+	MOVWLZX          (AX), R12
+	VMOVD            R12, X3
+	VCVTPH2PS        X3, X3
+	VMULSS           (R11), X3, X3
+	VMOVSS           X3, (SP)
+	VBROADCASTI32X4  2(AX), Y4
+	VPSRLVW          Y14, Y4, Y4
+	VPANDD           Y13, Y4, Y4
+	VPSHUFB          Y4, Y12, Y4
+	VMOVDQU32        32(BX), Y16
+	VPDPBUSD         (BX), Y4, Y16
+	VCVTDQ2PS        Y16, Y16
+	VFMADD231PS.BCST (SP), Y16, Y0
+	ADDQ             $0x00000012, AX
+	ADDQ             $0x40, BX
+	ADDQ             $0x04, R11
+	DECQ             CX
+	JMP              dotRowsIQ4_NLVNNI_1
+
+dotRowsIQ4_NLVNNI_end:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (DX)
+	MOVQ         wstride+8(FP), R12
+	ADDQ         R12, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsIQ4_NLVNNI_row
+
+dotRowsIQ4_NLVNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotRowsIQ4_NLx4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, MMX+
+TEXT ·dotRowsIQ4_NLx4VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
+	MOVQ         xstride+24(FP), R8
+	MOVQ         rows+40(FP), R10
+	MOVQ         out+48(FP), DX
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	VMOVDQU64    iq4u<>+0(SB), Z12
+
+dotRowsIQ4_NLx4VNNI_row:
+	TESTQ  R10, R10
+	JZ     dotRowsIQ4_NLx4VNNI_done
+	MOVQ   SI, AX
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+32(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	LEAQ   (BX)(R8*2), DI
+	LEAQ   (R11)(R8*2), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotRowsIQ4_NLx4VNNI_block:
+	TESTQ           CX, CX
+	JZ              dotRowsIQ4_NLx4VNNI_end
+	PREFETCHT0      1024(AX)
+	PREFETCHT1      8192(AX)
+	MOVWLZX         (AX), R12
+	VMOVD           R12, X5
+	VCVTPH2PS       X5, X5
+	VBROADCASTSS    X5, Y5
+	VBROADCASTI32X4 2(AX), Y4
+	VPSRLVW         Y14, Y4, Y4
+	VPANDD          Y13, Y4, Y4
+	VPSHUFB         Y4, Y12, Y4
+	VMOVDQU32       32(BX), Y16
+	VPDPBUSD        (BX), Y4, Y16
+	VCVTDQ2PS       Y16, Y16
+	VMULPS.BCST     (R11), Y5, Y17
+	VFMADD231PS     Y16, Y17, Y0
+	VMOVDQU32       32(BX)(R8*1), Y18
+	VPDPBUSD        (BX)(R8*1), Y4, Y18
+	VCVTDQ2PS       Y18, Y18
+	VMULPS.BCST     (R11)(R8*1), Y5, Y19
+	VFMADD231PS     Y18, Y19, Y1
+	VMOVDQU32       32(DI), Y20
+	VPDPBUSD        (DI), Y4, Y20
+	VCVTDQ2PS       Y20, Y20
+	VMULPS.BCST     (R9), Y5, Y21
+	VFMADD231PS     Y20, Y21, Y2
+	VMOVDQU32       32(DI)(R8*1), Y22
+	VPDPBUSD        (DI)(R8*1), Y4, Y22
+	VCVTDQ2PS       Y22, Y22
+	VMULPS.BCST     (R9)(R8*1), Y5, Y23
+	VFMADD231PS     Y22, Y23, Y3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x40, BX
+	ADDQ            $0x40, DI
+	ADDQ            $0x04, R11
+	ADDQ            $0x04, R9
+	DECQ            CX
+	JMP             dotRowsIQ4_NLx4VNNI_block
+
+dotRowsIQ4_NLx4VNNI_end:
+	MOVQ         ostride+56(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R13
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0x4e, X0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0xb1, X0, X6
+	VADDSS       X6, X0, X0
+	VMOVSS       X0, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y1, X6
+	VADDPS       X6, X1, X1
+	VPERMILPS    $0x4e, X1, X6
+	VADDPS       X6, X1, X1
+	VPERMILPS    $0xb1, X1, X6
+	VADDSS       X6, X1, X1
+	VMOVSS       X1, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y2, X6
+	VADDPS       X6, X2, X2
+	VPERMILPS    $0x4e, X2, X6
+	VADDPS       X6, X2, X2
+	VPERMILPS    $0xb1, X2, X6
+	VADDSS       X6, X2, X2
+	VMOVSS       X2, (R13)
+	ADDQ         R12, R13
+	VEXTRACTF128 $0x01, Y3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0x4e, X3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0xb1, X3, X6
+	VADDSS       X6, X3, X3
+	VMOVSS       X3, (R13)
+	MOVQ         wstride+8(FP), R12
+	ADDQ         R12, SI
+	ADDQ         $0x04, DX
+	DECQ         R10
+	JMP          dotRowsIQ4_NLx4VNNI_row
+
+dotRowsIQ4_NLx4VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotPairsIQ4_NLVNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotPairsIQ4_NLVNNI(SB), NOSPLIT, $0-64
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x0000ff00, AX
+	KMOVW        AX, K1
+	VMOVDQU64    iq4u<>+0(SB), Z12
+	MOVQ         $0x001b001200090000, AX
+	VMOVQ        AX, X26
+	VMOVQ        X26, X28
+	MOVL         $0x00000000, AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x00000004, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z24, Z24
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Y25
+	MOVL         $0x00000005, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z25, Z25
+	MOVL         $0x00000002, AX
+	VPBROADCASTD AX, Y26
+	MOVL         $0x00000006, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z26, Z26
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Y27
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z27, Z27
+	MOVQ         w+0(FP), SI
+	MOVQ         xstride+24(FP), R8
+	MOVQ         rows+40(FP), R10
+	MOVQ         out+48(FP), DX
+
+dotPairsIQ4_NLVNNI_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairsIQ4_NLVNNI_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+32(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	LEAQ   (BX)(R8*2), R12
+	LEAQ   (R11)(R8*2), R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+dotPairsIQ4_NLVNNI_4:
+	CMPQ            CX, $0x04
+	JL              dotPairsIQ4_NLVNNI_1
+	PREFETCHT0      1024(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT0      1024(DI)
+	PREFETCHT0      1088(DI)
+	PREFETCHT1      8192(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT1      8192(DI)
+	PREFETCHT1      8256(DI)
+	VMOVDQU64       (AX), Z8
+	VPERMT2W        64(AX), Z28, Z8
+	VMOVDQU64       (DI), Z9
+	VPERMT2W        64(DI), Z28, Z9
+	VPUNPCKLQDQ     X9, X8, X8
+	VCVTPH2PS       X8, Y8
+	VBROADCASTI32X4 2(AX), Z4
+	VBROADCASTI32X4 2(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VPERMPS         Z8, Z24, Z5
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 32(BX)(R8*1), Z9
+	VBROADCASTI64X4 (BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     (R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 32(R12), Z11
+	VBROADCASTI64X4 (R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     (R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 32(R12)(R8*1), Z17
+	VBROADCASTI64X4 (R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     (R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 20(AX), Z4
+	VBROADCASTI32X4 20(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VPERMPS         Z8, Z25, Z5
+	VBROADCASTI64X4 96(BX), Z6
+	VBROADCASTI64X4 64(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     4(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 96(BX)(R8*1), Z9
+	VBROADCASTI64X4 64(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     4(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 96(R12), Z11
+	VBROADCASTI64X4 64(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     4(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 96(R12)(R8*1), Z17
+	VBROADCASTI64X4 64(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     4(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 38(AX), Z4
+	VBROADCASTI32X4 38(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VPERMPS         Z8, Z26, Z5
+	VBROADCASTI64X4 160(BX), Z6
+	VBROADCASTI64X4 128(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     8(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 160(BX)(R8*1), Z9
+	VBROADCASTI64X4 128(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     8(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 160(R12), Z11
+	VBROADCASTI64X4 128(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     8(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 160(R12)(R8*1), Z17
+	VBROADCASTI64X4 128(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     8(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	VBROADCASTI32X4 56(AX), Z4
+	VBROADCASTI32X4 56(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VPERMPS         Z8, Z27, Z5
+	VBROADCASTI64X4 224(BX), Z6
+	VBROADCASTI64X4 192(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     12(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 224(BX)(R8*1), Z9
+	VBROADCASTI64X4 192(BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     12(R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 224(R12), Z11
+	VBROADCASTI64X4 192(R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     12(R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 224(R12)(R8*1), Z17
+	VBROADCASTI64X4 192(R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     12(R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	ADDQ            $0x00000048, AX
+	ADDQ            $0x00000048, DI
+	ADDQ            $0x00000100, BX
+	ADDQ            $0x00000100, R12
+	ADDQ            $0x10, R11
+	ADDQ            $0x10, R9
+	SUBQ            $0x04, CX
+	JMP             dotPairsIQ4_NLVNNI_4
+
+dotPairsIQ4_NLVNNI_1:
+	TESTQ           CX, CX
+	JZ              dotPairsIQ4_NLVNNI_end
+	VPBROADCASTW    (AX), X8
+	VPBROADCASTW    (DI), X9
+	VINSERTI128     $0x01, X9, Y8, Y8
+	VCVTPH2PS       Y8, Z5
+	VBROADCASTI32X4 2(AX), Z4
+	VBROADCASTI32X4 2(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI64X4 32(BX)(R8*1), Z9
+	VBROADCASTI64X4 (BX)(R8*1), Z10
+	VPDPBUSD        Z10, Z4, Z9
+	VCVTDQ2PS       Z9, Z9
+	VMULPS.BCST     (R11)(R8*1), Z5, Z10
+	VFMADD231PS     Z9, Z10, Z1
+	VBROADCASTI64X4 32(R12), Z11
+	VBROADCASTI64X4 (R12), Z16
+	VPDPBUSD        Z16, Z4, Z11
+	VCVTDQ2PS       Z11, Z11
+	VMULPS.BCST     (R9), Z5, Z16
+	VFMADD231PS     Z11, Z16, Z2
+	VBROADCASTI64X4 32(R12)(R8*1), Z17
+	VBROADCASTI64X4 (R12)(R8*1), Z18
+	VPDPBUSD        Z18, Z4, Z17
+	VCVTDQ2PS       Z17, Z17
+	VMULPS.BCST     (R9)(R8*1), Z5, Z18
+	VFMADD231PS     Z17, Z18, Z3
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x40, BX
+	ADDQ            $0x40, R12
+	ADDQ            $0x04, R11
+	ADDQ            $0x04, R9
+	DECQ            CX
+	JMP             dotPairsIQ4_NLVNNI_1
+
+dotPairsIQ4_NLVNNI_end:
+	MOVQ          ostride+56(FP), R13
+	SHLQ          $0x02, R13
+	MOVQ          DX, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VEXTRACTF128  $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VEXTRACTF128  $0x01, Y1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0x4e, X1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0xb1, X1, X7
+	VADDSS        X7, X1, X1
+	VMOVSS        X1, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VEXTRACTF128  $0x01, Y2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0x4e, X2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0xb1, X2, X7
+	VADDSS        X7, X2, X2
+	VMOVSS        X2, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	ADDQ          R13, CX
+	VEXTRACTF64X4 $0x01, Z3, Y6
+	VEXTRACTF128  $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
+	VMOVSS        X3, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	MOVQ          wstride+8(FP), R13
+	LEAQ          (SI)(R13*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairsIQ4_NLVNNI_pair
+
+dotPairsIQ4_NLVNNI_done:
+	VZEROUPPER
+	RET
+
+DATA expc<>+0(SB)/8, $0xc2d00000c2d00000
+DATA expc<>+8(SB)/8, $0xc2d00000c2d00000
+DATA expc<>+16(SB)/8, $0xc2d00000c2d00000
+DATA expc<>+24(SB)/8, $0xc2d00000c2d00000
+DATA expc<>+32(SB)/8, $0x42b1721842b17218
+DATA expc<>+40(SB)/8, $0x42b1721842b17218
+DATA expc<>+48(SB)/8, $0x42b1721842b17218
+DATA expc<>+56(SB)/8, $0x42b1721842b17218
+DATA expc<>+64(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expc<>+72(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expc<>+80(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expc<>+88(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA expc<>+96(SB)/8, $0x3f3180003f318000
+DATA expc<>+104(SB)/8, $0x3f3180003f318000
+DATA expc<>+112(SB)/8, $0x3f3180003f318000
+DATA expc<>+120(SB)/8, $0x3f3180003f318000
+DATA expc<>+128(SB)/8, $0xb95e8083b95e8083
+DATA expc<>+136(SB)/8, $0xb95e8083b95e8083
+DATA expc<>+144(SB)/8, $0xb95e8083b95e8083
+DATA expc<>+152(SB)/8, $0xb95e8083b95e8083
+DATA expc<>+160(SB)/8, $0x39500d0139500d01
+DATA expc<>+168(SB)/8, $0x39500d0139500d01
+DATA expc<>+176(SB)/8, $0x39500d0139500d01
+DATA expc<>+184(SB)/8, $0x39500d0139500d01
+DATA expc<>+192(SB)/8, $0x3ab60b613ab60b61
+DATA expc<>+200(SB)/8, $0x3ab60b613ab60b61
+DATA expc<>+208(SB)/8, $0x3ab60b613ab60b61
+DATA expc<>+216(SB)/8, $0x3ab60b613ab60b61
+DATA expc<>+224(SB)/8, $0x3c0888893c088889
+DATA expc<>+232(SB)/8, $0x3c0888893c088889
+DATA expc<>+240(SB)/8, $0x3c0888893c088889
+DATA expc<>+248(SB)/8, $0x3c0888893c088889
+DATA expc<>+256(SB)/8, $0x3d2aaaab3d2aaaab
+DATA expc<>+264(SB)/8, $0x3d2aaaab3d2aaaab
+DATA expc<>+272(SB)/8, $0x3d2aaaab3d2aaaab
+DATA expc<>+280(SB)/8, $0x3d2aaaab3d2aaaab
+DATA expc<>+288(SB)/8, $0x3e2aaaab3e2aaaab
+DATA expc<>+296(SB)/8, $0x3e2aaaab3e2aaaab
+DATA expc<>+304(SB)/8, $0x3e2aaaab3e2aaaab
+DATA expc<>+312(SB)/8, $0x3e2aaaab3e2aaaab
+DATA expc<>+320(SB)/8, $0x3f0000003f000000
+DATA expc<>+328(SB)/8, $0x3f0000003f000000
+DATA expc<>+336(SB)/8, $0x3f0000003f000000
+DATA expc<>+344(SB)/8, $0x3f0000003f000000
+DATA expc<>+352(SB)/8, $0x3f8000003f800000
+DATA expc<>+360(SB)/8, $0x3f8000003f800000
+DATA expc<>+368(SB)/8, $0x3f8000003f800000
+DATA expc<>+376(SB)/8, $0x3f8000003f800000
+GLOBL expc<>(SB), RODATA|NOPTR, $384
+
+// func cpuPause()
+TEXT ·cpuPause(SB), NOSPLIT, $0
+	PAUSE
+	RET
+
+// func dotF32AVX(a *float32, b *float32, n int) float32
+// Requires: AVX, FMA3, SSE
+TEXT ·dotF32AVX(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotF32AVX_big:
+	CMPQ        CX, $0x20
+	JL          dotF32AVX_8
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	VMOVUPS     32(SI), Y5
+	VFMADD231PS 32(DI), Y5, Y1
+	VMOVUPS     64(SI), Y6
+	VFMADD231PS 64(DI), Y6, Y2
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, DI
+	SUBQ        $0x20, CX
+	JMP         dotF32AVX_big
+
+dotF32AVX_8:
+	CMPQ        CX, $0x08
+	JL          dotF32AVX_end
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $0x00000020, SI
+	ADDQ        $0x00000020, DI
+	SUBQ        $0x08, CX
+	JMP         dotF32AVX_8
+
+dotF32AVX_end:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func axpyAVX(y *float32, a float32, x *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·axpyAVX(SB), NOSPLIT, $0-32
+	MOVQ         y+0(FP), DI
+	VBROADCASTSS a+8(FP), Y15
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+axpyAVX_big:
+	CMPQ        CX, $0x20
+	JL          axpyAVX_8
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y15, Y0
+	VMOVUPS     Y0, (DI)
+	VMOVUPS     32(DI), Y1
+	VFMADD231PS 32(SI), Y15, Y1
+	VMOVUPS     Y1, 32(DI)
+	VMOVUPS     64(DI), Y2
+	VFMADD231PS 64(SI), Y15, Y2
+	VMOVUPS     Y2, 64(DI)
+	VMOVUPS     96(DI), Y3
+	VFMADD231PS 96(SI), Y15, Y3
+	VMOVUPS     Y3, 96(DI)
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000080, DI
+	SUBQ        $0x20, CX
+	JMP         axpyAVX_big
+
+axpyAVX_8:
+	CMPQ        CX, $0x08
+	JL          axpyAVX_end
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y15, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $0x00000020, SI
+	ADDQ        $0x00000020, DI
+	SUBQ        $0x08, CX
+	JMP         axpyAVX_8
+
+axpyAVX_end:
+	VZEROUPPER
+	RET
+
+// func scaleAVX(x *float32, a float32, n int)
+// Requires: AVX
+TEXT ·scaleAVX(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS a+8(FP), Y15
+	MOVQ         n+16(FP), CX
+
+scaleAVX_big:
+	CMPQ    CX, $0x20
+	JL      scaleAVX_8
+	VMULPS  (DI), Y15, Y0
+	VMOVUPS Y0, (DI)
+	VMULPS  32(DI), Y15, Y1
+	VMOVUPS Y1, 32(DI)
+	VMULPS  64(DI), Y15, Y2
+	VMOVUPS Y2, 64(DI)
+	VMULPS  96(DI), Y15, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $0x00000080, DI
+	SUBQ    $0x20, CX
+	JMP     scaleAVX_big
+
+scaleAVX_8:
+	CMPQ    CX, $0x08
+	JL      scaleAVX_end
+	VMULPS  (DI), Y15, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x08, CX
+	JMP     scaleAVX_8
+
+scaleAVX_end:
+	VZEROUPPER
+	RET
+
+// func addAVX(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX
+TEXT ·addAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+addAVX_big:
+	CMPQ    CX, $0x20
+	JL      addAVX_8
+	VMOVUPS (SI), Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VADDPS  32(DX), Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VADDPS  64(DX), Y2, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VADDPS  96(DX), Y3, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $0x00000080, SI
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000080, DI
+	SUBQ    $0x20, CX
+	JMP     addAVX_big
+
+addAVX_8:
+	CMPQ    CX, $0x08
+	JL      addAVX_end
+	VMOVUPS (SI), Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $0x00000020, SI
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x08, CX
+	JMP     addAVX_8
+
+addAVX_end:
+	VZEROUPPER
+	RET
+
+// func sumSquaresAVX(x *float32, n int) float64
+// Requires: AVX, FMA3, SSE2
+TEXT ·sumSquaresAVX(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+
+ss_16:
+	CMPQ        CX, $0x10
+	JL          ss_8
+	VCVTPS2PD   (SI), Y4
+	VCVTPS2PD   16(SI), Y5
+	VCVTPS2PD   32(SI), Y6
+	VCVTPS2PD   48(SI), Y7
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	VFMADD231PD Y6, Y6, Y2
+	VFMADD231PD Y7, Y7, Y3
+	ADDQ        $0x40, SI
+	SUBQ        $0x10, CX
+	JMP         ss_16
+
+ss_8:
+	CMPQ        CX, $0x08
+	JL          ss_end
+	VCVTPS2PD   (SI), Y4
+	VCVTPS2PD   16(SI), Y5
+	VFMADD231PD Y4, Y4, Y0
+	VFMADD231PD Y5, Y5, Y1
+	ADDQ        $0x20, SI
+	SUBQ        $0x08, CX
+	JMP         ss_8
+
+ss_end:
+	VADDPD       Y1, Y0, Y0
+	VADDPD       Y3, Y2, Y2
+	VADDPD       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPD       X1, X0, X0
+	VPERMILPD    $0x01, X0, X1
+	VADDSD       X1, X0, X0
+	MOVSD        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func scaleMulAVX(out *float32, x *float32, s float32, w *float32, n int)
+// Requires: AVX
+TEXT ·scaleMulAVX(SB), NOSPLIT, $0-40
+	MOVQ         out+0(FP), DI
+	MOVQ         x+8(FP), SI
+	VBROADCASTSS s+16(FP), Y15
+	MOVQ         w+24(FP), DX
+	MOVQ         n+32(FP), CX
+
+scaleMulAVX_big:
+	CMPQ    CX, $0x10
+	JL      scaleMulAVX_8
+	VMULPS  (SI), Y15, Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMULPS  32(SI), Y15, Y1
+	VMULPS  32(DX), Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	ADDQ    $0x00000040, SI
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, DI
+	SUBQ    $0x10, CX
+	JMP     scaleMulAVX_big
+
+scaleMulAVX_8:
+	CMPQ    CX, $0x08
+	JL      scaleMulAVX_end
+	VMULPS  (SI), Y15, Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $0x00000020, SI
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x08, CX
+	JMP     scaleMulAVX_8
+
+scaleMulAVX_end:
+	VZEROUPPER
+	RET
+
+// func maxAVX(x *float32, n int) float32
+// Requires: AVX, SSE
+TEXT ·maxAVX(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VMOVAPS Y0, Y1
+
+maxAVX_8:
+	CMPQ   CX, $0x08
+	JL     maxAVX_end
+	VMAXPS (SI), Y0, Y0
+	ADDQ   $0x00000020, SI
+	SUBQ   $0x08, CX
+	JMP    maxAVX_8
+
+maxAVX_end:
+	VMAXPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXSS       X1, X0, X0
+	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func expSubSumAVX(x *float32, m float32, n int) float64
+// Requires: AVX, AVX2, FMA3, SSE2
+TEXT ·expSubSumAVX(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), DI
+	VBROADCASTSS m+8(FP), Y15
+	MOVQ         n+16(FP), CX
+	VXORPD       Y8, Y8, Y8
+	VXORPD       Y9, Y9, Y9
+
+expSubSumAVX_8:
+	CMPQ         CX, $0x08
+	JL           expSubSumAVX_end
+	VMOVUPS      (DI), Y0
+	VSUBPS       Y15, Y0, Y0
+	VMOVUPS      expc<>+0(SB), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMOVUPS      expc<>+32(SB), Y1
+	VMINPS       Y0, Y1, Y0
+	VMULPS       expc<>+64(SB), Y0, Y1
+	VROUNDPS     $0x00, Y1, Y1
+	VFNMADD231PS expc<>+96(SB), Y1, Y0
+	VFNMADD231PS expc<>+128(SB), Y1, Y0
+	VMOVUPS      expc<>+160(SB), Y2
+	VFMADD213PS  expc<>+192(SB), Y0, Y2
+	VFMADD213PS  expc<>+224(SB), Y0, Y2
+	VFMADD213PS  expc<>+256(SB), Y0, Y2
+	VFMADD213PS  expc<>+288(SB), Y0, Y2
+	VFMADD213PS  expc<>+320(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VCVTPS2DQ    Y1, Y1
+	VPSRAD       $0x01, Y1, Y3
+	VPSUBD       Y3, Y1, Y1
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       expc<>+352(SB), Y3, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       expc<>+352(SB), Y1, Y1
+	VMULPS       Y3, Y2, Y2
+	VMULPS       Y1, Y2, Y0
+	VMOVUPS      Y0, (DI)
+	VCVTPS2PD    X0, Y4
+	VEXTRACTF128 $0x01, Y0, X5
+	VCVTPS2PD    X5, Y5
+	VADDPD       Y4, Y8, Y8
+	VADDPD       Y5, Y9, Y9
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x08, CX
+	JMP          expSubSumAVX_8
+
+expSubSumAVX_end:
+	VADDPD       Y9, Y8, Y8
+	VEXTRACTF128 $0x01, Y8, X1
+	VADDPD       X1, X8, X8
+	VPERMILPD    $0x01, X8, X1
+	VADDSD       X1, X8, X8
+	MOVSD        X8, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func swigluAVX(out *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·swigluAVX(SB), NOSPLIT, $0-32
+	MOVQ    out+0(FP), DI
+	MOVQ    gate+8(FP), SI
+	MOVQ    up+16(FP), DX
+	MOVQ    n+24(FP), CX
+	VXORPS  Y14, Y14, Y14
+	VMOVUPS expc<>+352(SB), Y13
+
+swigluAVX_8:
+	CMPQ         CX, $0x08
+	JL           swigluAVX_end
+	VMOVUPS      (SI), Y4
+	VSUBPS       Y4, Y14, Y0
+	VMOVUPS      expc<>+0(SB), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMOVUPS      expc<>+32(SB), Y1
+	VMINPS       Y0, Y1, Y0
+	VMULPS       expc<>+64(SB), Y0, Y1
+	VROUNDPS     $0x00, Y1, Y1
+	VFNMADD231PS expc<>+96(SB), Y1, Y0
+	VFNMADD231PS expc<>+128(SB), Y1, Y0
+	VMOVUPS      expc<>+160(SB), Y2
+	VFMADD213PS  expc<>+192(SB), Y0, Y2
+	VFMADD213PS  expc<>+224(SB), Y0, Y2
+	VFMADD213PS  expc<>+256(SB), Y0, Y2
+	VFMADD213PS  expc<>+288(SB), Y0, Y2
+	VFMADD213PS  expc<>+320(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VCVTPS2DQ    Y1, Y1
+	VPSRAD       $0x01, Y1, Y3
+	VPSUBD       Y3, Y1, Y1
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       expc<>+352(SB), Y3, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       expc<>+352(SB), Y1, Y1
+	VMULPS       Y3, Y2, Y2
+	VMULPS       Y1, Y2, Y0
+	VADDPS       Y13, Y0, Y0
+	VDIVPS       Y0, Y4, Y4
+	VMULPS       (DX), Y4, Y4
+	VMOVUPS      Y4, (DI)
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x08, CX
+	JMP          swigluAVX_8
+
+swigluAVX_end:
+	VZEROUPPER
+	RET
+
+// func expAVX(dst *float32, src *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·expAVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+expAVX_8:
+	CMPQ         CX, $0x08
+	JL           expAVX_end
+	VMOVUPS      (SI), Y0
+	VMOVUPS      expc<>+0(SB), Y1
+	VMAXPS       Y0, Y1, Y0
+	VMOVUPS      expc<>+32(SB), Y1
+	VMINPS       Y0, Y1, Y0
+	VMULPS       expc<>+64(SB), Y0, Y1
+	VROUNDPS     $0x00, Y1, Y1
+	VFNMADD231PS expc<>+96(SB), Y1, Y0
+	VFNMADD231PS expc<>+128(SB), Y1, Y0
+	VMOVUPS      expc<>+160(SB), Y2
+	VFMADD213PS  expc<>+192(SB), Y0, Y2
+	VFMADD213PS  expc<>+224(SB), Y0, Y2
+	VFMADD213PS  expc<>+256(SB), Y0, Y2
+	VFMADD213PS  expc<>+288(SB), Y0, Y2
+	VFMADD213PS  expc<>+320(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VFMADD213PS  expc<>+352(SB), Y0, Y2
+	VCVTPS2DQ    Y1, Y1
+	VPSRAD       $0x01, Y1, Y3
+	VPSUBD       Y3, Y1, Y1
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       expc<>+352(SB), Y3, Y3
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       expc<>+352(SB), Y1, Y1
+	VMULPS       Y3, Y2, Y2
+	VMULPS       Y1, Y2, Y0
+	VMOVUPS      Y0, (DI)
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x00000020, DI
+	SUBQ         $0x08, CX
+	JMP          expAVX_8
+
+expAVX_end:
+	VZEROUPPER
+	RET
+
+// func f16ToF32AVX(dst *float32, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·f16ToF32AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+f16ToF32AVX_8:
+	CMPQ      CX, $0x08
+	JL        f16ToF32AVX_end
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $0x00000010, SI
+	ADDQ      $0x00000020, DI
+	SUBQ      $0x08, CX
+	JMP       f16ToF32AVX_8
+
+f16ToF32AVX_end:
+	VZEROUPPER
+	RET
+
+// func f32ToF16AVX(dst *uint16, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·f32ToF16AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+f32ToF16AVX_8:
+	CMPQ      CX, $0x08
+	JL        f32ToF16AVX_end
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0x00, Y0, (DI)
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000010, DI
+	SUBQ      $0x08, CX
+	JMP       f32ToF16AVX_8
+
+f32ToF16AVX_end:
 	VZEROUPPER
 	RET
 
@@ -5251,9 +27384,9 @@ TEXT ·quantQ8pAVX512(SB), NOSPLIT, $0-28
 	MOVL         $0x3f800000, AX
 	VMOVD        AX, X26
 
-q8p_block:
+quantQ8pAVX512_block:
 	TESTQ         CX, CX
-	JZ            q8p_done
+	JZ            quantQ8pAVX512_done
 	VMOVUPS       (SI), Z0
 	VMOVUPS       64(SI), Z1
 	VPANDD        Z20, Z0, Z2
@@ -5309,8 +27442,198 @@ q8p_block:
 	ADDQ          $0x00000080, SI
 	ADDQ          $0x000000c0, DI
 	DECQ          CX
-	JMP           q8p_block
+	JMP           quantQ8pAVX512_block
 
-q8p_done:
+quantQ8pAVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantQ8p1AVX512(dst *byte, src *float32, nb int, k uint32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·quantQ8p1AVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z20
+	MOVL         $0x3f000000, AX
+	VPBROADCASTD AX, Z21
+	MOVL         $0x3f800000, AX
+	VPBROADCASTD AX, Z22
+	MOVL         $0x80000000, AX
+	VPBROADCASTD AX, Z23
+	MOVL         k+24(FP), AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x42fe0000, AX
+	VMOVD        AX, X25
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X26
+
+quantQ8p1AVX512_block:
+	TESTQ         CX, CX
+	JZ            quantQ8p1AVX512_done
+	VMOVUPS       (SI), Z0
+	VMOVUPS       64(SI), Z1
+	VPANDD        Z20, Z0, Z2
+	VPANDD        Z20, Z1, Z3
+	VPXORD        Z4, Z4, Z4
+	VMAXPS        Z4, Z2, Z4
+	VMAXPS        Z4, Z3, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VMAXPS        Y5, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VMAXPS        X5, X4, X4
+	VDIVSS        X25, X4, X5
+	VDIVSS        X5, X26, X6
+	VXORPS        X7, X7, X7
+	VCMPSS        $0x00, X7, X5, X8
+	VANDNPS       X6, X8, X6
+	VBROADCASTSS  X6, Z6
+	VMULPS        Z6, Z0, Z0
+	VMULPS        Z6, Z1, Z1
+	VRNDSCALEPS   $0x03, Z0, Z16
+	VSUBPS        Z16, Z0, Z17
+	VPANDD        Z20, Z17, Z17
+	VCMPPS        $0x0d, Z21, Z17, K1
+	VPANDD        Z23, Z0, Z17
+	VPORD         Z22, Z17, Z17
+	VADDPS        Z17, Z16, K1, Z16
+	VCVTTPS2DQ    Z16, Z16
+	VPMOVDB       Z16, X2
+	VRNDSCALEPS   $0x03, Z1, Z16
+	VSUBPS        Z16, Z1, Z17
+	VPANDD        Z20, Z17, Z17
+	VCMPPS        $0x0d, Z21, Z17, K1
+	VPANDD        Z23, Z1, Z17
+	VPORD         Z22, Z17, Z17
+	VADDPS        Z17, Z16, K1, Z16
+	VCVTTPS2DQ    Z16, Z16
+	VPMOVDB       Z16, X3
+	VINSERTI128   $0x01, X3, Y2, Y2
+	VMOVDQU       Y2, (DI)
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y2, Y24, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQU       Y8, 64(DI)
+	VCVTPS2PH     $0x00, X5, X9
+	VCVTPH2PS     X9, X9
+	VBROADCASTSS  X9, Y9
+	VMOVUPS       Y9, 128(DI)
+	MOVL          $0x01010101, AX
+	VPBROADCASTD  AX, Y10
+	VPXORD        Y11, Y11, Y11
+	VPDPBUSD      Y2, Y10, Y11
+	VEXTRACTI128  $0x01, Y11, X12
+	VPADDD        X12, X11, X11
+	VPSHUFD       $0x4e, X11, X12
+	VPADDD        X12, X11, X11
+	VPSHUFD       $0xb1, X11, X12
+	VPADDD        X12, X11, X11
+	VCVTDQ2PS     X11, X11
+	VMULSS        X5, X11, X11
+	VCVTPS2PH     $0x00, X11, X11
+	VCVTPH2PS     X11, X11
+	VXORPS        X12, X12, X12
+	VMOVSS        X11, X12, X12
+	VMOVUPS       Y12, 192(DI)
+	ADDQ          $0x00000080, SI
+	ADDQ          $0x00000100, DI
+	DECQ          CX
+	JMP           quantQ8p1AVX512_block
+
+quantQ8p1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantQ8xAVX512(dst *byte, src *float32, nb int, k uint32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+TEXT ·quantQ8xAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         nb+16(FP), CX
+	MOVQ         CX, R8
+	SHLQ         $0x06, R8
+	ADDQ         DI, R8
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z20
+	MOVL         $0x3f000000, AX
+	VPBROADCASTD AX, Z21
+	MOVL         $0x3f800000, AX
+	VPBROADCASTD AX, Z22
+	MOVL         $0x80000000, AX
+	VPBROADCASTD AX, Z23
+	MOVL         k+24(FP), AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x42fe0000, AX
+	VMOVD        AX, X25
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X26
+
+quantQ8xAVX512_block:
+	TESTQ         CX, CX
+	JZ            quantQ8xAVX512_done
+	VMOVUPS       (SI), Z0
+	VMOVUPS       64(SI), Z1
+	VPANDD        Z20, Z0, Z2
+	VPANDD        Z20, Z1, Z3
+	VPXORD        Z4, Z4, Z4
+	VMAXPS        Z4, Z2, Z4
+	VMAXPS        Z4, Z3, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VMAXPS        Y5, Y4, Y4
+	VEXTRACTF128  $0x01, Y4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VMAXPS        X5, X4, X4
+	VDIVSS        X25, X4, X5
+	VDIVSS        X5, X26, X6
+	VXORPS        X7, X7, X7
+	VCMPSS        $0x00, X7, X5, X8
+	VANDNPS       X6, X8, X6
+	VBROADCASTSS  X6, Z6
+	VMULPS        Z6, Z0, Z0
+	VMULPS        Z6, Z1, Z1
+	VRNDSCALEPS   $0x03, Z0, Z16
+	VSUBPS        Z16, Z0, Z17
+	VPANDD        Z20, Z17, Z17
+	VCMPPS        $0x0d, Z21, Z17, K1
+	VPANDD        Z23, Z0, Z17
+	VPORD         Z22, Z17, Z17
+	VADDPS        Z17, Z16, K1, Z16
+	VCVTTPS2DQ    Z16, Z16
+	VPMOVDB       Z16, X2
+	VRNDSCALEPS   $0x03, Z1, Z16
+	VSUBPS        Z16, Z1, Z17
+	VPANDD        Z20, Z17, Z17
+	VCMPPS        $0x0d, Z21, Z17, K1
+	VPANDD        Z23, Z1, Z17
+	VPORD         Z22, Z17, Z17
+	VADDPS        Z17, Z16, K1, Z16
+	VCVTTPS2DQ    Z16, Z16
+	VPMOVDB       Z16, X3
+	VINSERTI128   $0x01, X3, Y2, Y2
+	VMOVDQU       Y2, (DI)
+	VPXORD        Y7, Y7, Y7
+	VPDPBUSD      Y2, Y24, Y7
+	VPXORD        Y8, Y8, Y8
+	VPSUBD        Y7, Y8, Y8
+	VMOVDQU       Y8, 32(DI)
+	VCVTPS2PH     $0x00, X5, X9
+	VCVTPH2PS     X9, X9
+	VMOVSS        X9, (R8)
+	ADDQ          $0x04, R8
+	ADDQ          $0x00000080, SI
+	ADDQ          $0x00000040, DI
+	DECQ          CX
+	JMP           quantQ8xAVX512_block
+
+quantQ8xAVX512_done:
 	VZEROUPPER
 	RET

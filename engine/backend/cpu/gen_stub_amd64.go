@@ -5,76 +5,811 @@
 package cpu
 
 // gemmQ8_0R4P4 multiplies 4 Q8_0 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ8_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ8_0R4P2 multiplies 4 Q8_0 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ8_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ8_0R4P1 multiplies 4 Q8_0 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ8_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ8_0R1P4 multiplies 1 Q8_0 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ8_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ8_0R1P2 multiplies 1 Q8_0 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ8_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ8_0R1P1 multiplies 1 Q8_0 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ8_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ4_0R4P4 multiplies 4 Q4_0 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ4_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ4_0R4P2 multiplies 4 Q4_0 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ4_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ4_0R4P1 multiplies 4 Q4_0 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ4_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ4_0R1P4 multiplies 1 Q4_0 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ4_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ4_0R1P2 multiplies 1 Q4_0 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ4_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
 // gemmQ4_0R1P1 multiplies 1 Q4_0 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
 func gemmQ4_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
+// gemmQ5_0R4P4 multiplies 4 Q5_0 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_0R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R4P2 multiplies 4 Q5_0 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_0R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R4P1 multiplies 4 Q5_0 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_0R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R1P4 multiplies 1 Q5_0 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_0R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R1P2 multiplies 1 Q5_0 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_0R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_0R1P1 multiplies 1 Q5_0 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_0R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR4P4 multiplies 4 IQ4_NL weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmIQ4_NLR4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR4P2 multiplies 4 IQ4_NL weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmIQ4_NLR4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR4P1 multiplies 4 IQ4_NL weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmIQ4_NLR4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR1P4 multiplies 1 IQ4_NL weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmIQ4_NLR1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR1P2 multiplies 1 IQ4_NL weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmIQ4_NLR1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmIQ4_NLR1P1 multiplies 1 IQ4_NL weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmIQ4_NLR1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R4P4 multiplies 4 Q4_1 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ4_1R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R4P2 multiplies 4 Q4_1 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ4_1R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R4P1 multiplies 4 Q4_1 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ4_1R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R1P4 multiplies 1 Q4_1 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ4_1R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R1P2 multiplies 1 Q4_1 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ4_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ4_1R1P1 multiplies 1 Q4_1 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ4_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R4P4 multiplies 4 Q5_1 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_1R4P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R4P2 multiplies 4 Q5_1 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_1R4P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R4P1 multiplies 4 Q5_1 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_1R4P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R1P4 multiplies 1 Q5_1 weight rows with 4 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_1R1P4(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R1P2 multiplies 1 Q5_1 weight rows with 2 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
+// gemmQ5_1R1P1 multiplies 1 Q5_1 weight rows with 1 token pairs (see gemm32Tile).
+//
+//go:noescape
+func gemmQ5_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
+
 // gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+//
+//go:noescape
 func gemmKMinR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
 // gemmKMinR4P1 multiplies 4 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+//
+//go:noescape
 func gemmKMinR4P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
 // gemmKMinR1P4 multiplies 1 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+//
+//go:noescape
 func gemmKMinR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
 // gemmKMinR1P1 multiplies 1 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+//
+//go:noescape
 func gemmKMinR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
 // gemmKOffR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+//
+//go:noescape
 func gemmKOffR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
 // gemmKOffR4P1 multiplies 4 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+//
+//go:noescape
 func gemmKOffR4P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
 // gemmKOffR1P4 multiplies 1 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+//
+//go:noescape
 func gemmKOffR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
 // gemmKOffR1P1 multiplies 1 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+//
+//go:noescape
 func gemmKOffR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
+// gemmKSgnR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+//
+//go:noescape
+func gemmKSgnR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKSgnR4P1 multiplies 4 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+//
+//go:noescape
+func gemmKSgnR4P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKSgnR1P4 multiplies 1 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
+//
+//go:noescape
+func gemmKSgnR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
+// gemmKSgnR1P1 multiplies 1 unpacked K-quant weight rows with 1 token pairs (see gemmKTile).
+//
+//go:noescape
+func gemmKSgnR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
+
 // gemmFR3C4 multiplies 3 float32 weight rows with 4 activation rows (see gemmFTile).
-func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+//
+//go:noescape
+func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR3C1 multiplies 3 float32 weight rows with 1 activation rows (see gemmFTile).
-func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+//
+//go:noescape
+func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR1C4 multiplies 1 float32 weight rows with 4 activation rows (see gemmFTile).
-func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+//
+//go:noescape
+func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR1C1 multiplies 1 float32 weight rows with 1 activation rows (see gemmFTile).
-func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+//
+//go:noescape
+func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
-// quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).
+// kdotQ4_K returns the dot product of nb Q4_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdotQ4_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q4_K returns the dots of nb Q4_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdot4Q4_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ4_K writes the prefill units of nsb Q4_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+//
+//go:noescape
+func kunpackQ4_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZQ4_K computes kdotQ4_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ4_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q4_K computes kdot4Q4_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q4_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ4_K computes kdotQ4_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ4_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// kdotQ5_K returns the dot product of nb Q5_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdotQ5_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q5_K returns the dots of nb Q5_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdot4Q5_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ5_K writes the prefill units of nsb Q5_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+//
+//go:noescape
+func kunpackQ5_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZQ5_K computes kdotQ5_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ5_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q5_K computes kdot4Q5_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q5_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ5_K computes kdotQ5_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ5_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// kdotQ6_K returns the dot product of nb Q6_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdotQ6_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q6_K returns the dots of nb Q6_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdot4Q6_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ6_K writes the prefill units of nsb Q6_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+//
+//go:noescape
+func kunpackQ6_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZQ6_K computes kdotQ6_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ6_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q6_K computes kdot4Q6_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q6_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ6_K computes kdotQ6_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ6_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// kdotQ3_K returns the dot product of nb Q3_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdotQ3_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q3_K returns the dots of nb Q3_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdot4Q3_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ3_K writes the prefill units of nsb Q3_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+//
+//go:noescape
+func kunpackQ3_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZQ3_K computes kdotQ3_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ3_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q3_K computes kdot4Q3_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q3_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ3_K computes kdotQ3_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ3_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// kdotQ2_K returns the dot product of nb Q2_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdotQ2_K(w *byte, x *byte, nb int) float32
+
+// kdot4Q2_K returns the dots of nb Q2_K super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdot4Q2_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackQ2_K writes the prefill units of nsb Q2_K super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+//
+//go:noescape
+func kunpackQ2_K(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZQ2_K computes kdotQ2_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZQ2_K(w *byte, x *byte, nb int) float32
+
+// kdotZ4Q2_K computes kdot4Q2_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4Q2_K(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRQ2_K computes kdotQ2_K's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRQ2_K(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// kdotIQ4_XS returns the dot product of nb IQ4_XS super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdotIQ4_XS(w *byte, x *byte, nb int) float32
+
+// kdot4IQ4_XS returns the dots of nb IQ4_XS super-blocks with four Q8_K rows (see internal/gen/kquant.go).
+//
+//go:noescape
+func kdot4IQ4_XS(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kunpackIQ4_XS writes the prefill units of nsb IQ4_XS super-blocks, dstride bytes apart (see internal/gen/kquant.go).
+//
+//go:noescape
+func kunpackIQ4_XS(dst *byte, dstride int, src *byte, nsb int)
+
+// kdotZIQ4_XS computes kdotIQ4_XS's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZIQ4_XS(w *byte, x *byte, nb int) float32
+
+// kdotZ4IQ4_XS computes kdot4IQ4_XS's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZ4IQ4_XS(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// kdotZRIQ4_XS computes kdotIQ4_XS's dots with AVX-512, the same bits (see internal/gen/kquantz.go).
+//
+//go:noescape
+func kdotZRIQ4_XS(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// quantQ8K quantises nsb super-blocks of activations to Q8_K (see internal/gen/kquant.go).
+//
+//go:noescape
+func quantQ8K(dst *byte, src *float32, nsb int)
+
+// quantQ8KP quantises nsb super-blocks of activations to Q8_K (see internal/gen/kquant.go).
+//
+//go:noescape
+func quantQ8KP(dst *byte, src *float32, nsb int)
+
+// b32dotQ8_0 returns the dot product of nb Q8_0 blocks with nb activation blocks (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dotQ8_0(w *byte, x *byte, nb int) float32
+
+// b32dot4Q8_0 returns the dots of nb Q8_0 blocks with four activation rows (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dot4Q8_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotQ4_0 returns the dot product of nb Q4_0 blocks with nb activation blocks (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dotQ4_0(w *byte, x *byte, nb int) float32
+
+// b32dot4Q4_0 returns the dots of nb Q4_0 blocks with four activation rows (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dot4Q4_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotQ5_0 returns the dot product of nb Q5_0 blocks with nb activation blocks (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dotQ5_0(w *byte, x *byte, nb int) float32
+
+// b32dot4Q5_0 returns the dots of nb Q5_0 blocks with four activation rows (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dot4Q5_0(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotIQ4_NL returns the dot product of nb IQ4_NL blocks with nb activation blocks (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dotIQ4_NL(w *byte, x *byte, nb int) float32
+
+// b32dot4IQ4_NL returns the dots of nb IQ4_NL blocks with four activation rows (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dot4IQ4_NL(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotQ4_1 returns the dot product of nb Q4_1 blocks with nb activation blocks (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dotQ4_1(w *byte, x *byte, nb int) float32
+
+// b32dot4Q4_1 returns the dots of nb Q4_1 blocks with four activation rows (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dot4Q4_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// b32dotQ5_1 returns the dot product of nb Q5_1 blocks with nb activation blocks (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dotQ5_1(w *byte, x *byte, nb int) float32
+
+// b32dot4Q5_1 returns the dots of nb Q5_1 blocks with four activation rows (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dot4Q5_1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
+// vaccZ4x4 runs the ordered value updates of 4 heads by 4 chunks of 16 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vaccZ4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccZ2x8 runs the ordered value updates of 2 heads by 8 chunks of 16 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vaccZ2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccZ1x16 runs the ordered value updates of 1 heads by 16 chunks of 16 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vaccZ1x16(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccZS4x4 runs the ordered value updates of 4 heads by 4 chunks of 16 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vaccZS4x4(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccZS2x8 runs the ordered value updates of 2 heads by 8 chunks of 16 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vaccZS2x8(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vacc1x8AVX runs the ordered value updates of 1 heads by 8 chunks of 8 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vacc1x8AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vacc2x4AVX runs the ordered value updates of 2 heads by 4 chunks of 8 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vacc2x4AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vacc4x2AVX runs the ordered value updates of 4 heads by 2 chunks of 8 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vacc4x2AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vacc8x1AVX runs the ordered value updates of 8 heads by 1 chunks of 8 accumulators (see internal/gen/attnz.go).
+//
+//go:noescape
+func vacc8x1AVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, astride int, voff *int)
+
+// vaccAVX runs the ordered value updates of four slices of 8 accumulators at arbitrary offsets (see internal/gen/attnz.go).
+//
+//go:noescape
+func vaccAVX(acc *float32, v *uint16, w *float32, flags *uint8, n int, vstride int, wstride int, ch *[12]int)
+
+// halfToF64PairsZ converts rows of halves to float64 in position pairs (see internal/gen/attnz.go).
+//
+//go:noescape
+func halfToF64PairsZ(dst *float64, src *uint16, n int, rd int)
+
+// scoresZ computes the scores of n positions from keys in position pairs (see internal/gen/attnz.go).
+//
+//go:noescape
+func scoresZ(s *float32, q *float64, k *float64, n int, rd int, scale float32)
+
+// roundF16ToF64AVX sets dst[i] = float64(h(src[i])), h rounding to half precision (nearest even); n is a positive multiple of 8.
+//
+//go:noescape
+func roundF16ToF64AVX(dst *float64, src *float32, n int)
+
+// halfToF64AVX converts halves to float64 (exact); n is a positive multiple of 8.
+//
+//go:noescape
+func halfToF64AVX(dst *float64, src *uint16, n int)
+
+// scoresAVX computes the scores of n positions (see internal/gen/attn.go).
+//
+//go:noescape
+func scoresAVX(s *float32, q *float64, k *float64, n int, rd int, scale float32)
+
+// weightsAVX is the softmax bookkeeping of n positions for 8 heads (see internal/gen/attn.go).
+//
+//go:noescape
+func weightsAVX(sc *float32, w *float32, flags *uint8, m *float32, s *float32, n int, wstride int, lanes int)
+
+// expF64AVX sets x[i] = e^x[i] as expF64Generic computes it, four at a time in float64; n is a positive multiple of 4.
+//
+//go:noescape
+func expF64AVX(x *float32, n int)
+
+// dotRowsF32AVX computes out[r] = dot(weight row r, x) for r < rows, F32 rows wstride bytes apart (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsF32AVX(w *float32, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsF32Z is dotRowsF32AVX with 512-bit vectors, the same bits (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsF32Z(w *float32, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsF32x4Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsF32x4Z(w *float32, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotPairsF32Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows (even), i < 4, two weight rows at a time (see internal/gen/frows.go).
+//
+//go:noescape
+func dotPairsF32Z(w *float32, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotF16F32AVX is the dot product of n F16 weights with n float32 activations (see internal/gen/frows.go).
+//
+//go:noescape
+func dotF16F32AVX(w *uint16, x *float32, n int) float32
+
+// dotRowsF16AVX computes out[r] = dot(weight row r, x) for r < rows, F16 rows wstride bytes apart (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsF16AVX(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsF16Z is dotRowsF16AVX with 512-bit vectors, the same bits (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsF16Z(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsF16x4Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsF16x4Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotPairsF16Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows (even), i < 4, two weight rows at a time (see internal/gen/frows.go).
+//
+//go:noescape
+func dotPairsF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotBF16F32AVX is the dot product of n BF16 weights with n float32 activations (see internal/gen/frows.go).
+//
+//go:noescape
+func dotBF16F32AVX(w *uint16, x *float32, n int) float32
+
+// dotRowsBF16AVX computes out[r] = dot(weight row r, x) for r < rows, BF16 rows wstride bytes apart (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsBF16AVX(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsBF16Z is dotRowsBF16AVX with 512-bit vectors, the same bits (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsBF16Z(w *uint16, wstride int, x *float32, n int, rows int, out *float32)
+
+// dotRowsBF16x4Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/frows.go).
+//
+//go:noescape
+func dotRowsBF16x4Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// dotPairsBF16Z computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows (even), i < 4, two weight rows at a time (see internal/gen/frows.go).
+//
+//go:noescape
+func dotPairsBF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows int, out *float32, ostride int)
+
+// roundF16AVX rounds n floats to half precision, kept as float32 (see internal/gen/frows.go).
+//
+//go:noescape
+func roundF16AVX(dst *float32, src *float32, n int)
+
+// dotRowsQ8_0VNNI computes out[r] = dot(weight row r, x) for r < rows, Q8_0 rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotRowsQ8_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// dotRowsQ8_0x4VNNI computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotRowsQ8_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairsQ8_0VNNI is dotRowsQ8_0x4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotPairsQ8_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotRowsQ4_0VNNI computes out[r] = dot(weight row r, x) for r < rows, Q4_0 rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotRowsQ4_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// dotRowsQ4_0x4VNNI computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotRowsQ4_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairsQ4_0VNNI is dotRowsQ4_0x4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotPairsQ4_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotRowsQ5_0VNNI computes out[r] = dot(weight row r, x) for r < rows, Q5_0 rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotRowsQ5_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// dotRowsQ5_0x4VNNI computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotRowsQ5_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairsQ5_0VNNI is dotRowsQ5_0x4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotPairsQ5_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotRowsIQ4_NLVNNI computes out[r] = dot(weight row r, x) for r < rows, IQ4_NL rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotRowsIQ4_NLVNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
+// dotRowsIQ4_NLx4VNNI computes out[r + i*ostride] = dot(weight row r, x row i) for r < rows, i < 4 (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotRowsIQ4_NLx4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairsIQ4_NLVNNI is dotRowsIQ4_NLx4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotPairsIQ4_NLVNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// cpuPause executes PAUSE (spin-wait loops).
+//
+//go:noescape
+func cpuPause()
+
+// dotF32AVX is the dot product of n float32s (see internal/gen/vec.go).
+//
+//go:noescape
+func dotF32AVX(a *float32, b *float32, n int) float32
+
+// axpyAVX sets y += a*x, one fused multiply-add per element.
+//
+//go:noescape
+func axpyAVX(y *float32, a float32, x *float32, n int)
+
+// scaleAVX sets x *= a.
+//
+//go:noescape
+func scaleAVX(x *float32, a float32, n int)
+
+// addAVX sets dst = a + b.
+//
+//go:noescape
+func addAVX(dst *float32, a *float32, b *float32, n int)
+
+// sumSquaresAVX returns the sum of squares of n float32s, in float64 (see internal/gen/vec.go).
+//
+//go:noescape
+func sumSquaresAVX(x *float32, n int) float64
+
+// scaleMulAVX sets out = (x*s)*w, two roundings, as the generic version.
+//
+//go:noescape
+func scaleMulAVX(out *float32, x *float32, s float32, w *float32, n int)
+
+// maxAVX returns the largest of n float32s (n >= 8).
+//
+//go:noescape
+func maxAVX(x *float32, n int) float32
+
+// expSubSumAVX sets x[i] = e^(x[i]-m) and returns their sum in float64 (see internal/gen/vec.go).
+//
+//go:noescape
+func expSubSumAVX(x *float32, m float32, n int) float64
+
+// swigluAVX sets out = g/(1+e^-g) * up.
+//
+//go:noescape
+func swigluAVX(out *float32, gate *float32, up *float32, n int)
+
+// expAVX sets dst = e^src (see exp8 in internal/gen/vec.go).
+//
+//go:noescape
+func expAVX(dst *float32, src *float32, n int)
+
+// f16ToF32AVX converts halves to float32 (exact).
+//
+//go:noescape
+func f16ToF32AVX(dst *float32, src *uint16, n int)
+
+// f32ToF16AVX converts float32 to halves, rounding to nearest even.
+//
+//go:noescape
+func f32ToF16AVX(dst *uint16, src *float32, n int)
+
+// quantQ8pAVX512 quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).
+//
+//go:noescape
 func quantQ8pAVX512(dst *byte, src *float32, nb int, k uint32)
+
+// quantQ8p1AVX512 quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).
+//
+//go:noescape
+func quantQ8p1AVX512(dst *byte, src *float32, nb int, k uint32)
+
+// quantQ8xAVX512 quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).
+//
+//go:noescape
+func quantQ8xAVX512(dst *byte, src *float32, nb int, k uint32)

@@ -61,17 +61,18 @@ type gemmKernel struct {
 	cols func(cols int) bool
 	// xBytes is the size of n converted activation rows of cols values.
 	xBytes func(cols, n int) int
-	// wBytes is the size of the per-call weight scratch for rows rows.
-	wBytes func(cols, rows int) int
+	// slotBytes is the size of the weight scratch one thread needs for
+	// rows of cols values (bounded: a cache block of rows, not the matrix).
+	slotBytes func(cols int) int
 	// convert writes activation rows [lo,hi) of the n rows in src (cols
 	// values each) into dst, laid out for n rows; finish completes dst
 	// after all rows are converted (padding), on one thread.
 	convert func(dst []byte, src []float32, cols, n, lo, hi int)
 	finish  func(dst []byte, cols, n int)
 	// run computes out[i*rows + r] for weight rows [lo,hi) and every
-	// activation row i < n, from the converted activations x; scratch is
-	// the call's weight scratch, of which it uses the part of its rows.
-	run func(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, scratch []byte, lo, hi int)
+	// activation row i < n, from the converted activations x; slot is the
+	// calling thread's scratch of slotBytes(cols) bytes.
+	run func(out []float32, w []byte, rows, cols, wrb int, x []byte, n int, slot []byte, lo, hi int)
 }
 
 // xRowBytes is the size of one row of cols converted activations (cols a

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"rill/engine/quant"
@@ -23,33 +22,6 @@ func sameBitsRow(t *testing.T, what string, got, want float32) {
 	if math.Float32bits(got) != math.Float32bits(want) {
 		t.Errorf("%s: %g (%#08x), AVX2 %g (%#08x)", what, got, math.Float32bits(got), want, math.Float32bits(want))
 	}
-}
-
-// activationKinds are the activation rows the bit-identity tests use:
-// ordinary values, values so small that Q8_0 block scales are fp16
-// subnormals, rows with zero blocks, and a wide dynamic range.
-var activationKinds = []struct {
-	name string
-	gen  func(r *rand.Rand, n int) []float32
-}{
-	{"normal", func(r *rand.Rand, n int) []float32 { return randFloats(r, n, 1) }},
-	{"tiny", func(r *rand.Rand, n int) []float32 { return randFloats(r, n, 1e-6) }},
-	{"zeros", func(r *rand.Rand, n int) []float32 {
-		v := randFloats(r, n, 3)
-		for i := range v {
-			if i/32%2 == 0 {
-				v[i] = 0
-			}
-		}
-		return v
-	}},
-	{"wide", func(r *rand.Rand, n int) []float32 {
-		v := randFloats(r, n, 1)
-		for i := range v {
-			v[i] *= float32(math.Pow(10, float64(r.IntN(9)-4)))
-		}
-		return v
-	}},
 }
 
 // TestAVX512RowsMatchAVX2 checks every AVX-512 row kernel (dot, dots, dot4,
@@ -278,6 +250,80 @@ func TestQ8xLayout(t *testing.T) {
 					want := quant.F16ToF32(binary.LittleEndian.Uint16(blk))
 					if math.Float32bits(scales[b]) != math.Float32bits(want) {
 						t.Fatalf("block %d: scale %g, want %g", b, scales[b], want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestQ8pLayout checks the prefill activation layouts, q8p (Q8_0: Q8_0,
+// Q4_0, Q5_0, IQ4_NL tiles) and q8p1 (Q8_1: Q4_1, Q5_1), as their
+// quantisers write them, against engine/quant's quantisation of the same
+// values, on random rows and q8xSpecialBlocks, for both tokens of a pair.
+func TestQ8pLayout(t *testing.T) {
+	t.Parallel()
+	needAVX512(t)
+	var special []float32
+	for _, b := range q8xSpecialBlocks() {
+		special = append(special, b[:]...)
+	}
+	for _, g := range []*gemm32Tiles{&gemmQ8_0, &gemmQ4_1} {
+		ref, blk := quant.Q8_0, 34
+		if g.offset {
+			ref, blk = quant.Q8_1, 36
+		}
+		for _, src := range [][]float32{special, randFloats(newRand(t, 3), 32*37, 1)} {
+			t.Run(fmt.Sprintf("%s/nb=%d", ref, len(src)/32), func(t *testing.T) {
+				nb, unit := len(src)/32, g.unit()
+				want := quantize(t, ref, src)
+				k := g.kernel()
+				both := append(append([]float32(nil), src...), src...)
+				dst := make([]byte, k.xBytes(len(src), 2))
+				k.convert(dst, both, len(src), 2, 0, 2)
+				for b := range nb {
+					wb, u := want[b*blk:(b+1)*blk], dst[b*unit:(b+1)*unit]
+					qs := wb[2:]
+					if g.offset {
+						qs = wb[4:]
+					}
+					for tok := range 2 {
+						var sum int32
+						for e := range 32 {
+							if u[32*tok+e] != qs[e] {
+								t.Fatalf("block %d token %d quant %d: %d, want %d", b, tok, e, int8(u[32*tok+e]), int8(qs[e]))
+							}
+							sum += int32(int8(qs[e]))
+						}
+						for l := range 8 {
+							var s4 int32
+							for e := 4 * l; e < 4*l+4; e++ {
+								s4 += int32(int8(qs[e]))
+							}
+							got := int32(binary.LittleEndian.Uint32(u[64+32*tok+4*l:]))
+							if got != -int32(g.k)*s4 {
+								t.Fatalf("block %d token %d lane %d: correction %d, want %d", b, tok, l, got, -int32(g.k)*s4)
+							}
+						}
+						d := quant.F16ToF32(binary.LittleEndian.Uint16(wb))
+						for l := range 8 {
+							if got := math.Float32frombits(binary.LittleEndian.Uint32(u[128+32*tok+4*l:])); math.Float32bits(got) != math.Float32bits(d) {
+								t.Fatalf("block %d token %d: scale %g, want %g", b, tok, got, d)
+							}
+						}
+						if !g.offset {
+							continue
+						}
+						s := quant.F16ToF32(binary.LittleEndian.Uint16(wb[2:]))
+						for l := range 8 {
+							want := float32(0)
+							if l == 0 {
+								want = s
+							}
+							if got := math.Float32frombits(binary.LittleEndian.Uint32(u[192+32*tok+4*l:])); math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("block %d token %d: s lane %d %g, want %g", b, tok, l, got, want)
+							}
+						}
 					}
 				}
 			})

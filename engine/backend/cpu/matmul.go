@@ -1,5 +1,7 @@
 package cpu
 
+import "math/bits"
+
 // MatMul tuning, in bytes of weight rows times activation rows (a proxy for
 // the work of the dot products).
 const (
@@ -18,16 +20,17 @@ const (
 
 // mmJob is the MatMul in flight, read by the workers.
 type mmJob struct {
-	out      []float32
-	w        []byte // weight rows
-	rows     int
-	cols     int
-	wrb, xrb int    // bytes per weight row and per converted activation row
-	x        []byte // converted activations, n rows of xrb bytes
-	n        int
-	k        *rowKernel
-	g        *gemmKernel // the prefill kernel, when the job runs on one
-	src      []float32   // activations to convert
+	out       []float32
+	w         []byte // weight rows
+	rows      int
+	cols      int
+	wrb, xrb  int    // bytes per weight row and per converted activation row
+	x         []byte // converted activations, n rows of xrb bytes
+	n         int
+	k         *rowKernel
+	g         *gemmKernel // the prefill kernel, when the job runs on one
+	slotBytes int         // the prefill kernel's scratch per thread
+	src       []float32   // activations to convert
 }
 
 // MatMul computes out[i*w.Rows + r] = sum_c W[r][c] * x[i*w.Cols + c] for
@@ -101,9 +104,8 @@ func (b *Backend) gemm(g *gemmKernel, x []float32) {
 		b.scratch = make([]byte, need)
 	}
 	j.x, j.src = b.scratch[:need], x
-	if wneed := g.wBytes(j.cols, j.rows); cap(b.wscratch) < wneed {
-		b.wscratch = make([]byte, wneed)
-	}
+	j.slotBytes = g.slotBytes(j.cols)
+	b.growSlots(j.slotBytes)
 	j.g = g
 	if j.n*j.cols >= convertParallelMin {
 		b.pool.run(j.n, 1, b.gconvFn)
@@ -111,13 +113,24 @@ func (b *Backend) gemm(g *gemmKernel, x []float32) {
 		b.gemmConvert(0, j.n)
 	}
 	g.finish(j.x, j.cols, j.n)
-	// Rows in ranges of at least grainRows (a few register tiles), so that
-	// every thread gets work of the same shape.
-	b.pool.run(j.rows, gemmGrainRows, b.gemmFn)
+	// Rows in about gemmRangesPerThread ranges per thread, of at least
+	// gemmGrainRows (a few register tiles) and a multiple of 12 (whole
+	// 4-row and 3-row panels), claimed one at a time.
+	chunk := j.rows / (b.pool.threads * gemmRangesPerThread)
+	chunk = max(gemmGrainRows, (chunk+11)/12*12)
+	b.pool.runRanges(j.rows, chunk, gemmGrainRows, b.gemmFn)
 }
 
-// gemmGrainRows is the least number of weight rows of one prefill range.
-const gemmGrainRows = 16
+const (
+	// gemmGrainRows is the least number of weight rows of one prefill
+	// range.
+	gemmGrainRows = 16
+	// gemmRangesPerThread: a prefill multiplication is long (milliseconds),
+	// so it is cut into many ranges; a thread that the machine slows down
+	// (other processes) then holds back one small range, not a quarter of
+	// the work.
+	gemmRangesPerThread = 8
+)
 
 func (b *Backend) gemmConvert(lo, hi int) {
 	j := &b.mm
@@ -126,7 +139,43 @@ func (b *Backend) gemmConvert(lo, hi int) {
 
 func (b *Backend) gemmRange(lo, hi int) {
 	j := &b.mm
-	j.g.run(j.out, j.w, j.rows, j.cols, j.wrb, j.x, j.n, b.wscratch, lo, hi)
+	s := b.takeSlot()
+	j.g.run(j.out, j.w, j.rows, j.cols, j.wrb, j.x, j.n, b.slots[s][:j.slotBytes], lo, hi)
+	b.slotFree.Or(1 << s)
+}
+
+// growSlots makes one scratch slot per thread of at least size bytes and
+// marks them all free. It runs before a job is dispatched (no range holds a
+// slot).
+func (b *Backend) growSlots(size int) {
+	n := min(b.pool.threads, 64)
+	if len(b.slots) != n {
+		b.slots = make([][]byte, n)
+	}
+	for i := range b.slots {
+		if cap(b.slots[i]) < size {
+			b.slots[i] = make([]byte, size)
+		}
+		b.slots[i] = b.slots[i][:cap(b.slots[i])]
+	}
+	b.slotFree.Store(1<<n - 1)
+}
+
+// takeSlot claims a free scratch slot. A thread runs one range at a time,
+// so with a slot per thread there is always one (past 64 threads a range
+// may wait for another to finish).
+func (b *Backend) takeSlot() int {
+	for {
+		free := b.slotFree.Load()
+		if free == 0 {
+			cpuPause()
+			continue
+		}
+		s := bits.TrailingZeros64(free)
+		if b.slotFree.CompareAndSwap(free, free&^(1<<s)) {
+			return s
+		}
+	}
 }
 
 // convertRange converts activation rows [lo,hi) of the job in flight.

@@ -90,7 +90,21 @@ func (p *pool) run(n, grain int, fn func(lo, hi int)) {
 		return
 	}
 	grain = max(grain, 1)
-	if p.threads == 1 || n < 2*grain {
+	ranges := min(n/grain, p.threads*chunksPerThread)
+	p.runRanges(n, (n+max(ranges, 1)-1)/max(ranges, 1), grain, fn)
+}
+
+// runRanges executes fn over [0,n) in ranges of chunk indices (the last
+// may be shorter), claimed one at a time by the threads: for long jobs,
+// whose ranges should be many more than the threads so that a thread the
+// machine slows down holds back little. Below 2*grain, fn runs on the
+// caller alone.
+func (p *pool) runRanges(n, chunk, grain int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	chunk = max(chunk, 1)
+	if p.threads == 1 || n < 2*max(grain, 1) || chunk >= n {
 		fn(0, n)
 		return
 	}
@@ -100,9 +114,7 @@ func (p *pool) run(n, grain int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	ranges := min(n/grain, p.threads*chunksPerThread)
-	chunk := (n + ranges - 1) / ranges
-	ranges = (n + chunk - 1) / chunk
+	ranges := (n + chunk - 1) / chunk
 
 	p.fn, p.n, p.chunk = fn, n, chunk
 	p.pending.Store(int64(ranges))

@@ -17,11 +17,9 @@ package cpu
 // adds (w+K)*q over its 4 elements ends at the exact sum of w*q.
 const q8xBlockBytes = 64 + 4
 
-//go:noescape
-func quantQ8xAVX512(dst *byte, src *float32, nb int, k uint32)
-
 // q8xConverter returns the row converter into the q8x layout with offset
-// k (0 < k < 256). It runs quantQ8xAVX512, which quantises with
+// k (0 < k < 256). It runs quantQ8xAVX512 (generated with the prefill
+// converters, internal/gen/q8p.go), which quantises with
 // engine/quant's Q8_0 arithmetic (tested bit for bit against it), so it
 // needs AVX-512. len(src) is a multiple of 32 and dst holds len(src)/32
 // blocks of q8xBlockBytes (MatMul sizes it so).

@@ -8,57 +8,13 @@ import (
 	"rill/engine/quant"
 )
 
-// MatMul's AVX-512 kernel set: the AVX2 set with the Q8_0, Q4_0 and float
-// row kernels replaced by kernels that produce the same bits faster:
-// qdot512_amd64.s (Q8_0 and Q4_0 rows, VNNI), qpair512_amd64.s (the same
-// for pairs of weight rows against four activation rows), fdot512_amd64.s
-// and fpair512_amd64.s (float rows), over activations converted by
-// q8x_amd64.s. K-quants keep their AVX2 kernels.
-
-//go:noescape
-func dotRowsQ8_0VNNI(w *byte, wstride int, x *byte, nb, rows int, out *float32)
-
-//go:noescape
-func dotRowsQ4_0VNNI(w *byte, wstride int, x *byte, nb, rows int, out *float32)
-
-//go:noescape
-func dotRowsQ8_0x4VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsQ4_0x4VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotPairsQ8_0VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotPairsQ4_0VNNI(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsF32Z(w *float32, wstride int, x *float32, n, rows int, out *float32)
-
-//go:noescape
-func dotRowsF16Z(w *uint16, wstride int, x *float32, n, rows int, out *float32)
-
-//go:noescape
-func dotRowsBF16Z(w *uint16, wstride int, x *float32, n, rows int, out *float32)
-
-//go:noescape
-func dotPairsF32Z(w *float32, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotPairsF16Z(w *uint16, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotPairsBF16Z(w *uint16, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsF32x4Z(w *float32, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsF16x4Z(w *uint16, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
-
-//go:noescape
-func dotRowsBF16x4Z(w *uint16, wstride int, x *float32, xstride, n, rows int, out *float32, ostride int)
+// MatMul's AVX-512 kernel set: the AVX2 set with the Q8_0, Q4_0, Q5_0,
+// IQ4_NL and float row kernels replaced by kernels that produce the same
+// bits faster: internal/gen/q32z.go's VNNI rows (one weight row, rows by
+// four activation rows, row pairs) over activations in the q8x layout
+// (q8x_amd64.go), internal/gen/frows.go's float rows and kquantz.go's
+// K-quant rows. Q4_1 and Q5_1 keep their AVX2 row kernels. Every type has
+// AVX-512 prefill tiles.
 
 // qRows are the kernels of one 32-element block type (wb bytes per weight
 // block) over q8x activations: one multiplies many weight rows with one
@@ -73,8 +29,10 @@ type qRows struct {
 }
 
 var (
-	q8_0Rows = qRows{wb: 34, one: dotRowsQ8_0VNNI, four: dotRowsQ8_0x4VNNI, pairs: dotPairsQ8_0VNNI}
-	q4_0Rows = qRows{wb: 18, one: dotRowsQ4_0VNNI, four: dotRowsQ4_0x4VNNI, pairs: dotPairsQ4_0VNNI}
+	q8_0Rows  = qRows{wb: 34, one: dotRowsQ8_0VNNI, four: dotRowsQ8_0x4VNNI, pairs: dotPairsQ8_0VNNI}
+	q4_0Rows  = qRows{wb: 18, one: dotRowsQ4_0VNNI, four: dotRowsQ4_0x4VNNI, pairs: dotPairsQ4_0VNNI}
+	q5_0Rows  = qRows{wb: 22, one: dotRowsQ5_0VNNI, four: dotRowsQ5_0x4VNNI, pairs: dotPairsQ5_0VNNI}
+	iq4NLRows = qRows{wb: 18, one: dotRowsIQ4_NLVNNI, four: dotRowsIQ4_NLx4VNNI, pairs: dotPairsIQ4_NLVNNI}
 )
 
 // dots computes out[r] = dot(weight row r, x) for r < rows.
@@ -298,7 +256,7 @@ func avx512Kernels() *kernelSet {
 		t    quant.Type
 		k    *qRows
 		corr int32
-	}{{quant.Q8_0, &q8_0Rows, 128}, {quant.Q4_0, &q4_0Rows, 8}} {
+	}{{quant.Q8_0, &q8_0Rows, 128}, {quant.Q4_0, &q4_0Rows, 8}, {quant.Q5_0, &q5_0Rows, 16}, {quant.IQ4_NL, &iq4NLRows, 128}} {
 		r[c.t] = rowKernel{
 			xType: quant.Q8_0, xBlock: q8xBlockBytes, convert: q8xConverter(c.corr),
 			dot: c.k.dot, dots: c.k.dots, dot4: c.k.dot4, dots4: c.k.dots4,
@@ -306,10 +264,19 @@ func avx512Kernels() *kernelSet {
 	}
 	r[quant.Q8_0].gemm = gemmQ8_0.kernel()
 	r[quant.Q4_0].gemm = gemmQ4_0.kernel()
+	r[quant.Q5_0].gemm = gemmQ5_0.kernel()
+	r[quant.IQ4_NL].gemm = gemmIQ4_NL.kernel()
+	r[quant.Q4_1].gemm = gemmQ4_1.kernel()
+	r[quant.Q5_1].gemm = gemmQ5_1.kernel()
 	r[quant.F32].gemm = gemmF32.kernel()
 	r[quant.F16].gemm = gemmF16.kernel()
 	r[quant.BF16].gemm = gemmBF16.kernel()
-	r[quant.Q4_K].gemm = gemmQ4_K.kernel()
-	r[quant.Q6_K].gemm = gemmQ6_K.kernel()
+	for _, g := range kGemms {
+		r[g.rows.typ].gemm = g.kernel()
+	}
+	for _, k := range kFamily {
+		kz := k.z()
+		r[k.typ].dot, r[k.typ].dot4, r[k.typ].dots = kz.dot, kz.dot4, kz.dots
+	}
 	return ks
 }

@@ -10,9 +10,8 @@ import (
 )
 
 // Prefill kernels for the 32-element block types whose weights become
-// unsigned bytes u = w + K (Q8_0: K = 128, Q4_0: 8; Q5_0 with K = 16 and
-// IQ4_NL with K = 128 through a level table would fit the same tiles once
-// they have decode kernels of the same arithmetic):
+// unsigned bytes u = w + K (Q8_0: K = 128, Q4_0: 8, Q5_0: 16, IQ4_NL: 128
+// through a table of the levels plus 128):
 // a register tile of R weight rows times P pairs of activation rows, over
 // activations in the q8p layout (q8p_amd64.go), with AVX-512 BW and VNNI.
 //
@@ -23,7 +22,7 @@ import (
 // exact integer sum of w*x; then acc = fma(float(lanes), dw*dx, acc), and
 // at the end each token's 8 lanes are summed as HSUMPS does. That is, per
 // output, exactly the arithmetic of the AVX-512 and AVX2 row kernels
-// (qdot512_amd64.s, dot_amd64.s): a row's prefill result is the bits of
+// (q32z.go, b32.go): a row's prefill result is the bits of
 // its decode result.
 
 // q8pUnit is the size of one block of one token pair in the q8p layout:
@@ -31,10 +30,17 @@ import (
 // 64 of scales (dx of token 2p in lanes 0-7, of 2p+1 in lanes 8-15).
 const q8pUnit = 192
 
+// q8p1Unit is the same for Q8_1 activations: also 64 bytes of s (s of
+// token 2p in lane 0, of 2p+1 in lane 8, zeros elsewhere).
+const q8p1Unit = 256
+
 // block32 describes how one weight type unpacks.
 type block32 struct {
 	name  string
 	bytes int // bytes per block
+	// offset: the weight is d*q + m (Q4_1, Q5_1), against Q8_1
+	// activations; each block adds m*s (see b32.go).
+	offset bool
 	// unpack sets w to the block's 32 unsigned weights at m (the block's
 	// start), in element order, in both 256-bit halves. It may use the
 	// constant registers that consts set up and AX.
@@ -46,6 +52,7 @@ type block32 struct {
 var (
 	cMask   = reg.Z30 // 0x80 bytes (Q8_0) or 0x0F bytes (nibbles)
 	cShifts = reg.Z31 // word shift counts 0 and 4 in alternate 128-bit lanes
+	cExtra  = reg.Z29 // 0x10 bytes (Q5_0) or the level table (IQ4_NL)
 )
 
 func broadcastByte(b byte, z reg.VecPhysical) {
@@ -66,9 +73,19 @@ func nibbleConsts() {
 	VMOVDQU64(q4Shifts, cShifts)
 }
 
-var q4Shifts Mem
+var q4Shifts, iq4Table Mem
 
 func dataConsts() {
+	// IQ4_NL's levels plus 128, in every 128-bit lane.
+	iq4Table = GLOBL("iq4u", RODATA|NOPTR)
+	levels := []int{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	for i := 0; i < 8; i++ {
+		var v uint64
+		for j := 0; j < 8; j++ {
+			v |= uint64(levels[8*(i%2)+j]+128) << (8 * j)
+		}
+		DATA(8*i, U64(v))
+	}
 	// Word shift counts: 0 in 128-bit lanes 0 and 2, 4 in lanes 1 and 3.
 	q4Shifts = GLOBL("q4shifts", RODATA|NOPTR)
 	for i := 0; i < 8; i++ {
@@ -89,6 +106,41 @@ var blocks32 = []block32{
 		name: "Q4_0", bytes: 18,
 		unpack: func(m Mem, w reg.VecPhysical) { nibbles(m.Offset(2), w) },
 		consts: nibbleConsts,
+	},
+	{
+		// Q5_0: the nibbles at 6, plus 16 where bit j of the 32 at 2 is
+		// set (byte-masked add, the mask in both halves).
+		name: "Q5_0", bytes: 22,
+		unpack: func(m Mem, w reg.VecPhysical) {
+			nibbles(m.Offset(6), w)
+			KMOVD(m.Offset(2), reg.K2)
+			KUNPCKDQ(reg.K2, reg.K2, reg.K2)
+			VPADDB(cExtra, w, reg.K2, w)
+		},
+		consts: func() { nibbleConsts(); broadcastByte(0x10, cExtra) },
+	},
+	{
+		name: "IQ4_NL", bytes: 18,
+		unpack: func(m Mem, w reg.VecPhysical) {
+			nibbles(m.Offset(2), w)
+			VPSHUFB(w, cExtra, w)
+		},
+		consts: func() { nibbleConsts(); VMOVDQU64(iq4Table, cExtra) },
+	},
+	{
+		name: "Q4_1", bytes: 20, offset: true,
+		unpack: func(m Mem, w reg.VecPhysical) { nibbles(m.Offset(4), w) },
+		consts: nibbleConsts,
+	},
+	{
+		name: "Q5_1", bytes: 24, offset: true,
+		unpack: func(m Mem, w reg.VecPhysical) {
+			nibbles(m.Offset(8), w)
+			KMOVD(m.Offset(4), reg.K2)
+			KUNPCKDQ(reg.K2, reg.K2, reg.K2)
+			VPADDB(cExtra, w, reg.K2, w)
+		},
+		consts: func() { nibbleConsts(); broadcastByte(0x10, cExtra) },
 	},
 }
 
@@ -111,13 +163,18 @@ func gemm32() {
 //	func gemm<T>R<R>P<P>(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 //
 // w: R weight rows wstride bytes apart, nb blocks each; dw: their block
-// scales as float32, R per block (block-major); x: P token pairs in the q8p
-// layout, pair p's nb units at x + p*nb*q8pUnit; out: token t's result for
-// row r goes to out[t*ostride + r], for the tokens < tokens (2P, or 2P-1
-// when the last pair has one token).
+// scales as float32, R per block (block-major; for the offset types the R
+// scales then the R offsets m); x: P token pairs in the q8p layout, pair
+// p's nb units at x + p*nb*q8pUnit (q8p1Unit for the offset types); out:
+// token t's result for row r goes to out[t*ostride + r], for the tokens
+// < tokens (2P, or 2P-1 when the last pair has one token).
 func gemm32Tile(b block32, R, P int) {
+	unit, dwBlock := q8pUnit, 4*R
+	if b.offset {
+		unit, dwBlock = q8p1Unit, 8*R
+	}
 	name := fmt.Sprintf("gemm%sR%dP%d", b.name, R, P)
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)")
+	text(name, NOSPLIT, "func(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)")
 	Doc(fmt.Sprintf("%s multiplies %d %s weight rows with %d token pairs (see gemm32Tile).", name, R, b.name, P))
 
 	wp := []reg.GPPhysical{RSI, R8, R9, R10}[:R]
@@ -132,7 +189,7 @@ func gemm32Tile(b block32, R, P int) {
 	Load(Param("x"), xp[0])
 	Load(Param("nb"), RCX)
 	if P > 1 {
-		IMUL3Q(U32(q8pUnit), RCX, RAX)
+		IMUL3Q(U32(unit), RCX, RAX)
 		for p := 1; p < P; p++ {
 			LEAQ(Mem{Base: xp[p-1], Index: RAX, Scale: 1}, xp[p])
 		}
@@ -171,14 +228,20 @@ func gemm32Tile(b block32, R, P int) {
 			VMULPS_BCST(Mem{Base: RDX, Disp: 4 * r}, dx, s)
 			VFMADD231PS(t, s, acc(r, p))
 		}
+		if b.offset {
+			VMOVUPS(Mem{Base: xp[p], Disp: 192}, reg.Z28)
+			for r := 0; r < R; r++ {
+				VFMADD231PS_BCST(Mem{Base: RDX, Disp: 4*R + 4*r}, reg.Z28, acc(r, p))
+			}
+		}
 	}
 	for r := 0; r < R; r++ {
 		ADDQ(U32(b.bytes), wp[r])
 	}
 	for p := 0; p < P; p++ {
-		ADDQ(U32(q8pUnit), xp[p])
+		ADDQ(U32(unit), xp[p])
 	}
-	ADDQ(U32(4*R), RDX)
+	ADDQ(U32(dwBlock), RDX)
 	DECQ(RCX)
 	JNZ(LabelRef(loop))
 

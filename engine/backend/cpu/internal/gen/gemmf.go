@@ -12,7 +12,7 @@ import (
 // a float32 copy of the weights made once per call): tiles of R weight rows
 // by C activation rows, with AVX-512 F.
 //
-// Per output, the arithmetic of the 512-bit row kernels (fdot512_amd64.s):
+// Per output, the arithmetic of the 512-bit row kernels (frows.go):
 // two 16-lane accumulators, elements 32j..32j+15 into the first and
 // 32j+16..32j+31 into the second, one FMA per 16 elements in element order;
 // then (low half of the first + its high half) + (low half of the second +
@@ -30,13 +30,20 @@ func gemmF() {
 
 // gemmFTile generates
 //
-//	func gemmFR<R>C<C>(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)
+//	func gemmFR<R>C<C>(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 //
 // w: R float32 weight rows wstride bytes apart; x: C activation rows
 // xstride bytes apart; n32 steps of 32 elements; out[c*ostride + r].
+//
+// A row may be multiplied in chunks of steps (so that a chunk of the
+// activation rows stays in L1 across weight panels): mode bit 0 starts from
+// the 2*R*C accumulators saved at acc (else from zero), bit 1 ends with the
+// reduction into out (else the accumulators are saved at acc, 64 bytes
+// each). The accumulators carry the exact float32 state, so a chunked row
+// gives the bits of an unchunked one.
 func gemmFTile(R, C int) {
 	name := fmt.Sprintf("gemmFR%dC%d", R, C)
-	TEXT(name, NOSPLIT, "func(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int)")
+	text(name, NOSPLIT, "func(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)")
 	Doc(fmt.Sprintf("%s multiplies %d float32 weight rows with %d activation rows (see gemmFTile).", name, R, C))
 	wp := []GPPhysical{RSI, R8, R9}[:R]
 	xq := []GPPhysical{RDI, R10, R11, R12}[:C]
@@ -56,6 +63,21 @@ func gemmFTile(R, C int) {
 	}
 	Load(Param("n32"), RCX)
 	acc := func(h, r, c int) VecPhysical { return zreg(h*R*C + r*C + c) }
+	saved := func(h, r, c int) Mem { return Mem{Base: RDX, Disp: 64 * (h*R*C + r*C + c)} }
+	Load(Param("acc"), RDX)
+	Load(Param("mode"), RBX)
+	fresh, loop := name+"_fresh", name+"_step"
+	TESTQ(U32(1), RBX)
+	JZ(LabelRef(fresh))
+	for h := 0; h < 2; h++ {
+		for r := 0; r < R; r++ {
+			for c := 0; c < C; c++ {
+				VMOVUPS(saved(h, r, c), acc(h, r, c))
+			}
+		}
+	}
+	JMP(LabelRef(loop))
+	Label(fresh)
 	for h := 0; h < 2; h++ {
 		for r := 0; r < R; r++ {
 			for c := 0; c < C; c++ {
@@ -66,7 +88,6 @@ func gemmFTile(R, C int) {
 	wr := func(r int) VecPhysical { return zreg(24 + r) }
 	xv := []VecPhysical{Z28, Z29}
 
-	loop := name + "_step"
 	Label(loop)
 	k := 0
 	for h := 0; h < 2; h++ {
@@ -91,6 +112,20 @@ func gemmFTile(R, C int) {
 	DECQ(RCX)
 	JNZ(LabelRef(loop))
 
+	final := name + "_final"
+	TESTQ(U32(2), RBX)
+	JNZ(LabelRef(final))
+	for h := 0; h < 2; h++ {
+		for r := 0; r < R; r++ {
+			for c := 0; c < C; c++ {
+				VMOVUPS(acc(h, r, c), saved(h, r, c))
+			}
+		}
+	}
+	VZEROUPPER()
+	RET()
+
+	Label(final)
 	Load(Param("out"), RAX)
 	Load(Param("ostride"), RBX)
 	SHLQ(U8(2), RBX)

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/buildtags"
 	"github.com/mmcloughlin/avo/ir"
 	"github.com/mmcloughlin/avo/operand"
@@ -20,6 +21,14 @@ func main() {
 	gemm32()
 	gemmK()
 	gemmF()
+	kquantFamily()
+	block32Family()
+	attnZ()
+	attnScoresZ()
+	attnFamily()
+	floatFamily("")
+	q32zFamily("")
+	vecFamily("")
 	q8p()
 	Generate()
 }
@@ -29,3 +38,14 @@ func main() {
 func raw(opcode string, ops ...operand.Op) {
 	Instruction(&ir.Instruction{Opcode: opcode, Operands: ops})
 }
+
+// text starts a kernel: TEXT, with go:noescape on its Go declaration (no
+// kernel keeps a pointer it is given, and without the pragma every slice
+// passed to one would escape to the heap).
+func text(name string, a attr.Attribute, signature string) {
+	TEXT(name, a, signature)
+	Pragma("noescape")
+}
+
+// textNoEscape is text, for files that shadow it.
+func textNoEscape(name string, a attr.Attribute, signature string) { text(name, a, signature) }

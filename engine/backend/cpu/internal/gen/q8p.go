@@ -19,12 +19,42 @@ import (
 // scale, converted back from fp16, 8 times at +128. dst is the slot of
 // token 2p (pair p's units) or that plus 32 (token 2p+1); k holds K in each
 // byte.
+//
+// quantQ8p1AVX512 is the same for Q8_1 activations (the Q4_1 and Q5_1
+// tiles, whose unsigned quants need no offset: k is 0), in units of
+// q8p1Unit bytes: also s = fp16(d * sum of the 32 quants), as engine/quant's
+// Q8_1 stores it, converted back to float32, at +192 (the token's 8 lanes:
+// s, then 7 zeros).
+//
+// quantQ8xAVX512 writes the q8x layout of the AVX-512 row kernels
+// (q8x_amd64.go): per block a 64-byte unit of the 32 quants and their 8
+// lane corrections, then, after the nb units, the nb scales (float32).
 func q8p() {
-	TEXT("quantQ8pAVX512", NOSPLIT, "func(dst *byte, src *float32, nb int, k uint32)")
-	Doc("quantQ8pAVX512 writes one token of the q8p prefill layout (see internal/gen/q8p.go).")
+	q8pGen(q8pLayout{name: "quantQ8pAVX512", corr: 64, unit: q8pUnit})
+	q8pGen(q8pLayout{name: "quantQ8p1AVX512", corr: 64, unit: q8p1Unit, withS: true})
+	q8pGen(q8pLayout{name: "quantQ8xAVX512", corr: 32, unit: 64, scalesAfter: true})
+}
+
+// q8pLayout is where a converter stores a block's parts.
+type q8pLayout struct {
+	name        string
+	corr, unit  int  // byte offset of the corrections in a block's unit; unit size
+	withS       bool // Q8_1's s at +192
+	scalesAfter bool // scales as nb float32 after the units (q8x), else 8 times at +128
+}
+
+func q8pGen(l q8pLayout) {
+	name, unit, withS := l.name, l.unit, l.withS
+	text(name, NOSPLIT, "func(dst *byte, src *float32, nb int, k uint32)")
+	Doc(name + " quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
 	Load(Param("nb"), RCX)
+	if l.scalesAfter {
+		MOVQ(RCX, R8)
+		SHLQ(U8(6), R8)
+		ADDQ(RDI, R8)
+	}
 	bcast := func(v uint32, z VecPhysical) {
 		MOVL(U32(v), EAX)
 		VPBROADCASTD(EAX, z)
@@ -40,9 +70,9 @@ func q8p() {
 	MOVL(U32(0x3f800000), EAX) // 1.0
 	VMOVD(EAX, X26)
 
-	Label("q8p_block")
+	Label(name + "_block")
 	TESTQ(RCX, RCX)
-	JZ(LabelRef("q8p_done"))
+	JZ(LabelRef(name + "_done"))
 	VMOVUPS(Mem{Base: RSI}, Z0)
 	VMOVUPS(Mem{Base: RSI, Disp: 64}, Z1)
 
@@ -82,20 +112,47 @@ func q8p() {
 	raw("VPDPBUSD", Y2, Y24, Y7)
 	VPXORD(Y8, Y8, Y8)
 	VPSUBD(Y7, Y8, Y8)
-	VMOVDQU(Y8, Mem{Base: RDI, Disp: 64})
+	VMOVDQU(Y8, Mem{Base: RDI, Disp: l.corr})
 
-	// The scale as stored in Q8_0 (fp16, to nearest even) and back, 8 times.
+	// The scale as stored in Q8_0 (fp16, to nearest even) and back.
 	VCVTPS2PH(U8(0), X5, X9)
 	VCVTPH2PS(X9, X9)
-	VBROADCASTSS(X9, Y9)
-	VMOVUPS(Y9, Mem{Base: RDI, Disp: 128})
+	if l.scalesAfter {
+		VMOVSS(X9, Mem{Base: R8})
+		ADDQ(U8(4), R8)
+	} else {
+		VBROADCASTSS(X9, Y9)
+		VMOVUPS(Y9, Mem{Base: RDI, Disp: 128})
+	}
+
+	if withS {
+		// The sum of the quants: VPDPBUSD with ones gives the sums of 4,
+		// then the 8 lanes are added (exact integers).
+		MOVL(U32(0x01010101), EAX)
+		VPBROADCASTD(EAX, Y10)
+		VPXORD(Y11, Y11, Y11)
+		raw("VPDPBUSD", Y2, Y10, Y11)
+		VEXTRACTI128(U8(1), Y11, X12)
+		VPADDD(X12, X11, X11)
+		VPSHUFD(U8(0x4e), X11, X12)
+		VPADDD(X12, X11, X11)
+		VPSHUFD(U8(0xb1), X11, X12)
+		VPADDD(X12, X11, X11)
+		VCVTDQ2PS(X11, X11)
+		VMULSS(X5, X11, X11)
+		VCVTPS2PH(U8(0), X11, X11)
+		VCVTPH2PS(X11, X11)
+		VXORPS(X12, X12, X12)
+		VMOVSS(X11, X12, X12)
+		VMOVUPS(Y12, Mem{Base: RDI, Disp: 192})
+	}
 
 	ADDQ(U32(128), RSI)
-	ADDQ(U32(q8pUnit), RDI)
+	ADDQ(U32(unit), RDI)
 	DECQ(RCX)
-	JMP(LabelRef("q8p_block"))
+	JMP(LabelRef(name + "_block"))
 
-	Label("q8p_done")
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
