@@ -45,39 +45,11 @@ func ResponseUsageOf(u Usage) ResponseUsage {
 // AppendJSON appends the usage object. Without details it is exactly
 // {"input_tokens":I,"output_tokens":O,"total_tokens":T}.
 func (u *ResponseUsage) AppendJSON(b []byte) []byte {
-	b = append(b, `{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.InputTokens), 10)
-	b = append(b, `,"output_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.OutputTokens), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
-	if u.CachedTokens != nil {
-		b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
-		b = strconv.AppendInt(b, int64(*u.CachedTokens), 10)
-		b = append(b, '}')
-	}
-	if u.ReasoningTokens != nil || u.AcceptedPredictionTokens != nil || u.RejectedPredictionTokens != nil {
-		b = append(b, `,"output_tokens_details":{`...)
-		sep := false
-		field := func(name string, v *int) {
-			if v == nil {
-				return
-			}
-			if sep {
-				b = append(b, ',')
-			}
-			sep = true
-			b = append(b, '"')
-			b = append(b, name...)
-			b = append(b, `":`...)
-			b = strconv.AppendInt(b, int64(*v), 10)
-		}
-		field("reasoning_tokens", u.ReasoningTokens)
-		field("accepted_prediction_tokens", u.AcceptedPredictionTokens)
-		field("rejected_prediction_tokens", u.RejectedPredictionTokens)
-		b = append(b, '}')
-	}
-	return append(b, '}')
+	return appendUsageJSON(b, "input_tokens", "output_tokens",
+		u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedTokens,
+		usageField{"reasoning_tokens", u.ReasoningTokens},
+		usageField{"accepted_prediction_tokens", u.AcceptedPredictionTokens},
+		usageField{"rejected_prediction_tokens", u.RejectedPredictionTokens})
 }
 
 // appendPart appends a message's output_text part: empty while it is being

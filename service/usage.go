@@ -114,36 +114,58 @@ func CachedTokens(cached float64, promptTokens int) int {
 // AppendJSON appends the usage object. Without details it is exactly
 // {"prompt_tokens":P,"completion_tokens":C,"total_tokens":T}.
 func (u *Usage) AppendJSON(b []byte) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	return appendUsageJSON(b, "prompt_tokens", "completion_tokens",
+		u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens,
+		usageField{"accepted_prediction_tokens", u.AcceptedPredictionTokens},
+		usageField{"rejected_prediction_tokens", u.RejectedPredictionTokens},
+		usageField{"reasoning_tokens", u.ReasoningTokens})
+}
+
+// usageField is one optional count of a usage object's output details.
+type usageField struct {
+	name string
+	v    *int
+}
+
+// appendUsageJSON appends a usage object in the shape both APIs share:
+// {"<in>":I,"<out>":O,"total_tokens":T}, then "<in>_details" with
+// cached_tokens when cached is set, then "<out>_details" with the fields
+// that are set, in the order given, when any is.
+func appendUsageJSON(b []byte, in, out string, inN, outN, total int, cached *int, details ...usageField) []byte {
+	b = append(b, `{"`...)
+	b = append(b, in...)
+	b = append(b, `":`...)
+	b = strconv.AppendInt(b, int64(inN), 10)
+	b = append(b, `,"`...)
+	b = append(b, out...)
+	b = append(b, `":`...)
+	b = strconv.AppendInt(b, int64(outN), 10)
 	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
-	if u.CachedTokens != nil {
-		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-		b = strconv.AppendInt(b, int64(*u.CachedTokens), 10)
+	b = strconv.AppendInt(b, int64(total), 10)
+	if cached != nil {
+		b = append(b, `,"`...)
+		b = append(b, in...)
+		b = append(b, `_details":{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(*cached), 10)
 		b = append(b, '}')
 	}
-	if u.AcceptedPredictionTokens != nil || u.RejectedPredictionTokens != nil || u.ReasoningTokens != nil {
-		b = append(b, `,"completion_tokens_details":{`...)
-		sep := false
-		field := func(name string, v *int) {
-			if v == nil {
-				return
-			}
-			if sep {
-				b = append(b, ',')
-			}
-			sep = true
-			b = append(b, '"')
-			b = append(b, name...)
-			b = append(b, `":`...)
-			b = strconv.AppendInt(b, int64(*v), 10)
+	sep := byte('{')
+	for _, f := range details {
+		if f.v == nil {
+			continue
 		}
-		field("accepted_prediction_tokens", u.AcceptedPredictionTokens)
-		field("rejected_prediction_tokens", u.RejectedPredictionTokens)
-		field("reasoning_tokens", u.ReasoningTokens)
+		if sep == '{' {
+			b = append(b, `,"`...)
+			b = append(b, out...)
+			b = append(b, `_details":`...)
+		}
+		b = append(b, sep, '"')
+		b = append(b, f.name...)
+		b = append(b, `":`...)
+		b = strconv.AppendInt(b, int64(*f.v), 10)
+		sep = ','
+	}
+	if sep == ',' {
 		b = append(b, '}')
 	}
 	return append(b, '}')

@@ -137,3 +137,37 @@ func TestAssembleUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageShapes checks the two APIs' usage objects, which share one
+// writer: names, the order of the details, details only when set, and no
+// allocation into a buffer with room.
+func TestUsageShapes(t *testing.T) {
+	n := func(v int) *int { return &v }
+	tests := []struct {
+		name string
+		json func([]byte) []byte
+		want string
+	}{
+		{"chat, bare", (&Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}).AppendJSON,
+			`{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}`},
+		{"chat, every detail", (&Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7, CachedTokens: n(0), ReasoningTokens: n(1), AcceptedPredictionTokens: n(2), RejectedPredictionTokens: n(3)}).AppendJSON,
+			`{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"accepted_prediction_tokens":2,"rejected_prediction_tokens":3,"reasoning_tokens":1}}`},
+		{"responses, bare", (&ResponseUsage{InputTokens: 5, OutputTokens: 6, TotalTokens: 11}).AppendJSON,
+			`{"input_tokens":5,"output_tokens":6,"total_tokens":11}`},
+		{"responses, reasoning only", (&ResponseUsage{InputTokens: 5, OutputTokens: 6, TotalTokens: 11, ReasoningTokens: n(0)}).AppendJSON,
+			`{"input_tokens":5,"output_tokens":6,"total_tokens":11,"output_tokens_details":{"reasoning_tokens":0}}`},
+		{"responses, every detail", (&ResponseUsage{InputTokens: 5, OutputTokens: 6, TotalTokens: 11, CachedTokens: n(4), ReasoningTokens: n(1), AcceptedPredictionTokens: n(2), RejectedPredictionTokens: n(0)}).AppendJSON,
+			`{"input_tokens":5,"output_tokens":6,"total_tokens":11,"input_tokens_details":{"cached_tokens":4},"output_tokens_details":{"reasoning_tokens":1,"accepted_prediction_tokens":2,"rejected_prediction_tokens":0}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(tt.json(nil)); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			buf := make([]byte, 0, 512)
+			if a := testing.AllocsPerRun(100, func() { buf = tt.json(buf[:0]) }); a != 0 {
+				t.Errorf("%v allocations per call", a)
+			}
+		})
+	}
+}
