@@ -285,25 +285,9 @@ func appendFinish(b []byte, ev *engine.Event) []byte {
 // appendChatLogprobs appends the chat logprobs object
 // {"content":[{"token","logprob","bytes","top_logprobs":[…]}…],"refusal":null}.
 func appendChatLogprobs(b []byte, lps []engine.TokenLogprob) []byte {
-	b = append(b, `{"content":[`...)
-	for i := range lps {
-		lp := &lps[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendTokenLogprob(b, lp.Token, lp.Bytes, lp.Logprob)
-		b = append(b, `,"top_logprobs":[`...)
-		for j := range lp.Top {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			t := &lp.Top[j]
-			b = appendTokenLogprob(b, t.Token, t.Bytes, t.Logprob)
-			b = append(b, '}')
-		}
-		b = append(b, "]}"...)
-	}
-	return append(b, `],"refusal":null}`...)
+	b = append(b, `{"content":`...)
+	b = appendResponseLogprobs(b, lps)
+	return append(b, `,"refusal":null}`...)
 }
 
 // appendTokenLogprob appends {"token":…,"logprob":…,"bytes":[…] and leaves

@@ -227,8 +227,9 @@ func (e *responseEncoder) appendResponse(b []byte) []byte {
 	return append(b, "}}"...)
 }
 
-// appendResponseLogprobs appends the Responses API's logprobs array
-// [{"token","logprob","bytes","top_logprobs":[{"token","logprob","bytes"}…]}…].
+// appendResponseLogprobs appends a logprobs array
+// [{"token","logprob","bytes","top_logprobs":[{"token","logprob","bytes"}…]}…]:
+// the Responses API's, and the content of chat's logprobs object.
 func appendResponseLogprobs(b []byte, lps []engine.TokenLogprob) []byte {
 	b = append(b, '[')
 	for i := range lps {
