@@ -148,7 +148,8 @@ func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l KVL
 	}
 }
 
-// attendF32Window is attendF32 from position start on, with soft-capping.
+// attendF32Window implements AttendF32Window (and, from 0 without a cap,
+// AttendF32), one query head at a time.
 func attendF32Window(out, q []float32, k, v []float32, l KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
 	hd, rd := l.HeadDim, l.RowDim()
 	tile := min(attnTile, l.BlockSize)

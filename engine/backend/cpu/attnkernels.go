@@ -139,68 +139,10 @@ func values(acc []float32, v []uint16, w []float32, flags []uint8, voff []int, c
 	}
 }
 
-// attendF32 implements AttendF32, one query head at a time.
+// attendF32 implements AttendF32, one query head at a time: the windowed
+// pass from position 0 without a cap is the same arithmetic.
 func attendF32(out, q []float32, k, v []float32, l KVLayout, head, group int, table []int32, n int, scale float32, simd bool) {
-	hd, rd := l.HeadDim, l.RowDim()
-	tile := min(attnTile, l.BlockSize)
-	sc := getAttnScratch()
-	defer putAttnScratch(sc)
-	acc := sc.acc[:hd]
-	vec := simd && hd >= simdMin
-	for i := range len(q) / hd {
-		kvh := head + i/group
-		qi := q[i*hd : (i+1)*hd]
-		runMax := float32(math.Inf(-1))
-		var sum float32
-		clear(acc)
-		for p0 := 0; p0 < n; {
-			slot := p0 % l.BlockSize
-			cnt := min(tile, l.BlockSize-slot, n-p0)
-			row := l.Row(int(table[p0/l.BlockSize]), kvh, slot)
-			s := sc.sc[:cnt]
-			tileMax := float32(math.Inf(-1))
-			for p := range s {
-				kp := k[row+p*rd:][:hd]
-				if vec {
-					s[p] = dotF32SIMD(qi, kp) * scale
-				} else {
-					s[p] = dotF32Generic(qi, kp) * scale
-				}
-				tileMax = max(tileMax, s[p])
-			}
-			if tileMax > runMax {
-				c := sc.w[:1]
-				c[0] = runMax - tileMax
-				expF32s(c, simd)
-				if vec {
-					scaleSIMD(acc, c[0])
-				} else {
-					scaleGeneric(acc, c[0])
-				}
-				sum *= c[0]
-				runMax = tileMax
-			}
-			for p := range s {
-				s[p] -= runMax
-			}
-			expF32s(s, simd)
-			for p, wt := range s {
-				sum += wt
-				vp := v[row+p*rd:][:hd]
-				if vec {
-					axpySIMD(acc, wt, vp)
-				} else {
-					axpyGeneric(acc, wt, vp)
-				}
-			}
-			p0 += cnt
-		}
-		inv := 1 / sum
-		o := out[i*hd : (i+1)*hd]
-		for d := range o {
-			o[d] = acc[d] * inv
-		}
-	}
+	attendF32Window(out, q, k, v, l, head, group, table, 0, n, scale, 0, simd)
 }
 
 // fmaF32 returns a*b+c rounded once to float32, as VFMADD231PS does. The
