@@ -22,24 +22,35 @@ const (
 // 127/amax and rounds half to even; the two differ only on exact ties.)
 func quantizeQ8_0(dst []byte, src []float32) {
 	for i := range len(src) / qk32 {
-		x := (*[qk32]float32)(src[i*qk32:])
 		b := (*[q8_0Bytes]byte)(dst[i*q8_0Bytes:])
-		var amax float32
-		for _, v := range x {
-			if a := abs32(v); a > amax {
-				amax = a
-			}
-		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
+		d, _ := quantize8(b[2:], (*[qk32]float32)(src[i*qk32:]))
 		putF16(b[:], 0, d)
-		for j, v := range x {
-			b[2+j] = byte(int8(roundAway(float32(v * id))))
+	}
+}
+
+// quantize8 writes the 32 quants of one Q8_0 or Q8_1 block to q and
+// returns d and the sum of the quants. A NaN is never the largest
+// magnitude (Go's max would propagate it; ggml's MAX macro keeps or drops
+// it depending on where it stands).
+func quantize8(q []byte, x *[qk32]float32) (d float32, sum int32) {
+	var amax float32
+	for _, v := range x {
+		if a := abs32(v); a > amax {
+			amax = a
 		}
 	}
+	d = amax / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	q = q[:qk32]
+	for j, v := range x {
+		qj := int8(roundAway(float32(v * id)))
+		q[j] = byte(qj)
+		sum += int32(qj)
+	}
+	return d, sum
 }
 
 func dequantizeQ8_0(dst []float32, src []byte) {

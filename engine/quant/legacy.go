@@ -187,29 +187,9 @@ func dequantizeQ5_1(dst []float32, src []byte) {
 // (roundf of x/d, half away from zero), and s = d*sum(q) stored as f16.
 func quantizeQ8_1(dst []byte, src []float32) {
 	for i := range len(src) / qk32 {
-		x := (*[qk32]float32)(src[i*qk32:])
 		b := (*[q8_1Bytes]byte)(dst[i*q8_1Bytes:])
-		// As quantizeQ8_0 scans it: a NaN is never the largest magnitude
-		// (Go's max would propagate it; ggml's MAX macro keeps or drops it
-		// depending on where it stands).
-		var amax float32
-		for _, v := range x {
-			if a := abs32(v); a > amax {
-				amax = a
-			}
-		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
+		d, sum := quantize8(b[4:], (*[qk32]float32)(src[i*qk32:]))
 		putF16(b[:], 0, d)
-		var sum int32
-		for j, v := range x {
-			q := int8(roundAway(float32(v * id)))
-			b[4+j] = byte(q)
-			sum += int32(q)
-		}
 		putF16(b[:], 2, float32(sum)*d)
 	}
 }
