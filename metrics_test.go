@@ -334,7 +334,9 @@ func TestMetricsMatchUsage(t *testing.T) {
 		return string(b)
 	}
 	predicted := func(model, content string, maxTokens int) string {
-		b, _ := json.Marshal(map[string]any{"model": model, "max_tokens": maxTokens, "stream": true,
+		// Greedy: sampled, the first token could leave the prediction for
+		// good (nothing to realign on), and nothing would be drafted.
+		b, _ := json.Marshal(map[string]any{"model": model, "max_tokens": maxTokens, "stream": true, "temperature": 0,
 			"messages":       []map[string]string{{"role": "user", "content": content}},
 			"stream_options": map[string]any{"include_usage": true},
 			"prediction":     map[string]any{"type": "content", "content": "there was a river by the mill"}})

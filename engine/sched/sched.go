@@ -172,11 +172,14 @@ func (s *Scheduler) Idle() bool {
 
 // Add queues g's leader for admission; its further choices wait to fork.
 // It fails with (a wrapped) engine.ErrOverloaded, and takes nothing, when
-// MaxQueued requests wait to start beyond the running slots free now.
+// MaxQueued requests wait to start beyond the running slots free now. A
+// paused sequence gives up its running slot but waits as a queued request
+// does, so stalled readers cannot raise the number admitted past
+// MaxRunning + MaxQueued.
 func (s *Scheduler) Add(g *Group) error {
 	free := max(0, s.opts.MaxRunning-(len(s.running)-s.paused))
-	if s.queued >= s.opts.MaxQueued+free {
-		return fmt.Errorf("%w: %d requests are waiting to start", engine.ErrOverloaded, s.queued)
+	if s.queued+s.paused >= s.opts.MaxQueued+free {
+		return fmt.Errorf("%w: %d requests are waiting to start, %d sequences paused", engine.ErrOverloaded, s.queued, s.paused)
 	}
 	for _, seq := range g.seqs[1:] {
 		seq.state = stateForking

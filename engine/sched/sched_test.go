@@ -333,7 +333,7 @@ func TestForks(t *testing.T) {
 
 func TestPaused(t *testing.T) {
 	t.Parallel()
-	s, cache := newScheduler(t, 16, Options{MaxRunning: 2})
+	s, cache := newScheduler(t, 16, Options{MaxRunning: 2, MaxQueued: 1})
 	a := group(t, s, prompt(1, 3), 1)
 	b := group(t, s, prompt(10, 3), 1)
 	step(s, 0)
@@ -352,6 +352,11 @@ func TestPaused(t *testing.T) {
 	}
 	if st := s.Stats(); st.Running != 2 || st.Paused != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+	// It waits as a queued request does: with MaxQueued 1, b and c
+	// running and a paused, nothing more is admitted.
+	if err := s.Add(NewGroup(prompt(30, 3), 1)); !errors.Is(err, engine.ErrOverloaded) {
+		t.Fatalf("Add with a paused sequence holding the queue's place: %v", err)
 	}
 	s.Resume(a)
 	if p := step(s, 0); len(p.Seqs) != 3 {
