@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -97,20 +96,9 @@ func (t *Target) StreamResponse(ctx context.Context, body map[string]any) (*Resp
 // the event name when one was sent; [DONE] (which the Responses API does
 // not send) and events after the terminal one are problems.
 func ReadResponseSSE(r io.Reader, tr *ResponseTranscript) error {
-	br := bufio.NewReader(r)
-	var name string
-	var data []byte
-	haveData := false
 	ended := false
-	dispatch := func() {
-		if !haveData {
-			name = ""
-			return
-		}
-		ev := bytes.TrimSuffix(data, []byte("\n"))
+	event := func(evName string, ev []byte) {
 		n := len(tr.Events)
-		evName := name
-		data, haveData, name = data[:0], false, ""
 		if string(ev) == "[DONE]" {
 			tr.Problems = append(tr.Problems, "the stream sends data: [DONE], which the Responses API does not")
 			return
@@ -130,39 +118,8 @@ func ReadResponseSSE(r io.Reader, tr *ResponseTranscript) error {
 		ended = ended || terminalTypes[e.Type] || e.Type == "error"
 		tr.Events = append(tr.Events, e)
 	}
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-			field, value, _ := bytes.Cut(line, []byte(":"))
-			value = bytes.TrimPrefix(value, []byte(" "))
-			switch {
-			case len(line) == 0:
-				dispatch()
-			case len(field) == 0:
-				// a comment (heartbeat)
-			case string(field) == "data":
-				data = append(append(data, value...), '\n')
-				haveData = true
-			case string(field) == "event":
-				name = string(value)
-			case string(field) == "id", string(field) == "retry":
-			default:
-				tr.Problems = append(tr.Problems, fmt.Sprintf("line %q is not an SSE field", clip(line)))
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if haveData {
-		tr.Problems = append(tr.Problems, "the stream ends inside an event (no blank line after its last data line)")
-		dispatch()
-	}
-	return nil
+	problem := func(p string) { tr.Problems = append(tr.Problems, p) }
+	return readSSEEvents(r, event, func() {}, problem)
 }
 
 func parseResponseEvent(raw []byte) (ResponseEvent, error) {

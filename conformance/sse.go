@@ -53,17 +53,9 @@ func (t *Target) Stream(ctx context.Context, path string, body map[string]any) (
 // ({"error": ...}) or [DONE]; anything else, and anything after [DONE], is
 // recorded in tr.Problems. The error result is for read failures only.
 func ReadSSE(r io.Reader, tr *Transcript) error {
-	br := bufio.NewReader(r)
-	var data []byte
-	haveData := false
 	events := 0
-	dispatch := func() {
-		if !haveData {
-			return
-		}
+	event := func(_ string, ev []byte) {
 		events++
-		ev := bytes.TrimSuffix(data, []byte("\n"))
-		data, haveData = data[:0], false
 		switch {
 		case tr.Done:
 			tr.Problems = append(tr.Problems, fmt.Sprintf("event %d arrives after data: [DONE]: %s", events, clip(ev)))
@@ -84,6 +76,28 @@ func ReadSSE(r io.Reader, tr *Transcript) error {
 			tr.Chunks = append(tr.Chunks, bytes.Clone(ev))
 		}
 	}
+	ping := func() { tr.Pings++ }
+	problem := func(p string) { tr.Problems = append(tr.Problems, p) }
+	return readSSEEvents(r, event, ping, problem)
+}
+
+// readSSEEvents reads an SSE stream and calls event at the blank line that
+// ends each event with data: its name (the event field, "" without one)
+// and its data lines joined by newlines, a slice reused once event
+// returns. ping is called for each comment line; problem for a line that
+// is no SSE field and for a stream that ends inside an event, which is
+// then dispatched. The id and retry fields are valid and ignored.
+func readSSEEvents(r io.Reader, event func(name string, data []byte), ping func(), problem func(string)) error {
+	br := bufio.NewReader(r)
+	var name string
+	var data []byte
+	haveData := false
+	dispatch := func() {
+		if haveData {
+			event(name, bytes.TrimSuffix(data, []byte("\n")))
+		}
+		data, haveData, name = data[:0], false, ""
+	}
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
@@ -94,14 +108,15 @@ func ReadSSE(r io.Reader, tr *Transcript) error {
 			case len(line) == 0:
 				dispatch()
 			case len(field) == 0:
-				tr.Pings++
+				ping()
 			case string(field) == "data":
 				data = append(append(data, value...), '\n')
 				haveData = true
-			case string(field) == "event", string(field) == "id", string(field) == "retry":
-				// Valid SSE fields that OpenAI's framing does not use.
+			case string(field) == "event":
+				name = string(value)
+			case string(field) == "id", string(field) == "retry":
 			default:
-				tr.Problems = append(tr.Problems, fmt.Sprintf("line %q is not an SSE field", clip(line)))
+				problem(fmt.Sprintf("line %q is not an SSE field", clip(line)))
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -112,7 +127,7 @@ func ReadSSE(r io.Reader, tr *Transcript) error {
 		}
 	}
 	if haveData {
-		tr.Problems = append(tr.Problems, "the stream ends inside an event (no blank line after its last data line)")
+		problem("the stream ends inside an event (no blank line after its last data line)")
 		dispatch()
 	}
 	return nil
