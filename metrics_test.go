@@ -484,10 +484,17 @@ func TestMetricsGauges(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	fams := eventually("at rest", idle)
-	if u := value(fams, "rill_kv_cache_usage_perc", map[string]string{"model_name": remoteModel}); !math.IsNaN(u) {
-		t.Errorf("kv usage reported for a model behind HTTP: %v", u)
-	}
+	// The model behind HTTP reports its replica's own KV usage, read from
+	// the replica's /metrics at its first health check.
+	fams := eventually("at rest, with the replica's KV usage", func(f map[string]*dto.MetricFamily) error {
+		if err := idle(f); err != nil {
+			return err
+		}
+		if u := value(f, "rill_kv_cache_usage_perc", map[string]string{"model_name": remoteModel}); u != 0 {
+			return fmt.Errorf("kv usage of the model behind HTTP %v, want its replica's 0", u)
+		}
+		return nil
+	})
 	replica := sample(fams, "rill_upstream_replica_healthy", map[string]string{"model_name": remoteModel})
 	if replica == nil || replica.Gauge.GetValue() != 1 {
 		t.Fatalf("replica health: %v", replica)

@@ -2,10 +2,12 @@ package upstream
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,5 +92,96 @@ func TestLoad(t *testing.T) {
 	waitFor("the request to end", func(l engine.ModelLoad) bool { return l.Running == 0 && l.Replicas[0].InFlight == 0 })
 	if _, err := engine.Recv(st); err == nil {
 		t.Error("Recv after cancel returned no error")
+	}
+}
+
+// TestReplicaMetrics: the load of an upstream model includes what its
+// healthy replicas' own /metrics say, in vLLM's, SGLang's, llama.cpp's or
+// rill's names: waiting requests summed, KV usage averaged over those that
+// report it, the series of the upstream model's name where there are
+// several. A replica without metrics is asked once; one whose metrics do
+// not parse stays healthy and reports nothing; a down one does not count.
+func TestReplicaMetrics(t *testing.T) {
+	t.Parallel()
+	const vllm = `# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m-up"} 0.25
+vllm:kv_cache_usage_perc{engine="0",model_name="other"} 0.9
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m-up"} 3
+vllm:num_requests_waiting{engine="0",model_name="other"} 7
+`
+	const llamacpp = `# HELP llamacpp:requests_processing Number of requests processing.
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 1
+# HELP llamacpp:requests_deferred Number of requests deferred.
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 2
+`
+	const sglangDown = `# TYPE sglang:token_usage gauge
+sglang:token_usage{model_name="m-up"} 1
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="m-up"} 40
+`
+	var noMetricsAsked atomic.Int32
+	replica := func(health int, metrics func(w http.ResponseWriter)) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/health":
+				w.WriteHeader(health)
+			case "/metrics":
+				metrics(w)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	text := func(body string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			io.WriteString(w, body)
+		}
+	}
+	replicas := []Replica{
+		{URL: replica(http.StatusOK, text(vllm))},
+		{URL: replica(http.StatusOK, text(llamacpp))},
+		{URL: replica(http.StatusOK, func(w http.ResponseWriter) {
+			noMetricsAsked.Add(1)
+			w.WriteHeader(http.StatusNotImplemented)
+		})},
+		{URL: replica(http.StatusOK, text("vllm:kv_cache_usage_perc{ 0.5\n"))},
+		{URL: replica(http.StatusServiceUnavailable, text(sglangDown))},
+	}
+	e, err := New(Options{ID: "m", UpstreamModel: "m-up", Kind: VLLM, Replicas: replicas,
+		HealthInterval: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+
+	deadline := time.Now().Add(5 * time.Second)
+	var l engine.ModelLoad
+	for {
+		l = e.Load()[0]
+		if l.Waiting == 5 && l.KVCacheUsage != nil && !l.Replicas[4].Healthy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("load %+v, want 5 waiting (3 + 2) and KV usage 0.25", l)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if *l.KVCacheUsage != 0.25 {
+		t.Errorf("KV usage %v, want 0.25 (the one replica that reports it, for m-up)", *l.KVCacheUsage)
+	}
+	for i := range 4 {
+		if !l.Replicas[i].Healthy {
+			t.Errorf("replica %d down: its metrics are not its health", i)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // about ten more health checks
+	if n := noMetricsAsked.Load(); n != 1 {
+		t.Errorf("a replica without metrics was asked %d times, want once", n)
 	}
 }

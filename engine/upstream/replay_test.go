@@ -54,6 +54,13 @@ func (f *fixture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"status":"ok"}`)
 		return
 	}
+	if r.Method == http.MethodGet && r.URL.Path == "/metrics" {
+		// As llama-server answers without --metrics.
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusNotImplemented)
+		io.WriteString(w, `{"error":{"code":501,"message":"This server does not support metrics endpoint.","type":"not_supported_error"}}`)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	f.got = append(f.got, body)

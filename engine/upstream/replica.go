@@ -27,6 +27,11 @@ type replica struct {
 	down     atomic.Bool
 	// modelsProbe: /health answered 404, so /v1/models is the health check.
 	modelsProbe atomic.Bool
+	// noMetrics: the replica serves no Prometheus /metrics.
+	noMetrics atomic.Bool
+	// kvUsage and waiting are the float64 bits of what its /metrics said
+	// at the last health check (replica_metrics.go); NaN: nothing.
+	kvUsage, waiting atomic.Uint64
 
 	mu      sync.Mutex
 	lastErr string
@@ -62,7 +67,9 @@ func newReplica(idx int, raw, key string) (*replica, error) {
 	p = strings.TrimSuffix(p, "/v1")
 	u.Path, u.RawPath = p, ""
 	base := u.String()
-	return &replica{idx: idx, base: base, key: key, seed: mix(hashBytes(fnvOffset, []byte(base)))}, nil
+	r := &replica{idx: idx, base: base, key: key, seed: mix(hashBytes(fnvOffset, []byte(base)))}
+	r.storeGauges(noGauges)
+	return r, nil
 }
 
 func (r *replica) status() ReplicaStatus {
@@ -221,6 +228,7 @@ func (e *Engine) check(r *replica) {
 		return // closing: the error is ours, not the replica's
 	}
 	if err != nil {
+		r.storeGauges(noGauges)
 		if r.markDown(err.Error()) {
 			e.log.Warn("upstream replica down", slog.String("model", e.info.ID),
 				slog.String("replica", r.base), slog.String("err", err.Error()))
@@ -229,6 +237,9 @@ func (e *Engine) check(r *replica) {
 	}
 	if r.down.Swap(false) {
 		e.log.Info("upstream replica up", slog.String("model", e.info.ID), slog.String("replica", r.base))
+	}
+	if !r.noMetrics.Load() {
+		e.scrape(ctx, r)
 	}
 }
 
