@@ -197,8 +197,11 @@ func TestHealthChecks(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
+	// Checks are counted as the engine starts them: a handler may still run
+	// for one the engine gave up at Close.
+	started := &countingTransport{next: http.DefaultTransport}
 	e, err := New(Options{ID: "m", Kind: VLLM, Replicas: []Replica{{URL: srv.URL, APIKey: "sk-test"}},
-		HealthInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		HealthInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Transport: started})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +237,20 @@ func TestHealthChecks(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	n := models.Load()
+	n := started.n.Load()
 	time.Sleep(50 * time.Millisecond)
-	if models.Load() != n {
+	if started.n.Load() != n {
 		t.Error("health checks went on after Close")
 	}
+}
+
+// countingTransport counts the requests it is given.
+type countingTransport struct {
+	next http.RoundTripper
+	n    atomic.Int32
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
 }
