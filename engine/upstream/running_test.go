@@ -276,8 +276,10 @@ func TestFanOutSendsSiblingsAfterTheFirstToken(t *testing.T) {
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		if req["seed"] == 1.0 {
 			time.Sleep(30 * time.Millisecond) // the prompt takes a while
-			sse(w, `{"choices":[{"index":0,"text":"a","finish_reason":null}]}`)
+			// Marked before it is written: once written, choice 1 may
+			// arrive before this handler runs on.
 			close(firstSent)
+			sse(w, `{"choices":[{"index":0,"text":"a","finish_reason":null}]}`)
 			sse(w, `{"choices":[{"index":0,"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":1},"timings":{"cache_n":4,"prompt_n":1,"predicted_n":1}}`, `[DONE]`)
 			return
 		}
