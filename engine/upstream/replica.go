@@ -269,14 +269,7 @@ func (e *Engine) probe(ctx context.Context, r *replica) error {
 }
 
 func (e *Engine) get(ctx context.Context, r *replica, path string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
-	if err != nil {
-		return 0, err
-	}
-	if r.key != "" {
-		req.Header.Set("Authorization", "Bearer "+r.key)
-	}
-	resp, err := e.client.Do(req)
+	resp, err := e.getResponse(ctx, r, path, "")
 	if err != nil {
 		return 0, err
 	}
@@ -284,4 +277,20 @@ func (e *Engine) get(ctx context.Context, r *replica, path string) (int, error) 
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// getResponse sends GET path to r with r's key and, unless "", an Accept
+// header; the caller closes the body.
+func (e *Engine) getResponse(ctx context.Context, r *replica, path, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if r.key != "" {
+		req.Header.Set("Authorization", "Bearer "+r.key)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	return e.client.Do(req)
 }

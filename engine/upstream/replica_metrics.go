@@ -65,15 +65,7 @@ func (e *Engine) scrape(ctx context.Context, r *replica) {
 // readGauges asks r for GET /metrics. absent reports a replica that
 // serves none.
 func (e *Engine) readGauges(ctx context.Context, r *replica) (g replicaGauges, absent bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/metrics", nil)
-	if err != nil {
-		return noGauges, false, err
-	}
-	if r.key != "" {
-		req.Header.Set("Authorization", "Bearer "+r.key)
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := e.client.Do(req)
+	resp, err := e.getResponse(ctx, r, "/metrics", "text/plain;version=0.0.4")
 	if err != nil {
 		return noGauges, false, err
 	}
@@ -93,13 +85,10 @@ func (e *Engine) readGauges(ctx context.Context, r *replica) (g replicaGauges, a
 	if err != nil {
 		return noGauges, false, fmt.Errorf("GET /metrics: %w", err)
 	}
-	model := e.opts.UpstreamModel
-	if model == "" {
-		model = e.info.ID
-	}
+	name := e.opts.UpstreamModel // New defaults it to the ID
 	return replicaGauges{
-		kvUsage: gauge(fams, kvUsageNames, model, math.Max),
-		waiting: gauge(fams, waitingNames, model, func(a, b float64) float64 { return a + b }),
+		kvUsage: gauge(fams, kvUsageNames, name, math.Max),
+		waiting: gauge(fams, waitingNames, name, func(a, b float64) float64 { return a + b }),
 	}, false, nil
 }
 
@@ -118,6 +107,7 @@ func gauge(fams map[string]*dto.MetricFamily, names []string, model string, agg 
 			for _, l := range m.GetLabel() {
 				if (l.GetName() == "model_name" || l.GetName() == "model") && l.GetValue() == model {
 					mine = append(mine, m)
+					break // a series with both labels counts once
 				}
 			}
 		}
