@@ -18,6 +18,10 @@ type Batch struct {
 	Pos    []int32
 	Seq    []int32
 	Tables [][]int32 // per sequence: block ids covering positions 0..max Pos
+	// Prompt, per sequence and optional, is the length of its prompt (see
+	// tensor.Paging.Prompt): backends may compute prompt tokens with the
+	// arithmetic their peers use for prompts.
+	Prompt []int32
 	// Logits lists the batch indices whose next-token logits are wanted,
 	// in the order the rows are returned.
 	Logits []int32
@@ -25,7 +29,7 @@ type Batch struct {
 
 // Reset empties b, keeping its capacity.
 func (b *Batch) Reset() {
-	b.Tokens, b.Pos, b.Seq, b.Tables, b.Logits = b.Tokens[:0], b.Pos[:0], b.Seq[:0], b.Tables[:0], b.Logits[:0]
+	b.Tokens, b.Pos, b.Seq, b.Tables, b.Prompt, b.Logits = b.Tokens[:0], b.Pos[:0], b.Seq[:0], b.Tables[:0], b.Prompt[:0], b.Logits[:0]
 }
 
 // Runner runs forward passes of one model on one backend. It owns the
@@ -130,7 +134,7 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 	if s := r.m.Config.EmbedScale; s != 0 {
 		r.be.Scale(r.x[:T*E], r.x[:T*E], s)
 	}
-	pg := tensor.Paging{Pos: b.Pos, Seq: b.Seq, Tables: b.Tables}
+	pg := tensor.Paging{Pos: b.Pos, Seq: b.Seq, Tables: b.Tables, Prompt: b.Prompt}
 	for li := range r.m.layers {
 		if err := r.attention(li, T, kv, pg); err != nil {
 			return nil, fmt.Errorf("layer %d: %w", li, err)

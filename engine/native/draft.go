@@ -89,6 +89,7 @@ func (e *Engine) runDraft(plan *sched.Plan) error {
 		}
 		table := int32(len(b.Tables))
 		b.Tables = append(b.Tables, seq.KV.Blocks)
+		b.Prompt = append(b.Prompt, int32(len(e.choiceOf(seq).r.prompt)))
 		for pos := seq.DraftComputed; pos < end; pos++ {
 			b.Tokens = append(b.Tokens, seq.Tokens[pos])
 			b.Pos = append(b.Pos, int32(pos))
@@ -122,6 +123,7 @@ func (e *Engine) runDraft(plan *sched.Plan) error {
 			seq := c.seq
 			table := int32(len(b.Tables))
 			b.Tables = append(b.Tables, seq.KV.Blocks)
+			b.Prompt = append(b.Prompt, int32(len(c.r.prompt)))
 			pos := len(seq.Tokens) + pass - 1
 			b.Tokens = append(b.Tokens, c.drafts[pass-1])
 			b.Pos = append(b.Pos, int32(pos))

@@ -90,6 +90,7 @@ func (e *Engine) build(plan *sched.Plan) {
 		seq := sc.Seq
 		table := int32(len(b.Tables))
 		b.Tables = append(b.Tables, seq.KV.Blocks)
+		b.Prompt = append(b.Prompt, int32(len(e.choiceOf(seq).r.prompt)))
 		for j := range sc.Compute {
 			pos := sc.Start + j
 			b.Tokens = append(b.Tokens, seq.Tokens[pos])

@@ -10,6 +10,21 @@ type Paging struct {
 	Pos    []int32   // per token
 	Seq    []int32   // per token
 	Tables [][]int32 // per sequence: block ids covering positions 0..max Pos
+	// Prompt, per sequence and optional (nil or short: 0), is the length of
+	// the sequence's prompt: its tokens at positions below it are prompt
+	// tokens, which a backend may compute with the arithmetic its peers use
+	// for prompts (the CPU backend: see Backend.Attention). It depends on
+	// the request only, never on how its tokens are batched, so a token's
+	// result stays the same in any batch.
+	Prompt []int32
+}
+
+// PromptLen is Prompt[seq], 0 when Prompt does not cover seq.
+func (p Paging) PromptLen(seq int32) int32 {
+	if int(seq) < len(p.Prompt) {
+		return p.Prompt[seq]
+	}
+	return 0
 }
 
 // Table is the block table of token t's sequence.

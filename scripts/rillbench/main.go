@@ -84,9 +84,12 @@ func run(path string, threads, pp, tg, depth, reps int) error {
 	var b model.Batch
 	// forward feeds n tokens at positions pos.. (token ids cycle through
 	// the vocabulary's low ids, as llama-bench feeds random ones).
-	forward := func(kv *model.KV, pos, n int) error {
+	forward := func(kv *model.KV, pos, n, prompt int) error {
 		b.Reset()
 		b.Tables = append(b.Tables, table)
+		// The cache's first depth tokens and the pp test are prompts; the
+		// tg tests' tokens are generated.
+		b.Prompt = append(b.Prompt, int32(prompt))
 		for i := range n {
 			b.Tokens = append(b.Tokens, int32(1+(pos+i)*7%250))
 			b.Pos = append(b.Pos, int32(pos+i))
@@ -104,7 +107,7 @@ func run(path string, threads, pp, tg, depth, reps int) error {
 				return err
 			}
 			for pos := 0; pos < depth; pos += batch {
-				if err := forward(kv, pos, min(batch, depth-pos)); err != nil {
+				if err := forward(kv, pos, min(batch, depth-pos), depth); err != nil {
 					return err
 				}
 			}
@@ -122,14 +125,14 @@ func run(path string, threads, pp, tg, depth, reps int) error {
 		return nil
 	}
 	if pp > 0 {
-		if err := measure(fmt.Sprintf("pp%d", pp), pp, func(kv *model.KV) error { return forward(kv, depth, pp) }); err != nil {
+		if err := measure(fmt.Sprintf("pp%d", pp), pp, func(kv *model.KV) error { return forward(kv, depth, pp, depth+pp) }); err != nil {
 			return err
 		}
 	}
 	if tg > 0 {
 		err := measure(fmt.Sprintf("tg%d", tg), tg, func(kv *model.KV) error {
 			for i := range tg {
-				if err := forward(kv, depth+i, 1); err != nil {
+				if err := forward(kv, depth+i, 1, depth); err != nil {
 					return err
 				}
 			}

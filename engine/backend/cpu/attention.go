@@ -88,15 +88,24 @@ func checkAttn(outLen, qLen, kLen, vLen int, l KVLayout, head, kvHeads int, tabl
 		return 0, fmt.Errorf("attention: output of %d values for %d query values", outLen, qLen)
 	case n <= 0:
 		return 0, errors.New("attention: no positions to attend to")
-	case n > len(table)*l.BlockSize:
-		return 0, fmt.Errorf("attention: %d positions but the table maps %d blocks of %d", n, len(table), l.BlockSize)
+	}
+	if err := checkTable(l, table, n); err != nil {
+		return 0, err
+	}
+	return qLen / (hd * kvHeads), nil
+}
+
+// checkTable reports whether table maps positions 0..n-1 to blocks of l.
+func checkTable(l KVLayout, table []int32, n int) error {
+	if n > len(table)*l.BlockSize {
+		return fmt.Errorf("attention: %d positions but the table maps %d blocks of %d", n, len(table), l.BlockSize)
 	}
 	for i, id := range table[:(n+l.BlockSize-1)/l.BlockSize] {
 		if id < 0 || int(id) >= l.Blocks {
-			return 0, fmt.Errorf("attention: table entry %d is block %d of %d", i, id, l.Blocks)
+			return fmt.Errorf("attention: table entry %d is block %d of %d", i, id, l.Blocks)
 		}
 	}
-	return qLen / (hd * kvHeads), nil
+	return nil
 }
 
 // AttendF16 computes attention for the query heads of KV heads head to

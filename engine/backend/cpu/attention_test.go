@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"rill/engine/quant"
+	"rill/engine/tensor"
 )
 
 // attnCase is one attention call's shape: head size, query heads per KV
@@ -572,5 +573,29 @@ func TestAttendNoAlloc(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Fatalf("attention allocates %v times", a)
+	}
+	// The op over a batch of a long prompt's tokens (the tiled path where
+	// the machine has it) and a decode step.
+	be := New(Options{Threads: 2})
+	defer be.Close()
+	l := tensor.KVLayout{Blocks: 8, BlockSize: 16, Heads: 2, HeadDim: 64}
+	c, err := be.NewKVCache(tensor.KVSpec{Layers: 1, Type: quant.F16, Layout: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := tensor.Paging{Tables: [][]int32{{0, 1, 2, 3, 4}, {5, 6}}, Prompt: []int32{80, 10}}
+	for p := range 80 {
+		pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 0)
+	}
+	pg.Pos, pg.Seq = append(pg.Pos, 20), append(pg.Seq, 1)
+	at := tensor.Attention{Heads: 8, Scale: 0.125}
+	q := randFloats(r, len(pg.Pos)*at.Heads*l.HeadDim, 1)
+	out = make([]float32, len(q))
+	if a := testing.AllocsPerRun(5, func() {
+		if err := be.Attention(out, q, c, 0, at, pg); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Fatalf("the attention op allocates %v times", a)
 	}
 }

@@ -22611,6 +22611,586 @@ ex4:
 	VZEROUPPER
 	RET
 
+DATA attntiota<>+0(SB)/4, $0x00000000
+DATA attntiota<>+4(SB)/4, $0x00000001
+DATA attntiota<>+8(SB)/4, $0x00000002
+DATA attntiota<>+12(SB)/4, $0x00000003
+DATA attntiota<>+16(SB)/4, $0x00000004
+DATA attntiota<>+20(SB)/4, $0x00000005
+DATA attntiota<>+24(SB)/4, $0x00000006
+DATA attntiota<>+28(SB)/4, $0x00000007
+DATA attntiota<>+32(SB)/4, $0x00000008
+DATA attntiota<>+36(SB)/4, $0x00000009
+DATA attntiota<>+40(SB)/4, $0x0000000a
+DATA attntiota<>+44(SB)/4, $0x0000000b
+DATA attntiota<>+48(SB)/4, $0x0000000c
+DATA attntiota<>+52(SB)/4, $0x0000000d
+DATA attntiota<>+56(SB)/4, $0x0000000e
+DATA attntiota<>+60(SB)/4, $0x0000000f
+GLOBL attntiota<>(SB), RODATA|NOPTR, $64
+
+DATA attntperm<>+0(SB)/4, $0x00000000
+DATA attntperm<>+4(SB)/4, $0x00000002
+DATA attntperm<>+8(SB)/4, $0x00000001
+DATA attntperm<>+12(SB)/4, $0x00000003
+DATA attntperm<>+16(SB)/4, $0x00000008
+DATA attntperm<>+20(SB)/4, $0x0000000a
+DATA attntperm<>+24(SB)/4, $0x00000009
+DATA attntperm<>+28(SB)/4, $0x0000000b
+DATA attntperm<>+32(SB)/4, $0x00000004
+DATA attntperm<>+36(SB)/4, $0x00000006
+DATA attntperm<>+40(SB)/4, $0x00000005
+DATA attntperm<>+44(SB)/4, $0x00000007
+DATA attntperm<>+48(SB)/4, $0x0000000c
+DATA attntperm<>+52(SB)/4, $0x0000000e
+DATA attntperm<>+56(SB)/4, $0x0000000d
+DATA attntperm<>+60(SB)/4, $0x0000000f
+GLOBL attntperm<>(SB), RODATA|NOPTR, $64
+
+// func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, chunked int)
+// Requires: AVX, AVX512F, F16C
+TEXT ·halfTileZ(SB), NOSPLIT, $0-48
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  cnt+16(FP), CX
+	MOVQ  rd+24(FP), DX
+	MOVQ  rd16+32(FP), R8
+	MOVQ  chunked+40(FP), R9
+	MOVQ  $0x00000040, R10
+	MOVQ  R8, R11
+	SHLQ  $0x02, R11
+	TESTQ R9, R9
+	JZ    ht_rows
+	MOVQ  $0x00000400, R10
+	MOVQ  $0x00000040, R11
+
+ht_rows:
+	VPXORD Z1, Z1, Z1
+
+ht_row:
+	MOVQ SI, AX
+	MOVQ DI, BX
+	MOVQ DX, R12
+
+ht_chunk:
+	CMPQ      R12, $0x10
+	JL        ht_half
+	VCVTPH2PS (AX), Z0
+	VMOVUPS   Z0, (BX)
+	ADDQ      $0x20, AX
+	ADDQ      R10, BX
+	SUBQ      $0x10, R12
+	JNZ       ht_chunk
+	JMP       ht_next
+
+ht_half:
+	VCVTPH2PS (AX), Y0
+	VMOVUPS   Z1, (BX)
+	VMOVUPS   Y0, (BX)
+
+ht_next:
+	LEAQ (SI)(DX*2), SI
+	ADDQ R11, DI
+	DECQ CX
+	JNZ  ht_row
+	VZEROUPPER
+	RET
+
+// func tileScoresZ(s *float32, q *float32, k *float32, rows int, rd16 int, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·tileScoresZ(SB), NOSPLIT, $0-44
+	MOVQ         s+0(FP), DI
+	MOVQ         q+8(FP), SI
+	MOVQ         rows+24(FP), CX
+	MOVQ         rd16+32(FP), DX
+	SHRQ         $0x04, DX
+	VBROADCASTSS scale+40(FP), Z30
+	VMOVDQU32    attntperm<>+0(SB), Z31
+
+ts_row:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   k+16(FP), AX
+	MOVQ   DX, BX
+
+ts_chunk:
+	VMOVUPS     (SI), Z16
+	VFMADD231PS (AX), Z16, Z0
+	VFMADD231PS 64(AX), Z16, Z1
+	VFMADD231PS 128(AX), Z16, Z2
+	VFMADD231PS 192(AX), Z16, Z3
+	VFMADD231PS 256(AX), Z16, Z4
+	VFMADD231PS 320(AX), Z16, Z5
+	VFMADD231PS 384(AX), Z16, Z6
+	VFMADD231PS 448(AX), Z16, Z7
+	VFMADD231PS 512(AX), Z16, Z8
+	VFMADD231PS 576(AX), Z16, Z9
+	VFMADD231PS 640(AX), Z16, Z10
+	VFMADD231PS 704(AX), Z16, Z11
+	VFMADD231PS 768(AX), Z16, Z12
+	VFMADD231PS 832(AX), Z16, Z13
+	VFMADD231PS 896(AX), Z16, Z14
+	VFMADD231PS 960(AX), Z16, Z15
+	ADDQ        $0x00000400, AX
+	ADDQ        $0x40, SI
+	DECQ        BX
+	JNZ         ts_chunk
+	VSHUFF32X4  $0x44, Z8, Z0, Z16
+	VSHUFF32X4  $0xee, Z8, Z0, Z17
+	VADDPS      Z17, Z16, Z0
+	VSHUFF32X4  $0x44, Z9, Z1, Z16
+	VSHUFF32X4  $0xee, Z9, Z1, Z17
+	VADDPS      Z17, Z16, Z1
+	VSHUFF32X4  $0x44, Z10, Z2, Z16
+	VSHUFF32X4  $0xee, Z10, Z2, Z17
+	VADDPS      Z17, Z16, Z2
+	VSHUFF32X4  $0x44, Z11, Z3, Z16
+	VSHUFF32X4  $0xee, Z11, Z3, Z17
+	VADDPS      Z17, Z16, Z3
+	VSHUFF32X4  $0x44, Z12, Z4, Z16
+	VSHUFF32X4  $0xee, Z12, Z4, Z17
+	VADDPS      Z17, Z16, Z4
+	VSHUFF32X4  $0x44, Z13, Z5, Z16
+	VSHUFF32X4  $0xee, Z13, Z5, Z17
+	VADDPS      Z17, Z16, Z5
+	VSHUFF32X4  $0x44, Z14, Z6, Z16
+	VSHUFF32X4  $0xee, Z14, Z6, Z17
+	VADDPS      Z17, Z16, Z6
+	VSHUFF32X4  $0x44, Z15, Z7, Z16
+	VSHUFF32X4  $0xee, Z15, Z7, Z17
+	VADDPS      Z17, Z16, Z7
+	VSHUFF32X4  $0x88, Z4, Z0, Z16
+	VSHUFF32X4  $0xdd, Z4, Z0, Z17
+	VADDPS      Z17, Z16, Z0
+	VSHUFF32X4  $0x88, Z5, Z1, Z16
+	VSHUFF32X4  $0xdd, Z5, Z1, Z17
+	VADDPS      Z17, Z16, Z1
+	VSHUFF32X4  $0x88, Z6, Z2, Z16
+	VSHUFF32X4  $0xdd, Z6, Z2, Z17
+	VADDPS      Z17, Z16, Z2
+	VSHUFF32X4  $0x88, Z7, Z3, Z16
+	VSHUFF32X4  $0xdd, Z7, Z3, Z17
+	VADDPS      Z17, Z16, Z3
+	VUNPCKLPD   Z2, Z0, Z16
+	VUNPCKHPD   Z2, Z0, Z17
+	VADDPS      Z17, Z16, Z0
+	VUNPCKLPD   Z3, Z1, Z16
+	VUNPCKHPD   Z3, Z1, Z17
+	VADDPS      Z17, Z16, Z1
+	VSHUFPS     $0x88, Z1, Z0, Z16
+	VSHUFPS     $0xdd, Z1, Z0, Z17
+	VADDPS      Z17, Z16, Z16
+	VPERMPS     Z16, Z31, Z16
+	VMULPS      Z30, Z16, Z16
+	VMOVUPS     Z16, (DI)
+	ADDQ        $0x40, DI
+	DECQ        CX
+	JNZ         ts_row
+	VZEROUPPER
+	RET
+
+// func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens int, group int, rd16 int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·tileSoftmaxZ(SB), NOSPLIT, $0-64
+	MOVQ         s+0(FP), DI
+	MOVQ         acc+16(FP), R8
+	MOVQ         ms+24(FP), R9
+	MOVQ         rng+32(FP), R10
+	MOVQ         tokens+40(FP), R11
+	MOVQ         rd16+56(FP), R12
+	SHLQ         $0x02, R12
+	VMOVDQU32    attntiota<>+0(SB), Z31
+	MOVL         $0xff800000, AX
+	VPBROADCASTD AX, Z30
+
+sm_token:
+	VPBROADCASTD (R10), Z29
+	VPBROADCASTD 4(R10), Z28
+	VPCMPD       $0x05, Z29, Z31, K1
+	VPCMPD       $0x01, Z28, Z31, K2
+	KANDW        K2, K1, K1
+	MOVQ         DI, R13
+	MOVQ         R9, R14
+	MOVQ         group+48(FP), BX
+
+sm_row:
+	VMOVUPS           (DI), Z0
+	VBLENDMPS         Z0, Z30, K1, Z0
+	VEXTRACTF32X8     $0x01, Z0, Y1
+	VMAXPS            Y1, Y0, Y1
+	VEXTRACTF128      $0x01, Y1, X2
+	VMAXPS            X2, X1, X1
+	VPERMILPS         $0x4e, X1, X2
+	VMAXPS            X2, X1, X1
+	VPERMILPS         $0xb1, X1, X2
+	VMAXSS            X2, X1, X1
+	VMOVSS            (R9), X2
+	VMAXSS            X1, X2, X1
+	VMOVSS            X1, (R9)
+	VSUBSS            X1, X2, X2
+	VCVTSS2SD         X2, X2, X2
+	VBROADCASTSD      X2, Z3
+	VBROADCASTSD      expd<>+0(SB), Z4
+	VMAXPD            Z3, Z4, Z3
+	VBROADCASTSD      expd<>+32(SB), Z4
+	VMINPD            Z3, Z4, Z3
+	VMULPD.BCST       expd<>+64(SB), Z3, Z4
+	VRNDSCALEPD       $0x00, Z4, Z4
+	VFNMADD231PD.BCST expd<>+96(SB), Z4, Z3
+	VFNMADD231PD.BCST expd<>+128(SB), Z4, Z3
+	VBROADCASTSD      expd<>+544(SB), Z5
+	VFMADD213PD.BCST  expd<>+512(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+480(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+448(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+416(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+384(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+352(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+320(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+288(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+256(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+224(SB), Z3, Z5
+	VFMADD213PD.BCST  expd<>+192(SB), Z3, Z5
+	VCVTPD2QQ         Z4, Z4
+	VPADDQ.BCST       expd<>+160(SB), Z4, Z4
+	VPSLLQ            $0x34, Z4, Z4
+	VMULPD            Z4, Z5, Z3
+	VCVTPD2PS         Z3, Y3
+	VMOVSS            X3, 8(R9)
+	VBROADCASTSS      X1, Z1
+	VSUBPS            Z1, Z0, Z0
+	VEXTRACTF32X8     $0x01, Z0, Y6
+	VCVTPS2PD         Y0, Z7
+	VBROADCASTSD      expd<>+0(SB), Z4
+	VMAXPD            Z7, Z4, Z7
+	VBROADCASTSD      expd<>+32(SB), Z4
+	VMINPD            Z7, Z4, Z7
+	VMULPD.BCST       expd<>+64(SB), Z7, Z4
+	VRNDSCALEPD       $0x00, Z4, Z4
+	VFNMADD231PD.BCST expd<>+96(SB), Z4, Z7
+	VFNMADD231PD.BCST expd<>+128(SB), Z4, Z7
+	VBROADCASTSD      expd<>+544(SB), Z5
+	VFMADD213PD.BCST  expd<>+512(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+480(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+448(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+416(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+384(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+352(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+320(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+288(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+256(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+224(SB), Z7, Z5
+	VFMADD213PD.BCST  expd<>+192(SB), Z7, Z5
+	VCVTPD2QQ         Z4, Z4
+	VPADDQ.BCST       expd<>+160(SB), Z4, Z4
+	VPSLLQ            $0x34, Z4, Z4
+	VMULPD            Z4, Z5, Z7
+	VCVTPS2PD         Y6, Z6
+	VBROADCASTSD      expd<>+0(SB), Z4
+	VMAXPD            Z6, Z4, Z6
+	VBROADCASTSD      expd<>+32(SB), Z4
+	VMINPD            Z6, Z4, Z6
+	VMULPD.BCST       expd<>+64(SB), Z6, Z4
+	VRNDSCALEPD       $0x00, Z4, Z4
+	VFNMADD231PD.BCST expd<>+96(SB), Z4, Z6
+	VFNMADD231PD.BCST expd<>+128(SB), Z4, Z6
+	VBROADCASTSD      expd<>+544(SB), Z5
+	VFMADD213PD.BCST  expd<>+512(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+480(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+448(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+416(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+384(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+352(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+320(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+288(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+256(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+224(SB), Z6, Z5
+	VFMADD213PD.BCST  expd<>+192(SB), Z6, Z5
+	VCVTPD2QQ         Z4, Z4
+	VPADDQ.BCST       expd<>+160(SB), Z4, Z4
+	VPSLLQ            $0x34, Z4, Z4
+	VMULPD            Z4, Z5, Z6
+	VCVTPD2PS         Z7, Y0
+	VCVTPD2PS         Z6, Y6
+	VINSERTF32X8      $0x01, Y6, Z0, Z0
+	VMOVUPS           Z0, (DI)
+	VEXTRACTF32X8     $0x01, Z0, Y1
+	VADDPS            Y1, Y0, Y1
+	VEXTRACTF128      $0x01, Y1, X2
+	VADDPS            X2, X1, X1
+	VPERMILPS         $0x4e, X1, X2
+	VADDPS            X2, X1, X1
+	VPERMILPS         $0xb1, X1, X2
+	VADDSS            X2, X1, X1
+	VMOVSS            4(R9), X2
+	VMULSS            X3, X2, X2
+	VADDSS            X1, X2, X2
+	VMOVSS            X2, 4(R9)
+	ADDQ              $0x40, DI
+	ADDQ              $0x10, R9
+	DECQ              BX
+	JNZ               sm_row
+	MOVLQSX           (R10), DX
+	MOVLQSX           4(R10), CX
+	SUBQ              DX, CX
+	MOVQ              DX, AX
+	IMULQ             R12, DX
+	SHLQ              $0x02, AX
+	ADDQ              AX, R13
+	MOVQ              group+48(FP), BX
+
+sm_quad:
+	CMPQ         BX, $0x04
+	JL           sm_single
+	VBROADCASTSS 8(R14), Z20
+	VBROADCASTSS 24(R14), Z21
+	VBROADCASTSS 40(R14), Z22
+	VBROADCASTSS 56(R14), Z23
+	XORQ         R15, R15
+
+sm_qchunk4:
+	MOVQ   R12, AX
+	SUBQ   R15, AX
+	CMPQ   AX, $0x00000100
+	JL     sm_qchunkdone4
+	VMULPS (R8)(R15*1), Z20, Z0
+	VMULPS 64(R8)(R15*1), Z20, Z1
+	VMULPS 128(R8)(R15*1), Z20, Z2
+	VMULPS 192(R8)(R15*1), Z20, Z3
+	IMUL3Q $0x00000001, R12, AX
+	ADDQ   R8, AX
+	ADDQ   R15, AX
+	VMULPS (AX), Z21, Z4
+	VMULPS 64(AX), Z21, Z5
+	VMULPS 128(AX), Z21, Z6
+	VMULPS 192(AX), Z21, Z7
+	IMUL3Q $0x00000002, R12, AX
+	ADDQ   R8, AX
+	ADDQ   R15, AX
+	VMULPS (AX), Z22, Z8
+	VMULPS 64(AX), Z22, Z9
+	VMULPS 128(AX), Z22, Z10
+	VMULPS 192(AX), Z22, Z11
+	IMUL3Q $0x00000003, R12, AX
+	ADDQ   R8, AX
+	ADDQ   R15, AX
+	VMULPS (AX), Z23, Z12
+	VMULPS 64(AX), Z23, Z13
+	VMULPS 128(AX), Z23, Z14
+	VMULPS 192(AX), Z23, Z15
+	MOVQ   v+8(FP), SI
+	ADDQ   DX, SI
+	ADDQ   R15, SI
+	MOVQ   R13, R9
+	MOVQ   CX, AX
+
+sm_qchunk4p:
+	VMOVUPS          (SI), Z16
+	VMOVUPS          64(SI), Z17
+	VMOVUPS          128(SI), Z18
+	VMOVUPS          192(SI), Z19
+	VFMADD231PS.BCST (R9), Z16, Z0
+	VFMADD231PS.BCST (R9), Z17, Z1
+	VFMADD231PS.BCST (R9), Z18, Z2
+	VFMADD231PS.BCST (R9), Z19, Z3
+	VFMADD231PS.BCST 64(R9), Z16, Z4
+	VFMADD231PS.BCST 64(R9), Z17, Z5
+	VFMADD231PS.BCST 64(R9), Z18, Z6
+	VFMADD231PS.BCST 64(R9), Z19, Z7
+	VFMADD231PS.BCST 128(R9), Z16, Z8
+	VFMADD231PS.BCST 128(R9), Z17, Z9
+	VFMADD231PS.BCST 128(R9), Z18, Z10
+	VFMADD231PS.BCST 128(R9), Z19, Z11
+	VFMADD231PS.BCST 192(R9), Z16, Z12
+	VFMADD231PS.BCST 192(R9), Z17, Z13
+	VFMADD231PS.BCST 192(R9), Z18, Z14
+	VFMADD231PS.BCST 192(R9), Z19, Z15
+	ADDQ             R12, SI
+	ADDQ             $0x04, R9
+	DECQ             AX
+	JNZ              sm_qchunk4p
+	VMOVUPS          Z0, (R8)(R15*1)
+	VMOVUPS          Z1, 64(R8)(R15*1)
+	VMOVUPS          Z2, 128(R8)(R15*1)
+	VMOVUPS          Z3, 192(R8)(R15*1)
+	IMUL3Q           $0x00000001, R12, AX
+	ADDQ             R8, AX
+	ADDQ             R15, AX
+	VMOVUPS          Z4, (AX)
+	VMOVUPS          Z5, 64(AX)
+	VMOVUPS          Z6, 128(AX)
+	VMOVUPS          Z7, 192(AX)
+	IMUL3Q           $0x00000002, R12, AX
+	ADDQ             R8, AX
+	ADDQ             R15, AX
+	VMOVUPS          Z8, (AX)
+	VMOVUPS          Z9, 64(AX)
+	VMOVUPS          Z10, 128(AX)
+	VMOVUPS          Z11, 192(AX)
+	IMUL3Q           $0x00000003, R12, AX
+	ADDQ             R8, AX
+	ADDQ             R15, AX
+	VMOVUPS          Z12, (AX)
+	VMOVUPS          Z13, 64(AX)
+	VMOVUPS          Z14, 128(AX)
+	VMOVUPS          Z15, 192(AX)
+	ADDQ             $0x00000100, R15
+	JMP              sm_qchunk4
+
+sm_qchunkdone4:
+sm_qchunk1:
+	MOVQ   R12, AX
+	SUBQ   R15, AX
+	CMPQ   AX, $0x00000040
+	JL     sm_qchunkdone1
+	VMULPS (R8)(R15*1), Z20, Z0
+	IMUL3Q $0x00000001, R12, AX
+	ADDQ   R8, AX
+	ADDQ   R15, AX
+	VMULPS (AX), Z21, Z4
+	IMUL3Q $0x00000002, R12, AX
+	ADDQ   R8, AX
+	ADDQ   R15, AX
+	VMULPS (AX), Z22, Z8
+	IMUL3Q $0x00000003, R12, AX
+	ADDQ   R8, AX
+	ADDQ   R15, AX
+	VMULPS (AX), Z23, Z12
+	MOVQ   v+8(FP), SI
+	ADDQ   DX, SI
+	ADDQ   R15, SI
+	MOVQ   R13, R9
+	MOVQ   CX, AX
+
+sm_qchunk1p:
+	VMOVUPS          (SI), Z16
+	VFMADD231PS.BCST (R9), Z16, Z0
+	VFMADD231PS.BCST 64(R9), Z16, Z4
+	VFMADD231PS.BCST 128(R9), Z16, Z8
+	VFMADD231PS.BCST 192(R9), Z16, Z12
+	ADDQ             R12, SI
+	ADDQ             $0x04, R9
+	DECQ             AX
+	JNZ              sm_qchunk1p
+	VMOVUPS          Z0, (R8)(R15*1)
+	IMUL3Q           $0x00000001, R12, AX
+	ADDQ             R8, AX
+	ADDQ             R15, AX
+	VMOVUPS          Z4, (AX)
+	IMUL3Q           $0x00000002, R12, AX
+	ADDQ             R8, AX
+	ADDQ             R15, AX
+	VMOVUPS          Z8, (AX)
+	IMUL3Q           $0x00000003, R12, AX
+	ADDQ             R8, AX
+	ADDQ             R15, AX
+	VMOVUPS          Z12, (AX)
+	ADDQ             $0x00000040, R15
+	JMP              sm_qchunk1
+
+sm_qchunkdone1:
+	ADDQ R12, R8
+	ADDQ R12, R8
+	ADDQ R12, R8
+	ADDQ R12, R8
+	ADDQ $0x00000100, R13
+	ADDQ $0x40, R14
+	SUBQ $0x04, BX
+	JMP  sm_quad
+
+sm_single:
+	TESTQ        BX, BX
+	JZ           sm_next
+	VBROADCASTSS 8(R14), Z20
+	XORQ         R15, R15
+
+sm_schunk4:
+	MOVQ   R12, AX
+	SUBQ   R15, AX
+	CMPQ   AX, $0x00000100
+	JL     sm_schunkdone4
+	VMULPS (R8)(R15*1), Z20, Z0
+	VMULPS 64(R8)(R15*1), Z20, Z1
+	VMULPS 128(R8)(R15*1), Z20, Z2
+	VMULPS 192(R8)(R15*1), Z20, Z3
+	MOVQ   v+8(FP), SI
+	ADDQ   DX, SI
+	ADDQ   R15, SI
+	MOVQ   R13, R9
+	MOVQ   CX, AX
+
+sm_schunk4p:
+	VMOVUPS          (SI), Z16
+	VMOVUPS          64(SI), Z17
+	VMOVUPS          128(SI), Z18
+	VMOVUPS          192(SI), Z19
+	VFMADD231PS.BCST (R9), Z16, Z0
+	VFMADD231PS.BCST (R9), Z17, Z1
+	VFMADD231PS.BCST (R9), Z18, Z2
+	VFMADD231PS.BCST (R9), Z19, Z3
+	ADDQ             R12, SI
+	ADDQ             $0x04, R9
+	DECQ             AX
+	JNZ              sm_schunk4p
+	VMOVUPS          Z0, (R8)(R15*1)
+	VMOVUPS          Z1, 64(R8)(R15*1)
+	VMOVUPS          Z2, 128(R8)(R15*1)
+	VMOVUPS          Z3, 192(R8)(R15*1)
+	ADDQ             $0x00000100, R15
+	JMP              sm_schunk4
+
+sm_schunkdone4:
+sm_schunk1:
+	MOVQ   R12, AX
+	SUBQ   R15, AX
+	CMPQ   AX, $0x00000040
+	JL     sm_schunkdone1
+	VMULPS (R8)(R15*1), Z20, Z0
+	MOVQ   v+8(FP), SI
+	ADDQ   DX, SI
+	ADDQ   R15, SI
+	MOVQ   R13, R9
+	MOVQ   CX, AX
+
+sm_schunk1p:
+	VMOVUPS          (SI), Z16
+	VFMADD231PS.BCST (R9), Z16, Z0
+	ADDQ             R12, SI
+	ADDQ             $0x04, R9
+	DECQ             AX
+	JNZ              sm_schunk1p
+	VMOVUPS          Z0, (R8)(R15*1)
+	ADDQ             $0x00000040, R15
+	JMP              sm_schunk1
+
+sm_schunkdone1:
+	ADDQ R12, R8
+	ADDQ $0x40, R13
+	ADDQ $0x10, R14
+	DECQ BX
+	JMP  sm_single
+
+sm_next:
+	MOVQ R14, R9
+	ADDQ $0x08, R10
+	DECQ R11
+	JNZ  sm_token
+	VZEROUPPER
+	RET
+
 // func dotRowsF32AVX(w *float32, wstride int, x *float32, n int, rows int, out *float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·dotRowsF32AVX(SB), NOSPLIT, $0-48

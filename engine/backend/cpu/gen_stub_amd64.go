@@ -599,6 +599,21 @@ func weightsAVX(sc *float32, w *float32, flags *uint8, m *float32, s *float32, n
 //go:noescape
 func expF64AVX(x *float32, n int)
 
+// halfTileZ converts a tile's keys or values from half precision (see internal/gen/attnt.go).
+//
+//go:noescape
+func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, chunked int)
+
+// tileScoresZ computes one tile's scores for rows of queries (see internal/gen/attnt.go).
+//
+//go:noescape
+func tileScoresZ(s *float32, q *float32, k *float32, rows int, rd16 int, scale float32)
+
+// tileSoftmaxZ runs one tile's online softmax and value accumulation (see internal/gen/attnt.go).
+//
+//go:noescape
+func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens int, group int, rd16 int)
+
 // dotRowsF32AVX computes out[r] = dot(weight row r, x) for r < rows, F32 rows wstride bytes apart (see internal/gen/frows.go).
 //
 //go:noescape

@@ -3,6 +3,7 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"rill/engine/quant"
@@ -178,6 +179,14 @@ func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tenso
 // float32), split over the worker pool; a sliding window or soft-capped
 // scores (at.Window, at.SoftCap) take AttendF16Window or AttendF32Window.
 //
+// Over an F16 cache with AVX-512, the tokens of prompts of at least
+// tiledMinPrompt tokens (pg.Prompt) take the tiled arithmetic instead
+// (attention_tiled.go), as llama.cpp computes such prompts: a job is then a
+// run of up to tiledChunk consecutive tokens of one sequence and a KV head,
+// so each tile of keys and values is widened once for all of them. Which
+// arithmetic a token gets depends on its request (its prompt's length and
+// whether it is a prompt token), never on its batch.
+//
 // A job is one KV head of one token, together with the query heads that
 // share it (grouped-query attention), so each cached key and value is read
 // once per group. The jobs of one token that fall in one range go to the
@@ -207,7 +216,40 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 	j := getAttnJob()
 	j.out, j.q, j.kv, j.layer, j.at, j.pg = out, q, host, layer, at, pg
 	j.plain = at.Window <= 0 && at.SoftCap == 0
-	b.ParallelGrain(T*l.Heads, attnGrain(l.Heads, b.Threads()), j.fn)
+	// Tokens of long prompts go to the tiled kernels in runs, the others
+	// one by one.
+	j.chunks, j.single = j.chunks[:0], j.single[:0]
+	tiled := host.K16 != nil && useAVX512
+	most := tiledTokens(min(at.Heads/l.Heads, tiledHeads(rd16(l.HeadDim))), rd16(l.HeadDim))
+	for t := 0; t < T; {
+		if !tiled || !tiledPrompt(pg, t) {
+			j.single = append(j.single, int32(t))
+			t++
+			continue
+		}
+		e := t + 1
+		for e < T && e-t < min(most, tiledChunk) && pg.Seq[e] == pg.Seq[t] && tiledPrompt(pg, e) {
+			e++
+		}
+		j.chunks = append(j.chunks, int32(t), int32(e))
+		t = e
+	}
+	grain := attnGrain(l.Heads, b.Threads())
+	if len(j.chunks) > 0 {
+		j.start, j.ends = j.start[:0], j.ends[:0]
+		for t := range T {
+			n := pg.Pos[t] + 1
+			start := int32(0)
+			if at.Window > 0 {
+				start = max(0, n-int32(at.Window))
+			}
+			j.start, j.ends = append(j.start, start), append(j.ends, n)
+		}
+		b.ParallelGrain(len(j.chunks)/2*l.Heads, grain, j.tiled)
+	}
+	if len(j.single) > 0 {
+		b.ParallelGrain(len(j.single)*l.Heads, grain, j.per)
+	}
 	err = j.err
 	j.release()
 	putAttnJob(j)
@@ -223,7 +265,14 @@ type attnJob struct {
 	at     tensor.Attention
 	plain  bool // no window, no soft cap: AttendF16 or AttendF32
 	pg     tensor.Paging
-	fn     func(lo, hi int) // j.run
+	// per, tiled: j.runPerToken and j.runTiled, bound once so that
+	// dispatching them allocates nothing.
+	per, tiled func(lo, hi int)
+	// chunks: the tiled jobs' runs of tokens, chunks[2i] to chunks[2i+1];
+	// single: the other tokens, one job per token and KV head.
+	chunks, single []int32
+	start          []int32 // per token of the batch: the first position it sees
+	ends           []int32 // and one past the last
 
 	mu  sync.Mutex
 	err error // the first error of the workers
@@ -235,14 +284,13 @@ func (j *attnJob) release() {
 	j.out, j.q, j.kv, j.pg, j.err = nil, nil, nil, tensor.Paging{}, nil
 }
 
-// run computes attention jobs [lo,hi).
-func (j *attnJob) run(lo, hi int) {
+// runPerToken computes attention jobs [lo,hi), each a token and a KV head.
+func (j *attnJob) runPerToken(lo, hi int) {
 	l := j.kv.Spec().Layout
 	H, HKV, hd := j.at.Heads, l.Heads, l.HeadDim
 	group := H / HKV
-	T := len(j.pg.Pos)
 	for u := lo; u < hi; {
-		t, g := attnToken(u/HKV, T), u%HKV
+		t, g := int(j.single[attnToken(u/HKV, len(j.single))]), u%HKV
 		nkv := min(hi-u, HKV-g) // this token's KV heads in the range
 		i := (t*H + g*group) * hd
 		q, out := j.q[i:i+nkv*group*hd], j.out[i:i+nkv*group*hd]
@@ -258,15 +306,69 @@ func (j *attnJob) run(lo, hi int) {
 			err = j.attendWindow(out, q, g, nkv, table, n)
 		}
 		if err != nil {
-			j.mu.Lock()
-			if j.err == nil {
-				j.err = err
-			}
-			j.mu.Unlock()
+			j.fail(err)
 			return
 		}
 		u += nkv
 	}
+}
+
+// tiledChunk is the most tokens of one tiled attention job: enough that
+// converting a tile's keys and values once is cheap next to the tokens'
+// work, few enough that a prompt makes many jobs for the threads to share.
+const tiledChunk = 16
+
+// tiledMinPrompt is the shortest prompt whose tokens get the tiled
+// arithmetic: llama.cpp's tile of queries (GGML_FA_TILE_Q), below which its
+// prompts take the per-position arithmetic of its decode steps.
+const tiledMinPrompt = 64
+
+// tiledPrompt reports whether token t is a long prompt's.
+func tiledPrompt(pg tensor.Paging, t int) bool {
+	n := pg.PromptLen(pg.Seq[t])
+	return n >= tiledMinPrompt && pg.Pos[t] < n
+}
+
+// rd16 is the row of a head of hd values in the tiled kernels: RowDim
+// rounded up to 16.
+func rd16(hd int) int { return (KVLayout{HeadDim: hd}.RowDim() + 15) &^ 15 }
+
+// runTiled computes tiled attention jobs [lo,hi), each a run of tokens
+// (j.chunks) and a KV head, ordered as attnToken orders tokens so that
+// ranges mix early and late runs.
+func (j *attnJob) runTiled(lo, hi int) {
+	l := KVLayout(j.kv.Spec().Layout)
+	H, HKV, hd := j.at.Heads, l.Heads, l.HeadDim
+	group := H / HKV
+	hmax := tiledHeads(rd16(hd))
+	nc := len(j.chunks) / 2
+	for u := lo; u < hi; u++ {
+		c, g := attnToken(u/HKV, nc), u%HKV
+		t0, t1 := int(j.chunks[2*c]), int(j.chunks[2*c+1])
+		table := j.pg.Table(t0)
+		if err := checkTable(l, table, int(slices.Max(j.ends[t0:t1]))); err != nil {
+			j.fail(err)
+			return
+		}
+		for i0 := 0; i0 < group; i0 += hmax {
+			i1 := min(group, i0+hmax)
+			base := (t0*H + g*group + i0) * hd
+			tq := tiledQueries{
+				out: j.out[base:], q: j.q[base:], stride: H * hd, gn: i1 - i0, kvh: g, table: table,
+				start: j.start[t0:t1], n: j.ends[t0:t1], scale: j.at.Scale, softCap: j.at.SoftCap, assembler: true,
+			}
+			attendTiled(&tq, j.kv.K16[j.layer], j.kv.V16[j.layer], l)
+		}
+	}
+}
+
+// fail records the first error of the workers.
+func (j *attnJob) fail(err error) {
+	j.mu.Lock()
+	if j.err == nil {
+		j.err = err
+	}
+	j.mu.Unlock()
 }
 
 // attendWindow is one job of a windowed or soft-capped attention: the
@@ -301,7 +403,7 @@ func getAttnJob() *attnJob {
 		return j
 	}
 	j := new(attnJob)
-	j.fn = j.run
+	j.per, j.tiled = j.runPerToken, j.runTiled
 	return j
 }
 

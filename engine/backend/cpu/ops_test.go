@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -377,5 +378,119 @@ func TestScaledOps(t *testing.T) {
 		want := append([]float32(nil), rows[i*heads*hd:(i+1)*heads*hd]...)
 		RoPEScaled(want, heads, hd, int(p), rope)
 		sameOpBits(t, fmt.Sprintf("RoPEScaled row %d", i), got[i*heads*hd:(i+1)*heads*hd], want)
+	}
+}
+
+// tiledOne is the tiled path's result for one token alone: its query heads
+// (heads of hd values over the cache's KV heads) over positions
+// start..n-1 of table.
+func tiledOne(kv *tensor.HostKV, q []float32, heads int, table []int32, start, n int, at tensor.Attention) []float32 {
+	l := KVLayout(kv.Spec().Layout)
+	out := make([]float32, len(q))
+	g := heads / l.Heads
+	for kvh := range l.Heads {
+		tq := tiledQueries{
+			out: out[kvh*g*l.HeadDim:], q: q[kvh*g*l.HeadDim:], stride: len(q), gn: g, kvh: kvh, table: table,
+			start: []int32{int32(start)}, n: []int32{int32(n)}, scale: at.Scale, softCap: at.SoftCap, assembler: true,
+		}
+		attendTiled(&tq, kv.K16[0], kv.V16[0], l)
+	}
+	return out
+}
+
+// TestAttentionPrompts: in one batch, the tokens of a long prompt (at
+// least tiledMinPrompt) take the tiled arithmetic, in runs split over the
+// threads, and get the bits of the tiled path for each token alone; a
+// short prompt's tokens and a decode step beside them keep AttendF16's.
+// So a prompt's results do not depend on how it is cut into chunks or
+// what shares its batch.
+func TestAttentionPrompts(t *testing.T) {
+	t.Parallel()
+	if !useAVX512 {
+		t.Skip("no AVX-512 here: every token takes the per-position arithmetic")
+	}
+	r := newRand(t, 17)
+	for _, threads := range []int{1, 3} {
+		be := New(Options{Threads: threads})
+		defer be.Close()
+		for _, at := range []tensor.Attention{
+			{Heads: 8, Scale: 0.25},
+			{Heads: 8, Scale: 0.25, Window: 20},
+			{Heads: 8, Scale: 0.5, SoftCap: 2},
+		} {
+			t.Run(fmt.Sprintf("threads=%d/%+v", threads, at), func(t *testing.T) {
+				l := tensor.KVLayout{Blocks: 16, BlockSize: 16, Heads: 2, HeadDim: 64}
+				c, err := be.NewKVCache(tensor.KVSpec{Layers: 1, Type: quant.F16, Layout: l})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Sequence 0: positions 25..89 of a 90-token prompt (its
+				// first 25 cached); 1: a decode step at 85 after an
+				// 80-token prompt; 2: a 10-token prompt.
+				pg := tensor.Paging{Tables: [][]int32{{6, 1, 9, 12, 2, 14}, {0, 7, 3, 5, 8, 10}, {4}}, Prompt: []int32{90, 80, 10}}
+				var hist tensor.Paging
+				hist.Tables = pg.Tables
+				for p := range 85 {
+					hist.Pos, hist.Seq = append(hist.Pos, int32(p)), append(hist.Seq, 1)
+				}
+				for p := range 25 {
+					hist.Pos, hist.Seq = append(hist.Pos, int32(p)), append(hist.Seq, 0)
+				}
+				for p := 25; p < 90; p++ {
+					pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 0)
+					if p == 50 { // the decode step inside the run
+						pg.Pos, pg.Seq = append(pg.Pos, 85), append(pg.Seq, 1)
+					}
+				}
+				for p := range 10 {
+					pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 2)
+				}
+				for _, p := range []tensor.Paging{hist, pg} {
+					dim := len(p.Pos) * l.Heads * l.HeadDim
+					if err := be.StoreKV(c, 0, randFloats(r, dim, 1), randFloats(r, dim, 1), p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				T, w := len(pg.Pos), at.Heads*l.HeadDim
+				q := randFloats(r, T*w, 2)
+				out := make([]float32, len(q))
+				if err := be.Attention(out, q, c, 0, at, pg); err != nil {
+					t.Fatal(err)
+				}
+				kv := c.(*tensor.HostKV)
+				var tiled int
+				for tok := range T {
+					n := int(pg.Pos[tok]) + 1
+					start := 0
+					if at.Window > 0 {
+						start = max(0, n-at.Window)
+					}
+					var want []float32
+					if pg.Seq[tok] == 0 {
+						want = tiledOne(kv, q[tok*w:(tok+1)*w], at.Heads, pg.Table(tok), start, n, at)
+						tiled++
+					} else {
+						want = make([]float32, w)
+						if err := AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], KVLayout(l), 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap); err != nil {
+							t.Fatal(err)
+						}
+					}
+					sameOpBits(t, fmt.Sprintf("token %d (sequence %d)", tok, pg.Seq[tok]), out[tok*w:(tok+1)*w], want)
+				}
+				if tiled != 65 {
+					t.Fatalf("%d tokens of the long prompt", tiled)
+				}
+				// The tiled and the per-position arithmetic differ: the
+				// test would not see a path taken for the other.
+				per := make([]float32, w)
+				last := 65 // position 89 of sequence 0
+				if err := AttendF16Window(per, q[last*w:(last+1)*w], kv.K16[0], kv.V16[0], KVLayout(l), 0, l.Heads, pg.Table(last), 0, 90, at.Scale, at.SoftCap); err != nil {
+					t.Fatal(err)
+				}
+				if at.Window == 0 && slices.Equal(per, out[last*w:(last+1)*w]) {
+					t.Fatal("the long prompt's last token has the per-position bits")
+				}
+			})
+		}
 	}
 }

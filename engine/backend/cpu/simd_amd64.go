@@ -21,7 +21,7 @@ var useSIMD = hasSIMD && os.Getenv("RILL_CPU_NOSIMD") != "1"
 // MatMul kernels as well: AVX-512 F, BW and VL, and VNNI for the int8 dot
 // products.
 var hasAVX512 = hasSIMD && xcpu.X86.HasAVX512F && xcpu.X86.HasAVX512BW &&
-	xcpu.X86.HasAVX512VL && xcpu.X86.HasAVX512VNNI
+	xcpu.X86.HasAVX512VL && xcpu.X86.HasAVX512VNNI && xcpu.X86.HasAVX512DQ
 
 // useAVX512 selects the AVX-512 MatMul kernels for new Backends.
 // RILL_CPU_NOAVX512=1 keeps the AVX2 ones (they give the same bits; the

@@ -26,6 +26,7 @@ func main() {
 	attnZ()
 	attnScoresZ()
 	attnFamily()
+	attnTFamily()
 	floatFamily("")
 	q32zFamily("")
 	vecFamily("")

@@ -1,0 +1,297 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"rill/engine/quant"
+)
+
+// Tiled attention over an F16 cache, in float32 (the AVX-512 level): the
+// arithmetic of llama.cpp's tiled CPU flash attention, which it runs for
+// prompts (ggml_compute_forward_flash_attn_ext_tiled), made independent of
+// the batch: keys and values are widened to float32 (exact), the query is
+// used as it is, and the softmax runs over tiles of at most 16 positions
+// that never cross a block and start at multiples of 16 within it, so a
+// tile's bounds depend on positions only. For one query head, with m the
+// running maximum, S the running sum and acc the float32 accumulators:
+//
+//	s_p = scale * dot(q, k_p)  for the tile's positions the query sees,
+//	      -Inf for the others (before its window, after its own position)
+//	m' = max(m, max_p s_p); c = e^(m-m'); w_p = e^(s_p-m')
+//	S = float32(S*c) + sum_p w_p; acc = acc*c, then
+//	acc = fma(w_p, v_p, acc) for the positions seen, in order
+//
+// and out = acc * (1/S). A dot keeps 16 lanes, lane j summing elements j,
+// j+16, ... by fused multiply-adds from zero, and adds them by halves
+// (lanes j and j+8, then j and j+4, j+2, j+1); sum_p adds the 16 weights
+// the same way; e^x is expF64Generic's. Scores are soft-capped between the
+// dot and the softmax where the model asks (softCap * tanh).
+//
+// A query's result depends on its query, its window and the cache only:
+// the kernels take many queries of one sequence at once (a prompt's tokens,
+// the query heads of a KV head), converting each tile's keys and values
+// once for all of them, but every query goes through the same operations
+// alone or in any company. tileScoresGeneric and tileSoftmaxGeneric are
+// the definition in Go; the assembly (internal/gen/attnt.go) gives the
+// same bits.
+
+// tileLen is the most positions of one tile.
+const tileLen = 16
+
+// Bounds of the scratch of one tiled call.
+const (
+	// tiledRowFloats bounds rows x rd16 of the queries and accumulators.
+	tiledRowFloats = 16384
+	// tiledMaxRows bounds the rows (query heads x tokens) of one call.
+	tiledMaxRows = 256
+)
+
+// tiledScratch is the working memory of one tiled call, kept on a free
+// list as attnScratch is.
+type tiledScratch struct {
+	q   [tiledRowFloats]float32           // [row][rd16] queries, zero padded
+	acc [tiledRowFloats]float32           // [row][rd16] accumulators
+	s   [tiledMaxRows * tileLen]float32   // [row][16] scores, then weights
+	ms  [tiledMaxRows * 4]float32         // [row]: m, S, c, unused
+	k   [tileLen * MaxAttnHeadDim]float32 // the tile's keys, chunk-major
+	v   [tileLen * MaxAttnHeadDim]float32 // the tile's values, [p][rd16]
+	rng [2 * tiledMaxRows]int32           // [token]: first and end position in the tile
+}
+
+var tiledScratches struct {
+	mu   sync.Mutex
+	free []*tiledScratch
+}
+
+func getTiledScratch() *tiledScratch {
+	tiledScratches.mu.Lock()
+	defer tiledScratches.mu.Unlock()
+	if n := len(tiledScratches.free); n > 0 {
+		sc := tiledScratches.free[n-1]
+		tiledScratches.free = tiledScratches.free[:n-1]
+		return sc
+	}
+	return new(tiledScratch)
+}
+
+func putTiledScratch(sc *tiledScratch) {
+	tiledScratches.mu.Lock()
+	tiledScratches.free = append(tiledScratches.free, sc)
+	tiledScratches.mu.Unlock()
+}
+
+// tiledQueries describes the queries of one tiled call: tokens of one
+// sequence, and for each the gn query heads h0.. of KV head kvh that it
+// asks. Token t's head i has its hd values at q[t*stride+i*hd:], and its
+// result goes to the same place in out. Token t sees positions
+// start[t] <= p < n[t] of the sequence, whose block table is table.
+type tiledQueries struct {
+	out, q    []float32
+	stride    int
+	gn        int
+	kvh       int
+	table     []int32
+	start, n  []int32
+	scale     float32
+	softCap   float32
+	assembler bool // the AVX-512 kernels, else the Go definition
+}
+
+// tiledTokens is the most tokens of one call of gn heads of rd16 floats
+// (gn <= tiledHeads(rd16)): the queries and accumulators of its rows fit
+// the scratch.
+func tiledTokens(gn, rd16 int) int { return max(1, tiledHeads(rd16)/gn) }
+
+// tiledHeads is the most query heads of one token in one call for heads of
+// rd16 floats.
+func tiledHeads(rd16 int) int { return max(1, min(tiledMaxRows, tiledRowFloats/rd16)) }
+
+// attendTiled computes the queries of tq over the F16 cache k, v (layout
+// l). len(tq.start) tokens times tq.gn heads must fit the scratch
+// (tiledTokens), and every token must see at least one position.
+func attendTiled(tq *tiledQueries, k, v []uint16, l KVLayout) {
+	sc := getTiledScratch()
+	defer putTiledScratch(sc)
+	hd, rd := l.HeadDim, l.RowDim()
+	rd16 := (rd + 15) &^ 15
+	T, gn := len(tq.start), tq.gn
+	rows := T * gn
+	qs, acc := sc.q[:rows*rd16], sc.acc[:rows*rd16]
+	clear(qs)
+	clear(acc)
+	lo, hi := int(tq.start[0]), int(tq.n[0])
+	for t := range T {
+		for i := range gn {
+			copy(qs[(t*gn+i)*rd16:], tq.q[t*tq.stride+i*hd:][:hd])
+		}
+		lo, hi = min(lo, int(tq.start[t])), max(hi, int(tq.n[t]))
+	}
+	ms := sc.ms[:4*rows]
+	for r := range rows {
+		ms[4*r], ms[4*r+1] = float32(math.Inf(-1)), 0
+	}
+	scale := cappedScale(tq.scale, tq.softCap)
+	bs := l.BlockSize
+	// Tiles: within each block, 16 positions from its start on.
+	for p0 := lo - lo%bs + (lo%bs)/tileLen*tileLen; p0 < hi; {
+		slot := p0 % bs
+		cnt := min(tileLen, bs-slot, hi-p0)
+		// The tokens that see the tile: a run of them where positions
+		// grow with the token (a prompt), else several runs.
+		for t0 := 0; t0 < T; {
+			if !tileSeen(tq, t0, p0, cnt) {
+				t0++
+				continue
+			}
+			t1 := t0 + 1
+			for t1 < T && tileSeen(tq, t1, p0, cnt) {
+				t1++
+			}
+			row := l.Row(int(tq.table[p0/bs]), tq.kvh, slot)
+			seen := 0
+			for t := t0; t < t1; t++ {
+				a, b := max(int(tq.start[t]), p0)-p0, min(int(tq.n[t]), p0+cnt)-p0
+				sc.rng[2*(t-t0)], sc.rng[2*(t-t0)+1] = int32(a), int32(b)
+				seen = max(seen, b)
+			}
+			r0, r1 := t0*gn, t1*gn
+			halfTile(sc.k[:tileLen*rd16], k[row:row+seen*rd], seen, rd, rd16, true, tq.assembler)
+			halfTile(sc.v[:tileLen*rd16], v[row:row+seen*rd], seen, rd, rd16, false, tq.assembler)
+			s := sc.s[r0*tileLen : r1*tileLen]
+			tileScores(s, qs[r0*rd16:r1*rd16], sc.k[:tileLen*rd16], r1-r0, rd16, scale, tq.assembler)
+			if tq.softCap != 0 {
+				capScores(s, tq.softCap)
+			}
+			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[4*r0:4*r1], sc.rng[:2*(t1-t0)], t1-t0, gn, rd16, tq.assembler)
+			t0 = t1
+		}
+		p0 += cnt
+	}
+	for t := range T {
+		for i := range gn {
+			r := t*gn + i
+			inv := 1 / ms[4*r+1]
+			o, a := tq.out[t*tq.stride+i*hd:][:hd], acc[r*rd16:][:hd]
+			for d := range o {
+				o[d] = a[d] * inv
+			}
+		}
+	}
+}
+
+// tileSeen reports whether token t sees a position of the tile of cnt
+// positions from p0.
+func tileSeen(tq *tiledQueries, t, p0, cnt int) bool {
+	return int(tq.start[t]) < p0+cnt && int(tq.n[t]) > p0
+}
+
+// halfTile widens cnt rows of rd halves into rows of rd16 floats, the
+// padding zero: chunk-major (element 16c+j of row p at dst[(16c+p)*16+j])
+// for keys, row-major for values.
+func halfTile(dst []float32, src []uint16, cnt, rd, rd16 int, chunked, asm bool) {
+	if asm {
+		halfTileSIMD(dst, src, cnt, rd, rd16, chunked)
+		return
+	}
+	for p := range cnt {
+		for d := range rd16 {
+			var x float32
+			if d < rd {
+				x = quant.F16ToF32(src[p*rd+d])
+			}
+			if chunked {
+				dst[(d/16*16+p)*16+d%16] = x
+			} else {
+				dst[p*rd16+d] = x
+			}
+		}
+	}
+}
+
+// tileScores sets s[16r+p] = scale * dot(q_r, k_p) for rows r < rows and
+// the tile's 16 positions (see the top of this file for the order).
+func tileScores(s, q, k []float32, rows, rd16 int, scale float32, asm bool) {
+	if asm {
+		tileScoresSIMD(s, q, k, rows, rd16, scale)
+		return
+	}
+	tileScoresGeneric(s, q, k, rows, rd16, scale)
+}
+
+func tileScoresGeneric(s, q, k []float32, rows, rd16 int, scale float32) {
+	for r := range rows {
+		qr := q[r*rd16 : (r+1)*rd16]
+		for p := range tileLen {
+			var a [16]float32
+			for c := 0; c < rd16; c += 16 {
+				kc := k[(c+p)*16:][:16]
+				for j := range a {
+					a[j] = fmaF32(qr[c+j], kc[j], a[j])
+				}
+			}
+			s[r*tileLen+p] = halves16(&a) * scale
+		}
+	}
+}
+
+// halves16 adds 16 lanes by halves: j and j+8, then j and j+4, j and j+2,
+// j and j+1.
+func halves16(a *[16]float32) float32 {
+	var b [8]float32
+	for j := range b {
+		b[j] = a[j] + a[j+8]
+	}
+	c0, c1, c2, c3 := b[0]+b[4], b[1]+b[5], b[2]+b[6], b[3]+b[7]
+	return (c0 + c2) + (c1 + c3)
+}
+
+// tileSoftmax runs the online softmax of one tile for tokens x gn rows
+// and their value accumulation: s holds the rows' scores (overwritten by
+// the weights), ms their m, S and c, rng each token's first and end
+// position in the tile (at least one).
+func tileSoftmax(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int, asm bool) {
+	if asm {
+		tileSoftmaxSIMD(s, v, acc, ms, rng, tokens, gn, rd16)
+		return
+	}
+	tileSoftmaxGeneric(s, v, acc, ms, rng, tokens, gn, rd16)
+}
+
+func tileSoftmaxGeneric(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int) {
+	inf := float32(math.Inf(-1))
+	for t := range tokens {
+		lo, hi := int(rng[2*t]), int(rng[2*t+1])
+		for i := range gn {
+			r := t*gn + i
+			x := (*[16]float32)(s[r*tileLen:])
+			tmax := inf
+			for p := range x {
+				if p < lo || p >= hi {
+					x[p] = inf
+				}
+				tmax = max(tmax, x[p])
+			}
+			m := ms[4*r]
+			m1 := m
+			if tmax > m {
+				m1 = tmax
+			}
+			c := expF64Generic(m - m1)
+			for p := range x {
+				x[p] = expF64Generic(x[p] - m1)
+			}
+			ms[4*r], ms[4*r+1], ms[4*r+2] = m1, float32(ms[4*r+1]*c)+halves16(x), c
+			a := acc[r*rd16 : (r+1)*rd16]
+			for d := range a {
+				a[d] = float32(a[d] * c)
+			}
+			for p := lo; p < hi; p++ {
+				vp := v[p*rd16:][:rd16]
+				for d := range a {
+					a[d] = fmaF32(x[p], vp[d], a[d])
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+)
+
+// TestTileKernelsSIMD compares each tiled assembly kernel with its Go
+// definition, bit for bit: head sizes with and without padding, one to
+// several groups of rows, partial tiles and windows.
+func TestTileKernelsSIMD(t *testing.T) {
+	t.Parallel()
+	if !hasAVX512 {
+		t.Skip("no AVX-512 on this machine: the tiled kernels are not used")
+	}
+	r := newRand(t, 21)
+	for _, rd := range []int{8, 16, 24, 40, 64, 72, 128, 136, 256} {
+		rd16 := (rd + 15) &^ 15
+		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {1, 3}} {
+			tokens, gn := shape[0], shape[1]
+			rows := tokens * gn
+			t.Run(fmt.Sprintf("rd=%d/tokens=%d/gn=%d", rd, tokens, gn), func(t *testing.T) {
+				cnt := 1 + r.IntN(tileLen)
+				src := make([]uint16, tileLen*rd)
+				f32ToF16Generic(src, randFloats(r, len(src), 1))
+				for _, chunked := range []bool{true, false} {
+					got, want := make([]float32, tileLen*rd16), make([]float32, tileLen*rd16)
+					halfTile(got, src, cnt, rd, rd16, chunked, true)
+					halfTile(want, src, cnt, rd, rd16, chunked, false)
+					sameBits(t, fmt.Sprintf("halfTile chunked=%v", chunked), got, want)
+				}
+				k, v := make([]float32, tileLen*rd16), make([]float32, tileLen*rd16)
+				halfTile(k, src, tileLen, rd, rd16, true, false)
+				f32ToF16Generic(src, randFloats(r, len(src), 1))
+				halfTile(v, src, tileLen, rd, rd16, false, false)
+				q := make([]float32, rows*rd16)
+				for i := range rows {
+					copy(q[i*rd16:], randFloats(r, rd, 3))
+				}
+				gs, ss := make([]float32, rows*tileLen), make([]float32, rows*tileLen)
+				tileScores(ss, q, k, rows, rd16, 0.125, true)
+				tileScoresGeneric(gs, q, k, rows, rd16, 0.125)
+				sameBits(t, "tileScores", ss, gs)
+
+				rng := make([]int32, 2*tokens)
+				for i := range tokens {
+					lo := r.IntN(cnt)
+					rng[2*i], rng[2*i+1] = int32(lo), int32(lo+1+r.IntN(cnt-lo))
+				}
+				ms := make([]float32, 4*rows)
+				acc := randFloats(r, rows*rd16, 1)
+				for i := range rows {
+					ms[4*i], ms[4*i+1] = float32(r.NormFloat64()*2), float32(1+r.Float64())
+					if i%3 == 0 {
+						ms[4*i], ms[4*i+1] = float32(math.Inf(-1)), 0
+					}
+				}
+				gms, gacc := slices.Clone(ms), slices.Clone(acc)
+				tileSoftmax(ss, v, acc, ms, rng, tokens, gn, rd16, true)
+				tileSoftmaxGeneric(gs, v, gacc, gms, rng, tokens, gn, rd16)
+				sameBits(t, "weights", ss, gs)
+				sameBits(t, "ms", ms, gms)
+				sameBits(t, "acc", acc, gacc)
+			})
+		}
+	}
+}
+
+// tiledOne runs the fixture's query heads as one token through the tiled
+// path over positions start..n-1.
+func (f *attnFixture) tiled(start, n int, softCap float32, asm bool) []float32 {
+	out := make([]float32, len(f.q))
+	hd := f.l.HeadDim
+	g := f.group()
+	for i := range f.kvHeads {
+		tq := tiledQueries{
+			out: out[i*g*hd : (i+1)*g*hd], q: f.q[i*g*hd : (i+1)*g*hd], stride: g * hd, gn: g,
+			kvh: f.head + i, table: f.table, start: []int32{int32(start)}, n: []int32{int32(n)},
+			scale: f.scale, softCap: softCap, assembler: asm,
+		}
+		attendTiled(&tq, f.k16, f.v16, f.l)
+	}
+	return out
+}
+
+// TestAttendTiled checks the tiled path against exact softmax attention
+// over the widened cache (same tolerance as TestAttendF32: float32
+// arithmetic throughout), the assembly against the Go definition bit for
+// bit, and a scattered block table against a contiguous one.
+func TestAttendTiled(t *testing.T) {
+	t.Parallel()
+	for ci, c := range attnCases() {
+		t.Run(c.String(), func(t *testing.T) {
+			t.Parallel()
+			r := newRand(t, uint64(300+ci))
+			f := newAttnFixture(t, r, c, 2, 2)
+			// The exact reference reads k32 and v32: make them the halves.
+			for i, h := range f.k16 {
+				f.k32[i] = f16ToF32Generic1(h)
+				f.v32[i] = f16ToF32Generic1(f.v16[i])
+			}
+			want := f.refF32(c.n)
+			got := f.tiled(0, c.n, 0, false)
+			for i := range want {
+				if d := math.Abs(float64(got[i]) - want[i]); d > 1e-5*max(1, math.Abs(want[i])) {
+					t.Fatalf("out[%d] = %g, exact %g", i, got[i], want[i])
+				}
+			}
+			sameBits(t, "contiguous", f.contiguous().tiled(0, c.n, 0, false), got)
+			if hasAVX512 {
+				sameBits(t, "assembly", f.tiled(0, c.n, 0, true), got)
+				if c.n > 3 {
+					start := c.n / 3
+					sameBits(t, "window assembly", f.tiled(start, c.n, 0, true), f.tiled(start, c.n, 0, false))
+					sameBits(t, "capped assembly", f.tiled(0, c.n, 30, true), f.tiled(0, c.n, 30, false))
+				}
+			}
+		})
+	}
+}
+
+func f16ToF32Generic1(h uint16) float32 {
+	var d [1]float32
+	f16ToF32Generic(d[:], []uint16{h})
+	return d[0]
+}
+
+// TestAttendTiledBatch: many tokens of one sequence in one call (a prompt
+// under causal attention, with and without a window) give each token the
+// bits of the call for that token alone.
+func TestAttendTiledBatch(t *testing.T) {
+	t.Parallel()
+	r := newRand(t, 23)
+	for _, c := range []attnCase{{64, 4, 1, 70, 16}, {8, 2, 1, 40, 7}, {72, 3, 1, 33, 32}, {128, 1, 1, 20, 16}} {
+		for _, window := range []int{0, 9} {
+			t.Run(fmt.Sprintf("%v/window=%d", c, window), func(t *testing.T) {
+				f := newAttnFixture(t, r, c, 1, 2)
+				hd, g := c.hd, c.group
+				T := c.n
+				q := randFloats(r, T*g*hd, 2)
+				start, n := make([]int32, T), make([]int32, T)
+				for tok := range T {
+					n[tok] = int32(tok + 1)
+					if window > 0 {
+						start[tok] = int32(max(0, tok+1-window))
+					}
+				}
+				for _, asm := range []bool{false, true} {
+					if asm && !hasAVX512 {
+						continue
+					}
+					out := make([]float32, len(q))
+					for t0 := 0; t0 < T; t0 += tiledTokens(g, (c.hd+15)&^15) {
+						t1 := min(T, t0+tiledTokens(g, (c.hd+15)&^15))
+						tq := tiledQueries{out: out[t0*g*hd:], q: q[t0*g*hd:], stride: g * hd, gn: g, kvh: f.head,
+							table: f.table, start: start[t0:t1], n: n[t0:t1], scale: f.scale, assembler: asm}
+						attendTiled(&tq, f.k16, f.v16, f.l)
+					}
+					for tok := range T {
+						one := make([]float32, g*hd)
+						tq := tiledQueries{out: one, q: q[tok*g*hd:], stride: g * hd, gn: g, kvh: f.head,
+							table: f.table, start: start[tok : tok+1], n: n[tok : tok+1], scale: f.scale, assembler: asm}
+						attendTiled(&tq, f.k16, f.v16, f.l)
+						sameBits(t, fmt.Sprintf("asm=%v token %d", asm, tok), out[tok*g*hd:(tok+1)*g*hd], one)
+					}
+				}
+			})
+		}
+	}
+}
