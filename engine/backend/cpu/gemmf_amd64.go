@@ -5,7 +5,7 @@ package cpu
 import "math"
 
 // Prefill for the float weight types on AVX-512: gen_amd64.s's gemmFR<r>C<c>
-// tiles (internal/gen/gemmf.go) of 3 weight rows by 4 activation rows, over
+// tiles (internal/gen/gemmf.go) of 2 weight rows by 6 activation rows, over
 // float32 weights (F16 and BF16 rows converted once per call, per L2-sized
 // block of a thread's rows) and the activations as the row kernels see
 // them (F16 and BF16: rounded to the weight type's precision). Per output
@@ -42,7 +42,7 @@ func fStride(cols int) int { return cols + 16 }
 const gemmFMCBytes = 512 << 10
 
 // gemmFKSteps bounds the 32-element steps of one chunk of a row: a chunk
-// of 4 activation rows (16 KiB) stays in L1 while every weight panel of
+// of 6 activation rows (24 KiB) stays in L1 while every weight panel of
 // the cache block passes over it. Longer rows are multiplied chunk by
 // chunk, the tiles carrying their accumulators over (the same bits).
 const gemmFKSteps = 32
@@ -56,9 +56,14 @@ const (
 	fFinal  = 2
 )
 
+// fTileR and fTileC are the tile's weight rows and activation rows.
+const fTileR, fTileC = 2, 6
+
 // mc is the number of weight rows of cols values in one cache block: a
-// multiple of the 3-row panels.
-func (g *fTiles) mc(cols int) int { return max(3, gemmFMCBytes/(fStride(cols)*4)/3*3) }
+// multiple of the panels of fTileR rows.
+func (g *fTiles) mc(cols int) int {
+	return max(fTileR, gemmFMCBytes/(fStride(cols)*4)/fTileR*fTileR)
+}
 
 func (g *fTiles) kernel() *gemmKernel {
 	return &gemmKernel{
@@ -69,7 +74,7 @@ func (g *fTiles) kernel() *gemmKernel {
 		// accumulators of its rows for a group of 4 activation rows.
 		slotBytes: func(cols int) int {
 			mc := g.mc(cols)
-			b := mc * 4 * 2 * 64
+			b := mc * fTileC * 2 * 64
 			if g.widen != nil {
 				b += mc * fStride(cols) * 4
 			}
@@ -97,14 +102,14 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 	n32 := cols / 32
 	xstride := fs * 4
 	mc := g.mc(cols)
-	accs := bytesF32(slot[:mc*4*2*64])
+	accs := bytesF32(slot[:mc*fTileC*2*64])
 	wstride := wrb // bytes between float32 weight rows
 	ws := cols     // and in floats
 	var wf []float32
 	if g.widen == nil {
 		wf = bytesF32(w[:hi*wrb])
 	} else {
-		wf = bytesF32(slot[mc*4*2*64 : mc*4*2*64+mc*fs*4])
+		wf = bytesF32(slot[mc*fTileC*2*64 : mc*fTileC*2*64+mc*fs*4])
 		wstride, ws = xstride, fs
 	}
 	// Chunks of the row, as even as gemmFKSteps allows.
@@ -120,14 +125,14 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 			}
 		}
 		for c0 := 0; c0 < n; {
-			C := 4
-			if c0+4 > n {
+			C := fTileC
+			if c0+C > n {
 				C = 1
 			}
 			og := out[c0*rows:]
-			three, one := gemmFR3C4, gemmFR1C4
+			two, one := gemmFR2C6, gemmFR1C6
 			if C == 1 {
-				three, one = gemmFR3C1, gemmFR1C1
+				two, one = gemmFR2C1, gemmFR1C1
 			}
 			for k0 := 0; k0 < n32; k0 += steps {
 				k1 := min(n32, k0+steps)
@@ -140,8 +145,8 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 				}
 				xg := &xs[c0*fs+32*k0]
 				r := m0
-				for ; r+3 <= m1; r += 3 {
-					three(&wf[wrow(r)+32*k0], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
+				for ; r+fTileR <= m1; r += fTileR {
+					two(&wf[wrow(r)+32*k0], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
 				}
 				for ; r < m1; r++ {
 					one(&wf[wrow(r)+32*k0], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)

@@ -244,20 +244,20 @@ func gemmKSgnR1P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride 
 //go:noescape
 func gemmKSgnR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 
-// gemmFR3C4 multiplies 3 float32 weight rows with 4 activation rows (see gemmFTile).
+// gemmFR2C6 multiplies 2 float32 weight rows with 6 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFR3C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFR2C6(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
-// gemmFR3C1 multiplies 3 float32 weight rows with 1 activation rows (see gemmFTile).
+// gemmFR2C1 multiplies 2 float32 weight rows with 1 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFR3C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFR2C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
-// gemmFR1C4 multiplies 1 float32 weight rows with 4 activation rows (see gemmFTile).
+// gemmFR1C6 multiplies 1 float32 weight rows with 6 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFR1C4(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFR1C6(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR1C1 multiplies 1 float32 weight rows with 1 activation rows (see gemmFTile).
 //

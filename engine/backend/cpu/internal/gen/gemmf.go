@@ -21,8 +21,8 @@ import (
 
 // gemmF generates gemmFR<r>C<c> for the tile shapes the driver uses.
 func gemmF() {
-	for _, r := range []int{3, 1} {
-		for _, c := range []int{4, 1} {
+	for _, r := range []int{2, 1} {
+		for _, c := range []int{6, 1} {
 			gemmFTile(r, c)
 		}
 	}
@@ -46,7 +46,7 @@ func gemmFTile(R, C int) {
 	text(name, NOSPLIT, "func(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)")
 	Doc(fmt.Sprintf("%s multiplies %d float32 weight rows with %d activation rows (see gemmFTile).", name, R, C))
 	wp := []GPPhysical{RSI, R8, R9}[:R]
-	xq := []GPPhysical{RDI, R10, R11, R12}[:C]
+	xq := []GPPhysical{RDI, R10, R11, R12, R13, R14}[:C]
 	Load(Param("w"), wp[0])
 	if R > 1 {
 		Load(Param("wstride"), RAX)
@@ -104,6 +104,8 @@ func gemmFTile(R, C int) {
 		}
 	}
 	for r := 0; r < R; r++ {
+		PREFETCHT0(Mem{Base: wp[r], Disp: 512})
+		PREFETCHT0(Mem{Base: wp[r], Disp: 576})
 		ADDQ(U32(128), wp[r])
 	}
 	for c := 0; c < C; c++ {
