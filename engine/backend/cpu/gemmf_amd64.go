@@ -24,7 +24,13 @@ type fTiles struct {
 
 var (
 	gemmF32  = fTiles{4, func(dst []byte, src []float32) { copy(bytesF32(dst), src) }, nil}
-	gemmF16  = fTiles{2, f16Row, func(dst []float32, src []byte) { f16ToF32SIMD(dst, bytesU16(src)[:len(dst)]) }}
+	gemmF16  = fTiles{2, f16Row, func(dst []float32, src []byte) {
+		// Rows are whole multiples of 32 here (see kernel).
+		if len(dst)%32 != 0 || len(src) < 2*len(dst) {
+			panic("cpu: widen F16: bad lengths")
+		}
+		widenF16Z(&dst[0], &bytesU16(src)[0], len(dst))
+	}}
 	gemmBF16 = fTiles{2, bf16Row, func(dst []float32, src []byte) {
 		for i, h := range bytesU16(src)[:len(dst)] {
 			dst[i] = math.Float32frombits(uint32(h) << 16)

@@ -11548,6 +11548,26 @@ gemmFR1C1_final:
 	VZEROUPPER
 	RET
 
+// func widenF16Z(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·widenF16Z(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+widenF16Z_32:
+	PREFETCHT0 4096(SI)
+	VCVTPH2PS  (SI), Z0
+	VCVTPH2PS  32(SI), Z1
+	VMOVUPS    Z0, (DI)
+	VMOVUPS    Z1, 64(DI)
+	ADDQ       $0x40, SI
+	ADDQ       $0x00000080, DI
+	SUBQ       $0x20, CX
+	JNZ        widenF16Z_32
+	VZEROUPPER
+	RET
+
 DATA kwordbcast<>+0(SB)/8, $0x0100010001000100
 DATA kwordbcast<>+8(SB)/8, $0x0100010001000100
 DATA kwordbcast<>+16(SB)/8, $0x0100010001000100

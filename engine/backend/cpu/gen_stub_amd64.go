@@ -264,6 +264,11 @@ func gemmFR1C6(w *float32, wstride int, x *float32, xstride int, n32 int, out *f
 //go:noescape
 func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
+// widenF16Z converts halves to float32 with AVX-512, prefetching ahead (see internal/gen/gemmf.go).
+//
+//go:noescape
+func widenF16Z(dst *float32, src *uint16, n int)
+
 // kdotQ4_K returns the dot product of nb Q4_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 //
 //go:noescape

@@ -26,6 +26,32 @@ func gemmF() {
 			gemmFTile(r, c)
 		}
 	}
+	widenF16()
+}
+
+// widenF16 generates widenF16Z(dst *float32, src *uint16, n int): n halves
+// (a positive multiple of 32) to float32, exact, 32 at a time. The source
+// is a model's weights, read once per prefill from memory in rows of a few
+// KiB: the hardware prefetchers stop at page boundaries, so the kernel
+// prefetches a page ahead itself.
+func widenF16() {
+	text("widenF16Z", NOSPLIT, "func(dst *float32, src *uint16, n int)")
+	Doc("widenF16Z converts halves to float32 with AVX-512, prefetching ahead (see internal/gen/gemmf.go).")
+	Load(Param("dst"), RDI)
+	Load(Param("src"), RSI)
+	Load(Param("n"), RCX)
+	Label("widenF16Z_32")
+	PREFETCHT0(Mem{Base: RSI, Disp: 4096})
+	VCVTPH2PS(Mem{Base: RSI}, Z0)
+	VCVTPH2PS(Mem{Base: RSI, Disp: 32}, Z1)
+	VMOVUPS(Z0, Mem{Base: RDI})
+	VMOVUPS(Z1, Mem{Base: RDI, Disp: 64})
+	ADDQ(U8(64), RSI)
+	ADDQ(U32(128), RDI)
+	SUBQ(U8(32), RCX)
+	JNZ(LabelRef("widenF16Z_32"))
+	VZEROUPPER()
+	RET()
 }
 
 // gemmFTile generates
