@@ -6,9 +6,11 @@ import "math"
 
 // Prefill for the float weight types on AVX-512: gen_amd64.s's gemmFR<r>C<c>
 // tiles (internal/gen/gemmf.go) of 2 weight rows by 6 activation rows, over
-// float32 weights (F16 and BF16 rows converted once per call, per L2-sized
-// block of a thread's rows) and the activations as the row kernels see
-// them (F16 and BF16: rounded to the weight type's precision). Per output
+// float32 weights (BF16 rows converted once per call, per L2-sized block of
+// a thread's rows; F16 rows read in place by the gemmFHR<r>C<c> tiles,
+// which widen them as they load them) and the activations as the row
+// kernels see them (F16 and BF16: rounded to the weight type's precision).
+// Per output
 // the arithmetic is that of the 512-bit row kernels, so prefill results
 // are the bits of decode results. Rows must be whole multiples of 32
 // elements of at least zmmMin (shorter ones run the AVX2 row kernels, whose
@@ -20,18 +22,15 @@ type fTiles struct {
 	convert func(dst []byte, src []float32) // activation row, as the row kernels see it
 	// widen writes a weight row as float32; nil for F32 (used in place).
 	widen func(dst []float32, src []byte)
+	// half: the weights are F16 rows the gemmFH tiles widen as they read
+	// them (widen unused).
+	half bool
 }
 
 var (
-	gemmF32  = fTiles{4, func(dst []byte, src []float32) { copy(bytesF32(dst), src) }, nil}
-	gemmF16  = fTiles{2, f16Row, func(dst []float32, src []byte) {
-		// Rows are whole multiples of 32 here (see kernel).
-		if len(dst)%32 != 0 || len(src) < 2*len(dst) {
-			panic("cpu: widen F16: bad lengths")
-		}
-		widenF16Z(&dst[0], &bytesU16(src)[0], len(dst))
-	}}
-	gemmBF16 = fTiles{2, bf16Row, func(dst []float32, src []byte) {
+	gemmF32  = fTiles{wsize: 4, convert: func(dst []byte, src []float32) { copy(bytesF32(dst), src) }}
+	gemmF16  = fTiles{wsize: 2, convert: f16Row, half: true}
+	gemmBF16 = fTiles{wsize: 2, convert: bf16Row, widen: func(dst []float32, src []byte) {
 		for i, h := range bytesU16(src)[:len(dst)] {
 			dst[i] = math.Float32frombits(uint32(h) << 16)
 		}
@@ -68,7 +67,11 @@ const fTileR, fTileC = 2, 6
 // mc is the number of weight rows of cols values in one cache block: a
 // multiple of the panels of fTileR rows.
 func (g *fTiles) mc(cols int) int {
-	return max(fTileR, gemmFMCBytes/(fStride(cols)*4)/fTileR*fTileR)
+	row := fStride(cols) * 4
+	if g.half {
+		row = cols * 2
+	}
+	return max(fTileR, gemmFMCBytes/row/fTileR*fTileR)
 }
 
 func (g *fTiles) kernel() *gemmKernel {
@@ -112,9 +115,13 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 	wstride := wrb // bytes between float32 weight rows
 	ws := cols     // and in floats
 	var wf []float32
-	if g.widen == nil {
+	var wh []uint16
+	switch {
+	case g.half:
+		wh = bytesU16(w[:hi*wrb])
+	case g.widen == nil:
 		wf = bytesF32(w[:hi*wrb])
-	} else {
+	default:
 		wf = bytesF32(slot[mc*fTileC*2*64 : mc*fTileC*2*64+mc*fs*4])
 		wstride, ws = xstride, fs
 	}
@@ -151,6 +158,19 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 				}
 				xg := &xs[c0*fs+32*k0]
 				r := m0
+				if g.half {
+					twoH, oneH := gemmFHR2C6, gemmFHR1C6
+					if C == 1 {
+						twoH, oneH = gemmFHR2C1, gemmFHR1C1
+					}
+					for ; r+fTileR <= m1; r += fTileR {
+						twoH(&wh[r*cols+32*k0], wrb, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
+					}
+					for ; r < m1; r++ {
+						oneH(&wh[r*cols+32*k0], wrb, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
+					}
+					continue
+				}
 				for ; r+fTileR <= m1; r += fTileR {
 					two(&wf[wrow(r)+32*k0], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
 				}

@@ -264,10 +264,25 @@ func gemmFR1C6(w *float32, wstride int, x *float32, xstride int, n32 int, out *f
 //go:noescape
 func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
-// widenF16Z converts halves to float32 with AVX-512, prefetching ahead (see internal/gen/gemmf.go).
+// gemmFHR2C6 multiplies 2 float32 weight rows with 6 activation rows (see gemmFTile).
 //
 //go:noescape
-func widenF16Z(dst *float32, src *uint16, n int)
+func gemmFHR2C6(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+
+// gemmFHR2C1 multiplies 2 float32 weight rows with 1 activation rows (see gemmFTile).
+//
+//go:noescape
+func gemmFHR2C1(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+
+// gemmFHR1C6 multiplies 1 float32 weight rows with 6 activation rows (see gemmFTile).
+//
+//go:noescape
+func gemmFHR1C6(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+
+// gemmFHR1C1 multiplies 1 float32 weight rows with 1 activation rows (see gemmFTile).
+//
+//go:noescape
+func gemmFHR1C1(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // kdotQ4_K returns the dot product of nb Q4_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 //

@@ -226,6 +226,7 @@ func tileSoftmaxZ() {
 	VMOVDQU32(attnTIota, Z31)
 	MOVL(U32(0xff800000), EAX) // -Inf
 	VPBROADCASTD(EAX, Z30)
+	// EAX is scratch from here on.
 
 	Label("sm_token")
 	// K1: the token's lanes.
@@ -253,11 +254,20 @@ func tileSoftmaxZ() {
 	VMOVSS(Mem{Base: R9}, X2) // m
 	VMAXSS(X1, X2, X1)        // m' = max(m, tile max)
 	VMOVSS(X1, Mem{Base: R9})
+	// c = e^(m-m'): 1 when the maximum stays (e^0 is exactly 1), else
+	// computed.
+	MOVL(U32(0x3f800000), EAX)
+	VMOVD(EAX, X3)
+	VUCOMISS(X1, X2)
+	JNE(LabelRef("sm_exp"))
+	JNP(LabelRef("sm_same")) // equal, not NaN
+	Label("sm_exp")
 	VSUBSS(X1, X2, X2) // m - m'
 	VCVTSS2SD(X2, X2, X2)
 	VBROADCASTSD(X2, Z3)
 	expd8(Z3, Z4, Z5)
 	VCVTPD2PS(Z3, Y3) // c in lane 0
+	Label("sm_same")
 	VMOVSS(X3, Mem{Base: R9, Disp: 8})
 	VBROADCASTSS(X1, Z1)
 	VSUBPS(Z1, Z0, Z0) // x - m'

@@ -21,37 +21,13 @@ import (
 
 // gemmF generates gemmFR<r>C<c> for the tile shapes the driver uses.
 func gemmF() {
-	for _, r := range []int{2, 1} {
-		for _, c := range []int{6, 1} {
-			gemmFTile(r, c)
+	for _, half := range []bool{false, true} {
+		for _, r := range []int{2, 1} {
+			for _, c := range []int{6, 1} {
+				gemmFTile(r, c, half)
+			}
 		}
 	}
-	widenF16()
-}
-
-// widenF16 generates widenF16Z(dst *float32, src *uint16, n int): n halves
-// (a positive multiple of 32) to float32, exact, 32 at a time. The source
-// is a model's weights, read once per prefill from memory in rows of a few
-// KiB: the hardware prefetchers stop at page boundaries, so the kernel
-// prefetches a page ahead itself.
-func widenF16() {
-	text("widenF16Z", NOSPLIT, "func(dst *float32, src *uint16, n int)")
-	Doc("widenF16Z converts halves to float32 with AVX-512, prefetching ahead (see internal/gen/gemmf.go).")
-	Load(Param("dst"), RDI)
-	Load(Param("src"), RSI)
-	Load(Param("n"), RCX)
-	Label("widenF16Z_32")
-	PREFETCHT0(Mem{Base: RSI, Disp: 4096})
-	VCVTPH2PS(Mem{Base: RSI}, Z0)
-	VCVTPH2PS(Mem{Base: RSI, Disp: 32}, Z1)
-	VMOVUPS(Z0, Mem{Base: RDI})
-	VMOVUPS(Z1, Mem{Base: RDI, Disp: 64})
-	ADDQ(U8(64), RSI)
-	ADDQ(U32(128), RDI)
-	SUBQ(U8(32), RCX)
-	JNZ(LabelRef("widenF16Z_32"))
-	VZEROUPPER()
-	RET()
 }
 
 // gemmFTile generates
@@ -67,9 +43,15 @@ func widenF16() {
 // reduction into out (else the accumulators are saved at acc, 64 bytes
 // each). The accumulators carry the exact float32 state, so a chunked row
 // gives the bits of an unchunked one.
-func gemmFTile(R, C int) {
-	name := fmt.Sprintf("gemmFR%dC%d", R, C)
-	text(name, NOSPLIT, "func(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)")
+//
+// With half, gemmFHR<R>C<C> reads F16 weight rows (w *uint16) and widens
+// them as it goes (exact), rather than a float32 copy.
+func gemmFTile(R, C int, half bool) {
+	name, wtype, esize := fmt.Sprintf("gemmFR%dC%d", R, C), "float32", 4
+	if half {
+		name, wtype, esize = fmt.Sprintf("gemmFHR%dC%d", R, C), "uint16", 2
+	}
+	text(name, NOSPLIT, "func(w *"+wtype+", wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)")
 	Doc(fmt.Sprintf("%s multiplies %d float32 weight rows with %d activation rows (see gemmFTile).", name, R, C))
 	wp := []GPPhysical{RSI, R8, R9}[:R]
 	xq := []GPPhysical{RDI, R10, R11, R12, R13, R14}[:C]
@@ -118,7 +100,11 @@ func gemmFTile(R, C int) {
 	k := 0
 	for h := 0; h < 2; h++ {
 		for r := 0; r < R; r++ {
-			VMOVUPS(Mem{Base: wp[r], Disp: 64 * h}, wr(r))
+			if half {
+				VCVTPH2PS(Mem{Base: wp[r], Disp: 32 * h}, wr(r))
+			} else {
+				VMOVUPS(Mem{Base: wp[r], Disp: 64 * h}, wr(r))
+			}
 		}
 		for c := 0; c < C; c++ {
 			x := xv[k%2]
@@ -130,9 +116,10 @@ func gemmFTile(R, C int) {
 		}
 	}
 	for r := 0; r < R; r++ {
-		PREFETCHT0(Mem{Base: wp[r], Disp: 512})
-		PREFETCHT0(Mem{Base: wp[r], Disp: 576})
-		ADDQ(U32(128), wp[r])
+		for off := 0; off < 32*esize; off += 64 {
+			PREFETCHT0(Mem{Base: wp[r], Disp: 512 + off})
+		}
+		ADDQ(U32(32*esize), wp[r])
 	}
 	for c := 0; c < C; c++ {
 		ADDQ(U32(128), xq[c])
