@@ -10,11 +10,10 @@ import "math"
 // a thread's rows; F16 rows read in place by the gemmFHR<r>C<c> tiles,
 // which widen them as they load them) and the activations as the row
 // kernels see them (F16 and BF16: rounded to the weight type's precision).
-// Per output
-// the arithmetic is that of the 512-bit row kernels, so prefill results
-// are the bits of decode results. Rows must be whole multiples of 32
-// elements of at least zmmMin (shorter ones run the AVX2 row kernels, whose
-// order the tiles do not follow).
+// Per output the arithmetic is that of the 512-bit row kernels, so prefill
+// results are the bits of decode results. Rows must be whole multiples of
+// 32 elements of at least zmmMin (shorter ones run the AVX2 row kernels,
+// whose order the tiles do not follow).
 
 // fTiles is the prefill kernel of one float weight type.
 type fTiles struct {
