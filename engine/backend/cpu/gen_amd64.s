@@ -25552,6 +25552,29 @@ roundF16AVX_done:
 	VZEROUPPER
 	RET
 
+// func roundF16Z(dst *float32, src *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·roundF16Z(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+roundF16Z_32:
+	VMOVUPS   (SI), Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMOVUPS   Z0, (DI)
+	VMOVUPS   64(SI), Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VMOVUPS   Z1, 64(DI)
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000080, DI
+	SUBQ      $0x20, CX
+	JNZ       roundF16Z_32
+	VZEROUPPER
+	RET
+
 DATA q32zshifts<>+0(SB)/8, $0x0000000000000000
 DATA q32zshifts<>+8(SB)/8, $0x0000000000000000
 DATA q32zshifts<>+16(SB)/8, $0x0004000400040004

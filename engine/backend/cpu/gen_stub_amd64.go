@@ -709,6 +709,11 @@ func dotPairsBF16Z(w *uint16, wstride int, x *float32, xstride int, n int, rows 
 //go:noescape
 func roundF16AVX(dst *float32, src *float32, n int)
 
+// roundF16Z is roundF16AVX with AVX-512, 32 at a time; n a positive multiple of 32.
+//
+//go:noescape
+func roundF16Z(dst *float32, src *float32, n int)
+
 // dotRowsQ8_0VNNI computes out[r] = dot(weight row r, x) for r < rows, Q8_0 rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
 //
 //go:noescape

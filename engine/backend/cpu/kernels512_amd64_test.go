@@ -330,3 +330,20 @@ func TestQ8pLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestF16Row: the activation rounding of the F16 kernels (32 at a time
+// with AVX-512, then 8, then a padded tail) is quant.RoundF16 on every
+// element, whatever the length.
+func TestF16Row(t *testing.T) {
+	r := newRand(t, 31)
+	for n := 1; n <= 100; n++ {
+		src := randFloats(r, n, 100)
+		dst := make([]byte, 4*n)
+		f16Row(dst, src)
+		for i, x := range bytesF32(dst) {
+			if want := quant.RoundF16(src[i]); math.Float32bits(x) != math.Float32bits(want) {
+				t.Fatalf("n=%d: [%d] = %g, want %g", n, i, x, want)
+			}
+		}
+	}
+}

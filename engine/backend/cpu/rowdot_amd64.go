@@ -149,7 +149,12 @@ func check4(nb, wb, xb int, w, x []byte, xStride int, out []float32, outStride i
 func f16Row(dst []byte, src []float32) {
 	d := bytesF32(dst)[:len(src)]
 	body := len(src) &^ 7
-	if body > 0 {
+	if z := len(src) &^ 31; useAVX512 && z > 0 {
+		roundF16Z(&d[0], &src[0], z)
+		if z < body {
+			roundF16AVX(&d[z], &src[z], body-z)
+		}
+	} else if body > 0 {
 		roundF16AVX(&d[0], &src[0], body)
 	}
 	if body < len(src) {

@@ -94,6 +94,26 @@ func roundF16() {
 	Label(done)
 	VZEROUPPER()
 	RET()
+
+	text("roundF16Z", NOSPLIT, "func(dst, src *float32, n int)")
+	Doc("roundF16Z is roundF16AVX with AVX-512, 32 at a time; n a positive multiple of 32.")
+	Load(Param("dst"), RDI)
+	Load(Param("src"), RSI)
+	Load(Param("n"), RCX)
+	Label("roundF16Z_32")
+	for i := 0; i < 2; i++ {
+		z := zreg(i)
+		VMOVUPS(Mem{Base: RSI, Disp: 64 * i}, z)
+		VCVTPS2PH(U8(0), z, z.AsY())
+		VCVTPH2PS(z.AsY(), z)
+		VMOVUPS(z, Mem{Base: RDI, Disp: 64 * i})
+	}
+	ADDQ(U32(128), RSI)
+	ADDQ(U32(128), RDI)
+	SUBQ(U8(32), RCX)
+	JNZ(LabelRef("roundF16Z_32"))
+	VZEROUPPER()
+	RET()
 }
 
 // prefetchWeights prefetches the bytes of one 32-element step of weights
