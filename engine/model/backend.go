@@ -35,6 +35,12 @@ type Backend interface {
 	// F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K).
 	Linear(dst []float32, w tensor.Matrix, x []float32, T int)
 
+	// Linears is Linear for matrices that read the same x (a layer's
+	// queries, keys and values; its gate and up): dst[i] = x·ws[i]ᵀ for
+	// each i, the same bits as len(ws) calls of Linear. A backend may
+	// convert x once for all of them. len(dst) == len(ws).
+	Linears(dst [][]float32, ws []tensor.Matrix, x []float32, T int)
+
 	// Embed writes row rows[i] of table, as float32, to dst[i*table.Cols:]:
 	// the token-embedding lookup.
 	Embed(dst []float32, table tensor.Matrix, rows []int32) error

@@ -48,6 +48,11 @@ type Runner struct {
 
 	ropes []tensor.RoPE      // per layer: its rotary embedding
 	attns []tensor.Attention // per layer: its attention
+
+	// The arguments of one Linears call (see linears).
+	ldst [3][]float32
+	lw   [3]tensor.Matrix
+	ll   [3]*linear
 }
 
 // NewRunner prepares forward passes of up to maxTokens tokens per batch on
@@ -161,9 +166,8 @@ func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
 	q, k, v, att := r.q[:T*qd], r.k[:T*kvd], r.v[:T*kvd], r.att[:T*qd]
 
 	be.RMSNorm(xn, x, l.attnNorm, c.NormEps)
-	r.linear(q, &l.q, xn, T)
-	r.linear(k, &l.k, xn, T)
-	r.linear(v, &l.v, xn, T)
+	r.ldst, r.ll = [3][]float32{q, k, v}, [3]*linear{&l.q, &l.k, &l.v}
+	r.linears(xn, T, 3)
 	if l.qNorm != nil {
 		be.RMSNorm(q, q, l.qNorm, c.NormEps)
 		be.RMSNorm(k, k, l.kNorm, c.NormEps)
@@ -197,8 +201,8 @@ func (r *Runner) feedForward(li, T int) {
 	gate, up := r.gate[:T*ff], r.up[:T*ff]
 
 	be.RMSNorm(xn, x, l.ffnNorm, c.NormEps)
-	r.linear(gate, &l.gate, xn, T)
-	r.linear(up, &l.up, xn, T)
+	r.ldst[0], r.ldst[1], r.ll[0], r.ll[1] = gate, up, &l.gate, &l.up
+	r.linears(xn, T, 2)
 	if c.GELU {
 		be.GeGLU(gate, gate, up)
 	} else {
@@ -217,6 +221,22 @@ func (r *Runner) linear(dst []float32, l *linear, x []float32, T int) {
 	if l.bias != nil {
 		r.be.AddBias(dst, l.bias)
 	}
+}
+
+// linears is linear for the first n layers of r.ll, which read the same
+// x, into r.ldst: the backend may convert x once.
+func (r *Runner) linears(x []float32, T, n int) {
+	for i, l := range r.ll[:n] {
+		r.lw[i] = l.w
+	}
+	r.be.Linears(r.ldst[:n], r.lw[:n], x, T)
+	for i, l := range r.ll[:n] {
+		if l.bias != nil {
+			r.be.AddBias(r.ldst[i], l.bias)
+		}
+	}
+	clear(r.ldst[:n]) // keep no reference to the batch's buffers
+	clear(r.ll[:n])
 }
 
 // output returns the logits of the batch rows rows: the final norm of each

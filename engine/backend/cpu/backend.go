@@ -56,8 +56,22 @@ type Backend struct {
 	gemmFn   func(lo, hi int)
 	gconvFn  func(lo, hi int)
 	kern     *kernelSet
+	// shareX: within Linears, MatMul skips converting activations that
+	// conv says are already in scratch.
+	shareX bool
+	conv   convKey
 
 	closeOnce sync.Once
+}
+
+// convKey identifies the activations in scratch: converted by a prefill
+// kernel or a row kernel, from which x, of how many rows of how many
+// values.
+type convKey struct {
+	g       *gemmKernel
+	k       *rowKernel
+	x       *float32
+	n, cols int
 }
 
 // New starts a Backend with opts.Threads-1 worker goroutines (the caller of

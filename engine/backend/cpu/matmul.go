@@ -79,10 +79,12 @@ func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
 			b.scratch = make([]byte, need)
 		}
 		j.x, j.src = b.scratch[:need], x
-		if n > 1 && n*w.Cols >= convertParallelMin {
-			b.pool.run(n, 1, b.convFn)
-		} else {
-			b.convertRange(0, n)
+		if !b.converted(convKey{k: k, x: &x[0], n: n, cols: w.Cols}) {
+			if n > 1 && n*w.Cols >= convertParallelMin {
+				b.pool.run(n, 1, b.convFn)
+			} else {
+				b.convertRange(0, n)
+			}
 		}
 	}
 
@@ -107,18 +109,33 @@ func (b *Backend) gemm(g *gemmKernel, x []float32) {
 	j.slotBytes = g.slotBytes(j.cols)
 	b.growSlots(j.slotBytes)
 	j.g = g
-	if j.n*j.cols >= convertParallelMin {
-		b.pool.run(j.n, 1, b.gconvFn)
-	} else {
-		b.gemmConvert(0, j.n)
+	if !b.converted(convKey{g: g, x: &x[0], n: j.n, cols: j.cols}) {
+		if j.n*j.cols >= convertParallelMin {
+			b.pool.run(j.n, 1, b.gconvFn)
+		} else {
+			b.gemmConvert(0, j.n)
+		}
+		g.finish(j.x, j.cols, j.n)
 	}
-	g.finish(j.x, j.cols, j.n)
 	// Rows in about gemmRangesPerThread ranges per thread, of at least
 	// gemmGrainRows (a few register tiles) and a multiple of 12 (whole
 	// 4-row and 3-row panels), claimed one at a time.
 	chunk := j.rows / (b.pool.threads * gemmRangesPerThread)
 	chunk = max(gemmGrainRows, (chunk+11)/12*12)
 	b.pool.runRanges(j.rows, chunk, gemmGrainRows, b.gemmFn)
+}
+
+// converted reports whether scratch already holds the activations key
+// describes (within Linears), and records key as what it will hold.
+func (b *Backend) converted(key convKey) bool {
+	if !b.shareX {
+		return false
+	}
+	if b.conv == key {
+		return true
+	}
+	b.conv = key
+	return false
 }
 
 const (

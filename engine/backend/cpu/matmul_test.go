@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"rill/engine/quant"
+	"rill/engine/tensor"
 )
 
 // testBackend returns a Backend on the given kernel set, closed with the test.
@@ -267,4 +268,40 @@ func TestCheckMatMul(t *testing.T) {
 		}
 	}()
 	b.MatMul(make([]float32, 6), w, make([]float32, 7), 2)
+}
+
+// TestLinearsShareConversion: Linears over matrices of one type and of
+// types whose activations convert differently, on the prefill and the row
+// paths, gives the bits of one Linear per matrix; and a later MatMul on
+// other activations at the same address converts them afresh.
+func TestLinearsShareConversion(t *testing.T) {
+	t.Parallel()
+	be := New(Options{Threads: 2})
+	defer be.Close()
+	const cols = 512
+	r := newRand(t, 41)
+	var ws []tensor.Matrix
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q4_0, quant.Q8_0, quant.Q4_0, quant.F16, quant.F16, quant.Q4_K, quant.Q6_K} {
+		rows := 48 + 16*len(ws)
+		ws = append(ws, tensor.Matrix{Type: typ, Rows: rows, Cols: cols, Data: randWeights(t, r, typ, rows*cols, true)})
+	}
+	for _, n := range []int{1, 5, 40} {
+		x := randFloats(r, n*cols, 1)
+		got := make([][]float32, len(ws))
+		for i, w := range ws {
+			got[i] = make([]float32, n*w.Rows)
+		}
+		be.Linears(got, ws, x, n)
+		for i, w := range ws {
+			want := make([]float32, n*w.Rows)
+			be.Linear(want, w, x, n)
+			sameOpBits(t, fmt.Sprintf("n=%d matrix %d (%s)", n, i, w.Type), got[i], want)
+		}
+		// Same buffer, new values: converted again.
+		copy(x, randFloats(r, n*cols, 1))
+		want := make([]float32, n*ws[0].Rows)
+		be.Linear(want, ws[0], x, n)
+		be.Linears(got[:1], ws[:1], x, n)
+		sameOpBits(t, fmt.Sprintf("n=%d new activations", n), got[0], want)
+	}
 }

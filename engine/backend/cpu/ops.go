@@ -23,6 +23,20 @@ func (b *Backend) Linear(dst []float32, w tensor.Matrix, x []float32, T int) {
 	b.MatMul(dst, Matrix(w), x, T)
 }
 
+// Linears is Linear for matrices that read the same x: it converts x once
+// for every matrix whose kernel reads the same converted form (same type
+// family, shape and batch), then multiplies; the bits are those of Linear.
+func (b *Backend) Linears(dst [][]float32, ws []tensor.Matrix, x []float32, T int) {
+	if len(dst) != len(ws) {
+		panic(fmt.Sprintf("cpu: Linears: %d outputs for %d matrices", len(dst), len(ws)))
+	}
+	b.shareX = true
+	for i, w := range ws {
+		b.MatMul(dst[i], Matrix(w), x, T)
+	}
+	b.shareX, b.conv = false, convKey{}
+}
+
 // Embed writes row rows[i] of table, dequantised to float32, to
 // dst[i*table.Cols:(i+1)*table.Cols].
 func (b *Backend) Embed(dst []float32, table tensor.Matrix, rows []int32) error {
