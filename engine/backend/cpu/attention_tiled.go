@@ -25,8 +25,9 @@ import (
 // and out = acc * (1/S). A dot keeps 16 lanes, lane j summing elements j,
 // j+16, ... by fused multiply-adds from zero, and adds them by halves
 // (lanes j and j+8, then j and j+4, j+2, j+1); sum_p adds the 16 weights
-// the same way; e^x is expF64Generic's. Scores are soft-capped between the
-// dot and the softmax where the model asks (softCap * tanh).
+// the same way; e^x is expTile's, a float32 evaluation within a few ulps.
+// Scores are soft-capped between the dot and the softmax where the model
+// asks (softCap * tanh).
 //
 // A query's result depends on its query, its window and the cache only:
 // the kernels take many queries of one sequence at once (a prompt's tokens,
@@ -277,9 +278,9 @@ func tileSoftmaxGeneric(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 i
 			if tmax > m {
 				m1 = tmax
 			}
-			c := expF64Generic(m - m1)
+			c := expTile(m - m1)
 			for p := range x {
-				x[p] = expF64Generic(x[p] - m1)
+				x[p] = expTile(x[p] - m1)
 			}
 			ms[4*r], ms[4*r+1], ms[4*r+2] = m1, float32(ms[4*r+1]*c)+halves16(x), c
 			a := acc[r*rd16 : (r+1)*rd16]
@@ -295,3 +296,35 @@ func tileSoftmaxGeneric(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 i
 		}
 	}
 }
+
+// expTile is e^x for the tiled softmax, in float32 (the assembly,
+// internal/gen/attnt.go's expf16, performs the same operations): x clamped
+// to [-104, 89]; k = roundeven(x*log2(e)); r = x - k*ln2, ln2 in two parts
+// by fused multiply-adds (exact for the high part); e^r by its Taylor
+// polynomial of degree 7 (truncation below 6e-9 for |r| <= ln2/2), by
+// Horner's rule with fused multiply-adds; then r scaled by 2^k with one
+// rounding (VSCALEFPS), so that e^-104 and below round to 0.
+func expTile(x float32) float32 {
+	if x != x {
+		return x
+	}
+	x = min(max(x, -104), 89)
+	k := float32(math.RoundToEven(float64(x * expTileLog2e)))
+	r := fmaF32(-k, expTileLn2Hi, x)
+	r = fmaF32(-k, expTileLn2Lo, r)
+	p := expTileCoef[0]
+	for _, c := range expTileCoef[1:] {
+		p = fmaF32(p, r, c)
+	}
+	return float32(float64(p) * math.Ldexp(1, int(k)))
+}
+
+// expTile's constants, as float32 (internal/gen/attnt.go holds their bits).
+const (
+	expTileLog2e float32 = 1.4426950216293335
+	expTileLn2Hi float32 = 0.693145751953125
+	expTileLn2Lo float32 = 1.428606765330187e-06
+)
+
+// expTileCoef are 1/j! for j = 7 down to 0, rounded to float32.
+var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1}

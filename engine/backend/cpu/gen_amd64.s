@@ -23323,6 +23323,21 @@ DATA attntperm<>+56(SB)/4, $0x0000000d
 DATA attntperm<>+60(SB)/4, $0x0000000f
 GLOBL attntperm<>(SB), RODATA|NOPTR, $64
 
+DATA expfc<>+0(SB)/4, $0xc2d00000
+DATA expfc<>+4(SB)/4, $0x42b20000
+DATA expfc<>+8(SB)/4, $0x3fb8aa3b
+DATA expfc<>+12(SB)/4, $0x3f317200
+DATA expfc<>+16(SB)/4, $0x35bfbe8e
+DATA expfc<>+20(SB)/4, $0x39500d01
+DATA expfc<>+24(SB)/4, $0x3ab60b61
+DATA expfc<>+28(SB)/4, $0x3c088889
+DATA expfc<>+32(SB)/4, $0x3d2aaaab
+DATA expfc<>+36(SB)/4, $0x3e2aaaab
+DATA expfc<>+40(SB)/4, $0x3f000000
+DATA expfc<>+44(SB)/4, $0x3f800000
+DATA expfc<>+48(SB)/4, $0x3f800000
+GLOBL expfc<>(SB), RODATA|NOPTR, $52
+
 // func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, chunked int)
 // Requires: AVX, AVX512F, F16C
 TEXT ·halfTileZ(SB), NOSPLIT, $0-48
@@ -23525,92 +23540,46 @@ sm_row:
 
 sm_exp:
 	VSUBSS            X1, X2, X2
-	VCVTSS2SD         X2, X2, X2
-	VBROADCASTSD      X2, Z3
-	VBROADCASTSD      expd<>+0(SB), Z4
-	VMAXPD            Z3, Z4, Z3
-	VBROADCASTSD      expd<>+32(SB), Z4
-	VMINPD            Z3, Z4, Z3
-	VMULPD.BCST       expd<>+64(SB), Z3, Z4
-	VRNDSCALEPD       $0x00, Z4, Z4
-	VFNMADD231PD.BCST expd<>+96(SB), Z4, Z3
-	VFNMADD231PD.BCST expd<>+128(SB), Z4, Z3
-	VBROADCASTSD      expd<>+544(SB), Z5
-	VFMADD213PD.BCST  expd<>+512(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+480(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+448(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+416(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+384(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+352(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+320(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+288(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+256(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+224(SB), Z3, Z5
-	VFMADD213PD.BCST  expd<>+192(SB), Z3, Z5
-	VCVTPD2QQ         Z4, Z4
-	VPADDQ.BCST       expd<>+160(SB), Z4, Z4
-	VPSLLQ            $0x34, Z4, Z4
-	VMULPD            Z4, Z5, Z3
-	VCVTPD2PS         Z3, Y3
+	VBROADCASTSS      X2, Z3
+	VBROADCASTSS      expfc<>+0(SB), Z4
+	VMAXPS            Z3, Z4, Z3
+	VBROADCASTSS      expfc<>+4(SB), Z4
+	VMINPS            Z3, Z4, Z3
+	VMULPS.BCST       expfc<>+8(SB), Z3, Z4
+	VRNDSCALEPS       $0x00, Z4, Z4
+	VFNMADD231PS.BCST expfc<>+12(SB), Z4, Z3
+	VFNMADD231PS.BCST expfc<>+16(SB), Z4, Z3
+	VBROADCASTSS      expfc<>+20(SB), Z5
+	VFMADD213PS.BCST  expfc<>+24(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+28(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+32(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+36(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+40(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+44(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+48(SB), Z3, Z5
+	VSCALEFPS         Z4, Z5, Z3
 
 sm_same:
 	VMOVSS            X3, 8(R9)
 	VBROADCASTSS      X1, Z1
 	VSUBPS            Z1, Z0, Z0
-	VEXTRACTF32X8     $0x01, Z0, Y6
-	VCVTPS2PD         Y0, Z7
-	VBROADCASTSD      expd<>+0(SB), Z4
-	VMAXPD            Z7, Z4, Z7
-	VBROADCASTSD      expd<>+32(SB), Z4
-	VMINPD            Z7, Z4, Z7
-	VMULPD.BCST       expd<>+64(SB), Z7, Z4
-	VRNDSCALEPD       $0x00, Z4, Z4
-	VFNMADD231PD.BCST expd<>+96(SB), Z4, Z7
-	VFNMADD231PD.BCST expd<>+128(SB), Z4, Z7
-	VBROADCASTSD      expd<>+544(SB), Z5
-	VFMADD213PD.BCST  expd<>+512(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+480(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+448(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+416(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+384(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+352(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+320(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+288(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+256(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+224(SB), Z7, Z5
-	VFMADD213PD.BCST  expd<>+192(SB), Z7, Z5
-	VCVTPD2QQ         Z4, Z4
-	VPADDQ.BCST       expd<>+160(SB), Z4, Z4
-	VPSLLQ            $0x34, Z4, Z4
-	VMULPD            Z4, Z5, Z7
-	VCVTPS2PD         Y6, Z6
-	VBROADCASTSD      expd<>+0(SB), Z4
-	VMAXPD            Z6, Z4, Z6
-	VBROADCASTSD      expd<>+32(SB), Z4
-	VMINPD            Z6, Z4, Z6
-	VMULPD.BCST       expd<>+64(SB), Z6, Z4
-	VRNDSCALEPD       $0x00, Z4, Z4
-	VFNMADD231PD.BCST expd<>+96(SB), Z4, Z6
-	VFNMADD231PD.BCST expd<>+128(SB), Z4, Z6
-	VBROADCASTSD      expd<>+544(SB), Z5
-	VFMADD213PD.BCST  expd<>+512(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+480(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+448(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+416(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+384(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+352(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+320(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+288(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+256(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+224(SB), Z6, Z5
-	VFMADD213PD.BCST  expd<>+192(SB), Z6, Z5
-	VCVTPD2QQ         Z4, Z4
-	VPADDQ.BCST       expd<>+160(SB), Z4, Z4
-	VPSLLQ            $0x34, Z4, Z4
-	VMULPD            Z4, Z5, Z6
-	VCVTPD2PS         Z7, Y0
-	VCVTPD2PS         Z6, Y6
-	VINSERTF32X8      $0x01, Y6, Z0, Z0
+	VBROADCASTSS      expfc<>+0(SB), Z4
+	VMAXPS            Z0, Z4, Z0
+	VBROADCASTSS      expfc<>+4(SB), Z4
+	VMINPS            Z0, Z4, Z0
+	VMULPS.BCST       expfc<>+8(SB), Z0, Z4
+	VRNDSCALEPS       $0x00, Z4, Z4
+	VFNMADD231PS.BCST expfc<>+12(SB), Z4, Z0
+	VFNMADD231PS.BCST expfc<>+16(SB), Z4, Z0
+	VBROADCASTSS      expfc<>+20(SB), Z5
+	VFMADD213PS.BCST  expfc<>+24(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+28(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z5
+	VSCALEFPS         Z4, Z5, Z0
 	VMOVUPS           Z0, (DI)
 	VEXTRACTF32X8     $0x01, Z0, Y1
 	VADDPS            Y1, Y0, Y1

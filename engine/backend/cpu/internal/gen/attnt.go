@@ -16,7 +16,18 @@ import (
 //	tileSoftmaxZ the online softmax of each row and its value accumulation
 
 // attnTData holds the kernels' vector constants.
-var attnTIota, attnTPerm Mem
+var attnTIota, attnTPerm, expfC Mem
+
+// expfVals are expTile's constants (attention_tiled.go), as float32 bits:
+// the clamp, log2(e), ln2 in two parts, then 1/j! for j = 7 down to 0.
+var expfVals = []uint32{
+	0xc2d00000, // -104
+	0x42b20000, // 89
+	0x3fb8aa3b, // log2(e)
+	0x3f317200, // ln2 high part: 16 significant bits
+	0x35bfbe8e, // ln2 low part
+	0x39500d01, 0x3ab60b61, 0x3c088889, 0x3d2aaaab, 0x3e2aaaab, 0x3f000000, 0x3f800000, 0x3f800000,
+}
 
 func attnTConsts() {
 	attnTIota = GLOBL("attntiota", RODATA|NOPTR)
@@ -28,41 +39,30 @@ func attnTConsts() {
 	for i, p := range []uint32{0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15} {
 		DATA(4*i, U32(p))
 	}
-}
-
-// expd8 is expd4 on the 8 float64 lanes of a 512-bit register (the same
-// operations, so the same bits): x = e^x before the rounding to float32,
-// with t1 and t2 as scratch.
-func expd8(x, t1, t2 VecPhysical) {
-	VBROADCASTSD(expdAt(0), t1)
-	VMAXPD(x, t1, x)
-	VBROADCASTSD(expdAt(1), t1)
-	VMINPD(x, t1, x)
-	VMULPD_BCST(expdAt(2), x, t1)
-	VRNDSCALEPD(U8(0), t1, t1)
-	VFNMADD231PD_BCST(expdAt(3), t1, x)
-	VFNMADD231PD_BCST(expdAt(4), t1, x)
-	VBROADCASTSD(expdAt(6+11), t2)
-	for j := 10; j >= 0; j-- {
-		VFMADD213PD_BCST(expdAt(6+j), x, t2)
+	expfC = GLOBL("expfc", RODATA|NOPTR)
+	for i, v := range expfVals {
+		DATA(4*i, U32(v))
 	}
-	VCVTPD2QQ(t1, t1)
-	VPADDQ_BCST(expdAt(5), t1, t1)
-	VPSLLQ(U8(52), t1, t1)
-	VMULPD(t1, t2, x)
 }
 
-// exps16 sets the 16 float32 lanes of z to e^z as expF64Generic computes
-// each; t1..t4 are scratch.
-func exps16(z, t1, t2, t3, t4 VecPhysical) {
-	VEXTRACTF32X8(U8(1), z, t3.AsY())
-	VCVTPS2PD(z.AsY(), t4)
-	expd8(t4, t1, t2)
-	VCVTPS2PD(t3.AsY(), t3)
-	expd8(t3, t1, t2)
-	VCVTPD2PS(t4, z.AsY())
-	VCVTPD2PS(t3, t3.AsY())
-	VINSERTF32X8(U8(1), t3.AsY(), z, z)
+// expf16 sets the 16 float32 lanes of z to e^z as expTile computes each,
+// with t1 and t2 as scratch. NaN stays NaN (max and min return their
+// second source when it is NaN).
+func expf16(z, t1, t2 VecPhysical) {
+	c := func(i int) Mem { return expfC.Offset(4 * i) }
+	VBROADCASTSS(c(0), t1)
+	VMAXPS(z, t1, z)
+	VBROADCASTSS(c(1), t1)
+	VMINPS(z, t1, z)
+	VMULPS_BCST(c(2), z, t1)
+	VRNDSCALEPS(U8(0), t1, t1) // k
+	VFNMADD231PS_BCST(c(3), t1, z)
+	VFNMADD231PS_BCST(c(4), t1, z) // r
+	VBROADCASTSS(c(5), t2)
+	for i := 6; i < len(expfVals); i++ {
+		VFMADD213PS_BCST(c(i), z, t2)
+	}
+	VSCALEFPS(t1, t2, z)
 }
 
 func attnTFamily() {
@@ -263,15 +263,13 @@ func tileSoftmaxZ() {
 	JNP(LabelRef("sm_same")) // equal, not NaN
 	Label("sm_exp")
 	VSUBSS(X1, X2, X2) // m - m'
-	VCVTSS2SD(X2, X2, X2)
-	VBROADCASTSD(X2, Z3)
-	expd8(Z3, Z4, Z5)
-	VCVTPD2PS(Z3, Y3) // c in lane 0
+	VBROADCASTSS(X2, Z3)
+	expf16(Z3, Z4, Z5) // c in every lane
 	Label("sm_same")
 	VMOVSS(X3, Mem{Base: R9, Disp: 8})
 	VBROADCASTSS(X1, Z1)
 	VSUBPS(Z1, Z0, Z0) // x - m'
-	exps16(Z0, Z4, Z5, Z6, Z7)
+	expf16(Z0, Z4, Z5)
 	VMOVUPS(Z0, Mem{Base: RDI})
 	// Sum of the weights.
 	VEXTRACTF32X8(U8(1), Z0, Y1)
