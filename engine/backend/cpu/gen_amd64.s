@@ -26018,8 +26018,8 @@ dotPairsQ8_0VNNI_4:
 	ADDQ            $0x00000088, AX
 	ADDQ            $0x00000088, DI
 	ADDQ            $0x00000100, BX
-	ADDQ            $0x00000100, R12
 	ADDQ            $0x10, R11
+	ADDQ            $0x00000100, R12
 	ADDQ            $0x10, R9
 	SUBQ            $0x04, CX
 	JMP             dotPairsQ8_0VNNI_4
@@ -26061,8 +26061,8 @@ dotPairsQ8_0VNNI_1:
 	ADDQ            $0x00000022, AX
 	ADDQ            $0x00000022, DI
 	ADDQ            $0x40, BX
-	ADDQ            $0x40, R12
 	ADDQ            $0x04, R11
+	ADDQ            $0x40, R12
 	ADDQ            $0x04, R9
 	DECQ            CX
 	JMP             dotPairsQ8_0VNNI_1
@@ -26635,8 +26635,8 @@ dotPairsQ4_0VNNI_4:
 	ADDQ            $0x00000048, AX
 	ADDQ            $0x00000048, DI
 	ADDQ            $0x00000100, BX
-	ADDQ            $0x00000100, R12
 	ADDQ            $0x10, R11
+	ADDQ            $0x00000100, R12
 	ADDQ            $0x10, R9
 	SUBQ            $0x04, CX
 	JMP             dotPairsQ4_0VNNI_4
@@ -26679,8 +26679,8 @@ dotPairsQ4_0VNNI_1:
 	ADDQ            $0x00000012, AX
 	ADDQ            $0x00000012, DI
 	ADDQ            $0x40, BX
-	ADDQ            $0x40, R12
 	ADDQ            $0x04, R11
+	ADDQ            $0x40, R12
 	ADDQ            $0x04, R9
 	DECQ            CX
 	JMP             dotPairsQ4_0VNNI_1
@@ -26759,6 +26759,173 @@ dotPairsQ4_0VNNI_end:
 	JMP           dotPairsQ4_0VNNI_pair
 
 dotPairsQ4_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotPairs1Q4_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotPairs1Q4_0VNNI(SB), NOSPLIT, $0-48
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x0000ff00, AX
+	KMOVW        AX, K1
+	MOVQ         $0x001b001200090000, AX
+	VMOVQ        AX, X26
+	VMOVQ        X26, X28
+	MOVL         $0x00000000, AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x00000004, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z24, Z24
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Y25
+	MOVL         $0x00000005, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z25, Z25
+	MOVL         $0x00000002, AX
+	VPBROADCASTD AX, Y26
+	MOVL         $0x00000006, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z26, Z26
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Y27
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z27, Z27
+	MOVQ         w+0(FP), SI
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), DX
+
+dotPairs1Q4_0VNNI_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairs1Q4_0VNNI_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+24(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	VPXORD Z0, Z0, Z0
+
+dotPairs1Q4_0VNNI_4:
+	CMPQ            CX, $0x04
+	JL              dotPairs1Q4_0VNNI_1
+	PREFETCHT0      1024(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT0      1024(DI)
+	PREFETCHT0      1088(DI)
+	PREFETCHT1      8192(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT1      8192(DI)
+	PREFETCHT1      8256(DI)
+	VMOVDQU64       (AX), Z8
+	VPERMT2W        64(AX), Z28, Z8
+	VMOVDQU64       (DI), Z9
+	VPERMT2W        64(DI), Z28, Z9
+	VPUNPCKLQDQ     X9, X8, X8
+	VCVTPH2PS       X8, Y8
+	VBROADCASTI32X4 2(AX), Z4
+	VBROADCASTI32X4 2(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPERMPS         Z8, Z24, Z5
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 20(AX), Z4
+	VBROADCASTI32X4 20(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPERMPS         Z8, Z25, Z5
+	VBROADCASTI64X4 96(BX), Z6
+	VBROADCASTI64X4 64(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     4(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 38(AX), Z4
+	VBROADCASTI32X4 38(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPERMPS         Z8, Z26, Z5
+	VBROADCASTI64X4 160(BX), Z6
+	VBROADCASTI64X4 128(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     8(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 56(AX), Z4
+	VBROADCASTI32X4 56(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPERMPS         Z8, Z27, Z5
+	VBROADCASTI64X4 224(BX), Z6
+	VBROADCASTI64X4 192(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     12(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	ADDQ            $0x00000048, AX
+	ADDQ            $0x00000048, DI
+	ADDQ            $0x00000100, BX
+	ADDQ            $0x10, R11
+	SUBQ            $0x04, CX
+	JMP             dotPairs1Q4_0VNNI_4
+
+dotPairs1Q4_0VNNI_1:
+	TESTQ           CX, CX
+	JZ              dotPairs1Q4_0VNNI_end
+	VPBROADCASTW    (AX), X8
+	VPBROADCASTW    (DI), X9
+	VINSERTI128     $0x01, X9, Y8, Y8
+	VCVTPH2PS       Y8, Z5
+	VBROADCASTI32X4 2(AX), Z4
+	VBROADCASTI32X4 2(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x40, BX
+	ADDQ            $0x04, R11
+	DECQ            CX
+	JMP             dotPairs1Q4_0VNNI_1
+
+dotPairs1Q4_0VNNI_end:
+	MOVQ          DX, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VEXTRACTF128  $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	MOVQ          wstride+8(FP), R13
+	LEAQ          (SI)(R13*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairs1Q4_0VNNI_pair
+
+dotPairs1Q4_0VNNI_done:
 	VZEROUPPER
 	RET
 
@@ -27303,8 +27470,8 @@ dotPairsQ5_0VNNI_4:
 	ADDQ            $0x00000058, AX
 	ADDQ            $0x00000058, DI
 	ADDQ            $0x00000100, BX
-	ADDQ            $0x00000100, R12
 	ADDQ            $0x10, R11
+	ADDQ            $0x00000100, R12
 	ADDQ            $0x10, R9
 	SUBQ            $0x04, CX
 	JMP             dotPairsQ5_0VNNI_4
@@ -27351,8 +27518,8 @@ dotPairsQ5_0VNNI_1:
 	ADDQ            $0x00000016, AX
 	ADDQ            $0x00000016, DI
 	ADDQ            $0x40, BX
-	ADDQ            $0x40, R12
 	ADDQ            $0x04, R11
+	ADDQ            $0x40, R12
 	ADDQ            $0x04, R9
 	DECQ            CX
 	JMP             dotPairsQ5_0VNNI_1
@@ -27431,6 +27598,195 @@ dotPairsQ5_0VNNI_end:
 	JMP           dotPairsQ5_0VNNI_pair
 
 dotPairsQ5_0VNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotPairs1Q5_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotPairs1Q5_0VNNI(SB), NOSPLIT, $0-48
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x0000ff00, AX
+	KMOVW        AX, K1
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z12
+	MOVQ         $0x00210016000b0000, AX
+	VMOVQ        AX, X26
+	VMOVQ        X26, X28
+	MOVL         $0x00000000, AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x00000004, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z24, Z24
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Y25
+	MOVL         $0x00000005, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z25, Z25
+	MOVL         $0x00000002, AX
+	VPBROADCASTD AX, Y26
+	MOVL         $0x00000006, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z26, Z26
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Y27
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z27, Z27
+	MOVQ         w+0(FP), SI
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), DX
+
+dotPairs1Q5_0VNNI_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairs1Q5_0VNNI_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+24(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	VPXORD Z0, Z0, Z0
+
+dotPairs1Q5_0VNNI_4:
+	CMPQ            CX, $0x04
+	JL              dotPairs1Q5_0VNNI_1
+	PREFETCHT0      1024(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT0      1024(DI)
+	PREFETCHT0      1088(DI)
+	PREFETCHT1      8192(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT1      8192(DI)
+	PREFETCHT1      8256(DI)
+	VMOVDQU64       (AX), Z8
+	VPERMT2W        64(AX), Z28, Z8
+	VMOVDQU64       (DI), Z9
+	VPERMT2W        64(DI), Z28, Z9
+	VPUNPCKLQDQ     X9, X8, X8
+	VCVTPH2PS       X8, Y8
+	VBROADCASTI32X4 6(AX), Z4
+	VBROADCASTI32X4 6(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           2(AX), K2
+	KMOVD           2(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VPERMPS         Z8, Z24, Z5
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 28(AX), Z4
+	VBROADCASTI32X4 28(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           24(AX), K2
+	KMOVD           24(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VPERMPS         Z8, Z25, Z5
+	VBROADCASTI64X4 96(BX), Z6
+	VBROADCASTI64X4 64(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     4(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 50(AX), Z4
+	VBROADCASTI32X4 50(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           46(AX), K2
+	KMOVD           46(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VPERMPS         Z8, Z26, Z5
+	VBROADCASTI64X4 160(BX), Z6
+	VBROADCASTI64X4 128(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     8(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 72(AX), Z4
+	VBROADCASTI32X4 72(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           68(AX), K2
+	KMOVD           68(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VPERMPS         Z8, Z27, Z5
+	VBROADCASTI64X4 224(BX), Z6
+	VBROADCASTI64X4 192(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     12(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	ADDQ            $0x00000058, AX
+	ADDQ            $0x00000058, DI
+	ADDQ            $0x00000100, BX
+	ADDQ            $0x10, R11
+	SUBQ            $0x04, CX
+	JMP             dotPairs1Q5_0VNNI_4
+
+dotPairs1Q5_0VNNI_1:
+	TESTQ           CX, CX
+	JZ              dotPairs1Q5_0VNNI_end
+	VPBROADCASTW    (AX), X8
+	VPBROADCASTW    (DI), X9
+	VINSERTI128     $0x01, X9, Y8, Y8
+	VCVTPH2PS       Y8, Z5
+	VBROADCASTI32X4 6(AX), Z4
+	VBROADCASTI32X4 6(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	KMOVD           2(AX), K2
+	KMOVD           2(DI), K3
+	KUNPCKDQ        K2, K3, K2
+	VPADDB          Z12, Z4, K2, Z4
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	ADDQ            $0x00000016, AX
+	ADDQ            $0x00000016, DI
+	ADDQ            $0x40, BX
+	ADDQ            $0x04, R11
+	DECQ            CX
+	JMP             dotPairs1Q5_0VNNI_1
+
+dotPairs1Q5_0VNNI_end:
+	MOVQ          DX, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VEXTRACTF128  $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	MOVQ          wstride+8(FP), R13
+	LEAQ          (SI)(R13*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairs1Q5_0VNNI_pair
+
+dotPairs1Q5_0VNNI_done:
 	VZEROUPPER
 	RET
 
@@ -27946,8 +28302,8 @@ dotPairsIQ4_NLVNNI_4:
 	ADDQ            $0x00000048, AX
 	ADDQ            $0x00000048, DI
 	ADDQ            $0x00000100, BX
-	ADDQ            $0x00000100, R12
 	ADDQ            $0x10, R11
+	ADDQ            $0x00000100, R12
 	ADDQ            $0x10, R9
 	SUBQ            $0x04, CX
 	JMP             dotPairsIQ4_NLVNNI_4
@@ -27991,8 +28347,8 @@ dotPairsIQ4_NLVNNI_1:
 	ADDQ            $0x00000012, AX
 	ADDQ            $0x00000012, DI
 	ADDQ            $0x40, BX
-	ADDQ            $0x40, R12
 	ADDQ            $0x04, R11
+	ADDQ            $0x40, R12
 	ADDQ            $0x04, R9
 	DECQ            CX
 	JMP             dotPairsIQ4_NLVNNI_1
@@ -28071,6 +28427,179 @@ dotPairsIQ4_NLVNNI_end:
 	JMP           dotPairsIQ4_NLVNNI_pair
 
 dotPairsIQ4_NLVNNI_done:
+	VZEROUPPER
+	RET
+
+// func dotPairs1IQ4_NLVNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotPairs1IQ4_NLVNNI(SB), NOSPLIT, $0-48
+	VMOVDQU64    q32zshifts<>+0(SB), Z14
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x0000ff00, AX
+	KMOVW        AX, K1
+	VMOVDQU64    iq4u<>+0(SB), Z12
+	MOVQ         $0x001b001200090000, AX
+	VMOVQ        AX, X26
+	VMOVQ        X26, X28
+	MOVL         $0x00000000, AX
+	VPBROADCASTD AX, Y24
+	MOVL         $0x00000004, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z24, Z24
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Y25
+	MOVL         $0x00000005, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z25, Z25
+	MOVL         $0x00000002, AX
+	VPBROADCASTD AX, Y26
+	MOVL         $0x00000006, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z26, Z26
+	MOVL         $0x00000003, AX
+	VPBROADCASTD AX, Y27
+	MOVL         $0x00000007, AX
+	VPBROADCASTD AX, Y30
+	VINSERTI64X4 $0x01, Y30, Z27, Z27
+	MOVQ         w+0(FP), SI
+	MOVQ         rows+32(FP), R10
+	MOVQ         out+40(FP), DX
+
+dotPairs1IQ4_NLVNNI_pair:
+	CMPQ   R10, $0x02
+	JL     dotPairs1IQ4_NLVNNI_done
+	MOVQ   SI, AX
+	MOVQ   wstride+8(FP), DI
+	ADDQ   SI, DI
+	MOVQ   x+16(FP), BX
+	MOVQ   nb+24(FP), CX
+	MOVQ   CX, R11
+	SHLQ   $0x06, R11
+	ADDQ   BX, R11
+	VPXORD Z0, Z0, Z0
+
+dotPairs1IQ4_NLVNNI_4:
+	CMPQ            CX, $0x04
+	JL              dotPairs1IQ4_NLVNNI_1
+	PREFETCHT0      1024(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT0      1024(DI)
+	PREFETCHT0      1088(DI)
+	PREFETCHT1      8192(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT1      8192(DI)
+	PREFETCHT1      8256(DI)
+	VMOVDQU64       (AX), Z8
+	VPERMT2W        64(AX), Z28, Z8
+	VMOVDQU64       (DI), Z9
+	VPERMT2W        64(DI), Z28, Z9
+	VPUNPCKLQDQ     X9, X8, X8
+	VCVTPH2PS       X8, Y8
+	VBROADCASTI32X4 2(AX), Z4
+	VBROADCASTI32X4 2(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VPERMPS         Z8, Z24, Z5
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 20(AX), Z4
+	VBROADCASTI32X4 20(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VPERMPS         Z8, Z25, Z5
+	VBROADCASTI64X4 96(BX), Z6
+	VBROADCASTI64X4 64(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     4(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 38(AX), Z4
+	VBROADCASTI32X4 38(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VPERMPS         Z8, Z26, Z5
+	VBROADCASTI64X4 160(BX), Z6
+	VBROADCASTI64X4 128(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     8(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	VBROADCASTI32X4 56(AX), Z4
+	VBROADCASTI32X4 56(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VPERMPS         Z8, Z27, Z5
+	VBROADCASTI64X4 224(BX), Z6
+	VBROADCASTI64X4 192(BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     12(R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	ADDQ            $0x00000048, AX
+	ADDQ            $0x00000048, DI
+	ADDQ            $0x00000100, BX
+	ADDQ            $0x10, R11
+	SUBQ            $0x04, CX
+	JMP             dotPairs1IQ4_NLVNNI_4
+
+dotPairs1IQ4_NLVNNI_1:
+	TESTQ           CX, CX
+	JZ              dotPairs1IQ4_NLVNNI_end
+	VPBROADCASTW    (AX), X8
+	VPBROADCASTW    (DI), X9
+	VINSERTI128     $0x01, X9, Y8, Y8
+	VCVTPH2PS       Y8, Z5
+	VBROADCASTI32X4 2(AX), Z4
+	VBROADCASTI32X4 2(DI), K1, Z4
+	VPSRLVW         Z14, Z4, Z4
+	VPANDD          Z13, Z4, Z4
+	VPSHUFB         Z4, Z12, Z4
+	VBROADCASTI64X4 32(BX), Z6
+	VBROADCASTI64X4 (BX), Z7
+	VPDPBUSD        Z7, Z4, Z6
+	VCVTDQ2PS       Z6, Z6
+	VMULPS.BCST     (R11), Z5, Z7
+	VFMADD231PS     Z6, Z7, Z0
+	ADDQ            $0x00000012, AX
+	ADDQ            $0x00000012, DI
+	ADDQ            $0x40, BX
+	ADDQ            $0x04, R11
+	DECQ            CX
+	JMP             dotPairs1IQ4_NLVNNI_1
+
+dotPairs1IQ4_NLVNNI_end:
+	MOVQ          DX, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VEXTRACTF128  $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (CX)
+	VEXTRACTF128  $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, 4(CX)
+	MOVQ          wstride+8(FP), R13
+	LEAQ          (SI)(R13*2), SI
+	ADDQ          $0x08, DX
+	SUBQ          $0x02, R10
+	JMP           dotPairs1IQ4_NLVNNI_pair
+
+dotPairs1IQ4_NLVNNI_done:
 	VZEROUPPER
 	RET
 

@@ -744,6 +744,11 @@ func dotRowsQ4_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows 
 //go:noescape
 func dotPairsQ4_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
 
+// dotPairs1Q4_0VNNI is dotRowsQ4_0VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotPairs1Q4_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
 // dotRowsQ5_0VNNI computes out[r] = dot(weight row r, x) for r < rows, Q5_0 rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
 //
 //go:noescape
@@ -759,6 +764,11 @@ func dotRowsQ5_0x4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows 
 //go:noescape
 func dotPairsQ5_0VNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
 
+// dotPairs1Q5_0VNNI is dotRowsQ5_0VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotPairs1Q5_0VNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
+
 // dotRowsIQ4_NLVNNI computes out[r] = dot(weight row r, x) for r < rows, IQ4_NL rows wstride bytes apart, x in the q8x layout (see internal/gen/q32z.go).
 //
 //go:noescape
@@ -773,6 +783,11 @@ func dotRowsIQ4_NLx4VNNI(w *byte, wstride int, x *byte, xstride int, nb int, row
 //
 //go:noescape
 func dotPairsIQ4_NLVNNI(w *byte, wstride int, x *byte, xstride int, nb int, rows int, out *float32, ostride int)
+
+// dotPairs1IQ4_NLVNNI is dotRowsIQ4_NLVNNI for an even number of rows, two at a time (see internal/gen/q32z.go).
+//
+//go:noescape
+func dotPairs1IQ4_NLVNNI(w *byte, wstride int, x *byte, nb int, rows int, out *float32)
 
 // cpuPause executes PAUSE (spin-wait loops).
 //

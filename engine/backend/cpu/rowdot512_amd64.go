@@ -26,13 +26,17 @@ type qRows struct {
 	one   func(w *byte, wstride int, x *byte, nb, rows int, out *float32)
 	four  func(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
 	pairs func(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)
+	// pairs1 is one for an even number of rows, two at a time: two
+	// chains of multiply-adds per vector, which the 4-bit types (bound by
+	// computation) want; Q8_0 (bound by memory) keeps one (nil).
+	pairs1 func(w *byte, wstride int, x *byte, nb, rows int, out *float32)
 }
 
 var (
 	q8_0Rows  = qRows{wb: 34, one: dotRowsQ8_0VNNI, four: dotRowsQ8_0x4VNNI, pairs: dotPairsQ8_0VNNI}
-	q4_0Rows  = qRows{wb: 18, one: dotRowsQ4_0VNNI, four: dotRowsQ4_0x4VNNI, pairs: dotPairsQ4_0VNNI}
-	q5_0Rows  = qRows{wb: 22, one: dotRowsQ5_0VNNI, four: dotRowsQ5_0x4VNNI, pairs: dotPairsQ5_0VNNI}
-	iq4NLRows = qRows{wb: 18, one: dotRowsIQ4_NLVNNI, four: dotRowsIQ4_NLx4VNNI, pairs: dotPairsIQ4_NLVNNI}
+	q4_0Rows  = qRows{wb: 18, one: dotRowsQ4_0VNNI, four: dotRowsQ4_0x4VNNI, pairs: dotPairsQ4_0VNNI, pairs1: dotPairs1Q4_0VNNI}
+	q5_0Rows  = qRows{wb: 22, one: dotRowsQ5_0VNNI, four: dotRowsQ5_0x4VNNI, pairs: dotPairsQ5_0VNNI, pairs1: dotPairs1Q5_0VNNI}
+	iq4NLRows = qRows{wb: 18, one: dotRowsIQ4_NLVNNI, four: dotRowsIQ4_NLx4VNNI, pairs: dotPairsIQ4_NLVNNI, pairs1: dotPairs1IQ4_NLVNNI}
 )
 
 // dots computes out[r] = dot(weight row r, x) for r < rows.
@@ -51,7 +55,16 @@ func (q *qRows) dots(n int, w []byte, wStride, rows int, x []byte, out []float32
 	if wStride < nb*q.wb {
 		panic("cpu: overlapping rows")
 	}
-	q.one(&w[0], wStride, &x[0], nb, rows, &out[0])
+	even := 0
+	if q.pairs1 != nil {
+		even = rows &^ 1
+	}
+	if even > 0 {
+		q.pairs1(&w[0], wStride, &x[0], nb, even, &out[0])
+	}
+	if even < rows {
+		q.one(&w[even*wStride], wStride, &x[0], nb, rows-even, &out[even])
+	}
 }
 
 // dots4 computes out[r + i*outStride] = dot(weight row r, x row i) for

@@ -130,7 +130,10 @@ func q32zFamily(suffix string) {
 	for _, t := range q32zTypes {
 		q32zRows(t, suffix)
 		q32zRows4(t, suffix)
-		q32zPairs(t, suffix)
+		q32zPairs(t, suffix, 4)
+		if t.name != "Q8_0" { // bound by memory: no gain (rowdot512_amd64.go)
+			q32zPairs(t, suffix, 1)
+		}
 	}
 }
 
@@ -338,13 +341,21 @@ func q32zRows4(t q32z, suffix string) {
 	RET()
 }
 
-// q32zPairs generates dotPairs<T>VNNI: a 512-bit vector holds one block of
-// weight row r in its low half and row r+1's in its high half; each
-// activation block is broadcast to both halves.
-func q32zPairs(t q32z, suffix string) {
+// q32zPairs generates dotPairs<T>VNNI (A = 4 activation rows) and
+// dotPairs1<T>VNNI (A = 1): a 512-bit vector holds one block of weight row
+// r in its low half and row r+1's in its high half; each activation block
+// is broadcast to both halves. With one activation row this halves the
+// chain of dependent multiply-adds per weight row that bounds dotRows<T>.
+func q32zPairs(t q32z, suffix string, A int) {
 	name := fmt.Sprintf("dotPairs%sVNNI%s", t.name, suffix)
-	text(name, NOSPLIT, "func(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)")
-	Doc(fmt.Sprintf("%s is dotRows%sx4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).", name, t.name))
+	if A == 1 {
+		name = fmt.Sprintf("dotPairs1%sVNNI%s", t.name, suffix)
+		text(name, NOSPLIT, "func(w *byte, wstride int, x *byte, nb, rows int, out *float32)")
+		Doc(fmt.Sprintf("%s is dotRows%sVNNI for an even number of rows, two at a time (see internal/gen/q32z.go).", name, t.name))
+	} else {
+		text(name, NOSPLIT, "func(w *byte, wstride int, x *byte, xstride, nb, rows int, out *float32, ostride int)")
+		Doc(fmt.Sprintf("%s is dotRows%sx4VNNI for an even number of rows, two at a time (see internal/gen/q32z.go).", name, t.name))
+	}
 	t.consts(true)
 	t.scaleControl()
 	VMOVQ(X26, X28)
@@ -358,7 +369,9 @@ func q32zPairs(t q32z, suffix string) {
 		VINSERTI64X4(U8(1), Y30, zreg(24+k), zreg(24+k))
 	}
 	Load(Param("w"), RSI)
-	Load(Param("xstride"), R8)
+	if A > 1 {
+		Load(Param("xstride"), R8)
+	}
 	Load(Param("rows"), R10)
 	Load(Param("out"), RDX)
 	pair, four, one, end, done := name+"_pair", name+"_4", name+"_1", name+"_end", name+"_done"
@@ -373,16 +386,18 @@ func q32zPairs(t q32z, suffix string) {
 	MOVQ(RCX, R11)
 	SHLQ(U8(6), R11)
 	ADDQ(RBX, R11)
-	LEAQ(Mem{Base: RBX, Index: R8, Scale: 2}, R12)
-	LEAQ(Mem{Base: R11, Index: R8, Scale: 2}, R9)
-	for i := 0; i < 4; i++ {
+	if A > 1 {
+		LEAQ(Mem{Base: RBX, Index: R8, Scale: 2}, R12)
+		LEAQ(Mem{Base: R11, Index: R8, Scale: 2}, R9)
+	}
+	for i := 0; i < A; i++ {
 		VPXORD(zreg(i), zreg(i), zreg(i))
 	}
 	// pblock adds block k of both weight rows (Z4; scales in Z5) to the
 	// four activation rows' accumulators.
 	pblock := func(k int) {
 		temps := [][2]VecPhysical{{Z6, Z7}, {Z9, Z10}, {Z11, Z16}, {Z17, Z18}}
-		for i := 0; i < 4; i++ {
+		for i := 0; i < A; i++ {
 			xb, xd := RBX, R11
 			if i >= 2 {
 				xb, xd = R12, R9
@@ -426,9 +441,11 @@ func q32zPairs(t q32z, suffix string) {
 	ADDQ(U32(4*t.bytes), RAX)
 	ADDQ(U32(4*t.bytes), RDI)
 	ADDQ(U32(256), RBX)
-	ADDQ(U32(256), R12)
 	ADDQ(U8(16), R11)
-	ADDQ(U8(16), R9)
+	if A > 1 {
+		ADDQ(U32(256), R12)
+		ADDQ(U8(16), R9)
+	}
 	SUBQ(U8(4), RCX)
 	JMP(LabelRef(four))
 	Label(one)
@@ -443,23 +460,27 @@ func q32zPairs(t q32z, suffix string) {
 	ADDQ(U32(t.bytes), RAX)
 	ADDQ(U32(t.bytes), RDI)
 	ADDQ(U8(64), RBX)
-	ADDQ(U8(64), R12)
 	ADDQ(U8(4), R11)
-	ADDQ(U8(4), R9)
+	if A > 1 {
+		ADDQ(U8(64), R12)
+		ADDQ(U8(4), R9)
+	}
 	DECQ(RCX)
 	JMP(LabelRef(one))
 	Label(end)
-	Load(Param("ostride"), R13)
-	SHLQ(U8(2), R13)
+	if A > 1 {
+		Load(Param("ostride"), R13)
+		SHLQ(U8(2), R13)
+	}
 	MOVQ(RDX, RCX)
-	for i := 0; i < 4; i++ {
+	for i := 0; i < A; i++ {
 		a := zreg(i)
 		VEXTRACTF64X4(U8(1), a, Y6)
 		hsum2(a.AsY().(VecPhysical), X7)
 		VMOVSS(a.AsX(), Mem{Base: RCX})
 		hsum2(Y6, X7)
 		VMOVSS(X6, Mem{Base: RCX, Disp: 4})
-		if i < 3 {
+		if i < A-1 {
 			ADDQ(R13, RCX)
 		}
 	}
