@@ -192,30 +192,40 @@ type attnScratch struct {
 	voff  [attnMaxGroup]int                    // per head: byte offset of its KV head's value rows
 }
 
-// attnScratches is the free list: it grows to the largest number of
-// concurrent calls seen (one per thread of the forward passes) and keeps
-// them.
-var attnScratches struct {
+// freeList keeps objects of one kind for reuse: it grows to the largest
+// number in use at once (for the attention scratch and jobs, one per
+// thread of the forward passes) and keeps them. A free list rather than a
+// sync.Pool, which drops its objects at garbage collections, so that a
+// steady-state forward pass would still allocate now and then.
+type freeList[T any] struct {
 	mu   sync.Mutex
-	free []*attnScratch
+	free []*T
+	// make makes a new object when none is free; nil: new(T).
+	make func() *T
 }
 
-func getAttnScratch() *attnScratch {
-	attnScratches.mu.Lock()
-	defer attnScratches.mu.Unlock()
-	if n := len(attnScratches.free); n > 0 {
-		sc := attnScratches.free[n-1]
-		attnScratches.free = attnScratches.free[:n-1]
-		return sc
+func (f *freeList[T]) get() *T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.free); n > 0 {
+		x := f.free[n-1]
+		f.free = f.free[:n-1]
+		return x
 	}
-	return new(attnScratch)
+	if f.make != nil {
+		return f.make()
+	}
+	return new(T)
 }
 
-func putAttnScratch(sc *attnScratch) {
-	attnScratches.mu.Lock()
-	attnScratches.free = append(attnScratches.free, sc)
-	attnScratches.mu.Unlock()
+func (f *freeList[T]) put(x *T) {
+	f.mu.Lock()
+	f.free = append(f.free, x)
+	f.mu.Unlock()
 }
+
+// attnScratches is the free list of attnScratch.
+var attnScratches freeList[attnScratch]
 
 // attnKernels selects the kernels of AttendF16: the generic Go ones, the
 // AVX2 ones, or the AVX2 ones with the AVX-512 scores and value updates.
@@ -243,8 +253,8 @@ func attnLevel() attnKernels {
 // attendF16 implements AttendF16 for the query heads q (group per KV head,
 // from KV head head on), in passes of at most attnMaxGroup heads.
 func attendF16(out, q []float32, k, v []uint16, l KVLayout, head, group int, table []int32, n int, scale float32, level attnKernels) {
-	sc := getAttnScratch()
-	defer putAttnScratch(sc)
+	sc := attnScratches.get()
+	defer attnScratches.put(sc)
 	hd, rd := l.HeadDim, l.RowDim()
 	heads := len(q) / hd
 	gs := min(heads, attnMaxGroup, attnQDim/rd)

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"math"
-	"sync"
 
 	"rill/engine/quant"
 )
@@ -49,7 +48,7 @@ const (
 )
 
 // tiledScratch is the working memory of one tiled call, kept on a free
-// list as attnScratch is.
+// list (tiledScratches) as attnScratch is.
 type tiledScratch struct {
 	q   [tiledRowFloats]float32           // [row][rd16] queries, zero padded
 	acc [tiledRowFloats]float32           // [row][rd16] accumulators
@@ -60,27 +59,7 @@ type tiledScratch struct {
 	rng [2 * tiledMaxRows]int32           // [token]: first and end position in the tile
 }
 
-var tiledScratches struct {
-	mu   sync.Mutex
-	free []*tiledScratch
-}
-
-func getTiledScratch() *tiledScratch {
-	tiledScratches.mu.Lock()
-	defer tiledScratches.mu.Unlock()
-	if n := len(tiledScratches.free); n > 0 {
-		sc := tiledScratches.free[n-1]
-		tiledScratches.free = tiledScratches.free[:n-1]
-		return sc
-	}
-	return new(tiledScratch)
-}
-
-func putTiledScratch(sc *tiledScratch) {
-	tiledScratches.mu.Lock()
-	tiledScratches.free = append(tiledScratches.free, sc)
-	tiledScratches.mu.Unlock()
-}
+var tiledScratches freeList[tiledScratch]
 
 // tiledQueries describes the queries of one tiled call: tokens of one
 // sequence, and for each the gn query heads h0.. of KV head kvh that it
@@ -112,8 +91,8 @@ func tiledHeads(rd16 int) int { return max(1, min(tiledMaxRows, tiledRowFloats/r
 // l). len(tq.start) tokens times tq.gn heads must fit the scratch
 // (tiledTokens), and every token must see at least one position.
 func attendTiled(tq *tiledQueries, k, v []uint16, l KVLayout) {
-	sc := getTiledScratch()
-	defer putTiledScratch(sc)
+	sc := tiledScratches.get()
+	defer tiledScratches.put(sc)
 	hd, rd := l.HeadDim, l.RowDim()
 	rd16 := (rd + 15) &^ 15
 	T, gn := len(tq.start), tq.gn

@@ -76,8 +76,8 @@ func cappedScale(scale, softCap float32) float32 {
 
 // attendF16Window is attendF16 from position start on, with soft-capping.
 func attendF16Window(out, q []float32, k, v []uint16, l KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
-	sc := getAttnScratch()
-	defer putAttnScratch(sc)
+	sc := attnScratches.get()
+	defer attnScratches.put(sc)
 	hd, rd := l.HeadDim, l.RowDim()
 	heads := len(q) / hd
 	gs := min(heads, attnMaxGroup, attnQDim/rd)
@@ -153,8 +153,8 @@ func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l KVL
 func attendF32Window(out, q []float32, k, v []float32, l KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
 	hd, rd := l.HeadDim, l.RowDim()
 	tile := min(attnTile, l.BlockSize)
-	sc := getAttnScratch()
-	defer putAttnScratch(sc)
+	sc := attnScratches.get()
+	defer attnScratches.put(sc)
 	acc := sc.acc[:hd]
 	vec := simd && hd >= simdMin
 	scale = cappedScale(scale, softCap)

@@ -227,7 +227,7 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 	case at.Window < 0 || !(at.SoftCap >= 0):
 		return fmt.Errorf("attention: window %d, soft cap %g", at.Window, at.SoftCap)
 	}
-	j := getAttnJob()
+	j := attnJobs.get()
 	j.out, j.q, j.kv, j.layer, j.at, j.pg = out, q, host, layer, at, pg
 	j.plain = at.Window <= 0 && at.SoftCap == 0
 	// Tokens of long prompts go to the tiled kernels in runs, the others
@@ -266,7 +266,7 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 	}
 	err = j.err
 	j.release()
-	putAttnJob(j)
+	attnJobs.put(j)
 	return err
 }
 
@@ -401,31 +401,13 @@ func (j *attnJob) attendWindow(out, q []float32, g, nkv int, table []int32, n in
 }
 
 // attnJobs is the free list of attention jobs, as attnScratches is of
-// scratch memory: it keeps the jobs (and their bound fn) of the largest
-// number of concurrent calls seen, so a steady-state call allocates nothing.
-var attnJobs struct {
-	mu   sync.Mutex
-	free []*attnJob
-}
-
-func getAttnJob() *attnJob {
-	attnJobs.mu.Lock()
-	defer attnJobs.mu.Unlock()
-	if n := len(attnJobs.free); n > 0 {
-		j := attnJobs.free[n-1]
-		attnJobs.free = attnJobs.free[:n-1]
-		return j
-	}
+// scratch memory: it keeps the jobs (and their bound methods), so a
+// steady-state call allocates nothing.
+var attnJobs = freeList[attnJob]{make: func() *attnJob {
 	j := new(attnJob)
 	j.per, j.tiled = j.runPerToken, j.runTiled
 	return j
-}
-
-func putAttnJob(j *attnJob) {
-	attnJobs.mu.Lock()
-	attnJobs.free = append(attnJobs.free, j)
-	attnJobs.mu.Unlock()
-}
+}}
 
 // attnToken maps the u-th token of the attention order to a batch index:
 // 0, T-1, 1, T-2, ... so that any run of the order pairs early tokens with

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -296,18 +297,8 @@ func TestAttentionWindowBatch(t *testing.T) {
 						pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 0)
 					}
 					pg.Pos, pg.Seq = append(pg.Pos, 41), append(pg.Seq, 1)
-					for _, p := range []tensor.Paging{hist, pg} {
-						dim := len(p.Pos) * l.Heads * l.HeadDim
-						if err := be.StoreKV(c, 0, randFloats(r, dim, 1), randFloats(r, dim, 1), p); err != nil {
-							t.Fatal(err)
-						}
-					}
 					T, w := len(pg.Pos), at.Heads*l.HeadDim
-					q := randFloats(r, T*w, 2)
-					out := make([]float32, len(q))
-					if err := be.Attention(out, q, c, 0, at, pg); err != nil {
-						t.Fatal(err)
-					}
+					q, out := attendRandom(t, r, be, c, at, hist, pg)
 					kv := c.(*tensor.HostKV)
 					for tok := range T {
 						want := make([]float32, w)
@@ -445,18 +436,8 @@ func TestAttentionPrompts(t *testing.T) {
 				for p := range 10 {
 					pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 2)
 				}
-				for _, p := range []tensor.Paging{hist, pg} {
-					dim := len(p.Pos) * l.Heads * l.HeadDim
-					if err := be.StoreKV(c, 0, randFloats(r, dim, 1), randFloats(r, dim, 1), p); err != nil {
-						t.Fatal(err)
-					}
-				}
 				T, w := len(pg.Pos), at.Heads*l.HeadDim
-				q := randFloats(r, T*w, 2)
-				out := make([]float32, len(q))
-				if err := be.Attention(out, q, c, 0, at, pg); err != nil {
-					t.Fatal(err)
-				}
+				q, out := attendRandom(t, r, be, c, at, hist, pg)
 				kv := c.(*tensor.HostKV)
 				var tiled int
 				for tok := range T {
@@ -493,4 +474,24 @@ func TestAttentionPrompts(t *testing.T) {
 			})
 		}
 	}
+}
+
+// attendRandom stores random keys and values for the tokens of hist, then
+// pg, in layer 0 of c, and returns random queries for pg's tokens and
+// their attention.
+func attendRandom(t *testing.T, r *rand.Rand, be *Backend, c tensor.KVCache, at tensor.Attention, hist, pg tensor.Paging) (q, out []float32) {
+	t.Helper()
+	l := c.Spec().Layout
+	for _, p := range []tensor.Paging{hist, pg} {
+		dim := len(p.Pos) * l.Heads * l.HeadDim
+		if err := be.StoreKV(c, 0, randFloats(r, dim, 1), randFloats(r, dim, 1), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q = randFloats(r, len(pg.Pos)*at.Heads*l.HeadDim, 2)
+	out = make([]float32, len(q))
+	if err := be.Attention(out, q, c, 0, at, pg); err != nil {
+		t.Fatal(err)
+	}
+	return q, out
 }
