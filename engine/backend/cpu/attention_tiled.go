@@ -78,6 +78,10 @@ type tiledQueries struct {
 	assembler bool // the AVX-512 kernels, else the Go definition
 }
 
+// tiledRow is the length of a head of hd values in the tiled kernels'
+// rows: RowDim rounded up to 16.
+func tiledRow(hd int) int { return (KVLayout{HeadDim: hd}.RowDim() + 15) &^ 15 }
+
 // tiledTokens is the most tokens of one call of gn heads of rd16 floats
 // (gn <= tiledHeads(rd16)): the queries and accumulators of its rows fit
 // the scratch.
@@ -93,8 +97,7 @@ func tiledHeads(rd16 int) int { return max(1, min(tiledMaxRows, tiledRowFloats/r
 func attendTiled(tq *tiledQueries, k, v []uint16, l KVLayout) {
 	sc := tiledScratches.get()
 	defer tiledScratches.put(sc)
-	hd, rd := l.HeadDim, l.RowDim()
-	rd16 := (rd + 15) &^ 15
+	hd, rd, rd16 := l.HeadDim, l.RowDim(), tiledRow(l.HeadDim)
 	T, gn := len(tq.start), tq.gn
 	rows := T * gn
 	qs, acc := sc.q[:rows*rd16], sc.acc[:rows*rd16]

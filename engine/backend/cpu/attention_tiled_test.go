@@ -17,7 +17,7 @@ func TestTileKernelsSIMD(t *testing.T) {
 	}
 	r := newRand(t, 21)
 	for _, rd := range []int{8, 16, 24, 40, 64, 72, 128, 136, 256} {
-		rd16 := (rd + 15) &^ 15
+		rd16 := tiledRow(rd)
 		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {1, 3}} {
 			tokens, gn := shape[0], shape[1]
 			rows := tokens * gn
@@ -152,8 +152,8 @@ func TestAttendTiledBatch(t *testing.T) {
 						continue
 					}
 					out := make([]float32, len(q))
-					for t0 := 0; t0 < T; t0 += tiledTokens(g, (c.hd+15)&^15) {
-						t1 := min(T, t0+tiledTokens(g, (c.hd+15)&^15))
+					for t0 := 0; t0 < T; t0 += tiledTokens(g, tiledRow(c.hd)) {
+						t1 := min(T, t0+tiledTokens(g, tiledRow(c.hd)))
 						tq := tiledQueries{out: out[t0*g*hd:], q: q[t0*g*hd:], stride: g * hd, gn: g, kvh: f.head,
 							table: f.table, start: start[t0:t1], n: n[t0:t1], scale: f.scale, assembler: asm}
 						attendTiled(&tq, f.k16, f.v16, f.l)

@@ -21,8 +21,8 @@ type fTiles struct {
 	convert func(dst []byte, src []float32) // activation row, as the row kernels see it
 	// widen writes a weight row as float32; nil for F32 (used in place).
 	widen func(dst []float32, src []byte)
-	// half: the weights are F16 rows the gemmFH tiles widen as they read
-	// them (widen unused).
+	// half: the weights are F16 rows that the gemmFH tiles widen as they
+	// read them.
 	half bool
 }
 
@@ -52,7 +52,16 @@ const gemmFMCBytes = 512 << 10
 const gemmFKSteps = 32
 
 // fTile is a gemmFR<r>C<c> tile (internal/gen/gemmf.go).
-type fTile func(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+type fTile func(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+
+// fTileSet are the tiles of one weight format: fTileR or 1 weight rows by
+// fTileC or 1 activation rows.
+type fTileSet struct{ rc, r1, oneC, one1 fTile }
+
+var (
+	fTilesF32 = fTileSet{gemmFR2C6, gemmFR2C1, gemmFR1C6, gemmFR1C1}
+	fTilesF16 = fTileSet{gemmFHR2C6, gemmFHR2C1, gemmFHR1C6, gemmFHR1C1} // rows of halves
+)
 
 // fTile modes: start from saved accumulators; end in the output.
 const (
@@ -78,8 +87,8 @@ func (g *fTiles) kernel() *gemmKernel {
 		minTokens: 8,
 		cols:      func(cols int) bool { return cols%32 == 0 && cols >= zmmMin },
 		xBytes:    func(cols, n int) int { return n * fStride(cols) * 4 },
-		// The widened rows of one cache block (F16, BF16), then the
-		// accumulators of its rows for a group of 4 activation rows.
+		// The widened rows of one cache block (BF16), then the
+		// accumulators of its rows for a group of fTileC activation rows.
 		slotBytes: func(cols int) int {
 			mc := g.mc(cols)
 			b := mc * fTileC * 2 * 64
@@ -111,41 +120,35 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 	xstride := fs * 4
 	mc := g.mc(cols)
 	accs := bytesF32(slot[:mc*fTileC*2*64])
-	wstride := wrb // bytes between float32 weight rows
-	ws := cols     // and in floats
-	var wf []float32
-	var wh []uint16
-	switch {
-	case g.half:
-		wh = bytesU16(w[:hi*wrb])
-	case g.widen == nil:
-		wf = bytesF32(w[:hi*wrb])
-	default:
-		wf = bytesF32(slot[mc*fTileC*2*64 : mc*fTileC*2*64+mc*fs*4])
-		wstride, ws = xstride, fs
+	// The weight rows the tiles read, wstride bytes apart from row rbase
+	// at wb: F32 and F16 in place, BF16 widened to float32 per cache block
+	// into the slot.
+	wb, wstride, esize, tiles := w, wrb, 4, fTilesF32
+	if g.half {
+		esize, tiles = 2, fTilesF16
+	}
+	if g.widen != nil {
+		wb, wstride = slot[mc*fTileC*2*64:mc*fTileC*2*64+mc*fs*4], xstride
 	}
 	// Chunks of the row, as even as gemmFKSteps allows.
 	chunks := (n32 + gemmFKSteps - 1) / gemmFKSteps
 	steps := (n32 + chunks - 1) / chunks
 	for m0 := lo; m0 < hi; m0 += mc {
 		m1 := min(hi, m0+mc)
-		wrow := func(r int) int { return r * ws } // F32: rows in place
+		rbase := 0
 		if g.widen != nil {
-			wrow = func(r int) int { return (r - m0) * ws }
+			rbase = m0
+			wf := bytesF32(wb)
 			for r := m0; r < m1; r++ {
-				g.widen(wf[(r-m0)*ws:(r-m0)*ws+cols], w[r*wrb:(r+1)*wrb])
+				g.widen(wf[(r-m0)*fs:(r-m0)*fs+cols], w[r*wrb:(r+1)*wrb])
 			}
 		}
 		for c0 := 0; c0 < n; {
-			C := fTileC
+			C, rc, one := fTileC, tiles.rc, tiles.oneC
 			if c0+C > n {
-				C = 1
+				C, rc, one = 1, tiles.r1, tiles.one1
 			}
 			og := out[c0*rows:]
-			two, one := gemmFR2C6, gemmFR1C6
-			if C == 1 {
-				two, one = gemmFR2C1, gemmFR1C1
-			}
 			for k0 := 0; k0 < n32; k0 += steps {
 				k1 := min(n32, k0+steps)
 				mode := 0
@@ -156,25 +159,13 @@ func (g *fTiles) run(out []float32, w []byte, rows, cols, wrb int, x []byte, n i
 					mode |= fFinal
 				}
 				xg := &xs[c0*fs+32*k0]
+				wk := wb[32*k0*esize:]
 				r := m0
-				if g.half {
-					twoH, oneH := gemmFHR2C6, gemmFHR1C6
-					if C == 1 {
-						twoH, oneH = gemmFHR2C1, gemmFHR1C1
-					}
-					for ; r+fTileR <= m1; r += fTileR {
-						twoH(&wh[r*cols+32*k0], wrb, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
-					}
-					for ; r < m1; r++ {
-						oneH(&wh[r*cols+32*k0], wrb, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
-					}
-					continue
-				}
 				for ; r+fTileR <= m1; r += fTileR {
-					two(&wf[wrow(r)+32*k0], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
+					rc(&wk[(r-rbase)*wstride], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
 				}
 				for ; r < m1; r++ {
-					one(&wf[wrow(r)+32*k0], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
+					one(&wk[(r-rbase)*wstride], wstride, xg, xstride, k1-k0, &og[r], rows, &accs[(r-m0)*C*2*16], mode)
 				}
 			}
 			c0 += C

@@ -10910,7 +10910,7 @@ gemmKSgnR1P1_half0:
 	VZEROUPPER
 	RET
 
-// func gemmFR2C6(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+// func gemmFR2C6(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemmFR2C6(SB), NOSPLIT, $0-72
 	MOVQ    w+0(FP), SI
@@ -11221,7 +11221,7 @@ gemmFR2C6_final:
 	VZEROUPPER
 	RET
 
-// func gemmFR2C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+// func gemmFR2C1(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemmFR2C1(SB), NOSPLIT, $0-72
 	MOVQ    w+0(FP), SI
@@ -11306,7 +11306,7 @@ gemmFR2C1_final:
 	VZEROUPPER
 	RET
 
-// func gemmFR1C6(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+// func gemmFR1C6(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemmFR1C6(SB), NOSPLIT, $0-72
 	MOVQ    w+0(FP), SI
@@ -11490,7 +11490,7 @@ gemmFR1C6_final:
 	VZEROUPPER
 	RET
 
-// func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+// func gemmFR1C1(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemmFR1C1(SB), NOSPLIT, $0-72
 	MOVQ    w+0(FP), SI
@@ -11548,7 +11548,7 @@ gemmFR1C1_final:
 	VZEROUPPER
 	RET
 
-// func gemmFHR2C6(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+// func gemmFHR2C6(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemmFHR2C6(SB), NOSPLIT, $0-72
 	MOVQ    w+0(FP), SI
@@ -11857,7 +11857,7 @@ gemmFHR2C6_final:
 	VZEROUPPER
 	RET
 
-// func gemmFHR2C1(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+// func gemmFHR2C1(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemmFHR2C1(SB), NOSPLIT, $0-72
 	MOVQ    w+0(FP), SI
@@ -11940,7 +11940,7 @@ gemmFHR2C1_final:
 	VZEROUPPER
 	RET
 
-// func gemmFHR1C6(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+// func gemmFHR1C6(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemmFHR1C6(SB), NOSPLIT, $0-72
 	MOVQ    w+0(FP), SI
@@ -12123,7 +12123,7 @@ gemmFHR1C6_final:
 	VZEROUPPER
 	RET
 
-// func gemmFHR1C1(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+// func gemmFHR1C1(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 // Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemmFHR1C1(SB), NOSPLIT, $0-72
 	MOVQ    w+0(FP), SI

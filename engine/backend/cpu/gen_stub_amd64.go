@@ -247,42 +247,42 @@ func gemmKSgnR1P1(w *byte, nsb int, x *byte, xstride int, out *float32, ostride 
 // gemmFR2C6 multiplies 2 float32 weight rows with 6 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFR2C6(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFR2C6(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR2C1 multiplies 2 float32 weight rows with 1 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFR2C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFR2C1(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR1C6 multiplies 1 float32 weight rows with 6 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFR1C6(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFR1C6(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFR1C1 multiplies 1 float32 weight rows with 1 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFR1C1(w *float32, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFR1C1(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFHR2C6 multiplies 2 float32 weight rows with 6 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFHR2C6(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFHR2C6(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFHR2C1 multiplies 2 float32 weight rows with 1 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFHR2C1(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFHR2C1(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFHR1C6 multiplies 1 float32 weight rows with 6 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFHR1C6(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFHR1C6(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // gemmFHR1C1 multiplies 1 float32 weight rows with 1 activation rows (see gemmFTile).
 //
 //go:noescape
-func gemmFHR1C1(w *uint16, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
+func gemmFHR1C1(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)
 
 // kdotQ4_K returns the dot product of nb Q4_K super-blocks with nb Q8_K blocks (see internal/gen/kquant.go).
 //

@@ -119,7 +119,8 @@ func (b *Backend) gemm(g *gemmKernel, x []float32) {
 	}
 	// Rows in about gemmRangesPerThread ranges per thread, of at least
 	// gemmGrainRows (a few register tiles) and a multiple of 12 (whole
-	// 4-row and 3-row panels), claimed one at a time.
+	// panels of 4 rows, and of 2 for the float tiles), claimed one at a
+	// time.
 	chunk := j.rows / (b.pool.threads * gemmRangesPerThread)
 	chunk = max(gemmGrainRows, (chunk+11)/12*12)
 	b.pool.runRanges(j.rows, chunk, gemmGrainRows, b.gemmFn)

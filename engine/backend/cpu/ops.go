@@ -234,7 +234,8 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 	// one by one.
 	j.chunks, j.single = j.chunks[:0], j.single[:0]
 	tiled := host.K16 != nil && useAVX512
-	most := tiledTokens(min(at.Heads/l.Heads, tiledHeads(rd16(l.HeadDim))), rd16(l.HeadDim))
+	rd := tiledRow(l.HeadDim)
+	most := min(tiledChunk, tiledTokens(min(at.Heads/l.Heads, tiledHeads(rd)), rd))
 	for t := 0; t < T; {
 		if !tiled || !tiledPrompt(pg, t) {
 			j.single = append(j.single, int32(t))
@@ -242,7 +243,7 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 			continue
 		}
 		e := t + 1
-		for e < T && e-t < min(most, tiledChunk) && pg.Seq[e] == pg.Seq[t] && tiledPrompt(pg, e) {
+		for e < T && e-t < most && pg.Seq[e] == pg.Seq[t] && tiledPrompt(pg, e) {
 			e++
 		}
 		j.chunks = append(j.chunks, int32(t), int32(e))
@@ -252,12 +253,8 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 	if len(j.chunks) > 0 {
 		j.start, j.ends = j.start[:0], j.ends[:0]
 		for t := range T {
-			n := pg.Pos[t] + 1
-			start := int32(0)
-			if at.Window > 0 {
-				start = max(0, n-int32(at.Window))
-			}
-			j.start, j.ends = append(j.start, start), append(j.ends, n)
+			n := int(pg.Pos[t]) + 1
+			j.start, j.ends = append(j.start, int32(windowStart(at, n))), append(j.ends, int32(n))
 		}
 		b.ParallelGrain(len(j.chunks)/2*l.Heads, grain, j.tiled)
 	}
@@ -343,9 +340,14 @@ func tiledPrompt(pg tensor.Paging, t int) bool {
 	return n >= tiledMinPrompt && pg.Pos[t] < n
 }
 
-// rd16 is the row of a head of hd values in the tiled kernels: RowDim
-// rounded up to 16.
-func rd16(hd int) int { return (KVLayout{HeadDim: hd}.RowDim() + 15) &^ 15 }
+// windowStart is the first of n positions a query attends to: the last
+// at.Window of them, or all when there is no window.
+func windowStart(at tensor.Attention, n int) int {
+	if at.Window > 0 {
+		return max(0, n-at.Window)
+	}
+	return 0
+}
 
 // runTiled computes tiled attention jobs [lo,hi), each a run of tokens
 // (j.chunks) and a KV head, ordered as attnToken orders tokens so that
@@ -354,7 +356,7 @@ func (j *attnJob) runTiled(lo, hi int) {
 	l := KVLayout(j.kv.Spec().Layout)
 	H, HKV, hd := j.at.Heads, l.Heads, l.HeadDim
 	group := H / HKV
-	hmax := tiledHeads(rd16(hd))
+	hmax := tiledHeads(tiledRow(hd))
 	nc := len(j.chunks) / 2
 	for u := lo; u < hi; u++ {
 		c, g := attnToken(u/HKV, nc), u%HKV
@@ -390,10 +392,7 @@ func (j *attnJob) fail(err error) {
 // when there is no window).
 func (j *attnJob) attendWindow(out, q []float32, g, nkv int, table []int32, n int) error {
 	l := KVLayout(j.kv.Spec().Layout)
-	start := 0
-	if j.at.Window > 0 {
-		start = max(0, n-j.at.Window)
-	}
+	start := windowStart(j.at, n)
 	if j.kv.K32 != nil {
 		return AttendF32Window(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], l, g, nkv, table, start, n, j.at.Scale, j.at.SoftCap)
 	}

@@ -47,11 +47,11 @@ func gemmF() {
 // With half, gemmFHR<R>C<C> reads F16 weight rows (w *uint16) and widens
 // them as it goes (exact), rather than a float32 copy.
 func gemmFTile(R, C int, half bool) {
-	name, wtype, esize := fmt.Sprintf("gemmFR%dC%d", R, C), "float32", 4
+	name, esize := fmt.Sprintf("gemmFR%dC%d", R, C), 4
 	if half {
-		name, wtype, esize = fmt.Sprintf("gemmFHR%dC%d", R, C), "uint16", 2
+		name, esize = fmt.Sprintf("gemmFHR%dC%d", R, C), 2
 	}
-	text(name, NOSPLIT, "func(w *"+wtype+", wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)")
+	text(name, NOSPLIT, "func(w *byte, wstride int, x *float32, xstride int, n32 int, out *float32, ostride int, acc *float32, mode int)")
 	Doc(fmt.Sprintf("%s multiplies %d float32 weight rows with %d activation rows (see gemmFTile).", name, R, C))
 	wp := []GPPhysical{RSI, R8, R9}[:R]
 	xq := []GPPhysical{RDI, R10, R11, R12, R13, R14}[:C]
