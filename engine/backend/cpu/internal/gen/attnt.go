@@ -15,7 +15,8 @@ import (
 //	tileScoresZ  the 16 scores of each row
 //	tileSoftmaxZ the online softmax of each row and its value accumulation
 
-// attnTData holds the kernels' vector constants.
+// The kernels' vector constants (attnTConsts): lane numbers, where the
+// score reduction leaves each position, expTile's constants.
 var attnTIota, attnTPerm, expfC Mem
 
 // expfVals are expTile's constants (attention_tiled.go), as float32 bits:
