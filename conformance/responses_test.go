@@ -407,11 +407,13 @@ var _ = Describe("the official openai-go client on /v1/responses", Label("respon
 		client := newClient(env.main, c)
 		res, err := client.Responses.New(ctx, params())
 		Expect(err).NotTo(HaveOccurred())
-		_, raw, err := conformance.ParseResponseObject(c.last())
+		obj, raw, err := conformance.ParseResponseObject(c.last())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(raw).NotTo(BeNil())
 		expectSame(res.Usage, raw, "response")
-		Expect(res.OutputText()).NotTo(BeEmpty(), "OutputText of %s", c.last())
+		// A sampled reply may end at its first token, so the text is
+		// compared with the wire's rather than required to be non-empty.
+		Expect(res.OutputText()).To(Equal(obj.OutputText()), "OutputText of %s", c.last())
 	})
 
 	It("responses.create streamed yields every event, and the final event's usage is the raw one", Label("sse"), func(ctx SpecContext) {
