@@ -99,3 +99,13 @@ type Backend interface {
 	// cache it is float32 attention.
 	Attention(out, q []float32, kv tensor.KVCache, layer int, at tensor.Attention, pg tensor.Paging) error
 }
+
+// Preparer is a Backend that keeps some weights in a layout of its own,
+// made once (llama.cpp's CPU backend repacks Q4_0 so for its AVX
+// kernels). NewRunner hands it every weight matrix of the model that
+// Linear will multiply; Prepare must be idempotent, since several Runners
+// (a target and its draft, or one per test) may share the Backend and a
+// model. The matrices outlive the Backend's use of them.
+type Preparer interface {
+	Prepare(ws []tensor.Matrix)
+}

@@ -83,3 +83,59 @@ func TestForeignKV(t *testing.T) {
 		t.Fatalf("%d logits, want %d", len(logits), m.Config.VocabSize)
 	}
 }
+
+// preparing records what NewRunner hands a Preparer.
+type preparing struct {
+	*cpu.Backend
+	got [][]tensor.Matrix
+}
+
+func (p *preparing) Prepare(ws []tensor.Matrix) {
+	p.got = append(p.got, ws)
+	p.Backend.Prepare(ws)
+}
+
+// TestNewRunnerPrepares: a Backend that prepares weights is handed every
+// matrix the forward pass multiplies (each layer's seven projections and
+// the output matrix) once per Runner, and the Runner's logits are those
+// of a backend that prepares nothing, up to the last bits in which the
+// packed kernels' arithmetic differs (the CPU backend's tests pin it).
+func TestNewRunnerPrepares(t *testing.T) {
+	t.Parallel()
+	m := fromSpec(t, testmodel.Target(quant.Q4_0))
+	be := &preparing{Backend: cpu.New(cpu.Options{Threads: 1})}
+	defer be.Close()
+	r := model.NewRunner(m, be, 2)
+	if len(be.got) != 1 {
+		t.Fatalf("Prepare called %d times by one NewRunner, want 1", len(be.got))
+	}
+	if got, want := len(be.got[0]), 7*m.Config.Layers+1; got != want {
+		t.Fatalf("Prepare got %d matrices, want %d", got, want)
+	}
+	for i, w := range be.got[0] {
+		if w.Type != quant.Q4_0 || w.Rows == 0 || w.Cols != m.Config.Embd && w.Cols != m.Config.FF && w.Cols != m.Config.Heads*m.Config.HeadDim {
+			t.Fatalf("matrix %d: %s %dx%d is not a projection of the model", i, w.Type, w.Rows, w.Cols)
+		}
+	}
+
+	plain := cpu.New(cpu.Options{Threads: 1})
+	defer plain.Close()
+	b := &model.Batch{Tokens: []int32{1, 2}, Pos: []int32{0, 1}, Seq: []int32{0, 0}, Tables: [][]int32{{0}}, Logits: []int32{1}}
+	logits := func(be model.Backend, r *model.Runner) []float32 {
+		kv, err := model.NewKVOn(be, &m.Config, model.KVF16, 1, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := r.Forward(b, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]float32(nil), l...)
+	}
+	got, want := logits(be, r), logits(plain, model.NewRunner(m, plain, 2))
+	for i := range want {
+		if d := got[i] - want[i]; d > 1e-3 || d < -1e-3 {
+			t.Fatalf("logit %d: %g prepared, %g not", i, got[i], want[i])
+		}
+	}
+}

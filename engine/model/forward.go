@@ -84,7 +84,25 @@ func NewRunner(m *Model, be Backend, maxTokens int) *Runner {
 		r.attns[li] = at
 	}
 	r.SetContextLength(c.ContextLength)
+	if p, ok := be.(Preparer); ok {
+		p.Prepare(m.linearWeights())
+	}
 	return r
+}
+
+// linearWeights lists the matrices the forward pass multiplies with
+// Linear or Linears: every layer's projections and the output matrix.
+func (m *Model) linearWeights() []tensor.Matrix {
+	ws := make([]tensor.Matrix, 0, 7*len(m.layers)+1)
+	for i := range m.layers {
+		l := &m.layers[i]
+		for _, x := range []linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down} {
+			if x.w.Data != nil {
+				ws = append(ws, x.w)
+			}
+		}
+	}
+	return append(ws, m.output.w)
 }
 
 // SetContextLength tells the Runner the longest sequence it will run (its

@@ -23,7 +23,14 @@ import (
 // newTestEngine starts an engine on the embedded test model.
 func newTestEngine(t testing.TB, opts Options) *Engine {
 	t.Helper()
-	data, err := testmodel.Bytes(testmodel.Target(quant.F32))
+	return newTestEngineOf(t, quant.F32, opts)
+}
+
+// newTestEngineOf is newTestEngine on the test model with weights of type
+// typ.
+func newTestEngineOf(t testing.TB, typ quant.Type, opts Options) *Engine {
+	t.Helper()
+	data, err := testmodel.Bytes(testmodel.Target(typ))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +186,21 @@ func TestStopAndEOS(t *testing.T) {
 }
 
 // TestBatchInvariance: the same request gives the same tokens alone, among 8
-// concurrent requests, and with a warm prefix cache; greedy and seeded.
+// concurrent requests, and with a warm prefix cache; greedy and seeded. Q4_0
+// runs on the packed kernels where the machine has AVX-512, whose
+// arithmetic is their own for every batch size.
 func TestBatchInvariance(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, Options{})
+	for _, typ := range []quant.Type{quant.F32, quant.Q4_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			t.Parallel()
+			testBatchInvariance(t, typ)
+		})
+	}
+}
+
+func testBatchInvariance(t *testing.T, typ quant.Type) {
+	e := newTestEngineOf(t, typ, Options{})
 	id := e.Models()[0].ID
 	prompts := []string{
 		"Once upon a time there was a small river. The river ran past a green hill",
@@ -221,7 +239,7 @@ func TestBatchInvariance(t *testing.T) {
 			}
 		}
 	}
-	cold := newTestEngine(t, Options{})
+	cold := newTestEngineOf(t, typ, Options{})
 	for i, r := range reqs() {
 		if got := collect(t, cold, r).text[0]; got != alone[i] {
 			t.Fatalf("request %d: on a cold engine %q, warm %q", i, got, alone[i])

@@ -60,6 +60,10 @@ type Backend struct {
 	// conv says are already in scratch.
 	shareX bool
 	conv   convKey
+	// packed: the weights Prepare laid out for a packKernel, by the
+	// address of the original's data; packFn and pconvFn run such a job.
+	packed          map[*byte]packed
+	packFn, pconvFn func(lo, hi int)
 
 	closeOnce sync.Once
 }
@@ -70,6 +74,7 @@ type Backend struct {
 type convKey struct {
 	g       *gemmKernel
 	k       *rowKernel
+	p       *packKernel
 	x       *float32
 	n, cols int
 }
@@ -87,6 +92,8 @@ func New(opts Options) *Backend {
 	b.convFn = b.convertRange
 	b.gemmFn = b.gemmRange
 	b.gconvFn = b.gemmConvert
+	b.packFn = b.packRange
+	b.pconvFn = b.packConvert
 	b.pool.start(threads)
 	return b
 }

@@ -184,6 +184,46 @@ func gemmQ5_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float
 //go:noescape
 func gemmQ5_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
+// q4sT1 multiplies a group of 16 packed Q4_0 rows with 1 tokens (see internal/gen/q4s.go).
+//
+//go:noescape
+func q4sT1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// q4sT2 multiplies a group of 16 packed Q4_0 rows with 2 tokens (see internal/gen/q4s.go).
+//
+//go:noescape
+func q4sT2(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// q4sT3 multiplies a group of 16 packed Q4_0 rows with 3 tokens (see internal/gen/q4s.go).
+//
+//go:noescape
+func q4sT3(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// q4sT4 multiplies a group of 16 packed Q4_0 rows with 4 tokens (see internal/gen/q4s.go).
+//
+//go:noescape
+func q4sT4(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// q4sT5 multiplies a group of 16 packed Q4_0 rows with 5 tokens (see internal/gen/q4s.go).
+//
+//go:noescape
+func q4sT5(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// q4sT6 multiplies a group of 16 packed Q4_0 rows with 6 tokens (see internal/gen/q4s.go).
+//
+//go:noescape
+func q4sT6(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// q4sT7 multiplies a group of 16 packed Q4_0 rows with 7 tokens (see internal/gen/q4s.go).
+//
+//go:noescape
+func q4sT7(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// q4sT8 multiplies a group of 16 packed Q4_0 rows with 8 tokens (see internal/gen/q4s.go).
+//
+//go:noescape
+func q4sT8(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
 // gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
 //
 //go:noescape
@@ -868,3 +908,8 @@ func quantQ8p1AVX512(dst *byte, src *float32, nb int, k uint32)
 //
 //go:noescape
 func quantQ8xAVX512(dst *byte, src *float32, nb int, k uint32)
+
+// quantQ8sAVX512 quantises nb blocks of activations to Q8_0 (Q8_1) in a prefill or row-kernel layout (see internal/gen/q8p.go).
+//
+//go:noescape
+func quantQ8sAVX512(dst *byte, src *float32, nb int, k uint32)

@@ -43,6 +43,10 @@ type rowKernel struct {
 	// gemm, when not nil, is the prefill path: MatMul uses it for batches of
 	// at least gemm.minTokens activation rows.
 	gemm *gemmKernel
+	// pack, when not nil, multiplies weights that Prepare laid out in the
+	// kernel's own layout, for every batch size. Its arithmetic is its
+	// own (not the bits of dot), the same for every batch.
+	pack *packKernel
 	// dot, dot4, dots, dots4 and gemm compute each output with the same
 	// arithmetic, bit for bit, so a row's result does not depend on the
 	// batch it came in (speculative verification must reproduce plain

@@ -29,6 +29,7 @@ type mmJob struct {
 	n         int
 	k         *rowKernel
 	g         *gemmKernel // the prefill kernel, when the job runs on one
+	pk        *packKernel // the packed kernel, when the job runs on one
 	slotBytes int         // the prefill kernel's scratch per thread
 	src       []float32   // activations to convert
 }
@@ -61,6 +62,12 @@ func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
 		return
 	}
 	k := &b.kern.rows[w.Type]
+	if k.pack != nil {
+		if data, ok := b.packedFor(w); ok {
+			b.packedMatMul(k.pack, out, w, data, x, n)
+			return
+		}
+	}
 	wrb := w.rowBytes()
 	j := &b.mm
 	*j = mmJob{out: out, w: w.Data, rows: w.Rows, cols: w.Cols, wrb: wrb, n: n, k: k}

@@ -19,6 +19,7 @@ import (
 func main() {
 	Constraint(buildtags.Term("amd64"))
 	gemm32()
+	q4sFamily()
 	gemmK()
 	gemmF()
 	kquantFamily()

@@ -26,6 +26,11 @@ import (
 // Q8_1 stores it, converted back to float32, at +192 (the token's 8 lanes:
 // s, then 7 zeros).
 //
+// quantQ8sAVX512 writes the q8s layout of the packed Q4_0 tiles (q4s.go):
+// per block a unit of q8sUnit bytes, the 32 quants at +0, the scale
+// (float32, back from fp16) at +32 and -K*(sum of the 32 quants) at +36
+// (int32, exact).
+//
 // quantQ8xAVX512 writes the q8x layout of the AVX-512 row kernels
 // (q8x_amd64.go): per block a 64-byte unit of the 32 quants and their 8
 // lane corrections, then, after the nb units, the nb scales (float32).
@@ -33,6 +38,7 @@ func q8p() {
 	q8pGen(q8pLayout{name: "quantQ8pAVX512", corr: 64, unit: q8pUnit})
 	q8pGen(q8pLayout{name: "quantQ8p1AVX512", corr: 64, unit: q8p1Unit, withS: true})
 	q8pGen(q8pLayout{name: "quantQ8xAVX512", corr: 32, unit: 64, scalesAfter: true})
+	q8pGen(q8pLayout{name: "quantQ8sAVX512", unit: q8sUnit, blockSum: true})
 }
 
 // q8pLayout is where a converter stores a block's parts.
@@ -41,6 +47,9 @@ type q8pLayout struct {
 	corr, unit  int  // byte offset of the corrections in a block's unit; unit size
 	withS       bool // Q8_1's s at +192
 	scalesAfter bool // scales as nb float32 after the units (q8x), else 8 times at +128
+	// blockSum: the q8s layout, one scale at +32 and the block's whole
+	// correction at +36, no lane corrections.
+	blockSum bool
 }
 
 func q8pGen(l q8pLayout) {
@@ -112,15 +121,29 @@ func q8pGen(l q8pLayout) {
 	raw("VPDPBUSD", Y2, Y24, Y7)
 	VPXORD(Y8, Y8, Y8)
 	VPSUBD(Y7, Y8, Y8)
-	VMOVDQU(Y8, Mem{Base: RDI, Disp: l.corr})
+	if l.blockSum {
+		// The 8 lanes added (exact integers): the block's correction.
+		VEXTRACTI128(U8(1), Y8, X12)
+		VPADDD(X12, X8, X8)
+		VPSHUFD(U8(0x4e), X8, X12)
+		VPADDD(X12, X8, X8)
+		VPSHUFD(U8(0xb1), X8, X12)
+		VPADDD(X12, X8, X8)
+		VMOVD(X8, Mem{Base: RDI, Disp: 36})
+	} else {
+		VMOVDQU(Y8, Mem{Base: RDI, Disp: l.corr})
+	}
 
 	// The scale as stored in Q8_0 (fp16, to nearest even) and back.
 	VCVTPS2PH(U8(0), X5, X9)
 	VCVTPH2PS(X9, X9)
-	if l.scalesAfter {
+	switch {
+	case l.blockSum:
+		VMOVSS(X9, Mem{Base: RDI, Disp: 32})
+	case l.scalesAfter:
 		VMOVSS(X9, Mem{Base: R8})
 		ADDQ(U8(4), R8)
-	} else {
+	default:
 		VBROADCASTSS(X9, Y9)
 		VMOVUPS(Y9, Mem{Base: RDI, Disp: 128})
 	}
