@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"rill/engine/quant"
+	"rill/engine/tensor"
 )
 
 // benchMatrix returns a rows x cols matrix of type typ: one random row
@@ -202,6 +203,14 @@ func BenchmarkMatMulDRAM(b *testing.B) {
 // prompt-processing shape, on one thread: path=gemm is the prefill kernel,
 // path=rows the same kernel set without it (the batched row kernels), for
 // a same-run ratio. The MMAC/s metric is multiply-adds per second.
+// prefillPath is one way BenchmarkPrefill multiplies: a kernel set, and
+// whether the matrix is prepared (packed) first.
+type prefillPath struct {
+	name    string
+	ks      *kernelSet
+	prepare bool
+}
+
 func BenchmarkPrefill(b *testing.B) {
 	const n = 494
 	for _, ks := range simdSets() {
@@ -215,12 +224,16 @@ func BenchmarkPrefill(b *testing.B) {
 				w := benchMatrix(b, typ, shape[0], shape[1])
 				x := randFloats(newRand(b, 2), n*shape[1], 1)
 				out := make([]float32, n*shape[0])
-				for _, path := range []struct {
-					name string
-					ks   *kernelSet
-				}{{"gemm", ks}, {"rows", &rowsOnly}} {
+				paths := []prefillPath{{"gemm", ks, false}, {"rows", &rowsOnly, false}}
+				if ks.rows[typ].pack != nil {
+					paths = append(paths, prefillPath{"packed", ks, true})
+				}
+				for _, path := range paths {
 					b.Run(fmt.Sprintf("%s/%s/%dx%d/path=%s", ks.name, typ, shape[0], shape[1], path.name), func(b *testing.B) {
 						be := testBackend(b, 1, path.ks)
+						if path.prepare {
+							be.Prepare([]tensor.Matrix{tensor.Matrix(w)})
+						}
 						be.MatMul(out, w, x, n)
 						b.ResetTimer()
 						for b.Loop() {
@@ -230,6 +243,28 @@ func BenchmarkPrefill(b *testing.B) {
 					})
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkPrepare measures the one-time repacking of a model's weights
+// (Backend.Prepare) for the types that have a packed layout, in MB/s of
+// the original weights.
+func BenchmarkPrepare(b *testing.B) {
+	for _, ks := range simdSets() {
+		for _, typ := range weightTypes {
+			if ks.rows[typ].pack == nil {
+				continue
+			}
+			w := benchMatrix(b, typ, 2816, 1024)
+			b.Run(fmt.Sprintf("%s/%s/2816x1024", ks.name, typ), func(b *testing.B) {
+				be := testBackend(b, 2, ks)
+				for b.Loop() {
+					be.packed = nil // forget the last copy: pack again
+					be.Prepare([]tensor.Matrix{tensor.Matrix(w)})
+				}
+				b.ReportMetric(float64(len(w.Data))*float64(b.N)/b.Elapsed().Seconds()/1e6, "MB/s")
+			})
 		}
 	}
 }
