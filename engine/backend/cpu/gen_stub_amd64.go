@@ -184,45 +184,85 @@ func gemmQ5_1R1P2(w *byte, wstride int, dw *float32, x *byte, nb int, out *float
 //go:noescape
 func gemmQ5_1R1P1(w *byte, wstride int, dw *float32, x *byte, nb int, out *float32, ostride int, tokens int)
 
-// q4sT1 multiplies a group of 16 packed Q4_0 rows with 1 tokens (see internal/gen/q4s.go).
+// packedQ4_0T1 multiplies a group of 16 packed Q4_0 rows with 1 tokens (see internal/gen/packed32.go).
 //
 //go:noescape
-func q4sT1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+func packedQ4_0T1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
-// q4sT2 multiplies a group of 16 packed Q4_0 rows with 2 tokens (see internal/gen/q4s.go).
+// packedQ4_0T2 multiplies a group of 16 packed Q4_0 rows with 2 tokens (see internal/gen/packed32.go).
 //
 //go:noescape
-func q4sT2(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+func packedQ4_0T2(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
-// q4sT3 multiplies a group of 16 packed Q4_0 rows with 3 tokens (see internal/gen/q4s.go).
+// packedQ4_0T3 multiplies a group of 16 packed Q4_0 rows with 3 tokens (see internal/gen/packed32.go).
 //
 //go:noescape
-func q4sT3(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+func packedQ4_0T3(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
-// q4sT4 multiplies a group of 16 packed Q4_0 rows with 4 tokens (see internal/gen/q4s.go).
+// packedQ4_0T4 multiplies a group of 16 packed Q4_0 rows with 4 tokens (see internal/gen/packed32.go).
 //
 //go:noescape
-func q4sT4(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+func packedQ4_0T4(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
-// q4sT5 multiplies a group of 16 packed Q4_0 rows with 5 tokens (see internal/gen/q4s.go).
+// packedQ4_0T5 multiplies a group of 16 packed Q4_0 rows with 5 tokens (see internal/gen/packed32.go).
 //
 //go:noescape
-func q4sT5(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+func packedQ4_0T5(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
-// q4sT6 multiplies a group of 16 packed Q4_0 rows with 6 tokens (see internal/gen/q4s.go).
+// packedQ4_0T6 multiplies a group of 16 packed Q4_0 rows with 6 tokens (see internal/gen/packed32.go).
 //
 //go:noescape
-func q4sT6(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+func packedQ4_0T6(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
-// q4sT7 multiplies a group of 16 packed Q4_0 rows with 7 tokens (see internal/gen/q4s.go).
+// packedQ4_0T7 multiplies a group of 16 packed Q4_0 rows with 7 tokens (see internal/gen/packed32.go).
 //
 //go:noescape
-func q4sT7(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+func packedQ4_0T7(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
-// q4sT8 multiplies a group of 16 packed Q4_0 rows with 8 tokens (see internal/gen/q4s.go).
+// packedQ4_0T8 multiplies a group of 16 packed Q4_0 rows with 8 tokens (see internal/gen/packed32.go).
 //
 //go:noescape
-func q4sT8(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+func packedQ4_0T8(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// packedQ8_0T1 multiplies a group of 16 packed Q8_0 rows with 1 tokens (see internal/gen/packed32.go).
+//
+//go:noescape
+func packedQ8_0T1(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// packedQ8_0T2 multiplies a group of 16 packed Q8_0 rows with 2 tokens (see internal/gen/packed32.go).
+//
+//go:noescape
+func packedQ8_0T2(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// packedQ8_0T3 multiplies a group of 16 packed Q8_0 rows with 3 tokens (see internal/gen/packed32.go).
+//
+//go:noescape
+func packedQ8_0T3(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// packedQ8_0T4 multiplies a group of 16 packed Q8_0 rows with 4 tokens (see internal/gen/packed32.go).
+//
+//go:noescape
+func packedQ8_0T4(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// packedQ8_0T5 multiplies a group of 16 packed Q8_0 rows with 5 tokens (see internal/gen/packed32.go).
+//
+//go:noescape
+func packedQ8_0T5(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// packedQ8_0T6 multiplies a group of 16 packed Q8_0 rows with 6 tokens (see internal/gen/packed32.go).
+//
+//go:noescape
+func packedQ8_0T6(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// packedQ8_0T7 multiplies a group of 16 packed Q8_0 rows with 7 tokens (see internal/gen/packed32.go).
+//
+//go:noescape
+func packedQ8_0T7(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+
+// packedQ8_0T8 multiplies a group of 16 packed Q8_0 rows with 8 tokens (see internal/gen/packed32.go).
+//
+//go:noescape
+func packedQ8_0T8(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
 // gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
 //

@@ -46,7 +46,9 @@ type mmJob struct {
 // read from memory once per call: a batch of n rows costs about one
 // matrix-vector product in memory traffic. Every output is computed with the
 // same arithmetic whatever n, the row's place in the batch and the thread
-// count: a row's results are the same bits alone or batched.
+// count: a row's results are the same bits alone or batched. A matrix
+// that Prepare packed is read from its packed copy, with its packed
+// kernel's arithmetic, which is likewise the same for every n.
 //
 // len(x) must be at least n*w.Cols and len(out) at least n*w.Rows; out must
 // not overlap x; w must be valid (Matrix.Validate). MatMul panics otherwise

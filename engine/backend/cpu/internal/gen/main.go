@@ -19,7 +19,7 @@ import (
 func main() {
 	Constraint(buildtags.Term("amd64"))
 	gemm32()
-	q4sFamily()
+	packed32Family()
 	gemmK()
 	gemmF()
 	kquantFamily()

@@ -26,7 +26,7 @@ import (
 // Q8_1 stores it, converted back to float32, at +192 (the token's 8 lanes:
 // s, then 7 zeros).
 //
-// quantQ8sAVX512 writes the q8s layout of the packed Q4_0 tiles (q4s.go):
+// quantQ8sAVX512 writes the q8s layout of the packed tiles (packed32.go):
 // per block a unit of q8sUnit bytes, the 32 quants at +0, the scale
 // (float32, back from fp16) at +32 and -K*(sum of the 32 quants) at +36
 // (int32, exact).

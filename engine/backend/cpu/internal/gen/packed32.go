@@ -9,52 +9,72 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// Packed Q4_0 (q4s_amd64.go): weight rows in groups of 16, each block of
-// a group as one unit of q4sUnit bytes, the 16 rows' fp16 scales at +0 and
-// their quants at +32 in four chunks of 64 bytes, chunk j holding bytes
-// 4j..4j+3 of each row's 16 (row r at 4r): lane r of a 512-bit register
-// is row r. Low nibbles are elements 4j..4j+3, high nibbles 16+4j..16+4j+3.
+// Packed 32-element blocks (packed32_amd64.go): weight rows in groups of
+// 16, each block of a group as one unit, the 16 rows' fp16 scales at +0
+// and their unsigned quants at +32 in chunks of 64 bytes, chunk j holding
+// bytes 4j..4j+3 of each row's quant bytes (row r at 4r): lane r of a
+// 512-bit register is row r.
+//
+//	Q4_0: 4 chunks of the block's nibbles as stored (q + 8): the low
+//	      nibbles of chunk j are elements 4j..4j+3, the high ones
+//	      16+4j..16+4j+3.
+//	Q8_0: 8 chunks of q + 128 (the stored byte with its top bit
+//	      flipped): chunk j is elements 4j..4j+3.
 //
 // Activations are in the q8s layout (q8p.go): per token and block, the 32
-// Q8_0 quants at +0, the scale at +32 and -8*(sum of the quants) at +36.
+// Q8_0 quants at +0, the scale at +32 and -K*(sum of the quants) at +36,
+// K the weights' offset (8 or 128).
 //
-// Per block, token t's lane r starts at -8*sum(x), VPDPBUSD adds nibble*x
+// Per block, token t's lane r starts at -K*sum(x), VPDPBUSD adds (q+K)*x
 // (unsigned by signed) over the 32 elements, 4 at a time from a broadcast
-// of the token's quants, so it ends at the exact integer sum of (q-8)*x,
-// the block's dot product; then acc = fma(float(sum), dw*dx, acc). A
-// lane holds one row and one token for the whole row, so nothing is summed
+// of the token's quants, so it ends at the exact integer sum of q*x, the
+// block's dot product; then acc = fma(float(sum), dw*dx, acc). A lane
+// holds one row and one token for the whole row, so nothing is summed
 // across lanes: each output is that sequence over the blocks, whatever the
 // number of tokens of the tile, the tile it is in or the thread that runs
 // it. It is llama.cpp's arithmetic for its repacked Q4_0 (a float per
 // block, not per 4 elements).
 
-// q4sUnit is the bytes of one block of one group of 16 rows.
-const q4sUnit = 32 + 16*16
-
 // q8sUnit is the bytes of one block of one token in the q8s layout.
 const q8sUnit = 40
 
-// q4sMaxTokens is the widest tile: 8 tokens by 16 rows.
-const q4sMaxTokens = 8
+// packedMaxTokens is the widest tile: 8 tokens by 16 rows.
+const packedMaxTokens = 8
 
-func q4sFamily() {
-	for t := 1; t <= q4sMaxTokens; t++ {
-		q4sTile(t)
+// packed32 is one packed weight type.
+type packed32 struct {
+	name   string
+	chunks int  // chunks of 64 bytes per unit
+	nibble bool // each chunk holds two elements per byte (Q4_0)
+}
+
+func (p packed32) unit() int { return 32 + 64*p.chunks }
+
+var packed32Types = []packed32{
+	{name: "Q4_0", chunks: 4, nibble: true},
+	{name: "Q8_0", chunks: 8},
+}
+
+func packed32Family() {
+	for _, p := range packed32Types {
+		for t := 1; t <= packedMaxTokens; t++ {
+			packed32Tile(p, t)
+		}
 	}
 }
 
-// q4sTile generates
+// packed32Tile generates
 //
-//	func q4sT<T>(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
+//	func packed<type>T<T>(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 //
 // w: one group's nb units; x: token 0's nb q8s units, token t's at
 // x + t*xstride; out: token t's result for row r of the group at
 // out[t*ostride + r], for r < rows (1 to 16; the rest of the group is
 // padding and is not stored).
-func q4sTile(T int) {
-	name := fmt.Sprintf("q4sT%d", T)
+func packed32Tile(p packed32, T int) {
+	name := fmt.Sprintf("packed%sT%d", p.name, T)
 	text(name, NOSPLIT, "func(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)")
-	Doc(fmt.Sprintf("%s multiplies a group of 16 packed Q4_0 rows with %d tokens (see internal/gen/q4s.go).", name, T))
+	Doc(fmt.Sprintf("%s multiplies a group of 16 packed %s rows with %d tokens (see internal/gen/packed32.go).", name, p.name, T))
 
 	xp := []reg.GPPhysical{RDI, R8, R9, R10, R11, R12, R13, RBX}[:T]
 	Load(Param("w"), RSI)
@@ -68,12 +88,14 @@ func q4sTile(T int) {
 	Load(Param("nb"), RCX)
 	XORQ(RDX, RDX) // the block's offset in every token's row
 	mask := Z31
-	broadcastByte(0x0f, mask)
+	if p.nibble {
+		broadcastByte(0x0f, mask)
+	}
 
 	acc := func(t int) reg.VecPhysical { return zreg(t) }
 	sum := func(t int) reg.VecPhysical { return zreg(8 + t) }
 	dw, s := Z16, Z17
-	nib := func(j int) [3]reg.VecPhysical { // bytes, low and high nibbles
+	regs := func(j int) [3]reg.VecPhysical { // bytes, low and high nibbles
 		b := 18 + 3*(j%2)
 		return [3]reg.VecPhysical{zreg(b), zreg(b + 1), zreg(b + 2)}
 	}
@@ -88,9 +110,15 @@ func q4sTile(T int) {
 	for t := range T {
 		VPBROADCASTD(xm(t, 36), sum(t))
 	}
-	for j := range 4 {
-		r := nib(j)
+	for j := range p.chunks {
+		r := regs(j)
 		VMOVDQU64(Mem{Base: RSI, Disp: 32 + 64*j}, r[0])
+		if !p.nibble {
+			for t := range T {
+				vpdpbusdBcst(xm(t, 4*j), r[0], sum(t))
+			}
+			continue
+		}
 		VPANDD(mask, r[0], r[1])
 		VPSRLW(U8(4), r[0], r[2])
 		VPANDD(mask, r[2], r[2])
@@ -106,7 +134,7 @@ func q4sTile(T int) {
 		VMULPS_BCST(xm(t, 32), dw, s)
 		VFMADD231PS(sum(t), s, acc(t))
 	}
-	ADDQ(U32(q4sUnit), RSI)
+	ADDQ(U32(p.unit()), RSI)
 	ADDQ(U32(q8sUnit), RDX)
 	DECQ(RCX)
 	JNZ(LabelRef(loop))

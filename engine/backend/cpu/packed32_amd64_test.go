@@ -1,0 +1,151 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"testing"
+
+	"rill/engine/quant"
+	"rill/engine/tensor"
+)
+
+// blockQuants returns the 32 integer quants of a Q4_0 or Q8_0 block.
+func blockQuants(typ quant.Type, blk []byte) [32]int {
+	var q [32]int
+	for k := range 32 {
+		if typ == quant.Q8_0 {
+			q[k] = int(int8(blk[2+k]))
+		} else {
+			q[k] = int(blk[2+k%16]>>(4*(k/16))&15) - 8
+		}
+	}
+	return q
+}
+
+// packedReference is the packed kernels' arithmetic in Go: per row and
+// token, acc = fma(float(isum), dw*dx, acc) over the blocks in order, isum
+// the exact integer dot product of the block's quants, x quantised by
+// engine/quant's Q8_0 reference.
+func packedReference(t *testing.T, typ quant.Type, w []byte, rows, cols int, x []float32, n int) []float32 {
+	t.Helper()
+	nb, bb := cols/32, typ.BlockBytes()
+	out := make([]float32, n*rows)
+	xq := quantize(t, quant.Q8_0, x[:n*cols])
+	for i := range n {
+		for r := range rows {
+			var acc float32
+			for b := range nb {
+				wb := w[(r*nb+b)*bb:][:bb]
+				xb := xq[(i*nb+b)*34:][:34]
+				wq, xs := blockQuants(typ, wb), blockQuants(quant.Q8_0, xb)
+				isum := 0
+				for k := range 32 {
+					isum += wq[k] * xs[k]
+				}
+				d := quant.F16ToF32(binary.LittleEndian.Uint16(wb)) * quant.F16ToF32(binary.LittleEndian.Uint16(xb))
+				// float(isum)*d is exact in float64, so this is a float32
+				// fma up to a double rounding (odds about 2^-29 a step).
+				acc = float32(float64(isum)*float64(d) + float64(acc))
+			}
+			out[i*rows+r] = acc
+		}
+	}
+	return out
+}
+
+// TestPackedConverter checks the q8s activation converter against
+// engine/quant's Q8_0 quantiser: the same quants, the same scale, and
+// -K times the quants' sum (K = 8 for Q4_0, 128 for Q8_0).
+func TestPackedConverter(t *testing.T) {
+	needAVX512(t)
+	r := newRand(t, 41)
+	for _, p := range []*packed32{packedQ4_0, packedQ8_0} {
+		for _, nb := range []int{1, 2, 5, 28} {
+			for ki, kind := range activationKinds {
+				x := kind.gen(r, 32*nb)
+				ref := quantize(t, quant.Q8_0, x)
+				got := make([]byte, nb*q8sUnit)
+				p.kernel().convert(got, x, 32*nb, 0, 1)
+				for b := range nb {
+					u, rb := got[b*q8sUnit:][:q8sUnit], ref[b*34:][:34]
+					sum := 0
+					for k := range 32 {
+						if u[k] != rb[2+k] {
+							t.Fatalf("nb=%d kind %d block %d quant %d: %d, want %d", nb, ki, b, k, int8(u[k]), int8(rb[2+k]))
+						}
+						sum += int(int8(rb[2+k]))
+					}
+					d := math.Float32frombits(binary.LittleEndian.Uint32(u[32:]))
+					if want := quant.F16ToF32(binary.LittleEndian.Uint16(rb)); math.Float32bits(d) != math.Float32bits(want) {
+						t.Fatalf("nb=%d kind %d block %d: scale %g, want %g", nb, ki, b, d, want)
+					}
+					if c, want := int32(binary.LittleEndian.Uint32(u[36:])), -int32(p.k)*int32(sum); c != want {
+						t.Fatalf("%s nb=%d kind %d block %d: correction %d, want %d", p.typ, nb, ki, b, c, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPackedMatMul checks MatMul on a prepared Q4_0 or Q8_0 matrix: its
+// arithmetic (against packedReference, bit for bit), its closeness to the
+// unprepared kernels, and that a token's outputs are the same bits alone,
+// in any batch and on any number of threads.
+func TestPackedMatMul(t *testing.T) {
+	needAVX512(t)
+	if !useAVX512 {
+		t.Skip("RILL_CPU_NOAVX512 or RILL_CPU_NOSIMD is set: the packed kernels are off")
+	}
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0} {
+		for _, tc := range []struct{ rows, cols int }{{16, 32}, {37, 96}, {64, 256}, {200, 896}} {
+			for _, n := range []int{1, 2, 7, 8, 9, 17, 40} {
+				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, tc.rows, tc.cols, n), func(t *testing.T) {
+					r := newRand(t, uint64(tc.rows*1000+tc.cols*10+n))
+					w := Matrix{Type: typ, Rows: tc.rows, Cols: tc.cols}
+					for i := range tc.rows {
+						w.Data = append(w.Data, randWeights(t, r, typ, tc.cols, i%3 == 0)...)
+					}
+					x := randFloats(r, n*tc.cols, 1)
+					want := packedReference(t, typ, w.Data, tc.rows, tc.cols, x, n)
+
+					plain := New(Options{Threads: 2})
+					defer plain.Close()
+					unpacked := make([]float32, n*tc.rows)
+					plain.MatMul(unpacked, w, x, n)
+
+					for _, threads := range []int{1, 3} {
+						b := New(Options{Threads: threads})
+						defer b.Close()
+						b.Prepare([]tensor.Matrix{tensor.Matrix(w)})
+						b.Prepare([]tensor.Matrix{tensor.Matrix(w)}) // idempotent
+						if len(b.packed) != 1 {
+							t.Fatalf("%d packed matrices after Prepare, want 1", len(b.packed))
+						}
+						got := make([]float32, n*tc.rows)
+						b.MatMul(got, w, x, n)
+						for i, v := range got {
+							if math.Float32bits(v) != math.Float32bits(want[i]) {
+								t.Fatalf("threads %d: token %d row %d: %g, reference %g", threads, i/tc.rows, i%tc.rows, v, want[i])
+							}
+							if d := math.Abs(float64(v - unpacked[i])); d > 1e-4*(1+math.Abs(float64(v))) {
+								t.Fatalf("threads %d: token %d row %d: %g, unpacked kernels %g", threads, i/tc.rows, i%tc.rows, v, unpacked[i])
+							}
+						}
+						// Each token alone: the same bits as in the batch.
+						one := make([]float32, tc.rows)
+						for i := range n {
+							b.MatMul(one, w, x[i*tc.cols:(i+1)*tc.cols], 1)
+							for k, v := range one {
+								if math.Float32bits(v) != math.Float32bits(got[i*tc.rows+k]) {
+									t.Fatalf("threads %d: token %d row %d: %g alone, %g in a batch of %d", threads, i, k, v, got[i*tc.rows+k], n)
+								}
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
