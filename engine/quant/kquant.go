@@ -85,6 +85,10 @@ func q4KScales(p *[12]byte) (sc, m [8]uint8) {
 	return sc, m
 }
 
+// Q4KScaleMins returns the eight 6-bit scales and eight 6-bit mins of a
+// Q4_K (or Q5_K) block from its twelve scale bytes, which p begins with.
+func Q4KScaleMins(p []byte) (sc, m [8]uint8) { return q4KScales((*[12]byte)(p)) }
+
 // putQ4KScales is the inverse of q4KScales; every value must be below 64.
 func putQ4KScales(p *[12]byte, sc, m *[8]uint8) {
 	for j := range 4 {

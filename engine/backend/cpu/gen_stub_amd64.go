@@ -264,6 +264,26 @@ func packedQ8_0T7(w *byte, x *byte, xstride int, nb int, out *float32, ostride i
 //go:noescape
 func packedQ8_0T8(w *byte, x *byte, xstride int, nb int, out *float32, ostride int, rows int)
 
+// packedQ4_KT1 multiplies a group of 16 packed Q4_K rows with 1 tokens (see internal/gen/packedk.go).
+//
+//go:noescape
+func packedQ4_KT1(w *byte, x *byte, xstride int, nsb int, out *float32, ostride int, rows int)
+
+// packedQ4_KT2 multiplies a group of 16 packed Q4_K rows with 2 tokens (see internal/gen/packedk.go).
+//
+//go:noescape
+func packedQ4_KT2(w *byte, x *byte, xstride int, nsb int, out *float32, ostride int, rows int)
+
+// packedQ4_KT3 multiplies a group of 16 packed Q4_K rows with 3 tokens (see internal/gen/packedk.go).
+//
+//go:noescape
+func packedQ4_KT3(w *byte, x *byte, xstride int, nsb int, out *float32, ostride int, rows int)
+
+// packedQ4_KT4 multiplies a group of 16 packed Q4_K rows with 4 tokens (see internal/gen/packedk.go).
+//
+//go:noescape
+func packedQ4_KT4(w *byte, x *byte, xstride int, nsb int, out *float32, ostride int, rows int)
+
 // gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
 //
 //go:noescape

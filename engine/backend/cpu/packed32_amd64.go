@@ -105,19 +105,26 @@ func (p *packed32) pack(dst, src []byte, rows, cols, lo, hi int) {
 // run computes out[i*rows + r] for the rows of groups [lo,hi) and every
 // token i < n, from the packed weights w and the q8s activations x.
 func (p *packed32) run(out []float32, w []byte, rows, cols int, x []byte, n int, lo, hi int) {
-	nb := cols / 32
+	runPacked(p.tiles[:], 32, p.unit(), q8sUnit, out, w, rows, cols, x, n, lo, hi)
+}
+
+// runPacked runs a packed type's tiles (tiles[k] multiplies k+1 tokens)
+// over the rows of groups [lo,hi) and every token i < n: units of elems
+// values, unit bytes per group and xunit per token.
+func runPacked(tiles []packedTile, elems, unit, xunit int, out []float32, w []byte, rows, cols int, x []byte, n int, lo, hi int) {
+	nb := cols / elems
 	if nb == 0 || lo >= hi || n == 0 {
 		return
 	}
-	gb, xs := nb*p.unit(), nb*q8sUnit
+	gb, xs := nb*unit, nb*xunit
 	_ = w[hi*gb-1]
 	_ = x[n*xs-1]
 	_ = out[n*rows-1]
 	mc := max(1, packedMCBytes/gb)
 	for g0 := lo; g0 < hi; g0 += mc {
 		g1 := min(hi, g0+mc)
-		for t0 := 0; t0 < n; t0 += packedMaxTokens {
-			tile := p.tiles[min(packedMaxTokens, n-t0)-1]
+		for t0 := 0; t0 < n; t0 += len(tiles) {
+			tile := tiles[min(len(tiles), n-t0)-1]
 			for g := g0; g < g1; g++ {
 				r0 := g * packedGroup
 				tile(&w[g*gb], &x[t0*xs], xs, nb, &out[t0*rows+r0], rows, min(packedGroup, rows-r0))

@@ -29,6 +29,9 @@ func blockQuants(typ quant.Type, blk []byte) [32]int {
 // engine/quant's Q8_0 reference.
 func packedReference(t *testing.T, typ quant.Type, w []byte, rows, cols int, x []float32, n int) []float32 {
 	t.Helper()
+	if typ == quant.Q4_K {
+		return packedQ4KReference(t, w, rows, cols, x, n)
+	}
 	nb, bb := cols/32, typ.BlockBytes()
 	out := make([]float32, n*rows)
 	xq := quantize(t, quant.Q8_0, x[:n*cols])
@@ -52,6 +55,85 @@ func packedReference(t *testing.T, typ quant.Type, w []byte, rows, cols int, x [
 		}
 	}
 	return out
+}
+
+// packedQ4KReference is the packed Q4_K arithmetic in Go: per row, token
+// and super-block, sumi = sum of scale*(nibbles.x) over the sub-blocks and
+// summ = sum of min*(sum of the sub-block's x), exact integers, then
+// acc = fma(float(sumi), d*dx, acc) and acc = fma(-float(summ), dmin*dx,
+// acc); x quantised by engine/quant's Q8_K reference.
+func packedQ4KReference(t *testing.T, w []byte, rows, cols int, x []float32, n int) []float32 {
+	t.Helper()
+	nsb := cols / 256
+	out := make([]float32, n*rows)
+	xq := quantize(t, quant.Q8_K, x[:n*cols])
+	for i := range n {
+		for r := range rows {
+			var acc float32
+			for sb := range nsb {
+				wb := w[(r*nsb+sb)*144:][:144]
+				xb := xq[(i*nsb+sb)*q8KLen:][:q8KLen]
+				sc, m := quant.Q4KScaleMins(wb[4:16])
+				sumi, summ := 0, 0
+				for j := range 8 {
+					isum, xsum := 0, 0
+					for k := range 32 {
+						q := int(wb[16+32*(j/2)+k] >> (4 * (j % 2)) & 15)
+						xv := int(int8(xb[4+32*j+k]))
+						isum += q * xv
+						xsum += xv
+					}
+					sumi += int(sc[j]) * isum
+					summ += int(m[j]) * xsum
+				}
+				dx := math.Float32frombits(binary.LittleEndian.Uint32(xb))
+				d := quant.F16ToF32(binary.LittleEndian.Uint16(wb)) * dx
+				dmin := quant.F16ToF32(binary.LittleEndian.Uint16(wb[2:])) * dx
+				// Exact products in float64, so each step is a float32 fma
+				// up to a double rounding (odds about 2^-29).
+				acc = float32(float64(sumi)*float64(d) + float64(acc))
+				acc = float32(-float64(summ)*float64(dmin) + float64(acc))
+			}
+			out[i*rows+r] = acc
+		}
+	}
+	return out
+}
+
+// TestPackedQ4KConverter checks the q8ks activation converter against
+// engine/quant's Q8_K quantiser: the same quants and scale, and each
+// 32-element sub-block's sum.
+func TestPackedQ4KConverter(t *testing.T) {
+	needAVX512(t)
+	r := newRand(t, 43)
+	for _, nsb := range []int{1, 3} {
+		for ki, kind := range activationKinds {
+			x := kind.gen(r, 256*nsb)
+			ref := quantize(t, quant.Q8_K, x)
+			got := make([]byte, nsb*q8ksUnit)
+			convertQ8KS(got, x, 256*nsb, 0, 1)
+			for sb := range nsb {
+				u, rb := got[sb*q8ksUnit:][:q8ksUnit], ref[sb*q8KLen:][:q8KLen]
+				for k := range 256 {
+					if u[k] != rb[4+k] {
+						t.Fatalf("nsb=%d kind %d super-block %d quant %d: %d, want %d", nsb, ki, sb, k, int8(u[k]), int8(rb[4+k]))
+					}
+				}
+				if d, want := binary.LittleEndian.Uint32(u[256:]), binary.LittleEndian.Uint32(rb); d != want {
+					t.Fatalf("nsb=%d kind %d super-block %d: scale %#x, want %#x", nsb, ki, sb, d, want)
+				}
+				for j := range 8 {
+					sum := 0
+					for k := range 32 {
+						sum += int(int8(rb[4+32*j+k]))
+					}
+					if got := int(int16(binary.LittleEndian.Uint16(u[260+2*j:]))); got != sum {
+						t.Fatalf("nsb=%d kind %d super-block %d: sub-block %d sums to %d, want %d", nsb, ki, sb, j, got, sum)
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestPackedConverter checks the q8s activation converter against
@@ -89,7 +171,7 @@ func TestPackedConverter(t *testing.T) {
 	}
 }
 
-// TestPackedMatMul checks MatMul on a prepared Q4_0 or Q8_0 matrix: its
+// TestPackedMatMul checks MatMul on a prepared Q4_0, Q8_0 or Q4_K matrix: its
 // arithmetic (against packedReference, bit for bit), its closeness to the
 // unprepared kernels, and that a token's outputs are the same bits alone,
 // in any batch and on any number of threads.
@@ -98,8 +180,13 @@ func TestPackedMatMul(t *testing.T) {
 	if !useAVX512 {
 		t.Skip("RILL_CPU_NOAVX512 or RILL_CPU_NOSIMD is set: the packed kernels are off")
 	}
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0} {
-		for _, tc := range []struct{ rows, cols int }{{16, 32}, {37, 96}, {64, 256}, {200, 896}} {
+	shapes := map[quant.Type][]struct{ rows, cols int }{
+		quant.Q4_0: {{16, 32}, {37, 96}, {64, 256}, {200, 896}},
+		quant.Q8_0: {{16, 32}, {37, 96}, {64, 256}, {200, 896}},
+		quant.Q4_K: {{16, 256}, {37, 512}, {100, 768}},
+	}
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K} {
+		for _, tc := range shapes[typ] {
 			for _, n := range []int{1, 2, 7, 8, 9, 17, 40} {
 				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, tc.rows, tc.cols, n), func(t *testing.T) {
 					r := newRand(t, uint64(tc.rows*1000+tc.cols*10+n))

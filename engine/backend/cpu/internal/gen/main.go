@@ -20,6 +20,7 @@ func main() {
 	Constraint(buildtags.Term("amd64"))
 	gemm32()
 	packed32Family()
+	packedKFamily()
 	gemmK()
 	gemmF()
 	kquantFamily()
