@@ -26,21 +26,20 @@ import (
 // then (acc0+acc1)+(acc2+acc3) and HSUMPS's horizontal sum. A 512-bit
 // accumulator holds two of them side by side ([acc0|acc1], [acc2|acc3]), so
 // the AVX-512 kernels give the AVX2 kernels' bits. The weight stream is
-// prefetched pf0 bytes ahead into L1 and pf1 into L2, a line per 64 bytes
-// of weights.
+// prefetched pf1 bytes ahead into L2, a line per 64 bytes of weights.
 
-// Prefetch distances of the row kernels, in bytes ahead of the weight
-// stream: pf0 into L1 (PREFETCHT0), pf1 into L2 (PREFETCHT1). Decode is
-// bound by memory bandwidth, and the hardware prefetchers alone keep too
-// few lines in flight: the far prefetch into L2 is what brings a decode
-// step close to the machine's read bandwidth (measured: +50% tokens/s on a
-// 245M-parameter Q8_0 model), the near one hides L2 latency. Prefetches
-// past the end of the weights are harmless (they never fault), and they
-// change nothing in the arithmetic.
-const (
-	pf0 = 1024
-	pf1 = 8192
-)
+// pf1 is the prefetch distance of the row kernels, in bytes ahead of the
+// weight stream, into L2 (PREFETCHT1). Decode is bound by memory
+// bandwidth, and the hardware prefetchers alone keep too few lines in
+// flight: this far prefetch is what brings a decode step close to the
+// machine's read bandwidth (measured: +50% tokens/s on a 245M-parameter
+// Q8_0 model). A near prefetch into L1 (1 KiB ahead) used to go with it;
+// on this Zen 5 it cost a fifth of the bandwidth (BenchmarkMatMulDRAM
+// without it: F16 +23%, Q8_0 +10%, Q4_0 +8%; F16 decode of the 245M model
+// +16-25%), so the L1 is left to the hardware. Prefetches past the end of
+// the weights are harmless (they never fault), and they change nothing in
+// the arithmetic.
+const pf1 = 8192
 
 // floatType describes one float weight type to the generators.
 type floatType struct {
@@ -119,15 +118,9 @@ func roundF16() {
 // prefetchWeights prefetches the bytes of one 32-element step of weights
 // at base.
 func prefetchWeights(t floatType, bases ...GPPhysical) {
-	for _, lvl := range []int{0, 1} {
-		for _, b := range bases {
-			for off := 0; off < 32*t.size; off += 64 {
-				if lvl == 0 {
-					PREFETCHT0(Mem{Base: b, Disp: pf0 + off})
-				} else {
-					PREFETCHT1(Mem{Base: b, Disp: pf1 + off})
-				}
-			}
+	for _, b := range bases {
+		for off := 0; off < 32*t.size; off += 64 {
+			PREFETCHT1(Mem{Base: b, Disp: pf1 + off})
 		}
 	}
 }
@@ -463,3 +456,4 @@ func fpairsZ(t floatType, suffix string) {
 	VZEROUPPER()
 	RET()
 }
+

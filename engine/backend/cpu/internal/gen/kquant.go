@@ -484,12 +484,9 @@ func kquantFamily() {
 	quantQ8K(true)
 }
 
-// prefetchBlock prefetches the weight bytes of one super-block pf0 ahead
-// into L1 and pf1 ahead into L2 (see frows.go).
+// prefetchBlock prefetches the weight bytes of one super-block pf1 ahead
+// into L2 (see frows.go).
 func prefetchBlock(bytes int) {
-	for off := 0; off < bytes; off += 64 {
-		PREFETCHT0(Mem{Base: RSI, Disp: pf0 + off})
-	}
 	for off := 0; off < bytes; off += 64 {
 		PREFETCHT1(Mem{Base: RSI, Disp: pf1 + off})
 	}

@@ -165,12 +165,11 @@ func vpdpbusdBcst(m Mem, w, sum reg.VecPhysical) {
 }
 
 // prefetchUnit prefetches the weights of a later unit, of size bytes, that
-// start at w: pf0 bytes ahead into L1 and pf1 ahead into L2, a line per 64
-// bytes, as the row kernels do (frows.go): decode streams the weights from
-// memory, and the hardware prefetchers alone keep too few lines in flight.
+// start at w, pf1 bytes ahead into L2, a line per 64 bytes, as the row
+// kernels do (frows.go): decode streams the weights from memory, and the
+// hardware prefetchers alone keep too few lines in flight.
 func prefetchUnit(w GPPhysical, size int) {
 	for off := 0; off < size; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: pf0 + off})
 		PREFETCHT1(Mem{Base: w, Disp: pf1 + off})
 	}
 }

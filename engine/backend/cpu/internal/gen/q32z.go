@@ -157,18 +157,12 @@ func (t q32z) scaleControl() {
 	VMOVQ(RAX, X26)
 }
 
-// prefetchBlocks prefetches the bytes of k blocks at AX, PF0 and PF1
-// ahead, a line per 64 bytes.
+// prefetchBlocks prefetches the bytes of k blocks at each base pf1 ahead
+// into L2, a line per 64 bytes.
 func prefetchBlocks(t q32z, k int, bases ...GPPhysical) {
-	for _, lvl := range []int{0, 1} {
-		for _, b := range bases {
-			for off := 0; off < k*t.bytes; off += 64 {
-				if lvl == 0 {
-					PREFETCHT0(Mem{Base: b, Disp: pf0 + off})
-				} else {
-					PREFETCHT1(Mem{Base: b, Disp: pf1 + off})
-				}
-			}
+	for _, b := range bases {
+		for off := 0; off < k*t.bytes; off += 64 {
+			PREFETCHT1(Mem{Base: b, Disp: pf1 + off})
 		}
 	}
 }
@@ -289,7 +283,6 @@ func q32zRows4(t q32z, suffix string) {
 	Label(blk)
 	TESTQ(RCX, RCX)
 	JZ(LabelRef(end))
-	PREFETCHT0(Mem{Base: RAX, Disp: pf0})
 	PREFETCHT1(Mem{Base: RAX, Disp: pf1})
 	MOVWLZX(Mem{Base: RAX}, R12L)
 	VMOVD(R12L, X5)
