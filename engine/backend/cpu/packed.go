@@ -13,6 +13,9 @@ import (
 type packKernel struct {
 	group      int
 	groupBytes func(cols int) int
+	// packable, when not nil, reports whether rows of cols values can be
+	// packed (others keep the unpacked kernels).
+	packable func(cols int) bool
 	// pack writes groups [lo,hi) of src (rows of cols values, in the
 	// weight type's own layout) into dst.
 	pack func(dst, src []byte, rows, cols, lo, hi int)
@@ -33,8 +36,8 @@ type packed struct {
 }
 
 // Prepare lays out, once, each matrix of ws whose type this Backend
-// multiplies faster from a layout of its own (Q4_0, Q8_0 and Q4_K on
-// AVX-512: 16 rows interleaved), and MatMul then reads that copy for the matrix. It is for
+// multiplies faster from a layout of its own (F16, Q4_0, Q8_0 and Q4_K
+// on AVX-512: 16 rows interleaved), and MatMul then reads that copy for the matrix. It is for
 // a model's weights: each matrix must stay valid and unchanged while the
 // Backend lives (MatMul finds the copy by the address of the original's
 // data). Matrices already prepared, of other types, or invalid are left
@@ -61,7 +64,10 @@ func (b *Backend) Prepare(ws []tensor.Matrix) {
 		}
 		pk := b.kern.rows[w.Type].pack
 		key := &w.Data[0]
-		if _, ok := b.packed[key]; pk == nil || ok || seen[key] {
+		if pk == nil || pk.packable != nil && !pk.packable(w.Cols) {
+			continue
+		}
+		if _, ok := b.packed[key]; ok || seen[key] {
 			continue
 		}
 		seen[key] = true

@@ -456,4 +456,3 @@ func fpairsZ(t floatType, suffix string) {
 	VZEROUPPER()
 	RET()
 }
-

@@ -21,6 +21,7 @@ func main() {
 	gemm32()
 	packed32Family()
 	packedKFamily()
+	packedFFamily()
 	gemmK()
 	gemmF()
 	kquantFamily()
