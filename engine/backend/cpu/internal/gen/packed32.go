@@ -78,13 +78,7 @@ func packed32Tile(p packed32, T int) {
 
 	xp := []reg.GPPhysical{RDI, R8, R9, R10, R11, R12, R13, RBX}[:T]
 	Load(Param("w"), RSI)
-	Load(Param("x"), xp[0])
-	if T > 1 {
-		Load(Param("xstride"), RAX)
-		for t := 1; t < T; t++ {
-			LEAQ(Mem{Base: xp[t-1], Index: RAX, Scale: 1}, xp[t])
-		}
-	}
+	loadRows(xp, RAX)
 	Load(Param("nb"), RCX)
 	XORQ(RDX, RDX) // the block's offset in every token's row
 	mask := Z31
@@ -139,7 +133,25 @@ func packed32Tile(p packed32, T int) {
 	DECQ(RCX)
 	JNZ(LabelRef(loop))
 
-	// Rows [0, rows) of each token's 16.
+	storeGroupRows(T, acc)
+}
+
+// loadRows sets ps[0] to the "x" parameter and ps[i] to ps[i-1] plus the
+// "xstride" parameter (loaded into tmp): a tile's activation rows.
+func loadRows(ps []reg.GPPhysical, tmp reg.GPPhysical) {
+	Load(Param("x"), ps[0])
+	if len(ps) > 1 {
+		Load(Param("xstride"), tmp)
+		for i := 1; i < len(ps); i++ {
+			LEAQ(Mem{Base: ps[i-1], Index: tmp, Scale: 1}, ps[i])
+		}
+	}
+}
+
+// storeGroupRows stores rows [0, rows) of token t's 16 outputs, acc(t), at
+// out + t*ostride (the "rows", "out" and "ostride" parameters), and
+// returns.
+func storeGroupRows(T int, acc func(int) reg.VecPhysical) {
 	Load(Param("rows"), RCX)
 	MOVL(U32(1), EAX)
 	SHLL(CL, EAX)

@@ -45,13 +45,7 @@ func packedF16Tile(G, T int) {
 	xp := []reg.GPPhysical{RDI, R9, R10, R11, R12, R13, RBX, RAX}[:T]
 	Load(Param("w"), RSI)
 	Load(Param("wstride"), R8)
-	Load(Param("x"), xp[0])
-	if T > 1 {
-		Load(Param("xstride"), RCX)
-		for t := 1; t < T; t++ {
-			LEAQ(Mem{Base: xp[t-1], Index: RCX, Scale: 1}, xp[t])
-		}
-	}
+	loadRows(xp, RCX)
 	Load(Param("cols"), RCX)
 	SHRQ(U8(2), RCX) // steps of 4 columns
 	XORQ(RDX, RDX)   // the step's offset in every activation row

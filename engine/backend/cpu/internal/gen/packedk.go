@@ -61,13 +61,7 @@ func packedQ4KTile(T int) {
 
 	xp := []reg.GPPhysical{RDI, R8, R9, R10}[:T]
 	Load(Param("w"), RSI)
-	Load(Param("x"), xp[0])
-	if T > 1 {
-		Load(Param("xstride"), RAX)
-		for t := 1; t < T; t++ {
-			LEAQ(Mem{Base: xp[t-1], Index: RAX, Scale: 1}, xp[t])
-		}
-	}
+	loadRows(xp, RAX)
 	Load(Param("nsb"), RCX)
 	XORQ(RDX, RDX) // the super-block's offset in every token's row
 	mask := Z31
@@ -154,21 +148,5 @@ func packedQ4KTile(T int) {
 	DECQ(RCX)
 	JNZ(LabelRef(loop))
 
-	// Rows [0, rows) of each token's 16.
-	Load(Param("rows"), RCX)
-	MOVL(U32(1), EAX)
-	SHLL(CL, EAX)
-	DECL(EAX)
-	KMOVW(EAX, K1)
-	Load(Param("out"), RAX)
-	Load(Param("ostride"), RDX)
-	SHLQ(U8(2), RDX)
-	for t := range T {
-		VMOVUPS(acc(t), K1, Mem{Base: RAX})
-		if t < T-1 {
-			ADDQ(RDX, RAX)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	storeGroupRows(T, acc)
 }
