@@ -187,11 +187,11 @@ func TestStopAndEOS(t *testing.T) {
 
 // TestBatchInvariance: the same request gives the same tokens alone, among 8
 // concurrent requests, and with a warm prefix cache; greedy and seeded. F16,
-// Q4_0 and Q8_0 run on the packed kernels where the machine has AVX-512,
-// whose arithmetic is their own for every batch size.
+// BF16, Q4_0 and Q8_0 run on the packed kernels where the machine has
+// AVX-512, whose arithmetic is their own for every batch size.
 func TestBatchInvariance(t *testing.T) {
 	t.Parallel()
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q4_0, quant.Q8_0} {
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q8_0} {
 		t.Run(typ.String(), func(t *testing.T) {
 			t.Parallel()
 			testBatchInvariance(t, typ)

@@ -404,6 +404,126 @@ func packedF16G3T7(w *byte, wstride int, x *float32, xstride int, cols int, out 
 //go:noescape
 func packedF16G3T8(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
 
+// packedBF16G1T1 multiplies 1 groups of 16 packed BF16 rows with 1 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G1T1(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G1T2 multiplies 1 groups of 16 packed BF16 rows with 2 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G1T2(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G1T3 multiplies 1 groups of 16 packed BF16 rows with 3 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G1T3(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G1T4 multiplies 1 groups of 16 packed BF16 rows with 4 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G1T4(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G1T5 multiplies 1 groups of 16 packed BF16 rows with 5 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G1T5(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G1T6 multiplies 1 groups of 16 packed BF16 rows with 6 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G1T6(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G1T7 multiplies 1 groups of 16 packed BF16 rows with 7 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G1T7(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G1T8 multiplies 1 groups of 16 packed BF16 rows with 8 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G1T8(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G2T1 multiplies 2 groups of 16 packed BF16 rows with 1 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G2T1(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G2T2 multiplies 2 groups of 16 packed BF16 rows with 2 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G2T2(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G2T3 multiplies 2 groups of 16 packed BF16 rows with 3 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G2T3(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G2T4 multiplies 2 groups of 16 packed BF16 rows with 4 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G2T4(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G2T5 multiplies 2 groups of 16 packed BF16 rows with 5 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G2T5(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G2T6 multiplies 2 groups of 16 packed BF16 rows with 6 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G2T6(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G2T7 multiplies 2 groups of 16 packed BF16 rows with 7 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G2T7(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G2T8 multiplies 2 groups of 16 packed BF16 rows with 8 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G2T8(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G3T1 multiplies 3 groups of 16 packed BF16 rows with 1 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G3T1(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G3T2 multiplies 3 groups of 16 packed BF16 rows with 2 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G3T2(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G3T3 multiplies 3 groups of 16 packed BF16 rows with 3 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G3T3(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G3T4 multiplies 3 groups of 16 packed BF16 rows with 4 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G3T4(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G3T5 multiplies 3 groups of 16 packed BF16 rows with 5 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G3T5(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G3T6 multiplies 3 groups of 16 packed BF16 rows with 6 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G3T6(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G3T7 multiplies 3 groups of 16 packed BF16 rows with 7 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G3T7(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedBF16G3T8 multiplies 3 groups of 16 packed BF16 rows with 8 tokens (see internal/gen/packedf.go).
+//
+//go:noescape
+func packedBF16G3T8(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+
 // gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
 //
 //go:noescape

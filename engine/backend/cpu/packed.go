@@ -36,8 +36,8 @@ type packed struct {
 }
 
 // Prepare lays out, once, each matrix of ws whose type this Backend
-// multiplies faster from a layout of its own (F16, Q4_0, Q8_0 and Q4_K
-// on AVX-512: 16 rows interleaved), and MatMul then reads that copy for the matrix. It is for
+// multiplies faster from a layout of its own (F16, BF16, Q4_0, Q8_0 and
+// Q4_K on AVX-512: 16 rows interleaved), and MatMul then reads that copy for the matrix. It is for
 // a model's weights: each matrix must stay valid and unchanged while the
 // Backend lives (MatMul finds the copy by the address of the original's
 // data). Matrices already prepared, of other types, or invalid are left

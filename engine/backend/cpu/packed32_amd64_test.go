@@ -32,8 +32,8 @@ func packedReference(t *testing.T, typ quant.Type, w []byte, rows, cols int, x [
 	switch typ {
 	case quant.Q4_K:
 		return packedQ4KReference(t, w, rows, cols, x, n)
-	case quant.F16:
-		return packedF16Reference(w, rows, cols, x, n)
+	case quant.F16, quant.BF16:
+		return packedHalfReference(typ, w, rows, cols, x, n)
 	}
 	nb, bb := cols/32, typ.BlockBytes()
 	out := make([]float32, n*rows)
@@ -60,17 +60,21 @@ func packedReference(t *testing.T, typ quant.Type, w []byte, rows, cols int, x [
 	return out
 }
 
-// packedF16Reference is the packed F16 arithmetic in Go: per row and
-// token one accumulator, acc = fma(w[k], x[k], acc) over the columns in
-// order, x rounded to f16 precision.
-func packedF16Reference(w []byte, rows, cols int, x []float32, n int) []float32 {
+// packedHalfReference is the packed F16 and BF16 arithmetic in Go: per
+// row and token one accumulator, acc = fma(w[k], x[k], acc) over the
+// columns in order, x rounded to the weights' precision.
+func packedHalfReference(typ quant.Type, w []byte, rows, cols int, x []float32, n int) []float32 {
+	widen, round := quant.F16ToF32, quant.F32ToF16
+	if typ == quant.BF16 {
+		widen, round = quant.BF16ToF32, quant.F32ToBF16
+	}
 	out := make([]float32, n*rows)
 	for i := range n {
 		for r := range rows {
 			var acc float32
 			for k := range cols {
-				wk := quant.F16ToF32(binary.LittleEndian.Uint16(w[2*(r*cols+k):]))
-				xk := quant.F16ToF32(quant.F32ToF16(x[i*cols+k]))
+				wk := widen(binary.LittleEndian.Uint16(w[2*(r*cols+k):]))
+				xk := widen(round(x[i*cols+k]))
 				// An exact product in float64: a float32 fma up to a
 				// double rounding (odds about 2^-29 a step).
 				acc = float32(float64(wk)*float64(xk) + float64(acc))
@@ -195,7 +199,8 @@ func TestPackedConverter(t *testing.T) {
 	}
 }
 
-// TestPackedMatMul checks MatMul on a prepared Q4_0, Q8_0, Q4_K or F16 matrix: its
+// TestPackedMatMul checks MatMul on a prepared Q4_0, Q8_0, Q4_K, F16 or
+// BF16 matrix: its
 // arithmetic (against packedReference, bit for bit), its closeness to the
 // unprepared kernels, and that a token's outputs are the same bits alone,
 // in any batch and on any number of threads.
@@ -209,8 +214,9 @@ func TestPackedMatMul(t *testing.T) {
 		quant.Q8_0: {{16, 32}, {37, 96}, {64, 256}, {200, 896}},
 		quant.Q4_K: {{16, 256}, {37, 512}, {100, 768}},
 		quant.F16:  {{16, 16}, {37, 96}, {50, 48}, {200, 896}},
+		quant.BF16: {{16, 16}, {37, 96}, {200, 896}},
 	}
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.F16} {
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.F16, quant.BF16} {
 		for _, tc := range shapes[typ] {
 			for _, n := range []int{1, 2, 7, 8, 9, 17, 40} {
 				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, tc.rows, tc.cols, n), func(t *testing.T) {

@@ -280,7 +280,8 @@ func avx512Kernels() *kernelSet {
 	r[quant.Q4_0].pack = packedQ4_0.kernel()
 	r[quant.Q8_0].pack = packedQ8_0.kernel()
 	r[quant.Q4_K].pack = packedQ4K
-	r[quant.F16].pack = packedF16
+	r[quant.F16].pack = packedF16Tiles.kernel(f16Row)
+	r[quant.BF16].pack = packedBF16Tiles.kernel(bf16Row)
 	r[quant.Q5_0].gemm = gemmQ5_0.kernel()
 	r[quant.IQ4_NL].gemm = gemmIQ4_NL.kernel()
 	r[quant.Q4_1].gemm = gemmQ4_1.kernel()

@@ -9,10 +9,10 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// Packed F16 (packedf_amd64.go): weight rows in groups of 16, a group's
-// column k as 32 bytes (the 16 rows' halves), so that lane r of a 512-bit
-// register is row r. Activations are float32 rows already rounded to f16
-// precision (as for the F16 row kernels).
+// Packed F16 and BF16 (packedf_amd64.go): weight rows in groups of 16, a
+// group's column k as 32 bytes (the 16 rows' halves), so that lane r of a
+// 512-bit register is row r. Activations are float32 rows already rounded
+// to the weights' precision (as for the row kernels).
 //
 // Per output one accumulator, acc = fma(w[k], x[k], acc) for k in order,
 // the activation broadcast to the 16 rows: the same arithmetic for one
@@ -22,25 +22,30 @@ import (
 const packedFMaxGroups = 3
 
 func packedFFamily() {
-	for g := 1; g <= packedFMaxGroups; g++ {
-		for t := 1; t <= packedMaxTokens; t++ {
-			packedF16Tile(g, t)
+	for _, ft := range floatTypes {
+		if ft.size != 2 {
+			continue // F32 weights are not packed
+		}
+		for g := 1; g <= packedFMaxGroups; g++ {
+			for t := 1; t <= packedMaxTokens; t++ {
+				packedFTile(ft, g, t)
+			}
 		}
 	}
 }
 
-// packedF16Tile generates
+// packedFTile generates, for F16 and BF16,
 //
-//	func packedF16G<G>T<T>(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
+//	func packed<type>G<G>T<T>(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
 //
 // w: G groups wstride bytes apart (32*cols each); x: T float32 rows
 // xstride bytes apart; cols a multiple of 4; out: token t's result for
 // row r of group g at out[t*ostride + 16g + r], where bit 16g+r of mask is
 // set.
-func packedF16Tile(G, T int) {
-	name := fmt.Sprintf("packedF16G%dT%d", G, T)
+func packedFTile(ft floatType, G, T int) {
+	name := fmt.Sprintf("packed%sG%dT%d", ft.name, G, T)
 	text(name, NOSPLIT, "func(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)")
-	Doc(fmt.Sprintf("%s multiplies %d groups of 16 packed F16 rows with %d tokens (see internal/gen/packedf.go).", name, G, T))
+	Doc(fmt.Sprintf("%s multiplies %d groups of 16 packed %s rows with %d tokens (see internal/gen/packedf.go).", name, G, ft.name, T))
 
 	xp := []reg.GPPhysical{RDI, R9, R10, R11, R12, R13, RBX, RAX}[:T]
 	Load(Param("w"), RSI)
@@ -68,7 +73,7 @@ func packedF16Tile(G, T int) {
 	Label(loop)
 	for u := range 4 {
 		for g := range G {
-			VCVTPH2PS(wm(g, 32*u), wreg(u, g))
+			ft.load(wm(g, 32*u), wreg(u, g))
 		}
 		for t := range T {
 			if G == 1 {
