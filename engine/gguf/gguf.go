@@ -14,6 +14,7 @@ package gguf
 
 import (
 	"fmt"
+	"unsafe"
 
 	"rill/engine/quant"
 )
@@ -58,6 +59,7 @@ type File struct {
 	data    []byte         // the whole file; nil after Close
 	byName  map[string]int // index into Tensors
 	release func() error   // unmaps the file; nil for Parse
+	evict   func([]byte)   // drops mapped pages; nil for Parse
 	closed  bool
 }
 
@@ -112,6 +114,25 @@ func (f *File) Tensor(name string) (Tensor, bool) {
 	start := f.DataOffset + ti.Offset
 	end := start + ti.Size
 	return Tensor{TensorInfo: ti, Data: f.data[start:end:end]}, true
+}
+
+// Evict tells the system that the memory under view, a tensor's Data (or
+// part of it), will not be read for a while: on a memory-mapped file the
+// whole pages it covers leave the process's memory, and a later read of
+// them faults them back from the page cache or the file. It is for tensors
+// a caller has copied (a backend's packed layout). It never changes what
+// view reads; on a parsed buffer, or for memory that is not the file's, it
+// does nothing. It is safe for concurrent use, like Tensor.
+func (f *File) Evict(view []byte) {
+	if f.evict == nil || f.closed || len(view) == 0 {
+		return
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(view)))
+	if p < base || p+uintptr(len(view)) > base+uintptr(len(f.data)) {
+		return
+	}
+	f.evict(f.data[p-base:][:len(view)])
 }
 
 // Close releases the file's memory mapping, if any. It is idempotent. Tensor

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +46,19 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		_ = unix.Munmap(data)
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	page := os.Getpagesize()
+	f.evict = func(b []byte) {
+		// Only the pages b covers whole: a neighbour's bytes stay mapped.
+		start := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % uintptr(page))
+		lo := 0
+		if start != 0 {
+			lo = page - start
+		}
+		if hi := lo + (len(b)-lo)/page*page; len(b) > lo && hi > lo {
+			// Advice only: the data stays the file's, whatever the answer.
+			_ = unix.Madvise(b[lo:hi], unix.MADV_DONTNEED)
+		}
 	}
 	f.release = func() error {
 		if err := unix.Munmap(data); err != nil {

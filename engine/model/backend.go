@@ -105,7 +105,10 @@ type Backend interface {
 // kernels). NewRunner hands it every weight matrix of the model that
 // Linear will multiply; Prepare must be idempotent, since several Runners
 // (a target and its draft, or one per test) may share the Backend and a
-// model. The matrices outlive the Backend's use of them.
+// model. It returns the matrices of ws it holds a copy of (made now or
+// before), whose data it will not read again: NewRunner lets the model's
+// file take their pages back (gguf.File.Evict). The matrices outlive the
+// Backend's use of them.
 type Preparer interface {
-	Prepare(ws []tensor.Matrix)
+	Prepare(ws []tensor.Matrix) (copied []tensor.Matrix)
 }

@@ -90,9 +90,9 @@ type preparing struct {
 	got [][]tensor.Matrix
 }
 
-func (p *preparing) Prepare(ws []tensor.Matrix) {
+func (p *preparing) Prepare(ws []tensor.Matrix) []tensor.Matrix {
 	p.got = append(p.got, ws)
-	p.Backend.Prepare(ws)
+	return p.Backend.Prepare(ws)
 }
 
 // TestNewRunnerPrepares: a Backend that prepares weights is handed every

@@ -85,7 +85,14 @@ func NewRunner(m *Model, be Backend, maxTokens int) *Runner {
 	}
 	r.SetContextLength(c.ContextLength)
 	if p, ok := be.(Preparer); ok {
-		p.Prepare(m.linearWeights())
+		// The backend reads its copies now: the mapped originals' pages
+		// need not stay in the process (a read of one, as the tied
+		// embeddings' lookup does, faults it back).
+		for _, w := range p.Prepare(m.linearWeights()) {
+			if m.File != nil {
+				m.File.Evict(w.Data)
+			}
+		}
 	}
 	return r
 }

@@ -44,12 +44,15 @@ type packed struct {
 // as they are. The copies cost memory as large as the originals, which
 // MatMul then no longer reads.
 //
+// Prepare returns the matrices of ws that it holds a copy of, made now or
+// by an earlier call: MatMul no longer reads their data.
+//
 // A prepared matrix's results follow its packed kernel's arithmetic (one
 // float per block, as llama.cpp's repacked kernels), which differs in the
 // last bits from the unprepared kernels'; within one Backend a matrix is
 // always multiplied one way, so batching never changes a result. Prepare
 // must not run concurrently with other methods of b.
-func (b *Backend) Prepare(ws []tensor.Matrix) {
+func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 	type job struct {
 		w  Matrix
 		pk *packKernel
@@ -67,7 +70,10 @@ func (b *Backend) Prepare(ws []tensor.Matrix) {
 		if pk == nil || pk.packable != nil && !pk.packable(w.Cols) {
 			continue
 		}
-		if _, ok := b.packed[key]; ok || seen[key] {
+		if _, ok := b.packedFor(w); ok || seen[key] {
+			if ok {
+				copied = append(copied, tw)
+			}
 			continue
 		}
 		seen[key] = true
@@ -75,7 +81,7 @@ func (b *Backend) Prepare(ws []tensor.Matrix) {
 		total += packedBytes(pk, w)
 	}
 	if len(jobs) == 0 {
-		return
+		return copied
 	}
 	arena := allocPacked(total)
 	if b.packed == nil {
@@ -88,7 +94,9 @@ func (b *Backend) Prepare(ws []tensor.Matrix) {
 		w, pk := j.w, j.pk
 		b.Parallel(groups(pk, w.Rows), func(lo, hi int) { pk.pack(dst, w.Data, w.Rows, w.Cols, lo, hi) })
 		b.packed[&w.Data[0]] = packed{data: dst, rows: w.Rows, cols: w.Cols, size: len(w.Data)}
+		copied = append(copied, tensor.Matrix(w))
 	}
+	return copied
 }
 
 // groups is the number of row groups of a packed matrix of rows rows.
