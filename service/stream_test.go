@@ -321,8 +321,19 @@ func TestLogprobs(t *testing.T) {
 			len(c[0].TopLogprobs) != 2 || c[1].TopLogprobs[1].Logprob != -9999 || len(c[2].Bytes) != 2 {
 			t.Errorf("logprobs: %s", data)
 		}
-		if reqs := fake.requests(); !reqs[len(reqs)-1].Logprobs {
-			t.Errorf("engine request without logprobs")
+		// The subtests run in parallel on one engine: this one's request
+		// is the chat request asking for two alternatives, not the last.
+		found := false
+		for _, req := range fake.requests() {
+			if req.Messages != nil && req.TopLogprobs == 2 {
+				found = true
+				if !req.Logprobs {
+					t.Errorf("engine request without logprobs")
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no chat request with top_logprobs 2 reached the engine")
 		}
 	})
 	t.Run("chat stream", func(t *testing.T) {
