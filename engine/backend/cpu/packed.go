@@ -37,25 +37,24 @@ type packed struct {
 
 // Prepare lays out, once, each matrix of ws whose type this Backend
 // multiplies faster from a layout of its own (F16, BF16, Q4_0, Q8_0 and
-// Q4_K on AVX-512: 16 rows interleaved), and MatMul then reads that copy for the matrix. It is for
-// a model's weights: each matrix must stay valid and unchanged while the
-// Backend lives (MatMul finds the copy by the address of the original's
-// data). Matrices already prepared, of other types, or invalid are left
-// as they are. The copies cost memory as large as the originals, which
-// MatMul then no longer reads.
-//
-// Prepare returns the matrices of ws that it holds a copy of, made now or
-// by an earlier call: MatMul no longer reads their data.
+// Q4_K on AVX-512: 16 rows interleaved), and MatMul then reads that copy
+// for the matrix. It is for a model's weights: each matrix must stay valid
+// and unchanged while the Backend lives (MatMul finds the copy by the
+// address of the original's data). Matrices already prepared, of other
+// types, or invalid are left as they are. It returns the matrices of ws it
+// holds a copy of, made now or by an earlier call: MatMul no longer reads
+// their data, and the copies cost memory as large as it.
 //
 // A prepared matrix's results follow its packed kernel's arithmetic (one
-// float per block, as llama.cpp's repacked kernels), which differs in the
-// last bits from the unprepared kernels'; within one Backend a matrix is
-// always multiplied one way, so batching never changes a result. Prepare
-// must not run concurrently with other methods of b.
+// float per block or output, as llama.cpp's repacked kernels), which
+// differs in the last bits from the unprepared kernels'; within one
+// Backend a matrix is always multiplied one way, so batching never changes
+// a result. Prepare must not run concurrently with other methods of b.
 func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 	type job struct {
-		w  Matrix
-		pk *packKernel
+		w    Matrix
+		pk   *packKernel
+		size int // bytes of the copy
 	}
 	var jobs []job
 	total := 0
@@ -77,8 +76,9 @@ func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 			continue
 		}
 		seen[key] = true
-		jobs = append(jobs, job{w, pk})
-		total += packedBytes(pk, w)
+		size := groups(pk, w.Rows) * pk.groupBytes(w.Cols)
+		jobs = append(jobs, job{w, pk, size})
+		total += size
 	}
 	if len(jobs) == 0 {
 		return copied
@@ -88,9 +88,8 @@ func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 		b.packed = make(map[*byte]packed)
 	}
 	for _, j := range jobs {
-		size := packedBytes(j.pk, j.w)
-		dst := arena[:size:size]
-		arena = arena[size:]
+		dst := arena[:j.size:j.size]
+		arena = arena[j.size:]
 		w, pk := j.w, j.pk
 		b.Parallel(groups(pk, w.Rows), func(lo, hi int) { pk.pack(dst, w.Data, w.Rows, w.Cols, lo, hi) })
 		b.packed[&w.Data[0]] = packed{data: dst, rows: w.Rows, cols: w.Cols, size: len(w.Data)}
@@ -101,8 +100,6 @@ func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 
 // groups is the number of row groups of a packed matrix of rows rows.
 func groups(pk *packKernel, rows int) int { return (rows + pk.group - 1) / pk.group }
-
-func packedBytes(pk *packKernel, w Matrix) int { return groups(pk, w.Rows) * pk.groupBytes(w.Cols) }
 
 // packedFor returns the packed copy of w, if Prepare made one.
 func (b *Backend) packedFor(w Matrix) ([]byte, bool) {

@@ -6,8 +6,9 @@ package cpu
 // (a group's column k is the 16 rows' halves), multiplied by the
 // packed<type>G<g>T<t> tiles (internal/gen/packedf.go) against activations
 // rounded to the weights' precision and kept as float32, as the row
-// kernels take them. Each output is one accumulator over the columns in order, the
-// same for one token or many: decode and prefill give the same bits.
+// kernels take them. Each output is one accumulator over the columns in
+// order, the same for one token or many: decode and prefill give the same
+// bits.
 
 // packedFTile multiplies g groups of packed rows with t tokens.
 type packedFTile func(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)

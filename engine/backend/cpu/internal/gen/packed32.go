@@ -175,13 +175,3 @@ func storeGroupRows(T int, acc func(int) reg.VecPhysical) {
 func vpdpbusdBcst(m Mem, w, sum reg.VecPhysical) {
 	raw("VPDPBUSD.BCST", m, w, sum)
 }
-
-// prefetchUnit prefetches the weights of a later unit, of size bytes, that
-// start at w, pf1 bytes ahead into L2, a line per 64 bytes, as the row
-// kernels do (frows.go): decode streams the weights from memory, and the
-// hardware prefetchers alone keep too few lines in flight.
-func prefetchUnit(w GPPhysical, size int) {
-	for off := 0; off < size; off += 64 {
-		PREFETCHT1(Mem{Base: w, Disp: pf1 + off})
-	}
-}

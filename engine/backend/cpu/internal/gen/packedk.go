@@ -83,13 +83,6 @@ func packedQ4KTile(T int) {
 
 	loop := name + "_sb"
 	Label(loop)
-	if T <= 2 {
-		// Decode: its weights come from memory (measured: +12-17% tokens/s
-		// on the 245M Q4_K_M model; the packed 32-block tiles, whose units
-		// are a few lines, lost as much with it). Wider tiles find their
-		// weights in L2 and lost 5% to it.
-		prefetchUnit(RSI, q4KUnit)
-	}
 	for t := range T {
 		VPXORD(sumi(t), sumi(t), sumi(t))
 	}
