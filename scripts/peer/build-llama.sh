@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# build-llama.sh: llama-bench and llama-quantize from the llama.cpp source that
+# build-llama.sh: llama-bench, llama-quantize and llama-server from the llama.cpp source that
 # node-llama-cpp 3.21.1 bundles (llama/gitRelease.bundle), CPU only, with
 # OpenMP, tuned for this machine (GGML_NATIVE), into a cache folder outside the
 # repository. This is the same-run speed peer for scripts/bench-peer.sh: the
@@ -46,8 +46,9 @@ if [ ! -d "$src/.git" ]; then
   git clone --quiet "$bundle" "$src"
 fi
 commit=$(git -C "$src" rev-parse HEAD)
-if [ -x "$out/bin/llama-bench" ] && [ -x "$out/bin/llama-quantize" ] && [ "$(cat "$out/bin/COMMIT" 2>/dev/null)" = "$commit" ]; then
-  echo "llama-bench and llama-quantize are up to date in $out/bin ($commit)"
+if [ -x "$out/bin/llama-bench" ] && [ -x "$out/bin/llama-quantize" ] && [ -x "$out/bin/llama-server" ] &&
+  [ "$(cat "$out/bin/COMMIT" 2>/dev/null)" = "$commit" ]; then
+  echo "llama-bench, llama-quantize and llama-server are up to date in $out/bin ($commit)"
   exit 0
 fi
 
@@ -59,11 +60,11 @@ cmake -S "$src" -B "$out/build" \
   -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF -DGGML_SYCL=OFF \
   -DGGML_BLAS=OFF -DGGML_RPC=OFF \
   -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON
-cmake --build "$out/build" --target llama-bench llama-quantize -j "$jobs"
+cmake --build "$out/build" --target llama-bench llama-quantize llama-server -j "$jobs"
 mkdir -p "$out/bin"
-cp "$out/build/bin/llama-bench" "$out/build/bin/llama-quantize" "$out/bin/"
+cp "$out/build/bin/llama-bench" "$out/build/bin/llama-quantize" "$out/build/bin/llama-server" "$out/bin/"
 echo "$commit" > "$out/bin/COMMIT"
 "$out/bin/llama-bench" --help > /dev/null
-echo "built llama-bench and llama-quantize in $out/bin (llama.cpp $commit, OpenMP, native CPU)"
+echo "built llama-bench, llama-quantize and llama-server in $out/bin (llama.cpp $commit, OpenMP, native CPU)"
