@@ -103,6 +103,53 @@ func TestBodyReadTimeout(t *testing.T) {
 	}
 }
 
+// TestRefusedStalledBody: a request that is refused before its body is
+// read (a Host the DNS-rebinding guard refuses, a missing API key, an
+// unknown path, a wrong method), and whose body then stalls, is answered
+// and its connection closed within the read timeout. net/http reads what
+// is left of an unread body before it sends the answer, so without a
+// deadline such a request held its connection, unanswered, for ever.
+func TestRefusedStalledBody(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: replay([]string{"a"}, engine.FinishStop, plainStats(1, 1))}
+	ts := newTestServer(t, fake, Options{ReadTimeout: 50 * time.Millisecond, HostCheck: true, APIKey: "k"})
+	tests := []struct {
+		name, line, host, auth string
+		status                 int
+		code                   string
+	}{
+		{"host refused", "POST /v1/chat/completions", "rebind.example", "Authorization: Bearer k\r\n", http.StatusForbidden, "host_not_allowed"},
+		{"no API key", "POST /v1/chat/completions", "localhost", "", http.StatusUnauthorized, "invalid_api_key"},
+		{"unknown path", "POST /nowhere", "localhost", "", http.StatusNotFound, "unknown_url"},
+		{"wrong method", "PUT /v1/chat/completions", "localhost", "Authorization: Bearer k\r\n", http.StatusMethodNotAllowed, "method_not_allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := dialRaw(t, ts)
+			fmt.Fprintf(c, "%s HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\":",
+				tt.line, tt.host, tt.auth)
+			_ = c.SetReadDeadline(time.Now().Add(generous))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer to a refused request with a stalled body: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), `"code":"`+tt.code+`"`) {
+				t.Fatalf("status %d, want %d with code %s: %s", resp.StatusCode, tt.status, tt.code, body)
+			}
+			mustValidate(t, "ErrorResponse", body)
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Error("the connection stays open after the refusal")
+			}
+		})
+	}
+	if n := len(fake.requests()); n != 0 {
+		t.Errorf("the engine saw %d requests", n)
+	}
+}
+
 // floodEngine answers "flood" requests with an endless stream of big
 // events and others with a short script; it records when the flood's
 // context ends.

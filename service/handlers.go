@@ -130,10 +130,11 @@ func (s *Server) transportFailed(r *http.Request, info *requestInfo, err error) 
 	}
 }
 
-// readBody reads r's body, at most maxBody bytes, within the read timeout.
-// A body that does not arrive in time is a 408, and the connection is not
-// reused: the read deadline stays in place so that net/http, which would
-// otherwise read on to find the next request, gives the connection up.
+// readBody reads r's body, at most maxBody bytes, within the read timeout
+// that ServeHTTP started (armBodyDeadline). A body that does not arrive in
+// time is a 408, and the connection is not reused: the read deadline stays
+// in place so that net/http, which would otherwise read on to find the
+// next request, gives the connection up.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	tooLarge := func() *apiError {
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
@@ -141,13 +142,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	}
 	if r.ContentLength > s.maxBody {
 		return nil, tooLarge()
-	}
-	var rc *http.ResponseController
-	if s.bodyTimeout > 0 {
-		rc = http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) != nil {
-			rc = nil // not a connection (a test's writer)
-		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
@@ -162,10 +156,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 		}
 		return nil, invalid("", "", "The request body could not be read: %v", err)
 	}
-	if rc != nil {
+	if s.bodyTimeout > 0 && r.ContentLength != 0 {
 		// The body is in: from here on the connection is read only to
 		// notice the client leaving, which has no deadline.
-		_ = rc.SetReadDeadline(time.Time{})
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	}
 	return body, nil
 }

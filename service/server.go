@@ -308,6 +308,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.Header().Set("X-Request-Id", info.id)
 	defer s.logRequest(r, rec, info, start)
 	defer s.recoverHandler(rec, info)
+	s.armBodyDeadline(rec, r)
 
 	if e := s.browser.check(r); e != nil {
 		writeError(rec, e)
@@ -344,6 +345,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rec, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest,
 			Code: "method_not_allowed", Message: "Method " + clip(r.Method, maxEchoBytes) + " is not allowed on " + clip(path, maxEchoBytes) + "; use " + rt.methods + "."})
 	}
+}
+
+// armBodyDeadline starts the read timeout of r's body, if it has one,
+// before any handler runs. A request refused before its body is read
+// (Host, API key, path, method, a full queue) still has that body on the
+// wire, and net/http reads what is left of it, up to 256 KiB, before it
+// sends the answer so that it can keep the connection: without a deadline
+// a body that stalls holds the connection and the answer for ever. With
+// it, the read gives up when the timeout passes, and net/http sends the
+// answer and closes the connection. readBody clears the deadline once a
+// body is in.
+func (s *Server) armBodyDeadline(w http.ResponseWriter, r *http.Request) {
+	if s.bodyTimeout <= 0 || r.ContentLength == 0 {
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
 }
 
 // authorized reports whether r carries the API key (always, without one):
