@@ -22,6 +22,13 @@ var vocabSets = []string{
 	"falcon", "mpt", "refact", "command-r", "gemma-4",
 }
 
+// pendingSets are vocab sets of ../shared/models/vocab that rill knows of
+// and does not read yet, each with what it waits for. A set that is in
+// neither list fails TestVocabSetsListed, so that a new one is looked at.
+var pendingSets = map[string]string{
+	"bert-bge": "WordPiece (BERT) tokenization, which the embeddings work brings",
+}
+
 var vocabCache sync.Map // set name -> *modelResult
 
 // loadVocab returns the tokenizer of ../shared/models/vocab/ggml-vocab-<set>.gguf,
@@ -146,6 +153,10 @@ func TestVocabSetsListed(t *testing.T) {
 	}
 	for _, f := range files {
 		set := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "ggml-vocab-"), ".gguf.inp")
+		if why, ok := pendingSets[set]; ok {
+			t.Logf("vocab set %s is not read yet: it needs %s", set, why)
+			continue
+		}
 		if !slices.Contains(vocabSets, set) {
 			t.Errorf("vocab set %s in %s is not claimed", set, dir)
 		}
