@@ -27,11 +27,13 @@ type jsonCheck struct {
 	// ends checks a finished choice: nil when it ended as it should, with
 	// valid JSON.
 	ends func(r toolResult) error
-	// mustEnd: the schema bounds every string, so a model that cannot
-	// wander between tokens reaches the end. Any JSON object (json_object)
-	// bounds nothing: stories260K writes a story into its first key and,
-	// after a member, always prefers "," to "}" (TinyStories has no
-	// braces), so no whitespace policy ends it within the budget.
+	// mustEnd: the schema bounds every string and forces the closing
+	// brackets, so a model that cannot wander between tokens reaches the
+	// end. Any JSON object (json_object) bounds nothing: stories260K
+	// writes a story into its keys and values, and "}" is never among its
+	// 20 likeliest tokens (TinyStories has no braces), so after each
+	// member it writes "," and no whitespace policy ends the object
+	// within the budget.
 	mustEnd bool
 }
 
