@@ -14,6 +14,7 @@ import (
 	"rill/config"
 	"rill/engine"
 	"rill/engine/gguf"
+	"rill/engine/grammar"
 	"rill/engine/model"
 	"rill/engine/native"
 	"rill/engine/quant"
@@ -34,6 +35,10 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	jsonOpts, err := grammar.ParseJSONWhitespace(n.JSONWhitespace)
+	if err != nil {
+		return nil, err
+	}
 	opts := native.Options{
 		ID:                m.ID,
 		Description:       m.Description,
@@ -47,6 +52,7 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 		Threads:           n.Threads,
 		NGram:             n.Spec == "ngram",
 		DraftTokens:       n.DraftTokens,
+		JSON:              jsonOpts,
 		Logger:            log,
 	}
 	var target *model.Model

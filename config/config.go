@@ -21,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"rill/engine/grammar"
 	"rill/engine/upstream"
 )
 
@@ -65,6 +66,11 @@ type Native struct {
 	// MaxQueuedRequests bounds the requests waiting to start beyond the
 	// free decoding slots; past it requests are refused with a 503.
 	MaxQueuedRequests int `yaml:"max_queued_requests"`
+	// JSONWhitespace is the whitespace allowed between JSON tokens of
+	// constrained output (response formats, tool-call arguments):
+	// "compact" (the default, none) or "bounded" (short runs, for models
+	// that pretty-print).
+	JSONWhitespace string `yaml:"json_whitespace"`
 }
 
 // MaxDraftTokens is the largest draft_tokens accepted.
@@ -249,6 +255,9 @@ func (n *Native) check(bad func(string, ...any), name func(string) string) {
 	case "", "f16", "f32":
 	default:
 		bad("%s %q: want f16 or f32", name("kv_cache_type"), n.KVCacheType)
+	}
+	if _, err := grammar.ParseJSONWhitespace(n.JSONWhitespace); err != nil {
+		bad("%s %q: want %s or %s", name("json_whitespace"), n.JSONWhitespace, grammar.WhitespaceCompact, grammar.WhitespaceBounded)
 	}
 	if n.DraftTokens < 0 || n.DraftTokens > MaxDraftTokens {
 		bad("%s %d: want 1 to %d (0 for the default)", name("draft_tokens"), n.DraftTokens, MaxDraftTokens)

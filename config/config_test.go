@@ -30,6 +30,7 @@ models:
       draft_tokens: 3
       kv_cache_mem: 64MiB
       kv_cache_type: f32
+      json_whitespace: bounded
   - id: llama-70b
     context_length: 8192
     upstream:
@@ -60,7 +61,7 @@ func TestParseFull(t *testing.T) {
 		t.Fatalf("%d models", len(f.Models))
 	}
 	n := f.Models[0].Native
-	if n.Model != Embedded || n.DraftModel != Embedded || n.DraftTokens != 3 || n.KVCacheMem != 64<<20 || n.KVCacheType != "f32" {
+	if n.Model != Embedded || n.DraftModel != Embedded || n.DraftTokens != 3 || n.KVCacheMem != 64<<20 || n.KVCacheType != "f32" || n.JSONWhitespace != "bounded" {
 		t.Errorf("native %+v", n)
 	}
 	o := f.Models[1].UpstreamOptions(nil)
@@ -116,6 +117,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad spec", "models:\n  - id: m\n    native: {model: embedded, spec: medusa}", []string{"native.spec"}},
 		{"spec and draft", "models:\n  - id: m\n    native: {model: embedded, spec: ngram, draft_model: embedded}", []string{"exclude each other"}},
 		{"bad kv type", "models:\n  - id: m\n    native: {model: embedded, kv_cache_type: q8}", []string{"kv_cache_type"}},
+		{"bad json whitespace", "models:\n  - id: m\n    native: {model: embedded, json_whitespace: pretty}", []string{`native.json_whitespace "pretty": want compact or bounded`}},
 		{"bad size", "models:\n  - id: m\n    native: {model: embedded, kv_cache_mem: lots}", []string{"not a size"}},
 		{"unknown kind", up("      kind: vlm\n      replicas: [{url: 'http://h'}]"), []string{`unknown kind "vlm"`}},
 		{"no kind", up("      replicas: [{url: 'http://h'}]"), []string{"upstream.kind is required"}},
@@ -210,7 +212,7 @@ func TestFlagsAndFileAgree(t *testing.T) {
 models:
   - id: tiny
     context_length: 512
-    native: {model: embedded, kv_cache_mem: 4MiB, batch_tokens: 64, draft_tokens: 2, max_seqs: 8, max_queued_requests: 4, spec: ngram}
+    native: {model: embedded, kv_cache_mem: 4MiB, batch_tokens: 64, draft_tokens: 2, max_seqs: 8, max_queued_requests: 4, spec: ngram, json_whitespace: bounded}
 `), testEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +221,7 @@ models:
 	m := Model{Native: &Native{}}
 	m.RegisterNativeFlags(fs)
 	if err := fs.Parse([]string{"--model-id", "tiny", "--ctx", "512", "--kv-cache-mem", "4MiB", "--batch-tokens", "64",
-		"--draft-tokens", "2", "--max-seqs", "8", "--max-queued-requests", "4", "--spec", "ngram", "--kv-cache-type", ""}); err != nil {
+		"--draft-tokens", "2", "--max-seqs", "8", "--max-queued-requests", "4", "--spec", "ngram", "--kv-cache-type", "", "--json-whitespace", "bounded"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.CheckNativeFlags(); err != nil {
@@ -232,11 +234,11 @@ models:
 	fs = flag.NewFlagSet("t", flag.ContinueOnError)
 	m = Model{Native: &Native{}}
 	m.RegisterNativeFlags(fs)
-	if err := fs.Parse([]string{"--draft-tokens", "99", "--spec", "medusa", "--max-queued-requests", "-1", "--kv-cache-type", "q4", "--ctx", "-1"}); err != nil {
+	if err := fs.Parse([]string{"--draft-tokens", "99", "--spec", "medusa", "--max-queued-requests", "-1", "--kv-cache-type", "q4", "--ctx", "-1", "--json-whitespace", "20"}); err != nil {
 		t.Fatal(err)
 	}
 	err = m.CheckNativeFlags()
-	for _, want := range []string{"--draft-tokens 99", `--spec "medusa"`, "--max-queued-requests must not be negative", `--kv-cache-type "q4"`, "--ctx must not be negative"} {
+	for _, want := range []string{"--draft-tokens 99", `--spec "medusa"`, "--max-queued-requests must not be negative", `--kv-cache-type "q4"`, "--ctx must not be negative", `--json-whitespace "20": want compact or bounded`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not contain %q", err, want)
 		}

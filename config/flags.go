@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+
+	"rill/engine/grammar"
 )
 
 // RegisterNativeFlags defines, on fs, the command-line flags of a native
@@ -30,6 +32,7 @@ func (m *Model) RegisterNativeFlags(fs *flag.FlagSet) {
 	fs.StringVar(&n.KVCacheType, "kv-cache-type", "f16", "KV cache element type: f16 (llama.cpp's numerics, half the memory) or f32 (exact)")
 	fs.IntVar(&n.MaxSeqs, "max-seqs", n.MaxSeqs, "most sequences (choices) decoding at once (default 64)")
 	fs.IntVar(&n.MaxQueuedRequests, "max-queued-requests", n.MaxQueuedRequests, "most requests waiting to start beyond the free decoding slots; more are refused with 503 engine_overloaded (default 256)")
+	fs.StringVar(&n.JSONWhitespace, "json-whitespace", n.JSONWhitespace, fmt.Sprintf("whitespace between the JSON tokens of constrained output (response_format, tool-call arguments): compact (none, as OpenAI writes it; the default) or bounded (runs of up to %d bytes, for models that pretty-print)", grammar.BoundedWhitespace))
 }
 
 // NativeFlagNames are the names of the flags RegisterNativeFlags defines,

@@ -28,6 +28,11 @@ const benchDoc = `{"title": "Quarterly planning review with the \"core\" team", 
     {"name": "Émile Borel", "email": "emile@example.org", "optional": false}],
   "duration_minutes": 90, "budget": 1250.75, "notes": "Bring the Q3 numbers; room 4.2 is booked.\nDial-in on request."}`
 
+// benchOpts are the options benchDoc needs: it is written as models that
+// pretty-print write, with whitespace between tokens, which the default
+// compact grammar refuses.
+var benchOpts = JSONOptions{MaxWhitespace: BoundedWhitespace}
+
 // greedyTokens splits text into the longest vocabulary tokens, a stand-in for
 // the model's tokenizer with realistic token lengths.
 func greedyTokens(tb testing.TB, v *Vocab, text string) []int {
@@ -64,7 +69,7 @@ func greedyTokens(tb testing.TB, v *Vocab, text string) []int {
 
 func benchmarkMaskAccept(b *testing.B, vocab string) {
 	v := loadVocab(b, vocab)
-	g, err := FromJSONSchema([]byte(benchSchema), JSONOptions{})
+	g, err := FromJSONSchema([]byte(benchSchema), benchOpts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +114,7 @@ func benchmarkCold(b *testing.B, vocab string) {
 	b.ReportAllocs()
 	for b.Loop() {
 		v.cache = newMaskCache(defaultCacheBytes)
-		g, err := FromJSONSchema([]byte(benchSchema), JSONOptions{})
+		g, err := FromJSONSchema([]byte(benchSchema), benchOpts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -158,7 +163,7 @@ func BenchmarkStringEntryBuild(b *testing.B) {
 // cache (how a grammar engine without per-state caching works).
 func benchmarkUncached(b *testing.B, vocab string) {
 	v := loadVocab(b, vocab)
-	g, err := FromJSONSchema([]byte(benchSchema), JSONOptions{})
+	g, err := FromJSONSchema([]byte(benchSchema), benchOpts)
 	if err != nil {
 		b.Fatal(err)
 	}

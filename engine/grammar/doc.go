@@ -63,11 +63,15 @@
 // from the caller's frame. A warm mask costs a few bitset ORs and a short
 // walk; see the benchmarks in bench_test.go.
 //
-// Whitespace between JSON tokens is allowed in runs of at most
-// JSONOptions.MaxWhitespace bytes (default 20), so models that pretty-print
-// are not forced into odd tokens, and whitespace alone cannot go on for
-// ever. Numbers have at most 16 integer and 16 fraction digits and a
-// two-digit exponent. Object properties come in the schema's order.
+// JSON is compact by default: no whitespace between JSON tokens or around
+// the value (whitespace inside strings is text like any other), as OpenAI
+// writes it. Room for whitespace lets a small model spend its whole
+// max_tokens on newlines between tokens and never finish the document;
+// JSONOptions.MaxWhitespace opts into runs of a bounded length
+// (BoundedWhitespace for models that pretty-print).
+//
+// Numbers have at most 16 integer and 16 fraction digits and a two-digit
+// exponent. Object properties come in the schema's order.
 package grammar
 
 import "math"

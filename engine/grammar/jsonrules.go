@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// DefaultMaxWhitespace bounds each run of whitespace between JSON tokens
-// when JSONOptions leaves it zero: room for a newline and indentation a few
-// levels deep (models that pretty-print are not forced into odd tokens), but
-// bounded, so whitespace alone cannot run on for ever.
-const DefaultMaxWhitespace = 20
+// BoundedWhitespace is the bound of each run of whitespace between JSON
+// tokens under the bounded policy: room for a newline and indentation a few
+// levels deep, so that models that pretty-print are not forced into odd
+// tokens, yet whitespace alone cannot run on for ever.
+const BoundedWhitespace = 20
 
 // Digit bounds of generated JSON numbers: enough for any int64 or float64
 // a schema means, and finite, so a number cannot run on for ever.
@@ -19,23 +19,40 @@ const (
 	maxExpDigits  = 2  // exponent, without sign
 )
 
-// JSONOptions tune how JSON is generated. The zero value is the default.
+// JSONOptions tune how JSON is generated. The zero value is the default:
+// compact JSON.
 type JSONOptions struct {
 	// MaxWhitespace bounds each run of whitespace (space, tab, newline,
-	// carriage return) between JSON tokens: 0 means DefaultMaxWhitespace, a
-	// negative value allows none (compact JSON only).
+	// carriage return) between JSON tokens and around the value. 0 (or
+	// less) allows none: compact JSON, as OpenAI writes structured outputs
+	// and tool arguments. Small models given any room between tokens spend
+	// their max_tokens on newlines and never close the document, so
+	// whitespace is opt-in; BoundedWhitespace is the bound for models that
+	// pretty-print. Whitespace inside strings is text, never affected.
 	MaxWhitespace int
 }
 
-func (o JSONOptions) maxWS() int {
-	switch {
-	case o.MaxWhitespace == 0:
-		return DefaultMaxWhitespace
-	case o.MaxWhitespace < 0:
-		return 0
+// Names of the whitespace policies, as flags and configuration files spell
+// them (ParseJSONWhitespace).
+const (
+	WhitespaceCompact = "compact" // no whitespace between tokens (the default)
+	WhitespaceBounded = "bounded" // runs of up to BoundedWhitespace bytes
+)
+
+// ParseJSONWhitespace returns the options of the whitespace policy called
+// name: WhitespaceCompact (or "", the default) or WhitespaceBounded, in any
+// case.
+func ParseJSONWhitespace(name string) (JSONOptions, error) {
+	switch strings.ToLower(name) {
+	case "", WhitespaceCompact:
+		return JSONOptions{}, nil
+	case WhitespaceBounded:
+		return JSONOptions{MaxWhitespace: BoundedWhitespace}, nil
 	}
-	return o.MaxWhitespace
+	return JSONOptions{}, fmt.Errorf("unknown JSON whitespace policy %q: want %s or %s", name, WhitespaceCompact, WhitespaceBounded)
 }
+
+func (o JSONOptions) maxWS() int { return max(o.MaxWhitespace, 0) }
 
 // Whitespace is the whitespace pattern these options allow between JSON
 // tokens, for grammars that put text around JSON.

@@ -1,6 +1,8 @@
 package grammar
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"testing"
 )
@@ -55,16 +57,24 @@ func TestMaskMatchesUncachedWalk(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			v := loadVocab(t, name)
-			g, err := FromJSONSchema([]byte(benchSchema), JSONOptions{})
-			if err != nil {
+			// The document as written (pretty-printed) under the bounded
+			// policy, and compacted under the default one.
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, []byte(benchDoc)); err != nil {
 				t.Fatal(err)
 			}
-			m := NewMatcher(g, v)
-			mask, oracle := make([]uint64, MaskWords(v.Size())), make([]uint64, MaskWords(v.Size()))
-			for _, id := range append(greedyTokens(t, v, benchDoc), v.EOG()[0]) {
-				assertMaskMatchesOracle(t, m, mask, oracle)
-				if err := m.Accept(id); err != nil {
+			for doc, opts := range map[string]JSONOptions{benchDoc: benchOpts, compact.String(): {}} {
+				g, err := FromJSONSchema([]byte(benchSchema), opts)
+				if err != nil {
 					t.Fatal(err)
+				}
+				m := NewMatcher(g, v)
+				mask, oracle := make([]uint64, MaskWords(v.Size())), make([]uint64, MaskWords(v.Size()))
+				for _, id := range append(greedyTokens(t, v, doc), v.EOG()[0]) {
+					assertMaskMatchesOracle(t, m, mask, oracle)
+					if err := m.Accept(id); err != nil {
+						t.Fatalf("%+v: %v", opts, err)
+					}
 				}
 			}
 		})

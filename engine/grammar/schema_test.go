@@ -1,6 +1,8 @@
 package grammar
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -64,22 +66,41 @@ func TestSchemaKeywords(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			g, err := FromJSONSchema([]byte(c.schema), JSONOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range c.accept {
-				if p, done := matches(t, g, v, s); !p || !done {
-					t.Errorf("%s: refused %q (prefix %v, complete %v)", c.schema, s, p, done)
+			// The bounded grammar takes every accepted text; the default,
+			// compact one only those without whitespace between tokens.
+			for _, policy := range []struct {
+				name string
+				opts JSONOptions
+			}{{"compact", JSONOptions{}}, {"bounded", JSONOptions{MaxWhitespace: BoundedWhitespace}}} {
+				g, err := FromJSONSchema([]byte(c.schema), policy.opts)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			for _, s := range c.reject {
-				if p, done := matches(t, g, v, s); p && done {
-					t.Errorf("%s: accepted %q", c.schema, s)
+				for _, s := range c.accept {
+					want := policy.opts.MaxWhitespace > 0 || isCompact(t, s)
+					if p, done := matches(t, g, v, s); done != want {
+						t.Errorf("%s %s: %q matched %v, want %v (prefix %v)", policy.name, c.schema, s, done, want, p)
+					}
+				}
+				for _, s := range c.reject {
+					if p, done := matches(t, g, v, s); p && done {
+						t.Errorf("%s %s: accepted %q", policy.name, c.schema, s)
+					}
 				}
 			}
 		})
 	}
+}
+
+// isCompact reports whether the JSON text doc has no whitespace between
+// tokens.
+func isCompact(t *testing.T, doc string) bool {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(doc)); err != nil {
+		t.Fatalf("%q: %v", doc, err)
+	}
+	return b.String() == doc
 }
 
 // TestIntegerRanges checks bounded integers exhaustively around the bounds.
@@ -105,27 +126,71 @@ func TestIntegerRanges(t *testing.T) {
 	}
 }
 
-func TestWhitespaceBound(t *testing.T) {
+// TestWhitespacePolicy: the default (compact) grammar refuses whitespace at
+// every place between JSON tokens and around the value, while keeping it
+// inside strings; a bounded one takes runs up to its bound and no longer.
+func TestWhitespacePolicy(t *testing.T) {
 	t.Parallel()
 	v := byteVocab(t)
-	schema := []byte(`{"type":"array","items":{"type":"integer"}}`)
+	schema := []byte(`{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}},"b":{"type":"string"}},"required":["a","b"],"additionalProperties":false}`)
+	// W marks each place whitespace may go between tokens.
+	const doc = `W{W"a"W:W[W1W,W2W]W,W"b"W:W"x  y"W}W`
+	parts := strings.Split(doc, "W")
 	for _, c := range []struct {
-		max        int
-		run        int
-		want       bool
-		compactOK  bool
-		defaultRun bool
-	}{{0, DefaultMaxWhitespace, true, true, true}, {0, DefaultMaxWhitespace + 1, false, true, true}, {3, 3, true, true, false}, {3, 4, false, true, false}, {-1, 1, false, true, false}} {
-		g, err := FromJSONSchema(schema, JSONOptions{MaxWhitespace: c.max})
+		name  string
+		opts  JSONOptions
+		bound int // the longest run allowed
+	}{
+		{"zero value is compact", JSONOptions{}, 0},
+		{"negative is compact", JSONOptions{MaxWhitespace: -1}, 0},
+		{"bounded", JSONOptions{MaxWhitespace: BoundedWhitespace}, BoundedWhitespace},
+		{"bound 3", JSONOptions{MaxWhitespace: 3}, 3},
+	} {
+		fromSchema, err := FromJSONSchema(schema, c.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := "[1," + strings.Repeat(" ", c.run) + "2]"
-		if _, done := matches(t, g, v, text); done != c.want {
-			t.Errorf("max %d, run of %d: matched %v, want %v", c.max, c.run, done, c.want)
+		for gname, g := range map[string]*Grammar{"schema": fromSchema, "json_object": AnyJSONObject(c.opts)} {
+			what := c.name + "/" + gname
+			if _, done := matches(t, g, v, strings.Join(parts, "")); !done {
+				t.Errorf("%s: compact text refused", what)
+			}
+			for place := range len(parts) - 1 {
+				for _, run := range []int{1, c.bound, c.bound + 1} {
+					if run == 0 {
+						continue
+					}
+					ws := strings.Repeat(" \n\t\r", run)[:run]
+					text := strings.Join(parts[:place+1], "") + ws + strings.Join(parts[place+1:], "")
+					_, done := matches(t, g, v, text)
+					if want := run <= c.bound; done != want {
+						t.Errorf("%s: a run of %d at place %d: matched %v, want %v: %q", what, run, place, done, want, text)
+					}
+				}
+			}
 		}
-		if _, done := matches(t, g, v, "[1,2]"); !done {
-			t.Errorf("max %d: compact text refused", c.max)
+	}
+}
+
+func TestParseJSONWhitespace(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		want JSONOptions
+		ok   bool
+	}{
+		{"", JSONOptions{}, true},
+		{"compact", JSONOptions{}, true},
+		{"Bounded", JSONOptions{MaxWhitespace: BoundedWhitespace}, true},
+		{"pretty", JSONOptions{}, false},
+		{"20", JSONOptions{}, false},
+	} {
+		got, err := ParseJSONWhitespace(c.name)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("%q: got %+v, %v; want %+v, ok %v", c.name, got, err, c.want, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "compact or bounded") {
+			t.Errorf("%q: error %q does not name the policies", c.name, err)
 		}
 	}
 }

@@ -137,7 +137,7 @@ func (e *Engine) constraintFor(req *engine.Request) (*constraint, error) {
 	}
 	k.bias = bias
 
-	rf, err := responseGrammar(req.ResponseFormat)
+	rf, err := responseGrammar(req.ResponseFormat, e.opts.JSON)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +183,9 @@ func (e *Engine) logitBias(m map[int]float64) ([]logitBias, error) {
 	return out, nil
 }
 
-// responseGrammar compiles response_format: nil for free text.
-func responseGrammar(rf *engine.ResponseFormat) (*grammar.Grammar, error) {
+// responseGrammar compiles response_format with the server's JSON options:
+// nil for free text.
+func responseGrammar(rf *engine.ResponseFormat, opts grammar.JSONOptions) (*grammar.Grammar, error) {
 	if rf == nil {
 		return nil, nil
 	}
@@ -192,13 +193,13 @@ func responseGrammar(rf *engine.ResponseFormat) (*grammar.Grammar, error) {
 	case "", engine.FormatText:
 		return nil, nil
 	case engine.FormatJSONObject:
-		return grammar.AnyJSONObject(grammar.JSONOptions{}), nil
+		return grammar.AnyJSONObject(opts), nil
 	case engine.FormatJSONSchema:
 		if len(rf.Schema) == 0 {
 			// A json_schema without a schema promises no more than an object.
-			return grammar.AnyJSONObject(grammar.JSONOptions{}), nil
+			return grammar.AnyJSONObject(opts), nil
 		}
-		g, err := grammar.FromJSONSchema(rf.Schema, grammar.JSONOptions{})
+		g, err := grammar.FromJSONSchema(rf.Schema, opts)
 		if err != nil {
 			return nil, engine.Errorf("invalid_value", "response_format",
 				"Invalid schema for response_format '%s': %v", rf.Name, err)
@@ -255,7 +256,7 @@ func (e *Engine) toolConstraint(req *engine.Request, k *constraint) error {
 		tools, index = tools[i:i+1], []int{i}
 	}
 	format := e.toolFormat
-	opts := toolcall.GrammarOptions{Parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls}
+	opts := toolcall.GrammarOptions{Parallel: req.ParallelToolCalls == nil || *req.ParallelToolCalls, JSON: e.opts.JSON}
 	switch {
 	case choice.Mode == engine.ToolChoiceNone:
 		return nil

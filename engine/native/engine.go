@@ -78,6 +78,13 @@ type Options struct {
 	NGram bool
 	// DraftTokens is the most tokens proposed per step (k); default 4.
 	DraftTokens int
+
+	// JSON shapes the JSON that constrained output is held to: response
+	// formats (json_object, json_schema) and tool-call arguments. The zero
+	// value is compact JSON, no whitespace between tokens, as OpenAI
+	// writes it; grammar.BoundedWhitespace allows short runs for models
+	// that pretty-print.
+	JSON grammar.JSONOptions
 }
 
 // Defaults of Options.
@@ -256,6 +263,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		slog.String("tool_format", string(e.toolFormat)),
 		slog.String("speculative", e.proposerName()),
 		slog.Int("draft_tokens", o.DraftTokens),
+		slog.Int("json_max_whitespace", max(o.JSON.MaxWhitespace, 0)),
 		slog.Int("max_seqs", o.MaxSeqs),
 		slog.Int("max_queued_requests", o.MaxQueuedRequests))
 	return e, nil

@@ -27,7 +27,8 @@ type GrammarOptions struct {
 	// (tool_choice "auto"); only the Generic format can express that in a
 	// grammar, the others are left unconstrained in auto mode.
 	AllowContent bool
-	// JSON tunes the whitespace allowed inside the arguments.
+	// JSON tunes the whitespace allowed between the arguments' JSON
+	// tokens and before the calls; the zero value allows none.
 	JSON grammar.JSONOptions
 }
 
@@ -51,7 +52,7 @@ func (e *ToolError) Unwrap() error { return e.Err }
 // valid against that tool's parameters (any of them: an alternative per
 // tool), or several calls with opts.Parallel. For tool_choice "required"
 // pass every tool; for a named function, only that one. Leading whitespace
-// is allowed.
+// is allowed as opts.JSON allows it between JSON tokens (by default none).
 func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, error) {
 	if !f.Valid() {
 		return nil, fmt.Errorf("toolcall: unknown format %q", f)
