@@ -471,9 +471,12 @@ func TestToolChoiceAutoGeneric(t *testing.T) {
 			t.Fatalf("seed %d: finish %q with content %q", s, r.final.FinishReason, r.content)
 		}
 	}
+	// Both ways must occur over the seeds, or the test shows only one of
+	// the two things the parser must tell apart (4 and 8 on the embedded
+	// model).
 	t.Logf("auto: %d answers in words, %d with calls", words, calls)
-	if words+calls != 12 {
-		t.Fatal("lost choices")
+	if words == 0 || calls == 0 {
+		t.Fatalf("auto over 12 seeds: %d answers in words, %d with calls; want both", words, calls)
 	}
 }
 
