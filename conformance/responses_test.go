@@ -33,6 +33,15 @@ func probeResponses(ctx context.Context, t *conformance.Target) responsesCaps {
 	return responsesCaps{ok: ok, ws: ws, reason: reason, wsReason: wsReason}
 }
 
+// count is a count CheckResponsesUsage found present; 0 if it was not
+// (the spec has failed on that already).
+func count(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
 // needResponses skips a spec on a target without the Responses API (or
 // without its WebSocket mode, with ws); the in-process rill has both.
 func needResponses(ws bool) {
@@ -228,13 +237,29 @@ var _ = Describe("POST /v1/responses", Label("responses"), func() {
 					expectWarm(asChatUsage(warm), "second response")
 				})
 
-				It("has no reasoning_tokens for a model that does not reason, as chat has none", func(ctx SpecContext) {
+				It("has cache_write_tokens: the full blocks a cold input did not read, and none when the input comes again", Label("prefix-cache"), func(ctx SpecContext) {
+					needPrefixCache()
+					bs := env.cfg.BlockSize
+					if bs == 0 {
+						Skip("the target's cache grain is unknown (" + conformance.EnvBlockSize + " is 0): what a request writes depends on it")
+					}
+					b := conformance.ResponsesBody(env.main.Model, prompt(), map[string]any{"max_output_tokens": maxOut})
+					_, cold, raw := v.run(ctx, b)
+					full := cold.InputTokens / bs * bs
+					Expect(count(cold.CachedTokens)+count(cold.CacheWriteTokens)).To(Equal(full),
+						"a cold %d-token input holds %d whole %d-token blocks; each was read (cached_tokens) or newly written (cache_write_tokens): %s",
+						cold.InputTokens, full/bs, bs, raw)
+					_, warm, raw := v.run(ctx, b)
+					Expect(count(warm.CacheWriteTokens)).To(BeZero(), "the same input again found every block cached, yet wrote some: %s", raw)
+				})
+
+				It("has reasoning_tokens 0 for a model that does not reason, where chat's is absent", func(ctx SpecContext) {
 					if !env.inProcess {
 						Skip("whether the target's model reasons is not known here")
 					}
 					_, u, raw := v.run(ctx, body())
-					Expect(u.ReasoningTokens).To(BeNil(),
-						"rill's test model marks no reasoning: output_tokens_details.reasoning_tokens must be absent, as chat's is (README, Responses API); got %s", raw)
+					Expect(u.ReasoningTokens).To(HaveValue(BeZero()),
+						"rill's test model marks no reasoning: output_tokens_details.reasoning_tokens is 0, present as OpenAI's schema requires; got %s", raw)
 				})
 			})
 		}
@@ -377,6 +402,20 @@ var _ = Describe("the Responses API's WebSocket mode", Label("responses", "webso
 	})
 })
 
+// expectTypedUsage checks a usage as openai-go typed it: the details
+// objects and the three counts OpenAI's schema requires were there, numbers
+// (DESIGN §3 rule 12).
+func expectTypedUsage(u responses.ResponseUsage, what string) {
+	GinkgoHelper()
+	Expect(map[string]bool{
+		"input_tokens_details":                    u.JSON.InputTokensDetails.Valid(),
+		"input_tokens_details.cached_tokens":      u.InputTokensDetails.JSON.CachedTokens.Valid(),
+		"input_tokens_details.cache_write_tokens": u.InputTokensDetails.JSON.CacheWriteTokens.Valid(),
+		"output_tokens_details":                   u.JSON.OutputTokensDetails.Valid(),
+		"output_tokens_details.reasoning_tokens":  u.OutputTokensDetails.JSON.ReasoningTokens.Valid(),
+	}).NotTo(ContainElement(false), "%s: a field OpenAI's schema requires is absent, null or not a number (false): %s", what, u.RawJSON())
+}
+
 var _ = Describe("the official openai-go client on /v1/responses", Label("responses", "usage"), func() {
 	BeforeEach(func() { needResponses(false) })
 	params := func() responses.ResponseNewParams {
@@ -395,10 +434,12 @@ var _ = Describe("the official openai-go client on /v1/responses", Label("respon
 			}
 			return int64(*p)
 		}
+		expectTypedUsage(got, what)
 		Expect(map[string]int64{"input": got.InputTokens, "output": got.OutputTokens, "total": got.TotalTokens,
-			"cached": got.InputTokensDetails.CachedTokens, "reasoning": got.OutputTokensDetails.ReasoningTokens}).To(Equal(
+			"cached": got.InputTokensDetails.CachedTokens, "cache_write": got.InputTokensDetails.CacheWriteTokens,
+			"reasoning": got.OutputTokensDetails.ReasoningTokens}).To(Equal(
 			map[string]int64{"input": int64(raw.InputTokens), "output": int64(raw.OutputTokens), "total": int64(raw.TotalTokens),
-				"cached": deref(raw.CachedTokens), "reasoning": deref(raw.ReasoningTokens)}),
+				"cached": deref(raw.CachedTokens), "cache_write": deref(raw.CacheWriteTokens), "reasoning": deref(raw.ReasoningTokens)}),
 			"%s: openai-go's usage (first) vs the raw JSON's (second)", what)
 	}
 
@@ -489,6 +530,7 @@ var _ = Describe("the official openai-go client on /v1/responses", Label("respon
 				seen++
 			}
 			Expect(string(final.Status)).To(Equal(strings.TrimPrefix(last, "response.")), "turn %d: status of the final response", turn)
+			expectTypedUsage(final.Usage, fmt.Sprintf("turn %d", turn))
 			Expect(final.Usage.TotalTokens).To(Equal(final.Usage.InputTokens+final.Usage.OutputTokens), "turn %d usage", turn)
 			Expect(final.Usage.InputTokens).To(BeNumerically(">", 0), "turn %d input_tokens", turn)
 			rebuilt, err := acc.ReconstructedResponse()

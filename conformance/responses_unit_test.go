@@ -18,7 +18,7 @@ func TestCheckResponseStreamFunctionCalls(t *testing.T) {
 		msg     = `{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Hi"}]}`
 		callNew = `{"id":"fc_1","type":"function_call","status":"in_progress","call_id":"call_1","name":"f","arguments":""}`
 		call    = `{"id":"fc_1","type":"function_call","status":"completed","call_id":"call_1","name":"f","arguments":"{\"a\":1}"}`
-		usage   = `{"input_tokens":3,"output_tokens":4,"total_tokens":7}`
+		usage   = `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`
 	)
 	good := []string{
 		`{"type":"response.created","sequence_number":0,"response":` + response("in_progress", "", "null") + `}`,
@@ -89,7 +89,7 @@ func TestCheckResponseStreamReasoning(t *testing.T) {
 	const (
 		rs    = `{"id":"rs_1","type":"reasoning","status":"completed","summary":[],"content":[{"type":"reasoning_text","text":"Hm."}]}`
 		msg   = `{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Hi"}]}`
-		usage = `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"output_tokens_details":{"reasoning_tokens":2}}`
+		usage = `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":2}}`
 	)
 	good := []string{
 		`{"type":"response.created","sequence_number":0,"response":` + response("in_progress", "", "null") + `}`,
@@ -150,5 +150,46 @@ func TestCheckResponseStreamReasoning(t *testing.T) {
 		if !strings.Contains(strings.Join(p, "\n"), tt.want) {
 			t.Errorf("%s: problems %q, want one saying %q", tt.name, p, tt.want)
 		}
+	}
+}
+
+// TestCheckResponsesUsage: the three counts OpenAI's schema requires must
+// be there, numbers, and add up (DESIGN §3 rule 12).
+func TestCheckResponsesUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, usage string
+		// problem is a substring one of the problems must contain; "" means none.
+		problem string
+	}{
+		{"every count", `{"input_tokens":40,"output_tokens":4,"total_tokens":44,"input_tokens_details":{"cached_tokens":16,"cache_write_tokens":16},"output_tokens_details":{"reasoning_tokens":0}}`, ""},
+		{"no details (llama.cpp's shape without cache counts)", `{"input_tokens":3,"output_tokens":4,"total_tokens":7}`,
+			"input_tokens_details.cached_tokens is absent or null; OpenAI's schema requires it"},
+		{"no cache_write_tokens (llama.cpp's shape)", `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0}}`,
+			"input_tokens_details.cache_write_tokens is absent or null"},
+		{"no output details (a model that does not reason, as chat)", `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0}}`,
+			"output_tokens_details.reasoning_tokens is absent or null"},
+		{"null reasoning_tokens", `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":null}}`,
+			"output_tokens_details.reasoning_tokens is absent or null"},
+		{"read and written exceed the input", `{"input_tokens":40,"output_tokens":4,"total_tokens":44,"input_tokens_details":{"cached_tokens":32,"cache_write_tokens":16},"output_tokens_details":{"reasoning_tokens":0}}`,
+			"cache_write_tokens 16 is outside [0, input_tokens 40 - cached_tokens 32]"},
+		{"negative write", `{"input_tokens":40,"output_tokens":4,"total_tokens":44,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":-1},"output_tokens_details":{"reasoning_tokens":0}}`,
+			"cache_write_tokens -1 is outside"},
+		{"total", `{"input_tokens":40,"output_tokens":4,"total_tokens":45,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`,
+			"total_tokens 45 != input_tokens 40 + output_tokens 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u, err := ParseResponsesUsage([]byte(tt.usage))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectProblem(t, CheckResponsesUsage(u), tt.problem)
+		})
+	}
+	if _, err := ParseResponsesUsage([]byte(`{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":1.5}}`)); err == nil ||
+		!strings.Contains(err.Error(), "cache_write_tokens is 1.5, not an integer") {
+		t.Errorf("a fractional cache_write_tokens: %v", err)
 	}
 }
