@@ -634,6 +634,33 @@ var ResponsesProbeTool = func() map[string]any {
 // ResponsesProbeTool.
 var ForceResponsesProbeTool = map[string]any{"type": "function", "name": "get_weather"}
 
+// ProbeResponsesShared learns how many tokens fresh inputs share on the
+// Responses API (its chat template's preamble, for a cache that reuses
+// single tokens), as the probe learns it for chat (see Capabilities.
+// SharedPrefix): the larger cached count of a short and a long fresh
+// input. Only meaningful on a target that measures a prefix cache: the
+// Responses API reports cached_tokens 0 where none is measured. reason is
+// empty when it learned the count.
+func ProbeResponsesShared(ctx context.Context, t *Target) (shared int, reason string) {
+	return sharedPrefix("POST "+ResponsesPath, func(text string) (prompt int, cached *int, problem string) {
+		r, err := t.Post(ctx, ResponsesPath, ResponsesBody(t.Model, text, map[string]any{"max_output_tokens": 16}))
+		switch {
+		case err != nil:
+			return 0, nil, err.Error()
+		case r.Status != http.StatusOK:
+			return 0, nil, fmt.Sprintf("POST %s answered %d: %s", ResponsesPath, r.Status, clip(r.Body))
+		}
+		_, u, err := ParseResponseObject(r.Body)
+		switch {
+		case err != nil:
+			return 0, nil, fmt.Sprintf("POST %s answered without a readable usage (%v)", ResponsesPath, err)
+		case u == nil || u.CachedTokens == nil:
+			return 0, nil, fmt.Sprintf("POST %s reported no input_tokens_details.cached_tokens", ResponsesPath)
+		}
+		return u.InputTokens, u.CachedTokens, ""
+	})
+}
+
 // ProbeResponses reports whether t serves POST /v1/responses (a plain
 // request for one short response succeeds), and if not, why; and whether a
 // GET on it upgrades to a WebSocket.
