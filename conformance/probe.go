@@ -121,30 +121,44 @@ func Probe(ctx context.Context, t *Target) (Capabilities, error) {
 	return c, nil
 }
 
-// probeShared learns how many tokens fresh prompts share on ep: the larger
-// cached count of two fresh prompts, a short one and a long one, sent one
-// after the other (the first follows the probe's other prompts). What
-// fresh prompts share is a fixed preamble, so the two counts must agree
-// (within NonceSlack): a count that grows with the prompt's length is not
-// a shared prefix, and nothing is learned. reason is empty when it learned
-// the count.
+// probeShared learns how many tokens fresh prompts share on ep (see
+// sharedPrefix). reason is empty when it learned the count.
 func probeShared(ctx context.Context, t *Target, ep Endpoint) (shared int, reason string) {
-	var counts, prompts [2]int
-	for i, text := range []string{ShortProbePrompt(Nonce()), ProbePrompt(Nonce())} {
+	return sharedPrefix("POST "+ep.Path, func(text string) (prompt int, cached *int, problem string) {
 		u, unreadable, err := probeUsage(ctx, t, ep, ep.Body(t.Model, text, map[string]any{"max_tokens": probeTokens}))
 		switch {
 		case err != nil:
-			return 0, err.Error()
+			return 0, nil, err.Error()
 		case u == nil:
-			return 0, fmt.Sprintf("POST %s answered without a readable usage (%v)", ep.Path, unreadable)
+			return 0, nil, fmt.Sprintf("POST %s answered without a readable usage (%v)", ep.Path, unreadable)
 		case u.CachedTokens == nil:
-			return 0, fmt.Sprintf("POST %s reported no cached_tokens", ep.Path)
+			return 0, nil, fmt.Sprintf("POST %s reported no cached_tokens", ep.Path)
 		}
-		counts[i], prompts[i] = *u.CachedTokens, u.PromptTokens
+		return u.PromptTokens, u.CachedTokens, ""
+	})
+}
+
+// sharedPrefix learns how many tokens fresh prompts share where send sends
+// them: the larger cached count of two fresh prompts, a short one and a
+// long one, sent one after the other (the first follows the probe's other
+// prompts). What fresh prompts share is a fixed preamble, so the two
+// counts must agree (within NonceSlack): a count that grows with the
+// prompt's length is not a shared prefix, and nothing is learned. send
+// returns a prompt's token count and cached count, or a problem; where
+// names the endpoint for the reason, which is empty when the count was
+// learned.
+func sharedPrefix(where string, send func(text string) (prompt int, cached *int, problem string)) (shared int, reason string) {
+	var counts, prompts [2]int
+	for i, text := range []string{ShortProbePrompt(Nonce()), ProbePrompt(Nonce())} {
+		prompt, cached, problem := send(text)
+		if problem != "" {
+			return 0, problem
+		}
+		counts[i], prompts[i] = *cached, prompt
 	}
 	if counts[1]-counts[0] > NonceSlack {
-		return 0, fmt.Sprintf("fresh prompts of %d and %d tokens on POST %s reported %d and %d cached tokens: a count that grows with a fresh prompt's length is not a prefix it shares with earlier prompts",
-			prompts[0], prompts[1], ep.Path, counts[0], counts[1])
+		return 0, fmt.Sprintf("fresh prompts of %d and %d tokens on %s reported %d and %d cached tokens: a count that grows with a fresh prompt's length is not a prefix it shares with earlier prompts",
+			prompts[0], prompts[1], where, counts[0], counts[1])
 	}
 	return max(counts[0], counts[1]), ""
 }

@@ -201,11 +201,15 @@ func (t *Target) StreamResponseWS(ctx context.Context, body map[string]any) (*Re
 }
 
 // ResponsesUsage is a decoded usage of the Responses API. Pointer fields
-// are nil when absent or null.
+// are nil when absent or null (which CheckResponsesUsage reports: OpenAI's
+// schema requires them).
 type ResponsesUsage struct {
 	InputTokens, OutputTokens, TotalTokens int
-	CachedTokens                           *int
-	ReasoningTokens                        *int
+	// CachedTokens and CacheWriteTokens are input_tokens_details'.
+	CachedTokens     *int
+	CacheWriteTokens *int
+	// ReasoningTokens is output_tokens_details.reasoning_tokens.
+	ReasoningTokens *int
 	// HasOutputDetails reports whether output_tokens_details is present (not null).
 	HasOutputDetails bool
 }
@@ -219,6 +223,7 @@ func ParseResponsesUsage(raw json.RawMessage) (*ResponsesUsage, error) {
 		Total  *json.Number `json:"total_tokens"`
 		InputD *struct {
 			Cached *json.Number `json:"cached_tokens"`
+			Write  *json.Number `json:"cache_write_tokens"`
 		} `json:"input_tokens_details"`
 		OutputD *struct {
 			Reasoning *json.Number `json:"reasoning_tokens"`
@@ -259,6 +264,7 @@ func ParseResponsesUsage(raw json.RawMessage) (*ResponsesUsage, error) {
 	}
 	if w.InputD != nil {
 		u.CachedTokens = num("input_tokens_details.cached_tokens", w.InputD.Cached)
+		u.CacheWriteTokens = num("input_tokens_details.cache_write_tokens", w.InputD.Write)
 	}
 	if w.OutputD != nil {
 		u.ReasoningTokens = num("output_tokens_details.reasoning_tokens", w.OutputD.Reasoning)
@@ -269,10 +275,27 @@ func ParseResponsesUsage(raw json.RawMessage) (*ResponsesUsage, error) {
 	return u, nil
 }
 
-// CheckResponsesUsage checks the arithmetic of a Responses usage:
-// total = input + output, cached <= input, reasoning <= output, no negatives.
+// CheckResponsesUsage checks a Responses usage (DESIGN §3 rule 12): the
+// counts OpenAI's schema requires are present and numbers
+// (input_tokens_details.cached_tokens and cache_write_tokens,
+// output_tokens_details.reasoning_tokens; typed clients such as the openai
+// npm SDK reject a usage without them), and the arithmetic holds:
+// total = input + output, cached + cache_write <= input, reasoning <=
+// output, no negatives.
 func CheckResponsesUsage(u *ResponsesUsage) []string {
 	var p []string
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{
+		{"input_tokens_details.cached_tokens", u.CachedTokens},
+		{"input_tokens_details.cache_write_tokens", u.CacheWriteTokens},
+		{"output_tokens_details.reasoning_tokens", u.ReasoningTokens},
+	} {
+		if f.v == nil {
+			p = append(p, fmt.Sprintf("%s is absent or null; OpenAI's schema requires it (0 when nothing was read, written or reasoned)", f.name))
+		}
+	}
 	if u.InputTokens < 0 || u.OutputTokens < 0 || u.TotalTokens < 0 {
 		p = append(p, fmt.Sprintf("negative count: %+v", *u))
 	}
@@ -281,6 +304,15 @@ func CheckResponsesUsage(u *ResponsesUsage) []string {
 	}
 	if c := u.CachedTokens; c != nil && (*c < 0 || *c > u.InputTokens) {
 		p = append(p, fmt.Sprintf("cached_tokens %d is outside [0, input_tokens %d]", *c, u.InputTokens))
+	}
+	if w := u.CacheWriteTokens; w != nil {
+		read := 0
+		if u.CachedTokens != nil {
+			read = max(*u.CachedTokens, 0)
+		}
+		if *w < 0 || read+*w > u.InputTokens {
+			p = append(p, fmt.Sprintf("cache_write_tokens %d is outside [0, input_tokens %d - cached_tokens %d]: a token read from the cache was not written by this request", *w, u.InputTokens, read))
+		}
 	}
 	if r := u.ReasoningTokens; r != nil && (*r < 0 || *r > u.OutputTokens) {
 		p = append(p, fmt.Sprintf("reasoning_tokens %d is outside [0, output_tokens %d]", *r, u.OutputTokens))
@@ -601,6 +633,33 @@ var ResponsesProbeTool = func() map[string]any {
 // ForceResponsesProbeTool is the Responses API's tool_choice that forces
 // ResponsesProbeTool.
 var ForceResponsesProbeTool = map[string]any{"type": "function", "name": "get_weather"}
+
+// ProbeResponsesShared learns how many tokens fresh inputs share on the
+// Responses API (its chat template's preamble, for a cache that reuses
+// single tokens), as the probe learns it for chat (see Capabilities.
+// SharedPrefix): the larger cached count of a short and a long fresh
+// input. Only meaningful on a target that measures a prefix cache: the
+// Responses API reports cached_tokens 0 where none is measured. reason is
+// empty when it learned the count.
+func ProbeResponsesShared(ctx context.Context, t *Target) (shared int, reason string) {
+	return sharedPrefix("POST "+ResponsesPath, func(text string) (prompt int, cached *int, problem string) {
+		r, err := t.Post(ctx, ResponsesPath, ResponsesBody(t.Model, text, map[string]any{"max_output_tokens": 16}))
+		switch {
+		case err != nil:
+			return 0, nil, err.Error()
+		case r.Status != http.StatusOK:
+			return 0, nil, fmt.Sprintf("POST %s answered %d: %s", ResponsesPath, r.Status, clip(r.Body))
+		}
+		_, u, err := ParseResponseObject(r.Body)
+		switch {
+		case err != nil:
+			return 0, nil, fmt.Sprintf("POST %s answered without a readable usage (%v)", ResponsesPath, err)
+		case u == nil || u.CachedTokens == nil:
+			return 0, nil, fmt.Sprintf("POST %s reported no input_tokens_details.cached_tokens", ResponsesPath)
+		}
+		return u.InputTokens, u.CachedTokens, ""
+	})
+}
 
 // ProbeResponses reports whether t serves POST /v1/responses (a plain
 // request for one short response succeeds), and if not, why; and whether a

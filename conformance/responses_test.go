@@ -26,11 +26,45 @@ import (
 type responsesCaps struct {
 	ok, ws           bool
 	reason, wsReason string
+	// shared is how many tokens fresh inputs share with earlier prompts
+	// (conformance.ProbeResponsesShared), learned when sharedReason is "".
+	shared       int
+	sharedReason string
 }
 
-func probeResponses(ctx context.Context, t *conformance.Target) responsesCaps {
+// probeResponses probes t's Responses API and, when t measures a prefix
+// cache, what fresh inputs share there.
+func probeResponses(ctx context.Context, t *conformance.Target, cacheMeasured bool) responsesCaps {
 	ok, reason, ws, wsReason := conformance.ProbeResponses(ctx, t)
-	return responsesCaps{ok: ok, ws: ws, reason: reason, wsReason: wsReason}
+	c := responsesCaps{ok: ok, ws: ws, reason: reason, wsReason: wsReason}
+	switch {
+	case !ok:
+		c.sharedReason = reason
+	case !cacheMeasured:
+		c.sharedReason = "the target measures no prefix cache"
+	default:
+		c.shared, c.sharedReason = conformance.ProbeResponsesShared(ctx, t)
+	}
+	return c
+}
+
+// responsesColdBound is what the probe learned of fresh inputs on the main
+// target's Responses API (DESIGN §3 rule 11, as for chat's coldBound).
+func responsesColdBound() conformance.ColdBound {
+	GinkgoHelper()
+	if r := env.main.responses.sharedReason; r != "" {
+		Fail(fmt.Sprintf("the probe could not learn how many tokens fresh inputs share on POST %s: %s", conformance.ResponsesPath, r))
+	}
+	return conformance.ColdBound{Shared: env.main.responses.shared, BlockSize: env.cfg.BlockSize}
+}
+
+// count is a count CheckResponsesUsage found present; 0 if it was not
+// (the spec has failed on that already).
+func count(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // needResponses skips a spec on a target without the Responses API (or
@@ -216,25 +250,41 @@ var _ = Describe("POST /v1/responses", Label("responses"), func() {
 	Describe("usage details", Label("usage"), func() {
 		for _, v := range respVias {
 			Context(v.name, Label(v.label...), func() {
-				It("has cached_tokens 0 on a cold input and the reused prefix when the input comes again", Label("prefix-cache"), func(ctx SpecContext) {
+				It("has cached_tokens no more than the prefix every fresh input shares on a cold input, and the reused prefix when the input comes again", Label("prefix-cache"), func(ctx SpecContext) {
 					needCacheMeasured()
 					b := conformance.ResponsesBody(env.main.Model, prompt(), map[string]any{"max_output_tokens": maxOut})
 					_, cold, raw := v.run(ctx, b)
 					Expect(cold.CachedTokens).NotTo(BeNil(), "input_tokens_details.cached_tokens is absent although the target measures it: %s", raw)
-					Expect(*cold.CachedTokens).To(BeZero(), "a fresh input reported %d cached tokens of %d", *cold.CachedTokens, cold.InputTokens)
+					expectNone(conformance.CheckCold(asChatUsage(cold), responsesColdBound()), "cached_tokens of an input that starts with a fresh nonce")
 					needPrefixCache()
 					_, warm, _ := v.run(ctx, b)
 					Expect(warm.InputTokens).To(Equal(cold.InputTokens), "the same input counted differently")
 					expectWarm(asChatUsage(warm), "second response")
 				})
 
-				It("has no reasoning_tokens for a model that does not reason, as chat has none", func(ctx SpecContext) {
+				It("has cache_write_tokens: the full blocks a cold input did not read, and none when the input comes again", Label("prefix-cache"), func(ctx SpecContext) {
+					needPrefixCache()
+					bs := env.cfg.BlockSize
+					if bs == 0 {
+						Skip("the target's cache grain is unknown (" + conformance.EnvBlockSize + " is 0): what a request writes depends on it")
+					}
+					b := conformance.ResponsesBody(env.main.Model, prompt(), map[string]any{"max_output_tokens": maxOut})
+					_, cold, raw := v.run(ctx, b)
+					full := cold.InputTokens / bs * bs
+					Expect(count(cold.CachedTokens)+count(cold.CacheWriteTokens)).To(Equal(full),
+						"a cold %d-token input holds %d whole %d-token blocks; each was read (cached_tokens) or newly written (cache_write_tokens): %s",
+						cold.InputTokens, full/bs, bs, raw)
+					_, warm, raw := v.run(ctx, b)
+					Expect(count(warm.CacheWriteTokens)).To(BeZero(), "the same input again found every block cached, yet wrote some: %s", raw)
+				})
+
+				It("has reasoning_tokens 0 for a model that does not reason, where chat's is absent", func(ctx SpecContext) {
 					if !env.inProcess {
 						Skip("whether the target's model reasons is not known here")
 					}
 					_, u, raw := v.run(ctx, body())
-					Expect(u.ReasoningTokens).To(BeNil(),
-						"rill's test model marks no reasoning: output_tokens_details.reasoning_tokens must be absent, as chat's is (README, Responses API); got %s", raw)
+					Expect(u.ReasoningTokens).To(HaveValue(BeZero()),
+						"rill's test model marks no reasoning: output_tokens_details.reasoning_tokens is 0, present as OpenAI's schema requires; got %s", raw)
 				})
 			})
 		}
@@ -377,6 +427,20 @@ var _ = Describe("the Responses API's WebSocket mode", Label("responses", "webso
 	})
 })
 
+// expectTypedUsage checks a usage as openai-go typed it: the details
+// objects and the three counts OpenAI's schema requires were there, numbers
+// (DESIGN §3 rule 12).
+func expectTypedUsage(u responses.ResponseUsage, what string) {
+	GinkgoHelper()
+	Expect(map[string]bool{
+		"input_tokens_details":                    u.JSON.InputTokensDetails.Valid(),
+		"input_tokens_details.cached_tokens":      u.InputTokensDetails.JSON.CachedTokens.Valid(),
+		"input_tokens_details.cache_write_tokens": u.InputTokensDetails.JSON.CacheWriteTokens.Valid(),
+		"output_tokens_details":                   u.JSON.OutputTokensDetails.Valid(),
+		"output_tokens_details.reasoning_tokens":  u.OutputTokensDetails.JSON.ReasoningTokens.Valid(),
+	}).NotTo(ContainElement(false), "%s: a field OpenAI's schema requires is absent, null or not a number (false): %s", what, u.RawJSON())
+}
+
 var _ = Describe("the official openai-go client on /v1/responses", Label("responses", "usage"), func() {
 	BeforeEach(func() { needResponses(false) })
 	params := func() responses.ResponseNewParams {
@@ -395,10 +459,12 @@ var _ = Describe("the official openai-go client on /v1/responses", Label("respon
 			}
 			return int64(*p)
 		}
+		expectTypedUsage(got, what)
 		Expect(map[string]int64{"input": got.InputTokens, "output": got.OutputTokens, "total": got.TotalTokens,
-			"cached": got.InputTokensDetails.CachedTokens, "reasoning": got.OutputTokensDetails.ReasoningTokens}).To(Equal(
+			"cached": got.InputTokensDetails.CachedTokens, "cache_write": got.InputTokensDetails.CacheWriteTokens,
+			"reasoning": got.OutputTokensDetails.ReasoningTokens}).To(Equal(
 			map[string]int64{"input": int64(raw.InputTokens), "output": int64(raw.OutputTokens), "total": int64(raw.TotalTokens),
-				"cached": deref(raw.CachedTokens), "reasoning": deref(raw.ReasoningTokens)}),
+				"cached": deref(raw.CachedTokens), "cache_write": deref(raw.CacheWriteTokens), "reasoning": deref(raw.ReasoningTokens)}),
 			"%s: openai-go's usage (first) vs the raw JSON's (second)", what)
 	}
 
@@ -489,6 +555,7 @@ var _ = Describe("the official openai-go client on /v1/responses", Label("respon
 				seen++
 			}
 			Expect(string(final.Status)).To(Equal(strings.TrimPrefix(last, "response.")), "turn %d: status of the final response", turn)
+			expectTypedUsage(final.Usage, fmt.Sprintf("turn %d", turn))
 			Expect(final.Usage.TotalTokens).To(Equal(final.Usage.InputTokens+final.Usage.OutputTokens), "turn %d usage", turn)
 			Expect(final.Usage.InputTokens).To(BeNumerically(">", 0), "turn %d input_tokens", turn)
 			rebuilt, err := acc.ReconstructedResponse()

@@ -1,6 +1,11 @@
 package conformance
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -18,7 +23,7 @@ func TestCheckResponseStreamFunctionCalls(t *testing.T) {
 		msg     = `{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Hi"}]}`
 		callNew = `{"id":"fc_1","type":"function_call","status":"in_progress","call_id":"call_1","name":"f","arguments":""}`
 		call    = `{"id":"fc_1","type":"function_call","status":"completed","call_id":"call_1","name":"f","arguments":"{\"a\":1}"}`
-		usage   = `{"input_tokens":3,"output_tokens":4,"total_tokens":7}`
+		usage   = `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`
 	)
 	good := []string{
 		`{"type":"response.created","sequence_number":0,"response":` + response("in_progress", "", "null") + `}`,
@@ -89,7 +94,7 @@ func TestCheckResponseStreamReasoning(t *testing.T) {
 	const (
 		rs    = `{"id":"rs_1","type":"reasoning","status":"completed","summary":[],"content":[{"type":"reasoning_text","text":"Hm."}]}`
 		msg   = `{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"Hi"}]}`
-		usage = `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"output_tokens_details":{"reasoning_tokens":2}}`
+		usage = `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":2}}`
 	)
 	good := []string{
 		`{"type":"response.created","sequence_number":0,"response":` + response("in_progress", "", "null") + `}`,
@@ -150,5 +155,114 @@ func TestCheckResponseStreamReasoning(t *testing.T) {
 		if !strings.Contains(strings.Join(p, "\n"), tt.want) {
 			t.Errorf("%s: problems %q, want one saying %q", tt.name, p, tt.want)
 		}
+	}
+}
+
+// TestCheckResponsesUsage: the three counts OpenAI's schema requires must
+// be there, numbers, and add up (DESIGN §3 rule 12).
+func TestCheckResponsesUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, usage string
+		// problem is a substring one of the problems must contain; "" means none.
+		problem string
+	}{
+		{"every count", `{"input_tokens":40,"output_tokens":4,"total_tokens":44,"input_tokens_details":{"cached_tokens":16,"cache_write_tokens":16},"output_tokens_details":{"reasoning_tokens":0}}`, ""},
+		{"no details (llama.cpp's shape without cache counts)", `{"input_tokens":3,"output_tokens":4,"total_tokens":7}`,
+			"input_tokens_details.cached_tokens is absent or null; OpenAI's schema requires it"},
+		{"no cache_write_tokens (llama.cpp's shape)", `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0}}`,
+			"input_tokens_details.cache_write_tokens is absent or null"},
+		{"no output details (a model that does not reason, as chat)", `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0}}`,
+			"output_tokens_details.reasoning_tokens is absent or null"},
+		{"null reasoning_tokens", `{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":null}}`,
+			"output_tokens_details.reasoning_tokens is absent or null"},
+		{"read and written exceed the input", `{"input_tokens":40,"output_tokens":4,"total_tokens":44,"input_tokens_details":{"cached_tokens":32,"cache_write_tokens":16},"output_tokens_details":{"reasoning_tokens":0}}`,
+			"cache_write_tokens 16 is outside [0, input_tokens 40 - cached_tokens 32]"},
+		{"negative write", `{"input_tokens":40,"output_tokens":4,"total_tokens":44,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":-1},"output_tokens_details":{"reasoning_tokens":0}}`,
+			"cache_write_tokens -1 is outside"},
+		{"total", `{"input_tokens":40,"output_tokens":4,"total_tokens":45,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`,
+			"total_tokens 45 != input_tokens 40 + output_tokens 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u, err := ParseResponsesUsage([]byte(tt.usage))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectProblem(t, CheckResponsesUsage(u), tt.problem)
+		})
+	}
+	if _, err := ParseResponsesUsage([]byte(`{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":1.5}}`)); err == nil ||
+		!strings.Contains(err.Error(), "cache_write_tokens is 1.5, not an integer") {
+		t.Errorf("a fractional cache_write_tokens: %v", err)
+	}
+}
+
+// TestProbeResponsesShared learns what fresh inputs share on the Responses
+// API from a server that answers as llama.cpp's does: its token-grained
+// cache reuses the chat template's preamble, so every fresh input reports
+// those tokens cached (15 of 217 in a run against llama.cpp). The cold rule
+// then accepts that honest hit, where the old "0 on a cold input" failed it,
+// and still names a warm hit passed off as cold.
+func TestProbeResponsesShared(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// usage answers an input of words words; status, when not 200, the
+		// status instead.
+		usage  func(words int) string
+		status int
+		shared int
+		reason string // a part of the reason; "" means learned
+	}{
+		{"a preamble of 15 tokens", func(words int) string {
+			return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":2,"total_tokens":%d,"input_tokens_details":{"cached_tokens":15}}`, 20+words, 22+words)
+		}, 200, 15, ""},
+		{"a chance match of the nonce on one input", func(words int) string {
+			return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":2,"total_tokens":%d,"input_tokens_details":{"cached_tokens":%d}}`, 20+words, 22+words, 15+words%2)
+		}, 200, 16, ""},
+		{"a count that grows with the input", func(words int) string {
+			return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":2,"total_tokens":%d,"input_tokens_details":{"cached_tokens":%d}}`, 20+words, 22+words, 19+words)
+		}, 200, 0, "a count that grows with a fresh prompt's length"},
+		{"no cached count", func(words int) string {
+			return `{"input_tokens":9,"output_tokens":2,"total_tokens":11}`
+		}, 200, 0, "reported no input_tokens_details.cached_tokens"},
+		{"an error", nil, 500, 0, "answered 500"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var body struct {
+					Input string `json:"input"`
+				}
+				if r.URL.Path != ResponsesPath || json.NewDecoder(r.Body).Decode(&body) != nil {
+					http.Error(w, `{"error":{"message":"bad"}}`, http.StatusBadRequest)
+					return
+				}
+				if tt.status != 200 {
+					http.Error(w, `{"error":{"message":"boom"}}`, tt.status)
+					return
+				}
+				fmt.Fprintf(w, `{"id":"resp_1","object":"response","status":"completed","output":[],"usage":%s}`, tt.usage(len(strings.Fields(body.Input))))
+			}))
+			defer ts.Close()
+			shared, reason := ProbeResponsesShared(context.Background(), NewTarget(ts.URL, "m", ""))
+			if tt.reason == "" {
+				if reason != "" || shared != tt.shared {
+					t.Fatalf("shared %d (%s), want %d", shared, reason, tt.shared)
+				}
+				// A cold input of llama.cpp's reports the preamble, and passes.
+				u := &Usage{PromptTokens: 217, CompletionTokens: 2, TotalTokens: 219, CachedTokens: intp(15)}
+				expectProblem(t, CheckCold(u, ColdBound{Shared: shared}), "")
+				u.CachedTokens = intp(216)
+				expectProblem(t, CheckCold(u, ColdBound{Shared: shared}), "a cold 217-token prompt reported 216 tokens cached")
+				return
+			}
+			if !strings.Contains(reason, tt.reason) {
+				t.Fatalf("reason %q, want one saying %q", reason, tt.reason)
+			}
+		})
 	}
 }

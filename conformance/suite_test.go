@@ -87,7 +87,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(e.main.ResolveModel(ctx)).To(Succeed(), "target %s", e.main.BaseURL)
 	e.main.caps, err = conformance.Probe(ctx, e.main.Target)
 	Expect(err).NotTo(HaveOccurred(), "probe %s", e.main.BaseURL)
-	e.main.responses = probeResponses(ctx, e.main.Target)
+	e.main.responses = probeResponses(ctx, e.main.Target, e.main.caps.CacheMeasured)
 	switch {
 	case e.reasoning != nil:
 		// The in-process reasoning model must reason: probed, not assumed.
@@ -108,7 +108,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		}
 	}
 	if e.reasoning != nil {
-		e.reasoning.responses = probeResponses(ctx, e.reasoning.Target)
+		e.reasoning.responses = probeResponses(ctx, e.reasoning.Target, e.reasoning.caps.CacheMeasured)
 	}
 	if d := e.double; d != nil {
 		// The double's prompts are scripts, so only its transport is probed.
@@ -116,6 +116,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 	AddReportEntry("target", fmt.Sprintf("%s model %q (in-process: %v, block size %d, draft k %d, broken mode %q); %s",
 		e.main.BaseURL, e.main.Model, e.inProcess, cfg.BlockSize, cfg.DraftK, broken, e.main.caps))
+	if r := e.main.responses; r.sharedReason == "" {
+		AddReportEntry("responses", fmt.Sprintf("fresh inputs share %d tokens", r.shared))
+	} else {
+		AddReportEntry("responses", "fresh inputs share: unknown ("+r.sharedReason+")")
+	}
 	if e.reasoning != nil {
 		AddReportEntry("reasoning target", fmt.Sprintf("%s model %q", e.reasoning.BaseURL, e.reasoning.Model))
 	} else {

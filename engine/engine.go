@@ -265,6 +265,15 @@ type Stats struct {
 	// Nil: this engine does not measure a prefix cache. It is a float because
 	// some upstream engines report averages.
 	CachedTokens *float64
+	// CacheWriteTokens is how many prompt tokens this request newly wrote
+	// into the prefix cache: what a later request starting with the same
+	// prompt reads instead of computing (a later identical request reads
+	// all of it but a last whole block, whose last token it must compute
+	// again). A block-grained cache counts only whole blocks, and never a
+	// block it held already. Like CachedTokens it is the prompt's count,
+	// shared by all choices of the request, and CachedTokens +
+	// CacheWriteTokens <= PromptTokens. Nil: not measured.
+	CacheWriteTokens *int
 	// CompletionTokens counts emitted tokens of this choice.
 	CompletionTokens int
 	// DraftAccepted and DraftRejected count draft tokens (DESIGN §3 rule 5).

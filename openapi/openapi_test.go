@@ -149,6 +149,7 @@ func TestErrorMessagesAreShort(t *testing.T) {
 func TestValidateSchema(t *testing.T) {
 	t.Parallel()
 	const usage = `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`
+	const responsesUsage = `{"input_tokens":3,"output_tokens":2,"total_tokens":5,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`
 	tests := []struct {
 		component, doc string
 		ok             bool
@@ -158,6 +159,16 @@ func TestValidateSchema(t *testing.T) {
 		{"CompletionUsage", `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"accepted_prediction_tokens":null,"rejected_prediction_tokens":1}}`, true},
 		{"CompletionUsage", `{"prompt_tokens":3,"completion_tokens":2}`, false},
 		{"CompletionUsage", `{"prompt_tokens":-1,"completion_tokens":2,"total_tokens":1}`, false},
+		// DESIGN §3 rule 12: OpenAI's schema requires the Responses usage's
+		// cached, cache write and reasoning counts, as numbers.
+		{"ResponseUsage", responsesUsage, true},
+		{"ResponseUsage", `{"input_tokens":3,"output_tokens":2,"total_tokens":5,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0,"accepted_prediction_tokens":1,"rejected_prediction_tokens":0}}`, true},
+		{"ResponseUsage", `{"input_tokens":3,"output_tokens":2,"total_tokens":5}`, false},
+		{"ResponseUsage", `{"input_tokens":3,"output_tokens":2,"total_tokens":5,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0}}`, false},
+		{"ResponseUsage", `{"input_tokens":3,"output_tokens":2,"total_tokens":5,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`, false},
+		{"ResponseUsage", `{"input_tokens":3,"output_tokens":2,"total_tokens":5,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":null},"output_tokens_details":{"reasoning_tokens":0}}`, false},
+		{"ResponseUsage", `{"input_tokens":3,"output_tokens":2,"total_tokens":5,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":null}`, false},
+		{"ResponseUsage", `{"input_tokens":3,"output_tokens":2,"total_tokens":5,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{}}`, false},
 		{"CreateChatCompletionStreamResponse", `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`, true},
 		{"CreateChatCompletionStreamResponse", `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":` + usage + `}`, true},
 		{"CreateChatCompletionStreamResponse", `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`, true},
@@ -237,7 +248,9 @@ func TestExtensionsSayRill(t *testing.T) {
 	}
 }
 
-// TestDetailsNullable pins DESIGN §3 rule 8: every usage detail is nullable.
+// TestDetailsNullable pins DESIGN §3 rule 8: every chat usage detail is
+// nullable. The Responses usage's are required instead (rule 12, see
+// TestValidateSchema's ResponseUsage cases).
 func TestDetailsNullable(t *testing.T) {
 	t.Parallel()
 	doc, err := Load()
@@ -246,7 +259,6 @@ func TestDetailsNullable(t *testing.T) {
 	}
 	for _, d := range []struct{ schema, name string }{
 		{"CompletionUsage", "prompt_tokens_details"}, {"CompletionUsage", "completion_tokens_details"},
-		{"ResponseUsage", "input_tokens_details"}, {"ResponseUsage", "output_tokens_details"},
 	} {
 		name := d.name
 		details := doc.Components.Schemas[d.schema].Value.Properties[name].Value

@@ -11,16 +11,23 @@ import (
 // JSON answer.
 
 // ResponseUsage is the usage of the Responses API: the counts of Usage
-// under the names OpenAI gives them there (DESIGN §3 rule 12). Pointer
-// fields follow Usage's rule: nil is "not measured" and the key is left out.
+// under the names OpenAI gives them there (DESIGN §3 rule 12). Unlike
+// chat's, its cached, cache-write and reasoning counts are always sent:
+// OpenAI's schema requires input_tokens_details.cached_tokens,
+// input_tokens_details.cache_write_tokens and
+// output_tokens_details.reasoning_tokens, and typed clients (the openai
+// npm SDK) and strict validators reject a usage without them.
 type ResponseUsage struct {
 	InputTokens  int
 	OutputTokens int
 	TotalTokens  int
 	// CachedTokens is input_tokens_details.cached_tokens.
-	CachedTokens *int
+	CachedTokens int
+	// CacheWriteTokens is input_tokens_details.cache_write_tokens: input
+	// tokens newly written into the prefix cache.
+	CacheWriteTokens int
 	// ReasoningTokens is output_tokens_details.reasoning_tokens.
-	ReasoningTokens *int
+	ReasoningTokens int
 	// AcceptedPredictionTokens and RejectedPredictionTokens are rill's
 	// extension of output_tokens_details, present exactly when drafting was
 	// active, as in chat's completion_tokens_details.
@@ -29,27 +36,46 @@ type ResponseUsage struct {
 }
 
 // ResponseUsageOf renames u: prompt tokens are input tokens, completion
-// tokens output tokens, and every detail keeps its presence. It is pure.
+// tokens output tokens. A count the engine did not measure is 0: the
+// schema has no "not measured" for them, and 0 claims nothing (no tokens
+// read from or written to a cache, none reasoned). That is the case of a
+// model that does not reason, of an engine without a prefix cache, and of
+// upstream engines that report no cache writes (vLLM, SGLang, tabbyAPI).
+// The draft counters keep their presence. It is pure.
 func ResponseUsageOf(u Usage) ResponseUsage {
+	or0 := func(p *int) int {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
 	return ResponseUsage{
 		InputTokens:              u.PromptTokens,
 		OutputTokens:             u.CompletionTokens,
 		TotalTokens:              u.TotalTokens,
-		CachedTokens:             u.CachedTokens,
-		ReasoningTokens:          u.ReasoningTokens,
+		CachedTokens:             or0(u.CachedTokens),
+		CacheWriteTokens:         or0(u.CacheWriteTokens),
+		ReasoningTokens:          or0(u.ReasoningTokens),
 		AcceptedPredictionTokens: u.AcceptedPredictionTokens,
 		RejectedPredictionTokens: u.RejectedPredictionTokens,
 	}
 }
 
-// AppendJSON appends the usage object. Without details it is exactly
-// {"input_tokens":I,"output_tokens":O,"total_tokens":T}.
+// AppendJSON appends the usage object, both details objects always:
+// {"input_tokens":I,"output_tokens":O,"total_tokens":T,
+// "input_tokens_details":{"cached_tokens":C,"cache_write_tokens":W},
+// "output_tokens_details":{"reasoning_tokens":R}} (and the draft counters
+// after reasoning_tokens when drafting).
 func (u *ResponseUsage) AppendJSON(b []byte) []byte {
-	return appendUsageJSON(b, "input_tokens", "output_tokens",
-		u.InputTokens, u.OutputTokens, u.TotalTokens, u.CachedTokens,
-		usageField{"reasoning_tokens", u.ReasoningTokens},
+	b = appendUsageCounts(b, "input_tokens", "output_tokens", u.InputTokens, u.OutputTokens, u.TotalTokens)
+	b = appendUsageDetails(b, "input_tokens_details",
+		usageField{"cached_tokens", &u.CachedTokens},
+		usageField{"cache_write_tokens", &u.CacheWriteTokens})
+	b = appendUsageDetails(b, "output_tokens_details",
+		usageField{"reasoning_tokens", &u.ReasoningTokens},
 		usageField{"accepted_prediction_tokens", u.AcceptedPredictionTokens},
 		usageField{"rejected_prediction_tokens", u.RejectedPredictionTokens})
+	return append(b, '}')
 }
 
 // appendPart appends a message's output_text part: empty while it is being

@@ -78,7 +78,7 @@ func TestResponsesReasoningItems(t *testing.T) {
 	if got := r.summary(); got != want || r.Status != "completed" {
 		t.Fatalf("status %s, output\n got  %q\n want %q", r.Status, got, want)
 	}
-	const usage = `{"input_tokens":6,"output_tokens":9,"total_tokens":15,"output_tokens_details":{"reasoning_tokens":5}}`
+	const usage = `{"input_tokens":6,"output_tokens":9,"total_tokens":15,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":5}}`
 	if string(r.Usage) != usage {
 		t.Errorf("usage %s", r.Usage)
 	}

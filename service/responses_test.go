@@ -16,6 +16,10 @@ import (
 	"rill/engine"
 )
 
+// TestResponseUsageOf pins the Responses usage's shape (DESIGN §3 rule 12):
+// cached_tokens, cache_write_tokens and reasoning_tokens are always there,
+// as OpenAI's schema requires, 0 when not measured; the draft counters
+// only when drafting was active.
 func TestResponseUsageOf(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -23,22 +27,28 @@ func TestResponseUsageOf(t *testing.T) {
 		in   Usage
 		want string
 	}{
-		{"plain", Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10},
-			`{"input_tokens":7,"output_tokens":3,"total_tokens":10}`},
-		{"cold cache", Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10, CachedTokens: ptr(0)},
-			`{"input_tokens":7,"output_tokens":3,"total_tokens":10,"input_tokens_details":{"cached_tokens":0}}`},
-		{"warm cache", Usage{PromptTokens: 40, CompletionTokens: 2, TotalTokens: 42, CachedTokens: ptr(32)},
-			`{"input_tokens":40,"output_tokens":2,"total_tokens":42,"input_tokens_details":{"cached_tokens":32}}`},
+		{"nothing measured", Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10},
+			`{"input_tokens":7,"output_tokens":3,"total_tokens":10,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`},
+		{"cold cache", Usage{PromptTokens: 40, CompletionTokens: 3, TotalTokens: 43, CachedTokens: ptr(0), CacheWriteTokens: ptr(32)},
+			`{"input_tokens":40,"output_tokens":3,"total_tokens":43,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":32},"output_tokens_details":{"reasoning_tokens":0}}`},
+		{"warm cache", Usage{PromptTokens: 40, CompletionTokens: 2, TotalTokens: 42, CachedTokens: ptr(32), CacheWriteTokens: ptr(0)},
+			`{"input_tokens":40,"output_tokens":2,"total_tokens":42,"input_tokens_details":{"cached_tokens":32,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`},
+		{"cached but writes not measured", Usage{PromptTokens: 40, CompletionTokens: 2, TotalTokens: 42, CachedTokens: ptr(32)},
+			`{"input_tokens":40,"output_tokens":2,"total_tokens":42,"input_tokens_details":{"cached_tokens":32,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`},
 		{"reasoning", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, ReasoningTokens: ptr(6)},
-			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"output_tokens_details":{"reasoning_tokens":6}}`},
-		{"reasoning 0", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, ReasoningTokens: ptr(0)},
-			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"output_tokens_details":{"reasoning_tokens":0}}`},
+			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":6}}`},
 		{"drafting", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, CachedTokens: ptr(0),
 			AcceptedPredictionTokens: ptr(4), RejectedPredictionTokens: ptr(2)},
-			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"accepted_prediction_tokens":4,"rejected_prediction_tokens":2}}`},
-		{"everything", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, CachedTokens: ptr(0),
+			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0,"accepted_prediction_tokens":4,"rejected_prediction_tokens":2}}`},
+		{"everything", Usage{PromptTokens: 5, CompletionTokens: 9, TotalTokens: 14, CachedTokens: ptr(0), CacheWriteTokens: ptr(0),
 			AcceptedPredictionTokens: ptr(4), RejectedPredictionTokens: ptr(2), ReasoningTokens: ptr(3)},
-			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":3,"accepted_prediction_tokens":4,"rejected_prediction_tokens":2}}`},
+			`{"input_tokens":5,"output_tokens":9,"total_tokens":14,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":3,"accepted_prediction_tokens":4,"rejected_prediction_tokens":2}}`},
+	}
+	deref := func(p *int) int {
+		if p == nil {
+			return 0
+		}
+		return *p
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +61,8 @@ func TestResponseUsageOf(t *testing.T) {
 			mustValidate(t, "ResponseUsage", []byte(got))
 			// Same numbers as the chat usage, under other names.
 			if ru.InputTokens != tt.in.PromptTokens || ru.OutputTokens != tt.in.CompletionTokens || ru.TotalTokens != tt.in.TotalTokens ||
-				ru.CachedTokens != tt.in.CachedTokens || ru.ReasoningTokens != tt.in.ReasoningTokens {
+				ru.CachedTokens != deref(tt.in.CachedTokens) || ru.CacheWriteTokens != deref(tt.in.CacheWriteTokens) ||
+				ru.ReasoningTokens != deref(tt.in.ReasoningTokens) {
 				t.Errorf("ResponseUsageOf(%+v) = %+v", tt.in, ru)
 			}
 		})
@@ -462,7 +473,7 @@ func TestResponsesHTTP(t *testing.T) {
 	if err := json.Unmarshal(body, &plain); err != nil {
 		t.Fatal(err)
 	}
-	const wantUsage = `{"input_tokens":9,"output_tokens":2,"total_tokens":11,"input_tokens_details":{"cached_tokens":0}}`
+	const wantUsage = `{"input_tokens":9,"output_tokens":2,"total_tokens":11,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`
 	if plain.Status != "completed" || len(plain.Output) != 1 || plain.Output[0].Content[0].Text != "Hello" ||
 		string(plain.Usage) != wantUsage || plain.Metadata["k"] != "v" {
 		t.Fatalf("response %s", body)

@@ -17,6 +17,11 @@ type Usage struct {
 
 	// CachedTokens is prompt_tokens_details.cached_tokens.
 	CachedTokens *int
+	// CacheWriteTokens is how many prompt tokens the request newly wrote
+	// into the prefix cache. Only the Responses API shows it
+	// (input_tokens_details.cache_write_tokens); chat's usage has no such
+	// field.
+	CacheWriteTokens *int
 	// AcceptedPredictionTokens and RejectedPredictionTokens are the draft
 	// counters of completion_tokens_details, set only when drafting was active.
 	AcceptedPredictionTokens *int
@@ -33,6 +38,11 @@ type Usage struct {
 //     choices share it: the prompt's count is its first choice's, its cached
 //     count the smallest any choice measured (choices that reuse blocks a
 //     sibling just computed did not find them in the cache before the request).
+//   - cache write tokens count each prompt once too: the largest any choice
+//     measured (the choice that computed the prompt wrote it; a sibling
+//     that found it written wrote nothing), clamped so that cached +
+//     written never exceeds prompt_tokens. Present exactly when some
+//     choice measured it.
 //   - completion and draft counters are summed over every choice.
 //   - cached_tokens is present exactly when some choice measured a prefix
 //     cache; the sum over prompts is rounded half to even and clamped to
@@ -45,7 +55,8 @@ type Usage struct {
 func AssembleUsage(prompts [][]engine.Stats) Usage {
 	var u Usage
 	var cached float64
-	measured := false
+	var written int
+	measured, measuredWritten := false, false
 	var accepted, rejected, reasoning int
 	var haveAccepted, haveRejected, haveReasoning bool
 	for _, choices := range prompts {
@@ -55,10 +66,14 @@ func AssembleUsage(prompts [][]engine.Stats) Usage {
 		prompt := max(choices[0].PromptTokens, 0)
 		u.PromptTokens += prompt
 		promptCached := math.Inf(1)
+		promptWritten := -1
 		for _, st := range choices {
 			u.CompletionTokens += max(st.CompletionTokens, 0)
 			if st.CachedTokens != nil {
 				promptCached = min(promptCached, *st.CachedTokens)
+			}
+			if st.CacheWriteTokens != nil {
+				promptWritten = max(promptWritten, *st.CacheWriteTokens, 0)
 			}
 			if st.DraftAccepted != nil {
 				accepted += max(*st.DraftAccepted, 0)
@@ -73,17 +88,33 @@ func AssembleUsage(prompts [][]engine.Stats) Usage {
 				haveReasoning = true
 			}
 		}
+		promptRead := 0.0
 		if !math.IsInf(promptCached, 1) {
 			measured = true
 			if !math.IsNaN(promptCached) {
-				cached += min(max(promptCached, 0), float64(prompt))
+				promptRead = min(max(promptCached, 0), float64(prompt))
+				cached += promptRead
 			}
+		}
+		if promptWritten >= 0 {
+			measuredWritten = true
+			written += min(promptWritten, prompt-CachedTokens(promptRead, prompt))
 		}
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if measured {
 		n := CachedTokens(cached, u.PromptTokens)
 		u.CachedTokens = &n
+	}
+	if measuredWritten {
+		// The sum of rounded per-prompt reads can differ from the rounded
+		// sum by a token or so; clamp again against the wire's count.
+		read := 0
+		if u.CachedTokens != nil {
+			read = *u.CachedTokens
+		}
+		written = min(written, u.PromptTokens-read)
+		u.CacheWriteTokens = &written
 	}
 	if haveAccepted {
 		u.AcceptedPredictionTokens = &accepted
@@ -113,12 +144,15 @@ func CachedTokens(cached float64, promptTokens int) int {
 
 // AppendJSON appends the usage object. Without details it is exactly
 // {"prompt_tokens":P,"completion_tokens":C,"total_tokens":T}.
+// CacheWriteTokens is not part of chat's usage and is left out.
 func (u *Usage) AppendJSON(b []byte) []byte {
-	return appendUsageJSON(b, "prompt_tokens", "completion_tokens",
-		u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens,
+	b = appendUsageCounts(b, "prompt_tokens", "completion_tokens", u.PromptTokens, u.CompletionTokens, u.TotalTokens)
+	b = appendUsageDetails(b, "prompt_tokens_details", usageField{"cached_tokens", u.CachedTokens})
+	b = appendUsageDetails(b, "completion_tokens_details",
 		usageField{"accepted_prediction_tokens", u.AcceptedPredictionTokens},
 		usageField{"rejected_prediction_tokens", u.RejectedPredictionTokens},
 		usageField{"reasoning_tokens", u.ReasoningTokens})
+	return append(b, '}')
 }
 
 // usageField is one optional count of a usage object's output details.
@@ -127,11 +161,9 @@ type usageField struct {
 	v    *int
 }
 
-// appendUsageJSON appends a usage object in the shape both APIs share:
-// {"<in>":I,"<out>":O,"total_tokens":T}, then "<in>_details" with
-// cached_tokens when cached is set, then "<out>_details" with the fields
-// that are set, in the order given, when any is.
-func appendUsageJSON(b []byte, in, out string, inN, outN, total int, cached *int, details ...usageField) []byte {
+// appendUsageCounts opens a usage object in the shape both APIs share:
+// {"<in>":I,"<out>":O,"total_tokens":T, left open for the details.
+func appendUsageCounts(b []byte, in, out string, inN, outN, total int) []byte {
 	b = append(b, `{"`...)
 	b = append(b, in...)
 	b = append(b, `":`...)
@@ -141,23 +173,21 @@ func appendUsageJSON(b []byte, in, out string, inN, outN, total int, cached *int
 	b = append(b, `":`...)
 	b = strconv.AppendInt(b, int64(outN), 10)
 	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(total), 10)
-	if cached != nil {
-		b = append(b, `,"`...)
-		b = append(b, in...)
-		b = append(b, `_details":{"cached_tokens":`...)
-		b = strconv.AppendInt(b, int64(*cached), 10)
-		b = append(b, '}')
-	}
+	return strconv.AppendInt(b, int64(total), 10)
+}
+
+// appendUsageDetails appends ,"<name>":{...} with the fields that are set,
+// in the order given; nothing when none is.
+func appendUsageDetails(b []byte, name string, fields ...usageField) []byte {
 	sep := byte('{')
-	for _, f := range details {
+	for _, f := range fields {
 		if f.v == nil {
 			continue
 		}
 		if sep == '{' {
 			b = append(b, `,"`...)
-			b = append(b, out...)
-			b = append(b, `_details":`...)
+			b = append(b, name...)
+			b = append(b, `":`...)
 		}
 		b = append(b, sep, '"')
 		b = append(b, f.name...)
@@ -168,7 +198,7 @@ func appendUsageJSON(b []byte, in, out string, inN, outN, total int, cached *int
 	if sep == ',' {
 		b = append(b, '}')
 	}
-	return append(b, '}')
+	return b
 }
 
 // MarshalJSON encodes the usage as AppendJSON does.

@@ -3,6 +3,8 @@ package service
 import (
 	"encoding/json"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 
 	"rill/engine"
@@ -138,6 +140,61 @@ func TestAssembleUsage(t *testing.T) {
 	}
 }
 
+// TestAssembleUsageCacheWrites pins the cache write count (DESIGN §3 rule
+// 12): each prompt once, the largest any choice measured, clamped so that
+// cached + written <= prompt; absent when no choice measured it.
+func TestAssembleUsageCacheWrites(t *testing.T) {
+	t.Parallel()
+	f := func(v float64) *float64 { return &v }
+	i := func(v int) *int { return &v }
+	tests := []struct {
+		name    string
+		prompts [][]engine.Stats
+		want    *int
+	}{
+		{"not measured", [][]engine.Stats{{{PromptTokens: 50, CachedTokens: f(0)}}}, nil},
+		{"a cold prompt", [][]engine.Stats{{{PromptTokens: 50, CachedTokens: f(0), CacheWriteTokens: i(48)}}}, i(48)},
+		{"measured, nothing written", [][]engine.Stats{{{PromptTokens: 50, CachedTokens: f(48), CacheWriteTokens: i(0)}}}, i(0)},
+		{"n=3 share one prompt: counted once", [][]engine.Stats{{
+			{PromptTokens: 40, CacheWriteTokens: i(32)}, {PromptTokens: 40, CacheWriteTokens: i(32)}, {PromptTokens: 40, CacheWriteTokens: i(32)},
+		}}, i(32)},
+		{"n=2 split upstream: the sibling reports none", [][]engine.Stats{{
+			{PromptTokens: 46, CachedTokens: f(0), CacheWriteTokens: i(46)}, {PromptTokens: 46},
+		}}, i(46)},
+		{"n=2: the sibling found the prompt written", [][]engine.Stats{{
+			{PromptTokens: 40, CacheWriteTokens: i(0)}, {PromptTokens: 40, CacheWriteTokens: i(39)},
+		}}, i(39)},
+		{"clamped to what the cache did not serve", [][]engine.Stats{{{PromptTokens: 10, CachedTokens: f(8), CacheWriteTokens: i(5)}}}, i(2)},
+		{"clamped against the rounded cached count", [][]engine.Stats{{{PromptTokens: 10, CachedTokens: f(5.5), CacheWriteTokens: i(9)}}}, i(4)},
+		{"negative is 0", [][]engine.Stats{{{PromptTokens: 10, CacheWriteTokens: i(-3)}}}, i(0)},
+		{"two prompts: summed", [][]engine.Stats{
+			{{PromptTokens: 20, CachedTokens: f(0), CacheWriteTokens: i(16)}},
+			{{PromptTokens: 40, CachedTokens: f(0), CacheWriteTokens: i(32)}},
+		}, i(48)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u := AssembleUsage(tt.prompts)
+			if (u.CacheWriteTokens == nil) != (tt.want == nil) || u.CacheWriteTokens != nil && *u.CacheWriteTokens != *tt.want {
+				t.Fatalf("cache write tokens %v, want %v", show(u.CacheWriteTokens), show(tt.want))
+			}
+			// Chat's usage has no such field.
+			if strings.Contains(string(u.AppendJSON(nil)), "cache_write") {
+				t.Errorf("chat usage %s names cache writes", u.AppendJSON(nil))
+			}
+		})
+	}
+}
+
+// show prints a count, nil as "absent".
+func show(p *int) string {
+	if p == nil {
+		return "absent"
+	}
+	return strconv.Itoa(*p)
+}
+
 // TestUsageShapes checks the two APIs' usage objects, which share one
 // writer: names, the order of the details, details only when set, and no
 // allocation into a buffer with room.
@@ -152,12 +209,10 @@ func TestUsageShapes(t *testing.T) {
 			`{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}`},
 		{"chat, every detail", (&Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7, CachedTokens: n(0), ReasoningTokens: n(1), AcceptedPredictionTokens: n(2), RejectedPredictionTokens: n(3)}).AppendJSON,
 			`{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"accepted_prediction_tokens":2,"rejected_prediction_tokens":3,"reasoning_tokens":1}}`},
-		{"responses, bare", (&ResponseUsage{InputTokens: 5, OutputTokens: 6, TotalTokens: 11}).AppendJSON,
-			`{"input_tokens":5,"output_tokens":6,"total_tokens":11}`},
-		{"responses, reasoning only", (&ResponseUsage{InputTokens: 5, OutputTokens: 6, TotalTokens: 11, ReasoningTokens: n(0)}).AppendJSON,
-			`{"input_tokens":5,"output_tokens":6,"total_tokens":11,"output_tokens_details":{"reasoning_tokens":0}}`},
-		{"responses, every detail", (&ResponseUsage{InputTokens: 5, OutputTokens: 6, TotalTokens: 11, CachedTokens: n(4), ReasoningTokens: n(1), AcceptedPredictionTokens: n(2), RejectedPredictionTokens: n(0)}).AppendJSON,
-			`{"input_tokens":5,"output_tokens":6,"total_tokens":11,"input_tokens_details":{"cached_tokens":4},"output_tokens_details":{"reasoning_tokens":1,"accepted_prediction_tokens":2,"rejected_prediction_tokens":0}}`},
+		{"responses, nothing measured", (&ResponseUsage{InputTokens: 5, OutputTokens: 6, TotalTokens: 11}).AppendJSON,
+			`{"input_tokens":5,"output_tokens":6,"total_tokens":11,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}`},
+		{"responses, every detail", (&ResponseUsage{InputTokens: 5, OutputTokens: 6, TotalTokens: 11, CachedTokens: 1, CacheWriteTokens: 3, ReasoningTokens: 1, AcceptedPredictionTokens: n(2), RejectedPredictionTokens: n(0)}).AppendJSON,
+			`{"input_tokens":5,"output_tokens":6,"total_tokens":11,"input_tokens_details":{"cached_tokens":1,"cache_write_tokens":3},"output_tokens_details":{"reasoning_tokens":1,"accepted_prediction_tokens":2,"rejected_prediction_tokens":0}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

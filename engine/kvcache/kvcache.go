@@ -128,6 +128,11 @@ func (s *Seq) last(root hash) hash {
 	return s.hashes[len(s.hashes)-1]
 }
 
+// Indexed is the number of s's leading full blocks that are in its prefix
+// chain: matched from the cache or committed (indexed by s or found indexed).
+// Commit never looks at them again.
+func (s *Seq) Indexed() int { return len(s.hashes) }
+
 // Table returns the block table for the forward pass.
 func (s *Seq) Table() []int32 { return s.Blocks }
 
@@ -202,8 +207,12 @@ func (m *Manager) BlocksFor(n int) int { return (n + m.bs - 1) / m.bs }
 // prefix index. tokens must be the sequence's verified tokens (prompt and
 // accepted output) whose keys and values have been computed: never pass
 // unverified draft tokens. A block whose content is already indexed under
-// another id stays private to s.
-func (m *Manager) Commit(s *Seq, tokens []int32) {
+// another id stays private to s. It returns how many blocks it newly
+// indexed: blocks already in s's chain (matched or committed before) and
+// blocks whose content was indexed already do not count, so the sum over a
+// sequence's Commits is what it added to the cache.
+func (m *Manager) Commit(s *Seq, tokens []int32) int {
+	added := 0
 	full := min(len(tokens)/m.bs, len(s.Blocks))
 	for i := len(s.hashes); i < full; i++ {
 		toks := tokens[i*m.bs : (i+1)*m.bs]
@@ -215,9 +224,11 @@ func (m *Manager) Commit(s *Seq, tokens []int32) {
 			b.hashed, b.h, b.parent = true, h, parent
 			b.tokens = append(b.tokens[:0], toks...)
 			m.index[h] = id
+			added++
 		}
 		s.hashes = append(s.hashes, h)
 	}
+	return added
 }
 
 // Truncate shrinks s to n tokens, releasing blocks past them (rollback of

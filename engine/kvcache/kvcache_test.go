@@ -76,6 +76,75 @@ func TestPrefixHits(t *testing.T) {
 	}
 }
 
+// TestCommitCountsNewBlocks pins what Commit returns: the full blocks it
+// newly indexed, never a partial block, a block matched from the cache, one
+// it committed before or one whose content another sequence indexed first.
+func TestCommitCountsNewBlocks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// prompts run one after the other, each freed before the next.
+		prompts [][]int32
+		// hits and added are each prompt's Match and Commit results.
+		hits, added []int
+	}{
+		{"cold: the full blocks, not the partial last one", [][]int32{seqTokens(50, 1)}, []int{0}, []int{3}},
+		{"shorter than a block: nothing", [][]int32{seqTokens(15, 1)}, []int{0}, []int{0}},
+		{"the same prompt again adds nothing", [][]int32{seqTokens(50, 1), seqTokens(50, 1)}, []int{0, 48}, []int{3, 0}},
+		// The second computes the last block again (its last token needs
+		// logits) and finds it indexed.
+		{"exact multiple: written whole, read but the last block", [][]int32{seqTokens(48, 1), seqTokens(48, 1)}, []int{0, 32}, []int{3, 0}},
+		{"a longer prompt adds the blocks past the shared prefix", [][]int32{seqTokens(40, 1), seqTokens(100, 1)}, []int{0, 32}, []int{2, 4}},
+		{"a different prompt adds its own", [][]int32{seqTokens(40, 1), seqTokens(40, 500)}, []int{0, 0}, []int{2, 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := mustNew(t, 64, 16)
+			for i, p := range tc.prompts {
+				s := &Seq{}
+				hit := m.Match(s, p)
+				if err := m.Reserve(s, len(p)); err != nil {
+					t.Fatal(err)
+				}
+				added := m.Commit(s, p)
+				if hit != tc.hits[i] || added != tc.added[i] {
+					t.Fatalf("prompt %d: hit %d, added %d blocks; want %d, %d", i, hit, added, tc.hits[i], tc.added[i])
+				}
+				if again := m.Commit(s, p); again != 0 {
+					t.Fatalf("prompt %d: committing again added %d blocks", i, again)
+				}
+				if s.Indexed() != len(p)/16 {
+					t.Fatalf("prompt %d: %d blocks indexed, want %d", i, s.Indexed(), len(p)/16)
+				}
+				m.Free(s)
+			}
+		})
+	}
+
+	// Two live twins computed side by side: the first to commit writes.
+	m := mustNew(t, 64, 16)
+	p := seqTokens(40, 1)
+	a, b := &Seq{}, &Seq{}
+	for _, s := range []*Seq{a, b} {
+		if hit := m.Match(s, p); hit != 0 {
+			t.Fatalf("cold twin hit %d", hit)
+		}
+		if err := m.Reserve(s, len(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.Commit(a, p); got != 2 {
+		t.Fatalf("first twin added %d blocks, want 2", got)
+	}
+	if got := m.Commit(b, p); got != 0 {
+		t.Fatalf("second twin added %d blocks, want 0: its content was indexed", got)
+	}
+	if err := m.Check(a, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSharedWhileLive(t *testing.T) {
 	t.Parallel()
 	m := mustNew(t, 16, 4)
@@ -210,6 +279,9 @@ func TestRandomOps(t *testing.T) {
 		toks []int32
 	}
 	var seqs []live
+	// added is the sum of what Commit reported: the index holds exactly
+	// that, less what eviction took out of it.
+	var added int64
 	prefixes := [][]int32{seqTokens(30, 1), seqTokens(30, 100), seqTokens(30, 200)}
 	for step := range 3000 {
 		switch op := r.IntN(5); {
@@ -225,7 +297,7 @@ func TestRandomOps(t *testing.T) {
 				m.Free(s)
 				continue
 			}
-			m.Commit(s, toks)
+			added += int64(m.Commit(s, toks))
 			seqs = append(seqs, live{s, toks})
 		case op == 2 && len(seqs) > 0: // decode a few tokens
 			l := &seqs[r.IntN(len(seqs))]
@@ -236,7 +308,7 @@ func TestRandomOps(t *testing.T) {
 			for range n {
 				l.toks = append(l.toks, int32(1000+r.IntN(3)))
 			}
-			m.Commit(l.s, l.toks)
+			added += int64(m.Commit(l.s, l.toks))
 		case op == 3 && len(seqs) > 0: // fork
 			l := seqs[r.IntN(len(seqs))]
 			c, _, _, _, err := m.Fork(l.s, len(l.toks))
@@ -255,6 +327,9 @@ func TestRandomOps(t *testing.T) {
 		}
 		if err := m.Check(all...); err != nil {
 			t.Fatalf("step %d: %v", step, err)
+		}
+		if st := m.Stats(); int64(st.Cached) != added-st.Evictions {
+			t.Fatalf("step %d: %d blocks indexed, but Commit reported %d added and %d were evicted", step, st.Cached, added, st.Evictions)
 		}
 	}
 }

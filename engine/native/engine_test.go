@@ -267,6 +267,50 @@ func TestPrefixCacheCounts(t *testing.T) {
 	}
 }
 
+// TestPrefixCacheWrites pins Stats.CacheWriteTokens: a cold prompt writes
+// its full 16-token blocks, the same prompt again writes nothing and reads
+// them (but a last whole block, whose last token it computes again), and n
+// choices report their one prompt's count each.
+func TestPrefixCacheWrites(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Options{})
+	id := e.Models()[0].ID
+	tests := []struct {
+		name      string
+		tokens, n int
+		// written is the cold request's count; cached the repeat's.
+		written, cached int
+	}{
+		{"three blocks and two tokens", 50, 1, 48, 48},
+		{"exact multiple: the repeat computes the last block again", 48, 1, 48, 32},
+		{"less than a block", 10, 1, 0, 0},
+		{"three choices share one prompt", 40, 3, 32, 32},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Not parallel: the cases share one engine's cache. Each
+			// prompt starts with a token of its own, so none hits another's.
+			prompt := make([]int, tc.tokens)
+			for j := range prompt {
+				prompt[j] = 100 + 10*i + j%7
+			}
+			req := &engine.Request{Model: id, PromptTokens: prompt, MaxTokens: 20, IgnoreEOS: true, N: tc.n}
+			for round, want := range []struct{ cached, written int }{{0, tc.written}, {tc.cached, 0}} {
+				for j, f := range collect(t, e, req).final {
+					st := f.Stats
+					if st.CacheWriteTokens == nil || st.CachedTokens == nil {
+						t.Fatalf("round %d choice %d: cached %v, written %v; want both measured", round, j, st.CachedTokens, st.CacheWriteTokens)
+					}
+					if *st.CachedTokens != float64(want.cached) || *st.CacheWriteTokens != want.written {
+						t.Fatalf("round %d choice %d of a %d-token prompt: cached %v, written %d; want %d, %d",
+							round, j, st.PromptTokens, *st.CachedTokens, *st.CacheWriteTokens, want.cached, want.written)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestChoicesShareThePrompt(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, Options{})

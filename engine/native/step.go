@@ -320,6 +320,7 @@ func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 type statsBox struct {
 	stats              engine.Stats
 	cached             float64
+	written            int
 	accepted, rejected int
 	reasoning          int
 }
@@ -328,8 +329,9 @@ type statsBox struct {
 // step that did not make it into the output to the rejected ones.
 func (c *choice) stats(final bool) *engine.Stats {
 	r := c.r
-	b := &statsBox{cached: float64(r.group.CachedTokens())}
-	b.stats = engine.Stats{PromptTokens: len(r.prompt), CachedTokens: &b.cached, CompletionTokens: c.emitted}
+	b := &statsBox{cached: float64(r.group.CachedTokens()), written: r.group.CacheWriteTokens()}
+	b.stats = engine.Stats{PromptTokens: len(r.prompt), CachedTokens: &b.cached, CacheWriteTokens: &b.written,
+		CompletionTokens: c.emitted}
 	if r.draft != draftNone {
 		b.accepted, b.rejected = c.accepted, c.rejected
 		if final {

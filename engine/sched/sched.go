@@ -258,6 +258,7 @@ func (s *Scheduler) Schedule() *Plan {
 			seq.Computed, seq.DraftComputed = hit, hit
 			if !g.matched {
 				g.cached, g.matched = hit, true
+				g.writeMark = hit / s.cache.BlockSize()
 				s.cache.Observe(g.promptLen, hit)
 			}
 		}
@@ -372,11 +373,23 @@ func (s *Scheduler) Accept(seq *Sequence, accepted int) {
 }
 
 // commit registers seq's computed, verified full blocks in the prefix
-// index; with a lockstep draft model only those both models computed.
+// index; with a lockstep draft model only those both models computed. The
+// prompt's full blocks it newly indexes count as the group's cache writes.
 func (s *Scheduler) commit(seq *Sequence) {
 	n := seq.Computed
 	if s.opts.LockstepDraft {
 		n = min(n, seq.DraftComputed)
+	}
+	g, bs := seq.group, s.cache.BlockSize()
+	if full := g.promptLen / bs; seq.KV.Indexed() < full {
+		// Commit indexes blocks in order, so committing in three spans
+		// tells which blocks it added: up to the blocks the group counted
+		// already (a sequence recomputing after preemption, a choice that
+		// could not fork), then the rest of the prompt's, counted, then the
+		// output's below.
+		s.cache.Commit(&seq.KV, seq.Tokens[:min(n, g.writeMark*bs)])
+		g.written += s.cache.Commit(&seq.KV, seq.Tokens[:min(n, full*bs)]) * bs
+		g.writeMark = max(g.writeMark, seq.KV.Indexed())
 	}
 	s.cache.Commit(&seq.KV, seq.Tokens[:n])
 }

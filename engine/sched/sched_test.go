@@ -185,6 +185,92 @@ func TestPrefixHit(t *testing.T) {
 	check(t, s, cache)
 }
 
+// TestCacheWriteTokens pins Group.CacheWriteTokens: the prompt's full
+// blocks the request newly indexed, once per request. Blocks are 4 tokens.
+func TestCacheWriteTokens(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prompts [][]int32 // requests run one after the other
+		budget  int       // MaxBatchTokens; 0 means the default
+		choices int
+		// cached and written are each request's counts.
+		cached, written []int
+	}{
+		{"cold, then the same prompt", [][]int32{prompt(1, 11), prompt(1, 11)}, 0, 1, []int{0, 8}, []int{8, 0}},
+		{"chunked prefill counts every chunk's blocks", [][]int32{prompt(1, 11)}, 3, 1, []int{0}, []int{8}},
+		{"shorter than a block", [][]int32{prompt(1, 3)}, 0, 1, []int{0}, []int{0}},
+		// The repeat computes the last block again, finds it indexed.
+		{"exact multiple", [][]int32{prompt(1, 8), prompt(1, 8)}, 0, 1, []int{0, 4}, []int{8, 0}},
+		{"a longer prompt writes past the shared prefix", [][]int32{prompt(1, 6), prompt(1, 14)}, 0, 1, []int{0, 4}, []int{4, 8}},
+		{"n choices share one prompt: counted once", [][]int32{prompt(1, 10)}, 0, 3, []int{0}, []int{8}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, cache := newScheduler(t, 64, Options{MaxBatchTokens: tc.budget})
+			for i, p := range tc.prompts {
+				g := group(t, s, slices.Clone(p), tc.choices)
+				// Until every choice has computed the prompt and decoded a
+				// few tokens (output blocks are not prompt).
+				for range len(p) + 12 {
+					step(s, 0)
+				}
+				if g.CachedTokens() != tc.cached[i] || g.CacheWriteTokens() != tc.written[i] {
+					t.Fatalf("request %d: cached %d, written %d; want %d, %d", i, g.CachedTokens(), g.CacheWriteTokens(), tc.cached[i], tc.written[i])
+				}
+				check(t, s, cache, g)
+				for _, seq := range g.seqs {
+					s.Finish(seq)
+				}
+			}
+		})
+	}
+
+	t.Run("a choice that could not fork reads the prompt, writes nothing more", func(t *testing.T) {
+		t.Parallel()
+		s, cache := newScheduler(t, 2, Options{})
+		g := group(t, s, prompt(1, 6), 2)
+		step(s, 0)
+		if g.seqs[1].state != stateWaiting {
+			t.Fatalf("choice 1 is %v, want waiting for a block", g.seqs[1].state)
+		}
+		s.Finish(g.seqs[0])
+		step(s, 0)
+		step(s, 0)
+		if !g.seqs[1].Running() || g.CacheWriteTokens() != 4 {
+			t.Fatalf("choice 1 running %v, written %d; want the leader's 4", g.seqs[1].Running(), g.CacheWriteTokens())
+		}
+		check(t, s, cache, g)
+	})
+
+	t.Run("preempted, evicted and recomputed: counted once", func(t *testing.T) {
+		t.Parallel()
+		s, cache := newScheduler(t, 4, Options{})
+		g := group(t, s, prompt(1, 9), 1)
+		step(s, 0)
+		if g.CacheWriteTokens() != 8 {
+			t.Fatalf("written %d after the prompt, want 8", g.CacheWriteTokens())
+		}
+		seq := g.seqs[0]
+		s.preempt(seq)
+		// Another sequence takes every block: the prompt's are evicted.
+		var other kvcache.Seq
+		if err := cache.Reserve(&other, 4*blockSize); err != nil {
+			t.Fatal(err)
+		}
+		cache.Free(&other)
+		step(s, 0)
+		if seq.Computed < 9 || g.CachedTokens() != 0 {
+			t.Fatalf("computed %d, cached %d: want the prompt recomputed from scratch", seq.Computed, g.CachedTokens())
+		}
+		if g.CacheWriteTokens() != 8 {
+			t.Fatalf("written %d after indexing the prompt a second time, want 8", g.CacheWriteTokens())
+		}
+		check(t, s, cache, g)
+	})
+}
+
 func TestPreemptsNewestAndRequeuesFirst(t *testing.T) {
 	t.Parallel()
 	// 6 blocks of 4 tokens. Three sequences with 7-token prompts take 2

@@ -72,6 +72,12 @@ type Group struct {
 	started   bool // the leader has run: the request is no longer queued
 	prefilled bool // the leader's prompt is computed: further choices may fork
 	paused    bool // the consumer is behind: schedule none of the group's sequences
+
+	// written counts the prompt tokens whose full blocks the group's
+	// sequences newly indexed; writeMark is the number of leading prompt
+	// blocks already counted (read at first admission or written), so that
+	// a block indexed again after preemption and eviction counts once.
+	written, writeMark int
 }
 
 // NewGroup returns a request over prompt (which the group takes over as
@@ -96,6 +102,16 @@ func (g *Group) PromptLen() int { return g.promptLen }
 // CachedTokens is the number of prompt tokens served from the prefix cache
 // when the request was first admitted (0 before that, and on a cold cache).
 func (g *Group) CachedTokens() int { return g.cached }
+
+// CacheWriteTokens is the number of prompt tokens the request newly wrote
+// into the prefix cache: the full prompt blocks that its sequences indexed,
+// each counted once however many choices share it or how often it was
+// computed, never one it read at first admission and never a block that
+// another request indexed first. A partial last prompt block is not
+// indexed, so it never counts; a block that mixes prompt and output is not
+// prompt. So CachedTokens + CacheWriteTokens <= PromptLen. It is final once
+// the leader's prompt is computed (0 before).
+func (g *Group) CacheWriteTokens() int { return g.written }
 
 // Paused reports whether the group is paused.
 func (g *Group) Paused() bool { return g.paused }

@@ -144,10 +144,10 @@ func (k Kind) stats(u *wireUsage, t *wireTimings, predicted bool) engine.Stats {
 		st.PromptTokens = count(t.CacheN) + count(t.PromptN)
 		st.CompletionTokens = count(t.PredictedN)
 	}
-	var cached, accepted, rejected, reasoning *float64
+	var cached, written, accepted, rejected, reasoning *float64
 	if u != nil {
 		if d := u.PromptTokensDetails; d != nil {
-			cached = d.CachedTokens
+			cached, written = d.CachedTokens, d.CacheWriteTokens
 		}
 		if d := u.CompletionTokensDetails; d != nil {
 			accepted, rejected, reasoning = d.AcceptedPredictionTokens, d.RejectedPredictionTokens, d.ReasoningTokens
@@ -158,6 +158,13 @@ func (k Kind) stats(u *wireUsage, t *wireTimings, predicted bool) engine.Stats {
 		if t != nil {
 			if t.CacheN != nil {
 				cached = t.CacheN
+			}
+			// llama.cpp keeps every prompt token it processed in its
+			// slot, where the next request that starts the same way reuses
+			// it (token by token): the request wrote the prompt tokens it
+			// did not read, prompt_n.
+			if t.PromptN != nil {
+				written = t.PromptN
 			}
 			// The draft counters are present only when the slot drafted.
 			if t.DraftN != nil {
@@ -187,6 +194,12 @@ func (k Kind) stats(u *wireUsage, t *wireTimings, predicted bool) engine.Stats {
 	if cached != nil && !math.IsNaN(*cached) {
 		c := *cached
 		st.CachedTokens = &c
+	}
+	// Where the upstream reports no write count (vLLM, SGLang and
+	// tabbyAPI never do, and chat's usage has no such field) written stays
+	// nil, "not measured", rather than a guess at their cache's grain.
+	if written != nil && !math.IsNaN(*written) {
+		st.CacheWriteTokens = ptr(count(written))
 	}
 	if st.DraftAccepted == nil && (accepted != nil || rejected != nil) {
 		st.DraftAccepted, st.DraftRejected = ptr(count(accepted)), ptr(count(rejected))

@@ -71,10 +71,10 @@ func (p *pumped) run(parent, ctx context.Context, j int, s *stream) {
 		if p.split {
 			ev.Choice = j
 			if j > 0 && ev.Stats != nil {
-				// Only choice 0's cache hit is the request's (see
-				// Engine.fanOut).
+				// Only choice 0's cache hit and write are the
+				// request's (see Engine.fanOut).
 				st := *ev.Stats
-				st.CachedTokens = nil
+				st.CachedTokens, st.CacheWriteTokens = nil, nil
 				ev.Stats = &st
 			}
 		}

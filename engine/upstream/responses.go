@@ -142,11 +142,9 @@ type wireResponseEvent struct {
 
 // wireResponsesUsage is the Responses API's usage.
 type wireResponsesUsage struct {
-	InputTokens        *float64 `json:"input_tokens"`
-	OutputTokens       *float64 `json:"output_tokens"`
-	InputTokensDetails *struct {
-		CachedTokens *float64 `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
+	InputTokens         *float64           `json:"input_tokens"`
+	OutputTokens        *float64           `json:"output_tokens"`
+	InputTokensDetails  *wirePromptDetails `json:"input_tokens_details"`
 	OutputTokensDetails *struct {
 		ReasoningTokens          *float64 `json:"reasoning_tokens"`
 		AcceptedPredictionTokens *float64 `json:"accepted_prediction_tokens"`
@@ -157,11 +155,7 @@ type wireResponsesUsage struct {
 // chat restates the usage in chat's names, so that Kind.stats reads it.
 func (u *wireResponsesUsage) chat() *wireUsage {
 	w := &wireUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens}
-	if d := u.InputTokensDetails; d != nil {
-		w.PromptTokensDetails = &struct {
-			CachedTokens *float64 `json:"cached_tokens"`
-		}{d.CachedTokens}
-	}
+	w.PromptTokensDetails = u.InputTokensDetails
 	if d := u.OutputTokensDetails; d != nil {
 		w.CompletionTokensDetails = &struct {
 			AcceptedPredictionTokens *float64 `json:"accepted_prediction_tokens"`

@@ -95,7 +95,7 @@ func TestDecodeResponseEvent(t *testing.T) {
 			text: ptr("Hel")},
 		{name: "opening", event: `{"type":"response.created","sequence_number":0,"response":{"id":"r","status":"in_progress","usage":null}}`},
 		{name: "reasoning delta", event: `{"type":"response.reasoning_text.delta","sequence_number":3,"delta":"hmm"}`},
-		{name: "completed", event: `{"type":"response.completed","sequence_number":9,"response":{"status":"completed","incomplete_details":null,"usage":{"input_tokens":30,"input_tokens_details":{"cached_tokens":16},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":35}}}`,
+		{name: "completed", event: `{"type":"response.completed","sequence_number":9,"response":{"status":"completed","incomplete_details":null,"usage":{"input_tokens":30,"input_tokens_details":{"cached_tokens":16,"cache_write_tokens":14},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":35}}}`,
 			finish: "stop", usage: &wireUsage{PromptTokens: f(30), CompletionTokens: f(5)}},
 		{name: "incomplete", event: `{"type":"response.incomplete","sequence_number":9,"response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":30,"output_tokens":16,"total_tokens":46}}}`,
 			finish: "length", usage: &wireUsage{PromptTokens: f(30), CompletionTokens: f(16)}},
@@ -145,6 +145,7 @@ func TestDecodeResponseEvent(t *testing.T) {
 	}
 	st := VLLM.stats(ch.Usage, nil, false)
 	if st.PromptTokens != 30 || st.CompletionTokens != 5 || st.CachedTokens == nil || *st.CachedTokens != 16 ||
+		st.CacheWriteTokens == nil || *st.CacheWriteTokens != 14 ||
 		st.ReasoningTokens == nil || *st.ReasoningTokens != 2 || st.DraftAccepted != nil {
 		t.Errorf("stats %+v", st)
 	}

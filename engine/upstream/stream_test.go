@@ -138,11 +138,11 @@ func TestStreamChoices(t *testing.T) {
 		}
 		// The request's cache hit is choice 0's, which went first; a
 		// sibling's says nothing about the request.
-		if c := r.finals[0].Stats.CachedTokens; c == nil || *c != 4 {
-			t.Errorf("choice 0 cached %v, want 4", c)
+		if c, w := r.finals[0].Stats.CachedTokens, r.finals[0].Stats.CacheWriteTokens; c == nil || *c != 4 || w == nil || *w != 1 {
+			t.Errorf("choice 0 cached %v, written %v; want 4, 1", c, w)
 		}
-		if c := r.finals[1].Stats.CachedTokens; c != nil {
-			t.Errorf("choice 1 cached %v, want none", *c)
+		if c, w := r.finals[1].Stats.CachedTokens, r.finals[1].Stats.CacheWriteTokens; c != nil || w != nil {
+			t.Errorf("choice 1 cached %v, written %v; want neither", c, w)
 		}
 		mu.Lock()
 		defer mu.Unlock()

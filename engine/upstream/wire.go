@@ -250,15 +250,22 @@ type wireUsage struct {
 	PromptTokens     *float64 `json:"prompt_tokens"`
 	CompletionTokens *float64 `json:"completion_tokens"`
 	// CachedTokens is tabbyAPI's top-level cached count.
-	CachedTokens        *float64 `json:"cached_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens *float64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	CachedTokens            *float64           `json:"cached_tokens"`
+	PromptTokensDetails     *wirePromptDetails `json:"prompt_tokens_details"`
 	CompletionTokensDetails *struct {
 		AcceptedPredictionTokens *float64 `json:"accepted_prediction_tokens"`
 		RejectedPredictionTokens *float64 `json:"rejected_prediction_tokens"`
 		ReasoningTokens          *float64 `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
+}
+
+// wirePromptDetails is prompt_tokens_details, or the Responses API's
+// input_tokens_details: cached_tokens read from the upstream's cache and,
+// where it reports them (the Responses API of OpenAI and of another rill),
+// cache_write_tokens newly written to it.
+type wirePromptDetails struct {
+	CachedTokens     *float64 `json:"cached_tokens"`
+	CacheWriteTokens *float64 `json:"cache_write_tokens"`
 }
 
 // wireTimings is llama.cpp's timings object.
