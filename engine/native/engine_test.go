@@ -268,9 +268,9 @@ func TestPrefixCacheCounts(t *testing.T) {
 }
 
 // TestPrefixCacheWrites pins Stats.CacheWriteTokens: a cold prompt writes
-// its full 16-token blocks, the same prompt again writes nothing and reads
-// them (but a last whole block, whose last token it computes again), and n
-// choices report their one prompt's count each.
+// what the same prompt again reads, its full 16-token blocks but a last
+// whole block (whose last token the repeat computes again), the repeat
+// writes nothing, and n choices report their one prompt's count each.
 func TestPrefixCacheWrites(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, Options{})
@@ -282,7 +282,7 @@ func TestPrefixCacheWrites(t *testing.T) {
 		written, cached int
 	}{
 		{"three blocks and two tokens", 50, 1, 48, 48},
-		{"exact multiple: the repeat computes the last block again", 48, 1, 48, 32},
+		{"exact multiple: the repeat computes the last block again", 48, 1, 32, 32},
 		{"less than a block", 10, 1, 0, 0},
 		{"three choices share one prompt", 40, 3, 32, 32},
 	}

@@ -374,14 +374,18 @@ func (s *Scheduler) Accept(seq *Sequence, accepted int) {
 
 // commit registers seq's computed, verified full blocks in the prefix
 // index; with a lockstep draft model only those both models computed. The
-// prompt's full blocks it newly indexes count as the group's cache writes.
+// prompt's full blocks it newly indexes count as the group's cache writes,
+// up to the blocks an identical request would read: that one must compute
+// its last prompt token again, so a prompt of a whole number of blocks
+// writes all but its last (which is indexed all the same, and read by a
+// longer prompt that shares it).
 func (s *Scheduler) commit(seq *Sequence) {
 	n := seq.Computed
 	if s.opts.LockstepDraft {
 		n = min(n, seq.DraftComputed)
 	}
 	g, bs := seq.group, s.cache.BlockSize()
-	if full := g.promptLen / bs; seq.KV.Indexed() < full {
+	if full := max(g.promptLen-1, 0) / bs; seq.KV.Indexed() < full {
 		// Commit indexes blocks in order, so committing in three spans
 		// tells which blocks it added: up to the blocks the group counted
 		// already (a sequence recomputing after preemption, a choice that

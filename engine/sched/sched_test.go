@@ -200,8 +200,9 @@ func TestCacheWriteTokens(t *testing.T) {
 		{"cold, then the same prompt", [][]int32{prompt(1, 11), prompt(1, 11)}, 0, 1, []int{0, 8}, []int{8, 0}},
 		{"chunked prefill counts every chunk's blocks", [][]int32{prompt(1, 11)}, 3, 1, []int{0}, []int{8}},
 		{"shorter than a block", [][]int32{prompt(1, 3)}, 0, 1, []int{0}, []int{0}},
-		// The repeat computes the last block again, finds it indexed.
-		{"exact multiple", [][]int32{prompt(1, 8), prompt(1, 8)}, 0, 1, []int{0, 4}, []int{8, 0}},
+		// The repeat computes the last block again, finds it indexed; it
+		// reads what the first wrote.
+		{"exact multiple", [][]int32{prompt(1, 8), prompt(1, 8)}, 0, 1, []int{0, 4}, []int{4, 0}},
 		{"a longer prompt writes past the shared prefix", [][]int32{prompt(1, 6), prompt(1, 14)}, 0, 1, []int{0, 4}, []int{4, 8}},
 		{"n choices share one prompt: counted once", [][]int32{prompt(1, 10)}, 0, 3, []int{0}, []int{8}},
 	}

@@ -104,7 +104,8 @@ func (g *Group) PromptLen() int { return g.promptLen }
 func (g *Group) CachedTokens() int { return g.cached }
 
 // CacheWriteTokens is the number of prompt tokens the request newly wrote
-// into the prefix cache: the full prompt blocks that its sequences indexed,
+// into the prefix cache for an identical request to read: the full prompt
+// blocks before the one of the last prompt token that its sequences indexed,
 // each counted once however many choices share it or how often it was
 // computed, never one it read at first admission and never a block that
 // another request indexed first. A partial last prompt block is not
