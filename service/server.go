@@ -206,10 +206,15 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// route is one path's handlers by method. upgrade serves a GET that asks
-// for a WebSocket; a plain GET on such a path is still a 405.
+// route is one path's handlers by method, and its API key rule. upgrade
+// serves a GET that asks for a WebSocket; a plain GET on such a path is
+// still a 405.
 type route struct {
 	methods string // the Allow header
+	// open routes are served without the API key: the health check, the
+	// contract and the page (which asks for the key itself). Every other
+	// route needs it, so a new route is behind the key unless it says so.
+	open    bool
 	get     func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 	post    func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
 	del     func(*Server, http.ResponseWriter, *http.Request, *requestInfo)
@@ -217,10 +222,10 @@ type route struct {
 }
 
 var (
-	routeHealth      = route{methods: "GET, HEAD", get: (*Server).handleHealth}
-	routeSpec        = route{methods: "GET, HEAD", get: (*Server).handleSpec}
+	routeHealth      = route{methods: "GET, HEAD", open: true, get: (*Server).handleHealth}
+	routeSpec        = route{methods: "GET, HEAD", open: true, get: (*Server).handleSpec}
 	routeMetrics     = route{methods: "GET, HEAD", get: (*Server).handleMetrics}
-	routePage        = route{methods: "GET, HEAD", get: (*Server).handlePage}
+	routePage        = route{methods: "GET, HEAD", open: true, get: (*Server).handlePage}
 	routeModels      = route{methods: "GET, HEAD", get: (*Server).handleModels}
 	routeModel       = route{methods: "GET, HEAD", get: (*Server).handleModel}
 	routeChat        = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
@@ -320,12 +325,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := r.URL.Path
-	if (strings.HasPrefix(path, "/v1/") || path == "/metrics" || path == "/tokenize" || path == "/detokenize") && !s.authorized(r) {
+	rt := findRoute(path)
+	// An unknown path under /v1/ asks for the key first, as a known one
+	// does, so that a client without it learns nothing of the API's paths.
+	keyed := rt == nil && strings.HasPrefix(path, "/v1/") || rt != nil && !rt.open
+	if keyed && !s.authorized(r) {
 		writeError(rec, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest,
 			Code: "invalid_api_key", Message: "Missing or incorrect API key. Send it as 'Authorization: Bearer <key>'."})
 		return
 	}
-	rt := findRoute(path)
 	if rt == nil {
 		writeError(rec, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest,
 			Code: "unknown_url", Message: "Invalid URL (" + clip(r.Method, maxEchoBytes) + " " + clip(path, maxEchoBytes) + ")."})

@@ -198,6 +198,12 @@ func TestAuth(t *testing.T) {
 		{"/v1/nothing", "", 401},
 		{"/health", "", 200},
 		{"/openapi.yaml", "", 200},
+		{"/", "", 200},
+		{"/metrics", "", 401},
+		{"/metrics", "Bearer sk-secret", 200},
+		{"/v1/responses/resp_x", "", 401},
+		{"/tokenize", "", 401},
+		{"/nowhere", "", 404},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest("GET", ts.URL+tt.path, nil)
