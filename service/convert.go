@@ -234,18 +234,7 @@ func applyCommon(c *commonRequest, req *engine.Request, p *plan) *apiError {
 	if c.FrequencyPenalty != nil {
 		s.FrequencyPenalty = *c.FrequencyPenalty
 	}
-	if c.TopK != nil {
-		s.TopK = *c.TopK
-	}
-	if c.MinP != nil {
-		s.MinP = *c.MinP
-	}
-	if c.Seed != nil {
-		seed := *c.Seed
-		s.Seed = &seed
-	}
+	c.extensions.apply(req, &s)
 	req.Sampling = s
-	req.IgnoreEOS = c.IgnoreEOS != nil && *c.IgnoreEOS
-	req.NoDraft = c.NoDraft != nil && *c.NoDraft
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"rill/engine"
 )
 
 // The wire request types. They are decoded with encoding/json only after the
@@ -25,15 +27,38 @@ type commonRequest struct {
 	TopP             *float64           `json:"top_p"`
 	PresencePenalty  *float64           `json:"presence_penalty"`
 	FrequencyPenalty *float64           `json:"frequency_penalty"`
-	Seed             *int64             `json:"seed"`
 	LogitBias        map[string]float64 `json:"logit_bias"`
 	ResponseFormat   *responseFormat    `json:"response_format"`
+	extensions
+}
 
-	// rill extensions.
+// extensions are the sampling fields chat, legacy completions and the
+// Responses API share beyond OpenAI's temperature and top_p: seed (OpenAI's
+// own on chat and completions, rill's on Responses) and rill's extensions
+// top_k, min_p, ignore_eos and no_draft. Each request type embeds them, and
+// apply is their one conversion.
+type extensions struct {
+	Seed      *int64   `json:"seed"`
 	TopK      *int     `json:"top_k"`
 	MinP      *float64 `json:"min_p"`
 	IgnoreEOS *bool    `json:"ignore_eos"`
 	NoDraft   *bool    `json:"no_draft"`
+}
+
+// apply sets what x asks for on req and its sampling s.
+func (x *extensions) apply(req *engine.Request, s *engine.Sampling) {
+	if x.TopK != nil {
+		s.TopK = *x.TopK
+	}
+	if x.MinP != nil {
+		s.MinP = *x.MinP
+	}
+	if x.Seed != nil {
+		seed := *x.Seed
+		s.Seed = &seed
+	}
+	req.IgnoreEOS = x.IgnoreEOS != nil && *x.IgnoreEOS
+	req.NoDraft = x.NoDraft != nil && *x.NoDraft
 }
 
 type streamOptions struct {
@@ -115,8 +140,8 @@ func decodeBody(body []byte, v any) *apiError {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		// Field is a Go path; fields promoted from commonRequest carry its name.
-		field := strings.TrimPrefix(te.Field, "commonRequest.")
+		// Field is a Go path; promoted fields carry their embedded types' names.
+		field := strings.TrimPrefix(strings.TrimPrefix(te.Field, "commonRequest."), "extensions.")
 		return invalid(field, "invalid_value", "Invalid value for '%s': %s does not fit in %s.", field, te.Value, te.Type.String())
 	}
 	return invalid("", "", "We could not parse the JSON body of your request: %v", err)

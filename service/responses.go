@@ -51,12 +51,7 @@ type responseRequest struct {
 	Prompt       json.RawMessage    `json:"prompt"`
 	User         *string            `json:"user"`
 
-	// rill extensions, as on chat.
-	TopK      *int     `json:"top_k"`
-	MinP      *float64 `json:"min_p"`
-	Seed      *int64   `json:"seed"`
-	IgnoreEOS *bool    `json:"ignore_eos"`
-	NoDraft   *bool    `json:"no_draft"`
+	extensions
 }
 
 // includeLogprobs is the include value that asks for output logprobs.
@@ -170,19 +165,8 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 	if s.TopP == 0 {
 		s.TopP = math.SmallestNonzeroFloat64 // as chat: the most likely token alone
 	}
-	if r.TopK != nil {
-		s.TopK = *r.TopK
-	}
-	if r.MinP != nil {
-		s.MinP = *r.MinP
-	}
-	if r.Seed != nil {
-		seed := *r.Seed
-		s.Seed = &seed
-	}
+	r.extensions.apply(req, &s)
 	req.Sampling = s
-	req.IgnoreEOS = r.IgnoreEOS != nil && *r.IgnoreEOS
-	req.NoDraft = r.NoDraft != nil && *r.NoDraft
 	if r.TopLogprobs != nil {
 		p.topLogprobs = *r.TopLogprobs
 	}
