@@ -24,7 +24,7 @@ import (
 )
 
 // The harness starts rill in-process on loopback, as `rill serve` does
-// (serve.go, native.go): real TCP, a real http.Server, service.New over an
+// (internal/app): real TCP, a real http.Server, service.New over an
 // engine. It is only used when RILL_CONFORMANCE_URL is unset.
 
 // nativeDescription mirrors what `rill serve` says of the embedded model.

@@ -303,7 +303,7 @@ func cutMetric(line string) (string, float64, bool) {
 // buildRill builds the rill command of the module at root into dir.
 func buildRill(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "rill")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rill")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {

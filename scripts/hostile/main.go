@@ -35,7 +35,7 @@ import (
 )
 
 func main() {
-	bin := flag.String("rill", "", "rill binary to run (default: go build the module into a temporary directory)")
+	bin := flag.String("rill", "", "rill binary to run (default: go build ./cmd/rill into a temporary directory)")
 	only := flag.String("run", "", "run only the cases whose name matches this regular expression")
 	settle := flag.Duration("settle", 15*time.Second, "how long a case's leftovers may take to go away")
 	logFile := flag.String("log", "", "write the shared server's log (JSON lines) to this file")

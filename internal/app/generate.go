@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"rill/engine"
 )
 
-// generate runs one prompt through the native engine, printing the
-// continuation as it streams and then prompt and decode speed.
-func generate(ctx context.Context, args []string) error {
+// Generate runs `rill generate` with its command-line arguments args: one
+// prompt through the native engine, printing the continuation to stdout as
+// it streams and then prompt and decode speed to stderr. It returns
+// flag.ErrHelp after printing the usage for -h.
+func Generate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	flagModel := config.Model{Native: &config.Native{}}
 	flagModel.RegisterNativeFlags(fs)
@@ -32,12 +34,12 @@ func generate(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e, err := openFlags(&flagModel, log)
+	e, err := OpenFlags(&flagModel, log)
 	if err != nil {
 		return err
 	}
 	runCtx, stopEngine := context.WithCancel(context.Background())
-	waitEngine := e.run(runCtx, log)
+	waitEngine := e.Run(runCtx, log)
 	defer func() {
 		stopEngine()
 		waitEngine()

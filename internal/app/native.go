@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -124,10 +124,11 @@ func modelIDFromPath(path string) string {
 	return strings.TrimSuffix(base, filepath.Ext(base))
 }
 
-// engines is what serve and generate serve: one engine for the service (a
+// Engines is what serve and generate serve: one engine for the service (a
 // router when a configuration file names several models) and the native
-// engines among them, whose loops must run.
-type engines struct {
+// engines among them, whose loops must run (Run) before they answer. Close
+// closes them all; stop their loops first.
+type Engines struct {
 	engine.Engine
 	io.Closer
 	natives []*native.Engine
@@ -135,7 +136,7 @@ type engines struct {
 
 // Load implements engine.LoadReporter for the metrics' gauges, with the
 // load of the engine it wraps (a native engine or the router).
-func (es *engines) Load() []engine.ModelLoad {
+func (es *Engines) Load() []engine.ModelLoad {
 	if lr, ok := es.Engine.(engine.LoadReporter); ok {
 		return lr.Load()
 	}
@@ -143,7 +144,7 @@ func (es *engines) Load() []engine.ModelLoad {
 }
 
 // Tokenize implements engine.Tokenizer with the engine it wraps (/tokenize).
-func (es *engines) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*engine.TokenizeResult, error) {
+func (es *Engines) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*engine.TokenizeResult, error) {
 	t, ok := es.Engine.(engine.Tokenizer)
 	if !ok {
 		return nil, fmt.Errorf("%w: the engine has no tokenizer", engine.ErrUnsupported)
@@ -152,7 +153,7 @@ func (es *engines) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*
 }
 
 // Detokenize implements engine.Tokenizer with the engine it wraps (/detokenize).
-func (es *engines) Detokenize(ctx context.Context, req *engine.DetokenizeRequest) (*engine.DetokenizeResult, error) {
+func (es *Engines) Detokenize(ctx context.Context, req *engine.DetokenizeRequest) (*engine.DetokenizeResult, error) {
 	t, ok := es.Engine.(engine.Tokenizer)
 	if !ok {
 		return nil, fmt.Errorf("%w: the engine has no tokenizer", engine.ErrUnsupported)
@@ -160,9 +161,15 @@ func (es *engines) Detokenize(ctx context.Context, req *engine.DetokenizeRequest
 	return t.Detokenize(ctx, req)
 }
 
-// run runs the native engines' loops, each on a goroutine of its own, until
+// Natives returns the native engines among es, in the order they were
+// opened (the configuration file's order); the caller must not close them.
+func (es *Engines) Natives() []*native.Engine {
+	return es.natives
+}
+
+// Run runs the native engines' loops, each on a goroutine of its own, until
 // ctx ends or the engines are closed. The returned function waits for them.
-func (es *engines) run(ctx context.Context, log *slog.Logger) (wait func()) {
+func (es *Engines) Run(ctx context.Context, log *slog.Logger) (wait func()) {
 	var wg sync.WaitGroup
 	for _, e := range es.natives {
 		wg.Go(func() {
@@ -174,8 +181,9 @@ func (es *engines) run(ctx context.Context, log *slog.Logger) (wait func()) {
 	return wg.Wait
 }
 
-// openFlags opens the one native model the flags describe.
-func openFlags(m *config.Model, log *slog.Logger) (*engines, error) {
+// OpenFlags opens the one native model that m, filled in by serve's and
+// generate's native flags (config.Model.RegisterNativeFlags), describes.
+func OpenFlags(m *config.Model, log *slog.Logger) (*Engines, error) {
 	if err := m.CheckNativeFlags(); err != nil {
 		return nil, err
 	}
@@ -183,12 +191,12 @@ func openFlags(m *config.Model, log *slog.Logger) (*engines, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engines{Engine: e, Closer: e, natives: []*native.Engine{e}}, nil
+	return &Engines{Engine: e, Closer: e, natives: []*native.Engine{e}}, nil
 }
 
 // openConfig opens the engines of the configuration file at path, native
 // and upstream, behind one router that serves them all by model id.
-func openConfig(path string, log *slog.Logger) (*engines, error) {
+func openConfig(path string, log *slog.Logger) (*Engines, error) {
 	f, err := config.Load(path)
 	if err != nil {
 		return nil, err
@@ -198,7 +206,7 @@ func openConfig(path string, log *slog.Logger) (*engines, error) {
 	}
 	var all []engine.Engine
 	var natives []*native.Engine
-	fail := func(err error) (*engines, error) {
+	fail := func(err error) (*Engines, error) {
 		for i := len(all) - 1; i >= 0; i-- {
 			if c, ok := all[i].(io.Closer); ok {
 				c.Close()
@@ -229,7 +237,7 @@ func openConfig(path string, log *slog.Logger) (*engines, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return &engines{Engine: r, Closer: r, natives: natives}, nil
+	return &Engines{Engine: r, Closer: r, natives: natives}, nil
 }
 
 // checkModelFiles reports, all at once and before any model is loaded, the

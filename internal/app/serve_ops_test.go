@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -72,7 +72,7 @@ func TestServeOpsFlags(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		errc <- serve(ctx, []string{"--addr", addr, "--metrics-addr", metricsAddr, "--api-key", "sk-flags",
+		errc <- Serve(ctx, []string{"--addr", addr, "--metrics-addr", metricsAddr, "--api-key", "sk-flags",
 			"--cors-allowed-origins", "https://app.example.com", "--log-level", "error"})
 	}()
 	t.Cleanup(func() {
@@ -149,7 +149,7 @@ func TestServeOpsFlagErrors(t *testing.T) {
 		{[]string{"--metrics-addr", "256.0.0.1:x"}, "--metrics-addr"},
 		{[]string{"--log-format", "xml"}, "--log-format"},
 	} {
-		err := serve(context.Background(), append(tc.args, "--addr", "127.0.0.1:0", "--log-level", "error"))
+		err := Serve(context.Background(), append(tc.args, "--addr", "127.0.0.1:0", "--log-level", "error"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error about %s", tc.args, err, tc.want)
 		}

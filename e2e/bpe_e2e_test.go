@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -120,7 +120,9 @@ type tokenized struct {
 func TestBPEChatPromptsMatchLlamaCpp(t *testing.T) {
 	t.Parallel()
 	url, id := serveQwen(t, "Qwen-Qwen3-0.6B.jinja")
-	raw, err := os.ReadFile("testdata/peer/llamacpp_chat_prompts.json")
+	// The recording is in the repository's testdata, where the script that
+	// writes it, run from the repository root, puts it.
+	raw, err := os.ReadFile("../testdata/peer/llamacpp_chat_prompts.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"rill/config"
+	"rill/internal/app"
 	"rill/service"
 )
 
@@ -75,7 +76,7 @@ func streamText(t *testing.T, client *http.Client, url, prompt string, maxTokens
 
 // startFlags opens the engine that serve's flags args describe and runs it
 // until the test ends.
-func startFlags(t *testing.T, log *slog.Logger, args ...string) *engines {
+func startFlags(t *testing.T, log *slog.Logger, args ...string) *app.Engines {
 	t.Helper()
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	m := config.Model{Native: &config.Native{}}
@@ -83,12 +84,12 @@ func startFlags(t *testing.T, log *slog.Logger, args ...string) *engines {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	e, err := openFlags(&m, log)
+	e, err := app.OpenFlags(&m, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	wait := e.run(ctx, log)
+	wait := e.Run(ctx, log)
 	t.Cleanup(func() {
 		stop()
 		wait()

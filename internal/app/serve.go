@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"cmp"
@@ -18,10 +18,12 @@ import (
 	"rill/service"
 )
 
-// serve runs the OpenAI-compatible server until ctx ends (SIGINT/SIGTERM),
-// then stops accepting connections and lets streams in flight finish for up
-// to --shutdown-grace before cancelling them.
-func serve(ctx context.Context, args []string) error {
+// Serve runs `rill serve` with its command-line arguments args: the
+// OpenAI-compatible server, until ctx ends (the caller cancels it on SIGINT
+// and SIGTERM); then it stops accepting connections and lets streams in
+// flight finish for up to --shutdown-grace before cancelling them. It
+// returns flag.ErrHelp after printing the usage for -h.
+func Serve(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	flagModel := config.Model{Native: &config.Native{}}
 	flagModel.RegisterNativeFlags(fs)
@@ -67,7 +69,7 @@ func serve(ctx context.Context, args []string) error {
 	if *maxChoices < 1 {
 		return fmt.Errorf("--max-choices %d: want at least 1", *maxChoices)
 	}
-	var e *engines
+	var e *Engines
 	if *configFile != "" {
 		native := config.NativeFlagNames()
 		var set []string
@@ -82,13 +84,13 @@ func serve(ctx context.Context, args []string) error {
 		if e, err = openConfig(*configFile, log); err != nil {
 			return err
 		}
-	} else if e, err = openFlags(&flagModel, log); err != nil {
+	} else if e, err = OpenFlags(&flagModel, log); err != nil {
 		return err
 	}
 	// The engines' loops run until the server is done with them; they are
 	// stopped and waited for before the engines are closed.
 	runCtx, stopEngines := context.WithCancel(context.Background())
-	waitEngines := e.run(runCtx, log)
+	waitEngines := e.Run(runCtx, log)
 	defer func() {
 		stopEngines()
 		waitEngines()

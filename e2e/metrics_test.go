@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -102,7 +102,7 @@ func startStack(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := router.New(drafting.natives[0], plain.natives[0], remote)
+	r, err := router.New(drafting.Natives()[0], plain.Natives()[0], remote)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"rill/internal/app"
 )
 
 func main() {
@@ -25,9 +27,9 @@ func main() {
 	var err error
 	switch cmd {
 	case "serve":
-		err = serve(ctx, args)
+		err = app.Serve(ctx, args)
 	case "generate":
-		err = generate(ctx, args)
+		err = app.Generate(ctx, args)
 	case "help":
 		usage()
 		return

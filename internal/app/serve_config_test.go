@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{"unloadable model", []string{"--config", writeConfig(t, "models:\n  - id: a\n    native: {model: missing.gguf}\n")}, `model "a"`},
 	}
 	for _, tc := range cases {
-		err := serve(context.Background(), append(tc.args, "--addr", "127.0.0.1:0", "--log-level", "error"))
+		err := Serve(context.Background(), append(tc.args, "--addr", "127.0.0.1:0", "--log-level", "error"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}

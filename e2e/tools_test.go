@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -112,7 +112,7 @@ func startToolsServer(t *testing.T, args ...string) *toolsServer {
 	return &toolsServer{
 		url:    ts.URL,
 		client: openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("none"), option.WithMaxRetries(0)),
-		tok:    e.natives[0].Tokenizer(),
+		tok:    e.Natives()[0].Tokenizer(),
 	}
 }
 
