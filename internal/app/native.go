@@ -194,9 +194,9 @@ func OpenFlags(m *config.Model, log *slog.Logger) (*Engines, error) {
 	return &Engines{Engine: e, Closer: e, natives: []*native.Engine{e}}, nil
 }
 
-// openConfig opens the engines of the configuration file at path, native
+// OpenConfig opens the engines of the configuration file at path, native
 // and upstream, behind one router that serves them all by model id.
-func openConfig(path string, log *slog.Logger) (*Engines, error) {
+func OpenConfig(path string, log *slog.Logger) (*Engines, error) {
 	f, err := config.Load(path)
 	if err != nil {
 		return nil, err

@@ -81,7 +81,7 @@ func Serve(ctx context.Context, args []string) error {
 		if len(set) > 0 {
 			return fmt.Errorf("--config and %s exclude each other: set them in the file", strings.Join(set, ", "))
 		}
-		if e, err = openConfig(*configFile, log); err != nil {
+		if e, err = OpenConfig(*configFile, log); err != nil {
 			return err
 		}
 	} else if e, err = OpenFlags(&flagModel, log); err != nil {

@@ -32,7 +32,7 @@ models:
       health: {interval: 1h}
       replicas: [{url: "http://127.0.0.1:9"}]
 `)
-	r, err := openConfig(path, slog.New(slog.DiscardHandler))
+	r, err := OpenConfig(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestConfigModelFilesAtOnce(t *testing.T) {
 		"  - id: b\n    native: {model: embedded, draft_model: "+filepath.Join(dir, "draft.gguf")+"}\n"+
 		"  - id: c\n    native: {model: "+dir+"}\n"+
 		"  - id: d\n    native: {model: embedded}\n")
-	_, err := openConfig(path, slog.New(slog.DiscardHandler))
+	_, err := OpenConfig(path, slog.New(slog.DiscardHandler))
 	if err == nil {
 		t.Fatal("a configuration with missing model files opened")
 	}

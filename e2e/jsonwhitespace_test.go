@@ -1,9 +1,11 @@
-package main
+package e2e
 
 import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"rill/internal/app"
 	rshared "rill/internal/shared"
 	"rill/service"
 )
@@ -26,7 +29,7 @@ func TestJSONWhitespaceFlagAndConfig(t *testing.T) {
 	model := rshared.Path(t, "models", "stories260K.gguf")
 	log := slog.New(slog.DiscardHandler)
 	schema := schemaOf(t, weatherParams)
-	ask := func(t *testing.T, e *engines) (content, finish string) {
+	ask := func(t *testing.T, e *app.Engines) (content, finish string) {
 		t.Helper()
 		ts := httptest.NewServer(service.New(service.Options{Engine: e, Logger: log}))
 		defer ts.Close()
@@ -41,7 +44,7 @@ func TestJSONWhitespaceFlagAndConfig(t *testing.T) {
 		}
 		return res.Choices[0].Message.Content, string(res.Choices[0].FinishReason)
 	}
-	check := func(t *testing.T, policy string, e *engines) {
+	check := func(t *testing.T, policy string, e *app.Engines) {
 		t.Helper()
 		content, finish := ask(t, e)
 		spaced := hasInterTokenSpace(content)
@@ -73,12 +76,12 @@ func TestJSONWhitespaceFlagAndConfig(t *testing.T) {
 	}
 	t.Run("config bounded", func(t *testing.T) {
 		t.Parallel()
-		e, err := openConfig(writeConfig(t, "models:\n  - id: stories\n    native: {model: "+model+", json_whitespace: bounded}\n"), log)
+		e, err := app.OpenConfig(writeConfig(t, "models:\n  - id: stories\n    native: {model: "+model+", json_whitespace: bounded}\n"), log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, stop := context.WithCancel(context.Background())
-		wait := e.run(ctx, log)
+		wait := e.Run(ctx, log)
 		defer func() { stop(); wait(); e.Close() }()
 		check(t, "bounded", e)
 	})
@@ -92,7 +95,7 @@ func TestJSONWhitespaceFlagAndConfig(t *testing.T) {
 			{[]string{"--config", writeConfig(t, "models:\n  - id: m\n    native: {model: embedded, json_whitespace: 20}\n")},
 				`native.json_whitespace "20": want compact or bounded`},
 		} {
-			err := serve(context.Background(), append(tc.args, "--addr", "127.0.0.1:0", "--log-level", "error"))
+			err := app.Serve(context.Background(), append(tc.args, "--addr", "127.0.0.1:0", "--log-level", "error"))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 			}
@@ -117,4 +120,14 @@ func hasInterTokenSpace(s string) bool {
 		}
 	}
 	return false
+}
+
+// writeConfig writes a configuration file of body for the test.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rill.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
