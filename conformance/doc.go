@@ -1,4 +1,4 @@
-// Package conformance pins rill's wire contract (DESIGN §3 and §4) in a
+// Package conformance pins rill's wire contract (docs/design.md §3 and §4) in a
 // Ginkgo suite that talks to a server only through its public HTTP and
 // WebSocket API, so that it can be pointed at any OpenAI-compatible server.
 //

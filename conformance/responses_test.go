@@ -19,7 +19,7 @@ import (
 )
 
 // The Responses API (POST /v1/responses, its SSE events and its WebSocket
-// mode): DESIGN §3 rule 12, the usage contract under the Responses API's
+// mode): docs/design.md §3 rule 12, the usage contract under the Responses API's
 // names, on the final response object only.
 
 // responsesCaps is what a target does of the Responses API.

@@ -237,7 +237,7 @@ func TestExtensionsSayRill(t *testing.T) {
 	}
 }
 
-// TestDetailsNullable pins DESIGN §3 rule 8: every usage detail is nullable.
+// TestDetailsNullable pins docs/design.md §3 rule 8: every usage detail is nullable.
 func TestDetailsNullable(t *testing.T) {
 	t.Parallel()
 	doc, err := Load()

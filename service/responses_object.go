@@ -11,7 +11,7 @@ import (
 // JSON answer.
 
 // ResponseUsage is the usage of the Responses API: the counts of Usage
-// under the names OpenAI gives them there (DESIGN §3 rule 12). Pointer
+// under the names OpenAI gives them there (docs/design.md §3 rule 12). Pointer
 // fields follow Usage's rule: nil is "not measured" and the key is left out.
 type ResponseUsage struct {
 	InputTokens  int
