@@ -26,7 +26,7 @@ import (
 // from /metrics. Any script error or console error fails the test.
 //
 // Set RILL_PAGE_SCREENSHOT=docs/page.png to write a screenshot of the page
-// at the end (the README's).
+// at the end (the one the README and docs/operating.md show).
 
 const pageKey = "sk-page-test"
 
