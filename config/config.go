@@ -4,8 +4,8 @@
 // any OpenAI-compatible server).
 //
 // The file is YAML; JSON, being YAML too, works as well. Unknown keys are
-// errors, so that a misspelt setting is not silently ignored. See the
-// README section "Configuration" for an example.
+// errors, so that a misspelt setting is not silently ignored. See
+// docs/configuration.md ("Configuration file") for an example.
 package config
 
 import (

@@ -10,7 +10,7 @@ import (
 	"rill/conformance"
 )
 
-// DESIGN §3 rule 3: prompt_tokens_details.cached_tokens.
+// docs/design.md §3 rule 3: prompt_tokens_details.cached_tokens.
 
 // needCacheMeasured skips a spec on a target that does not report
 // cached_tokens at all; against the in-process rill it fails instead, since
@@ -143,7 +143,7 @@ var _ = Describe("usage assembly of fractional cached counts", Label("usage", "p
 					raw = usageMember(tr.Chunks[len(tr.Chunks)-1])
 				}
 				Expect(string(raw)).To(Equal(`{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42}`),
-					"DESIGN §3 rule 4: without a measured cache or drafting the usage is the plain object, details absent")
+					"docs/design.md §3 rule 4: without a measured cache or drafting the usage is the plain object, details absent")
 			})
 		})
 	}

@@ -8,7 +8,7 @@ import (
 	"rill/openapi"
 )
 
-// The checks below are DESIGN §3 and §4 as pure functions. Each returns the
+// The checks below are docs/design.md §3 and §4 as pure functions. Each returns the
 // problems it found as sentences that name the difference; nil means none.
 
 // StreamWant is what a streamed request asked for.
@@ -129,7 +129,7 @@ func CheckStream(tr *Transcript, want StreamWant) []string {
 	return p
 }
 
-// CheckUsage checks the arithmetic every usage must satisfy (DESIGN §3):
+// CheckUsage checks the arithmetic every usage must satisfy (docs/design.md §3):
 // total_tokens = prompt_tokens + completion_tokens, no negative count,
 // cached_tokens <= prompt_tokens, the draft counters present together, and
 // accepted_prediction_tokens <= completion_tokens.
@@ -195,7 +195,7 @@ type ColdBound struct {
 	BlockSize int
 }
 
-// CheckCold checks the cached count of a cold prompt (DESIGN §3 rules 3
+// CheckCold checks the cached count of a cold prompt (docs/design.md §3 rules 3
 // and 11): present when the target measures a prefix cache, and no more
 // than the prefix the prompt shares with earlier prompts. That is L (plus
 // NonceSlack for chance matches of the nonce) on a token-grained cache, and
@@ -237,7 +237,7 @@ func tokens(n int) string {
 }
 
 // CheckDraft checks the draft counters of a request with choices choices
-// whose verification steps propose at most k tokens (DESIGN §3 rule 5): each
+// whose verification steps propose at most k tokens (docs/design.md §3 rule 5): each
 // step emits the accepted tokens plus one, so a choice took at least
 // completion - accepted steps and at most one more, and
 // accepted + rejected <= k * (completion_tokens - accepted + choices).

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-// DESIGN §3 rule 6: n > 1 counts the prompt (and its cached prefix) once and
+// docs/design.md §3 rule 6: n > 1 counts the prompt (and its cached prefix) once and
 // sums completion tokens over the choices.
 
 // completionBounds is the range of completion_tokens the observed choices

@@ -7,7 +7,7 @@ import (
 	"rill/conformance"
 )
 
-// DESIGN §3 rule 10: stream_options.continuous_usage_stats, vLLM's
+// docs/design.md §3 rule 10: stream_options.continuous_usage_stats, vLLM's
 // extension: the running usage on every chunk with choices.
 
 // needContinuousUsage skips a spec on a target that ignores the option;

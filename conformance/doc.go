@@ -1,4 +1,4 @@
-// Package conformance pins rill's wire contract (DESIGN §3 and §4) in a
+// Package conformance pins rill's wire contract (docs/design.md §3 and §4) in a
 // Ginkgo suite that talks to a server only through its public HTTP and
 // WebSocket API, so that it can be pointed at any OpenAI-compatible server.
 //
@@ -7,8 +7,8 @@
 // the embedded test model, plus a second rill over an engine double for the
 // usage-assembly specs that no real model can drive, plus, when ../shared
 // is present, a third on a model that reasons), and with
-// RILL_CONFORMANCE_URL set it runs against that server instead. See the
-// "Conformance" section of README.md for the environment variables and labels.
+// RILL_CONFORMANCE_URL set it runs against that server instead. See
+// docs/conformance.md for the environment variables and labels.
 //
 // The exported code is the client side the specs are written with:
 //

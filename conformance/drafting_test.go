@@ -7,7 +7,7 @@ import (
 	"rill/conformance"
 )
 
-// DESIGN §3 rules 4 and 5: the draft counters of completion_tokens_details.
+// docs/design.md §3 rules 4 and 5: the draft counters of completion_tokens_details.
 
 var _ = Describe("completion_tokens_details draft counters", Label("usage", "drafting"), func() {
 	for _, ep := range endpoints {

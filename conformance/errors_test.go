@@ -13,7 +13,7 @@ import (
 )
 
 // Bad input gets a 4xx in OpenAI's error shape, never a 5xx and never a
-// 200 (DESIGN §7), on every transport.
+// 200 (docs/design.md §7), on every transport.
 
 // badBody is a request body that must be refused; model stands for the
 // model under test, and with is merged over a valid body (nil values delete).

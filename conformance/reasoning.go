@@ -9,7 +9,7 @@ import (
 
 // Reasoning models think in a block before they answer; the block streams
 // as reasoning_content and its tokens are usage's
-// completion_tokens_details.reasoning_tokens (DESIGN §3 rule 9).
+// completion_tokens_details.reasoning_tokens (docs/design.md §3 rule 9).
 
 // ChoiceText is what one choice said: its answer (a chat's content or a
 // legacy completion's text) and its reasoning (reasoning_content).

@@ -9,7 +9,7 @@ import (
 	"rill/conformance"
 )
 
-// DESIGN §3 rule 9: completion_tokens_details.reasoning_tokens counts the
+// docs/design.md §3 rule 9: completion_tokens_details.reasoning_tokens counts the
 // tokens of a thinking block streamed as reasoning_content; it is a part of
 // completion_tokens, absent for models that do not reason, summed over
 // choices.

@@ -275,7 +275,7 @@ func ParseResponsesUsage(raw json.RawMessage) (*ResponsesUsage, error) {
 	return u, nil
 }
 
-// CheckResponsesUsage checks a Responses usage (DESIGN §3 rule 12): the
+// CheckResponsesUsage checks a Responses usage (docs/design.md §3 rule 12): the
 // counts OpenAI's schema requires are present and numbers
 // (input_tokens_details.cached_tokens and cache_write_tokens,
 // output_tokens_details.reasoning_tokens; typed clients such as the openai

@@ -9,7 +9,7 @@ import (
 	"rill/conformance"
 )
 
-// Reasoning on the Responses API (DESIGN §3 rules 9 and 12): a model that
+// Reasoning on the Responses API (docs/design.md §3 rules 9 and 12): a model that
 // reasons shows its thinking block as reasoning output items before its
 // answer, and output_tokens_details.reasoning_tokens counts them as chat's
 // completion_tokens_details.reasoning_tokens counts reasoning_content.

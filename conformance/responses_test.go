@@ -19,7 +19,7 @@ import (
 )
 
 // The Responses API (POST /v1/responses, its SSE events and its WebSocket
-// mode): DESIGN §3 rule 12, the usage contract under the Responses API's
+// mode): docs/design.md §3 rule 12, the usage contract under the Responses API's
 // names, on the final response object only.
 
 // responsesCaps is what a target does of the Responses API.
@@ -49,7 +49,7 @@ func probeResponses(ctx context.Context, t *conformance.Target, cacheMeasured bo
 }
 
 // responsesColdBound is what the probe learned of fresh inputs on the main
-// target's Responses API (DESIGN §3 rule 11, as for chat's coldBound).
+// target's Responses API (docs/design.md §3 rule 11, as for chat's coldBound).
 func responsesColdBound() conformance.ColdBound {
 	GinkgoHelper()
 	if r := env.main.responses.sharedReason; r != "" {
@@ -432,7 +432,7 @@ var _ = Describe("the Responses API's WebSocket mode", Label("responses", "webso
 
 // expectTypedUsage checks a usage as openai-go typed it: the details
 // objects and the three counts OpenAI's schema requires were there, numbers
-// (DESIGN §3 rule 12).
+// (docs/design.md §3 rule 12).
 func expectTypedUsage(u responses.ResponseUsage, what string) {
 	GinkgoHelper()
 	Expect(map[string]bool{

@@ -159,7 +159,7 @@ func TestCheckResponseStreamReasoning(t *testing.T) {
 }
 
 // TestCheckResponsesUsage: the three counts OpenAI's schema requires must
-// be there, numbers, and add up (DESIGN §3 rule 12).
+// be there, numbers, and add up (docs/design.md §3 rule 12).
 func TestCheckResponsesUsage(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -12,7 +12,7 @@ type RunningWant struct {
 	Logprobs bool
 }
 
-// CheckRunning checks the running usage of a stream (DESIGN §3 rule 10):
+// CheckRunning checks the running usage of a stream (docs/design.md §3 rule 10):
 // every chunk with choices carries the usage of the request so far, with
 // the arithmetic of CheckUsage; its counts never fall and never pass the
 // total of the last chunk; the prompt (one prompt: the suite sends no

@@ -50,7 +50,7 @@ type Config struct {
 	// of P tokens must report floor((P-1)/BlockSize)*BlockSize cached tokens.
 	// 0 means unknown: the suite then only asserts 0 < cached <= P.
 	BlockSize int
-	// DraftK bounds the draft tokens per verification step (DESIGN §3 rule 5).
+	// DraftK bounds the draft tokens per verification step (docs/design.md §3 rule 5).
 	DraftK int
 	// ReasoningModel is a model of the target that reasons; empty: see
 	// EnvReasoningModel.

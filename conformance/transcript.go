@@ -206,7 +206,7 @@ func countLogprobs(raw json.RawMessage) int {
 }
 
 // Usage is a decoded usage object. Pointer fields are nil when the member,
-// or the details object holding it, is absent or null: DESIGN §3 rule 8
+// or the details object holding it, is absent or null: docs/design.md §3 rule 8
 // treats the two alike.
 type Usage struct {
 	PromptTokens     int

@@ -9,7 +9,7 @@ import (
 	"rill/conformance"
 )
 
-// DESIGN §3 rules 1, 2 and 7: where usage appears, and its arithmetic.
+// docs/design.md §3 rules 1, 2 and 7: where usage appears, and its arithmetic.
 
 var _ = Describe("usage on the wire", Label("usage"), func() {
 	for _, ep := range endpoints {

@@ -19,7 +19,7 @@ var ErrNoUpgrade = errors.New("target does not upgrade to WebSocket")
 // largest messages the suite asks for.
 const wsReadLimit = 16 << 20
 
-// Session is one WebSocket connection to a generation endpoint (DESIGN §4).
+// Session is one WebSocket connection to a generation endpoint (docs/design.md §4).
 // It is not safe for concurrent use: one goroutine sends and reads.
 type Session struct {
 	conn *websocket.Conn
@@ -194,7 +194,7 @@ type Transport interface {
 	Stream(ctx context.Context, t *Target, path string, body map[string]any) (*Transcript, error)
 }
 
-// The two transports of DESIGN §4.
+// The two transports of docs/design.md §4.
 var (
 	SSE       Transport = sseTransport{}
 	WebSocket Transport = wsTransport{}

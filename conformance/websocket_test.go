@@ -13,7 +13,7 @@ import (
 	"rill/conformance"
 )
 
-// DESIGN §4: the WebSocket protocol itself — many requests on one
+// docs/design.md §4: the WebSocket protocol itself — many requests on one
 // connection, cancel, and error messages for bad client messages.
 
 // answerWithin bounds the wait for a reply the protocol promises.

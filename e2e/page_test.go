@@ -25,8 +25,9 @@ import (
 // usage shown, a long stream stopped, and the server's figures filled in
 // from /metrics. Any script error or console error fails the test.
 //
-// Set RILL_PAGE_SCREENSHOT=../docs/page.png (the test runs in e2e/) to
-// write a screenshot of the page at the end (the README's).
+// Set RILL_PAGE_SCREENSHOT=$PWD/docs/page.png (an absolute path: the test
+// runs in e2e/) to write a screenshot of the page at the end (the one the
+// README and docs/operating.md show).
 
 const pageKey = "sk-page-test"
 

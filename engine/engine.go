@@ -276,7 +276,7 @@ type Stats struct {
 	CacheWriteTokens *int
 	// CompletionTokens counts emitted tokens of this choice.
 	CompletionTokens int
-	// DraftAccepted and DraftRejected count draft tokens (DESIGN §3 rule 5).
+	// DraftAccepted and DraftRejected count draft tokens (docs/design.md §3 rule 5).
 	// Nil: no drafting was active for this request.
 	DraftAccepted *int
 	DraftRejected *int

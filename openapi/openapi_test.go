@@ -159,7 +159,7 @@ func TestValidateSchema(t *testing.T) {
 		{"CompletionUsage", `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"accepted_prediction_tokens":null,"rejected_prediction_tokens":1}}`, true},
 		{"CompletionUsage", `{"prompt_tokens":3,"completion_tokens":2}`, false},
 		{"CompletionUsage", `{"prompt_tokens":-1,"completion_tokens":2,"total_tokens":1}`, false},
-		// DESIGN §3 rule 12: OpenAI's schema requires the Responses usage's
+		// docs/design.md §3 rule 12: OpenAI's schema requires the Responses usage's
 		// cached, cache write and reasoning counts, as numbers.
 		{"ResponseUsage", responsesUsage, true},
 		{"ResponseUsage", `{"input_tokens":3,"output_tokens":2,"total_tokens":5,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens_details":{"reasoning_tokens":0,"accepted_prediction_tokens":1,"rejected_prediction_tokens":0}}`, true},
@@ -248,7 +248,7 @@ func TestExtensionsSayRill(t *testing.T) {
 	}
 }
 
-// TestDetailsNullable pins DESIGN §3 rule 8: every chat usage detail is
+// TestDetailsNullable pins docs/design.md §3 rule 8: every chat usage detail is
 // nullable. The Responses usage's are required instead (rule 12, see
 // TestValidateSchema's ResponseUsage cases).
 func TestDetailsNullable(t *testing.T) {

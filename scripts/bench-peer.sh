@@ -25,6 +25,8 @@
 # (llama.cpp from node-llama-cpp's bundled source, OpenMP, native CPU), in
 # $LLAMA_BUILD_DIR/bin (default /work/llama-build/bin). The machine is
 # shared: run it when `uptime` shows little load, and read the ratios.
+# Its ratios are the per-type table of docs/performance.md: a rerun updates
+# that page (with the commit it ran at), not the README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=2 reps=3 pp=494 tg=128 depth=2048

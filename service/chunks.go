@@ -87,7 +87,7 @@ func (c *chunker) record(i int, st *engine.Stats) {
 }
 
 // runningUsage assembles the usage of the request so far from the latest
-// counts of every choice that has reported any, by DESIGN §3's rules (a
+// counts of every choice that has reported any, by docs/design.md §3's rules (a
 // prompt and its cached prefix once, completion and draft counters summed).
 func (c *chunker) runningUsage() Usage {
 	n := c.g.n

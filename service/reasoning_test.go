@@ -31,7 +31,7 @@ func thinkingEngine() *fakeEngine {
 
 // TestReasoningStream: reasoning goes out as delta.reasoning_content, the
 // answer as delta.content (both in one delta where an event has both), and
-// usage counts reasoning_tokens summed over the choices (DESIGN §3 rule 9).
+// usage counts reasoning_tokens summed over the choices (docs/design.md §3 rule 9).
 func TestReasoningStream(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, thinkingEngine(), Options{})

@@ -11,7 +11,7 @@ import (
 // JSON answer.
 
 // ResponseUsage is the usage of the Responses API: the counts of Usage
-// under the names OpenAI gives them there (DESIGN §3 rule 12). Unlike
+// under the names OpenAI gives them there (docs/design.md §3 rule 12). Unlike
 // chat's, its cached, cache-write and reasoning counts are always sent:
 // OpenAI's schema requires input_tokens_details.cached_tokens,
 // input_tokens_details.cache_write_tokens and

@@ -16,7 +16,7 @@ import (
 	"rill/engine"
 )
 
-// TestResponseUsageOf pins the Responses usage's shape (DESIGN §3 rule 12):
+// TestResponseUsageOf pins the Responses usage's shape (docs/design.md §3 rule 12):
 // cached_tokens, cache_write_tokens and reasoning_tokens are always there,
 // as OpenAI's schema requires, 0 when not measured; the draft counters
 // only when drafting was active.

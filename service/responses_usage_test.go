@@ -18,7 +18,7 @@ import (
 // input_tokens_details.cache_write_tokens and
 // output_tokens_details.reasoning_tokens are present and numbers, as
 // OpenAI's schema requires, for a model that does not reason and for an
-// engine that measures no cache (DESIGN §3 rule 12).
+// engine that measures no cache (docs/design.md §3 rule 12).
 func TestResponsesUsageRequiredFields(t *testing.T) {
 	t.Parallel()
 	f := func(v float64) *float64 { return &v }

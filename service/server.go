@@ -1,6 +1,6 @@
 // Package service is rill's OpenAI-compatible HTTP API: routing, request
 // validation against openapi.yaml, chat and legacy completions streamed over
-// Server-Sent Events or WebSocket, usage assembly (DESIGN §3), errors in
+// Server-Sent Events or WebSocket, usage assembly (docs/design.md §3), errors in
 // OpenAI's shape, authentication and request logs. It knows HTTP and JSON, never tensors:
 // everything it generates comes from an engine.Engine.
 package service

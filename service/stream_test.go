@@ -93,7 +93,7 @@ func TestChatStream(t *testing.T) {
 	}
 }
 
-// TestIncludeUsageGating pins DESIGN §3 rules 1 and 2 on both endpoints.
+// TestIncludeUsageGating pins docs/design.md §3 rules 1 and 2 on both endpoints.
 func TestIncludeUsageGating(t *testing.T) {
 	t.Parallel()
 	fake := &fakeEngine{respond: replay([]string{"a", "b"}, engine.FinishStop, plainStats(4, 2))}

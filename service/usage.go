@@ -7,7 +7,7 @@ import (
 	"rill/engine"
 )
 
-// Usage is the wire `usage` of one request (DESIGN §3). Pointer fields are
+// Usage is the wire `usage` of one request (docs/design.md §3). Pointer fields are
 // the optional details: nil means "not measured" and the key is left out,
 // a non-nil 0 means "measured, none".
 type Usage struct {
@@ -32,7 +32,7 @@ type Usage struct {
 
 // AssembleUsage turns the Stats of a finished request into its wire usage.
 // prompts holds, per prompt of the request, the Stats of each of its choices
-// (prompts[p][j] is choice j of prompt p). The rules of DESIGN §3:
+// (prompts[p][j] is choice j of prompt p). The rules of docs/design.md §3:
 //
 //   - prompt_tokens and cached_tokens count each prompt once, however many
 //     choices share it: the prompt's count is its first choice's, its cached

@@ -68,7 +68,7 @@ func TestAssembleUsage(t *testing.T) {
 			want:    `{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":10}}`,
 		},
 		{
-			name: "drafting: the example of DESIGN §3",
+			name: "drafting: the example of docs/design.md §3",
 			prompts: [][]engine.Stats{{{PromptTokens: 1985, CompletionTokens: 73, CachedTokens: f(1984),
 				DraftAccepted: i(48), DraftRejected: i(27)}}},
 			want: `{"prompt_tokens":1985,"completion_tokens":73,"total_tokens":2058,"prompt_tokens_details":{"cached_tokens":1984},"completion_tokens_details":{"accepted_prediction_tokens":48,"rejected_prediction_tokens":27}}`,
@@ -140,7 +140,7 @@ func TestAssembleUsage(t *testing.T) {
 	}
 }
 
-// TestAssembleUsageCacheWrites pins the cache write count (DESIGN §3 rule
+// TestAssembleUsageCacheWrites pins the cache write count (docs/design.md §3 rule
 // 12): each prompt once, the largest any choice measured, clamped so that
 // cached + written <= prompt; absent when no choice measured it.
 func TestAssembleUsageCacheWrites(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// The WebSocket transport (DESIGN §4): GET /v1/chat/completions and
+// The WebSocket transport (docs/design.md §4): GET /v1/chat/completions and
 // GET /v1/completions with an upgrade open a connection that carries many
 // streamed requests at once, named by the client:
 //

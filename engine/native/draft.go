@@ -191,7 +191,7 @@ func (e *Engine) draftOne(c *choice, row []float32) {
 
 // verify checks c's drafts against the target's rows (one for the last
 // known token, one per draft), emits the accepted prefix and the target's
-// next token, and accounts per DESIGN §3 rule 5: draft tokens that end up
+// next token, and accounts per docs/design.md §3 rule 5: draft tokens that end up
 // in the output are accepted, the rest (including any cut off by a stop
 // condition) rejected.
 func (e *Engine) verify(c *choice, rows []float32) {

@@ -38,7 +38,7 @@ func newDraftEngine(t testing.TB, opts Options) *Engine {
 	return newTestEngine(t, opts)
 }
 
-// checkDraftAccounting asserts DESIGN §3 rule 5's identities for one choice.
+// checkDraftAccounting asserts docs/design.md §3 rule 5's identities for one choice.
 func checkDraftAccounting(t *testing.T, st *engine.Stats, k int) {
 	t.Helper()
 	if st.DraftAccepted == nil || st.DraftRejected == nil {

@@ -9,7 +9,7 @@
 // Outputs). The last two are deterministic guesses (q = 1 for the guessed
 // token), implemented here as Lookup.
 //
-// Accounting follows DESIGN §3 rule 5: a step that proposes k tokens and
+// Accounting follows docs/design.md §3 rule 5: a step that proposes k tokens and
 // keeps a of them counts a accepted and k-a rejected, and emits a+1 tokens
 // (the target's own next token is not "accepted").
 package spec

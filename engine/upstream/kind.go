@@ -186,7 +186,7 @@ func (k Kind) stats(u *wireUsage, t *wireTimings, predicted bool) engine.Stats {
 	case OpenAI:
 		// OpenAI sends the prediction counters on every response, as zeros
 		// when there was no prediction; rill shows them only when drafting
-		// was active (DESIGN §3 rule 4).
+		// was active (docs/design.md §3 rule 4).
 		if !predicted {
 			accepted, rejected = nil, nil
 		}

@@ -1,4 +1,4 @@
-// Command responses is the README's example of tools and structured
+// Command responses is docs/responses.md's example of tools and structured
 // outputs on the Responses API with openai-go: a forced function call,
 // its output sent back by previous_response_id, then a reply held to a
 // JSON Schema by text.format.

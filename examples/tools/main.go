@@ -1,4 +1,4 @@
-// Command tools is the README's example of structured outputs and tool
+// Command tools is docs/tools.md's example of structured outputs and tool
 // calling with openai-go: a reply that must follow a JSON Schema, parsed
 // into a Go struct, then a streamed, forced tool call that the SDK's
 // accumulator assembles.
