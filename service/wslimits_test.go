@@ -596,8 +596,14 @@ func TestWSNoGoroutineLeak(t *testing.T) {
 			case 1:
 				_ = c.CloseNow()
 			case 2:
-				// Stop reading and let the keepalive drop it.
-				time.Sleep(100 * time.Millisecond)
+				// Stop reading and let the keepalive drop it: request 2,
+				// which hangs and is neither cancelled nor over the limit,
+				// ends when the connection does.
+				select {
+				case <-e.channel(fmt.Sprintf("hang %d-2", i)):
+				case <-time.After(generous):
+					t.Errorf("connection %d: the keepalive did not drop a peer that reads nothing", i)
+				}
 			}
 		})
 	}
