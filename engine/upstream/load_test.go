@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 // TestLoad: a replica that fails its health check is reported down, a
@@ -49,20 +50,18 @@ func TestLoad(t *testing.T) {
 
 	waitFor := func(what string, ok func(engine.ModelLoad) bool) engine.ModelLoad {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		var l engine.ModelLoad
+		if !wait.Until(func() bool {
 			loads := lr.Load()
 			if len(loads) != 1 {
 				t.Fatalf("%d loads for one model", len(loads))
 			}
-			if ok(loads[0]) {
-				return loads[0]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; load %+v", what, loads[0])
-			}
-			time.Sleep(2 * time.Millisecond)
+			l = loads[0]
+			return ok(l)
+		}) {
+			t.Fatalf("timed out waiting for %s; load %+v", what, l)
 		}
+		return l
 	}
 	l := waitFor("the sick replica to go down", func(l engine.ModelLoad) bool {
 		return len(l.Replicas) == 2 && !l.Replicas[1].Healthy
@@ -160,17 +159,12 @@ sglang:num_queue_reqs{model_name="m-up"} 40
 	}
 	t.Cleanup(func() { e.Close() })
 
-	deadline := time.Now().Add(5 * time.Second)
 	var l engine.ModelLoad
-	for {
+	if !wait.Until(func() bool {
 		l = e.Load()[0]
-		if l.Waiting == 5 && l.KVCacheUsage != nil && !l.Replicas[4].Healthy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("load %+v, want 5 waiting (3 + 2) and KV usage 0.25", l)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return l.Waiting == 5 && l.KVCacheUsage != nil && !l.Replicas[4].Healthy
+	}) {
+		t.Fatalf("load %+v, want 5 waiting (3 + 2) and KV usage 0.25", l)
 	}
 	if *l.KVCacheUsage != 0.25 {
 		t.Errorf("KV usage %v, want 0.25 (the one replica that reports it, for m-up)", *l.KVCacheUsage)
