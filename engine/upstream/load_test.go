@@ -124,10 +124,12 @@ sglang:token_usage{model_name="m-up"} 1
 sglang:num_queue_reqs{model_name="m-up"} 40
 `
 	var noMetricsAsked atomic.Int32
-	replica := func(health int, metrics func(w http.ResponseWriter)) string {
+	var checks [5]atomic.Int32 // health checks per replica
+	replica := func(i, health int, metrics func(w http.ResponseWriter)) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/health":
+				checks[i].Add(1)
 				w.WriteHeader(health)
 			case "/metrics":
 				metrics(w)
@@ -143,14 +145,14 @@ sglang:num_queue_reqs{model_name="m-up"} 40
 		}
 	}
 	replicas := []Replica{
-		{URL: replica(http.StatusOK, text(vllm))},
-		{URL: replica(http.StatusOK, text(llamacpp))},
-		{URL: replica(http.StatusOK, func(w http.ResponseWriter) {
+		{URL: replica(0, http.StatusOK, text(vllm))},
+		{URL: replica(1, http.StatusOK, text(llamacpp))},
+		{URL: replica(2, http.StatusOK, func(w http.ResponseWriter) {
 			noMetricsAsked.Add(1)
 			w.WriteHeader(http.StatusNotImplemented)
 		})},
-		{URL: replica(http.StatusOK, text("vllm:kv_cache_usage_perc{ 0.5\n"))},
-		{URL: replica(http.StatusServiceUnavailable, text(sglangDown))},
+		{URL: replica(3, http.StatusOK, text("vllm:kv_cache_usage_perc{ 0.5\n"))},
+		{URL: replica(4, http.StatusServiceUnavailable, text(sglangDown))},
 	}
 	e, err := New(Options{ID: "m", UpstreamModel: "m-up", Kind: VLLM, Replicas: replicas,
 		HealthInterval: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
@@ -174,7 +176,11 @@ sglang:num_queue_reqs{model_name="m-up"} 40
 			t.Errorf("replica %d down: its metrics are not its health", i)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // about ten more health checks
+	// Ten more checks of the replica without metrics, each of which would
+	// have asked for them: a replica's checks run one after the other, so
+	// the eleventh /health from here comes once the ten before it ended.
+	from := checks[2].Load()
+	wait.For(t, "ten more health checks", func() bool { return checks[2].Load() >= from+11 })
 	if n := noMetricsAsked.Load(); n != 1 {
 		t.Errorf("a replica without metrics was asked %d times, want once", n)
 	}

@@ -77,6 +77,8 @@ type slowWriter struct {
 }
 
 func (s *slowWriter) Write(p []byte) (int, error) {
+	// A real sleep: it paces a real replica's stream so that the test can
+	// kill the replica mid-stream; it waits for nothing to happen.
 	time.Sleep(s.delay)
 	return s.ResponseWriter.Write(p)
 }
