@@ -4,11 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 // TestLogLevel: a 5xx is an error unless it is an expected end (a shutdown
@@ -53,16 +54,19 @@ func TestOverloadLogsWarning(t *testing.T) {
 		t.Fatalf("WebSocket answer %s, %v", data, err)
 	}
 	_ = c.CloseNow()
-	// The WebSocket request's line is written as its handler ends, which
-	// may come just after its error message.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "transport=websocket model") &&
-		!strings.Contains(logs.String(), "request_id=r1") && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	shed := func(line, transport string) bool {
+		return strings.Contains(line, "msg=request") && strings.Contains(line, transport) && strings.Contains(line, "status=503")
 	}
+	// The WebSocket request's line is written as its handler ends, which
+	// may come just after its error message. Whether it came is checked
+	// below, with the lines.
+	wait.Until(func() bool {
+		return slices.ContainsFunc(strings.Split(logs.String(), "\n"), func(l string) bool { return shed(l, "transport=websocket") })
+	})
 	for _, transport := range []string{"transport=http", "transport=websocket"} {
 		found := false
 		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, "msg=request") && strings.Contains(line, transport) && strings.Contains(line, "status=503") {
+			if shed(line, transport) {
 				found = true
 				if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "reason=overloaded") {
 					t.Errorf("shed request logged as %q, want level WARN with reason=overloaded", line)

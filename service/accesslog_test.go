@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 // TestAccessLog: one line per request, HTTP and WebSocket alike, with the
@@ -53,15 +54,10 @@ func TestAccessLog(t *testing.T) {
 	c.Close(websocket.StatusNormalClosure, "")
 	// The connection's line comes when its handler returns, which
 	// httptest.Server.Close does not wait for (the connection is hijacked).
-	var lines []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		lines = sink.lines()
-		if len(lines) >= 3 || time.Now().After(deadline) {
-			break
-		}
-	}
+	// The count is checked below, with the lines.
+	wait.Until(func() bool { return len(sink.lines()) >= 3 })
 	ts.Close()
-	lines = sink.lines()
+	lines := sink.lines()
 	if len(lines) != 3 {
 		t.Fatalf("%d log lines, want 3 (SSE, WebSocket request, WebSocket connection; no /metrics):\n%s", len(lines), strings.Join(lines, "\n"))
 	}

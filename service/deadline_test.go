@@ -94,7 +94,10 @@ func TestBodyReadTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		time.Sleep(100 * time.Millisecond) // past the body deadline, mid-response
+		// Past the body deadline, mid-response: a real sleep, since the
+		// deadline is the real socket's and nothing announces that it
+		// passed (and synctest cannot fake a socket's time).
+		time.Sleep(100 * time.Millisecond)
 		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 || !strings.HasSuffix(string(data), "data: [DONE]\n\n") {
@@ -253,6 +256,9 @@ func TestWSStalledReaderIdleIsKept(t *testing.T) {
 	c := dialWS(t, ts, "/v1/chat/completions", nil)
 	sendWS(t, c, createMsg("h", chatBody("hang idle")))
 	waitFirst(t, c, "h")
+	// Ten write idle timeouts pass with nothing to send. A real sleep: the
+	// check is that nothing happens (no signal marks a cut that did not
+	// come), and the timeout is on a real socket, out of synctest's reach.
 	time.Sleep(200 * time.Millisecond)
 	if isClosed(e.channel("hang idle")) {
 		t.Fatal("an idle request was cut by the write idle timeout")

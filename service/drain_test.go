@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"rill/internal/wait"
 )
 
 // TestDrain: during shutdown a running WebSocket request finishes, a new
@@ -29,23 +31,19 @@ func TestDrain(t *testing.T) {
 		drained <- s.Drain(ctx)
 	}()
 	// Drain has begun once a create is refused.
-	deadline := time.Now().Add(5 * time.Second)
-	refused := false
-	for i := 0; !refused && time.Now().Before(deadline); i++ {
+	i := 0
+	wait.For(t, "a create to be refused while draining", func() bool {
 		id := string(rune('b' + i%20))
+		i++
 		sendWS(t, c, createMsg(id, chatBody("late "+id)))
 		for {
 			m := readWS(t, c)
 			msgs = append(msgs, m)
 			if m.id() == id && m.terminal() {
-				refused = m.Type == "error" && m.Status == 503 && m.code() == "server_shutting_down"
-				break
+				return m.Type == "error" && m.Status == 503 && m.code() == "server_shutting_down"
 			}
 		}
-	}
-	if !refused {
-		t.Fatal("creates were not refused while draining")
-	}
+	})
 	for !terminalFor(msgs, "a") {
 		msgs = append(msgs, readWS(t, c))
 	}

@@ -9,9 +9,9 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 // What an idle stream costs the server: N streams whose engine never
@@ -191,9 +191,7 @@ func TestIdleStreamsEnd(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	for deadline := time.Now().Add(generous); ended.Load() < n; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d engine requests still run after their clients left", n-int(ended.Load()), n)
-		}
+	if !wait.Until(func() bool { return ended.Load() >= n }) {
+		t.Fatalf("%d of %d engine requests still run after their clients left", n-int(ended.Load()), n)
 	}
 }

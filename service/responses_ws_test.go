@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 // respMsg is a decoded server message of the Responses WebSocket.
@@ -315,12 +316,10 @@ func TestResponsesMetricsAndLog(t *testing.T) {
 		}
 	}
 
-	var lines []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if lines = sink.lines(); len(lines) >= 4 || time.Now().After(deadline) {
-			break
-		}
-	}
+	// The connection's line comes when its handler returns, after the
+	// close; the count is checked below, with the lines.
+	wait.Until(func() bool { return len(sink.lines()) >= 4 })
+	lines := sink.lines()
 	if len(lines) != 4 {
 		t.Fatalf("%d log lines, want 4 (plain, SSE, WebSocket response, WebSocket connection):\n%s", len(lines), strings.Join(lines, "\n"))
 	}

@@ -28,9 +28,12 @@ func TestDisconnectCancels(t *testing.T) {
 	for _, stream := range []bool{true, false} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			t.Parallel()
-			cancelled := make(chan struct{})
+			cancelled, arrived := make(chan struct{}), make(chan struct{})
 			fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
-				return &fakeStream{ctx: ctx, events: []engine.Event{{Text: "first"}}, hang: true, cancelled: cancelled}, nil
+				st := &fakeStream{ctx: ctx, events: []engine.Event{{Text: "first"}}, hang: true, cancelled: cancelled}
+				st.start() // watch ctx from here on, as an engine does
+				close(arrived)
+				return st, nil
 			}}
 			ts := newTestServer(t, fake, Options{})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -57,7 +60,12 @@ func TestDisconnectCancels(t *testing.T) {
 				done <- err
 			}()
 			if !stream {
-				time.Sleep(50 * time.Millisecond) // let the request reach the engine
+				// Hang up once the request reached the engine.
+				select {
+				case <-arrived:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the request never reached the engine")
+				}
 				cancel()
 			}
 			select {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 // discardConn is a net.Conn that swallows writes and whose reads block until
@@ -99,9 +100,7 @@ func BenchmarkChunkWriter(b *testing.B) {
 			}
 		}
 		// Count the messages still queued too.
-		for len(out.data) > 0 {
-			time.Sleep(time.Microsecond)
-		}
+		wait.For(b, "the queued messages to be written", func() bool { return len(out.data) == 0 })
 		cancel()
 		if err := <-drained; err != nil {
 			b.Fatal(err)

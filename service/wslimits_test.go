@@ -19,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 // The WebSocket connection's limits and life: bad messages, limits,
@@ -349,10 +350,7 @@ func TestWSKeepalive(t *testing.T) {
 			}
 		}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); pings.Load() < 2 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if pings.Load() < 2 {
+	if !wait.Until(func() bool { return pings.Load() >= 2 }) {
 		t.Errorf("%d pings", pings.Load())
 	}
 	if isClosed(e.channel("hang alive")) {
@@ -405,25 +403,21 @@ func TestWSBackpressure(t *testing.T) {
 	sendWS(t, slow, createMsg("f", chatBody("flood")))
 
 	// Wait for the pull count to stop growing: the queue and the socket
-	// buffers are full.
-	plateau := func() int64 {
-		t.Helper()
-		last, same := int64(-1), 0
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-			time.Sleep(30 * time.Millisecond)
-			n := pulled.Load()
-			if n == last {
-				if same++; same == 3 {
-					return n
-				}
-			} else {
-				last, same = n, 0
-			}
+	// buffers are full. Nothing signals that the server stopped pulling, so
+	// this is about time: the count stays the same over three samples 30 ms
+	// apart.
+	last, same := int64(-1), 0
+	if !(wait.Options{Interval: 30 * time.Millisecond}).Until(func() bool {
+		if n := pulled.Load(); n != last {
+			last, same = n, 0
+			return false
 		}
+		same++
+		return same == 3
+	}) {
 		t.Fatalf("the engine stream is pulled on and on (%d events) by a client that reads nothing", pulled.Load())
-		return 0
 	}
-	n := plateau()
+	n := last
 	t.Logf("%d events pulled for a client that reads nothing", n)
 	// A 16 KiB event per message: what is held is the queue, the channel of
 	// the stream reader and the kernel's socket buffers, not the stream.
@@ -602,21 +596,25 @@ func TestWSNoGoroutineLeak(t *testing.T) {
 			case 1:
 				_ = c.CloseNow()
 			case 2:
-				// Stop reading and let the keepalive drop it.
-				time.Sleep(100 * time.Millisecond)
+				// Stop reading and let the keepalive drop it: request 2,
+				// which hangs and is neither cancelled nor over the limit,
+				// ends when the connection does.
+				select {
+				case <-e.channel(fmt.Sprintf("hang %d-2", i)):
+				case <-time.After(generous):
+					t.Errorf("connection %d: the keepalive did not drop a peer that reads nothing", i)
+				}
 			}
 		})
 	}
 	wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, stacks := wsGoroutines()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d transport goroutines left after every connection ended:\n%s", n, stacks)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// A stack dump stops the world: look every 10 ms, not every one.
+	var n int
+	var stacks string
+	if !(wait.Options{Interval: 10 * time.Millisecond}).Until(func() bool {
+		n, stacks = wsGoroutines()
+		return n == 0
+	}) {
+		t.Fatalf("%d transport goroutines left after every connection ended:\n%s", n, stacks)
 	}
 }

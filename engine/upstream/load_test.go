@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 // TestLoad: a replica that fails its health check is reported down, a
@@ -49,20 +50,18 @@ func TestLoad(t *testing.T) {
 
 	waitFor := func(what string, ok func(engine.ModelLoad) bool) engine.ModelLoad {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		var l engine.ModelLoad
+		if !wait.Until(func() bool {
 			loads := lr.Load()
 			if len(loads) != 1 {
 				t.Fatalf("%d loads for one model", len(loads))
 			}
-			if ok(loads[0]) {
-				return loads[0]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; load %+v", what, loads[0])
-			}
-			time.Sleep(2 * time.Millisecond)
+			l = loads[0]
+			return ok(l)
+		}) {
+			t.Fatalf("timed out waiting for %s; load %+v", what, l)
 		}
+		return l
 	}
 	l := waitFor("the sick replica to go down", func(l engine.ModelLoad) bool {
 		return len(l.Replicas) == 2 && !l.Replicas[1].Healthy
@@ -125,10 +124,12 @@ sglang:token_usage{model_name="m-up"} 1
 sglang:num_queue_reqs{model_name="m-up"} 40
 `
 	var noMetricsAsked atomic.Int32
-	replica := func(health int, metrics func(w http.ResponseWriter)) string {
+	var checks [5]atomic.Int32 // health checks per replica
+	replica := func(i, health int, metrics func(w http.ResponseWriter)) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/health":
+				checks[i].Add(1)
 				w.WriteHeader(health)
 			case "/metrics":
 				metrics(w)
@@ -144,14 +145,14 @@ sglang:num_queue_reqs{model_name="m-up"} 40
 		}
 	}
 	replicas := []Replica{
-		{URL: replica(http.StatusOK, text(vllm))},
-		{URL: replica(http.StatusOK, text(llamacpp))},
-		{URL: replica(http.StatusOK, func(w http.ResponseWriter) {
+		{URL: replica(0, http.StatusOK, text(vllm))},
+		{URL: replica(1, http.StatusOK, text(llamacpp))},
+		{URL: replica(2, http.StatusOK, func(w http.ResponseWriter) {
 			noMetricsAsked.Add(1)
 			w.WriteHeader(http.StatusNotImplemented)
 		})},
-		{URL: replica(http.StatusOK, text("vllm:kv_cache_usage_perc{ 0.5\n"))},
-		{URL: replica(http.StatusServiceUnavailable, text(sglangDown))},
+		{URL: replica(3, http.StatusOK, text("vllm:kv_cache_usage_perc{ 0.5\n"))},
+		{URL: replica(4, http.StatusServiceUnavailable, text(sglangDown))},
 	}
 	e, err := New(Options{ID: "m", UpstreamModel: "m-up", Kind: VLLM, Replicas: replicas,
 		HealthInterval: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
@@ -160,17 +161,12 @@ sglang:num_queue_reqs{model_name="m-up"} 40
 	}
 	t.Cleanup(func() { e.Close() })
 
-	deadline := time.Now().Add(5 * time.Second)
 	var l engine.ModelLoad
-	for {
+	if !wait.Until(func() bool {
 		l = e.Load()[0]
-		if l.Waiting == 5 && l.KVCacheUsage != nil && !l.Replicas[4].Healthy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("load %+v, want 5 waiting (3 + 2) and KV usage 0.25", l)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return l.Waiting == 5 && l.KVCacheUsage != nil && !l.Replicas[4].Healthy
+	}) {
+		t.Fatalf("load %+v, want 5 waiting (3 + 2) and KV usage 0.25", l)
 	}
 	if *l.KVCacheUsage != 0.25 {
 		t.Errorf("KV usage %v, want 0.25 (the one replica that reports it, for m-up)", *l.KVCacheUsage)
@@ -180,7 +176,11 @@ sglang:num_queue_reqs{model_name="m-up"} 40
 			t.Errorf("replica %d down: its metrics are not its health", i)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // about ten more health checks
+	// Ten more checks of the replica without metrics, each of which would
+	// have asked for them: a replica's checks run one after the other, so
+	// the eleventh /health from here comes once the ten before it ended.
+	from := checks[2].Load()
+	wait.For(t, "ten more health checks", func() bool { return checks[2].Load() >= from+11 })
 	if n := noMetricsAsked.Load(); n != 1 {
 		t.Errorf("a replica without metrics was asked %d times, want once", n)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rill/engine"
+	"rill/internal/wait"
 )
 
 func replicas(t *testing.T, n int) []*replica {
@@ -206,30 +207,19 @@ func TestHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	wait := func(what string, healthy bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for e.Replicas()[0].Healthy != healthy {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+	healthy := func(want bool) func() bool {
+		return func() bool { return e.Replicas()[0].Healthy == want }
 	}
 	status.Store(http.StatusServiceUnavailable)
-	wait("down on 503", false)
+	wait.For(t, "the replica down on 503", healthy(false))
 	if st := e.Replicas()[0]; !strings.Contains(st.LastError, "503") {
 		t.Errorf("last error %q", st.LastError)
 	}
 	status.Store(http.StatusOK)
-	wait("up again", true)
+	wait.For(t, "the replica up again", healthy(true))
 	status.Store(http.StatusNotFound)
-	deadline := time.Now().Add(5 * time.Second)
-	for auth.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no authorised /v1/models checks (%d checks)", models.Load())
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !wait.Until(func() bool { return auth.Load() >= 2 }) {
+		t.Fatalf("no authorised /v1/models checks (%d checks)", models.Load())
 	}
 	if !e.Replicas()[0].Healthy {
 		t.Error("down although /v1/models answers")
@@ -238,6 +228,9 @@ func TestHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := started.n.Load()
+	// Five health intervals pass. A real sleep: the check is that nothing
+	// happens, which no signal marks, and the checker's requests go over
+	// real sockets, out of synctest's reach.
 	time.Sleep(50 * time.Millisecond)
 	if started.n.Load() != n {
 		t.Error("health checks went on after Close")

@@ -18,6 +18,7 @@ import (
 	"rill/engine/quant"
 	"rill/engine/testmodel"
 	"rill/engine/upstream"
+	"rill/internal/wait"
 	"rill/service"
 )
 
@@ -76,6 +77,8 @@ type slowWriter struct {
 }
 
 func (s *slowWriter) Write(p []byte) (int, error) {
+	// A real sleep: it paces a real replica's stream so that the test can
+	// kill the replica mid-stream; it waits for nothing to happen.
 	time.Sleep(s.delay)
 	return s.ResponseWriter.Write(p)
 }
@@ -172,7 +175,7 @@ func TestRillBehindRill(t *testing.T) {
 		wg.Add(1)
 		go stream(prompts[0], 8, &held[i], make(chan struct{}))
 	}
-	waitFor(t, "3 held requests", func() bool { return gates[0].held.Load() == 3 })
+	wait.For(t, "3 held requests", func() bool { return gates[0].held.Load() == 3 })
 	servedBefore := gates[1].requests.Load()
 
 	servers[0].Close() // kill replica 0, its connections included
@@ -267,14 +270,3 @@ func (f *firstContent) Read(p []byte) (int, error) {
 }
 
 func (f *firstContent) signal() { f.once.Do(func() { close(f.started) }) }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -275,7 +275,10 @@ func TestFanOutSendsSiblingsAfterTheFirstToken(t *testing.T) {
 		var req map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		if req["seed"] == 1.0 {
-			time.Sleep(30 * time.Millisecond) // the prompt takes a while
+			// The prompt takes a while. A real sleep: it is the window in
+			// which a fan-out that did not wait would send choice 1; nothing
+			// signals a request that is not sent.
+			time.Sleep(30 * time.Millisecond)
 			// Marked before it is written: once written, choice 1 may
 			// arrive before this handler runs on.
 			close(firstSent)

@@ -15,6 +15,7 @@ import (
 
 	"rill/engine"
 	"rill/engine/upstream"
+	"rill/internal/wait"
 )
 
 // sse writes events as an upstream stream, flushing each.
@@ -213,11 +214,15 @@ func TestStreamFailures(t *testing.T) {
 			opts := upstream.Options{ID: "m", Kind: upstream.VLLM, PrefixBytes: -1, IdleTimeout: tc.idle,
 				HealthInterval: time.Hour, Logger: discard}
 			hits := make([]*atomic.Int32, len(tc.replicas))
+			scraped := make([]*atomic.Bool, len(tc.replicas))
 			for i, h := range tc.replicas {
-				hits[i] = new(atomic.Int32)
+				hits[i], scraped[i] = new(atomic.Int32), new(atomic.Bool)
 				u, _ := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.Method == http.MethodPost {
+					switch {
+					case r.Method == http.MethodPost:
 						hits[i].Add(1)
+					case r.URL.Path == "/metrics":
+						scraped[i].Store(true)
 					}
 					h(w, r)
 				}))
@@ -228,8 +233,17 @@ func TestStreamFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { e.Close() })
-			// Let the first health checks pass, so that marks come from the request.
-			time.Sleep(20 * time.Millisecond)
+			// Let the first health checks pass, so that marks come from the
+			// request: a check asks for /metrics once it has recorded the
+			// replica's health.
+			wait.For(t, "the first health check of every replica", func() bool {
+				for _, s := range scraped {
+					if !s.Load() {
+						return false
+					}
+				}
+				return true
+			})
 			// Without affinity and with equal loads, which replica comes first
 			// rotates: ask until the first one (the one under test) was tried.
 			var r run

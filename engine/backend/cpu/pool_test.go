@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"rill/internal/wait"
 )
 
 // rangeRecorder records the ranges a parallel job ran.
@@ -80,9 +82,13 @@ func TestParallelUsesWorkers(t *testing.T) {
 	if b.Threads() != 4 {
 		t.Fatalf("Threads() = %d, want 4", b.Threads())
 	}
-	// Ranges that take long enough for the workers to wake and claim some;
-	// more than one in flight at once means more than one goroutine ran them.
-	var inFlight, most atomic.Int32
+	// Each range waits (within a bound) until a second range has started,
+	// so the first is still running when a worker claims one; more than
+	// one in flight at once means more than one goroutine ran them. A pool
+	// that ran every range on the caller would keep the first waiting out
+	// the bound, and one range in flight at a time.
+	var inFlight, most, started atomic.Int32
+	second := make(chan struct{})
 	b.Parallel(16, func(lo, hi int) {
 		now := inFlight.Add(1)
 		for {
@@ -91,7 +97,13 @@ func TestParallelUsesWorkers(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(2 * time.Millisecond)
+		if started.Add(1) == 2 {
+			close(second)
+		}
+		select {
+		case <-second:
+		case <-time.After(wait.DefaultBound):
+		}
 		inFlight.Add(-1)
 	})
 	if most.Load() < 2 {
@@ -134,7 +146,16 @@ func TestParallelAfterIdle(t *testing.T) {
 	b := New(Options{Threads: 2})
 	defer b.Close()
 	for range 3 {
-		time.Sleep(3 * spinTime) // long enough for the worker to park
+		// The worker spins for spinTime after a job, then parks; the job
+		// must wake it.
+		wait.For(t, "the worker to park", func() bool {
+			for _, w := range b.pool.workers {
+				if w.state.Load() != workerParked {
+					return false
+				}
+			}
+			return true
+		})
 		rec := &rangeRecorder{hits: make([]atomic.Int32, 500)}
 		b.Parallel(500, rec.run)
 		rec.check(t, 500, 1)
@@ -155,12 +176,8 @@ func TestCloseEndsGoroutines(t *testing.T) {
 	b.Close()
 	// A worker calls wg.Done in its last deferred call; give the runtime a
 	// moment to retire the goroutine.
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if got := runtime.NumGoroutine(); got > before {
-		t.Errorf("%d goroutines after Close, %d before New", got, before)
+	if !wait.Until(func() bool { return runtime.NumGoroutine() <= before }) {
+		t.Errorf("%d goroutines after Close, %d before New", runtime.NumGoroutine(), before)
 	}
 	rec := &rangeRecorder{hits: make([]atomic.Int32, 100)}
 	b.Parallel(100, rec.run)
