@@ -22,6 +22,7 @@ import (
 
 	"rill/engine/router"
 	"rill/engine/upstream"
+	"rill/internal/wait"
 	"rill/service"
 )
 
@@ -471,18 +472,16 @@ func TestMetricsGauges(t *testing.T) {
 	}
 	eventually := func(what string, ok func(map[string]*dto.MetricFamily) error) map[string]*dto.MetricFamily {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			fams := scrape(t, base)
-			err := ok(fams)
-			if err == nil {
-				return fams
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(5 * time.Millisecond)
+		var fams map[string]*dto.MetricFamily
+		var err error
+		if !(wait.Options{Interval: 5 * time.Millisecond}).Until(func() bool {
+			fams = scrape(t, base)
+			err = ok(fams)
+			return err == nil
+		}) {
+			t.Fatalf("%s: %v", what, err)
 		}
+		return fams
 	}
 	// The model behind HTTP reports its replica's own KV usage, read from
 	// the replica's /metrics at its first health check.

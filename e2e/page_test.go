@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"rill/engine"
+	rwait "rill/internal/wait"
 	"rill/service"
 )
 
@@ -273,9 +274,7 @@ func TestPageInBrowser(t *testing.T) {
 	// The engine lets go of a cancelled request (the gauge above) before
 	// its handler writes the access line: give the line a moment.
 	cancelled := func() int { return strings.Count(serverLog.String(), `"status":499`) }
-	for deadline := time.Now().Add(5 * time.Second); cancelled() < 2 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
+	rwait.Until(func() bool { return cancelled() >= 2 })
 	if got := cancelled(); got != 2 {
 		t.Errorf("%d requests ended as cancelled (499) in the server log, want the 2 stopped", got)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"rill/internal/wait"
 )
 
 // serveArgsEnv, when set, makes the test binary run `rill serve` with
@@ -154,21 +155,19 @@ func (c *wsClient) send(t *testing.T, msg string) {
 
 // wait returns the first message that satisfies ok, waiting up to d.
 func (c *wsClient) wait(d time.Duration, ok func(map[string]any) bool) map[string]any {
-	deadline := time.Now().Add(d)
-	for {
+	var found map[string]any
+	wait.Options{Bound: d, Interval: 5 * time.Millisecond}.Until(func() bool {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		for _, m := range c.msgs {
 			if ok(m) {
-				c.mu.Unlock()
-				return m
+				found = m
+				return true
 			}
 		}
-		c.mu.Unlock()
-		if time.Now().After(deadline) {
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }
 
 func terminal(id string) func(map[string]any) bool {
@@ -213,6 +212,8 @@ func TestServeShutdown(t *testing.T) {
 	}
 	defer hold.Close()
 	fmt.Fprintf(hold, "POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Length: 100\r\n\r\n{", p.addr)
+	// A real sleep: nothing outside the process tells that it has read the
+	// request's headers and is waiting for its body; this gives it the time.
 	time.Sleep(100 * time.Millisecond)
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -233,6 +234,8 @@ func TestServeShutdown(t *testing.T) {
 		if i == 20 {
 			t.Fatalf("creates after SIGTERM are still served: %v", m)
 		}
+		// A real pause between tries: the signal reaches the process's
+		// drain at a moment nothing outside it can observe.
 		time.Sleep(20 * time.Millisecond)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"rill/internal/wait"
 	"strings"
 	"testing"
 	"time"
@@ -95,22 +96,19 @@ func TestServeOpsFlags(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, resp.Header, string(b)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
-			resp.Body.Close()
-			break
-		}
+	wait.Options{Bound: 30 * time.Second, Interval: 20 * time.Millisecond}.For(t, "rill serve to come up", func() bool {
 		select {
 		case err := <-errc:
 			t.Fatalf("serve ended: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("rill serve did not come up")
+		resp, err := http.Get("http://" + addr + "/health")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return true
+	})
 
 	if status, _, _ := get("http://"+addr+"/metrics", nil, http.MethodGet); status != http.StatusUnauthorized {
 		t.Errorf("/metrics on --addr without the key: %d", status)
