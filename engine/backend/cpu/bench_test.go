@@ -67,7 +67,6 @@ func BenchmarkParallelDispatch(b *testing.B) {
 func BenchmarkVec(b *testing.B) {
 	r := newRand(b, 9)
 	x, y, w := randFloats(r, 11008, 1), randFloats(r, 11008, 1), randFloats(r, 11008, 1)
-	logits := randFloats(r, 32000, 4)
 	q := randFloats(r, 32*128, 1)
 	b.Run("DotF32/128", func(b *testing.B) {
 		for b.Loop() {
@@ -88,11 +87,6 @@ func BenchmarkVec(b *testing.B) {
 	b.Run("SwiGLU/11008", func(b *testing.B) {
 		for b.Loop() {
 			SwiGLU(y, x, w)
-		}
-	})
-	b.Run("Softmax/32000", func(b *testing.B) {
-		for b.Loop() {
-			Softmax(logits)
 		}
 	})
 	b.Run("RoPE/32x128", func(b *testing.B) {
