@@ -1,6 +1,8 @@
 package native
 
 import (
+	"context"
+
 	"rill/engine/sched"
 	"rill/engine/spec"
 )
@@ -34,7 +36,7 @@ func (e *Engine) draftLen(seq *sched.Sequence, budget int) int {
 
 // propose fills the drafts of every planned sequence that reserved draft
 // slots (and empties everyone else's).
-func (e *Engine) propose(plan *sched.Plan) error {
+func (e *Engine) propose(ctx context.Context, plan *sched.Plan) error {
 	for i := range plan.Seqs {
 		sc := &plan.Seqs[i]
 		c := e.choiceOf(sc.Seq)
@@ -50,7 +52,7 @@ func (e *Engine) propose(plan *sched.Plan) error {
 		}
 	}
 	if e.draft != nil {
-		if err := e.runDraft(plan); err != nil {
+		if err := e.runDraft(ctx, plan); err != nil {
 			return err
 		}
 	}
@@ -73,7 +75,7 @@ func (e *Engine) propose(plan *sched.Plan) error {
 // runDraft runs the draft model: a catch-up pass over every planned
 // sequence's known tokens, which also yields the first proposal of each
 // sequence drafting with the model, then one pass per further proposal.
-func (e *Engine) runDraft(plan *sched.Plan) error {
+func (e *Engine) runDraft(ctx context.Context, plan *sched.Plan) error {
 	l := &e.loop
 	vocab := e.draft.Config.VocabSize
 	b := &l.draftBatch
@@ -106,7 +108,7 @@ func (e *Engine) runDraft(plan *sched.Plan) error {
 	if len(b.Tokens) == 0 {
 		return nil
 	}
-	logits, err := e.draftRunner.Forward(b, e.draftKV)
+	logits, err := e.draftRunner.Forward(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -135,7 +137,7 @@ func (e *Engine) runDraft(plan *sched.Plan) error {
 		if len(live) == 0 {
 			return nil
 		}
-		logits, err := e.draftRunner.Forward(b, e.draftKV)
+		logits, err := e.draftRunner.Forward(ctx, b)
 		if err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ func newTestEngineOf(t testing.TB, typ quant.Type, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = discard
 	}
-	e, err := New(m, opts)
+	e, err := New(m, testCompute(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

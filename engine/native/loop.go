@@ -77,7 +77,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		e.safeStep()
+		e.safeStep(ctx)
 	}
 }
 
@@ -217,7 +217,7 @@ func (e *Engine) releasePaused() {
 
 // safeStep runs one step. A panic in it fails every request that was
 // running (their state is suspect) and is logged with its stack.
-func (e *Engine) safeStep() {
+func (e *Engine) safeStep(ctx context.Context) {
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -227,7 +227,7 @@ func (e *Engine) safeStep() {
 			slog.String("model", e.info.ID), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 		e.failRunning(fmt.Errorf("%w: %v", errInternal, v))
 	}()
-	if err := e.step(); err != nil {
+	if err := e.step(ctx); err != nil {
 		e.log.Error("forward pass failed; failing the running requests", slog.String("model", e.info.ID), slog.Any("err", err))
 		e.failRunning(err)
 	}

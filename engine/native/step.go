@@ -1,6 +1,7 @@
 package native
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // computes every planned token in one batched forward pass, and each
 // sequence that reached its last known token samples (or verifies its
 // drafts) and emits.
-func (e *Engine) step() error {
+func (e *Engine) step(ctx context.Context) error {
 	plan := e.sched.Schedule()
 	for _, seq := range plan.Preempted {
 		e.choiceOf(seq).release()
@@ -27,11 +28,11 @@ func (e *Engine) step() error {
 	if e.beforeForward != nil {
 		e.beforeForward(plan)
 	}
-	if err := e.propose(plan); err != nil {
+	if err := e.propose(ctx, plan); err != nil {
 		return err
 	}
 	e.build(plan)
-	logits, err := e.runner.Forward(&e.loop.batch, e.kv)
+	logits, err := e.runner.Forward(ctx, &e.loop.batch)
 	if err != nil {
 		return err
 	}
@@ -117,9 +118,9 @@ func (e *Engine) build(plan *sched.Plan) {
 // from the leader's logits row.
 func (e *Engine) startFork(f sched.Fork, row []float32) {
 	if f.Copy {
-		e.kv.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
-		if e.draftKV != nil {
-			e.draftKV.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
+		e.runner.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
+		if e.draftRunner != nil {
+			e.draftRunner.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
 		}
 	}
 	e.sampleNext(e.choiceOf(f.Child), row)
