@@ -195,8 +195,8 @@ func (e *Engine) draftOne(c *choice, row []float32) {
 // known token, one per draft), emits the accepted prefix and the target's
 // next token, and accounts per DESIGN §3 rule 5: draft tokens that end up
 // in the output are accepted, the rest (including any cut off by a stop
-// condition) rejected.
-func (e *Engine) verify(c *choice, rows []float32) {
+// condition) rejected. It returns how many drafts the target accepted.
+func (e *Engine) verify(c *choice, rows []float32) int {
 	vocab := e.model.Config.VocabSize
 	seq := c.seq
 	proposed := len(c.drafts)
@@ -231,13 +231,11 @@ func (e *Engine) verify(c *choice, rows []float32) {
 			c.rejected, c.undecided = baseRejected+proposed-accepted, 0
 		}
 		if e.emit(c, tok, rows[j*vocab:(j+1)*vocab]) {
-			return
+			return accepted
 		}
 	}
-	// The accepted drafts' keys and values are valid; the rejected ones'
-	// slots are released.
-	e.sched.Accept(seq, accepted)
 	if c.prediction != nil {
 		c.prediction.Advance(seq.Tokens[c.r.group.PromptLen():], len(seq.Tokens)-outStart)
 	}
+	return accepted
 }

@@ -30,7 +30,13 @@ type loopState struct {
 	rows       []int     // per planned sequence: its first logits row, or -1
 	drafting   []*choice // scratch for runDraft
 	live       []*choice // scratch for runDraft
-	steps      int64
+	// The step's outcomes for the scheduler: one per planned sequence,
+	// and their forks' (see outcomes).
+	outs, forkOuts []sched.Outcome
+	// ended are the requests whose last choice finished in this step,
+	// whose streams end after it.
+	ended []*request
+	steps int64
 }
 
 // errInternal is the error of requests failed by a bug in the engine's step.
