@@ -419,17 +419,20 @@ func (s *Scheduler) leave(seq *Sequence) int {
 // no outcome. Update returns the forks it started, whose partial blocks the
 // engine must copy (Fork.Copy) in every KV store before the next step; the
 // slice is valid until the next Update. Outcomes that do not match the plan
-// are a bug of the caller: Update panics.
+// are a bug of the caller: Update panics, before it changes anything.
 func (s *Scheduler) Update(p *Plan, outcomes []Outcome) []Fork {
 	if len(outcomes) != len(p.Seqs) {
 		panic(fmt.Sprintf("sched: Update with %d outcomes for %d scheduled sequences", len(outcomes), len(p.Seqs)))
 	}
-	s.forks = s.forks[:0]
 	for i := range p.Seqs {
 		sc, o := &p.Seqs[i], &outcomes[i]
 		if o.Drafts < 0 || o.Drafts > sc.Drafts || o.Accepted < 0 || o.Accepted > o.Drafts || len(o.Forks) != len(sc.Forks) {
 			panic(fmt.Sprintf("sched: outcome %+v of a sequence scheduled with %d drafts and %d forks", *o, sc.Drafts, len(sc.Forks)))
 		}
+	}
+	s.forks = s.forks[:0]
+	for i := range p.Seqs {
+		sc, o := &p.Seqs[i], &outcomes[i]
 		if sc.Seq.Done() {
 			continue // ended outside the step (aborted): it holds nothing
 		}

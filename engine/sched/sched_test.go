@@ -499,7 +499,8 @@ func TestUpdatePreempted(t *testing.T) {
 }
 
 // TestUpdateMismatch: outcomes that do not fit the plan are the engine's
-// bug, and Update says so instead of corrupting the cache's books.
+// bug, and Update says so instead of corrupting the cache's books: it
+// changes nothing.
 func TestUpdateMismatch(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -520,9 +521,14 @@ func TestUpdateMismatch(t *testing.T) {
 			group(t, s, prompt(20, 3), 1)
 			p := s.Schedule() // a decode with 3 drafts, a prompt
 			outs := tc.edit(sample(p, 0))
+			decode := p.Seqs[0].Seq
+			computed := decode.Computed
 			defer func() {
 				if recover() == nil {
 					t.Fatal("Update took outcomes that do not fit the plan")
+				}
+				if decode.Computed != computed {
+					t.Fatalf("Update applied part of the outcomes before it panicked: computed %d, was %d", decode.Computed, computed)
 				}
 			}()
 			s.Update(p, outs)
