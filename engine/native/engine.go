@@ -13,9 +13,9 @@
 // calls, and streams events.
 //
 // One goroutine, the loop (Run), owns the runners (and through them the KV
-// cache's memory), the scheduler and every sequence. Events flow to each request's consumer
-// through an engine.Queue that never blocks the loop; a request whose
-// consumer falls behind is paused until it catches up.
+// cache's memory), the scheduler and every sequence. Events flow to each
+// request's consumer through an engine.Queue that never blocks the loop; a
+// request whose consumer falls behind is paused until it catches up.
 package native
 
 import (
