@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"rill/engine"
+	"rill/engine/backend/cpu"
 	"rill/engine/gguf"
 	"rill/engine/model"
 	"rill/engine/native"
+	"rill/engine/native/cpurun"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
 	"rill/internal/shared"
@@ -58,13 +60,15 @@ func newNativeEngine(blockSize int) (*native.Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded draft model: %w", err)
 	}
-	e, err := native.New(m, native.Options{
+	compute := cpurun.New(cpu.Options{})
+	e, err := native.New(m, compute, native.Options{
 		Description: nativeDescription,
 		BlockSize:   blockSize,
 		Logger:      slog.New(slog.DiscardHandler),
 		Draft:       draft,
 	})
 	if err != nil {
+		_ = compute.Close()
 		_ = m.Close()
 		_ = draft.Close()
 		return nil, fmt.Errorf("native engine: %w", err)
@@ -172,9 +176,11 @@ func startReasoning() (*running, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	e, err := native.New(m, native.Options{Logger: slog.New(slog.DiscardHandler),
+	compute := cpurun.New(cpu.Options{})
+	e, err := native.New(m, compute, native.Options{Logger: slog.New(slog.DiscardHandler),
 		Description: "tiny random qwen3 with Qwen 3's vocabulary and QwQ's template (conformance harness)"})
 	if err != nil {
+		_ = compute.Close()
 		_ = m.Close()
 		return nil, "", err
 	}

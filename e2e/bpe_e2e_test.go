@@ -16,9 +16,11 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"rill/engine/backend/cpu"
 	"rill/engine/gguf"
 	"rill/engine/model"
 	"rill/engine/native"
+	"rill/engine/native/cpurun"
 	"rill/engine/testmodel"
 	"rill/internal/shared"
 	"rill/service"
@@ -57,8 +59,10 @@ func serveQwen(t *testing.T, template string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := native.New(m, native.Options{Logger: slog.New(slog.DiscardHandler)})
+	compute := cpurun.New(cpu.Options{})
+	e, err := native.New(m, compute, native.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		compute.Close()
 		m.Close()
 		t.Fatal(err)
 	}

@@ -3,9 +3,15 @@ package model
 import "rill/engine/tensor"
 
 // Backend computes the operations of a forward pass. engine/model never
-// imports a backend: engine/backend/cpu (the numeric reference) and later
-// device backends implement this interface, and the caller hands one to
-// NewRunner.
+// imports a backend: engine/backend/cpu (the numeric reference) implements
+// this interface, and the caller hands one to NewRunner.
+//
+// It is how this package's forward pass drives the CPU, one operation at a
+// time over host memory. The engine's seam to a backend is a step higher,
+// a whole forward pass (native.Runner, which a Runner and its KV make for
+// the CPU in engine/native/cpurun), so that a device backend keeps weights,
+// activations and the KV cache in its own memory and fuses as it likes
+// rather than implementing these operations.
 //
 // Activations are float32, row-major: a batch of T tokens is T rows of
 // equal width, token t's row at [t*width, (t+1)*width). The model owns every

@@ -43,7 +43,7 @@ func benchTargets(b *testing.B) map[string]func() *model.Model {
 
 func benchEngine(b *testing.B, m *model.Model, opts Options) *Engine {
 	opts.Logger = discard
-	e, err := New(m, opts)
+	e, err := New(m, testCompute(b), opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func qwenVocabModel(t testing.TB) *model.Model {
 func TestConstrainedBPEVocabulary(t *testing.T) {
 	t.Parallel()
 	m := qwenVocabModel(t)
-	e, err := New(m, Options{Logger: discard, NGram: true, KVCacheBytes: 32 << 20})
+	e, err := New(m, testCompute(t), Options{Logger: discard, NGram: true, KVCacheBytes: 32 << 20})
 	if err != nil {
 		m.Close()
 		t.Fatal(err)

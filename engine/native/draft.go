@@ -1,6 +1,8 @@
 package native
 
 import (
+	"context"
+
 	"rill/engine/sched"
 	"rill/engine/spec"
 )
@@ -34,7 +36,7 @@ func (e *Engine) draftLen(seq *sched.Sequence, budget int) int {
 
 // propose fills the drafts of every planned sequence that reserved draft
 // slots (and empties everyone else's).
-func (e *Engine) propose(plan *sched.Plan) error {
+func (e *Engine) propose(ctx context.Context, plan *sched.Plan) error {
 	for i := range plan.Seqs {
 		sc := &plan.Seqs[i]
 		c := e.choiceOf(sc.Seq)
@@ -50,7 +52,7 @@ func (e *Engine) propose(plan *sched.Plan) error {
 		}
 	}
 	if e.draft != nil {
-		if err := e.runDraft(plan); err != nil {
+		if err := e.runDraft(ctx, plan); err != nil {
 			return err
 		}
 	}
@@ -73,7 +75,7 @@ func (e *Engine) propose(plan *sched.Plan) error {
 // runDraft runs the draft model: a catch-up pass over every planned
 // sequence's known tokens, which also yields the first proposal of each
 // sequence drafting with the model, then one pass per further proposal.
-func (e *Engine) runDraft(plan *sched.Plan) error {
+func (e *Engine) runDraft(ctx context.Context, plan *sched.Plan) error {
 	l := &e.loop
 	vocab := e.draft.Config.VocabSize
 	b := &l.draftBatch
@@ -106,7 +108,7 @@ func (e *Engine) runDraft(plan *sched.Plan) error {
 	if len(b.Tokens) == 0 {
 		return nil
 	}
-	logits, err := e.draftRunner.Forward(b, e.draftKV)
+	logits, err := e.draftRunner.Forward(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -135,7 +137,7 @@ func (e *Engine) runDraft(plan *sched.Plan) error {
 		if len(live) == 0 {
 			return nil
 		}
-		logits, err := e.draftRunner.Forward(b, e.draftKV)
+		logits, err := e.draftRunner.Forward(ctx, b)
 		if err != nil {
 			return err
 		}
@@ -193,8 +195,8 @@ func (e *Engine) draftOne(c *choice, row []float32) {
 // known token, one per draft), emits the accepted prefix and the target's
 // next token, and accounts per docs/design.md §3 rule 5: draft tokens that end up
 // in the output are accepted, the rest (including any cut off by a stop
-// condition) rejected.
-func (e *Engine) verify(c *choice, rows []float32) {
+// condition) rejected. It returns how many drafts the target accepted.
+func (e *Engine) verify(c *choice, rows []float32) int {
 	vocab := e.model.Config.VocabSize
 	seq := c.seq
 	proposed := len(c.drafts)
@@ -229,13 +231,11 @@ func (e *Engine) verify(c *choice, rows []float32) {
 			c.rejected, c.undecided = baseRejected+proposed-accepted, 0
 		}
 		if e.emit(c, tok, rows[j*vocab:(j+1)*vocab]) {
-			return
+			return accepted
 		}
 	}
-	// The accepted drafts' keys and values are valid; the rejected ones'
-	// slots are released.
-	e.sched.Accept(seq, accepted)
 	if c.prediction != nil {
 		c.prediction.Advance(seq.Tokens[c.r.group.PromptLen():], len(seq.Tokens)-outStart)
 	}
+	return accepted
 }

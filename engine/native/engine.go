@@ -1,6 +1,8 @@
 // Package native is rill's embedded engine: it implements engine.Engine
-// over one model on the CPU backend, with continuous batching, a paged KV
-// cache with automatic prefix caching, and speculative decoding.
+// over one model on a compute backend (a Compute, which makes the Runners
+// that compute whole forward passes; the CPU backend's is
+// engine/native/cpurun), with continuous batching, a paged KV cache with
+// automatic prefix caching, and speculative decoding.
 //
 // The work is split the vLLM v1 way: engine/sched decides what each step
 // computes, engine/kvcache allocates blocks, and this package does the rest:
@@ -10,10 +12,10 @@
 // constrain.go), samples, drafts and verifies, detokenises, parses tool
 // calls, and streams events.
 //
-// One goroutine, the loop (Run), owns the model runner, the KV cache, the
-// scheduler and every sequence. Events flow to each request's consumer
-// through an engine.Queue that never blocks the loop; a request whose
-// consumer falls behind is paused until it catches up.
+// One goroutine, the loop (Run), owns the runners (and through them the KV
+// cache's memory), the scheduler and every sequence. Events flow to each
+// request's consumer through an engine.Queue that never blocks the loop; a
+// request whose consumer falls behind is paused until it catches up.
 package native
 
 import (
@@ -25,7 +27,6 @@ import (
 	"time"
 
 	"rill/engine"
-	"rill/engine/backend/cpu"
 	"rill/engine/chat"
 	"rill/engine/grammar"
 	"rill/engine/kvcache"
@@ -62,13 +63,7 @@ type Options struct {
 	// before the request is paused until its consumer catches up; default 64.
 	StreamBuffer int
 
-	// Backend computes the forward passes. Nil: New creates a CPU backend
-	// with Threads workers and Close closes it; a backend given here stays
-	// the caller's.
-	Backend model.Backend
-	// Threads for the CPU backend New creates; default GOMAXPROCS.
-	Threads int
-	Logger  *slog.Logger
+	Logger *slog.Logger
 
 	// Draft is a draft model for speculative decoding; it must share the
 	// target's vocabulary. The engine takes ownership of it.
@@ -123,16 +118,14 @@ type Engine struct {
 	gvocab     *grammar.Vocab
 	gvocabErr  error
 
+	compute Compute // made the runners; Close closes it
+
 	// Owned by Run's goroutine.
-	be          model.Backend
-	ownBackend  *cpu.Backend // the backend New created, which Close closes; nil if given
-	runner      *model.Runner
-	kv          *model.KV
+	runner      Runner
 	cache       *kvcache.Manager
 	sched       *sched.Scheduler
 	draft       *model.Model // nil without a draft model
-	draftRunner *model.Runner
-	draftKV     *model.KV // indexed by the same block ids as kv
+	draftRunner Runner       // its cache uses the same block ids as runner's
 	loop        loopState
 
 	submit    chan *request
@@ -161,10 +154,13 @@ type Stats struct {
 	Queued      int // requests that have not started
 }
 
-// New returns an engine over m, which it takes ownership of (Close closes
-// it, and opts.Draft). On error the caller keeps ownership. The engine
-// serves nothing until Run runs.
-func New(m *model.Model, opts Options) (*Engine, error) {
+// New returns an engine over m whose forward passes c computes. It takes
+// ownership of m, c and opts.Draft (Close closes them); on error the caller
+// keeps it. The engine serves nothing until Run runs.
+func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
+	if c == nil {
+		return nil, errors.New("native: no compute backend")
+	}
 	tok, err := tokenizer.FromGGUF(m.File.Metadata)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -199,14 +195,24 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 	if nBlocks < 2 {
 		return nil, fmt.Errorf("kv cache budget of %d bytes holds %d blocks of %d bytes; need at least 2", o.KVCacheBytes, nBlocks, perBlock)
 	}
-	kv, err := model.NewKV(&m.Config, o.KVType, nBlocks, o.BlockSize)
+	spec := RunnerSpec{
+		// Drafting adds up to k tokens per running sequence to a step.
+		MaxTokens: o.MaxBatchTokens + o.MaxSeqs*o.DraftTokens,
+		// Long-context Phi-3 picks its RoPE factors by the served
+		// context, as llama.cpp picks them by n_ctx.
+		ContextLength: ctxLen,
+		KVType:        o.KVType,
+		Blocks:        nBlocks,
+		BlockSize:     o.BlockSize,
+	}
+	runner, err := c.NewRunner(m, spec)
 	if err != nil {
 		return nil, err
 	}
-	var draftKV *model.KV
+	var draftRunner Runner
 	if o.Draft != nil {
-		if draftKV, err = model.NewKV(&o.Draft.Config, o.KVType, nBlocks, o.BlockSize); err != nil {
-			return nil, err
+		if draftRunner, err = c.NewRunner(o.Draft, spec); err != nil {
+			return nil, fmt.Errorf("draft model: %w", err)
 		}
 	}
 	cache, err := kvcache.New(kvcache.Options{NumBlocks: nBlocks, BlockSize: o.BlockSize, Scope: o.ID})
@@ -222,7 +228,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger,
 		facts: probeTemplate(tmpl), think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
 		toolFormat: toolcall.Detect(src), markers: markerTokens(tok),
-		kv: kv, cache: cache, draft: o.Draft, draftKV: draftKV,
+		compute: c, runner: runner, cache: cache, draft: o.Draft, draftRunner: draftRunner,
 		submit: make(chan *request),
 		wake:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
@@ -235,21 +241,6 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		DraftLen:       e.draftLen,
 		LockstepDraft:  o.Draft != nil,
 	})
-	e.be = o.Backend
-	if e.be == nil {
-		e.ownBackend = cpu.New(cpu.Options{Threads: o.Threads})
-		e.be = e.ownBackend
-	}
-	// Drafting adds up to k tokens per running sequence to a step.
-	maxTokens := o.MaxBatchTokens + o.MaxSeqs*o.DraftTokens
-	e.runner = model.NewRunner(m, e.be, maxTokens)
-	// Long-context Phi-3 picks its RoPE factors by the served context, as
-	// llama.cpp picks them by n_ctx.
-	e.runner.SetContextLength(ctxLen)
-	if o.Draft != nil {
-		e.draftRunner = model.NewRunner(o.Draft, e.be, maxTokens)
-		e.draftRunner.SetContextLength(ctxLen)
-	}
 	o.Logger.Info("kv cache",
 		slog.String("model", o.ID),
 		slog.Int("blocks", nBlocks),
@@ -319,8 +310,8 @@ func withDefaults(o Options, m *model.Model) Options {
 }
 
 // Close stops Run (and waits for it to return), fails the requests in
-// flight with ErrClosed, and releases the model, the draft model and the
-// backend New created. Later calls do nothing.
+// flight with ErrClosed, and releases the compute backend, the model and the
+// draft model. Later calls do nothing.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
@@ -328,13 +319,11 @@ func (e *Engine) Close() error {
 		if e.started.Load() {
 			<-e.done
 		}
-		if e.ownBackend != nil {
-			e.ownBackend.Close()
-		}
+		err = e.compute.Close()
 		if e.draft != nil {
 			e.draft.Close()
 		}
-		err = e.model.Close()
+		err = errors.Join(err, e.model.Close())
 	})
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"rill/engine/gguf"
 	"rill/engine/model"
 	"rill/engine/quant"
+	"rill/engine/sched"
 	"rill/engine/testmodel"
 )
 
@@ -45,7 +47,7 @@ func newTestEngineOf(t testing.TB, typ quant.Type, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = discard
 	}
-	e, err := New(m, opts)
+	e, err := New(m, testCompute(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,6 +338,40 @@ func TestChoicesShareThePrompt(t *testing.T) {
 		Sampling: req.Sampling})
 	if one.text[0] != a.text[0] {
 		t.Fatalf("choice 0 %q differs from the single-choice run %q", a.text[0], one.text[0])
+	}
+}
+
+// TestForkWithoutBlocks: a further choice that finds no block to fork into
+// (a 2-block cache that the 20-token prompt fills) waits with the first
+// token it sampled from the prompt's logits, recomputes the prompt once the
+// first choice is done, and writes what it writes when it forks.
+func TestForkWithoutBlocks(t *testing.T) {
+	t.Parallel()
+	c := testmodel.Target(quant.F32)
+	perBlock := int64(c.Layers) * 2 * 16 * int64(c.KV*(c.Embd/c.Heads)) * 2
+	small := newTestEngine(t, Options{KVCacheBytes: 2 * perBlock})
+	big := newTestEngine(t, Options{})
+	prompt := make([]int, 20)
+	for i := range prompt {
+		prompt[i] = 10 + 7*i
+	}
+	req := &engine.Request{Model: small.Models()[0].ID, PromptTokens: prompt, MaxTokens: 6, N: 2, IgnoreEOS: true,
+		Sampling: engine.Sampling{Temperature: 1, Seed: seed(3)}}
+	var recomputed atomic.Bool
+	small.beforeForward = func(p *sched.Plan) {
+		for _, sc := range p.Seqs {
+			if sc.Seq.Choice() == 1 && sc.Compute > 1 {
+				recomputed.Store(true)
+			}
+		}
+	}
+	want := collect(t, big, req).text
+	got := collect(t, small, req).text
+	if !slices.Equal(got, want) {
+		t.Fatalf("choices %q, want %q as with room to fork", got, want)
+	}
+	if !recomputed.Load() {
+		t.Fatal("the second choice forked: the test no longer exercises a fork without blocks")
 	}
 }
 

@@ -111,7 +111,7 @@ func TestForcedToolCallsInTemplateFormats(t *testing.T) {
 			}
 			m := withTemplate(t, string(src))
 			// Mistral Small's template brings a long system prompt.
-			e, err := New(m, Options{Logger: discard, ContextLength: 4096})
+			e, err := New(m, testCompute(t), Options{Logger: discard, ContextLength: 4096})
 			if err != nil {
 				m.Close()
 				t.Fatal(err)
@@ -178,7 +178,7 @@ func TestToolMarkerControlTokens(t *testing.T) {
 	}
 	const open, closing = 510, 511
 	m := rewriteTestModel(t, string(src), map[int]string{open: "<tool_call>", closing: "</tool_call>"})
-	e, err := New(m, Options{Logger: discard})
+	e, err := New(m, testCompute(t), Options{Logger: discard})
 	if err != nil {
 		m.Close()
 		t.Fatal(err)

@@ -189,6 +189,7 @@ type choice struct {
 	stopReasoning stopper
 	emitted       int       // completion tokens emitted
 	first         time.Time // when the first token was emitted
+	finished      bool      // ended (see Engine.finish); the step tells the scheduler
 	top           []sample.Logprob
 	// shaper applies the request's constraint to this choice (its grammar
 	// matcher, logit bias and tool-call parser); nil for none.

@@ -30,7 +30,13 @@ type loopState struct {
 	rows       []int     // per planned sequence: its first logits row, or -1
 	drafting   []*choice // scratch for runDraft
 	live       []*choice // scratch for runDraft
-	steps      int64
+	// The step's outcomes for the scheduler: one per planned sequence,
+	// and their forks' (see outcomes).
+	outs, forkOuts []sched.Outcome
+	// ended are the requests whose last choice finished in this step,
+	// whose streams end after it.
+	ended []*request
+	steps int64
 }
 
 // errInternal is the error of requests failed by a bug in the engine's step.
@@ -77,7 +83,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		e.safeStep()
+		e.safeStep(ctx)
 	}
 }
 
@@ -217,7 +223,7 @@ func (e *Engine) releasePaused() {
 
 // safeStep runs one step. A panic in it fails every request that was
 // running (their state is suspect) and is logged with its stack.
-func (e *Engine) safeStep() {
+func (e *Engine) safeStep(ctx context.Context) {
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -227,7 +233,7 @@ func (e *Engine) safeStep() {
 			slog.String("model", e.info.ID), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 		e.failRunning(fmt.Errorf("%w: %v", errInternal, v))
 	}()
-	if err := e.step(); err != nil {
+	if err := e.step(ctx); err != nil {
 		e.log.Error("forward pass failed; failing the running requests", slog.String("model", e.info.ID), slog.Any("err", err))
 		e.failRunning(err)
 	}

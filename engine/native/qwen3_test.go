@@ -73,7 +73,7 @@ func newQwenEngine(t testing.TB, template string, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = discard
 	}
-	e, err := New(m, opts)
+	e, err := New(m, testCompute(t), opts)
 	if err != nil {
 		m.Close()
 		t.Fatal(err)

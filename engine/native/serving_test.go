@@ -226,7 +226,7 @@ func waitIdle(t *testing.T, e *Engine) {
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	m := loadSpec(t, testmodel.Target(quant.F32))
-	e, err := New(m, Options{Logger: discard})
+	e, err := New(m, testCompute(t), Options{Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -259,7 +259,7 @@ func TestDraftVocabularyMustMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := loadSpec(t, testmodel.Target(quant.F32))
-	_, err = New(target, Options{Draft: draft})
+	_, err = New(target, testCompute(t), Options{Draft: draft})
 	if err == nil || !strings.Contains(err.Error(), "vocabulary") {
 		t.Fatalf("a draft with another vocabulary was accepted: %v", err)
 	}

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -10,11 +11,15 @@ import (
 )
 
 // step runs one step of the scheduler's plan: proposers draft, the target
-// computes every planned token in one batched forward pass, and each
-// sequence that reached its last known token samples (or verifies its
-// drafts) and emits.
-func (e *Engine) step() error {
+// computes every planned token in one batched forward pass, each sequence
+// that reached its last known token samples (or verifies its drafts) and
+// emits, and so does each further choice that forks from it; the scheduler
+// then learns what happened in one Update.
+func (e *Engine) step(ctx context.Context) error {
 	plan := e.sched.Schedule()
+	// Requests whose last choice ends in this step end after the Update,
+	// which registers their computed blocks in the prefix cache first.
+	defer e.endFinished()
 	for _, seq := range plan.Preempted {
 		e.choiceOf(seq).release()
 	}
@@ -27,19 +32,19 @@ func (e *Engine) step() error {
 	if e.beforeForward != nil {
 		e.beforeForward(plan)
 	}
-	if err := e.propose(plan); err != nil {
+	if err := e.propose(ctx, plan); err != nil {
 		return err
 	}
 	e.build(plan)
-	logits, err := e.runner.Forward(&e.loop.batch, e.kv)
+	logits, err := e.runner.Forward(ctx, &e.loop.batch)
 	if err != nil {
 		return err
 	}
 	e.loop.steps++
+	outs := e.outcomes(plan)
 	vocab := e.model.Config.VocabSize
 	for i := range plan.Seqs {
-		sc := &plan.Seqs[i]
-		e.sched.Advance(sc)
+		sc, o := &plan.Seqs[i], &outs[i]
 		row := e.loop.rows[i]
 		if row < 0 || sc.Seq.Done() {
 			continue // a prompt chunk that does not reach the end yet
@@ -47,16 +52,70 @@ func (e *Engine) step() error {
 		c := e.choiceOf(sc.Seq)
 		rows := logits[row*vocab : (row+1+len(c.drafts))*vocab]
 		last := rows[:vocab] // the logits after the last known token
-		for _, f := range e.sched.Fork(sc.Seq) {
-			e.startFork(f, last)
+		for j, child := range sc.Forks {
+			// A further choice's first token comes from the same logits,
+			// the logits after the prompt.
+			fc := e.choiceOf(child)
+			e.sampleNext(fc, last)
+			o.Forks[j].Finished = fc.finished
 		}
-		if len(c.drafts) > 0 {
-			e.verify(c, rows)
-			continue
+		if n := len(c.drafts); n > 0 {
+			o.Drafts = n
+			o.Accepted = e.verify(c, rows)
+		} else {
+			e.sampleNext(c, last)
 		}
-		e.sampleNext(c, last)
+		o.Finished = c.finished
+	}
+	for _, f := range e.sched.Update(plan, outs) {
+		if f.Copy {
+			e.runner.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
+			if e.draftRunner != nil {
+				e.draftRunner.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
+			}
+		}
+	}
+	for i := range plan.Seqs {
+		for _, child := range plan.Seqs[i].Forks {
+			if child.Waiting() {
+				// No block for it now: it waits, as a preempted choice
+				// does, without its buffers.
+				e.choiceOf(child).release()
+			}
+		}
 	}
 	return nil
+}
+
+// outcomes returns the loop's outcome buffers for plan, zeroed: one per
+// scheduled sequence, with one per further choice forking from it.
+func (e *Engine) outcomes(plan *sched.Plan) []sched.Outcome {
+	l := &e.loop
+	l.outs = slices.Grow(l.outs[:0], len(plan.Seqs))[:len(plan.Seqs)]
+	n := 0
+	for i := range plan.Seqs {
+		n += len(plan.Seqs[i].Forks)
+	}
+	l.forkOuts = slices.Grow(l.forkOuts[:0], n)[:n]
+	clear(l.forkOuts)
+	n = 0
+	for i := range plan.Seqs {
+		k := len(plan.Seqs[i].Forks)
+		l.outs[i] = sched.Outcome{Forks: l.forkOuts[n : n+k : n+k]}
+		n += k
+	}
+	return l.outs
+}
+
+// endFinished ends the streams of the requests whose last choice finished
+// in this step (see finish).
+func (e *Engine) endFinished() {
+	l := &e.loop
+	for _, r := range l.ended {
+		e.end(r, nil)
+	}
+	clear(l.ended)
+	l.ended = l.ended[:0]
 }
 
 // sampleNext samples c's next token from row, the model's logits after its
@@ -110,19 +169,6 @@ func (e *Engine) build(plan *sched.Plan) {
 			b.Logits = append(b.Logits, int32(len(b.Tokens)-1))
 		}
 	}
-}
-
-// startFork starts a further choice on its leader's computed prompt: it
-// copies the partial prompt block, then samples the choice's first token
-// from the leader's logits row.
-func (e *Engine) startFork(f sched.Fork, row []float32) {
-	if f.Copy {
-		e.kv.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
-		if e.draftKV != nil {
-			e.draftKV.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
-		}
-	}
-	e.sampleNext(e.choiceOf(f.Child), row)
 }
 
 // emit appends tok, sampled from row (the model's logits, unshaped), to
@@ -293,15 +339,16 @@ func (e *Engine) logprob(c *choice, row []float32, tok int) engine.TokenLogprob 
 	return lp
 }
 
-// finish ends choice c with reason: its blocks are freed (full ones stay
-// cached), its buffers released, its final event streamed; the request's
-// stream ends after its last choice.
+// finish ends choice c with reason: its buffers are released and its final
+// event streamed; the step's Update frees its blocks (full ones stay
+// cached), and the request's stream ends after its last choice, once the
+// step is over (endFinished).
 func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 	r := c.r
 	if reason == engine.FinishStop && c.shaper != nil && c.shaper.calls > 0 {
 		reason = engine.FinishToolCalls
 	}
-	e.sched.Finish(c.seq)
+	c.finished = true
 	c.release()
 	st := c.stats(true)
 	if !c.first.IsZero() {
@@ -311,7 +358,7 @@ func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 	e.push(r, engine.Event{Choice: c.index, Final: true, FinishReason: reason, Stats: st})
 	r.live--
 	if r.live == 0 {
-		e.end(r, nil)
+		e.loop.ended = append(e.loop.ended, r)
 	}
 }
 

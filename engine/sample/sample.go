@@ -14,7 +14,6 @@ import (
 	"slices"
 
 	"rill/engine"
-	"rill/engine/backend/cpu"
 )
 
 // Sampler samples the tokens of one choice. It is not safe for concurrent use.
@@ -113,7 +112,7 @@ func (s *Sampler) tempered(logits []float32) []float32 {
 			d[i] = s.penalised(logits, i) * invT
 		}
 	}
-	cpu.Softmax(d)
+	softmax(d)
 	return d
 }
 

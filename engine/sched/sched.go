@@ -12,16 +12,17 @@
 // draft tokens ride on top of a decode and only the verified ones count as
 // computed. Only verified tokens enter the prefix index.
 //
-// The engine drives one step as:
+// The engine drives one step as (vLLM v1's schedule and
+// update_from_output):
 //
 //	plan := s.Schedule()          // who computes what; who ran out of room
-//	...                           // run the model over the plan
-//	for each planned sequence:
-//	    s.Advance(sc)             // its planned tokens are computed
-//	    s.Fork(seq)               // further choices start on a computed prompt
-//	    ... sample, append to seq.Tokens ...
-//	    s.Accept(seq, accepted)   // verified drafts count, rejected slots go
-//	    s.Finish(seq)             // when the choice ended
+//	...                           // run the model over the plan; sample,
+//	                              // verify drafts, append to seq.Tokens
+//	forks := s.Update(plan, outs) // what that did, one Outcome per sequence
+//	...                           // copy the forks' partial blocks
+//
+// Update applies the outcomes in the one order the bookkeeping allows (see
+// Update), so that order lives here rather than in the engine.
 //
 // A Scheduler is not safe for concurrent use: the engine's loop owns it,
 // together with its kvcache.Manager.
@@ -76,7 +77,7 @@ type Scheduler struct {
 	paused  int         // running sequences of paused groups
 
 	plan        Plan
-	forks       []Fork
+	forks       []Fork // Update's result
 	preemptions int64
 }
 
@@ -106,6 +107,30 @@ type Scheduled struct {
 	// Drafts is the number of draft-token slots reserved after the known
 	// tokens (only when Sampled): the engine may verify up to that many.
 	Drafts int
+	// Forks are the further choices of Seq's request that start on its
+	// prompt, which this step computes to the end for the first time
+	// (only when Sampled; Seq is the request's first choice). Their Tokens
+	// are the prompt; each one's first token is sampled from Seq's logits
+	// and appended by the engine, like Seq's own, and Update starts them.
+	// The slice is the request's; do not modify it.
+	Forks []*Sequence
+}
+
+// Outcome is what the engine did with one scheduled sequence after the
+// forward pass, for Update: the tokens it appended to Seq.Tokens are
+// there already; the Outcome says what the scheduler cannot see.
+type Outcome struct {
+	// Drafts is the number of draft tokens the engine verified for the
+	// sequence (at most Scheduled.Drafts; 0: it verified none), Accepted
+	// how many of them it kept (at most Drafts): they are known tokens now,
+	// appended with the token that followed them.
+	Drafts, Accepted int
+	// Finished says that the sequence ended this step (an end token, a
+	// stop string, its length, or a constraint that allows nothing more).
+	Finished bool
+	// Forks are the outcomes of Scheduled.Forks, one per choice in order:
+	// of its first token (only Finished counts).
+	Forks []Outcome
 }
 
 // Fork is a further choice started on its leader's computed prompt.
@@ -289,7 +314,28 @@ func (s *Scheduler) Schedule() *Plan {
 		p.Seqs = append(p.Seqs, Scheduled{Seq: seq, Start: seq.Computed, Compute: compute, Sampled: compute == pending})
 		budget -= compute
 	}
+	for i := range p.Seqs {
+		s.planForks(&p.Seqs[i])
+	}
 	return p
+}
+
+// planForks lists the further choices that start on sc's prompt when the
+// step computes it to the end for the first time (see Scheduled.Forks) and
+// gives them the prompt as their tokens, so that the engine can append
+// their first tokens.
+func (s *Scheduler) planForks(sc *Scheduled) {
+	g := sc.Seq.group
+	if !sc.Sampled || sc.Seq.choice != 0 || g.prefilled || len(g.seqs) == 1 {
+		return
+	}
+	sc.Forks = g.seqs[1:]
+	prompt := sc.Seq.Tokens[:g.promptLen]
+	for _, c := range sc.Forks {
+		if c.state == stateForking {
+			c.Tokens = slices.Clone(prompt)
+		}
+	}
 }
 
 // victim is the sequence to preempt when blocks run out: the newest paused
@@ -329,7 +375,7 @@ func (s *Scheduler) preempt(seq *Sequence) int {
 
 // exhaust ends seq because the cache cannot hold it.
 func (s *Scheduler) exhaust(seq *Sequence) {
-	s.Finish(seq)
+	s.finish(seq)
 	s.plan.Exhausted = append(s.plan.Exhausted, seq)
 }
 
@@ -352,20 +398,71 @@ func (s *Scheduler) leave(seq *Sequence) int {
 	return -1
 }
 
-// Advance records that the step computed sc's planned known tokens and
-// registers the sequence's verified full blocks in the prefix index. Call
-// it once for every scheduled sequence after the forward pass, before
-// appending the tokens sampled for it.
-func (s *Scheduler) Advance(sc *Scheduled) {
+// Update records what the step did with the plan p of the last Schedule:
+// outcomes[i] is what the engine did with p.Seqs[i] after the forward pass.
+// Call it once per step, after the engine has appended every token it
+// emitted. For each scheduled sequence, in plan order, it
+//
+//   - counts the planned tokens computed and registers the sequence's
+//     verified full blocks in the prefix index (before anything below can
+//     free them);
+//   - starts the further choices of Scheduled.Forks on the computed prompt:
+//     each shares the full prompt blocks and gets a copy of the partial last
+//     one (see Fork), or, when no block is free now, is queued to recompute
+//     the prompt, mostly from the prefix cache; a choice that ended with its
+//     first token is finished instead;
+//   - when the sequence finished, frees its blocks (full ones stay cached
+//     for later prefix hits); else, when it verified drafts, counts the
+//     accepted ones computed, releases the slots reserved past its known
+//     tokens and registers the blocks they filled.
+//
+// Sequences preempted or exhausted by Schedule are not in p.Seqs and have
+// no outcome. Update returns the forks it started, whose partial blocks the
+// engine must copy (Fork.Copy) in every KV store before the next step; the
+// slice is valid until the next Update. Outcomes that do not match the plan
+// are a bug of the caller: Update panics, before it changes anything.
+func (s *Scheduler) Update(p *Plan, outcomes []Outcome) []Fork {
+	if len(outcomes) != len(p.Seqs) {
+		panic(fmt.Sprintf("sched: Update with %d outcomes for %d scheduled sequences", len(outcomes), len(p.Seqs)))
+	}
+	for i := range p.Seqs {
+		sc, o := &p.Seqs[i], &outcomes[i]
+		if o.Drafts < 0 || o.Drafts > sc.Drafts || o.Accepted < 0 || o.Accepted > o.Drafts || len(o.Forks) != len(sc.Forks) {
+			panic(fmt.Sprintf("sched: outcome %+v of a sequence scheduled with %d drafts and %d forks", *o, sc.Drafts, len(sc.Forks)))
+		}
+	}
+	s.forks = s.forks[:0]
+	for i := range p.Seqs {
+		sc, o := &p.Seqs[i], &outcomes[i]
+		if sc.Seq.Done() {
+			continue // ended outside the step (aborted): it holds nothing
+		}
+		s.advance(sc)
+		if len(sc.Forks) > 0 {
+			s.fork(sc.Seq, sc.Forks, o.Forks)
+		}
+		switch {
+		case o.Finished:
+			s.finish(sc.Seq)
+		case o.Drafts > 0:
+			s.accept(sc.Seq, o.Accepted)
+		}
+	}
+	return s.forks
+}
+
+// advance records that the step computed sc's planned known tokens and
+// registers the sequence's verified full blocks in the prefix index.
+func (s *Scheduler) advance(sc *Scheduled) {
 	sc.Seq.Computed = sc.Start + sc.Compute
 	s.commit(sc.Seq)
 }
 
-// Accept records that the first accepted of the draft tokens verified for
+// accept records that the first accepted of the draft tokens verified for
 // seq are computed (they are known tokens now, already appended by the
 // engine), releases the slots reserved past the known tokens and
 // registers the verified blocks.
-func (s *Scheduler) Accept(seq *Sequence, accepted int) {
+func (s *Scheduler) accept(seq *Sequence, accepted int) {
 	seq.Computed += accepted
 	seq.DraftComputed = min(seq.DraftComputed, seq.Computed)
 	s.cache.Truncate(&seq.KV, len(seq.Tokens))
@@ -398,27 +495,24 @@ func (s *Scheduler) commit(seq *Sequence) {
 	s.cache.Commit(&seq.KV, seq.Tokens[:n])
 }
 
-// Fork starts the further choices of leader's group once the leader's
-// prompt is computed (call it after Advance for every sampled leader; it
-// does nothing otherwise). A started choice shares the leader's full prompt
+// fork starts children, the further choices of leader's group, on the
+// leader's computed prompt, except those whose outcome says they ended
+// with their first token. A started choice shares the leader's full prompt
 // blocks, gets a copy of its partial last block (see Fork.Copy) and runs
-// from the next step on; its first token is sampled from the same logits
-// as the leader's. A choice for which no block is free now is queued
-// instead: it recomputes the prompt, mostly from the prefix cache. The
-// returned slice is valid until the next Fork.
-func (s *Scheduler) Fork(leader *Sequence) []Fork {
+// from the next step on. A choice for which no block is free now is queued
+// instead, with its first token: it recomputes the prompt, mostly from the
+// prefix cache.
+func (s *Scheduler) fork(leader *Sequence, children []*Sequence, outcomes []Outcome) {
 	g := leader.group
-	s.forks = s.forks[:0]
-	if leader.choice != 0 || g.prefilled || leader.Computed < g.promptLen || leader.state != stateRunning {
-		return s.forks
-	}
 	g.prefilled = true
-	prompt := leader.Tokens[:g.promptLen]
-	for _, c := range g.seqs[1:] {
+	for j, c := range children {
 		if c.state != stateForking {
 			continue
 		}
-		c.Tokens = slices.Clone(prompt)
+		if outcomes[j].Finished {
+			s.finish(c)
+			continue
+		}
 		child, src, dst, copied, err := s.cache.Fork(&leader.KV, g.promptLen)
 		if err != nil {
 			c.state = stateWaiting
@@ -436,13 +530,12 @@ func (s *Scheduler) Fork(leader *Sequence) []Fork {
 		s.forks = append(s.forks, Fork{Child: c, Copy: copied, Src: src, Dst: dst,
 			Slots: g.promptLen % s.cache.BlockSize()})
 	}
-	return s.forks
 }
 
-// Finish ends seq: its blocks are freed (full ones stay cached for later
+// finish ends seq: its blocks are freed (full ones stay cached for later
 // prefix hits) and it is never scheduled again. Finishing a finished
 // sequence does nothing.
-func (s *Scheduler) Finish(seq *Sequence) {
+func (s *Scheduler) finish(seq *Sequence) {
 	if seq.state == stateDone {
 		return
 	}
@@ -455,7 +548,7 @@ func (s *Scheduler) Finish(seq *Sequence) {
 // cancelled or failed), releasing its blocks and its place in the queue.
 func (s *Scheduler) Abort(g *Group) {
 	for _, seq := range g.seqs {
-		s.Finish(seq)
+		s.finish(seq)
 	}
 	if !g.started {
 		g.started = true

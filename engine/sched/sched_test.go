@@ -64,17 +64,27 @@ func entries(p *Plan) []entry {
 }
 
 // step runs one step: every planned sequence computes its tokens, sampled
-// ones get a token (and keep accepted of their drafts), forks start.
+// ones get a token (and keep accepted of their drafts), and so do the
+// choices that fork from them, which start.
 func step(s *Scheduler, accepted int) *Plan {
 	p := s.Schedule()
+	s.Update(p, sample(p, accepted))
+	return p
+}
+
+// sample does what the engine does after the forward pass of p: a token for
+// every sampled sequence and every choice forking from it, accepted of each
+// sequence's drafts kept. It returns the outcomes, none finished.
+func sample(p *Plan, accepted int) []Outcome {
+	outs := make([]Outcome, len(p.Seqs))
 	for i := range p.Seqs {
 		sc := &p.Seqs[i]
-		s.Advance(sc)
 		if !sc.Sampled {
 			continue
 		}
-		for _, f := range s.Fork(sc.Seq) {
-			f.Child.Tokens = append(f.Child.Tokens, 9000)
+		outs[i].Forks = make([]Outcome, len(sc.Forks))
+		for _, c := range sc.Forks {
+			c.Tokens = append(c.Tokens, 9000)
 		}
 		seq := sc.Seq
 		a := min(accepted, sc.Drafts)
@@ -82,10 +92,10 @@ func step(s *Scheduler, accepted int) *Plan {
 			seq.Tokens = append(seq.Tokens, int32(8000+j))
 		}
 		if sc.Drafts > 0 {
-			s.Accept(seq, a)
+			outs[i].Drafts, outs[i].Accepted = sc.Drafts, a
 		}
 	}
-	return p
+	return outs
 }
 
 func check(t *testing.T, s *Scheduler, cache *kvcache.Manager, groups ...*Group) {
@@ -161,7 +171,7 @@ func TestPrefixHit(t *testing.T) {
 	p := prompt(1, 11) // 2 full blocks and 3 tokens
 	a := group(t, s, slices.Clone(p), 1)
 	step(s, 0)
-	s.Finish(a.seqs[0])
+	s.finish(a.seqs[0])
 	if a.CachedTokens() != 0 {
 		t.Fatalf("cold request cached %d", a.CachedTokens())
 	}
@@ -180,7 +190,7 @@ func TestPrefixHit(t *testing.T) {
 		if g.CachedTokens() != tc.cached || plan.Seqs[0].Compute != len(tc.prompt)-tc.cached {
 			t.Errorf("%s: cached %d, computed %d; want cached %d", tc.name, g.CachedTokens(), plan.Seqs[0].Compute, tc.cached)
 		}
-		s.Finish(g.seqs[0])
+		s.finish(g.seqs[0])
 	}
 	check(t, s, cache)
 }
@@ -301,8 +311,8 @@ func TestPreemptsNewestAndRequeuesFirst(t *testing.T) {
 	}
 	check(t, s, cache, gs...)
 	// When the others finish, it is readmitted and recomputes its tokens.
-	s.Finish(gs[0].seqs[0])
-	s.Finish(gs[1].seqs[0])
+	s.finish(gs[0].seqs[0])
+	s.finish(gs[1].seqs[0])
 	p = step(s, 0)
 	// (step appended the token sampled after the recomputation)
 	if len(p.Seqs) != 1 || p.Seqs[0].Seq != gs[2].seqs[0] || p.Seqs[0].Compute != len(gs[2].seqs[0].Tokens)-1 {
@@ -378,28 +388,39 @@ func TestForks(t *testing.T) {
 		t.Parallel()
 		s, cache := newScheduler(t, 16, Options{})
 		g := group(t, s, prompt(1, 6), 3)
+		leader := g.seqs[0]
 		p := s.Schedule()
-		if len(p.Seqs) != 1 || p.Seqs[0].Seq != g.seqs[0] {
+		if len(p.Seqs) != 1 || p.Seqs[0].Seq != leader {
 			t.Fatalf("plan %+v: only the leader computes the prompt", entries(p))
 		}
-		s.Advance(&p.Seqs[0])
-		forks := slices.Clone(s.Fork(g.seqs[0]))
+		if fs := p.Seqs[0].Forks; !slices.Equal(fs, g.seqs[1:]) {
+			t.Fatalf("forks %v, want the other choices", fs)
+		}
+		for i, c := range p.Seqs[0].Forks {
+			if !slices.Equal(c.Tokens, leader.Tokens) || c.Running() {
+				t.Fatalf("planned fork %d: tokens %v, running %v; want the prompt, not yet running", i, c.Tokens, c.Running())
+			}
+		}
+		forks := slices.Clone(s.Update(p, sample(p, 0)))
 		if len(forks) != 2 {
 			t.Fatalf("%d forks, want 2", len(forks))
 		}
-		leader := g.seqs[0]
 		for i, f := range forks {
 			c := f.Child
 			if c != g.seqs[i+1] || !f.Copy || f.Slots != 2 || f.Src != leader.KV.Blocks[1] || f.Dst == f.Src {
 				t.Fatalf("fork %d: %+v", i, f)
 			}
-			if c.KV.Blocks[0] != leader.KV.Blocks[0] || c.Computed != 6 || !slices.Equal(c.Tokens, leader.Tokens[:6]) {
-				t.Fatalf("fork %d does not share the prompt: %v vs %v, computed %d", i, c.KV.Blocks, leader.KV.Blocks, c.Computed)
+			if c.KV.Blocks[0] != leader.KV.Blocks[0] || c.Computed != 6 || !slices.Equal(c.Tokens, append(prompt(1, 6), 9000)) || !c.Running() {
+				t.Fatalf("fork %d does not share the prompt: %v vs %v, computed %d, tokens %v", i, c.KV.Blocks, leader.KV.Blocks, c.Computed, c.Tokens)
 			}
 		}
-		if again := s.Fork(leader); len(again) != 0 {
-			t.Fatal("a group forked twice")
+		p = s.Schedule()
+		for _, sc := range p.Seqs {
+			if len(sc.Forks) != 0 {
+				t.Fatal("a group forked twice")
+			}
 		}
+		s.Update(p, sample(p, 0))
 		check(t, s, cache, g)
 	})
 	t.Run("no block for the copy: the choice waits", func(t *testing.T) {
@@ -407,15 +428,199 @@ func TestForks(t *testing.T) {
 		s, cache := newScheduler(t, 2, Options{})
 		g := group(t, s, prompt(1, 6), 2)
 		p := s.Schedule()
-		s.Advance(&p.Seqs[0])
-		if forks := s.Fork(g.seqs[0]); len(forks) != 0 {
+		if forks := s.Update(p, sample(p, 0)); len(forks) != 0 {
 			t.Fatalf("forked with no free block: %+v", forks)
 		}
-		if c := g.seqs[1]; c.state != stateWaiting || !slices.Equal(c.Tokens, g.seqs[0].Tokens[:6]) {
-			t.Fatalf("the choice is %v with tokens %v, want waiting on the prompt", c.state, c.Tokens)
+		// It keeps the token sampled from the leader's logits and
+		// recomputes the prompt when readmitted.
+		if c := g.seqs[1]; c.state != stateWaiting || !slices.Equal(c.Tokens, append(prompt(1, 6), 9000)) {
+			t.Fatalf("the choice is %v with tokens %v, want waiting on the prompt and its first token", c.state, c.Tokens)
 		}
 		check(t, s, cache, g)
 	})
+}
+
+// TestUpdate checks the order in which Update applies a step's outcomes:
+// computed tokens first (their full blocks registered), forks next, then
+// the sequence's drafts or its end.
+func TestUpdate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		choices int
+		prompt  int
+		drafts  int // per decode (Options.DraftLen)
+		// The step under test computes the prompt (atPrompt) or the first
+		// decode after it; the engine keeps accepted of its drafts, and
+		// outcome edits what sample says of it.
+		atPrompt bool
+		accepted int
+		outcome  func(o []Outcome)
+		check    func(t *testing.T, g *Group)
+		// cached is what the first choice's tokens, asked again as a
+		// prompt after the step, find in the prefix cache: the blocks the
+		// step filled are registered before anything frees them.
+		cached int
+	}{
+		{
+			name: "accepted drafts count, rejected slots go", prompt: 3, drafts: 3, choices: 1, accepted: 1,
+			check: func(t *testing.T, g *Group) {
+				// 3 prompt tokens, 1 sampled, 1 accepted, 1 next.
+				if seq := g.seqs[0]; seq.Computed != 5 || len(seq.Tokens) != 6 || len(seq.KV.Blocks) != 2 {
+					t.Fatalf("computed %d, tokens %d, blocks %d", seq.Computed, len(seq.Tokens), len(seq.KV.Blocks))
+				}
+			},
+			cached: 4,
+		},
+		{
+			name: "all drafts rejected", prompt: 3, drafts: 3, choices: 1,
+			check: func(t *testing.T, g *Group) {
+				if seq := g.seqs[0]; seq.Computed != 4 || len(seq.Tokens) != 5 || len(seq.KV.Blocks) != 2 {
+					t.Fatalf("computed %d, tokens %d, blocks %d", seq.Computed, len(seq.Tokens), len(seq.KV.Blocks))
+				}
+			},
+			cached: 4,
+		},
+		{
+			// The step computed position 7, which fills the second block.
+			name: "accept then finish: finish wins, computed blocks stay cached", prompt: 7, drafts: 3, choices: 1, accepted: 1,
+			outcome: func(o []Outcome) { o[0].Finished = true },
+			check: func(t *testing.T, g *Group) {
+				if seq := g.seqs[0]; !seq.Done() || len(seq.KV.Blocks) != 0 {
+					t.Fatalf("done %v with %d blocks", seq.Done(), len(seq.KV.Blocks))
+				}
+			},
+			cached: 8,
+		},
+		{
+			name: "a finished prompt stays cached", prompt: 9, choices: 1, atPrompt: true,
+			outcome: func(o []Outcome) { o[0].Finished = true },
+			check: func(t *testing.T, g *Group) {
+				if !g.seqs[0].Done() {
+					t.Fatal("not done")
+				}
+			},
+			cached: 8,
+		},
+		{
+			name: "the leader ends with its first token: the forks start on its blocks", prompt: 6, choices: 3, atPrompt: true,
+			outcome: func(o []Outcome) { o[0].Finished = true },
+			check: func(t *testing.T, g *Group) {
+				for _, c := range g.seqs[1:] {
+					if !c.Running() || c.Computed != 6 || len(c.KV.Blocks) != 2 {
+						t.Fatalf("fork running %v, computed %d, %d blocks", c.Running(), c.Computed, len(c.KV.Blocks))
+					}
+				}
+				if !g.seqs[0].Done() {
+					t.Fatal("the leader did not end")
+				}
+			},
+			cached: 4,
+		},
+		{
+			name: "a fork that ends with its first token never starts", prompt: 6, choices: 3, atPrompt: true,
+			outcome: func(o []Outcome) { o[0].Forks[0].Finished = true },
+			check: func(t *testing.T, g *Group) {
+				if c := g.seqs[1]; !c.Done() || len(c.KV.Blocks) != 0 {
+					t.Fatalf("the ended fork: done %v, %d blocks", c.Done(), len(c.KV.Blocks))
+				}
+				if c := g.seqs[2]; !c.Running() || c.Computed != 6 {
+					t.Fatalf("the other fork: running %v, computed %d", c.Running(), c.Computed)
+				}
+			},
+			cached: 4,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opts := Options{}
+			if tc.drafts > 0 {
+				opts.DraftLen = func(*Sequence, int) int { return tc.drafts }
+			}
+			s, cache := newScheduler(t, 16, opts)
+			g := group(t, s, prompt(1, tc.prompt), tc.choices)
+			if !tc.atPrompt {
+				step(s, 0)
+			}
+			p := s.Schedule()
+			outs := sample(p, tc.accepted)
+			if tc.outcome != nil {
+				tc.outcome(outs)
+			}
+			s.Update(p, outs)
+			tc.check(t, g)
+			check(t, s, cache, g)
+			again := group(t, s, slices.Clone(g.seqs[0].Tokens), 1)
+			step(s, 0)
+			if again.CachedTokens() != tc.cached {
+				t.Fatalf("the same prompt again found %d cached tokens, want %d", again.CachedTokens(), tc.cached)
+			}
+			check(t, s, cache, g, again)
+		})
+	}
+}
+
+// TestUpdatePreempted: sequences a step preempted have no outcome and stay
+// as Schedule left them, freed and first in line.
+func TestUpdatePreempted(t *testing.T) {
+	t.Parallel()
+	s, cache := newScheduler(t, 6, Options{})
+	var gs []*Group
+	for i := range 3 {
+		gs = append(gs, group(t, s, prompt(100*i, 7), 1))
+	}
+	step(s, 0)
+	step(s, 0)
+	p := s.Schedule()
+	victim := gs[2].seqs[0]
+	if len(p.Preempted) != 1 || p.Preempted[0] != victim {
+		t.Fatalf("preempted %v", p.Preempted)
+	}
+	tokens := len(victim.Tokens)
+	s.Update(p, sample(p, 0))
+	if victim.Computed != 0 || len(victim.KV.Blocks) != 0 || len(victim.Tokens) != tokens || s.waiting[0] != victim {
+		t.Fatalf("the preempted sequence: computed %d, %d blocks, %d tokens (was %d)", victim.Computed, len(victim.KV.Blocks), len(victim.Tokens), tokens)
+	}
+	check(t, s, cache, gs...)
+}
+
+// TestUpdateMismatch: outcomes that do not fit the plan are the engine's
+// bug, and Update says so instead of corrupting the cache's books: it
+// changes nothing.
+func TestUpdateMismatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		edit func(o []Outcome) []Outcome
+	}{
+		{"one outcome missing", func(o []Outcome) []Outcome { return o[:1] }},
+		{"more drafts than reserved", func(o []Outcome) []Outcome { o[0].Drafts = 4; return o }},
+		{"more accepted than verified", func(o []Outcome) []Outcome { o[0].Drafts, o[0].Accepted = 1, 2; return o }},
+		{"a fork outcome too many", func(o []Outcome) []Outcome { o[1].Forks = make([]Outcome, 1); return o }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newScheduler(t, 16, Options{DraftLen: func(*Sequence, int) int { return 3 }})
+			group(t, s, prompt(1, 3), 1)
+			step(s, 0)
+			group(t, s, prompt(20, 3), 1)
+			p := s.Schedule() // a decode with 3 drafts, a prompt
+			outs := tc.edit(sample(p, 0))
+			decode := p.Seqs[0].Seq
+			computed := decode.Computed
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Update took outcomes that do not fit the plan")
+				}
+				if decode.Computed != computed {
+					t.Fatalf("Update applied part of the outcomes before it panicked: computed %d, was %d", decode.Computed, computed)
+				}
+			}()
+			s.Update(p, outs)
+		})
+	}
 }
 
 func TestPaused(t *testing.T) {

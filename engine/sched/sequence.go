@@ -55,6 +55,10 @@ func (s *Sequence) Choice() int { return s.choice }
 // Running reports whether the sequence is in the running set.
 func (s *Sequence) Running() bool { return s.state == stateRunning }
 
+// Waiting reports whether the sequence waits for (re)admission: queued,
+// preempted, or a further choice that found no block to fork into.
+func (s *Sequence) Waiting() bool { return s.state == stateWaiting }
+
 // Done reports whether the sequence has ended (finished, aborted or
 // exhausted) and holds no blocks.
 func (s *Sequence) Done() bool { return s.state == stateDone }

@@ -14,8 +14,10 @@ import (
 // elements, each ordered [block][head][slot][RowDim()]: one head's slots of
 // one block are contiguous rows, so attention reads them as a tile. A row
 // holds HeadDim elements followed by RowDim()-HeadDim elements of padding,
-// which stay zero. A device backend may lay its own memory out otherwise;
-// the layout's counts still describe it.
+// which stay zero. It is the one layout type of the engine: the CPU
+// backend's attention kernels read host caches through it. A device backend
+// may lay its own memory out otherwise; the layout's counts still describe
+// it.
 type KVLayout struct {
 	Blocks    int
 	BlockSize int

@@ -17,7 +17,8 @@ import (
 // Matrix is a row-major weight matrix in a GGML format: Rows rows of Cols
 // elements, each row laid out as Type lays out Cols elements (whole blocks).
 // Data is usually a read-only view into a memory-mapped GGUF file; nothing
-// that takes a Matrix writes to it.
+// that takes a Matrix writes to it. It is the one weight type of the engine:
+// engine/model loads it and backends multiply it as it is.
 //
 // A GGUF tensor of GGML shape [Cols, Rows] is such a matrix; a linear layer
 // y = x·Wᵀ multiplies activations of Cols values into Rows outputs.

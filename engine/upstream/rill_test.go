@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"rill/engine/backend/cpu"
 	"rill/engine/gguf"
 	"rill/engine/model"
 	"rill/engine/native"
+	"rill/engine/native/cpurun"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
 	"rill/engine/upstream"
@@ -37,7 +39,7 @@ func nativeEngine(t testing.TB, id string) *native.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := native.New(m, native.Options{ID: id, Threads: 1, Logger: discard})
+	e, err := native.New(m, cpurun.New(cpu.Options{Threads: 1}), native.Options{ID: id, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,12 @@ import (
 
 	"rill/config"
 	"rill/engine"
+	"rill/engine/backend/cpu"
 	"rill/engine/gguf"
 	"rill/engine/grammar"
 	"rill/engine/model"
 	"rill/engine/native"
+	"rill/engine/native/cpurun"
 	"rill/engine/quant"
 	"rill/engine/router"
 	"rill/engine/testmodel"
@@ -49,7 +51,6 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 		MaxBatchTokens:    n.BatchTokens,
 		MaxSeqs:           n.MaxSeqs,
 		MaxQueuedRequests: n.MaxQueuedRequests,
-		Threads:           n.Threads,
 		NGram:             n.Spec == "ngram",
 		DraftTokens:       n.DraftTokens,
 		JSON:              jsonOpts,
@@ -85,8 +86,11 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 		log.Info("draft model loaded", slog.String("path", n.DraftModel), slog.String("name", d.Config.Name),
 			slog.Int("layers", d.Config.Layers))
 	}
-	e, err := native.New(target, opts)
+	// The CPU backend computes the forward passes; the engine owns it.
+	compute := cpurun.New(cpu.Options{Threads: n.Threads})
+	e, err := native.New(target, compute, opts)
 	if err != nil {
+		compute.Close()
 		target.Close()
 		if opts.Draft != nil {
 			opts.Draft.Close()

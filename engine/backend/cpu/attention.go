@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"rill/engine/tensor"
 )
 
 // Paged attention: one sequence's queries against the keys and values its
@@ -22,58 +24,29 @@ import (
 // SIMD and the generic kernels give bit-identical results, and so does any
 // block table that holds the same keys and values.
 
-// KVLayout is the shape of one layer of a paged key/value cache as the
-// attention kernels read it: Blocks blocks of BlockSize token slots for
-// Heads KV heads. Keys and values are two arrays of Size() elements, each
-// ordered [block][head][slot][RowDim()]: a head's slots of one block are
-// contiguous rows. A row holds HeadDim elements followed by RowDim()-HeadDim
-// elements of padding, which must be finite (caches that only ever write the
-// first HeadDim elements of a zeroed row keep them zero).
-type KVLayout struct {
-	Blocks    int
-	BlockSize int
-	Heads     int
-	HeadDim   int
-}
+// The kernels read a cache laid out as tensor.KVLayout describes (the host
+// layout): per layer, keys and values are two arrays of Layout.Size()
+// elements ordered [block][head][slot][RowDim()], a head's slots of one
+// block contiguous rows whose padding past HeadDim is finite (zero in a
+// cache that only ever writes the first HeadDim elements of a zeroed row).
 
 // MaxAttnHeadDim is the largest head size the attention kernels take.
 const MaxAttnHeadDim = 2048
 
-// RowDim is the stride of one slot's row: HeadDim rounded up to a multiple
-// of 8, the vector width of the kernels.
-func (l KVLayout) RowDim() int { return (l.HeadDim + 7) &^ 7 }
-
-// Size is the number of elements of the key (or value) array of one layer.
-func (l KVLayout) Size() int { return l.Blocks * l.Heads * l.BlockSize * l.RowDim() }
-
-// Row is the offset of the row of (block, head, slot) in the key or value
-// array. Arguments are not checked.
-func (l KVLayout) Row(block, head, slot int) int {
-	return ((block*l.Heads+head)*l.BlockSize + slot) * l.RowDim()
-}
-
-// Validate reports whether l describes a cache the kernels can read.
-func (l KVLayout) Validate() error {
-	switch {
-	case l.Blocks <= 0 || l.BlockSize <= 0 || l.Heads <= 0:
-		return fmt.Errorf("kv layout of %d blocks of %d slots for %d heads", l.Blocks, l.BlockSize, l.Heads)
-	case l.HeadDim <= 0 || l.HeadDim > MaxAttnHeadDim:
+// checkLayout reports whether l describes a cache the kernels can read: a
+// valid layout (tensor.KVLayout.Validate) whose heads are at most
+// MaxAttnHeadDim values.
+func checkLayout(l tensor.KVLayout) error {
+	if l.HeadDim > MaxAttnHeadDim {
 		return fmt.Errorf("kv layout head size %d (want 1 to %d)", l.HeadDim, MaxAttnHeadDim)
 	}
-	size := l.RowDim()
-	for _, f := range []int{l.BlockSize, l.Heads, l.Blocks} {
-		if size > math.MaxInt/f {
-			return fmt.Errorf("kv layout of %d blocks of %d slots for %d heads is too large", l.Blocks, l.BlockSize, l.Heads)
-		}
-		size *= f
-	}
-	return nil
+	return l.Validate()
 }
 
 // checkAttn validates the arguments shared by AttendF16 and AttendF32 and
 // returns the number of query heads per KV head.
-func checkAttn(outLen, qLen, kLen, vLen int, l KVLayout, head, kvHeads int, table []int32, n int) (int, error) {
-	if err := l.Validate(); err != nil {
+func checkAttn(outLen, qLen, kLen, vLen int, l tensor.KVLayout, head, kvHeads int, table []int32, n int) (int, error) {
+	if err := checkLayout(l); err != nil {
 		return 0, fmt.Errorf("attention: %w", err)
 	}
 	hd := l.HeadDim
@@ -96,7 +69,7 @@ func checkAttn(outLen, qLen, kLen, vLen int, l KVLayout, head, kvHeads int, tabl
 }
 
 // checkTable reports whether table maps positions 0..n-1 to blocks of l.
-func checkTable(l KVLayout, table []int32, n int) error {
+func checkTable(l tensor.KVLayout, table []int32, n int) error {
 	if n > len(table)*l.BlockSize {
 		return fmt.Errorf("attention: %d positions but the table maps %d blocks of %d", n, len(table), l.BlockSize)
 	}
@@ -138,7 +111,7 @@ func checkTable(l KVLayout, table []int32, n int) error {
 //
 // It never allocates and is safe for concurrent use on disjoint outputs.
 // Invalid arguments are reported as an error and leave out unspecified.
-func AttendF16(out, q []float32, k, v []uint16, l KVLayout, head, kvHeads int, table []int32, n int, scale float32) error {
+func AttendF16(out, q []float32, k, v []uint16, l tensor.KVLayout, head, kvHeads int, table []int32, n int, scale float32) error {
 	group, err := checkAttn(len(out), len(q), len(k), len(v), l, head, kvHeads, table, n)
 	if err != nil {
 		return err
@@ -150,7 +123,7 @@ func AttendF16(out, q []float32, k, v []uint16, l KVLayout, head, kvHeads int, t
 // AttendF32 is AttendF16 over a float32 cache, in exact float32 arithmetic:
 // online softmax over tiles of positions (the maximum is updated once per
 // tile), float32 scores, weights and accumulators. Same contract otherwise.
-func AttendF32(out, q []float32, k, v []float32, l KVLayout, head, kvHeads int, table []int32, n int, scale float32) error {
+func AttendF32(out, q []float32, k, v []float32, l tensor.KVLayout, head, kvHeads int, table []int32, n int, scale float32) error {
 	group, err := checkAttn(len(out), len(q), len(k), len(v), l, head, kvHeads, table, n)
 	if err != nil {
 		return err
@@ -252,7 +225,7 @@ func attnLevel() attnKernels {
 
 // attendF16 implements AttendF16 for the query heads q (group per KV head,
 // from KV head head on), in passes of at most attnMaxGroup heads.
-func attendF16(out, q []float32, k, v []uint16, l KVLayout, head, group int, table []int32, n int, scale float32, level attnKernels) {
+func attendF16(out, q []float32, k, v []uint16, l tensor.KVLayout, head, group int, table []int32, n int, scale float32, level attnKernels) {
 	sc := attnScratches.get()
 	defer attnScratches.put(sc)
 	hd, rd := l.HeadDim, l.RowDim()
@@ -267,7 +240,7 @@ func attendF16(out, q []float32, k, v []uint16, l KVLayout, head, group int, tab
 
 // attendF16Pass runs query heads h0..h0+gn-1 of the call (head h0+i
 // belongs to KV head head+(h0+i)/group) over all n positions.
-func attendF16Pass(sc *attnScratch, out, q []float32, k, v []uint16, l KVLayout, head, group, h0, gn, tile int, table []int32, n int, scale float32, level attnKernels) {
+func attendF16Pass(sc *attnScratch, out, q []float32, k, v []uint16, l tensor.KVLayout, head, group, h0, gn, tile int, table []int32, n int, scale float32, level attnKernels) {
 	simd, z := level >= attnAVX2, level == attnAVX512
 	hd, rd := l.HeadDim, l.RowDim()
 	nb := (gn + 7) / 8 // blocks of 8 heads

@@ -51,7 +51,7 @@ func attnCases() []attnCase {
 // queries. Blocks the table does not use hold data too, so that reading a
 // wrong block shows.
 type attnFixture struct {
-	l       KVLayout
+	l       tensor.KVLayout
 	head    int
 	kvHeads int
 	table   []int32
@@ -67,7 +67,7 @@ func newAttnFixture(t testing.TB, r *rand.Rand, c attnCase, heads int, sd float6
 	heads = max(heads, c.kvHeads)
 	t.Helper()
 	nb := (c.n + c.bs - 1) / c.bs
-	l := KVLayout{Blocks: 2*nb + 1, BlockSize: c.bs, Heads: heads, HeadDim: c.hd}
+	l := tensor.KVLayout{Blocks: 2*nb + 1, BlockSize: c.bs, Heads: heads, HeadDim: c.hd}
 	if err := l.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -505,14 +505,14 @@ func TestFMAF32(t *testing.T) {
 // TestAttendErrors: bad arguments are errors, not panics.
 func TestAttendErrors(t *testing.T) {
 	t.Parallel()
-	l := KVLayout{Blocks: 4, BlockSize: 16, Heads: 2, HeadDim: 8}
+	l := tensor.KVLayout{Blocks: 4, BlockSize: 16, Heads: 2, HeadDim: 8}
 	k16, v16 := make([]uint16, l.Size()), make([]uint16, l.Size())
 	k32, v32 := make([]float32, l.Size()), make([]float32, l.Size())
 	q, out := make([]float32, 16), make([]float32, 16)
 	table := []int32{3, 1}
 	cases := []struct {
 		name          string
-		l             KVLayout
+		l             tensor.KVLayout
 		out, q        []float32
 		head, kvHeads int
 		table         []int32
@@ -521,9 +521,9 @@ func TestAttendErrors(t *testing.T) {
 	}{
 		{"ok", l, out, q, 1, 1, table, 32, false},
 		{"ok, two kv heads", l, out, q, 0, 2, table, 32, false},
-		{"no heads", KVLayout{Blocks: 4, BlockSize: 16, HeadDim: 8}, out, q, 0, 1, table, 1, false},
-		{"head size", KVLayout{Blocks: 4, BlockSize: 16, Heads: 2, HeadDim: MaxAttnHeadDim + 1}, out, q, 0, 1, table, 1, false},
-		{"size overflows", KVLayout{Blocks: math.MaxInt / 64, BlockSize: 16, Heads: 2, HeadDim: 8}, out, q, 0, 1, table, 1, false},
+		{"no heads", tensor.KVLayout{Blocks: 4, BlockSize: 16, HeadDim: 8}, out, q, 0, 1, table, 1, false},
+		{"head size", tensor.KVLayout{Blocks: 4, BlockSize: 16, Heads: 2, HeadDim: MaxAttnHeadDim + 1}, out, q, 0, 1, table, 1, false},
+		{"size overflows", tensor.KVLayout{Blocks: math.MaxInt / 64, BlockSize: 16, Heads: 2, HeadDim: 8}, out, q, 0, 1, table, 1, false},
 		{"short cache", l, out, q, 0, 1, table, 1, true},
 		{"partial query head", l, out[:15], q[:15], 0, 1, table, 1, false},
 		{"query heads not a multiple of the kv heads", l, out[:8], q[:8], 0, 2, table, 1, false},

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"rill/engine/quant"
+	"rill/engine/tensor"
 )
 
 // Tiled attention over an F16 cache, in float32 (the AVX-512 level): the
@@ -80,7 +81,7 @@ type tiledQueries struct {
 
 // tiledRow is the length of a head of hd values in the tiled kernels'
 // rows: RowDim rounded up to 16.
-func tiledRow(hd int) int { return (KVLayout{HeadDim: hd}.RowDim() + 15) &^ 15 }
+func tiledRow(hd int) int { return (tensor.KVLayout{HeadDim: hd}.RowDim() + 15) &^ 15 }
 
 // tiledTokens is the most tokens of one call of gn heads of rd16 floats
 // (gn <= tiledHeads(rd16)): the queries and accumulators of its rows fit
@@ -94,7 +95,7 @@ func tiledHeads(rd16 int) int { return max(1, min(tiledMaxRows, tiledRowFloats/r
 // attendTiled computes the queries of tq over the F16 cache k, v (layout
 // l). len(tq.start) tokens times tq.gn heads must fit the scratch
 // (tiledTokens), and every token must see at least one position.
-func attendTiled(tq *tiledQueries, k, v []uint16, l KVLayout) {
+func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 	sc := tiledScratches.get()
 	defer tiledScratches.put(sc)
 	hd, rd, rd16 := l.HeadDim, l.RowDim(), tiledRow(l.HeadDim)

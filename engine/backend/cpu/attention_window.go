@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"math"
+
+	"rill/engine/tensor"
 )
 
 // Attention variants for sliding-window layers and soft-capped scores
@@ -22,7 +24,7 @@ import (
 
 // AttendF16Window is AttendF16 over positions start..n-1 with optional
 // soft-capping of the scores.
-func AttendF16Window(out, q []float32, k, v []uint16, l KVLayout, head, kvHeads int, table []int32, start, n int, scale, softCap float32) error {
+func AttendF16Window(out, q []float32, k, v []uint16, l tensor.KVLayout, head, kvHeads int, table []int32, start, n int, scale, softCap float32) error {
 	group, err := checkAttn(len(out), len(q), len(k), len(v), l, head, kvHeads, table, n)
 	if err != nil {
 		return err
@@ -36,7 +38,7 @@ func AttendF16Window(out, q []float32, k, v []uint16, l KVLayout, head, kvHeads 
 
 // AttendF32Window is AttendF32 over positions start..n-1 with optional
 // soft-capping of the scores.
-func AttendF32Window(out, q []float32, k, v []float32, l KVLayout, head, kvHeads int, table []int32, start, n int, scale, softCap float32) error {
+func AttendF32Window(out, q []float32, k, v []float32, l tensor.KVLayout, head, kvHeads int, table []int32, start, n int, scale, softCap float32) error {
 	group, err := checkAttn(len(out), len(q), len(k), len(v), l, head, kvHeads, table, n)
 	if err != nil {
 		return err
@@ -75,7 +77,7 @@ func cappedScale(scale, softCap float32) float32 {
 }
 
 // attendF16Window is attendF16 from position start on, with soft-capping.
-func attendF16Window(out, q []float32, k, v []uint16, l KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
+func attendF16Window(out, q []float32, k, v []uint16, l tensor.KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
 	sc := attnScratches.get()
 	defer attnScratches.put(sc)
 	hd, rd := l.HeadDim, l.RowDim()
@@ -91,7 +93,7 @@ func attendF16Window(out, q []float32, k, v []uint16, l KVLayout, head, group in
 
 // attendF16WindowPass is attendF16Pass over positions start..n-1, with the
 // scores of each tile capped before the softmax bookkeeping.
-func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l KVLayout, head, group, h0, gn, tile int, table []int32, start, n int, scale, softCap float32, simd bool) {
+func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l tensor.KVLayout, head, group, h0, gn, tile int, table []int32, start, n int, scale, softCap float32, simd bool) {
 	hd, rd := l.HeadDim, l.RowDim()
 	nb := (gn + 7) / 8
 	qd, acc := sc.qd[:gn*rd], sc.acc[:gn*rd]
@@ -150,7 +152,7 @@ func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l KVL
 
 // attendF32Window implements AttendF32Window (and, from 0 without a cap,
 // AttendF32), one query head at a time.
-func attendF32Window(out, q []float32, k, v []float32, l KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
+func attendF32Window(out, q []float32, k, v []float32, l tensor.KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
 	hd, rd := l.HeadDim, l.RowDim()
 	tile := min(attnTile, l.BlockSize)
 	sc := attnScratches.get()

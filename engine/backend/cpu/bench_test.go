@@ -11,14 +11,14 @@ import (
 // benchMatrix returns a rows x cols matrix of type typ: one random row
 // repeated, so building it is cheap while the memory read per product is
 // that of distinct rows.
-func benchMatrix(b *testing.B, typ quant.Type, rows, cols int) Matrix {
+func benchMatrix(b *testing.B, typ quant.Type, rows, cols int) tensor.Matrix {
 	b.Helper()
 	row := randWeights(b, newRand(b, uint64(typ)), typ, cols, false)
 	data := make([]byte, 0, rows*len(row))
 	for range rows {
 		data = append(data, row...)
 	}
-	return Matrix{Type: typ, Rows: rows, Cols: cols, Data: data}
+	return tensor.Matrix{Type: typ, Rows: rows, Cols: cols, Data: data}
 }
 
 // BenchmarkMatMul multiplies a 4096x4096 matrix of each type with n = 1 and
@@ -67,7 +67,6 @@ func BenchmarkParallelDispatch(b *testing.B) {
 func BenchmarkVec(b *testing.B) {
 	r := newRand(b, 9)
 	x, y, w := randFloats(r, 11008, 1), randFloats(r, 11008, 1), randFloats(r, 11008, 1)
-	logits := randFloats(r, 32000, 4)
 	q := randFloats(r, 32*128, 1)
 	b.Run("DotF32/128", func(b *testing.B) {
 		for b.Loop() {
@@ -88,11 +87,6 @@ func BenchmarkVec(b *testing.B) {
 	b.Run("SwiGLU/11008", func(b *testing.B) {
 		for b.Loop() {
 			SwiGLU(y, x, w)
-		}
-	})
-	b.Run("Softmax/32000", func(b *testing.B) {
-		for b.Loop() {
-			Softmax(logits)
 		}
 	})
 	b.Run("RoPE/32x128", func(b *testing.B) {
@@ -175,7 +169,7 @@ func BenchmarkMatMulDRAM(b *testing.B) {
 	}
 	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0} {
 		one := benchMatrix(b, typ, rows, cols)
-		ms := make([]Matrix, max(1, total/len(one.Data)))
+		ms := make([]tensor.Matrix, max(1, total/len(one.Data)))
 		for i := range ms {
 			ms[i] = one
 			ms[i].Data = append([]byte(nil), one.Data...)

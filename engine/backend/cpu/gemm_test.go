@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"rill/engine/tensor"
 )
 
 // TestGEMMMatchesDecode checks every prefill kernel, bit for bit, against
@@ -29,7 +31,7 @@ func TestGEMMMatchesDecode(t *testing.T) {
 					t.Run(fmt.Sprintf("%s/%s/threads=%d/%dx%d/n=%d", ks.name, typ, threads, shape.rows, shape.cols, shape.n), func(t *testing.T) {
 						rows, cols, n := shape.rows, shape.cols, shape.n
 						r := newRand(t, uint64(rows*cols+n)+uint64(typ)<<24)
-						w := Matrix{Type: typ, Rows: rows, Cols: cols}
+						w := tensor.Matrix{Type: typ, Rows: rows, Cols: cols}
 						for i := range rows {
 							w.Data = append(w.Data, randWeights(t, r, typ, cols, i%3 != 0)...)
 						}
@@ -44,7 +46,7 @@ func TestGEMMMatchesDecode(t *testing.T) {
 							out[i] = -42
 						}
 						b.MatMul(out, w, x, n)
-						rb := w.rowBytes()
+						rb := w.RowBytes()
 						for i := range n {
 							xb, _ := activationRow(t, k, typ, x[i*cols:(i+1)*cols])
 							for rr := range rows {

@@ -1164,16 +1164,6 @@ func sumSquaresAVX(x *float32, n int) float64
 //go:noescape
 func scaleMulAVX(out *float32, x *float32, s float32, w *float32, n int)
 
-// maxAVX returns the largest of n float32s (n >= 8).
-//
-//go:noescape
-func maxAVX(x *float32, n int) float32
-
-// expSubSumAVX sets x[i] = e^(x[i]-m) and returns their sum in float64 (see internal/gen/vec.go).
-//
-//go:noescape
-func expSubSumAVX(x *float32, m float32, n int) float64
-
 // swigluAVX sets out = g/(1+e^-g) * up.
 //
 //go:noescape

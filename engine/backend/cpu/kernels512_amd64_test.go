@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"rill/engine/quant"
+	"rill/engine/tensor"
 )
 
 func needAVX512(t *testing.T) {
@@ -143,7 +144,7 @@ func TestAVX512MatMulMatchesAVX2(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/threads=%d", typ, threads), func(t *testing.T) {
 				const rows = 150
 				r := newRand(t, uint64(typ)+uint64(threads)<<8)
-				w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randWeights(t, r, typ, rows*cols, typ != quant.Q8_0)}
+				w := tensor.Matrix{Type: typ, Rows: rows, Cols: cols, Data: randWeights(t, r, typ, rows*cols, typ != quant.Q8_0)}
 				for _, n := range []int{1, 2, 3, 4, 5, 8, 9, 13} {
 					x := randFloats(r, n*cols, 2)
 					o2, o5 := make([]float32, n*rows), make([]float32, n*rows)

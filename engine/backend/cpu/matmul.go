@@ -1,6 +1,10 @@
 package cpu
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"rill/engine/tensor"
+)
 
 // MatMul tuning, in bytes of weight rows times activation rows (a proxy for
 // the work of the dot products).
@@ -51,11 +55,11 @@ type mmJob struct {
 // kernel's arithmetic, which is likewise the same for every n.
 //
 // len(x) must be at least n*w.Cols and len(out) at least n*w.Rows; out must
-// not overlap x; w must be valid (Matrix.Validate). MatMul panics otherwise
+// not overlap x; w must be a weight MatMul supports (CheckMatMul). MatMul panics otherwise
 // (CheckMatMul returns the same condition as an error). It allocates nothing
 // once its scratch has grown to the largest activation batch seen, and it is
 // not safe for concurrent use.
-func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
+func (b *Backend) MatMul(out []float32, w tensor.Matrix, x []float32, n int) {
 	if err := checkMatMul(out, w, x, n); err != nil {
 		panic("cpu: MatMul: " + err.Error())
 	}
@@ -70,7 +74,7 @@ func (b *Backend) MatMul(out []float32, w Matrix, x []float32, n int) {
 			return
 		}
 	}
-	wrb := w.rowBytes()
+	wrb := w.RowBytes()
 	j := &b.mm
 	*j = mmJob{out: out, w: w.Data, rows: w.Rows, cols: w.Cols, wrb: wrb, n: n, k: k}
 	if g := k.gemm; g != nil && n >= g.minTokens && (g.cols == nil || g.cols(w.Cols)) {

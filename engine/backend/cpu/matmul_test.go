@@ -66,7 +66,7 @@ func TestMatMulVsNaive(t *testing.T) {
 					t.Run(name, func(t *testing.T) {
 						cols := matmulCols(typ)
 						r := newRand(t, uint64(n)<<8+uint64(typ))
-						w := Matrix{Type: typ, Rows: rows, Cols: cols}
+						w := tensor.Matrix{Type: typ, Rows: rows, Cols: cols}
 						var wd, mag [][]float32
 						for range rows {
 							row := randWeights(t, r, typ, cols, typ != quant.Q8_0 || n%2 == 0)
@@ -116,7 +116,7 @@ func TestMatMulKernelSetsAgree(t *testing.T) {
 			const rows, n = 300, 9
 			cols := 1024
 			r := newRand(t, uint64(typ))
-			w := Matrix{Type: typ, Rows: rows, Cols: cols}
+			w := tensor.Matrix{Type: typ, Rows: rows, Cols: cols}
 			var absRow []float32
 			for range rows {
 				row := randWeights(t, r, typ, cols, false)
@@ -158,7 +158,7 @@ func TestMatMulBatchInvariant(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/cols=%d", ks.name, typ, cols), func(t *testing.T) {
 					const rows, n = 70, 9
 					r := newRand(t, uint64(cols)+uint64(typ)<<20)
-					w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randWeights(t, r, typ, rows*cols, true)}
+					w := tensor.Matrix{Type: typ, Rows: rows, Cols: cols, Data: randWeights(t, r, typ, rows*cols, true)}
 					x := randFloats(r, n*cols, 1)
 					all := make([]float32, n*rows)
 					parallel.MatMul(all, w, x, n)
@@ -194,7 +194,7 @@ func TestMatMulNoAlloc(t *testing.T) {
 			for _, n := range []int{1, 8} {
 				cols, rows := 512, 256
 				r := newRand(t, 1)
-				w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randWeights(t, r, typ, rows*cols, false)}
+				w := tensor.Matrix{Type: typ, Rows: rows, Cols: cols, Data: randWeights(t, r, typ, rows*cols, false)}
 				x := randFloats(r, n*cols, 1)
 				out := make([]float32, n*rows)
 				if allocs := testing.AllocsPerRun(5, func() { b.MatMul(out, w, x, n) }); allocs != 0 {
@@ -205,26 +205,26 @@ func TestMatMulNoAlloc(t *testing.T) {
 	}
 }
 
-func TestMatrixValidate(t *testing.T) {
+func TestCheckWeight(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		m    Matrix
+		m    tensor.Matrix
 		want string // substring of the error; empty for valid
 	}{
-		{"f32", Matrix{Type: quant.F32, Rows: 2, Cols: 3, Data: make([]byte, 24)}, ""},
-		{"q4_K", Matrix{Type: quant.Q4_K, Rows: 2, Cols: 256, Data: make([]byte, 288)}, ""},
-		{"empty", Matrix{Type: quant.Q8_0, Rows: 0, Cols: 64}, ""},
-		{"unsupported type", Matrix{Type: quant.IQ2_XXS, Rows: 1, Cols: 256, Data: make([]byte, 66)}, "not a supported"},
-		{"unknown type", Matrix{Type: 99, Rows: 1, Cols: 1, Data: make([]byte, 4)}, "not a supported"},
-		{"negative", Matrix{Type: quant.F32, Rows: -1, Cols: 3}, "negative"},
-		{"partial block", Matrix{Type: quant.Q8_0, Rows: 1, Cols: 40, Data: make([]byte, 34)}, "block"},
-		{"short data", Matrix{Type: quant.F16, Rows: 2, Cols: 4, Data: make([]byte, 15)}, "bytes of data"},
-		{"long data", Matrix{Type: quant.F16, Rows: 2, Cols: 4, Data: make([]byte, 17)}, "bytes of data"},
-		{"overflow", Matrix{Type: quant.F32, Rows: math.MaxInt / 2, Cols: 4}, "too large"},
+		{"f32", tensor.Matrix{Type: quant.F32, Rows: 2, Cols: 3, Data: make([]byte, 24)}, ""},
+		{"q4_K", tensor.Matrix{Type: quant.Q4_K, Rows: 2, Cols: 256, Data: make([]byte, 288)}, ""},
+		{"empty", tensor.Matrix{Type: quant.Q8_0, Rows: 0, Cols: 64}, ""},
+		{"unsupported type", tensor.Matrix{Type: quant.IQ2_XXS, Rows: 1, Cols: 256, Data: make([]byte, 66)}, "not a supported"},
+		{"unknown type", tensor.Matrix{Type: 99, Rows: 1, Cols: 1, Data: make([]byte, 4)}, "not a supported"},
+		{"negative", tensor.Matrix{Type: quant.F32, Rows: -1, Cols: 3}, "negative"},
+		{"partial block", tensor.Matrix{Type: quant.Q8_0, Rows: 1, Cols: 40, Data: make([]byte, 34)}, "block"},
+		{"short data", tensor.Matrix{Type: quant.F16, Rows: 2, Cols: 4, Data: make([]byte, 15)}, "bytes of data"},
+		{"long data", tensor.Matrix{Type: quant.F16, Rows: 2, Cols: 4, Data: make([]byte, 17)}, "bytes of data"},
+		{"overflow", tensor.Matrix{Type: quant.F32, Rows: math.MaxInt / 2, Cols: 4}, "too large"},
 	}
 	for _, c := range cases {
-		err := c.m.Validate()
+		err := checkWeight(c.m)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
@@ -236,12 +236,12 @@ func TestMatrixValidate(t *testing.T) {
 
 func TestCheckMatMul(t *testing.T) {
 	t.Parallel()
-	w := Matrix{Type: quant.F32, Rows: 3, Cols: 4, Data: make([]byte, 48)}
+	w := tensor.Matrix{Type: quant.F32, Rows: 3, Cols: 4, Data: make([]byte, 48)}
 	cases := []struct {
 		name   string
 		out, x int
 		n      int
-		w      Matrix
+		w      tensor.Matrix
 		ok     bool
 	}{
 		{"exact", 6, 8, 2, w, true},
@@ -250,7 +250,7 @@ func TestCheckMatMul(t *testing.T) {
 		{"short x", 6, 7, 2, w, false},
 		{"short out", 5, 8, 2, w, false},
 		{"negative n", 6, 8, -1, w, false},
-		{"bad matrix", 6, 8, 2, Matrix{Type: quant.F32, Rows: 3, Cols: 4}, false},
+		{"bad matrix", 6, 8, 2, tensor.Matrix{Type: quant.F32, Rows: 3, Cols: 4}, false},
 	}
 	for _, c := range cases {
 		err := CheckMatMul(make([]float32, c.out), c.w, make([]float32, c.x), c.n)

@@ -20,7 +20,7 @@ import (
 // Linear is MatMul over the model's weight type: dst = x · wᵀ for T rows of
 // x. It panics on inconsistent shapes, as MatMul does.
 func (b *Backend) Linear(dst []float32, w tensor.Matrix, x []float32, T int) {
-	b.MatMul(dst, Matrix(w), x, T)
+	b.MatMul(dst, w, x, T)
 }
 
 // Linears is Linear for matrices that read the same x: it converts x once
@@ -32,7 +32,7 @@ func (b *Backend) Linears(dst [][]float32, ws []tensor.Matrix, x []float32, T in
 	}
 	b.shareX = true
 	for i, w := range ws {
-		b.MatMul(dst[i], Matrix(w), x, T)
+		b.MatMul(dst[i], w, x, T)
 	}
 	b.shareX, b.conv = false, convKey{}
 }
@@ -132,7 +132,7 @@ func (b *Backend) SwiGLU(dst, gate, up []float32) { SwiGLU(dst, gate, up) }
 // and Attention work on, after checking that the attention kernels take
 // its layout.
 func (b *Backend) NewKVCache(spec tensor.KVSpec) (tensor.KVCache, error) {
-	if err := KVLayout(spec.Layout).Validate(); err != nil {
+	if err := checkLayout(spec.Layout); err != nil {
 		return nil, err
 	}
 	kv, err := tensor.NewHostKV(spec)
@@ -310,9 +310,9 @@ func (j *attnJob) runPerToken(lo, hi int) {
 		var err error
 		switch {
 		case j.plain && j.kv.K32 != nil:
-			err = AttendF32(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], KVLayout(l), g, nkv, table, n, j.at.Scale)
+			err = AttendF32(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], l, g, nkv, table, n, j.at.Scale)
 		case j.plain:
-			err = AttendF16(out, q, j.kv.K16[j.layer], j.kv.V16[j.layer], KVLayout(l), g, nkv, table, n, j.at.Scale)
+			err = AttendF16(out, q, j.kv.K16[j.layer], j.kv.V16[j.layer], l, g, nkv, table, n, j.at.Scale)
 		default:
 			err = j.attendWindow(out, q, g, nkv, table, n)
 		}
@@ -353,7 +353,7 @@ func windowStart(at tensor.Attention, n int) int {
 // (j.chunks) and a KV head, ordered as attnToken orders tokens so that
 // ranges mix early and late runs.
 func (j *attnJob) runTiled(lo, hi int) {
-	l := KVLayout(j.kv.Spec().Layout)
+	l := j.kv.Spec().Layout
 	H, HKV, hd := j.at.Heads, l.Heads, l.HeadDim
 	group := H / HKV
 	hmax := tiledHeads(tiledRow(hd))
@@ -391,7 +391,7 @@ func (j *attnJob) fail(err error) {
 // query attends to the last at.Window of its n positions (all of them
 // when there is no window).
 func (j *attnJob) attendWindow(out, q []float32, g, nkv int, table []int32, n int) error {
-	l := KVLayout(j.kv.Spec().Layout)
+	l := j.kv.Spec().Layout
 	start := windowStart(j.at, n)
 	if j.kv.K32 != nil {
 		return AttendF32Window(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], l, g, nkv, table, start, n, j.at.Scale, j.at.SoftCap)

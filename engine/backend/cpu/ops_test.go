@@ -152,9 +152,9 @@ func TestAttentionBatch(t *testing.T) {
 						n := int(pg.Pos[tok]) + 1
 						var err error
 						if typ == quant.F32 {
-							err = AttendF32(want, q[tok*w:(tok+1)*w], kv.K32[1], kv.V32[1], KVLayout(l), 0, s.kvHeads, pg.Table(tok), n, at.Scale)
+							err = AttendF32(want, q[tok*w:(tok+1)*w], kv.K32[1], kv.V32[1], l, 0, s.kvHeads, pg.Table(tok), n, at.Scale)
 						} else {
-							err = AttendF16(want, q[tok*w:(tok+1)*w], kv.K16[1], kv.V16[1], KVLayout(l), 0, s.kvHeads, pg.Table(tok), n, at.Scale)
+							err = AttendF16(want, q[tok*w:(tok+1)*w], kv.K16[1], kv.V16[1], l, 0, s.kvHeads, pg.Table(tok), n, at.Scale)
 						}
 						if err != nil {
 							t.Fatal(err)
@@ -308,9 +308,9 @@ func TestAttentionWindowBatch(t *testing.T) {
 							start = max(0, n-at.Window)
 						}
 						if typ == quant.F32 {
-							err = AttendF32Window(want, q[tok*w:(tok+1)*w], kv.K32[0], kv.V32[0], KVLayout(l), 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap)
+							err = AttendF32Window(want, q[tok*w:(tok+1)*w], kv.K32[0], kv.V32[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap)
 						} else {
-							err = AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], KVLayout(l), 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap)
+							err = AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap)
 						}
 						if err != nil {
 							t.Fatal(err)
@@ -376,7 +376,7 @@ func TestScaledOps(t *testing.T) {
 // (heads of hd values over the cache's KV heads) over positions
 // start..n-1 of table.
 func tiledOne(kv *tensor.HostKV, q []float32, heads int, table []int32, start, n int, at tensor.Attention) []float32 {
-	l := KVLayout(kv.Spec().Layout)
+	l := kv.Spec().Layout
 	out := make([]float32, len(q))
 	g := heads / l.Heads
 	for kvh := range l.Heads {
@@ -452,7 +452,7 @@ func TestAttentionPrompts(t *testing.T) {
 						tiled++
 					} else {
 						want = make([]float32, w)
-						if err := AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], KVLayout(l), 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap); err != nil {
+						if err := AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -465,7 +465,7 @@ func TestAttentionPrompts(t *testing.T) {
 				// test would not see a path taken for the other.
 				per := make([]float32, w)
 				last := 65 // position 89 of sequence 0
-				if err := AttendF16Window(per, q[last*w:(last+1)*w], kv.K16[0], kv.V16[0], KVLayout(l), 0, l.Heads, pg.Table(last), 0, 90, at.Scale, at.SoftCap); err != nil {
+				if err := AttendF16Window(per, q[last*w:(last+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(last), 0, 90, at.Scale, at.SoftCap); err != nil {
 					t.Fatal(err)
 				}
 				if at.Window == 0 && slices.Equal(per, out[last*w:(last+1)*w]) {

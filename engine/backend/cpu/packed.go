@@ -52,16 +52,15 @@ type packed struct {
 // a result. Prepare must not run concurrently with other methods of b.
 func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 	type job struct {
-		w    Matrix
+		w    tensor.Matrix
 		pk   *packKernel
 		size int // bytes of the copy
 	}
 	var jobs []job
 	total := 0
 	seen := map[*byte]bool{}
-	for _, tw := range ws {
-		w := Matrix(tw)
-		if len(w.Data) == 0 || w.Validate() != nil {
+	for _, w := range ws {
+		if len(w.Data) == 0 || checkWeight(w) != nil {
 			continue
 		}
 		pk := b.kern.rows[w.Type].pack
@@ -71,7 +70,7 @@ func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 		}
 		if _, ok := b.packedFor(w); ok || seen[key] {
 			if ok {
-				copied = append(copied, tw)
+				copied = append(copied, w)
 			}
 			continue
 		}
@@ -93,7 +92,7 @@ func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 		w, pk := j.w, j.pk
 		b.Parallel(groups(pk, w.Rows), func(lo, hi int) { pk.pack(dst, w.Data, w.Rows, w.Cols, lo, hi) })
 		b.packed[&w.Data[0]] = packed{data: dst, rows: w.Rows, cols: w.Cols, size: len(w.Data)}
-		copied = append(copied, tensor.Matrix(w))
+		copied = append(copied, w)
 	}
 	return copied
 }
@@ -102,7 +101,7 @@ func (b *Backend) Prepare(ws []tensor.Matrix) (copied []tensor.Matrix) {
 func groups(pk *packKernel, rows int) int { return (rows + pk.group - 1) / pk.group }
 
 // packedFor returns the packed copy of w, if Prepare made one.
-func (b *Backend) packedFor(w Matrix) ([]byte, bool) {
+func (b *Backend) packedFor(w tensor.Matrix) ([]byte, bool) {
 	if b.packed == nil || len(w.Data) == 0 {
 		return nil, false
 	}
@@ -114,7 +113,7 @@ func (b *Backend) packedFor(w Matrix) ([]byte, bool) {
 }
 
 // packedMatMul is MatMul on the packed copy data of w, with its kernel pk.
-func (b *Backend) packedMatMul(pk *packKernel, out []float32, w Matrix, data []byte, x []float32, n int) {
+func (b *Backend) packedMatMul(pk *packKernel, out []float32, w tensor.Matrix, data []byte, x []float32, n int) {
 	j := &b.mm
 	*j = mmJob{out: out, w: data, rows: w.Rows, cols: w.Cols, n: n, pk: pk, src: x}
 	need := pk.xBytes(w.Cols, n)

@@ -221,7 +221,7 @@ func TestPackedMatMul(t *testing.T) {
 			for _, n := range []int{1, 2, 7, 8, 9, 17, 40} {
 				t.Run(fmt.Sprintf("%s/%dx%d/n=%d", typ, tc.rows, tc.cols, n), func(t *testing.T) {
 					r := newRand(t, uint64(tc.rows*1000+tc.cols*10+n))
-					w := Matrix{Type: typ, Rows: tc.rows, Cols: tc.cols}
+					w := tensor.Matrix{Type: typ, Rows: tc.rows, Cols: tc.cols}
 					for i := range tc.rows {
 						w.Data = append(w.Data, randWeights(t, r, typ, tc.cols, i%3 == 0)...)
 					}

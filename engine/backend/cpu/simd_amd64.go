@@ -107,38 +107,6 @@ func scaleMulSIMD(out, x []float32, s float32, w []float32) {
 	}
 }
 
-func maxSIMD(x []float32) float32 {
-	body := len(x) &^ 7
-	m := maxGeneric(x[body:])
-	if body > 0 {
-		m = max(m, maxAVX(&x[0], body))
-	}
-	return m
-}
-
-func expSubSumSIMD(x []float32, m float32) float64 {
-	body := len(x) &^ 7
-	var sum float64
-	if body > 0 {
-		sum = expSubSumAVX(&x[0], m, body)
-	}
-	// The tail goes through the same polynomial, so every element of the
-	// row is computed the same way.
-	var buf [8]float32
-	tail := buf[:len(x)-body]
-	if len(tail) > 0 {
-		for i := range tail {
-			tail[i] = x[body+i] - m
-		}
-		expAVX(&buf[0], &buf[0], 8)
-		for i, e := range tail {
-			x[body+i] = e
-			sum += float64(e)
-		}
-	}
-	return sum
-}
-
 func swigluSIMD(out, gate, up []float32) {
 	n := len(out)
 	gate, up = gate[:n], up[:n]

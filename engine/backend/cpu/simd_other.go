@@ -26,8 +26,6 @@ func scaleSIMD(x []float32, a float32)                      { scaleGeneric(x, a)
 func addSIMD(dst, a, b []float32)                           { addGeneric(dst, a, b) }
 func sumSquaresSIMD(x []float32) float64                    { return sumSquaresGeneric(x) }
 func scaleMulSIMD(out, x []float32, s float32, w []float32) { scaleMulGeneric(out, x, s, w) }
-func maxSIMD(x []float32) float32                           { return maxGeneric(x) }
-func expSubSumSIMD(x []float32, m float32) float64          { return expSubSumGeneric(x, m) }
 func swigluSIMD(out, gate, up []float32)                    { swigluGeneric(out, gate, up) }
 func f16ToF32SIMD(dst []float32, src []uint16)              { f16ToF32Generic(dst, src) }
 func f32ToF16SIMD(dst []uint16, src []float32)              { f32ToF16Generic(dst, src) }

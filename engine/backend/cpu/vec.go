@@ -99,24 +99,6 @@ func SwiGLU(out, gate, up []float32) {
 	swigluGeneric(out, gate, up)
 }
 
-// Softmax replaces x by softmax(x) in place: e^(x-max) / sum, with the sum
-// accumulated in float64. -Inf entries (masked positions) become 0; at least
-// one entry must be finite. Empty x is left alone.
-func Softmax(x []float32) {
-	if len(x) == 0 {
-		return
-	}
-	if useSIMD && len(x) >= simdMin {
-		m := maxSIMD(x)
-		sum := expSubSumSIMD(x, m)
-		scaleSIMD(x, float32(1/sum))
-		return
-	}
-	m := maxGeneric(x)
-	sum := expSubSumGeneric(x, m)
-	scaleGeneric(x, float32(1/sum))
-}
-
 // F16ToF32s converts IEEE half floats to float32 (equal lengths), with F16C
 // when available.
 func F16ToF32s(dst []float32, src []uint16) {
@@ -200,24 +182,6 @@ func swigluGeneric(out, gate, up []float32) {
 		e := float32(math.Exp(float64(-g)))
 		out[i] = float32(g/(1+e)) * up[i]
 	}
-}
-
-func maxGeneric(x []float32) float32 {
-	m := float32(math.Inf(-1))
-	for _, v := range x {
-		m = max(m, v)
-	}
-	return m
-}
-
-func expSubSumGeneric(x []float32, m float32) float64 {
-	var sum float64
-	for i, v := range x {
-		e := float32(math.Exp(float64(v - m)))
-		x[i] = e
-		sum += float64(e)
-	}
-	return sum
 }
 
 func f16ToF32Generic(dst []float32, src []uint16) {

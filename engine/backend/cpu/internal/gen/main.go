@@ -3,11 +3,19 @@
 //
 //	go generate ./engine/backend/cpu   (runs: go run ./internal/gen -out ... -stubs ...)
 //
-// The .s file and its Go declarations are committed; CI regenerates them and
-// fails when they differ (.ci/run), so the generator is the source of truth.
+// With -kernels softmax it writes engine/sample's softmax kernels instead
+// (go generate ./engine/sample), from the same vector code, so that the
+// sampler computes its probabilities without importing the CPU backend.
+//
+// The .s files and their Go declarations are committed; CI regenerates them
+// and fails when they differ (.ci/run), so the generator is the source of
+// truth.
 package main
 
 import (
+	"flag"
+	"log"
+
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/buildtags"
 	"github.com/mmcloughlin/avo/ir"
@@ -17,7 +25,22 @@ import (
 )
 
 func main() {
+	kernels := flag.String("kernels", "cpu", "the kernels to write: cpu (engine/backend/cpu) or softmax (engine/sample)")
+	flag.Parse()
 	Constraint(buildtags.Term("amd64"))
+	switch *kernels {
+	case "cpu":
+		cpuKernels()
+	case "softmax":
+		softmaxFamily("")
+	default:
+		log.Fatalf("-kernels %q: want cpu or softmax", *kernels)
+	}
+	Generate()
+}
+
+// cpuKernels are engine/backend/cpu's.
+func cpuKernels() {
 	gemm32()
 	packed32Family()
 	packedKFamily()
@@ -34,7 +57,6 @@ func main() {
 	q32zFamily("")
 	vecFamily("")
 	q8p()
-	Generate()
 }
 
 // raw emits an instruction avo's database lacks (AVX-512 VNNI). The

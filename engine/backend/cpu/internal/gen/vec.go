@@ -154,17 +154,7 @@ func vecFamily(sfx string) {
 	VZEROUPPER()
 	RET()
 
-	text("scaleAVX", NOSPLIT, "func(x *float32, a float32, n int)")
-	Doc("scaleAVX sets x *= a.")
-	Load(Param("x"), RDI)
-	VBROADCASTSS(NewParamAddr("a", 8), Y15)
-	Load(Param("n"), RCX)
-	stream(sfx+"scaleAVX", 4, []streamPtr{{RDI, 4}}, func(k, _ int) {
-		VMULPS(Mem{Base: RDI, Disp: 32 * k}, Y15, yreg(k))
-		VMOVUPS(yreg(k), Mem{Base: RDI, Disp: 32 * k})
-	})
-	VZEROUPPER()
-	RET()
+	scaleKernel(sfx)
 
 	text("addAVX", NOSPLIT, "func(dst, a, b *float32, n int)")
 	Doc("addAVX sets dst = a + b.")
@@ -240,52 +230,6 @@ func vecFamily(sfx string) {
 	VZEROUPPER()
 	RET()
 
-	text("maxAVX", NOSPLIT, "func(x *float32, n int) float32")
-	Doc("maxAVX returns the largest of n float32s (n >= 8).")
-	Load(Param("x"), RSI)
-	Load(Param("n"), RCX)
-	VMOVUPS(Mem{Base: RSI}, Y0)
-	VMOVAPS(Y0, Y1)
-	stream(sfx+"maxAVX", 1, []streamPtr{{RSI, 4}}, func(int, int) {
-		VMAXPS(Mem{Base: RSI}, Y0, Y0)
-	})
-	VMAXPS(Y1, Y0, Y0)
-	VEXTRACTF128(U8(1), Y0, X1)
-	VMAXPS(X1, X0, X0)
-	VPERMILPS(U8(0x4e), X0, X1)
-	VMAXPS(X1, X0, X0)
-	VPERMILPS(U8(0xb1), X0, X1)
-	VMAXSS(X1, X0, X0)
-	Store(X0, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
-
-	// expSubSumAVX: the low four results of each 8 into one float64
-	// accumulator, the high four into another; their sum, then HSUMPD.
-	text("expSubSumAVX", NOSPLIT, "func(x *float32, m float32, n int) float64")
-	Doc("expSubSumAVX sets x[i] = e^(x[i]-m) and returns their sum in float64 (see internal/gen/vec.go).")
-	Load(Param("x"), RDI)
-	VBROADCASTSS(NewParamAddr("m", 8), Y15)
-	Load(Param("n"), RCX)
-	VXORPD(Y8, Y8, Y8)
-	VXORPD(Y9, Y9, Y9)
-	stream(sfx+"expSubSumAVX", 1, []streamPtr{{RDI, 4}}, func(int, int) {
-		VMOVUPS(Mem{Base: RDI}, Y0)
-		VSUBPS(Y15, Y0, Y0)
-		exp8(Y0, Y1, Y2, Y3)
-		VMOVUPS(Y0, Mem{Base: RDI})
-		VCVTPS2PD(X0, Y4)
-		VEXTRACTF128(U8(1), Y0, X5)
-		VCVTPS2PD(X5, Y5)
-		VADDPD(Y4, Y8, Y8)
-		VADDPD(Y5, Y9, Y9)
-	})
-	VADDPD(Y9, Y8, Y8)
-	hsumPD(Y8, X1)
-	Store(X8, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
-
 	text("swigluAVX", NOSPLIT, "func(out, gate, up *float32, n int)")
 	Doc("swigluAVX sets out = g/(1+e^-g) * up.")
 	Load(Param("out"), RDI)
@@ -306,18 +250,7 @@ func vecFamily(sfx string) {
 	VZEROUPPER()
 	RET()
 
-	text("expAVX", NOSPLIT, "func(dst, src *float32, n int)")
-	Doc("expAVX sets dst = e^src (see exp8 in internal/gen/vec.go).")
-	Load(Param("dst"), RDI)
-	Load(Param("src"), RSI)
-	Load(Param("n"), RCX)
-	stream(sfx+"expAVX", 1, []streamPtr{{RSI, 4}, {RDI, 4}}, func(int, int) {
-		VMOVUPS(Mem{Base: RSI}, Y0)
-		exp8(Y0, Y1, Y2, Y3)
-		VMOVUPS(Y0, Mem{Base: RDI})
-	})
-	VZEROUPPER()
-	RET()
+	expKernel(sfx)
 
 	text("f16ToF32AVX", NOSPLIT, "func(dst *float32, src *uint16, n int)")
 	Doc("f16ToF32AVX converts halves to float32 (exact).")
@@ -352,4 +285,105 @@ func hsumPD(y, t VecPhysical) {
 	VADDPD(t, x, x)
 	VPERMILPD(U8(1), x, t)
 	VADDSD(t, x, x)
+}
+
+// softmaxFamily is engine/sample's softmax (go run ./internal/gen -kernels
+// softmax): the largest value, e^(x-max) with its float64 sum, and the
+// scaling by the sum's inverse, the kernels that the CPU backend's vector
+// functions use for the same steps (exp8, the fixed accumulators), so the
+// sampler's probabilities are the bits they were when it called this
+// package.
+func softmaxFamily(sfx string) {
+	vecData()
+	maxKernel(sfx)
+	expSubSumKernel(sfx)
+	expKernel(sfx)
+	scaleKernel(sfx)
+}
+
+// scaleKernel emits scaleAVX.
+func scaleKernel(sfx string) {
+	text := func(name string, a attr.Attribute, sig string) { textNoEscape(name+sfx, a, sig) }
+	text("scaleAVX", NOSPLIT, "func(x *float32, a float32, n int)")
+	Doc("scaleAVX sets x *= a.")
+	Load(Param("x"), RDI)
+	VBROADCASTSS(NewParamAddr("a", 8), Y15)
+	Load(Param("n"), RCX)
+	stream(sfx+"scaleAVX", 4, []streamPtr{{RDI, 4}}, func(k, _ int) {
+		VMULPS(Mem{Base: RDI, Disp: 32 * k}, Y15, yreg(k))
+		VMOVUPS(yreg(k), Mem{Base: RDI, Disp: 32 * k})
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// maxKernel emits maxAVX.
+func maxKernel(sfx string) {
+	text := func(name string, a attr.Attribute, sig string) { textNoEscape(name+sfx, a, sig) }
+	text("maxAVX", NOSPLIT, "func(x *float32, n int) float32")
+	Doc("maxAVX returns the largest of n float32s (n >= 8).")
+	Load(Param("x"), RSI)
+	Load(Param("n"), RCX)
+	VMOVUPS(Mem{Base: RSI}, Y0)
+	VMOVAPS(Y0, Y1)
+	stream(sfx+"maxAVX", 1, []streamPtr{{RSI, 4}}, func(int, int) {
+		VMAXPS(Mem{Base: RSI}, Y0, Y0)
+	})
+	VMAXPS(Y1, Y0, Y0)
+	VEXTRACTF128(U8(1), Y0, X1)
+	VMAXPS(X1, X0, X0)
+	VPERMILPS(U8(0x4e), X0, X1)
+	VMAXPS(X1, X0, X0)
+	VPERMILPS(U8(0xb1), X0, X1)
+	VMAXSS(X1, X0, X0)
+	Store(X0, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// expSubSumKernel emits expSubSumAVX.
+func expSubSumKernel(sfx string) {
+	text := func(name string, a attr.Attribute, sig string) { textNoEscape(name+sfx, a, sig) }
+	// expSubSumAVX: the low four results of each 8 into one float64
+	// accumulator, the high four into another; their sum, then HSUMPD.
+	text("expSubSumAVX", NOSPLIT, "func(x *float32, m float32, n int) float64")
+	Doc("expSubSumAVX sets x[i] = e^(x[i]-m) and returns their sum in float64 (see internal/gen/vec.go).")
+	Load(Param("x"), RDI)
+	VBROADCASTSS(NewParamAddr("m", 8), Y15)
+	Load(Param("n"), RCX)
+	VXORPD(Y8, Y8, Y8)
+	VXORPD(Y9, Y9, Y9)
+	stream(sfx+"expSubSumAVX", 1, []streamPtr{{RDI, 4}}, func(int, int) {
+		VMOVUPS(Mem{Base: RDI}, Y0)
+		VSUBPS(Y15, Y0, Y0)
+		exp8(Y0, Y1, Y2, Y3)
+		VMOVUPS(Y0, Mem{Base: RDI})
+		VCVTPS2PD(X0, Y4)
+		VEXTRACTF128(U8(1), Y0, X5)
+		VCVTPS2PD(X5, Y5)
+		VADDPD(Y4, Y8, Y8)
+		VADDPD(Y5, Y9, Y9)
+	})
+	VADDPD(Y9, Y8, Y8)
+	hsumPD(Y8, X1)
+	Store(X8, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// expKernel emits expAVX.
+func expKernel(sfx string) {
+	text := func(name string, a attr.Attribute, sig string) { textNoEscape(name+sfx, a, sig) }
+	text("expAVX", NOSPLIT, "func(dst, src *float32, n int)")
+	Doc("expAVX sets dst = e^src (see exp8 in internal/gen/vec.go).")
+	Load(Param("dst"), RDI)
+	Load(Param("src"), RSI)
+	Load(Param("n"), RCX)
+	stream(sfx+"expAVX", 1, []streamPtr{{RSI, 4}, {RDI, 4}}, func(int, int) {
+		VMOVUPS(Mem{Base: RSI}, Y0)
+		exp8(Y0, Y1, Y2, Y3)
+		VMOVUPS(Y0, Mem{Base: RDI})
+	})
+	VZEROUPPER()
+	RET()
 }

@@ -1,0 +1,67 @@
+// Package cpurun computes the native engine's forward passes on the CPU
+// backend: a native.Compute whose runners are engine/model's forward pass
+// over an engine/backend/cpu Backend, with the KV cache in host memory.
+//
+// It is the one place where the engine meets the CPU backend: engine/native
+// defines what it needs of a backend (native.Runner) and never imports one,
+// and the wiring (the rill command, tests) chooses this package or another
+// backend's.
+package cpurun
+
+import (
+	"context"
+
+	"rill/engine/backend/cpu"
+	"rill/engine/model"
+	"rill/engine/native"
+)
+
+// Compute is the CPU backend for one engine: one worker pool, shared by
+// the runners of the engine's model and draft model, which take turns.
+type Compute struct {
+	be *cpu.Backend
+}
+
+// New starts a CPU backend's worker pool (opts.Threads goroutines, default
+// GOMAXPROCS) for an engine's runners. Close stops it.
+func New(opts cpu.Options) *Compute {
+	return &Compute{be: cpu.New(opts)}
+}
+
+// NewRunner implements native.Compute: m's forward pass on the backend, for
+// batches of up to spec.MaxTokens tokens, over a host KV cache of
+// spec.Blocks blocks. The backend keeps its own copy of the weights it
+// repacks (cpu.Backend.Prepare) and lets m's file give their pages back.
+func (c *Compute) NewRunner(m *model.Model, spec native.RunnerSpec) (native.Runner, error) {
+	kv, err := model.NewKVOn(c.be, &m.Config, spec.KVType, spec.Blocks, spec.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	r := model.NewRunner(m, c.be, spec.MaxTokens)
+	if spec.ContextLength > 0 {
+		r.SetContextLength(spec.ContextLength)
+	}
+	return &runner{r: r, kv: kv}, nil
+}
+
+// Close stops the worker pool. The runners must not be used afterwards;
+// later calls do nothing.
+func (c *Compute) Close() error {
+	c.be.Close()
+	return nil
+}
+
+// runner is one model's forward pass and its KV cache.
+type runner struct {
+	r  *model.Runner
+	kv *model.KV
+}
+
+// Forward implements native.Runner. A pass on the CPU is not interrupted:
+// ctx is not consulted.
+func (r *runner) Forward(_ context.Context, b *model.Batch) ([]float32, error) {
+	return r.r.Forward(b, r.kv)
+}
+
+// CopyBlock implements native.Runner.
+func (r *runner) CopyBlock(dst, src, n int) { r.kv.CopyBlock(dst, src, n) }
