@@ -201,7 +201,7 @@ func openShared(t testing.TB, path string, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = discard
 	}
-	e, err := New(m, opts)
+	e, err := New(m, testCompute(t), opts)
 	if err != nil {
 		m.Close()
 		t.Fatal(err)

@@ -232,7 +232,7 @@ func TestCacheWriteTokens(t *testing.T) {
 				}
 				check(t, s, cache, g)
 				for _, seq := range g.seqs {
-					s.Finish(seq)
+					s.finish(seq)
 				}
 			}
 		})
@@ -246,7 +246,7 @@ func TestCacheWriteTokens(t *testing.T) {
 		if g.seqs[1].state != stateWaiting {
 			t.Fatalf("choice 1 is %v, want waiting for a block", g.seqs[1].state)
 		}
-		s.Finish(g.seqs[0])
+		s.finish(g.seqs[0])
 		step(s, 0)
 		step(s, 0)
 		if !g.seqs[1].Running() || g.CacheWriteTokens() != 4 {
