@@ -43,6 +43,11 @@ type Options struct {
 	OwnedBy     string
 	// ContextLength caps prompt + completion; default the model's training context.
 	ContextLength int
+	// ChatTemplate is a Jinja chat template that replaces the model's own
+	// (tokenizer.chat_template), for models that ship a broken or outdated
+	// one; empty keeps the model's. The tool-call format and the reasoning
+	// markers are then read from it, as from the model's.
+	ChatTemplate string
 	// KVCacheBytes is the memory budget of the KV cache; default room for
 	// 4 full contexts, at most 1 GiB.
 	KVCacheBytes int64
@@ -176,6 +181,9 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		ctxLen = o.ContextLength
 	}
 	src, _ := m.File.Metadata.String("tokenizer.chat_template")
+	if o.ChatTemplate != "" {
+		src = o.ChatTemplate
+	}
 	tmpl, err := chat.NewWithOptions(src, chat.Options{BOS: tok.Text(tok.BOS()), EOS: tok.Text(tok.EOS()),
 		MaxOutput: maxPromptBytes(tok, ctxLen)})
 	if err != nil {
@@ -252,6 +260,7 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 		slog.String("type", o.KVType.String()),
 		slog.Int("context_length", ctxLen),
 		slog.String("chat_template", tmpl.Name()),
+		slog.Bool("chat_template_override", o.ChatTemplate != ""),
 		slog.Bool("reasoning", e.think.reasons()),
 		slog.String("tool_format", string(e.toolFormat)),
 		slog.String("speculative", e.proposerName()),
