@@ -1,8 +1,10 @@
 package chat
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -94,4 +96,64 @@ func TestCapsRealTemplates(t *testing.T) {
 			t.Errorf("%s: %+v, want system role %v, tool calls %v, string content", c.file, caps, c.system, c.calls)
 		}
 	}
+}
+
+// TestAdapt: how a conversation is reshaped for each kind of template.
+func TestAdapt(t *testing.T) {
+	t.Parallel()
+	const (
+		shows      = "{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}"
+		noSystem   = "{% for m in messages %}{% if m.role != 'system' %}{{ m.role }}:{{ m.content }};{% endif %}{% endfor %}"
+		channels   = "{% for m in messages %}<|channel|>{{ m.role }}:{{ m.content }};{% endfor %}"
+		typedOnly  = "{% for m in messages %}{{ m.role }}:{% for p in m.content %}{{ p.text }}{% endfor %};{% endfor %}"
+		argsAsText = "{% for m in messages %}{{ m.role }}:{{ m.content }}{% for c in m.tool_calls %}[{{ c.function.arguments }}]{% endfor %};{% endfor %}"
+	)
+	call := []ToolCall{{ID: "c1", Name: "f", Arguments: json.RawMessage(`{"a": 1}`)}}
+	cases := []struct {
+		name, src string
+		msgs      []Message
+		want      string
+	}{
+		{"system kept", shows, []Message{{Role: "system", Content: "S"}, {Role: "user", Content: "U"}}, "system:S;user:U;"},
+		{"developer is system", shows, []Message{{Role: "developer", Content: "D"}, {Role: "user", Content: "U"}}, "system:D;user:U;"},
+		{"developer kept with channels", channels, []Message{{Role: "developer", Content: "D"}}, "<|channel|>developer:D;"},
+		{"system folded", noSystem, []Message{{Role: "system", Content: "S"}, {Role: "user", Content: "U"}, {Role: "assistant", Content: "A"}},
+			"user:S\nU;assistant:A;"},
+		{"developer folded", noSystem, []Message{{Role: "developer", Content: "D"}, {Role: "user", Content: "U"}}, "user:D\nU;"},
+		{"later system folded", noSystem, []Message{{Role: "user", Content: "U"}, {Role: "assistant", Content: "A"}, {Role: "system", Content: "S"}, {Role: "user", Content: "V"}},
+			"user:U;assistant:A;user:S\nV;"},
+		{"two systems folded", noSystem, []Message{{Role: "system", Content: "S"}, {Role: "system", Content: "T"}, {Role: "user", Content: "U"}}, "user:S\nT\nU;"},
+		{"lone system a user turn", noSystem, []Message{{Role: "system", Content: "S"}}, "user:S;"},
+		{"into null content", noSystem, []Message{{Role: "system", Content: "S"}, {Role: "assistant", NullContent: true}}, "assistant:S\n;"},
+		{"typed only", typedOnly, []Message{{Role: "user", Content: "U"}}, "user:U;"},
+		{"arguments as text", argsAsText, []Message{{Role: "assistant", ToolCalls: call}}, `assistant:[{"a": 1}];`},
+		{"no arguments as text", argsAsText, []Message{{Role: "assistant", ToolCalls: []ToolCall{{Name: "f"}}}}, `assistant:[];`},
+	}
+	for _, c := range cases {
+		tmpl, err := New(c.src)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		conv := Conversation{Messages: c.msgs}
+		before := cloneMessages(c.msgs)
+		got, err := tmpl.RenderConversation(tmpl.Adapt(conv))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+		if !reflect.DeepEqual(c.msgs, before) {
+			t.Errorf("%s: Adapt changed its input", c.name)
+		}
+	}
+}
+
+func cloneMessages(msgs []Message) []Message {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m
+		out[i].ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+	}
+	return out
 }

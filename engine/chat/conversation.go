@@ -44,7 +44,9 @@ type ToolCall struct {
 	Name string
 	// Arguments is a JSON object: templates print it with tojson or iterate
 	// its items. (The OpenAI API sends a JSON string; decode it first.)
-	// Empty means {}.
+	// Empty means {}. It may also be a JSON string, which templates then
+	// see as a string: the arguments' JSON text, for templates that print
+	// them as they are (see Template.Adapt).
 	Arguments json.RawMessage
 }
 
@@ -184,8 +186,10 @@ func toolCallDict(tc ToolCall) (*dict, error) {
 		if err != nil {
 			return nil, fmt.Errorf("arguments: %w", err)
 		}
-		if _, ok := v.(*dict); !ok {
-			return nil, errors.New("arguments: not a JSON object")
+		switch v.(type) {
+		case *dict, string:
+		default:
+			return nil, errors.New("arguments: not a JSON object or string")
 		}
 		args = v
 	}

@@ -191,7 +191,10 @@ func firstSpecial(msgs []engine.Message, specials []string) string {
 // conversation is the template's view of a chat request: the messages with
 // their tool calls (arguments decoded from the JSON text OpenAI sends),
 // tool results and earlier reasoning; the tools as OpenAI's tool objects;
-// the kwargs as further variables. A model that reasons gets
+// the kwargs as further variables; all of it adapted to what the template
+// can show (chat.Template.Adapt: a system message folded into the first
+// user turn of a template without the system role, arguments as JSON text
+// for a template that prints them as text, ...). A model that reasons gets
 // enable_thinking true unless the client set it, as llama.cpp's server
 // passes it (templates that test it for false, like Qwen 3's, render the
 // same; those that think only when it is true, like llama.cpp's copies of
@@ -208,8 +211,12 @@ func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs
 			cm.ToolCalls = make([]chat.ToolCall, len(m.ToolCalls))
 		}
 		for j, tc := range m.ToolCalls {
-			args := json.RawMessage(strings.TrimSpace(tc.Arguments))
-			if len(args) > 0 && (!json.Valid(args) || args[0] != '{') {
+			// The text as sent (Adapt may pass it on as text), once it is
+			// known to hold a JSON object.
+			args := json.RawMessage(tc.Arguments)
+			if trimmed := strings.TrimSpace(tc.Arguments); trimmed == "" {
+				args = nil
+			} else if !json.Valid(args) || trimmed[0] != '{' {
 				return conv, engine.Errorf("invalid_value", fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j),
 					"the arguments of tool call %q are not a JSON object: %.80q", tc.ID, tc.Arguments)
 			}
@@ -233,7 +240,7 @@ func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs
 			conv.Vars["enable_thinking"] = true
 		}
 	}
-	return conv, nil
+	return e.tmpl.Adapt(conv), nil
 }
 
 // toolsJSON writes tools as the JSON array templates iterate:

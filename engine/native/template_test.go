@@ -2,6 +2,7 @@ package native
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,40 @@ const templateHermes = "{% if tools %}<tools>{% for t in tools %}{{ t.function.n
 	"{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}" +
 	"{% for c in m.tool_calls %}<tool_call>\n{{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}\n</tool_call>{% endfor %}" +
 	"<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+
+// fourTurns is the chat of issue 22: system, user, assistant, user.
+var fourTurns = []engine.Message{
+	{Role: engine.RoleSystem, Content: "You are a pirate."},
+	{Role: engine.RoleUser, Content: "Hello!"},
+	{Role: engine.RoleAssistant, Content: "Arr, ahoy."},
+	{Role: engine.RoleUser, Content: "Where is the treasure?"},
+}
+
+// TestSystemFoldedIntoFirstUserTurn: a template without a system role
+// (Phi-3's) gets the system text at the start of the first user turn,
+// joined by "\n", as llama.cpp's server folds it, instead of losing it;
+// the prompt's token count is that text's. A developer message is a
+// system message.
+func TestSystemFoldedIntoFirstUserTurn(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Options{ChatTemplate: templatePhi3})
+	want := "<|user|>\nYou are a pirate.\nHello!<|end|>\n<|assistant|>\nArr, ahoy.<|end|>\n<|user|>\nWhere is the treasure?<|end|>\n<|assistant|>\n"
+	developer := slices.Clone(fourTurns)
+	developer[0].Role = engine.RoleDeveloper
+	for _, msgs := range [][]engine.Message{fourTurns, developer} {
+		text, _, err := e.renderChat(chatRender{msgs: msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text != want {
+			t.Errorf("%s message: prompt\n%q\nwant\n%q", msgs[0].Role, text, want)
+		}
+	}
+	r := collect(t, e, &engine.Request{Model: e.Models()[0].ID, Messages: fourTurns, MaxTokens: 1})
+	if got, n := r.final[0].Stats.PromptTokens, len(e.tok.Encode(want, encodeWithBOS)); got != n {
+		t.Errorf("prompt_tokens %d, want %d", got, n)
+	}
+}
 
 // TestChatTemplateOverride: Options.ChatTemplate replaces the model's
 // template: the prompt is the new template's, and the tool-call format is
