@@ -65,6 +65,11 @@ type Native struct {
 	// MaxQueuedRequests bounds the requests waiting to start beyond the
 	// free decoding slots; past it requests are refused with a 503.
 	MaxQueuedRequests int `yaml:"max_queued_requests"`
+	// ChatTemplateFile is a Jinja chat template that replaces the model's
+	// own (tokenizer.chat_template), for models that ship a broken or
+	// outdated one (relative paths are relative to the configuration
+	// file); empty keeps the model's.
+	ChatTemplateFile string `yaml:"chat_template_file"`
 }
 
 // MaxDraftTokens is the largest draft_tokens accepted.
@@ -136,6 +141,7 @@ func Load(path string) (*File, error) {
 		if n := f.Models[i].Native; n != nil {
 			n.Model = resolve(dir, n.Model)
 			n.DraftModel = resolve(dir, n.DraftModel)
+			n.ChatTemplateFile = resolve(dir, n.ChatTemplateFile)
 		}
 	}
 	return f, nil

@@ -30,6 +30,7 @@ func (m *Model) RegisterNativeFlags(fs *flag.FlagSet) {
 	fs.StringVar(&n.KVCacheType, "kv-cache-type", "f16", "KV cache element type: f16 (llama.cpp's numerics, half the memory) or f32 (exact)")
 	fs.IntVar(&n.MaxSeqs, "max-seqs", n.MaxSeqs, "most sequences (choices) decoding at once (default 64)")
 	fs.IntVar(&n.MaxQueuedRequests, "max-queued-requests", n.MaxQueuedRequests, "most requests waiting to start beyond the free decoding slots; more are refused with 503 engine_overloaded (default 256)")
+	fs.StringVar(&n.ChatTemplateFile, "chat-template-file", n.ChatTemplateFile, "Jinja chat template file that replaces the model's own (default: the GGUF's tokenizer.chat_template); the tool-call format and reasoning markers follow it")
 }
 
 // NativeFlagNames are the names of the flags RegisterNativeFlags defines,
