@@ -8,19 +8,22 @@ import (
 // Caps are what a template does with the parts of a conversation. They are
 // found as llama.cpp's server finds them (its Jinja engine's capability
 // check): the template renders small probe conversations while the
-// interpreter notes which of their values the template reads, and a part
-// the template never reads is a part it does not support. llama.cpp then
+// interpreter notes which of their values the template uses, and a part
+// the template never uses is a part it does not support. llama.cpp then
 // reshapes every conversation to fit (see Adapt), so that, for instance, a
 // system message is folded into the first user turn of a template that
 // ignores the system role instead of vanishing.
 //
-// "Reads" means what llama.cpp counts: a dict's key looked up by attribute
-// or subscript (message.content, message['content']), or the whole value
-// serialised (tojson, string); a string is used as a list when it is
-// iterated, indexed by a number or filtered with selectattr. Reading a key
-// with .get() does not count, as it does not in llama.cpp.
+// "Uses" means what llama.cpp counts, value by value: a value is used when
+// it is looked up (message.content, message['content']), named by a
+// variable (one set from message.get('content'), a macro's parameter, a
+// loop variable), given to a filter or method, iterated, or inside a value
+// serialised whole (tojson, string). Printing message.get('content') at
+// once does not count, as it does not in llama.cpp. Content is used as a
+// list of parts when it is iterated, indexed by a number or filtered with
+// selectattr.
 type Caps struct {
-	// SystemRole: the template reads the content of a leading system
+	// SystemRole: the template uses the content of a leading system
 	// message.
 	SystemRole bool
 	// StringContent: the template renders content given as a string;
@@ -28,14 +31,14 @@ type Caps struct {
 	// ([{"type": "text", "text": ...}]). llama.cpp gives a template that
 	// has only one of them content in that shape.
 	StringContent, TypedContent bool
-	// Tools: the template reads the names of the tools it is given.
+	// Tools: the template uses the names of the tools it is given.
 	Tools bool
-	// ToolCalls: the template reads an assistant turn's tool_calls;
-	// ParallelToolCalls: it reads the second of two calls as well.
+	// ToolCalls: the template uses an assistant turn's tool_calls;
+	// ParallelToolCalls: it uses the second of two calls as well.
 	ToolCalls, ParallelToolCalls bool
-	// ObjectArguments: the template reads a tool call's arguments as an
-	// object (a key of it, or the whole with tojson); without it llama.cpp
-	// passes the arguments as the JSON text the client sent.
+	// ObjectArguments: the template uses a tool call's arguments as an
+	// object (the value of a key, or the whole with tojson); without it
+	// llama.cpp passes the arguments as the JSON text the client sent.
 	ObjectArguments bool
 }
 

@@ -10,7 +10,8 @@
 // The variables a template sees are messages (a list of dicts with role,
 // content, and reasoning_content, name, tool_calls and tool_call_id when
 // set), add_generation_prompt, bos_token, eos_token, tools and documents
-// (None unless the Conversation has them) and the Conversation's further
+// (None unless the Conversation has them; undefined with AbsentUndefined,
+// as llama.cpp's server leaves them) and the Conversation's further
 // variables (chat_template_kwargs such as enable_thinking). The output
 // matches jinja2's byte for byte on the templates in testdata (see
 // scripts/chat/golden.py) and on the real templates in ../shared (see

@@ -201,3 +201,30 @@ func TestRenderMatchesConversation(t *testing.T) {
 		t.Errorf("Render = %s, want %s", got, want)
 	}
 }
+
+// TestAbsentUndefined: without tools or documents, a template sees None
+// (Hugging Face's way) or, with AbsentUndefined, nothing (llama.cpp's), so
+// that a loop over tools renders nothing instead of failing.
+func TestAbsentUndefined(t *testing.T) {
+	t.Parallel()
+	tmpl, err := New("{{ tools is defined }} {{ documents is none }} {% for t in tools %}{{ t.function.name }}{% endfor %}.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		c       Conversation
+		want    string
+		wantErr bool
+	}{
+		{"None", Conversation{}, "", true},
+		{"undefined", Conversation{AbsentUndefined: true}, "False False .", false},
+		{"given", Conversation{AbsentUndefined: true, Tools: json.RawMessage(`[{"function": {"name": "f"}}]`)}, "True False f.", false},
+	}
+	for _, c := range cases {
+		got, err := tmpl.RenderConversation(c.c)
+		if (err != nil) != c.wantErr || got != c.want {
+			t.Errorf("%s: %q, %v; want %q (error %v)", c.name, got, err, c.want, c.wantErr)
+		}
+	}
+}
