@@ -102,7 +102,6 @@ type Engine struct {
 	model *model.Model
 	tok   *tokenizer.Tokenizer
 	tmpl  *chat.Template
-	facts templateFacts
 	think thinkMarkers
 	// controlTexts are the texts of the control tokens, which no string
 	// of a chat request may turn into those tokens.
@@ -110,6 +109,8 @@ type Engine struct {
 	opts         Options
 	ctxLen       int
 	log          *slog.Logger
+	// now is the clock of the date a chat template sees.
+	now func() time.Time
 
 	// toolFormat is how this model writes tool calls, from its chat
 	// template; markers are its control tokens that stand for tool-call
@@ -220,8 +221,8 @@ func New(m *model.Model, opts Options) (*Engine, error) {
 			ContextLength: ctxLen, Description: o.Description, PrefixCache: true,
 			Drafting: o.Draft != nil || o.NGram,
 		},
-		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger,
-		facts: probeTemplate(tmpl), think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
+		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger, now: time.Now,
+		think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
 		toolFormat: toolcall.Detect(src), markers: markerTokens(tok),
 		kv: kv, cache: cache, draft: o.Draft, draftKV: draftKV,
 		submit: make(chan *request),

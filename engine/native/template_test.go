@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"rill/engine"
 	"rill/engine/chat"
@@ -123,5 +124,30 @@ func TestChatTemplateOverrideBroken(t *testing.T) {
 	var se *chat.SyntaxError
 	if !errors.As(err, &se) || se.Line != 2 || !strings.Contains(err.Error(), "chat template") {
 		t.Fatalf("error %v, want a chat template syntax error at line 2", err)
+	}
+}
+
+// TestChatTemplateDate: templates see today's date as date_string and
+// datetime, as llama.cpp's server gives them (Llama 3.1 prints it, or a
+// fixed "26 Jul 2024" without it); a request's kwargs may set their own.
+func TestChatTemplateDate(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Options{ChatTemplate: "{{ date_string }}|{{ datetime }}"})
+	e.now = func() time.Time { return time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC) }
+	msgs := []engine.Message{{Role: engine.RoleUser, Content: "Hi"}}
+	for _, tc := range []struct {
+		kwargs map[string]any
+		want   string
+	}{
+		{nil, "04 Dec 2026|Dec 04 2026"},
+		{map[string]any{"date_string": "01 Jan 2025"}, "01 Jan 2025|Dec 04 2026"},
+	} {
+		text, _, err := e.renderChat(chatRender{msgs: msgs, kwargs: tc.kwargs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text != tc.want {
+			t.Errorf("kwargs %v: %q, want %q", tc.kwargs, text, tc.want)
+		}
 	}
 }
