@@ -23,7 +23,7 @@ import (
 //     the arguments are passed as the JSON text the client sent, which
 //     such templates print as it is.
 //
-// c is not modified; Messages is a new slice when anything changed.
+// c is not modified: the result has a Messages slice of its own.
 func (t *Template) Adapt(c Conversation) Conversation {
 	caps := t.caps
 	developerIsSystem := !strings.Contains(t.src.text, "<|channel|>")
@@ -61,7 +61,7 @@ func (t *Template) Adapt(c Conversation) Conversation {
 
 // foldSystem puts the text of each system message at the start of the
 // message after it, and makes a system message with none after it a user
-// message.
+// message. It reuses msgs' array.
 func foldSystem(msgs []Message) []Message {
 	out := msgs[:0]
 	var carry []string // system texts waiting for the next message

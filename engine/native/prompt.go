@@ -161,10 +161,11 @@ func firstSpecial(msgs []engine.Message, specials []string) string {
 // the kwargs as further variables, after today's date as date_string
 // ("04 Dec 2026") and datetime ("Dec 04 2026"). Null content (an
 // assistant turn that only calls tools) is "", as llama.cpp's server gives
-// every template: GLM's prints None as "None". All of it is adapted to what the template
-// can show (chat.Template.Adapt: a system message folded into the first
-// user turn of a template without the system role, arguments as JSON text
-// for a template that prints them as text, ...). A model that reasons gets
+// it to every template (GLM's would print None as "None"). All of it is
+// adapted to what the template can show (chat.Template.Adapt: a system
+// message folded into the first user turn of a template without the
+// system role, arguments as JSON text for a template that prints them as
+// text, ...). A model that reasons gets
 // enable_thinking true unless the client set it, as llama.cpp's server
 // passes it (templates that test it for false, like Qwen 3's, render the
 // same; those that think only when it is true, like llama.cpp's copies of
