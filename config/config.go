@@ -71,6 +71,11 @@ type Native struct {
 	// "compact" (the default, none) or "bounded" (short runs, for models
 	// that pretty-print).
 	JSONWhitespace string `yaml:"json_whitespace"`
+	// ChatTemplateFile is a Jinja chat template that replaces the model's
+	// own (tokenizer.chat_template), for models that ship a broken or
+	// outdated one (relative paths are relative to the configuration
+	// file); empty keeps the model's.
+	ChatTemplateFile string `yaml:"chat_template_file"`
 }
 
 // MaxDraftTokens is the largest draft_tokens accepted.
@@ -142,6 +147,7 @@ func Load(path string) (*File, error) {
 		if n := f.Models[i].Native; n != nil {
 			n.Model = resolve(dir, n.Model)
 			n.DraftModel = resolve(dir, n.DraftModel)
+			n.ChatTemplateFile = resolve(dir, n.ChatTemplateFile)
 		}
 	}
 	return f, nil

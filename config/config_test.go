@@ -158,7 +158,7 @@ func TestLoadResolvesPaths(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rill.yaml")
-	body := "models:\n  - id: a\n    native: {model: models/a.gguf, draft_model: /abs/d.gguf}\n  - id: b\n    native: {model: embedded}\n"
+	body := "models:\n  - id: a\n    native: {model: models/a.gguf, draft_model: /abs/d.gguf, chat_template_file: t/a.jinja}\n  - id: b\n    native: {model: embedded}\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +166,9 @@ func TestLoadResolvesPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Models[0].Native; got.Model != filepath.Join(dir, "models/a.gguf") || got.DraftModel != "/abs/d.gguf" {
-		t.Errorf("paths %q %q", got.Model, got.DraftModel)
+	if got := f.Models[0].Native; got.Model != filepath.Join(dir, "models/a.gguf") || got.DraftModel != "/abs/d.gguf" ||
+		got.ChatTemplateFile != filepath.Join(dir, "t/a.jinja") {
+		t.Errorf("paths %q %q %q", got.Model, got.DraftModel, got.ChatTemplateFile)
 	}
 	if f.Models[1].Native.Model != Embedded {
 		t.Errorf("embedded became %q", f.Models[1].Native.Model)
@@ -212,7 +213,8 @@ func TestFlagsAndFileAgree(t *testing.T) {
 models:
   - id: tiny
     context_length: 512
-    native: {model: embedded, kv_cache_mem: 4MiB, batch_tokens: 64, draft_tokens: 2, max_seqs: 8, max_queued_requests: 4, spec: ngram, json_whitespace: bounded}
+    native: {model: embedded, kv_cache_mem: 4MiB, batch_tokens: 64, draft_tokens: 2, max_seqs: 8, max_queued_requests: 4, spec: ngram,
+      json_whitespace: bounded, chat_template_file: /etc/phi3.jinja}
 `), testEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +223,8 @@ models:
 	m := Model{Native: &Native{}}
 	m.RegisterNativeFlags(fs)
 	if err := fs.Parse([]string{"--model-id", "tiny", "--ctx", "512", "--kv-cache-mem", "4MiB", "--batch-tokens", "64",
-		"--draft-tokens", "2", "--max-seqs", "8", "--max-queued-requests", "4", "--spec", "ngram", "--kv-cache-type", "", "--json-whitespace", "bounded"}); err != nil {
+		"--draft-tokens", "2", "--max-seqs", "8", "--max-queued-requests", "4", "--spec", "ngram", "--kv-cache-type", "",
+		"--json-whitespace", "bounded", "--chat-template-file", "/etc/phi3.jinja"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.CheckNativeFlags(); err != nil {

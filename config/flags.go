@@ -33,6 +33,7 @@ func (m *Model) RegisterNativeFlags(fs *flag.FlagSet) {
 	fs.IntVar(&n.MaxSeqs, "max-seqs", n.MaxSeqs, "most sequences (choices) decoding at once (default 64)")
 	fs.IntVar(&n.MaxQueuedRequests, "max-queued-requests", n.MaxQueuedRequests, "most requests waiting to start beyond the free decoding slots; more are refused with 503 engine_overloaded (default 256)")
 	fs.StringVar(&n.JSONWhitespace, "json-whitespace", n.JSONWhitespace, fmt.Sprintf("whitespace between the JSON tokens of constrained output (response_format, tool-call arguments): compact (none, as OpenAI writes it; the default) or bounded (runs of up to %d bytes, for models that pretty-print)", grammar.BoundedWhitespace))
+	fs.StringVar(&n.ChatTemplateFile, "chat-template-file", n.ChatTemplateFile, "Jinja chat template file that replaces the model's own (default: the GGUF's tokenizer.chat_template); the tool-call format and reasoning markers follow it")
 }
 
 // NativeFlagNames are the names of the flags RegisterNativeFlags defines,

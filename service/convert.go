@@ -97,7 +97,8 @@ func chatPlan(r *chatRequest) (*plan, *apiError) {
 	}
 
 	if r.Prediction != nil && !isNull(r.Prediction.Content) {
-		text, e := textContent(r.Prediction.Content, "prediction.content")
+		// One predicted text, split by the client.
+		text, e := textContent(r.Prediction.Content, "prediction.content", "")
 		if e != nil {
 			return nil, e
 		}

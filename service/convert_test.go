@@ -79,7 +79,7 @@ func TestChatPlan(t *testing.T) {
 				want := []engine.Message{
 					{Role: engine.RoleSystem, Content: "be brief"},
 					{Role: engine.RoleDeveloper, Content: "dev"},
-					{Role: engine.RoleUser, Content: "one two", Name: "ann"},
+					{Role: engine.RoleUser, Content: "one \ntwo", Name: "ann"},
 					{Role: engine.RoleAssistant, NullContent: true},
 					{Role: engine.RoleTool, Content: "42", ToolCallID: "call_1"},
 					{Role: engine.RoleTool, Content: "7", Name: "f"},
@@ -88,7 +88,7 @@ func TestChatPlan(t *testing.T) {
 					t.Errorf("messages %+v", req.Messages)
 				}
 			}},
-		{"stop string, logprobs, prediction, extensions", `{"model":"m",` + user + `,"stop":"\n","logprobs":true,"top_logprobs":3,"prediction":{"type":"content","content":[{"type":"text","text":"abc"}]},"ignore_eos":true,"no_draft":true,"n":3}`,
+		{"stop string, logprobs, prediction, extensions", `{"model":"m",` + user + `,"stop":"\n","logprobs":true,"top_logprobs":3,"prediction":{"type":"content","content":[{"type":"text","text":"ab"},{"type":"text","text":"c"}]},"ignore_eos":true,"no_draft":true,"n":3}`,
 			func(t *testing.T, p *plan, req *engine.Request) {
 				if !reflect.DeepEqual(req.Stop, []string{"\n"}) || !req.Logprobs || req.TopLogprobs != 3 || !p.logprobs ||
 					req.Prediction != "abc" || !req.IgnoreEOS || !req.NoDraft || req.N != 3 || p.n != 3 {

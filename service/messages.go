@@ -30,7 +30,9 @@ func chatMessages(msgs []chatMessage) ([]engine.Message, *apiError) {
 			return nil, invalid(param+".tool_call_id", "missing_required_parameter",
 				"Missing required parameter: '%s.tool_call_id'.", param)
 		}
-		text, e := textContent(m.Content, param+".content")
+		// Parts joined by a newline, as llama.cpp's server and vLLM join
+		// them for templates that take content as a string.
+		text, e := textContent(m.Content, param+".content", "\n")
 		if e != nil {
 			return nil, e
 		}

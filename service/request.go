@@ -163,10 +163,10 @@ func firstByte(raw json.RawMessage) byte {
 }
 
 // textContent reads a message or prediction content: a string, or an array
-// of parts whose text parts are concatenated without a separator (they are
-// one text split by the client). param names the field for errors; a part of
-// another kind than text (or an assistant's refusal) is unsupported.
-func textContent(raw json.RawMessage, param string) (string, *apiError) {
+// of parts whose texts are joined with sep. param names the field for
+// errors; a part of another kind than text (or an assistant's refusal) is
+// unsupported.
+func textContent(raw json.RawMessage, param, sep string) (string, *apiError) {
 	switch firstByte(raw) {
 	case '"':
 		var s string
@@ -181,6 +181,9 @@ func textContent(raw json.RawMessage, param string) (string, *apiError) {
 		}
 		var b []byte
 		for i, p := range parts {
+			if i > 0 {
+				b = append(b, sep...)
+			}
 			switch p.Type {
 			case "text":
 				if p.Text == nil {

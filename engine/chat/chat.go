@@ -10,7 +10,8 @@
 // The variables a template sees are messages (a list of dicts with role,
 // content, and reasoning_content, name, tool_calls and tool_call_id when
 // set), add_generation_prompt, bos_token, eos_token, tools and documents
-// (None unless the Conversation has them) and the Conversation's further
+// (None unless the Conversation has them; undefined with AbsentUndefined,
+// as llama.cpp's server leaves them) and the Conversation's further
 // variables (chat_template_kwargs such as enable_thinking). The output
 // matches jinja2's byte for byte on the templates in testdata (see
 // scripts/chat/golden.py) and on the real templates in ../shared (see
@@ -70,6 +71,7 @@ type Template struct {
 	src  *source
 	body []stmt
 	opts Options
+	caps Caps
 }
 
 // New returns the template for a model's tokenizer.chat_template source
@@ -100,7 +102,9 @@ func NewWithOptions(src string, o Options) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Template{name: name, src: s, body: body, opts: o}, nil
+	t := &Template{name: name, src: s, body: body, opts: o}
+	t.caps = t.probeCaps()
+	return t, nil
 }
 
 // families name a template by a marker its source contains, most specific
@@ -146,13 +150,17 @@ func (t *Template) Render(msgs []engine.Message, addGen bool) (string, error) {
 }
 
 // execute renders the template with the given top-level variables.
-func (t *Template) execute(vars map[string]value) (string, error) {
+func (t *Template) execute(vars map[string]value) (string, error) { return t.executeWith(vars, nil) }
+
+// executeWith is execute noting, when use is not nil, what the template
+// reads (see Caps).
+func (t *Template) executeWith(vars map[string]value, use *reads) (string, error) {
 	var out strings.Builder
 	top := newScope(nil)
 	for k, v := range vars {
 		top.vars[k] = v
 	}
-	r := &renderer{t: t, out: &out, scope: top, maxSteps: t.opts.MaxSteps, now: t.opts.Now}
+	r := &renderer{t: t, out: &out, scope: top, maxSteps: t.opts.MaxSteps, now: t.opts.Now, reads: use}
 	err := r.execBody(t.body)
 	if err == errBreak || err == errContinue {
 		err = &RenderError{Msg: "loop control outside of a loop"}

@@ -44,7 +44,9 @@ type ToolCall struct {
 	Name string
 	// Arguments is a JSON object: templates print it with tojson or iterate
 	// its items. (The OpenAI API sends a JSON string; decode it first.)
-	// Empty means {}.
+	// Empty means {}. It may also be a JSON string, which templates then
+	// see as a string: the arguments' JSON text, for templates that print
+	// them as they are (see Template.Adapt).
 	Arguments json.RawMessage
 }
 
@@ -57,7 +59,13 @@ type Conversation struct {
 	Tools json.RawMessage
 	// Documents is a JSON array for retrieval templates; nil makes
 	// documents None.
-	Documents           json.RawMessage
+	Documents json.RawMessage
+	// AbsentUndefined leaves tools and documents undefined when they are
+	// nil, as llama.cpp's server does, instead of None, as Hugging Face's
+	// apply_chat_template does: a template that loops over tools without
+	// testing them first (Hermes 2 Pro's tool_use variant) then renders a
+	// chat without tools instead of failing.
+	AbsentUndefined     bool
 	AddGenerationPrompt bool
 	// Vars are further top-level variables: a request's
 	// chat_template_kwargs (enable_thinking, reasoning_effort, ...) or
@@ -99,8 +107,9 @@ func (t *Template) conversationVars(c Conversation) (map[string]value, error) {
 		"add_generation_prompt": c.AddGenerationPrompt,
 		"bos_token":             t.opts.BOS,
 		"eos_token":             t.opts.EOS,
-		"tools":                 nil,
-		"documents":             nil,
+	}
+	if !c.AbsentUndefined {
+		vars["tools"], vars["documents"] = nil, nil
 	}
 	for _, f := range []struct {
 		name string
@@ -184,8 +193,10 @@ func toolCallDict(tc ToolCall) (*dict, error) {
 		if err != nil {
 			return nil, fmt.Errorf("arguments: %w", err)
 		}
-		if _, ok := v.(*dict); !ok {
-			return nil, errors.New("arguments: not a JSON object")
+		switch v.(type) {
+		case *dict, string:
+		default:
+			return nil, errors.New("arguments: not a JSON object or string")
 		}
 		args = v
 	}

@@ -165,8 +165,8 @@ func TestRenderConversationRejects(t *testing.T) {
 		{"tools not JSON", Conversation{Tools: json.RawMessage(`[{`)}, "tools: invalid JSON"},
 		{"two values", Conversation{Tools: json.RawMessage(`[] []`)}, "more than one value"},
 		{"too deep", Conversation{Documents: json.RawMessage(deep)}, "nested deeper"},
-		{"arguments not an object", Conversation{Messages: []Message{{Role: "assistant", ToolCalls: []ToolCall{{Name: "f", Arguments: json.RawMessage(`"{}"`)}}}}},
-			"messages[0]: tool_calls[0]: arguments: not a JSON object"},
+		{"arguments not an object", Conversation{Messages: []Message{{Role: "assistant", ToolCalls: []ToolCall{{Name: "f", Arguments: json.RawMessage(`[{}]`)}}}}},
+			"messages[0]: tool_calls[0]: arguments: not a JSON object or string"},
 		{"arguments not JSON", Conversation{Messages: []Message{{Role: "assistant", ToolCalls: []ToolCall{{Name: "f", Arguments: json.RawMessage(`{`)}}}}},
 			"arguments: invalid JSON"},
 		{"content parts not JSON", Conversation{Messages: []Message{{Role: "user", ContentParts: json.RawMessage(`x`)}}}, "content: invalid JSON"},
@@ -199,5 +199,32 @@ func TestRenderMatchesConversation(t *testing.T) {
 	want := `<s>[{"role": "user", "content": "hi", "name": "n"}, {"role": "assistant", "content": ""}]NoneTrue`
 	if got != want {
 		t.Errorf("Render = %s, want %s", got, want)
+	}
+}
+
+// TestAbsentUndefined: without tools or documents, a template sees None
+// (Hugging Face's way) or, with AbsentUndefined, nothing (llama.cpp's), so
+// that a loop over tools renders nothing instead of failing.
+func TestAbsentUndefined(t *testing.T) {
+	t.Parallel()
+	tmpl, err := New("{{ tools is defined }} {{ documents is none }} {% for t in tools %}{{ t.function.name }}{% endfor %}.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		c       Conversation
+		want    string
+		wantErr bool
+	}{
+		{"None", Conversation{}, "", true},
+		{"undefined", Conversation{AbsentUndefined: true}, "False False .", false},
+		{"given", Conversation{AbsentUndefined: true, Tools: json.RawMessage(`[{"function": {"name": "f"}}]`)}, "True False f.", false},
+	}
+	for _, c := range cases {
+		got, err := tmpl.RenderConversation(c.c)
+		if (err != nil) != c.wantErr || got != c.want {
+			t.Errorf("%s: %q, %v; want %q (error %v)", c.name, got, err, c.want, c.wantErr)
+		}
 	}
 }

@@ -63,6 +63,9 @@ type renderer struct {
 	steps, maxSteps int
 	depth           int // macro calls in progress
 	now             func() time.Time
+	// reads, during a capability probe, notes what the template reads
+	// of its variables; nil otherwise.
+	reads *reads
 }
 
 func (r *renderer) errorAt(off int, format string, args ...any) *RenderError {
@@ -194,6 +197,9 @@ func (s *forStmt) exec(r *renderer) error {
 	v, err := r.eval(s.iter)
 	if err != nil {
 		return r.at(s.off, err)
+	}
+	if r.reads != nil {
+		r.reads.iterated(v)
 	}
 	items, err := iterate(v)
 	if err != nil {

@@ -15,6 +15,9 @@ func (x *constExpr) eval(*renderer) (value, error) { return x.v, nil }
 
 func (x *nameExpr) eval(r *renderer) (value, error) {
 	if v, ok := r.scope.lookup(x.name); ok {
+		if r.reads != nil {
+			r.reads.use(v)
+		}
 		return v, nil
 	}
 	if g, ok := globals[x.name]; ok {
@@ -59,6 +62,9 @@ func (x *attrExpr) eval(r *renderer) (value, error) {
 		return nil, err
 	}
 	v, err := getattr(obj, x.name)
+	if r.reads != nil {
+		r.reads.lookup(obj, x.name, v)
+	}
 	return v, r.at(x.off, err)
 }
 
@@ -72,6 +78,9 @@ func (x *itemExpr) eval(r *renderer) (value, error) {
 		return nil, err
 	}
 	v, err := getitem(obj, k)
+	if r.reads != nil {
+		r.reads.lookup(obj, k, v)
+	}
 	return v, r.at(x.off, err)
 }
 
@@ -315,6 +324,9 @@ func (x *filterExpr) apply(r *renderer, v value) (value, error) {
 	a, err := r.evalArgs(x.args)
 	if err != nil {
 		return nil, err
+	}
+	if r.reads != nil {
+		r.reads.filtered(x.name, v)
 	}
 	out, err := x.fn(r, v, a)
 	return out, r.at(x.off, err)

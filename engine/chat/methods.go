@@ -75,6 +75,9 @@ var (
 )
 
 func callMethod(r *renderer, m *boundMethod, a args) (value, error) {
+	if r.reads != nil {
+		r.reads.use(m.recv)
+	}
 	switch recv := m.recv.(type) {
 	case string:
 		return strMethods[m.name](r, recv, a)

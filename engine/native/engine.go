@@ -44,6 +44,11 @@ type Options struct {
 	OwnedBy     string
 	// ContextLength caps prompt + completion; default the model's training context.
 	ContextLength int
+	// ChatTemplate is a Jinja chat template that replaces the model's own
+	// (tokenizer.chat_template), for models that ship a broken or outdated
+	// one; empty keeps the model's. The tool-call format and the reasoning
+	// markers are then read from it, as from the model's.
+	ChatTemplate string
 	// KVCacheBytes is the memory budget of the KV cache; default room for
 	// 4 full contexts, at most 1 GiB.
 	KVCacheBytes int64
@@ -99,7 +104,6 @@ type Engine struct {
 	model *model.Model
 	tok   *tokenizer.Tokenizer
 	tmpl  *chat.Template
-	facts templateFacts
 	think thinkMarkers
 	// controlTexts are the texts of the control tokens, which no string
 	// of a chat request may turn into those tokens.
@@ -107,6 +111,8 @@ type Engine struct {
 	opts         Options
 	ctxLen       int
 	log          *slog.Logger
+	// now is the clock of the date a chat template sees.
+	now func() time.Time
 
 	// toolFormat is how this model writes tool calls, from its chat
 	// template; markers are its control tokens that stand for tool-call
@@ -179,6 +185,9 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		ctxLen = o.ContextLength
 	}
 	src, _ := m.File.Metadata.String("tokenizer.chat_template")
+	if o.ChatTemplate != "" {
+		src = o.ChatTemplate
+	}
 	tmpl, err := chat.NewWithOptions(src, chat.Options{BOS: tok.Text(tok.BOS()), EOS: tok.Text(tok.EOS()),
 		MaxOutput: maxPromptBytes(tok, ctxLen)})
 	if err != nil {
@@ -225,8 +234,8 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 			ContextLength: ctxLen, Description: o.Description, PrefixCache: true,
 			Drafting: o.Draft != nil || o.NGram,
 		},
-		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger,
-		facts: probeTemplate(tmpl), think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
+		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger, now: time.Now,
+		think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
 		toolFormat: toolcall.Detect(src), markers: markerTokens(tok),
 		compute: c, runner: runner, cache: cache, draft: o.Draft, draftRunner: draftRunner,
 		submit: make(chan *request),
@@ -250,6 +259,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		slog.String("type", o.KVType.String()),
 		slog.Int("context_length", ctxLen),
 		slog.String("chat_template", tmpl.Name()),
+		slog.Bool("chat_template_override", o.ChatTemplate != ""),
 		slog.Bool("reasoning", e.think.reasons()),
 		slog.String("tool_format", string(e.toolFormat)),
 		slog.String("speculative", e.proposerName()),

@@ -23,39 +23,6 @@ import (
 // already prove it longer than the context is refused before it is
 // tokenised at all.
 
-// templateFacts is what New learns about the chat template once.
-type templateFacts struct {
-	// nullContent: the template renders an assistant message whose content
-	// is None (a turn that only calls tools). Templates that cannot (Qwen
-	// 3's tests '</think>' in message.content) get "" instead, as
-	// llama.cpp gives them.
-	nullContent bool
-}
-
-// probeTemplate finds out whether tmpl renders null assistant content: a
-// conversation with a tool call and its result, once with null content and
-// once with "". Null is kept unless only "" renders.
-func probeTemplate(tmpl *chat.Template) templateFacts {
-	conv := func(null bool) chat.Conversation {
-		return chat.Conversation{
-			Messages: []chat.Message{
-				{Role: "user", Content: "What is the weather?"},
-				{Role: "assistant", NullContent: null, ToolCalls: []chat.ToolCall{
-					{ID: "call_0", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
-				}},
-				{Role: "tool", Content: "sunny", ToolCallID: "call_0"},
-			},
-			AddGenerationPrompt: true,
-		}
-	}
-	_, errNull := tmpl.RenderConversation(conv(true))
-	if errNull == nil {
-		return templateFacts{nullContent: true}
-	}
-	_, errEmpty := tmpl.RenderConversation(conv(false))
-	return templateFacts{nullContent: errEmpty != nil}
-}
-
 // promptTokens tokenises req's prompt: chat messages through the template,
 // text with BOS and special tokens parsed (as llama.cpp's server does),
 // token ids as given. For chat it also says where the output starts with
@@ -191,25 +158,37 @@ func firstSpecial(msgs []engine.Message, specials []string) string {
 // conversation is the template's view of a chat request: the messages with
 // their tool calls (arguments decoded from the JSON text OpenAI sends),
 // tool results and earlier reasoning; the tools as OpenAI's tool objects;
-// the kwargs as further variables. A model that reasons gets
+// the kwargs as further variables, after today's date as date_string
+// ("04 Dec 2026") and datetime ("Dec 04 2026"). Null content (an
+// assistant turn that only calls tools) is "", as llama.cpp's server gives
+// it to every template (GLM's would print None as "None"). All of it is
+// adapted to what the template can show (chat.Template.Adapt: a system
+// message folded into the first user turn of a template without the
+// system role, arguments as JSON text for a template that prints them as
+// text, ...). A model that reasons gets
 // enable_thinking true unless the client set it, as llama.cpp's server
 // passes it (templates that test it for false, like Qwen 3's, render the
 // same; those that think only when it is true, like llama.cpp's copies of
 // QwQ's and DeepSeek-R1's, then think by default as the models do).
 func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs map[string]any) (chat.Conversation, error) {
-	conv := chat.Conversation{Messages: make([]chat.Message, len(msgs)), AddGenerationPrompt: true}
+	// Tools and documents the request does not have are undefined, not
+	// None, as llama.cpp's server leaves them.
+	conv := chat.Conversation{Messages: make([]chat.Message, len(msgs)), AddGenerationPrompt: true, AbsentUndefined: true}
 	for i, m := range msgs {
 		cm := chat.Message{
 			Role: string(m.Role), Content: m.Content, Name: m.Name,
 			ReasoningContent: m.ReasoningContent, ToolCallID: m.ToolCallID,
-			NullContent: m.NullContent && e.facts.nullContent,
 		}
 		if m.ToolCalls != nil {
 			cm.ToolCalls = make([]chat.ToolCall, len(m.ToolCalls))
 		}
 		for j, tc := range m.ToolCalls {
-			args := json.RawMessage(strings.TrimSpace(tc.Arguments))
-			if len(args) > 0 && (!json.Valid(args) || args[0] != '{') {
+			// The text as sent (Adapt may pass it on as text), once it is
+			// known to hold a JSON object.
+			args := json.RawMessage(tc.Arguments)
+			if trimmed := strings.TrimSpace(tc.Arguments); trimmed == "" {
+				args = nil
+			} else if !json.Valid(args) || trimmed[0] != '{' {
 				return conv, engine.Errorf("invalid_value", fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j),
 					"the arguments of tool call %q are not a JSON object: %.80q", tc.ID, tc.Arguments)
 			}
@@ -224,16 +203,18 @@ func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs
 		}
 		conv.Tools = js
 	}
-	if len(kwargs) > 0 || e.think.reasons() {
-		conv.Vars = make(map[string]any, len(kwargs)+1)
-		for k, v := range kwargs {
-			conv.Vars[k] = v
-		}
-		if _, set := conv.Vars["enable_thinking"]; !set && e.think.reasons() {
-			conv.Vars["enable_thinking"] = true
-		}
+	// Today's date, as llama.cpp's server gives every template (Llama 3.x
+	// print date_string, else a fixed "26 Jul 2024"); the kwargs may set
+	// their own.
+	now := e.now()
+	conv.Vars = map[string]any{"date_string": now.Format("02 Jan 2006"), "datetime": now.Format("Jan 02 2006")}
+	for k, v := range kwargs {
+		conv.Vars[k] = v
 	}
-	return conv, nil
+	if _, set := conv.Vars["enable_thinking"]; !set && e.think.reasons() {
+		conv.Vars["enable_thinking"] = true
+	}
+	return e.tmpl.Adapt(conv), nil
 }
 
 // toolsJSON writes tools as the JSON array templates iterate:

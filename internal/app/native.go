@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"rill/config"
 	"rill/engine"
 	"rill/engine/backend/cpu"
+	"rill/engine/chat"
 	"rill/engine/gguf"
 	"rill/engine/grammar"
 	"rill/engine/model"
@@ -41,11 +43,17 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before the model: loading it takes seconds to minutes.
+	template, err := readChatTemplate(n.ChatTemplateFile)
+	if err != nil {
+		return nil, err
+	}
 	opts := native.Options{
 		ID:                m.ID,
 		Description:       m.Description,
 		OwnedBy:           m.OwnedBy,
 		ContextLength:     m.ContextLength,
+		ChatTemplate:      template,
 		KVCacheBytes:      int64(n.KVCacheMem),
 		KVType:            kvType,
 		MaxBatchTokens:    n.BatchTokens,
@@ -76,6 +84,9 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 		log.Info("model loaded", slog.String("path", n.Model), slog.String("arch", target.Config.Arch),
 			slog.Int("layers", target.Config.Layers), slog.Int("embd", target.Config.Embd), slog.Int("vocab", target.Config.VocabSize))
 	}
+	if template != "" {
+		log.Info("chat template replaced", slog.String("model", opts.ID), slog.String("file", n.ChatTemplateFile))
+	}
 	if n.DraftModel != "" {
 		d, err := loadDraft(n.DraftModel)
 		if err != nil {
@@ -98,6 +109,30 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// readChatTemplate reads and parses the chat template file at path, which
+// replaces a model's own; "" for no path. Its errors name the file, and a
+// template that does not parse gives the line and column of the fault.
+func readChatTemplate(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(path)
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		err = pe.Err // the path is said once, below
+	}
+	if err != nil {
+		return "", fmt.Errorf("chat template file %s: %w", path, err)
+	}
+	src := string(data)
+	if strings.TrimSpace(src) == "" {
+		return "", fmt.Errorf("chat template file %s is empty", path)
+	}
+	if _, err := chat.New(src); err != nil {
+		return "", fmt.Errorf("chat template file %s: %w", path, err)
+	}
+	return src, nil
 }
 
 // loadDraft opens the draft model at path; "embedded" is the embedded test
@@ -246,8 +281,9 @@ func OpenConfig(path string, log *slog.Logger) (*Engines, error) {
 
 // checkModelFiles reports, all at once and before any model is loaded, the
 // native models and draft models of f whose files are missing or are not
-// files: loading a model takes seconds to minutes, and the first that
-// failed would hide the others.
+// files, and the chat template files that cannot be read or do not parse:
+// loading a model takes seconds to minutes, and the first that failed
+// would hide the others.
 func checkModelFiles(f *config.File) error {
 	var errs []error
 	for i := range f.Models {
@@ -268,6 +304,9 @@ func checkModelFiles(f *config.File) error {
 			case !st.Mode().IsRegular():
 				errs = append(errs, fmt.Errorf("model %q: %s: %s is not a file", m.ID, file.key, file.path))
 			}
+		}
+		if _, err := readChatTemplate(m.Native.ChatTemplateFile); err != nil {
+			errs = append(errs, fmt.Errorf("model %q: native.chat_template_file: %w", m.ID, err))
 		}
 	}
 	return errors.Join(errs...)
