@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"rill/engine"
 	"rill/engine/gguf"
@@ -20,6 +19,7 @@ import (
 	"rill/engine/quant"
 	"rill/engine/sched"
 	"rill/engine/testmodel"
+	"rill/internal/wait"
 )
 
 // newTestEngine starts an engine on the embedded test model.
@@ -409,25 +409,16 @@ func TestCancelFreesBlocks(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !wait.Until(func() bool {
 		s := e.Stats()
-		if s.Cache.BlocksUsed == 0 && s.Running == 0 && s.Waiting == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("blocks still used after cancelling everything: %+v", s)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return s.Cache.BlocksUsed == 0 && s.Running == 0 && s.Waiting == 0
+	}) {
+		t.Fatalf("blocks still used after cancelling everything: %+v", e.Stats())
 	}
 	e.Close()
-	for range 100 {
-		if runtime.NumGoroutine() <= before {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Until(func() bool { return runtime.NumGoroutine() <= before }) {
+		t.Fatalf("%d goroutines before, %d after Close", before, runtime.NumGoroutine())
 	}
-	t.Fatalf("%d goroutines before, %d after Close", before, runtime.NumGoroutine())
 }
 
 // TestPreemption runs more work than the KV cache holds (8 sequences of

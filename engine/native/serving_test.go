@@ -19,6 +19,7 @@ import (
 	"rill/engine/quant"
 	"rill/engine/sched"
 	"rill/engine/testmodel"
+	"rill/internal/wait"
 )
 
 // TestOverloaded: past MaxSeqs running and MaxQueuedRequests waiting,
@@ -29,7 +30,9 @@ func TestOverloaded(t *testing.T) {
 	// paused request gives up its running slot).
 	e := newTestEngine(t, Options{MaxSeqs: 1, MaxQueuedRequests: 1, StreamBuffer: 256})
 	id := e.Models()[0].ID
-	// Slow steps keep the first request running while the others arrive.
+	// Slow steps keep the first request running while the others arrive:
+	// a real pause per step, which paces the engine rather than waiting
+	// for it.
 	e.beforeForward = func(*sched.Plan) { time.Sleep(time.Millisecond) }
 	var streams []engine.Stream
 	for i := range 4 {
@@ -101,12 +104,8 @@ func TestSlowConsumerIsPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the slow request is paused with a full stream.
-	deadline := time.Now().Add(10 * time.Second)
-	for e.Stats().Paused == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the unread request was never paused: %+v", e.Stats())
-		}
-		time.Sleep(time.Millisecond)
+	if !wait.Until(func() bool { return e.Stats().Paused > 0 }) {
+		t.Fatalf("the unread request was never paused: %+v", e.Stats())
 	}
 	watching.Store(true)
 	queued := slow.(*engine.Queue).Len()
@@ -126,6 +125,8 @@ func TestSlowConsumerIsPaused(t *testing.T) {
 		t.Fatalf("the paused request's stream grew from %d to %d events", queued, got)
 	}
 	steps := e.Stats().Steps
+	// A real sleep: the check is that nothing happens in a window, which
+	// no signal can say.
 	time.Sleep(20 * time.Millisecond)
 	if e.Stats().Steps != steps {
 		t.Fatal("the engine kept stepping with only a paused request")
@@ -208,16 +209,11 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // waitIdle waits until the engine holds no block and runs nothing.
 func waitIdle(t *testing.T, e *Engine) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !wait.Until(func() bool {
 		s := e.Stats()
-		if s.Cache.BlocksUsed == 0 && s.Running == 0 && s.Waiting == 0 && s.Paused == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the engine still holds work: %+v", s)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return s.Cache.BlocksUsed == 0 && s.Running == 0 && s.Waiting == 0 && s.Paused == 0
+	}) {
+		t.Fatalf("the engine still holds work: %+v", e.Stats())
 	}
 }
 
