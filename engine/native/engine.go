@@ -43,6 +43,9 @@ type Options struct {
 	OwnedBy     string
 	// ContextLength caps prompt + completion; default the model's training context.
 	ContextLength int
+	// MaxTokensPolicy says what a request's max_tokens beyond what the
+	// context leaves after its prompt does; the zero value clamps it.
+	MaxTokensPolicy engine.MaxTokensPolicy
 	// KVCacheBytes is the memory budget of the KV cache; default room for
 	// 4 full contexts, at most 1 GiB.
 	KVCacheBytes int64

@@ -86,6 +86,10 @@ type caps struct {
 	// one is refused rather than silently not forced. Tools,
 	// response_format and logit_bias go to every kind.
 	forcedTools bool
+	// clampsBudget: the kind's server generates until its context is full
+	// when max_tokens asks for more (llama.cpp); its context errors are
+	// about the prompt alone.
+	clampsBudget bool
 }
 
 // runningSource is how rill learns a request's counts while it streams
@@ -115,7 +119,7 @@ func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true,
-			running: runningTimings, templateKwargs: true}
+			running: runningTimings, templateKwargs: true, clampsBudget: true}
 	case VLLM:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true,
 			running: runningChoiceUsage, templateKwargs: true}
