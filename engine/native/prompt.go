@@ -30,12 +30,61 @@ type templateFacts struct {
 	// 3's tests '</think>' in message.content) get "" instead, as
 	// llama.cpp gives them.
 	nullContent bool
+	// developerRole: the template has a developer role of its own (GPT-OSS,
+	// DeepSeek V3.2, Gemma 4). Others drop a developer message (Qwen 3),
+	// refuse it, or show it under a header the model never saw (Llama
+	// 3.1): they get it as a system message, as llama.cpp gives it.
+	developerRole bool
 }
 
-// probeTemplate finds out whether tmpl renders null assistant content: a
+// probeTemplate finds out what tmpl renders: null assistant content (a
 // conversation with a tool call and its result, once with null content and
-// once with "". Null is kept unless only "" renders.
+// once with ""; null is kept unless only "" renders), and a developer
+// role (developerRole).
 func probeTemplate(tmpl *chat.Template) templateFacts {
+	f := probeNullContent(tmpl)
+	f.developerRole = developerRole(tmpl)
+	return f
+}
+
+// probeRole is a role no template knows, to tell a template's own
+// developer role from the way it treats any role it does not know.
+const probeRole = "zzprobe"
+
+// developerRole reports whether tmpl treats a developer message otherwise
+// than a message of a role it does not know: refusing the unknown role but
+// not developer, or rendering developer other than the unknown role with
+// its name replaced (in the cases templates write role names in).
+func developerRole(tmpl *chat.Template) bool {
+	render := func(role string) (string, error) {
+		return tmpl.RenderConversation(chat.Conversation{
+			Messages:            []chat.Message{{Role: role, Content: "Be brief."}, {Role: "user", Content: "Hi."}},
+			AddGenerationPrompt: true,
+		})
+	}
+	dev, errDev := render(string(engine.RoleDeveloper))
+	if errDev != nil {
+		return false
+	}
+	other, errOther := render(probeRole)
+	if errOther != nil {
+		return true
+	}
+	for _, c := range []func(string) string{strings.ToLower, strings.ToUpper, capitalize} {
+		other = strings.ReplaceAll(other, c(probeRole), c(string(engine.RoleDeveloper)))
+	}
+	return dev != other
+}
+
+// capitalize is Jinja's capitalize of an ASCII word.
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + strings.ToLower(s[1:])
+}
+
+func probeNullContent(tmpl *chat.Template) templateFacts {
 	conv := func(null bool) chat.Conversation {
 		return chat.Conversation{
 			Messages: []chat.Message{
@@ -199,8 +248,12 @@ func firstSpecial(msgs []engine.Message, specials []string) string {
 func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs map[string]any) (chat.Conversation, error) {
 	conv := chat.Conversation{Messages: make([]chat.Message, len(msgs)), AddGenerationPrompt: true}
 	for i, m := range msgs {
+		role := m.Role
+		if role == engine.RoleDeveloper && !e.facts.developerRole {
+			role = engine.RoleSystem
+		}
 		cm := chat.Message{
-			Role: string(m.Role), Content: m.Content, Name: m.Name,
+			Role: string(role), Content: m.Content, Name: m.Name,
 			ReasoningContent: m.ReasoningContent, ToolCallID: m.ToolCallID,
 			NullContent: m.NullContent && e.facts.nullContent,
 		}
