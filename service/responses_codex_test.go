@@ -359,3 +359,29 @@ func TestResponsesEncryptedReasoning(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomInput: a custom tool call's input out of the arguments the
+// engine produced, whole, cut short, or not in the function's shape.
+func TestCustomInput(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ args, want string }{
+		{`{"input":"*** Begin Patch\n\"x\""}`, "*** Begin Patch\n\"x\""},
+		{`{ "input" : "spaced" }`, "spaced"},
+		{`{"input":"cut sho`, "cut sho"},
+		{`{"input":"cut in an escape \`, "cut in an escape "},
+		{`{"input":"cut in a \u00e`, "cut in a "},
+		{`{"input":"a \u00e9`, "a é"},
+		{`{"input":"closed"`, "closed"},
+		{`{"input":`, `{"input":`},
+		{`{"query":"not the shape"}`, `{"query":"not the shape"}`},
+		{`{"input":"a","more":`, `{"input":"a","more":`},
+		{`plain text`, `plain text`},
+		{``, ``},
+	}
+	for _, tc := range tests {
+		it := &outputItem{kind: itemCustomCall, arguments: []byte(tc.args)}
+		if got := it.customInput(); got != tc.want {
+			t.Errorf("customInput(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -125,8 +126,10 @@ type outputItem struct {
 func (it *outputItem) isCall() bool { return it.kind == itemFunctionCall || it.kind == itemCustomCall }
 
 // customInput is a custom tool call's input: the input member of the
-// arguments the model wrote, or (from an engine that does not hold
-// arguments to the schema) the arguments themselves.
+// arguments the model wrote; of arguments cut short (by
+// max_output_tokens), the part of the input string they hold; or, from an
+// engine that does not hold arguments to the schema, the arguments
+// themselves.
 func (it *outputItem) customInput() string {
 	var a struct {
 		Input *string `json:"input"`
@@ -134,7 +137,43 @@ func (it *outputItem) customInput() string {
 	if json.Unmarshal(it.arguments, &a) == nil && a.Input != nil {
 		return *a.Input
 	}
+	if in, ok := partialInput(it.arguments); ok {
+		return in
+	}
 	return string(it.arguments)
+}
+
+// partialInput reads arguments cut inside {"input": "…: the string's
+// characters so far, an escape cut in half left out.
+func partialInput(args []byte) (string, bool) {
+	rest := bytes.TrimLeft(args, " \t\r\n")
+	rest, ok := bytes.CutPrefix(rest, []byte("{"))
+	if !ok {
+		return "", false
+	}
+	rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(`"input"`))
+	if !ok {
+		return "", false
+	}
+	rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(":"))
+	if !ok {
+		return "", false
+	}
+	rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(`"`))
+	if !ok {
+		return "", false
+	}
+	// The string so far closes as a JSON string, unless an escape was cut
+	// in half (a backslash, or \u and fewer than four digits): then the
+	// longest prefix that does. Arguments that went on past the string
+	// (and are not JSON for another reason) close as none.
+	for cut := len(rest); cut >= 0 && cut > len(rest)-6; cut-- {
+		var s string
+		if json.Unmarshal(append(append([]byte{'"'}, rest[:cut]...), '"'), &s) == nil {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 // message returns the chat message the item stands for in a conversation:
