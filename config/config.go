@@ -21,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"rill/engine"
 	"rill/engine/grammar"
 	"rill/engine/upstream"
 )
@@ -38,6 +39,12 @@ type Model struct {
 	Description   string `yaml:"description"`
 	OwnedBy       string `yaml:"owned_by"`
 	ContextLength int    `yaml:"context_length"` // tokens; 0: the model's own (native) or unknown
+	// MaxTokensPolicy is what a request's max_tokens (max_output_tokens,
+	// max_completion_tokens) beyond what the context leaves after its
+	// prompt does: "clamp" (the default) generates until the context is
+	// full and finishes with length, "error" refuses it with
+	// context_length_exceeded.
+	MaxTokensPolicy string `yaml:"max_tokens_policy"`
 
 	Native   *Native   `yaml:"native"`
 	Upstream *Upstream `yaml:"upstream"`
@@ -226,6 +233,7 @@ func (f *File) check(lookupEnv func(string) (string, bool)) []error {
 		if m.ContextLength < 0 {
 			bad("context_length must not be negative")
 		}
+		m.checkMaxTokensPolicy(bad, "max_tokens_policy")
 		switch {
 		case m.Native == nil && m.Upstream == nil:
 			bad("needs either native or upstream")
@@ -238,6 +246,14 @@ func (f *File) check(lookupEnv func(string) (string, bool)) []error {
 		}
 	}
 	return errs
+}
+
+// checkMaxTokensPolicy reports an unknown max_tokens_policy through bad,
+// naming it as key.
+func (m *Model) checkMaxTokensPolicy(bad func(string, ...any), key string) {
+	if _, err := engine.ParseMaxTokensPolicy(m.MaxTokensPolicy); err != nil {
+		bad("%s %q: want %s or %s", key, m.MaxTokensPolicy, engine.MaxTokensClamp, engine.MaxTokensError)
+	}
 }
 
 // fileKey names a native setting as the file writes it.
@@ -362,7 +378,8 @@ func (m *Model) UpstreamOptions(log *slog.Logger) upstream.Options {
 		ConnectTimeout: u.Timeouts.Connect.D(), HeaderTimeout: u.Timeouts.Headers.D(), IdleTimeout: u.Timeouts.Idle.D(),
 		HealthInterval: u.Health.Interval.D(), HealthTimeout: u.Health.Timeout.D(),
 		PrefixBytes: u.Affinity.PrefixBytes, MaxImbalance: u.Affinity.MaxImbalance,
-		Logger: log,
+		MaxTokensPolicy: engine.MaxTokensPolicy(m.MaxTokensPolicy),
+		Logger:          log,
 	}
 	if u.Affinity.Disabled {
 		o.PrefixBytes = -1

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"rill/engine"
 	"rill/engine/upstream"
 )
 
@@ -33,6 +34,7 @@ models:
       json_whitespace: bounded
   - id: llama-70b
     context_length: 8192
+    max_tokens_policy: error
     upstream:
       kind: vllm
       model: meta-llama/Llama-3.3-70B-Instruct
@@ -72,11 +74,11 @@ func TestParseFull(t *testing.T) {
 	if o.ID != want.ID || o.UpstreamModel != want.UpstreamModel || o.Kind != want.Kind || o.ContextLength != want.ContextLength ||
 		o.ConnectTimeout != want.ConnectTimeout || o.HeaderTimeout != want.HeaderTimeout || o.IdleTimeout != want.IdleTimeout ||
 		o.HealthInterval != want.HealthInterval || o.HealthTimeout != want.HealthTimeout ||
-		o.PrefixBytes != want.PrefixBytes || o.MaxImbalance != want.MaxImbalance ||
+		o.PrefixBytes != want.PrefixBytes || o.MaxImbalance != want.MaxImbalance || o.MaxTokensPolicy != engine.MaxTokensError ||
 		len(o.Replicas) != 2 || o.Replicas[0] != want.Replicas[0] || o.Replicas[1] != want.Replicas[1] {
 		t.Errorf("options\n got %+v\nwant %+v", o, want)
 	}
-	if o := f.Models[2].UpstreamOptions(nil); o.Kind != upstream.LlamaCpp || o.PrefixBytes >= 0 || o.Replicas[0].APIKey != "" {
+	if o := f.Models[2].UpstreamOptions(nil); o.Kind != upstream.LlamaCpp || o.PrefixBytes >= 0 || o.Replicas[0].APIKey != "" || o.MaxTokensPolicy != "" {
 		t.Errorf("stories options %+v", o)
 	}
 }
@@ -118,6 +120,7 @@ func TestParseErrors(t *testing.T) {
 		{"spec and draft", "models:\n  - id: m\n    native: {model: embedded, spec: ngram, draft_model: embedded}", []string{"exclude each other"}},
 		{"bad kv type", "models:\n  - id: m\n    native: {model: embedded, kv_cache_type: q8}", []string{"kv_cache_type"}},
 		{"bad json whitespace", "models:\n  - id: m\n    native: {model: embedded, json_whitespace: pretty}", []string{`native.json_whitespace "pretty": want compact or bounded`}},
+		{"bad max tokens policy", "models:\n  - id: m\n    max_tokens_policy: truncate\n    native: {model: embedded}", []string{`models[0] (m): max_tokens_policy "truncate": want clamp or error`}},
 		{"bad size", "models:\n  - id: m\n    native: {model: embedded, kv_cache_mem: lots}", []string{"not a size"}},
 		{"unknown kind", up("      kind: vlm\n      replicas: [{url: 'http://h'}]"), []string{`unknown kind "vlm"`}},
 		{"no kind", up("      replicas: [{url: 'http://h'}]"), []string{"upstream.kind is required"}},
@@ -213,6 +216,7 @@ func TestFlagsAndFileAgree(t *testing.T) {
 models:
   - id: tiny
     context_length: 512
+    max_tokens_policy: error
     native: {model: embedded, kv_cache_mem: 4MiB, batch_tokens: 64, draft_tokens: 2, max_seqs: 8, max_queued_requests: 4, spec: ngram,
       json_whitespace: bounded, chat_template_file: /etc/phi3.jinja}
 `), testEnv)
@@ -222,7 +226,7 @@ models:
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	m := Model{Native: &Native{}}
 	m.RegisterNativeFlags(fs)
-	if err := fs.Parse([]string{"--model-id", "tiny", "--ctx", "512", "--kv-cache-mem", "4MiB", "--batch-tokens", "64",
+	if err := fs.Parse([]string{"--model-id", "tiny", "--ctx", "512", "--max-tokens-policy", "error", "--kv-cache-mem", "4MiB", "--batch-tokens", "64",
 		"--draft-tokens", "2", "--max-seqs", "8", "--max-queued-requests", "4", "--spec", "ngram", "--kv-cache-type", "",
 		"--json-whitespace", "bounded", "--chat-template-file", "/etc/phi3.jinja"}); err != nil {
 		t.Fatal(err)
@@ -230,18 +234,18 @@ models:
 	if err := m.CheckNativeFlags(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := m, f.Models[0]; got.ID != want.ID || got.ContextLength != want.ContextLength || *got.Native != *want.Native {
+	if got, want := m, f.Models[0]; got.ID != want.ID || got.ContextLength != want.ContextLength || got.MaxTokensPolicy != want.MaxTokensPolicy || *got.Native != *want.Native {
 		t.Fatalf("flags %+v %+v\nfile  %+v %+v", got, *got.Native, want, *want.Native)
 	}
 
 	fs = flag.NewFlagSet("t", flag.ContinueOnError)
 	m = Model{Native: &Native{}}
 	m.RegisterNativeFlags(fs)
-	if err := fs.Parse([]string{"--draft-tokens", "99", "--spec", "medusa", "--max-queued-requests", "-1", "--kv-cache-type", "q4", "--ctx", "-1", "--json-whitespace", "20"}); err != nil {
+	if err := fs.Parse([]string{"--draft-tokens", "99", "--spec", "medusa", "--max-queued-requests", "-1", "--kv-cache-type", "q4", "--ctx", "-1", "--json-whitespace", "20", "--max-tokens-policy", "truncate"}); err != nil {
 		t.Fatal(err)
 	}
 	err = m.CheckNativeFlags()
-	for _, want := range []string{"--draft-tokens 99", `--spec "medusa"`, "--max-queued-requests must not be negative", `--kv-cache-type "q4"`, "--ctx must not be negative", `--json-whitespace "20": want compact or bounded`} {
+	for _, want := range []string{"--draft-tokens 99", `--spec "medusa"`, "--max-queued-requests must not be negative", `--kv-cache-type "q4"`, "--ctx must not be negative", `--json-whitespace "20": want compact or bounded`, `--max-tokens-policy "truncate": want clamp or error`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not contain %q", err, want)
 		}

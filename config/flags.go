@@ -11,9 +11,9 @@ import (
 
 // RegisterNativeFlags defines, on fs, the command-line flags of a native
 // model that write into m: --model, --model-id (id), --ctx
-// (context_length), and a flag per key of m.Native with - for _
-// (--kv-cache-mem, --batch-tokens, --max-queued-requests, ...). m.Native
-// must not be nil. CheckNativeFlags validates what they hold, with the same
+// (context_length), --max-tokens-policy (max_tokens_policy), and a flag
+// per key of m.Native with - for _ (--kv-cache-mem, --batch-tokens,
+// --max-queued-requests, ...). m.Native must not be nil. CheckNativeFlags validates what they hold, with the same
 // rules as a file's native section.
 func (m *Model) RegisterNativeFlags(fs *flag.FlagSet) {
 	n := m.Native
@@ -23,6 +23,7 @@ func (m *Model) RegisterNativeFlags(fs *flag.FlagSet) {
 	fs.StringVar(&n.Model, "model", n.Model, `GGUF model file, or "embedded" for the embedded test model`)
 	fs.StringVar(&m.ID, "model-id", m.ID, "model name clients use (default: the file name without .gguf)")
 	fs.IntVar(&m.ContextLength, "ctx", m.ContextLength, "context length in tokens (default: the model's)")
+	fs.StringVar(&m.MaxTokensPolicy, "max-tokens-policy", m.MaxTokensPolicy, "what a max_tokens beyond what the context leaves after the prompt does: clamp (generate until the context is full, finish with length; the default, as llama.cpp and Ollama) or error (400 context_length_exceeded, as vLLM)")
 	fs.Var(&n.KVCacheMem, "kv-cache-mem", "KV cache memory budget: bytes, or a size such as 256MiB (default: 4 full contexts, at most 1 GiB)")
 	fs.IntVar(&n.BatchTokens, "batch-tokens", n.BatchTokens, "token budget of one forward pass (default 512)")
 	fs.IntVar(&n.Threads, "threads", n.Threads, "CPU threads (default: GOMAXPROCS)")
@@ -55,6 +56,7 @@ func (m *Model) CheckNativeFlags() error {
 	if m.ContextLength < 0 {
 		bad("--ctx must not be negative")
 	}
+	m.checkMaxTokensPolicy(bad, "--max-tokens-policy")
 	m.Native.check(bad, flagName)
 	return errors.Join(errs...)
 }

@@ -169,6 +169,12 @@ type Request struct {
 	// wrote them (the service passes each value so).
 	ChatTemplateKwargs map[string]any
 
+	// CacheKey groups requests that share a long prompt prefix, as the
+	// client's prompt_cache_key says; an engine that routes among replicas
+	// sends requests with the same key to the same one, where that prefix
+	// is cached. Empty: the engine keys by the prompt itself.
+	CacheKey string
+
 	// Responses marks a chat request that came through the Responses API:
 	// an engine behind HTTP whose server has that API may send it there, so
 	// that the server counts it as that API does. Others treat it as chat.

@@ -95,6 +95,11 @@ func TestChatPlan(t *testing.T) {
 					t.Errorf("plan %+v request %+v", p, req)
 				}
 			}},
+		{"prompt_cache_key is the request's cache key", `{"model":"m",` + user + `,"prompt_cache_key":"session-7"}`, func(t *testing.T, p *plan, req *engine.Request) {
+			if req.CacheKey != "session-7" {
+				t.Errorf("cache key %q", req.CacheKey)
+			}
+		}},
 		{"empty stop strings dropped", `{"model":"m",` + user + `,"stop":["","x"]}`, func(t *testing.T, p *plan, req *engine.Request) {
 			if !reflect.DeepEqual(req.Stop, []string{"x"}) {
 				t.Errorf("stop %q", req.Stop)

@@ -32,17 +32,21 @@ type commonRequest struct {
 	extensions
 }
 
-// extensions are the sampling fields chat, legacy completions and the
-// Responses API share beyond OpenAI's temperature and top_p: seed (OpenAI's
-// own on chat and completions, rill's on Responses) and rill's extensions
-// top_k, min_p, ignore_eos and no_draft. Each request type embeds them, and
-// apply is their one conversion.
+// extensions are the fields chat, legacy completions and the Responses API
+// share beyond OpenAI's temperature and top_p: seed (OpenAI's own on chat
+// and completions, rill's on Responses), prompt_cache_key (OpenAI's on chat
+// and Responses) and rill's extensions top_k, min_p, ignore_eos and
+// no_draft. Each request type embeds them, and apply is their one
+// conversion.
 type extensions struct {
 	Seed      *int64   `json:"seed"`
 	TopK      *int     `json:"top_k"`
 	MinP      *float64 `json:"min_p"`
 	IgnoreEOS *bool    `json:"ignore_eos"`
 	NoDraft   *bool    `json:"no_draft"`
+	// PromptCacheKey routes requests that share a prefix together
+	// (engine.Request.CacheKey).
+	PromptCacheKey *string `json:"prompt_cache_key"`
 }
 
 // apply sets what x asks for on req and its sampling s.
@@ -59,6 +63,9 @@ func (x *extensions) apply(req *engine.Request, s *engine.Sampling) {
 	}
 	req.IgnoreEOS = x.IgnoreEOS != nil && *x.IgnoreEOS
 	req.NoDraft = x.NoDraft != nil && *x.NoDraft
+	if x.PromptCacheKey != nil {
+		req.CacheKey = *x.PromptCacheKey
+	}
 }
 
 type streamOptions struct {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"slices"
@@ -88,6 +89,25 @@ type responsePlan struct {
 	// reasoningEffort and reasoningSummary echo the request's reasoning
 	// ("": null).
 	reasoningEffort, reasoningSummary string
+	// encryptReasoning: reasoning items carry encrypted_content (include
+	// "reasoning.encrypted_content").
+	encryptReasoning bool
+
+	// clientTools are the custom and namespaced tools by the function name
+	// the model sees (responses_tools.go).
+	clientTools map[string]clientTool
+	// warnings say what of the request was left out or not honoured.
+	warnings warnings
+}
+
+// warnings are sentences that say what of a request rill left out or did
+// not honour, rather than refuse it: hosted tools, reasoning it cannot
+// read. They are logged, and sent as Warning headers where the transport
+// has headers.
+type warnings []string
+
+func (w *warnings) add(format string, args ...any) {
+	*w = append(*w, fmt.Sprintf(format, args...))
 }
 
 // conversations resolves what a request refers to: stored responses and
@@ -113,6 +133,8 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 		createdAt: time.Now().Unix(),
 		store:     storeOn && (r.Store == nil || *r.Store),
 		metadata:  r.Metadata,
+
+		clientTools: map[string]clientTool{},
 	}
 	p.stream = r.Stream != nil && *r.Stream
 
@@ -132,7 +154,7 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 	if p.parent != nil {
 		history = p.parent.history()
 	}
-	input, e := responseInput(r.Input, conv, history)
+	input, e := responseInput(r.Input, conv, history, &p.warnings)
 	if e != nil {
 		return nil, e
 	}
@@ -170,6 +192,7 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 	if r.TopLogprobs != nil {
 		p.topLogprobs = *r.TopLogprobs
 	}
+	p.encryptReasoning = slices.Contains(r.Include, includeReasoningEncrypted)
 	if slices.Contains(r.Include, includeLogprobs) {
 		p.logprobs = true
 		req.Logprobs = true
@@ -254,6 +277,10 @@ func (s *Server) startResponse(ctx context.Context, body []byte, last *storedRes
 	rp, e := responsesPlan(&req, serverConversations{store: s.responses, last: last}, s.responses.enabled())
 	if e != nil {
 		return nil, nil, e
+	}
+	for _, w := range rp.warnings {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "responses request: "+w,
+			slog.String("response", rp.id), slog.String("model", rp.model))
 	}
 	g, e := s.launch(ctx, rp.plan, rp.id, begun)
 	if e != nil {
@@ -348,6 +375,9 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 	}
 	defer g.cancel()
 	info.model, info.obs = g.model, g.obs
+	for _, text := range rp.warnings {
+		w.Header().Add("Warning", warningValue(text))
+	}
 
 	if !rp.stream {
 		enc := newResponseEncoder(rp, nil)
@@ -376,6 +406,27 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 	if st != nil && rp.store {
 		s.responses.put(st)
 	}
+}
+
+// warningValue is an HTTP Warning header value for text: code 299
+// (a persistent warning), agent rill, text quoted (RFC 9110's
+// quoted-string).
+func warningValue(text string) string {
+	var b strings.Builder
+	b.WriteString(`299 rill "`)
+	for _, r := range text {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // responseSSE frames events as OpenAI's Responses stream does:

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -95,6 +97,9 @@ const (
 	itemMessage itemKind = iota
 	itemFunctionCall
 	itemReasoning
+	// itemCustomCall is a call of a custom tool: a function call to the
+	// engine, whose arguments {"input": ...} hold the item's input.
+	itemCustomCall
 )
 
 // outputItem is one item of a response's output as the encoder builds it.
@@ -107,9 +112,68 @@ type outputItem struct {
 	// reasoning_text part.
 	text     []byte
 	logprobs []engine.TokenLogprob
-	// A function call's call_id, name and arguments (JSON text).
-	callID, name string
-	arguments    []byte
+	// A function call's call_id, name and arguments (JSON text); a custom
+	// tool call's arguments hold its input. callName is the function the
+	// model called; name is the tool's own, namespace its namespace ("":
+	// none).
+	callID, name, namespace, callName string
+	arguments                         []byte
+	// sealed is a reasoning item's encrypted_content, once made.
+	sealed string
+}
+
+// isCall reports whether the item is a call of a function or custom tool.
+func (it *outputItem) isCall() bool { return it.kind == itemFunctionCall || it.kind == itemCustomCall }
+
+// customInput is a custom tool call's input: the input member of the
+// arguments the model wrote; of arguments cut short (by
+// max_output_tokens), the part of the input string they hold; or, from an
+// engine that does not hold arguments to the schema, the arguments
+// themselves.
+func (it *outputItem) customInput() string {
+	var a struct {
+		Input *string `json:"input"`
+	}
+	if json.Unmarshal(it.arguments, &a) == nil && a.Input != nil {
+		return *a.Input
+	}
+	if in, ok := partialInput(it.arguments); ok {
+		return in
+	}
+	return string(it.arguments)
+}
+
+// partialInput reads arguments cut inside {"input": "…: the string's
+// characters so far, an escape cut in half left out.
+func partialInput(args []byte) (string, bool) {
+	rest := bytes.TrimLeft(args, " \t\r\n")
+	rest, ok := bytes.CutPrefix(rest, []byte("{"))
+	if !ok {
+		return "", false
+	}
+	rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(`"input"`))
+	if !ok {
+		return "", false
+	}
+	rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(":"))
+	if !ok {
+		return "", false
+	}
+	rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(`"`))
+	if !ok {
+		return "", false
+	}
+	// The string so far closes as a JSON string, unless an escape was cut
+	// in half (a backslash, or \u and fewer than four digits): then the
+	// longest prefix that does. Arguments that went on past the string
+	// (and are not JSON for another reason) close as none.
+	for cut := len(rest); cut >= 0 && cut > len(rest)-6; cut-- {
+		var s string
+		if json.Unmarshal(append(append([]byte{'"'}, rest[:cut]...), '"'), &s) == nil {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 // message returns the chat message the item stands for in a conversation:
@@ -117,9 +181,9 @@ type outputItem struct {
 // reasoning (which belongs to the assistant turn that follows it).
 func (it *outputItem) message() engine.Message {
 	switch it.kind {
-	case itemFunctionCall:
+	case itemFunctionCall, itemCustomCall:
 		return engine.Message{Role: engine.RoleAssistant, NullContent: true,
-			ToolCalls: []engine.ToolCall{{ID: it.callID, Name: it.name, Arguments: string(it.arguments)}}}
+			ToolCalls: []engine.ToolCall{{ID: it.callID, Name: it.callName, Arguments: string(it.arguments)}}}
 	case itemReasoning:
 		return engine.Message{Role: engine.RoleAssistant, ReasoningContent: string(it.text)}
 	}
@@ -190,7 +254,7 @@ func (e *responseEncoder) event(ev *engine.Event) error {
 	if ev.Text == "" && (ev.Reasoning != "" || len(ev.ToolCalls) > 0) {
 		lps = nil // the token was the thinking block's or a call's, not a message's
 	}
-	if e.open != nil && e.open.kind == itemFunctionCall {
+	if e.open != nil && e.open.isCall() {
 		if err := e.addCalls(ev.ToolCalls); err != nil {
 			return err
 		}
@@ -279,13 +343,20 @@ func (e *responseEncoder) textDelta(text string, lps []engine.TokenLogprob) erro
 }
 
 // addCalls adds tool-call fragments: the first of a call opens its
-// function_call item, pieces of arguments are deltas of the open one.
+// function_call (or custom_tool_call) item, pieces of arguments are
+// deltas of the open one (a custom tool call's input is sent whole when
+// it is done: its pieces are pieces of JSON).
 func (e *responseEncoder) addCalls(deltas []engine.ToolCallDelta) error {
 	for _, d := range deltas {
 		it := e.calls[d.Index]
 		switch {
 		case it == nil:
-			it = &outputItem{kind: itemFunctionCall, id: newObjectID("fc_"), callID: d.ID, name: d.Name}
+			it = &outputItem{kind: itemFunctionCall, callID: d.ID}
+			e.r.nameCall(it, d.Name, true)
+			it.id = newObjectID("fc_")
+			if it.kind == itemCustomCall {
+				it.id = newObjectID("ctc_")
+			}
 			if it.callID == "" {
 				it.callID = newObjectID("call_") // an engine that names no call; the conversation needs an id
 			}
@@ -296,14 +367,14 @@ func (e *responseEncoder) addCalls(deltas []engine.ToolCallDelta) error {
 			}
 		case it != e.open:
 			return &errCallsInterleaved{index: d.Index}
-		case it.name == "":
-			it.name = d.Name
+		case it.callName == "":
+			e.r.nameCall(it, d.Name, false)
 		}
 		if d.Arguments == "" {
 			continue
 		}
 		it.arguments = append(it.arguments, d.Arguments...)
-		if e.w == nil {
+		if e.w == nil || it.kind == itemCustomCall {
 			continue
 		}
 		e.begin("response.function_call_arguments.delta")
@@ -342,7 +413,7 @@ func (e *responseEncoder) openItem(it *outputItem) error {
 	if err := e.send("response.output_item.added"); err != nil {
 		return err
 	}
-	if it.kind == itemFunctionCall {
+	if it.isCall() {
 		return nil
 	}
 	e.begin("response.content_part.added")
@@ -404,6 +475,24 @@ func (e *responseEncoder) closeItem(status string) error {
 		e.buf = append(e.buf, `,"arguments":`...)
 		e.buf = appendString(e.buf, string(it.arguments))
 		if err := e.send("response.function_call_arguments.done"); err != nil {
+			return err
+		}
+	case itemCustomCall:
+		input := it.customInput()
+		if input != "" {
+			e.begin("response.custom_tool_call_input.delta")
+			e.buf = e.appendCallRef(e.buf, it)
+			e.buf = append(e.buf, `,"delta":`...)
+			e.buf = appendString(e.buf, input)
+			if err := e.send("response.custom_tool_call_input.delta"); err != nil {
+				return err
+			}
+		}
+		e.begin("response.custom_tool_call_input.done")
+		e.buf = e.appendCallRef(e.buf, it)
+		e.buf = append(e.buf, `,"input":`...)
+		e.buf = appendString(e.buf, input)
+		if err := e.send("response.custom_tool_call_input.done"); err != nil {
 			return err
 		}
 	}
@@ -483,6 +572,31 @@ func (e *responseEncoder) response() []byte {
 		n += 128 + len(it.text) + len(it.arguments)
 	}
 	return e.appendResponse(make([]byte, 0, n))
+}
+
+// appendCallRef appends the members that locate a call item.
+func (e *responseEncoder) appendCallRef(b []byte, it *outputItem) []byte {
+	b = append(b, `,"item_id":`...)
+	b = appendString(b, it.id)
+	b = append(b, `,"output_index":`...)
+	return appendInt(b, it.index)
+}
+
+// nameCall names a call item by the function the model called, name: a
+// custom tool's call is a custom_tool_call (when opening: an item's type is
+// set when it opens, and every engine rill drives names a call in its
+// first fragment), a namespaced function's carries its namespace and its
+// own name.
+func (rp *responsePlan) nameCall(it *outputItem, name string, opening bool) {
+	it.callName, it.name = name, name
+	ct, ok := rp.clientTools[name]
+	if !ok || (ct.custom && !opening) {
+		return
+	}
+	it.name, it.namespace = ct.name, ct.namespace
+	if ct.custom {
+		it.kind = itemCustomCall
+	}
 }
 
 // appendPartRef appends the members that locate a message's text part.

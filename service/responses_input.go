@@ -21,11 +21,15 @@ type responseInputItem struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 	ID      string          `json:"id"`
-	// function_call and function_call_output items.
+	// function_call, custom_tool_call and their output items.
 	CallID    *string         `json:"call_id"`
 	Name      *string         `json:"name"`
-	Arguments *string         `json:"arguments"`
+	Namespace string          `json:"namespace"`
+	Arguments *string         `json:"arguments"` // a function call's
+	Input     *string         `json:"input"`     // a custom tool call's
 	Output    json.RawMessage `json:"output"`
+	// EncryptedContent is a reasoning item's (responses_seal.go).
+	EncryptedContent *string `json:"encrypted_content"`
 }
 
 // responseInput reads input into messages. A string is one user message; a
@@ -37,21 +41,28 @@ type responseInputItem struct {
 //     calls) join it, as chat's one assistant message with content and
 //     tool_calls; the first of a turn starts an assistant message with
 //     null content;
-//   - function_call_output items ({"call_id", "output"}): a tool message
-//     answering a call made earlier in the conversation (history, the
-//     messages of the stored conversation it continues, or this input);
-//   - reasoning items ({"content": [{"type": "reasoning_text", "text"}]}):
-//     the reasoning (ReasoningContent, as chat's reasoning_content) of the
-//     assistant message or function call that follows; consecutive ones add
-//     up. Reasoning that no assistant item follows joins the assistant
+//     A call of a namespace's function carries the namespace, and is
+//     the call of the function the model saw (modelToolName);
+//   - custom_tool_call items ({"call_id", "name", "input"}): a call of a
+//     custom tool, as the call of its function ({"input": ...});
+//   - function_call_output and custom_tool_call_output items ({"call_id",
+//     "output"}): a tool message answering a call made earlier in the
+//     conversation (history, the messages of the stored conversation it
+//     continues, or this input);
+//   - reasoning items ({"content": [{"type": "reasoning_text", "text"}]},
+//     or rill's encrypted_content instead): the reasoning
+//     (ReasoningContent, as chat's reasoning_content) of the assistant
+//     message or function call that follows; consecutive ones add up.
+//     Reasoning that no assistant item follows joins the assistant
 //     message before it, or is an assistant message of its own (a response
 //     cut while it reasoned, sent back), as the reply of the stored
-//     response it came from has it;
+//     response it came from has it. encrypted_content that does not open
+//     adds nothing, and a warning to warn;
 //   - item_references to output items of stored responses, read as the
 //     items they name.
 //
 // Other item types and content parts other than text are refused.
-func responseInput(raw json.RawMessage, conv conversations, history []engine.Message) ([]engine.Message, *apiError) {
+func responseInput(raw json.RawMessage, conv conversations, history []engine.Message, warn *warnings) ([]engine.Message, *apiError) {
 	switch firstByte(raw) {
 	case 0, 'n':
 		return nil, nil
@@ -84,19 +95,19 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 			if m, e = messageItem(&it, param); e != nil {
 				return nil, e
 			}
-		case "function_call":
-			call, e := functionCallItem(&it, param)
+		case "function_call", "custom_tool_call":
+			call, e := callItem(&it, param)
 			if e != nil {
 				return nil, e
 			}
 			m = engine.Message{Role: engine.RoleAssistant, NullContent: true, ToolCalls: []engine.ToolCall{call}}
-		case "function_call_output":
+		case "function_call_output", "custom_tool_call_output":
 			var e *apiError
 			if m, e = functionOutputItem(&it, param, calls); e != nil {
 				return nil, e
 			}
 		case "reasoning":
-			text, e := reasoningItem(&it, param)
+			text, e := reasoningItem(&it, param, warn)
 			if e != nil {
 				return nil, e
 			}
@@ -173,13 +184,19 @@ func messageItem(it *responseInputItem, param string) (engine.Message, *apiError
 	return engine.Message{Role: engine.Role(it.Role), Content: text}, nil
 }
 
-// functionCallItem reads a function_call item: call_id, name and
-// arguments (JSON text, as the model wrote it) are required.
-func functionCallItem(it *responseInputItem, param string) (engine.ToolCall, *apiError) {
+// callItem reads a function_call item (call_id, name and arguments, JSON
+// text as the model wrote it, are required) or a custom_tool_call item
+// (call_id, name and input), either with the namespace of its tool.
+func callItem(it *responseInputItem, param string) (engine.ToolCall, *apiError) {
+	custom := it.Type == "custom_tool_call"
+	payload, payloadName := it.Arguments, "arguments"
+	if custom {
+		payload, payloadName = it.Input, "input"
+	}
 	for _, f := range []struct {
 		name string
 		v    *string
-	}{{"call_id", it.CallID}, {"name", it.Name}, {"arguments", it.Arguments}} {
+	}{{"call_id", it.CallID}, {"name", it.Name}, {payloadName, payload}} {
 		if f.v == nil {
 			return engine.ToolCall{}, invalid(param+"."+f.name, "missing_required_parameter", "Missing required parameter: '%s.%s'.", param, f.name)
 		}
@@ -187,11 +204,24 @@ func functionCallItem(it *responseInputItem, param string) (engine.ToolCall, *ap
 	if *it.CallID == "" {
 		return engine.ToolCall{}, invalid(param+".call_id", "invalid_value", "Invalid '%s.call_id': empty string.", param)
 	}
-	if !functionName.MatchString(*it.Name) {
-		return engine.ToolCall{}, invalid(param+".name", "invalid_value",
-			"Invalid '%s.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.", param)
+	if e := checkName(*it.Name, param); e != nil {
+		return engine.ToolCall{}, e
 	}
-	return engine.ToolCall{ID: *it.CallID, Name: *it.Name, Arguments: *it.Arguments}, nil
+	if it.Namespace != "" && !functionName.MatchString(it.Namespace) {
+		return engine.ToolCall{}, invalid(param+".namespace", "invalid_value",
+			"Invalid '%s.namespace': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.", param)
+	}
+	args := *payload
+	if custom {
+		args = customArguments(*payload)
+	}
+	return engine.ToolCall{ID: *it.CallID, Name: modelToolName(it.Namespace, *it.Name), Arguments: args}, nil
+}
+
+// customArguments are the arguments of a custom tool's function for input.
+func customArguments(input string) string {
+	b := append([]byte(`{"input":`), appendString(nil, input)...)
+	return string(append(b, '}'))
 }
 
 // functionOutputItem reads a function_call_output item: the tool message

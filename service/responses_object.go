@@ -111,8 +111,9 @@ func appendReasoningPart(b []byte, it *outputItem, whole bool) []byte {
 // appendItem appends an output item as its status stands (an item still
 // open in a response that ended is incomplete): with whole its content,
 // else as it opens (a message or reasoning without parts, a call with
-// empty arguments). A reasoning item's summary is always empty (rill has
-// no summarizer) and it has no encrypted_content.
+// empty arguments or input). A reasoning item's summary is always empty
+// (rill has no summarizer); whole, it has encrypted_content when the
+// request included it. A call of a namespace's tool names its namespace.
 func (e *responseEncoder) appendItem(b []byte, it *outputItem, whole bool) []byte {
 	status := it.status
 	if status == statusInProgress && e.status != statusInProgress {
@@ -121,12 +122,19 @@ func (e *responseEncoder) appendItem(b []byte, it *outputItem, whole bool) []byt
 	b = append(b, `{"id":`...)
 	b = appendString(b, it.id)
 	switch it.kind {
-	case itemFunctionCall:
-		b = append(b, `,"type":"function_call","status":"`...)
+	case itemFunctionCall, itemCustomCall:
+		typ, payload, payloadName := "function_call", string(it.arguments), `,"arguments":`
+		if it.kind == itemCustomCall {
+			typ, payload, payloadName = "custom_tool_call", it.customInput(), `,"input":`
+		}
+		b = append(b, `,"type":"`...)
+		b = append(b, typ...)
+		b = append(b, `","status":"`...)
 		b = append(b, status...)
-		b = append(b, `","arguments":`...)
+		b = append(b, '"')
+		b = append(b, payloadName...)
 		if whole {
-			b = appendString(b, string(it.arguments))
+			b = appendString(b, payload)
 		} else {
 			b = append(b, `""`...)
 		}
@@ -134,6 +142,10 @@ func (e *responseEncoder) appendItem(b []byte, it *outputItem, whole bool) []byt
 		b = appendString(b, it.callID)
 		b = append(b, `,"name":`...)
 		b = appendString(b, it.name)
+		if it.namespace != "" {
+			b = append(b, `,"namespace":`...)
+			b = appendString(b, it.namespace)
+		}
 		return append(b, '}')
 	case itemReasoning:
 		b = append(b, `,"type":"reasoning","status":"`...)
@@ -142,7 +154,17 @@ func (e *responseEncoder) appendItem(b []byte, it *outputItem, whole bool) []byt
 		if whole {
 			b = appendReasoningPart(b, it, true)
 		}
-		return append(b, "]}"...)
+		b = append(b, ']')
+		if whole && e.r.encryptReasoning {
+			if it.sealed == "" {
+				// Sealed once: the item's done event and the response
+				// carry the same encrypted_content.
+				it.sealed = processSealer.seal(string(it.text))
+			}
+			b = append(b, `,"encrypted_content":`...)
+			b = appendString(b, it.sealed)
+		}
+		return append(b, '}')
 	default:
 		b = append(b, `,"type":"message","status":"`...)
 		b = append(b, status...)

@@ -27,8 +27,8 @@ type responseReasoning struct {
 
 // includeReasoningEncrypted is the include value that asks for reasoning
 // items' encrypted_content, so that a client can send them back with store
-// false. rill accepts it and sends none: its reasoning items carry their
-// text in content, which a client sends back as it came.
+// false and without their content (Codex does): rill's is the reasoning
+// text sealed under a key of the process (responses_seal.go).
 const includeReasoningEncrypted = "reasoning.encrypted_content"
 
 // thinkingOff reports whether effort asks a reasoning model not to think:
@@ -76,17 +76,29 @@ func (rp *responsePlan) appendReasoningEcho(b []byte) []byte {
 }
 
 // reasoningItem reads a reasoning input item: the text of its content's
-// reasoning_text parts, concatenated. Its summary and encrypted_content are
-// accepted and ignored: a summary is not what the model thought, and rill
-// cannot read OpenAI's encryption, so an item that has only those adds no
-// text.
-func reasoningItem(it *responseInputItem, param string) (string, *apiError) {
-	if isNull(it.Content) {
-		return "", nil
-	}
+// reasoning_text parts, concatenated, or without content the text sealed
+// in its encrypted_content. Its summary is accepted and ignored: a summary
+// is not what the model thought. encrypted_content that rill did not seal
+// (OpenAI's, another server's, one from before a restart, or one changed
+// since) adds no text and a warning: the reasoning of an earlier turn is
+// context the model can do without, which most chat templates do not show
+// anyway.
+func reasoningItem(it *responseInputItem, param string, warn *warnings) (string, *apiError) {
 	var parts []contentPart
-	if err := json.Unmarshal(it.Content, &parts); err != nil {
-		return "", invalid(param+".content", "invalid_type", "Invalid type for '%s.content': expected an array of reasoning_text parts.", param)
+	if !isNull(it.Content) {
+		if err := json.Unmarshal(it.Content, &parts); err != nil {
+			return "", invalid(param+".content", "invalid_type", "Invalid type for '%s.content': expected an array of reasoning_text parts.", param)
+		}
+	}
+	if len(parts) == 0 {
+		if it.EncryptedContent == nil || *it.EncryptedContent == "" {
+			return "", nil
+		}
+		text, ok := processSealer.open(*it.EncryptedContent)
+		if !ok {
+			warn.add("%s.encrypted_content is left out: this server did not make it (another server or an earlier run did), or it was changed.", param)
+		}
+		return text, nil
 	}
 	var b []byte
 	for j, part := range parts {

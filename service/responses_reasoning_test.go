@@ -241,7 +241,7 @@ func TestResponsesReasoningEffort(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	decodeOutput(t, body)
-	if !strings.Contains(string(body), `"reasoning":{"effort":"minimal","summary":"auto"}`) || strings.Contains(string(body), "encrypted_content") {
+	if !strings.Contains(string(body), `"reasoning":{"effort":"minimal","summary":"auto"}`) || !strings.Contains(string(body), `"encrypted_content":"`+sealPrefix) {
 		t.Errorf("response %s", body)
 	}
 	if got := fake.requests()[0].ChatTemplateKwargs; !reflect.DeepEqual(got, off) {

@@ -49,6 +49,9 @@ type Options struct {
 	// one; empty keeps the model's. The tool-call format and the reasoning
 	// markers are then read from it, as from the model's.
 	ChatTemplate string
+	// MaxTokensPolicy says what a request's max_tokens beyond what the
+	// context leaves after its prompt does; the zero value clamps it.
+	MaxTokensPolicy engine.MaxTokensPolicy
 	// KVCacheBytes is the memory budget of the KV cache; default room for
 	// 4 full contexts, at most 1 GiB.
 	KVCacheBytes int64

@@ -147,7 +147,6 @@ func TestGenerateErrors(t *testing.T) {
 	}{
 		{"unknown model", engine.Request{Model: "gpt-4", Prompt: "hi"}, "", true},
 		{"prompt over the context", engine.Request{Model: id, Prompt: long}, engine.CodeContextLengthExceeded, false},
-		{"max_tokens over the context", engine.Request{Model: id, Prompt: "hi", MaxTokens: 100}, engine.CodeContextLengthExceeded, false},
 		{"token outside the vocabulary", engine.Request{Model: id, PromptTokens: []int{1, 99999}}, "", false},
 		{"empty messages", engine.Request{Model: id, Messages: []engine.Message{}}, "", false},
 	}

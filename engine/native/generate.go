@@ -83,18 +83,11 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 		// off, and what the grammar allows is the answer.
 		think = phaseAnswer
 	}
-	maxTokens := req.MaxTokens
-	room := e.ctxLen - len(prompt)
-	switch {
-	case room <= 0:
-		return nil, engine.Errorf(engine.CodeContextLengthExceeded, promptParam(req),
-			"This model's maximum context length is %d tokens. However, your prompt is %d tokens.", e.ctxLen, len(prompt))
-	case maxTokens > room:
-		return nil, engine.Errorf(engine.CodeContextLengthExceeded, "max_tokens",
-			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the prompt or the completion length.",
-			e.ctxLen, len(prompt)+maxTokens, len(prompt), maxTokens)
-	case maxTokens == 0:
-		maxTokens = room
+	// A budget beyond the context is the room left, or a refusal, as the
+	// model's policy says; a prompt that alone fills it is always refused.
+	maxTokens, err := e.opts.MaxTokensPolicy.Budget(e.ctxLen, len(prompt), req.MaxTokens, promptParam(req))
+	if err != nil {
+		return nil, err
 	}
 	if need := e.cache.BlocksFor(len(prompt) + 1); need > e.cache.NumBlocks() {
 		return nil, engine.Errorf(engine.CodeContextLengthExceeded, promptParam(req),

@@ -63,6 +63,9 @@ type Options struct {
 	ContextLength int    // 0: unknown
 	// Drafting says the upstream is set up for speculative decoding.
 	Drafting bool
+	// MaxTokensPolicy says what a max_tokens beyond what the context
+	// leaves does; the zero value clamps it (see Generate).
+	MaxTokensPolicy engine.MaxTokensPolicy
 
 	// ConnectTimeout bounds dialling a replica.
 	ConnectTimeout time.Duration
@@ -231,7 +234,10 @@ func (e *Engine) Replicas() []ReplicaStatus {
 // replica could be used: a *engine.RequestError when the upstream refused
 // the request as the client's fault (its status was 400, 413 or 422),
 // engine.ErrOverloaded when replicas answered 429 or 503, engine.ErrUpstream
-// otherwise.
+// otherwise. Under the clamp policy a context_length_exceeded refusal of a
+// request with MaxTokens is sent once more without MaxTokens, so that the
+// upstream generates until its context is full; llama.cpp's server does
+// that by itself, so its refusals stand.
 //
 // Usage of n > 1: the upstream reports a request's totals, so the final
 // event of choice 0 carries them all (prompt, cached, completion and draft
@@ -249,6 +255,25 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	default:
 	}
 	key, haveKey := affinityKey(req, e.opts.PrefixBytes)
+	st, err := e.generate(ctx, req, key, haveKey)
+	var re *engine.RequestError
+	if err == nil || req.MaxTokens == 0 || e.opts.MaxTokensPolicy == engine.MaxTokensError || e.caps.clampsBudget ||
+		!errors.As(err, &re) || re.Code != engine.CodeContextLengthExceeded {
+		return st, err
+	}
+	// The upstream (vLLM, SGLang) refused a budget the context cannot
+	// hold, or a prompt it cannot hold at all. Without max_tokens it
+	// generates until the context is full, which is less than the budget:
+	// the clamp. A prompt that alone does not fit is refused again.
+	e.log.Debug("upstream refused the request's context; retrying without max_tokens",
+		slog.String("model", e.info.ID), slog.Int("max_tokens", req.MaxTokens), slog.String("err", re.Message))
+	unbounded := *req
+	unbounded.MaxTokens = 0
+	return e.generate(ctx, &unbounded, key, haveKey)
+}
+
+// generate is Generate once the model and the affinity key are known.
+func (e *Engine) generate(ctx context.Context, req *engine.Request, key uint64, haveKey bool) (engine.Stream, error) {
 	n := req.Choices()
 	if n > 1 && e.caps.splitChoices {
 		return e.fanOut(ctx, req, key, haveKey)

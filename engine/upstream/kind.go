@@ -86,6 +86,14 @@ type caps struct {
 	// one is refused rather than silently not forced. Tools,
 	// response_format and logit_bias go to every kind.
 	forcedTools bool
+	// clampsBudget: the kind's server generates until its context is full
+	// when max_tokens asks for more (llama.cpp); its context errors are
+	// about the prompt alone.
+	clampsBudget bool
+	// cacheKey: the kind reads prompt_cache_key (OpenAI's own, and rill,
+	// which routes its replicas by it); others would ignore it with a
+	// warning in their log.
+	cacheKey bool
 }
 
 // runningSource is how rill learns a request's counts while it streams
@@ -115,7 +123,7 @@ func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true,
-			running: runningTimings, templateKwargs: true}
+			running: runningTimings, templateKwargs: true, clampsBudget: true}
 	case VLLM:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true,
 			running: runningChoiceUsage, templateKwargs: true}
@@ -126,9 +134,9 @@ func (k Kind) caps() caps {
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true,
-			running: runningRequestUsage, templateKwargs: true}
+			running: runningRequestUsage, templateKwargs: true, cacheKey: true}
 	}
-	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true}
+	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true, cacheKey: true}
 }
 
 // stats maps what the upstream reported for a whole request into the Stats

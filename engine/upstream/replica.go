@@ -128,14 +128,25 @@ func pick(replicas []*replica, tried []bool, key uint64, haveKey bool, maxImbala
 	return least
 }
 
-// affinityKey hashes the first n bytes of the request's rendered prompt:
-// for chat, each message as its role, a NUL, its content and a record
-// separator (0x1e), in order; for text prompts the text; for token prompts
-// each id as 4 little-endian bytes. Prompts shorter than n bytes are keyed
-// whole. ok is false when n <= 0 (affinity off).
+// affinityKey is the hash of the request's CacheKey (the client's
+// prompt_cache_key) when it has one: the client knows which requests share
+// a prefix, also when their first n bytes differ (a system prompt that
+// names the date) or agree by chance. Without one it hashes the first n
+// bytes of the request's rendered prompt: for chat, each message as its
+// role, a NUL, its content and a record separator (0x1e), in order; for
+// text prompts the text; for token prompts each id as 4 little-endian
+// bytes. Prompts shorter than n bytes are keyed whole. ok is false when
+// n <= 0 (affinity off).
 func affinityKey(req *engine.Request, n int) (key uint64, ok bool) {
 	if n <= 0 {
 		return 0, false
+	}
+	if req.CacheKey != "" {
+		// The leading 0x1f keeps a key from hashing like a prompt.
+		h := &prefixHash{h: fnvOffset, left: 1 + len(req.CacheKey)}
+		h.write("\x1f")
+		h.write(req.CacheKey)
+		return mix(h.h), true
 	}
 	h := &prefixHash{h: fnvOffset, left: n}
 	switch {

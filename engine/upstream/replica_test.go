@@ -124,6 +124,7 @@ func TestAffinityKey(t *testing.T) {
 	sys := engine.Message{Role: engine.RoleSystem, Content: strings.Repeat("You are a helpful assistant. ", 30)}
 	chat := func(msgs ...engine.Message) *engine.Request { return &engine.Request{Messages: msgs} }
 	user := func(s string) engine.Message { return engine.Message{Role: engine.RoleUser, Content: s} }
+	keyed := func(key string, r *engine.Request) *engine.Request { r.CacheKey = key; return r }
 	cases := []struct {
 		name string
 		a, b *engine.Request
@@ -138,6 +139,9 @@ func TestAffinityKey(t *testing.T) {
 		{"short text prompts differ", &engine.Request{Prompt: "Once upon a time"}, &engine.Request{Prompt: "Once upon a tide"}, 512, false},
 		{"token prompts", &engine.Request{PromptTokens: []int{1, 2, 3, 4}}, &engine.Request{PromptTokens: []int{1, 2, 3, 5}}, 12, true},
 		{"token prompts differ", &engine.Request{PromptTokens: []int{1, 2, 3, 4}}, &engine.Request{PromptTokens: []int{1, 2, 3, 5}}, 16, false},
+		{"the same cache key, prompts that differ at once", keyed("codex-1", chat(user("a"))), keyed("codex-1", chat(sys, user("b"))), 512, true},
+		{"cache keys differ, prompts agree", keyed("codex-1", chat(sys, user("a"))), keyed("codex-2", chat(sys, user("a"))), 512, false},
+		{"a cache key is not a prompt", keyed("x", &engine.Request{Prompt: "y"}), &engine.Request{Prompt: "x"}, 512, false},
 	}
 	for _, tc := range cases {
 		ka, oka := affinityKey(tc.a, tc.n)
@@ -148,6 +152,9 @@ func TestAffinityKey(t *testing.T) {
 	}
 	if _, ok := affinityKey(chat(user("x")), -1); ok {
 		t.Error("affinity on with a negative prefix length")
+	}
+	if _, ok := affinityKey(keyed("k", chat(user("x"))), -1); ok {
+		t.Error("affinity on with a negative prefix length and a cache key")
 	}
 }
 

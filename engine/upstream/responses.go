@@ -46,6 +46,7 @@ type wireResponsesRequest struct {
 	Seed            *int64        `json:"seed,omitempty"`
 	IgnoreEOS       bool          `json:"ignore_eos,omitempty"`
 	NoDraft         bool          `json:"no_draft,omitempty"`
+	PromptCacheKey  string        `json:"prompt_cache_key,omitempty"`
 }
 
 // useResponses reports whether req goes to the upstream's /v1/responses.
@@ -82,6 +83,9 @@ func encodeResponsesRequest(k Kind, model string, req *engine.Request) ([]byte, 
 		return nil, engine.Errorf("", "input", "input must not be empty")
 	}
 	w := wireResponsesRequest{Model: model, Stream: true, MaxOutputTokens: req.MaxTokens}
+	if c.cacheKey {
+		w.PromptCacheKey = req.CacheKey
+	}
 	w.Input = make([]wireMessage, len(req.Messages))
 	for i, m := range req.Messages {
 		content := m.Content // Responses message items always carry text

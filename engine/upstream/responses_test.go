@@ -60,14 +60,14 @@ func TestUseResponses(t *testing.T) {
 func TestEncodeResponsesRequest(t *testing.T) {
 	t.Parallel()
 	seed := int64(3)
-	req := &engine.Request{Model: "m", Responses: true, MaxTokens: 20, IgnoreEOS: true, NoDraft: true,
+	req := &engine.Request{Model: "m", Responses: true, MaxTokens: 20, IgnoreEOS: true, NoDraft: true, CacheKey: "s1",
 		Messages: []engine.Message{{Role: engine.RoleSystem, Content: "be brief"}, {Role: engine.RoleUser, Content: "hi"}},
 		Sampling: engine.Sampling{Temperature: 0.5, TopP: 0.9, TopK: 4, Seed: &seed}}
 	body, err := encodeResponsesRequest(Rill, "up", req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"model":"up","input":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"stream":true,"store":false,"max_output_tokens":20,"temperature":0.5,"top_p":0.9,"top_k":4,"seed":3,"ignore_eos":true,"no_draft":true}`
+	const want = `{"model":"up","input":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"stream":true,"store":false,"max_output_tokens":20,"temperature":0.5,"top_p":0.9,"top_k":4,"seed":3,"ignore_eos":true,"no_draft":true,"prompt_cache_key":"s1"}`
 	if string(body) != want {
 		t.Errorf("rill:\n got  %s\n want %s", body, want)
 	}
@@ -76,8 +76,12 @@ func TestEncodeResponsesRequest(t *testing.T) {
 	}
 	req.Sampling.TopK, req.IgnoreEOS = 0, false
 	body, err = encodeResponsesRequest(OpenAI, "up", req)
-	if err != nil || strings.Contains(string(body), "seed") || strings.Contains(string(body), "no_draft") {
+	if err != nil || strings.Contains(string(body), "seed") || strings.Contains(string(body), "no_draft") || !strings.Contains(string(body), `"prompt_cache_key":"s1"`) {
 		t.Errorf("openai: %s %v", body, err)
+	}
+	body, err = encodeResponsesRequest(VLLM, "up", req)
+	if err != nil || strings.Contains(string(body), "prompt_cache_key") {
+		t.Errorf("vllm: %s %v", body, err)
 	}
 }
 

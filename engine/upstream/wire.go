@@ -60,6 +60,7 @@ type wireRequest struct {
 	ParallelToolCalls *bool               `json:"parallel_tool_calls,omitempty"`
 	ResponseFormat    *wireResponseFormat `json:"response_format,omitempty"`
 	LogitBias         map[string]float64  `json:"logit_bias,omitempty"`
+	PromptCacheKey    string              `json:"prompt_cache_key,omitempty"`
 }
 
 type wireMessage struct {
@@ -113,6 +114,9 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 	}
 	if n > 1 {
 		w.N = n
+	}
+	if c.cacheKey {
+		w.PromptCacheKey = req.CacheKey
 	}
 	s := req.Sampling
 	w.Temperature = s.Temperature

@@ -48,12 +48,17 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	policy, err := engine.ParseMaxTokensPolicy(m.MaxTokensPolicy)
+	if err != nil {
+		return nil, err
+	}
 	opts := native.Options{
 		ID:                m.ID,
 		Description:       m.Description,
 		OwnedBy:           m.OwnedBy,
 		ContextLength:     m.ContextLength,
 		ChatTemplate:      template,
+		MaxTokensPolicy:   policy,
 		KVCacheBytes:      int64(n.KVCacheMem),
 		KVType:            kvType,
 		MaxBatchTokens:    n.BatchTokens,
