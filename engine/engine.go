@@ -16,7 +16,7 @@ import (
 // Engine serves one or more models. Implementations are safe for concurrent use.
 type Engine interface {
 	// Models lists the models this engine serves, in a stable order.
-	Models() []Model
+	Models() []ModelCard
 
 	// Generate validates req and starts generating. Errors that can be known
 	// before the first token (unknown model, prompt too long, bad parameters)
@@ -68,8 +68,8 @@ func Recv(st Stream) (Event, error) {
 	}
 }
 
-// Model describes a model as /v1/models shows it.
-type Model struct {
+// ModelCard describes a model as /v1/models shows it.
+type ModelCard struct {
 	ID      string
 	OwnedBy string
 	Created int64 // unix seconds

@@ -51,7 +51,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, _ *requestI
 
 // appendModel appends a Model object with rill's extensions, context_length
 // and description, present when known.
-func appendModel(b []byte, m *engine.Model) []byte {
+func appendModel(b []byte, m *engine.ModelCard) []byte {
 	owner := m.OwnedBy
 	if owner == "" {
 		owner = "rill"
