@@ -104,10 +104,12 @@ func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool, dist []int32) *maskE
 	w := &trieWalker{stepper: stepper{g: g}}
 	e := &maskEntry{}
 	words := MaskWords(v.n)
-	// The inside tokens by distance, as bitsets while the walk runs.
+	// The inside tokens by distance, while the walk runs: few as ids, many
+	// as a bitset (as the entry keeps them).
 	type group struct {
 		dist  int32
-		ids   []uint64
+		ids   []int32  // while at most words
+		bits  []uint64 // then
 		count int
 	}
 	var groups []group
@@ -124,15 +126,26 @@ func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool, dist []int32) *maskE
 			if last < 0 || groups[last].dist != d {
 				last = slices.IndexFunc(groups, func(g group) bool { return g.dist == d })
 				if last < 0 {
-					groups = append(groups, group{dist: d, ids: make([]uint64, words)})
+					groups = append(groups, group{dist: d})
 					last = len(groups) - 1
 				}
 			}
 			gr := &groups[last]
-			for _, id := range toks {
-				gr.ids[id>>6] |= 1 << (id & 63)
-			}
 			gr.count += len(toks)
+			if gr.bits == nil && gr.count > words {
+				gr.bits = make([]uint64, words)
+				for _, id := range gr.ids {
+					gr.bits[id>>6] |= 1 << (id & 63)
+				}
+				gr.ids = nil
+			}
+			if gr.bits == nil {
+				gr.ids = append(gr.ids, toks...)
+			} else {
+				for _, id := range toks {
+					gr.bits[id>>6] |= 1 << (id & 63)
+				}
+			}
 		}
 		for _, f := range alive {
 			if !bottom && w.canComplete(f) {
@@ -145,8 +158,8 @@ func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool, dist []int32) *maskE
 			}
 		}
 	})
-	// The largest group is the bulk; the others' tokens are listed, and
-	// added to the bulk's set to make inside.
+	// The largest group is the bulk; the others' tokens are listed with
+	// their distances.
 	count, bulk := 0, 0
 	for i, gr := range groups {
 		count += gr.count
@@ -155,17 +168,14 @@ func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool, dist []int32) *maskE
 		}
 		e.farthest = max(e.farthest, gr.dist)
 	}
-	inside := make([]uint64, words)
-	if len(groups) > 0 {
-		e.bulk = groups[bulk].dist
-		inside = groups[bulk].ids
-	}
 	for i, gr := range groups {
 		if i == bulk {
 			continue
 		}
-		for j, w := range gr.ids {
-			inside[j] |= w
+		for _, id := range gr.ids {
+			e.others = append(e.others, tokenDist{id: id, dist: gr.dist})
+		}
+		for j, w := range gr.bits {
 			for ; w != 0; w &= w - 1 {
 				e.others = append(e.others, tokenDist{id: int32(j*64 + bits.TrailingZeros64(w)), dist: gr.dist})
 			}
@@ -173,18 +183,29 @@ func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool, dist []int32) *maskE
 	}
 	slices.SortFunc(e.others, func(a, b tokenDist) int { return int(a.id - b.id) })
 	e.size = 8 * len(e.others)
-	if count > words {
-		e.dense = inside
-		e.size += 8 * words
-	} else {
-		e.sparse = make([]int32, 0, count)
-		for i, word := range inside {
-			for word != 0 {
-				b := bits.TrailingZeros64(word)
-				word &^= 1 << b
-				e.sparse = append(e.sparse, int32(i*64+b))
+	if len(groups) > 0 {
+		e.bulk = groups[bulk].dist
+	}
+	switch {
+	case count > words:
+		b := &groups[bulk]
+		if e.dense = b.bits; e.dense == nil {
+			e.dense = make([]uint64, words)
+			for _, id := range b.ids {
+				e.dense[id>>6] |= 1 << (id & 63)
 			}
 		}
+		for _, x := range e.others {
+			e.dense[x.id>>6] |= 1 << (x.id & 63)
+		}
+		e.size += 8 * words
+	case count > 0:
+		e.sparse = make([]int32, 0, count)
+		e.sparse = append(e.sparse, groups[bulk].ids...)
+		for _, x := range e.others {
+			e.sparse = append(e.sparse, x.id)
+		}
+		slices.Sort(e.sparse)
 		e.size += 4 * count
 	}
 	// Remainders: for each exit node, every token strictly below it.
