@@ -15,8 +15,8 @@ import (
 // bytes of such a path are also that many tokens: the distance is an upper
 // bound on the tokens the shortest completion needs. Every byte is a token
 // in byte-level BPE vocabularies and in SentencePiece ones with byte
-// fallback; where some are not, the distance may be larger (or unreachable)
-// but is never less than the tokens a completion byte by byte takes.
+// fallback; where some are not, the distance goes around them (or is
+// unreachable) and is still the length of a path of single-byte tokens.
 //
 // A stack's distance is the sum of its frames' (the innermost rule goes to
 // its end, then each caller from its return state to its own), and a
@@ -219,8 +219,9 @@ func (m *Matcher) Distance() int {
 // the distance after it is at most budget-2; the end tokens when the
 // grammar is complete). A sequence masked so from a point where it could
 // finish in time always can (the first byte of a shortest completion is a
-// token that keeps it so), and output that finishes in time anyway is
-// never touched: only tokens after which it could not are removed.
+// token that keeps it so). Output that finishes in time anyway is left as
+// it is as long as each of its tokens leaves room for the byte-counted
+// completion: only tokens after which that does not fit are removed.
 //
 // When no token fits the budget (it was too small from the start), dst is
 // the plain Mask and MaskBudget returns false: the sequence runs out of
