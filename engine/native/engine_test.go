@@ -44,11 +44,20 @@ func newTestEngineOf(t testing.TB, typ quant.Type, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startOn(t, m, opts)
+}
+
+// startOn starts an engine on m (which it takes over, and closes if New
+// refuses it) with opts, discarding its log unless opts has a logger, and
+// runs it until the test ends.
+func startOn(t testing.TB, m *model.Model, opts Options) *Engine {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = discard
 	}
 	e, err := New(m, testCompute(t), opts)
 	if err != nil {
+		m.Close()
 		t.Fatal(err)
 	}
 	start(t, e)

@@ -200,16 +200,7 @@ func openShared(t testing.TB, path string, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = discard
-	}
-	e, err := New(m, testCompute(t), opts)
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
-	start(t, e)
-	return e
+	return startOn(t, m, opts)
 }
 
 func TestInterTokenSpace(t *testing.T) {
