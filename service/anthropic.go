@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 
 	"rill/engine"
@@ -89,12 +90,15 @@ type anthropicBlock struct {
 	Thinking *string `json:"thinking"`
 }
 
-// billingHeader starts the first system block Claude Code sends: an
-// attribution line ("x-anthropic-billing-header: cc_version=…; cch=…;")
-// for Anthropic's billing, not words for the model. Its cch changes with
-// every request, so kept first in the prompt it would leave nothing for
-// the prefix cache to reuse (llama.cpp rewrites it for the same reason).
-const billingHeader = "x-anthropic-billing-header:"
+// billingHeader matches the attribution line that starts the first
+// system block Claude Code sends, "x-anthropic-billing-header:
+// cc_version=…; cc_entrypoint=cli; cch=…;", for Anthropic's billing, not
+// for the model. Its cch changes with every request, so kept first in the
+// prompt it would leave nothing for the prefix cache to reuse (llama.cpp
+// rewrites it for the same reason); rill leaves it out. It matches the
+// line's "key=value;" pairs only, so that a prompt a client joined onto
+// it stays.
+var billingHeader = regexp.MustCompile(`^x-anthropic-billing-header:(?:[ \t]*[A-Za-z0-9_.-]+=[^;\n]*;)*[ \t]*\n?`)
 
 // textSeparator joins the text blocks of a user turn and of the system
 // prompt: each is a paragraph of its own (Claude Code sends a reminder
@@ -162,9 +166,8 @@ func messagesPlan(r *messagesRequest) (p *plan, skipped []string, e *apiError) {
 // anthropicConversation converts the system prompt and the messages into
 // the engine's chat messages, as chat would have the same conversation:
 //
-//   - system (a string or text blocks) is one system message first; a
-//     block that is Claude Code's billing header is left out (see
-//     billingHeader).
+//   - system (a string or text blocks) is one system message first,
+//     without Claude Code's billing header (see billingHeader).
 //   - a "system" message inside messages before the first user or
 //     assistant message joins the system prompt; one later in the
 //     conversation is read as user text, because many chat templates
@@ -297,10 +300,7 @@ func systemText(raw json.RawMessage, param string) (string, *apiError) {
 		if b.Text == nil {
 			return "", missingPartField(param, j, "text")
 		}
-		if strings.HasPrefix(*b.Text, billingHeader) {
-			continue
-		}
-		text = joinText(text, *b.Text)
+		text = joinText(text, billingHeader.ReplaceAllLiteralString(*b.Text, ""))
 	}
 	return text, nil
 }
