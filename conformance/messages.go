@@ -646,8 +646,8 @@ func mergedUsage(start *MessagesUsage, raw json.RawMessage) (*MessagesUsage, err
 // CheckMessage checks a complete message (a plain answer, or a stream
 // accumulated): type message, role assistant, a stop_reason, usage per
 // CheckMessagesUsage, tool_use exactly when a tool_use block is there
-// (a cap may cut a call short), each tool_use with an id, a name and an
-// object as input.
+// (max_tokens or the context window may cut a call short), each tool_use
+// with an id, a name and an object as input.
 func CheckMessage(m *MessageObject, u *MessagesUsage) []string {
 	var p []string
 	if m.Type != "message" || m.Role != "assistant" {
@@ -667,8 +667,9 @@ func checkMessage(m *MessageObject, u *MessagesUsage) []string {
 		return append(p, "the message has no stop_reason")
 	}
 	calls := m.Blocks("tool_use")
+	cut := *m.StopReason == "max_tokens" || *m.StopReason == "model_context_window_exceeded"
 	switch sr := *m.StopReason; {
-	case sr == "max_tokens":
+	case cut:
 	case len(calls) > 0 && sr != "tool_use":
 		p = append(p, fmt.Sprintf("the message has %d tool_use blocks but stop_reason %s", len(calls), sr))
 	case len(calls) == 0 && sr == "tool_use":
@@ -679,7 +680,7 @@ func checkMessage(m *MessageObject, u *MessagesUsage) []string {
 		if c.ID == "" || c.Name == "" {
 			p = append(p, fmt.Sprintf("a tool_use block without id or name: id %q name %q", c.ID, c.Name))
 		}
-		if err := json.Unmarshal(c.Input, &input); err != nil && *m.StopReason != "max_tokens" {
+		if err := json.Unmarshal(c.Input, &input); err != nil && !cut {
 			p = append(p, fmt.Sprintf("tool_use %s has input %s, not a JSON object", c.ID, clip(c.Input)))
 		}
 	}

@@ -40,13 +40,37 @@ func (s messagesSSE) fail(e *apiError) error {
 	return s.write()
 }
 
+// messageGen is a Messages generation that started.
+type messageGen struct {
+	*generation
+	// toWindow: max_tokens was more than the context window leaves the
+	// prompt, and the message runs to the end of the window instead.
+	toWindow bool
+}
+
+// encoder returns the message's encoder writing to w (nil: not streamed).
+func (g *messageGen) encoder(w messageWriter) *messageEncoder {
+	enc := newMessageEncoder(g.id, g.model, w)
+	enc.toWindow = g.toWindow
+	return enc
+}
+
 // startMessage validates and converts body (of POST /v1/messages or a
 // WebSocket create) and starts its generation; the caller owns the
 // generation (it must run it or cancel it). skipped names the tools rill
 // left out, for the caller's warning; it is set even when the request
 // fails later. A streamed message asks the engine for running Stats, so
 // that message_start can carry the prompt's counts.
-func (s *Server) startMessage(ctx context.Context, body []byte, d delivery) (g *generation, skipped []string, e *apiError) {
+//
+// max_tokens is a cap, as Anthropic's newer models read it: a request
+// whose prompt and max_tokens together exceed the model's context window
+// (Claude Code asks for 32,000 output tokens, whatever the model) runs
+// to the end of the window, and stops there with stop_reason
+// model_context_window_exceeded. The engine says so by refusing
+// max_tokens (context_length_exceeded with param max_tokens, before any
+// work); the request then starts again without the cap. A prompt that
+// does not fit at all is still refused.
+func (s *Server) startMessage(ctx context.Context, body []byte, d delivery) (g *messageGen, skipped []string, e *apiError) {
 	begun := time.Now()
 	if err := s.validator.ValidateBody(ctx, http.MethodPost, pathMessages, body); err != nil {
 		return nil, nil, fromValidation(err)
@@ -63,10 +87,18 @@ func (s *Server) startMessage(ctx context.Context, body []byte, d delivery) (g *
 		p.stream = true
 	}
 	p.reqs[0].ContinuousUsage = p.stream
-	if g, e = s.launch(ctx, p, newObjectID("msg_"), begun); e != nil {
+	id := newObjectID("msg_")
+	gen, e := s.launch(ctx, p, id, begun)
+	toWindow := false
+	if e != nil && e.Code == engine.CodeContextLengthExceeded && e.Param == "max_tokens" && p.reqs[0].MaxTokens > 0 {
+		p.reqs[0].MaxTokens = 0 // up to the context length
+		toWindow = true
+		gen, e = s.launch(ctx, p, id, begun)
+	}
+	if e != nil {
 		return nil, skipped, messagesError(e)
 	}
-	return g, skipped, nil
+	return &messageGen{generation: gen, toWindow: toWindow}, skipped, nil
 }
 
 // warnSkipped logs what a request asked for that rill left out, and
@@ -148,7 +180,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *re
 	info.model, info.obs = g.model, g.obs
 
 	if !g.stream {
-		enc := newMessageEncoder(g.id, g.model, nil)
+		enc := g.encoder(nil)
 		u, err := g.runMessage(r.Context(), enc, 0)
 		if err != nil {
 			s.fail(w, r, info, messagesError(fromEngine(err, g.model)))
@@ -163,7 +195,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *re
 		s.transportFailed(r, info, err)
 		return
 	}
-	u, err := g.runMessage(r.Context(), newMessageEncoder(g.id, g.model, messagesSSE{sw}), s.ping)
+	u, err := g.runMessage(r.Context(), g.encoder(messagesSSE{sw}), s.ping)
 	info.usage = u
 	switch {
 	case err == nil:

@@ -499,3 +499,41 @@ func TestMessagesStreamError(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesBeyondWindow: a max_tokens the context window cannot hold
+// beside the prompt (Claude Code asks for 32,000) runs the message to the
+// end of the window, with stop_reason model_context_window_exceeded; a
+// prompt that does not fit at all is still refused.
+func TestMessagesBeyondWindow(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		switch {
+		case req.Messages[0].Content == "too long":
+			return nil, engine.Errorf(engine.CodeContextLengthExceeded, "messages", "This model's maximum context length is 256 tokens. However, your prompt is 300 tokens.")
+		case req.MaxTokens > 0:
+			return nil, engine.Errorf(engine.CodeContextLengthExceeded, "max_tokens",
+				"This model's maximum context length is 256 tokens. However, you requested 32010 tokens (10 in the prompt, 32000 for the completion).")
+		}
+		return &fakeStream{ctx: ctx, events: script(1, []string{"a", "b"}, engine.FinishLength, plainStats(10, 246))}, nil
+	}}
+	ts := newTestServer(t, fake, Options{})
+	const body = `{"model":"tiny","max_tokens":32000,"messages":[{"role":"user","content":"hi"}]`
+	resp, data := post(t, ts.Client(), ts.URL+pathMessages, body+`}`)
+	if resp.StatusCode != 200 || !strings.Contains(string(data), `"stop_reason":"model_context_window_exceeded"`) {
+		t.Errorf("plain: %d %s", resp.StatusCode, data)
+	}
+	mustValidate(t, "Message", data)
+	resp, data = post(t, ts.Client(), ts.URL+pathMessages, body+`,"stream":true}`)
+	evs := parseMessagesSSE(t, data)
+	if d := evs[len(evs)-2]; resp.StatusCode != 200 || !strings.Contains(string(d.data), `"stop_reason":"model_context_window_exceeded"`) {
+		t.Errorf("streamed: %d %s", resp.StatusCode, data)
+	}
+	reqs := fake.requests()
+	if len(reqs) != 4 || reqs[0].MaxTokens != 32000 || reqs[1].MaxTokens != 0 {
+		t.Errorf("the engine was asked for %d requests: %+v", len(reqs), reqs)
+	}
+	resp, data = post(t, ts.Client(), ts.URL+pathMessages, `{"model":"tiny","max_tokens":32000,"messages":[{"role":"user","content":"too long"}]}`)
+	if resp.StatusCode != 400 || !strings.Contains(string(data), "your prompt is 300 tokens") {
+		t.Errorf("a prompt beyond the window: %d %s", resp.StatusCode, data)
+	}
+}

@@ -123,7 +123,7 @@ func (c *wsConn) runMessage(ctx context.Context, id string, req *wsRequest, body
 	}
 	defer g.cancel()
 	model, obs = g.model, g.obs
-	u, err := g.runMessage(ctx, newMessageEncoder(g.id, g.model, w), 0)
+	u, err := g.runMessage(ctx, g.encoder(w), 0)
 	usage = u
 	switch {
 	case err == nil:
