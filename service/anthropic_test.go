@@ -1,12 +1,14 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -535,5 +537,62 @@ func TestMessagesBeyondWindow(t *testing.T) {
 	resp, data = post(t, ts.Client(), ts.URL+pathMessages, `{"model":"tiny","max_tokens":32000,"messages":[{"role":"user","content":"too long"}]}`)
 	if resp.StatusCode != 400 || !strings.Contains(string(data), "your prompt is 300 tokens") {
 		t.Errorf("a prompt beyond the window: %d %s", resp.StatusCode, data)
+	}
+}
+
+// TestMessagesClaudeCodeRequest: a request shaped as Claude Code sends it
+// (testdata/claude-code-request.json: the billing header, cache_control
+// breakpoints, a system message, custom and server tools, thinking
+// adaptive, context_management, output_config, metadata, and its beta
+// headers) is served, and reaches the engine as the conversation it is.
+func TestMessagesClaudeCodeRequest(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile("testdata/claude-code-request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeEngine{models: []engine.Model{{ID: "rill-tiny"}}, respond: replay([]string{"ok"}, engine.FinishStop, plainStats(900, 1))}
+	ts := newTestServer(t, fake, Options{APIKey: "sk"})
+	req, err := http.NewRequest(http.MethodPost, ts.URL+"/v1/messages?beta=true", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Content-Type": "application/json", "X-Api-Key": "sk", "Anthropic-Version": "2023-06-01",
+		"Anthropic-Beta": "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d: %s", resp.StatusCode, data)
+	}
+	if w := resp.Header.Get(warningHeader); !strings.Contains(w, "web_search (web_search_20250305)") {
+		t.Errorf("%s: %q", warningHeader, w)
+	}
+	evs := parseMessagesSSE(t, data)
+	if evs[0].name != "message_start" || evs[len(evs)-1].name != "message_stop" {
+		t.Errorf("events %s … %s", evs[0].name, evs[len(evs)-1].name)
+	}
+	got := fake.requests()[0]
+	want := []engine.Message{
+		{Role: engine.RoleSystem, Content: "You are Claude Code, Anthropic's official CLI for Claude.\n\n" +
+			"You are an interactive CLI tool that helps users with software engineering tasks.\n\n" +
+			"The user's working directory is /home/user/project."},
+		{Role: engine.RoleUser, Content: "<system-reminder>\nAs you answer the user's questions, you can use the following context.\n</system-reminder>\n\nList the files here."},
+	}
+	if !reflect.DeepEqual(got.Messages, want) {
+		t.Errorf("messages\n got  %+v\n want %+v", got.Messages, want)
+	}
+	var names []string
+	for _, tool := range got.Tools {
+		names = append(names, tool.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"Bash", "Read", "mcp__ide__getDiagnostics"}) || got.MaxTokens != 32000 ||
+		got.ChatTemplateKwargs != nil || !got.ContinuousUsage {
+		t.Errorf("request: tools %q, max_tokens %d, kwargs %v, continuous usage %v", names, got.MaxTokens, got.ChatTemplateKwargs, got.ContinuousUsage)
 	}
 }
