@@ -109,9 +109,14 @@ func (s *Server) warnSkipped(id string, skipped []string) string {
 	return msg
 }
 
-// headerSafe makes s a header value: printable ASCII, at most 1 KiB.
+// headerSafe makes s a header value: printable ASCII (other bytes become
+// '?'), at most 1 KiB ("..." marks a cut).
 func headerSafe(s string) string {
-	b := []byte(clip(s, 1024))
+	const limit = 1024
+	b := []byte(s)
+	if len(b) > limit {
+		b = append(b[:limit-3:limit-3], "..."...)
+	}
 	for i, c := range b {
 		if c < 0x20 || c > 0x7e {
 			b[i] = '?'

@@ -596,3 +596,18 @@ func TestMessagesClaudeCodeRequest(t *testing.T) {
 		t.Errorf("request: tools %q, max_tokens %d, kwargs %v, continuous usage %v", names, got.MaxTokens, got.ChatTemplateKwargs, got.ContinuousUsage)
 	}
 }
+
+func TestHeaderSafe(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"web_search (web_search_20250305)", "web_search (web_search_20250305)"},
+		{"a\r\nX-Evil: 1", "a??X-Evil: 1"},
+		{"caf\u00e9", "caf??"},
+		{strings.Repeat("x", 2000), strings.Repeat("x", 1021) + "..."},
+	}
+	for _, tt := range tests {
+		if got := headerSafe(tt.in); got != tt.want {
+			t.Errorf("headerSafe(%.20q) = %.40q, want %.40q", tt.in, got, tt.want)
+		}
+	}
+}
