@@ -18,8 +18,10 @@ import (
 func (e *Engine) step(ctx context.Context) error {
 	plan := e.sched.Schedule()
 	// Requests whose last choice ends in this step end after the Update,
-	// which registers their computed blocks in the prefix cache first.
+	// which registers their computed blocks in the prefix cache first, and
+	// after the step's events, which carry the counts Update leaves.
 	defer e.endFinished()
+	defer e.deliver()
 	for _, seq := range plan.Preempted {
 		e.choiceOf(seq).release()
 	}
