@@ -12,7 +12,7 @@ import (
 
 // Anthropic's Messages API: POST /v1/messages (plain JSON or SSE, "?beta=true"
 // accepted), POST /v1/messages/count_tokens, and the same over a WebSocket
-// (anthropic_ws.go). A request becomes a chat plan of one choice, so it runs
+// (anthropic_ws.go). A request becomes a chat job of one choice, so it runs
 // on every engine as chat does. This file holds the wire types of the
 // request and their conversion into the engine's request (pure functions);
 // anthropic_tools.go converts tools and thinking, anthropic_stream.go makes
@@ -106,13 +106,13 @@ var billingHeader = regexp.MustCompile(`^x-anthropic-billing-header:(?:[ \t]*[A-
 // cut by its tool calls and are joined as they are.
 const textSeparator = "\n\n"
 
-// messagesPlan converts a Messages request into a chat plan of one choice.
+// messagesJob converts a Messages request into a chat job of one choice.
 // It checks what the schema cannot and refuses what rill cannot do
 // faithfully (images, documents, a prefilled assistant turn). The server
 // tools it left out, which the caller warns about, come back in skipped.
-func messagesPlan(r *messagesRequest) (p *plan, skipped []string, e *apiError) {
+func messagesJob(r *messagesRequest) (p *job, skipped []string, e *apiError) {
 	req := &engine.Request{Model: r.Model, N: 1}
-	p = &plan{kind: kindChat, model: r.Model, n: 1, reqs: []*engine.Request{req}}
+	p = &job{kind: kindChat, model: r.Model, n: 1, reqs: []*engine.Request{req}}
 	p.stream = r.Stream != nil && *r.Stream
 	if r.MaxTokens != nil {
 		req.MaxTokens = *r.MaxTokens

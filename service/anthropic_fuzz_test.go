@@ -12,9 +12,9 @@ import (
 )
 
 // FuzzMessagesRequest feeds POST /v1/messages bodies to the Messages
-// decoder: validation, decoding, conversion to a plan (system, blocks,
+// decoder: validation, decoding, conversion to a job (system, blocks,
 // tools, tool_choice, thinking, output_config). Whatever the input it
-// answers with a plan or a client error; a plan's message object and every
+// answers with a job or a client error; a job's message object and every
 // event of its stream, with a thinking block, text and a call's input, are
 // one line of valid JSON each, so that no request can break the SSE
 // framing of its events.
@@ -39,13 +39,13 @@ func FuzzMessagesRequest(f *testing.F) {
 			checkMessagesError(t, e)
 			return
 		}
-		p, _, e := messagesPlan(&req)
+		p, _, e := messagesJob(&req)
 		if e != nil {
 			checkMessagesError(t, e)
 			return
 		}
 		if len(p.reqs) != 1 || p.n != 1 {
-			t.Fatalf("a plan of %d requests × %d choices", len(p.reqs), p.n)
+			t.Fatalf("a job of %d requests × %d choices", len(p.reqs), p.n)
 		}
 		var events [][]byte
 		w := &recordingMessageWriter{events: &events}

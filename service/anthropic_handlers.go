@@ -43,16 +43,11 @@ func (s messagesSSE) fail(e *apiError) error {
 // messageGen is a Messages generation that started.
 type messageGen struct {
 	*generation
-	// toWindow: max_tokens was more than the context window leaves the
-	// prompt, and the message runs to the end of the window instead.
-	toWindow bool
 }
 
 // encoder returns the message's encoder writing to w (nil: not streamed).
 func (g *messageGen) encoder(w messageWriter) *messageEncoder {
-	enc := newMessageEncoder(g.id, g.model, w)
-	enc.toWindow = g.toWindow
-	return enc
+	return newMessageEncoder(g.id, g.model, w)
 }
 
 // startMessage validates and converts body (of POST /v1/messages or a
@@ -62,14 +57,11 @@ func (g *messageGen) encoder(w messageWriter) *messageEncoder {
 // fails later. A streamed message asks the engine for running Stats, so
 // that message_start can carry the prompt's counts.
 //
-// max_tokens is a cap, as Anthropic's newer models read it: a request
-// whose prompt and max_tokens together exceed the model's context window
-// (Claude Code asks for 32,000 output tokens, whatever the model) runs
-// to the end of the window, and stops there with stop_reason
-// model_context_window_exceeded. The engine says so by refusing
-// max_tokens (context_length_exceeded with param max_tokens, before any
-// work); the request then starts again without the cap. A prompt that
-// does not fit at all is still refused.
+// A max_tokens beyond what the context window leaves the prompt (Claude
+// Code asks for 32,000 output tokens, whatever the model) is the engine's
+// to judge under the model's max_tokens policy, as on every API: by
+// default it runs to the end of the window and stops with stop_reason
+// max_tokens; under the error policy it is refused, in Anthropic's shape.
 func (s *Server) startMessage(ctx context.Context, body []byte, d delivery) (g *messageGen, skipped []string, e *apiError) {
 	begun := time.Now()
 	if err := s.validator.ValidateBody(ctx, http.MethodPost, pathMessages, body); err != nil {
@@ -79,7 +71,7 @@ func (s *Server) startMessage(ctx context.Context, body []byte, d delivery) (g *
 	if e := decodeBody(body, &req); e != nil {
 		return nil, nil, e
 	}
-	p, skipped, e := messagesPlan(&req)
+	p, skipped, e := messagesJob(&req)
 	if e != nil {
 		return nil, nil, e
 	}
@@ -89,16 +81,10 @@ func (s *Server) startMessage(ctx context.Context, body []byte, d delivery) (g *
 	p.reqs[0].ContinuousUsage = p.stream
 	id := newObjectID("msg_")
 	gen, e := s.launch(ctx, p, id, begun)
-	toWindow := false
-	if e != nil && e.Code == engine.CodeContextLengthExceeded && e.Param == "max_tokens" && p.reqs[0].MaxTokens > 0 {
-		p.reqs[0].MaxTokens = 0 // up to the context length
-		toWindow = true
-		gen, e = s.launch(ctx, p, id, begun)
-	}
 	if e != nil {
 		return nil, skipped, messagesError(e)
 	}
-	return &messageGen{generation: gen, toWindow: toWindow}, skipped, nil
+	return &messageGen{generation: gen}, skipped, nil
 }
 
 // warnSkipped logs what a request asked for that rill left out, and
@@ -220,7 +206,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *re
 // request: the prompt a Messages request of the same conversation, tools
 // and thinking would run.
 func countTokensRequest(r *messagesRequest) (*engine.TokenizeRequest, []string, *apiError) {
-	p, skipped, e := messagesPlan(r)
+	p, skipped, e := messagesJob(r)
 	if e != nil {
 		return nil, nil, e
 	}

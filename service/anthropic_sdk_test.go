@@ -15,9 +15,11 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"rill/engine/backend/cpu"
 	"rill/engine/gguf"
 	"rill/engine/model"
 	"rill/engine/native"
+	"rill/engine/native/cpurun"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
 	"rill/internal/shared"
@@ -43,7 +45,7 @@ func nativeServer(t *testing.T, data []byte) (*httptest.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := native.New(m, native.Options{Logger: slog.New(slog.DiscardHandler), Threads: 1})
+	e, err := native.New(m, cpurun.New(cpu.Options{Threads: 1}), native.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		_ = m.Close()
 		t.Fatal(err)

@@ -131,10 +131,6 @@ type messageEncoder struct {
 	w         messageWriter // nil: not streamed
 	buf       []byte
 
-	// toWindow: the message runs to the end of the context window, not to
-	// max_tokens (messageGen.toWindow).
-	toWindow bool
-
 	started bool
 	blocks  []*contentBlock
 	open    *contentBlock
@@ -363,14 +359,11 @@ func (e *messageEncoder) finish(u *Usage) error {
 
 // stopReason is the message's stop_reason: end_turn (the end of the
 // sequence or a stop sequence: rill's engines do not say which; see
-// docs/messages.md), max_tokens, model_context_window_exceeded (the
-// message ran to the end of the context window, which max_tokens went
-// beyond), or tool_use, which a message with calls has whatever the
-// engine said.
+// docs/messages.md), max_tokens (max_tokens, or the end of the context
+// window where max_tokens went beyond it), or tool_use, which a message
+// with calls has whatever the engine said.
 func (e *messageEncoder) stopReason() string {
 	switch {
-	case e.final.FinishReason == engine.FinishLength && e.toWindow:
-		return "model_context_window_exceeded"
 	case e.final.FinishReason == engine.FinishLength:
 		return "max_tokens"
 	case e.final.FinishReason == engine.FinishToolCalls, len(e.calls) > 0:

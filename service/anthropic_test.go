@@ -23,7 +23,7 @@ func planOf(t *testing.T, body string) (*engine.Request, []string, *apiError) {
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}
-	p, skipped, e := messagesPlan(&r)
+	p, skipped, e := messagesJob(&r)
 	if e != nil {
 		return nil, skipped, e
 	}
@@ -502,17 +502,14 @@ func TestMessagesStreamError(t *testing.T) {
 	}
 }
 
-// TestMessagesBeyondWindow: a max_tokens the context window cannot hold
-// beside the prompt (Claude Code asks for 32,000) runs the message to the
-// end of the window, with stop_reason model_context_window_exceeded; a
-// prompt that does not fit at all is still refused.
+// TestMessagesBeyondWindow: a max_tokens beyond the context window is the
+// engine's to judge, once: run to the window's end (a length finish, which
+// is stop_reason max_tokens), or refused under the error policy, in
+// Anthropic's shape with the engine's message.
 func TestMessagesBeyondWindow(t *testing.T) {
 	t.Parallel()
 	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
-		switch {
-		case req.Messages[0].Content == "too long":
-			return nil, engine.Errorf(engine.CodeContextLengthExceeded, "messages", "This model's maximum context length is 256 tokens. However, your prompt is 300 tokens.")
-		case req.MaxTokens > 0:
+		if req.Messages[0].Content == "refused" {
 			return nil, engine.Errorf(engine.CodeContextLengthExceeded, "max_tokens",
 				"This model's maximum context length is 256 tokens. However, you requested 32010 tokens (10 in the prompt, 32000 for the completion).")
 		}
@@ -521,22 +518,21 @@ func TestMessagesBeyondWindow(t *testing.T) {
 	ts := newTestServer(t, fake, Options{})
 	const body = `{"model":"tiny","max_tokens":32000,"messages":[{"role":"user","content":"hi"}]`
 	resp, data := post(t, ts.Client(), ts.URL+pathMessages, body+`}`)
-	if resp.StatusCode != 200 || !strings.Contains(string(data), `"stop_reason":"model_context_window_exceeded"`) {
+	if resp.StatusCode != 200 || !strings.Contains(string(data), `"stop_reason":"max_tokens"`) {
 		t.Errorf("plain: %d %s", resp.StatusCode, data)
 	}
 	mustValidate(t, "Message", data)
 	resp, data = post(t, ts.Client(), ts.URL+pathMessages, body+`,"stream":true}`)
 	evs := parseMessagesSSE(t, data)
-	if d := evs[len(evs)-2]; resp.StatusCode != 200 || !strings.Contains(string(d.data), `"stop_reason":"model_context_window_exceeded"`) {
+	if d := evs[len(evs)-2]; resp.StatusCode != 200 || !strings.Contains(string(d.data), `"stop_reason":"max_tokens"`) {
 		t.Errorf("streamed: %d %s", resp.StatusCode, data)
 	}
-	reqs := fake.requests()
-	if len(reqs) != 4 || reqs[0].MaxTokens != 32000 || reqs[1].MaxTokens != 0 {
-		t.Errorf("the engine was asked for %d requests: %+v", len(reqs), reqs)
+	resp, data = post(t, ts.Client(), ts.URL+pathMessages, `{"model":"tiny","max_tokens":32000,"messages":[{"role":"user","content":"refused"}]}`)
+	if resp.StatusCode != 400 || !strings.Contains(string(data), `"type":"invalid_request_error"`) || !strings.Contains(string(data), "32000 for the completion") {
+		t.Errorf("refused under the error policy: %d %s", resp.StatusCode, data)
 	}
-	resp, data = post(t, ts.Client(), ts.URL+pathMessages, `{"model":"tiny","max_tokens":32000,"messages":[{"role":"user","content":"too long"}]}`)
-	if resp.StatusCode != 400 || !strings.Contains(string(data), "your prompt is 300 tokens") {
-		t.Errorf("a prompt beyond the window: %d %s", resp.StatusCode, data)
+	if reqs := fake.requests(); len(reqs) != 3 {
+		t.Errorf("the engine was asked %d times, want once a request", len(reqs))
 	}
 }
 
@@ -551,7 +547,7 @@ func TestMessagesClaudeCodeRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := &fakeEngine{models: []engine.Model{{ID: "rill-tiny"}}, respond: replay([]string{"ok"}, engine.FinishStop, plainStats(900, 1))}
+	fake := &fakeEngine{models: []engine.ModelCard{{ID: "rill-tiny"}}, respond: replay([]string{"ok"}, engine.FinishStop, plainStats(900, 1))}
 	ts := newTestServer(t, fake, Options{APIKey: "sk"})
 	req, err := http.NewRequest(http.MethodPost, ts.URL+"/v1/messages?beta=true", bytes.NewReader(body))
 	if err != nil {

@@ -67,7 +67,7 @@ func wsTestEngine() *cancelEngine {
 	e := newCancelEngine()
 	calls := thinkingCallEngine()
 	hang := e.respond
-	e.models = append([]engine.Model{{ID: "busy"}}, testModels...)
+	e.models = append([]engine.ModelCard{{ID: "busy"}}, testModels...)
 	e.respond = func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
 		switch {
 		case req.Model == "busy":
