@@ -16,11 +16,6 @@ import (
 // query, which Anthropic's SDKs add for beta features, changes nothing:
 // routes match the path alone.
 
-// warningHeader names, on an HTTP answer, what the request asked for that
-// rill left out (Anthropic's server tools, mcp_servers). The request is
-// served without them; the same words go to the log.
-const warningHeader = "X-Rill-Warning"
-
 // messagesSSE frames a message's events as Anthropic's stream does:
 // `event: <type>` and `data: <json>` per event, idle pings as
 // `event: ping` with data {"type":"ping"}, and the error that ends a
@@ -161,7 +156,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *re
 	}
 	g, skipped, e := s.startMessage(r.Context(), body, asRequested)
 	if len(skipped) > 0 {
-		w.Header().Set(warningHeader, headerSafe(s.warnSkipped(info.id, skipped)))
+		w.Header().Add("Warning", warningValue(s.warnSkipped(info.id, skipped)))
 	}
 	if e != nil {
 		s.fail(w, r, info, e)
@@ -228,7 +223,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request, info 
 	info.model = body.Model
 	req, skipped, e := countTokensRequest(&body)
 	if len(skipped) > 0 {
-		w.Header().Set(warningHeader, headerSafe(s.warnSkipped(info.id, skipped)))
+		w.Header().Add("Warning", warningValue(s.warnSkipped(info.id, skipped)))
 	}
 	if e != nil {
 		s.fail(w, r, info, e)

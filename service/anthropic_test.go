@@ -566,8 +566,8 @@ func TestMessagesClaudeCodeRequest(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d: %s", resp.StatusCode, data)
 	}
-	if w := resp.Header.Get(warningHeader); !strings.Contains(w, "web_search (web_search_20250305)") {
-		t.Errorf("%s: %q", warningHeader, w)
+	if w := resp.Header.Get("Warning"); !strings.HasPrefix(w, `299 rill "`) || !strings.Contains(w, "web_search (web_search_20250305)") {
+		t.Errorf("Warning: %q", w)
 	}
 	evs := parseMessagesSSE(t, data)
 	if evs[0].name != "message_start" || evs[len(evs)-1].name != "message_stop" {

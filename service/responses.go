@@ -408,13 +408,14 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 	}
 }
 
-// warningValue is an HTTP Warning header value for text: code 299
-// (a persistent warning), agent rill, text quoted (RFC 9110's
-// quoted-string).
+// warningValue is an HTTP Warning header value for text, on the Responses
+// and Messages APIs alike: code 299 (a persistent warning), agent rill,
+// text made printable ASCII and cut at 1 KiB (headerSafe), then quoted
+// (RFC 9110's quoted-string).
 func warningValue(text string) string {
 	var b strings.Builder
 	b.WriteString(`299 rill "`)
-	for _, r := range text {
+	for _, r := range headerSafe(text) {
 		switch {
 		case r == '"' || r == '\\':
 			b.WriteByte('\\')
