@@ -237,6 +237,11 @@ type Event struct {
 	// Final marks the last event of the choice; FinishReason and Stats are set.
 	Final        bool
 	FinishReason FinishReason
+	// StopSequence is, on a final event that a stop string ended
+	// (FinishStop), that string. Empty: the choice ended otherwise, or the
+	// engine does not say which stop string matched (engines behind Chat
+	// Completions, whose wire has no such field).
+	StopSequence string
 	// Stats are the choice's totals on its final event. On a non-final event
 	// they are set only when the request asked for ContinuousUsage: the
 	// choice's counts so far (prompt and cached tokens, the completion tokens

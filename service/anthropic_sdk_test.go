@@ -391,3 +391,40 @@ func TestMessagesSDKThinking(t *testing.T) {
 		t.Errorf("thinking disabled: thinking_tokens %d", off.Usage.OutputTokensDetails.ThinkingTokens)
 	}
 }
+
+// TestMessagesSDKStopSequence: a stop sequence that ends the message is
+// named: stop_reason stop_sequence and the string in stop_sequence, plain
+// and streamed, and the text ends before it.
+func TestMessagesSDKStopSequence(t *testing.T) {
+	t.Parallel()
+	ts, id := testModelServer(t)
+	client := sdkClient(ts)
+	ctx := context.Background()
+	params := anthropic.MessageNewParams{Model: anthropic.Model(id), MaxTokens: 200, Messages: userText(longPrompt),
+		StopSequences: []string{"e"}}
+	msg, err := client.Messages.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.StopReason != anthropic.StopReasonStopSequence || msg.StopSequence != "e" {
+		t.Fatalf("stop_reason %q, stop_sequence %q; want stop_sequence, \"e\"", msg.StopReason, msg.StopSequence)
+	}
+	for _, b := range msg.Content {
+		if strings.Contains(b.Text, "e") {
+			t.Errorf("the text holds the stop sequence: %q", b.Text)
+		}
+	}
+	stream := client.Messages.NewStreaming(ctx, params)
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.StopReason != anthropic.StopReasonStopSequence || acc.StopSequence != "e" {
+		t.Errorf("streamed: stop_reason %q, stop_sequence %q", acc.StopReason, acc.StopSequence)
+	}
+}

@@ -348,7 +348,9 @@ func (e *messageEncoder) finish(u *Usage) error {
 	e.begin("message_delta")
 	e.buf = append(e.buf, `,"delta":{"stop_reason":"`...)
 	e.buf = append(e.buf, e.stopReason()...)
-	e.buf = append(e.buf, `","stop_sequence":null},"usage":`...)
+	e.buf = append(e.buf, `","stop_sequence":`...)
+	e.buf = e.appendStopSequence(e.buf)
+	e.buf = append(e.buf, `},"usage":`...)
 	e.buf = mu.AppendJSON(e.buf)
 	if err := e.send("message_delta"); err != nil {
 		return err
@@ -358,18 +360,29 @@ func (e *messageEncoder) finish(u *Usage) error {
 }
 
 // stopReason is the message's stop_reason: end_turn (the end of the
-// sequence or a stop sequence: rill's engines do not say which; see
-// docs/messages.md), max_tokens (max_tokens, or the end of the context
-// window where max_tokens went beyond it), or tool_use, which a message
-// with calls has whatever the engine said.
+// sequence, or a stop sequence the engine did not name), stop_sequence
+// (engine.Event.StopSequence names it), max_tokens (max_tokens, or the end
+// of the context window where max_tokens went beyond it), or tool_use,
+// which a message with calls has whatever the engine said.
 func (e *messageEncoder) stopReason() string {
 	switch {
 	case e.final.FinishReason == engine.FinishLength:
 		return "max_tokens"
 	case e.final.FinishReason == engine.FinishToolCalls, len(e.calls) > 0:
 		return "tool_use"
+	case e.final.StopSequence != "":
+		return "stop_sequence"
 	}
 	return "end_turn"
+}
+
+// appendStopSequence appends the message's stop_sequence: the stop string
+// that ended it (stop_reason stop_sequence), else null.
+func (e *messageEncoder) appendStopSequence(b []byte) []byte {
+	if e.stopReason() != "stop_sequence" {
+		return append(b, "null"...)
+	}
+	return appendString(b, e.final.StopSequence)
 }
 
 // message returns the complete message object with usage u, the plain
@@ -405,7 +418,13 @@ func (e *messageEncoder) appendMessage(b []byte, u *MessagesUsage, opening bool)
 	} else {
 		b = appendString(b, e.stopReason())
 	}
-	b = append(b, `,"stop_sequence":null,"usage":`...)
+	b = append(b, `,"stop_sequence":`...)
+	if opening {
+		b = append(b, "null"...)
+	} else {
+		b = e.appendStopSequence(b)
+	}
+	b = append(b, `,"usage":`...)
 	b = u.AppendJSON(b)
 	return append(b, '}')
 }

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -357,7 +358,11 @@ func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 		st.PromptTime = c.first.Sub(r.arrival)
 		st.GenerationTime = time.Now().Sub(c.first)
 	}
-	e.push(r, engine.Event{Choice: c.index, Final: true, FinishReason: reason, Stats: st})
+	ev := engine.Event{Choice: c.index, Final: true, FinishReason: reason, Stats: st}
+	if reason == engine.FinishStop {
+		ev.StopSequence = cmp.Or(c.stop.matched, c.stopReasoning.matched)
+	}
+	e.push(r, ev)
 	r.live--
 	if r.live == 0 {
 		e.loop.ended = append(e.loop.ended, r)
