@@ -206,7 +206,7 @@ func countTokensRequest(r *messagesRequest) (*engine.TokenizeRequest, []string, 
 		return nil, nil, e
 	}
 	req := p.reqs[0]
-	return &engine.TokenizeRequest{Model: req.Model, Messages: req.Messages, Tools: req.Tools,
+	return &engine.TokenizeRequest{Model: req.Model, Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice,
 		ChatTemplateKwargs: req.ChatTemplateKwargs}, skipped, nil
 }
 
