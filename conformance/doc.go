@@ -21,6 +21,9 @@
 //     sentence naming what the server did differently (for example "chunk 3
 //     has no usage key although include_usage is true"), so that a run
 //     against another server ends with a readable list of differences.
+//   - MessageTranscript, CheckMessageStream, CheckMessagesUsage and
+//     CheckMessagesError: the same for Anthropic's Messages API
+//     (messages.go, messages_checks.go; docs/design.md §3 rule 13).
 //   - Probe and ProbeReasoning: what a target can do (WebSocket, prefix
 //     cache, drafting, a model that reasons), so
 //     that specs it cannot pass for lack of a feature are skipped with the

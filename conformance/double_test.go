@@ -27,8 +27,8 @@ type double struct{}
 
 func newDouble() *double { return &double{} }
 
-func (*double) Models() []engine.Model {
-	return []engine.Model{{ID: doubleModel, OwnedBy: "rill", Created: 1700000000, ContextLength: 1 << 20,
+func (*double) Models() []engine.ModelCard {
+	return []engine.ModelCard{{ID: doubleModel, OwnedBy: "rill", Created: 1700000000, ContextLength: 1 << 20,
 		Description: "conformance engine double: reports the Stats its prompt dictates", PrefixCache: true}}
 }
 

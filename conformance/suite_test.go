@@ -33,6 +33,8 @@ type target struct {
 	caps conformance.Capabilities
 	// responses: what the target does of the Responses API (responses_test.go).
 	responses responsesCaps
+	// messages: what the target does of Anthropic's Messages API (messages_test.go).
+	messages messagesCaps
 }
 
 // suiteEnv is what BeforeSuite sets up. It is written once, before any
@@ -88,6 +90,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	e.main.caps, err = conformance.Probe(ctx, e.main.Target)
 	Expect(err).NotTo(HaveOccurred(), "probe %s", e.main.BaseURL)
 	e.main.responses = probeResponses(ctx, e.main.Target, e.main.caps.CacheMeasured)
+	e.main.messages = probeMessages(ctx, e.main.Target)
 	switch {
 	case e.reasoning != nil:
 		// The in-process reasoning model must reason: probed, not assumed.
@@ -109,6 +112,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 	if e.reasoning != nil {
 		e.reasoning.responses = probeResponses(ctx, e.reasoning.Target, e.reasoning.caps.CacheMeasured)
+		e.reasoning.messages = probeMessages(ctx, e.reasoning.Target)
 	}
 	if d := e.double; d != nil {
 		// The double's prompts are scripts, so only its transport is probed.

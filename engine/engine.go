@@ -16,7 +16,7 @@ import (
 // Engine serves one or more models. Implementations are safe for concurrent use.
 type Engine interface {
 	// Models lists the models this engine serves, in a stable order.
-	Models() []Model
+	Models() []ModelCard
 
 	// Generate validates req and starts generating. Errors that can be known
 	// before the first token (unknown model, prompt too long, bad parameters)
@@ -68,8 +68,8 @@ func Recv(st Stream) (Event, error) {
 	}
 }
 
-// Model describes a model as /v1/models shows it.
-type Model struct {
+// ModelCard describes a model as /v1/models shows it.
+type ModelCard struct {
 	ID      string
 	OwnedBy string
 	Created int64 // unix seconds
@@ -237,6 +237,11 @@ type Event struct {
 	// Final marks the last event of the choice; FinishReason and Stats are set.
 	Final        bool
 	FinishReason FinishReason
+	// StopSequence is, on a final event that a stop string ended
+	// (FinishStop), that string. Empty: the choice ended otherwise, or the
+	// engine does not say which stop string matched (engines behind Chat
+	// Completions, whose wire has no such field).
+	StopSequence string
 	// Stats are the choice's totals on its final event. On a non-final event
 	// they are set only when the request asked for ContinuousUsage: the
 	// choice's counts so far (prompt and cached tokens, the completion tokens

@@ -31,9 +31,13 @@ type Tokenizer interface {
 type TokenizeRequest struct {
 	Model string
 
-	Prompt             string
-	Messages           []Message
-	Tools              []Tool
+	Prompt   string
+	Messages []Message
+	Tools    []Tool
+	// ToolChoice is the request's tool_choice (the zero value: auto), which
+	// decides whether a model without tool syntax of its own is shown
+	// rill's instructions for calling the tools.
+	ToolChoice         ToolChoice
 	ChatTemplateKwargs map[string]any
 
 	// AddSpecialTokens adds the tokens the vocabulary puts around a text

@@ -43,7 +43,7 @@ func TestValidateBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const chat, comp, resp = "/v1/chat/completions", "/v1/completions", "/v1/responses"
+	const chat, comp, resp, msgs, count = "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"
 	const user = `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {
 		path, body  string
@@ -104,6 +104,24 @@ func TestValidateBody(t *testing.T) {
 		{resp, `{"model":"m","input":"x","top_logprobs":21}`, "top_logprobs", "integer_above_max_value", false},
 		{resp, `{"model":"m","input":"x","text":{"format":{"type":"yaml"}}}`, "text.format.type", "invalid_value", false},
 		{resp, `{"model":"m","input":"x","tool_choice":"sometimes"}`, "tool_choice", "invalid_value", false},
+		// What Claude Code sends: system blocks with cache_control, a system
+		// message, tools, thinking adaptive, and members of its betas.
+		{msgs, `{"model":"m","max_tokens":32000,"stream":true,"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.328; cch=00000;"},` +
+			`{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"system","content":"r"},` +
+			`{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}],` +
+			`"tools":[{"name":"Bash","description":"Run.","input_schema":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}],` +
+			`"thinking":{"type":"adaptive"},"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},"output_config":{"effort":"high"},` +
+			`"metadata":{"user_id":"user_abc_account__session_x"}}`, "", "", true},
+		{msgs, `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"1"}],"is_error":false}]}],"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`, "", "", true},
+		{msgs, `{"model":"m","messages":[{"role":"user","content":"q"}]}`, "max_tokens", "missing_required_parameter", false},
+		{msgs, `{"model":"m","max_tokens":8,"messages":[{"role":"tool","content":"q"}]}`, "messages[0].role", "invalid_value", false},
+		{msgs, `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"q"}],"temperature":1.5}`, "temperature", "decimal_above_max_value", false},
+		{msgs, `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"q"}],"tool_choice":{"type":"required"}}`, "tool_choice.type", "invalid_value", false},
+		{msgs, `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"q"}],"thinking":{"type":"enabled","budget_tokens":100}}`, "thinking.budget_tokens", "integer_below_min_value", false},
+		{msgs, `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":[{"text":"x"}]}]}`, "messages[0].content[0].type", "missing_required_parameter", false},
+		{count, `{"model":"m","messages":[{"role":"user","content":"q"}],"system":"s","tools":[]}`, "", "", true},
+		{count, `{"model":"m"}`, "messages", "missing_required_parameter", false},
 	}
 	for _, tt := range tests {
 		err := v.ValidateBody(context.Background(), "POST", tt.path, []byte(tt.body))
@@ -228,6 +246,7 @@ func TestExtensionsSayRill(t *testing.T) {
 		"CreateChatCompletionRequest": {"top_k", "min_p", "ignore_eos", "no_draft"},
 		"CreateCompletionRequest":     {"top_k", "min_p", "ignore_eos", "no_draft"},
 		"CreateResponseRequest":       {"top_k", "min_p", "seed", "ignore_eos", "no_draft"},
+		"CreateMessageRequest":        {"min_p", "seed", "ignore_eos", "no_draft"},
 		"Model":                       {"context_length", "description"},
 	}
 	for component, fields := range extensions {
@@ -240,7 +259,8 @@ func TestExtensionsSayRill(t *testing.T) {
 		}
 	}
 	for _, component := range []string{"CreateChatCompletionRequest", "CreateCompletionRequest",
-		"ChatCompletionRequestMessage", "ChatCompletionRequestContentPart"} {
+		"ChatCompletionRequestMessage", "ChatCompletionRequestContentPart",
+		"CreateMessageRequest", "CountMessageTokensRequest", "MessageParam", "MessageContentBlockParam", "MessageTool"} {
 		s := doc.Components.Schemas[component].Value
 		if s.AdditionalProperties.Has != nil && !*s.AdditionalProperties.Has {
 			t.Errorf("%s rejects unknown fields", component)

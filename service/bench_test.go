@@ -71,8 +71,8 @@ func BenchmarkStreamPerToken(b *testing.B) {
 			for b.Loop() {
 				ctx, cancel := context.WithCancel(context.Background())
 				g := &generation{
-					plan: &plan{kind: k, model: "tiny", stream: true, includeUsage: true, n: 1},
-					id:   "chatcmpl-bench", created: 1,
+					job: &job{kind: k, model: "tiny", stream: true, includeUsage: true, n: 1},
+					id:  "chatcmpl-bench", created: 1,
 					streams: []engine.Stream{&sliceStream{events: events}},
 					cancel:  cancel,
 					obs:     met.begin("tiny", 1, time.Now()),
@@ -167,7 +167,7 @@ type jsonChunk struct {
 // BenchmarkChunkEncode compares the append encoder with encoding/json on a
 // chat content chunk, the object written once per token.
 func BenchmarkChunkEncode(b *testing.B) {
-	g := &generation{plan: &plan{kind: kindChat, model: "tiny", stream: true, includeUsage: true, n: 1},
+	g := &generation{job: &job{kind: kindChat, model: "tiny", stream: true, includeUsage: true, n: 1},
 		id: "chatcmpl-0123456789abcdef", created: 1796030631}
 	ev := engine.Event{Text: " little \"girl\""}
 	b.Run("append", func(b *testing.B) {
@@ -209,7 +209,7 @@ func (c *countWriter) done() error             { return nil }
 // against decodes to the same chunk as the append encoder's output.
 func TestChunkEncodersAgree(t *testing.T) {
 	t.Parallel()
-	g := &generation{plan: &plan{kind: kindChat, model: "tiny", stream: true, includeUsage: true, n: 1},
+	g := &generation{job: &job{kind: kindChat, model: "tiny", stream: true, includeUsage: true, n: 1},
 		id: "chatcmpl-x", created: 7}
 	w := &recordingWriter{}
 	c := newChunker(g, w)

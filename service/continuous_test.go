@@ -186,7 +186,7 @@ func TestContinuousUsagePlan(t *testing.T) {
 	} {
 		t.Run(tc.options, func(t *testing.T) {
 			t.Parallel()
-			check := func(p *plan, want bool, when string) {
+			check := func(p *job, want bool, when string) {
 				t.Helper()
 				if p.continuousUsage != want || p.reqs[0].ContinuousUsage != want {
 					t.Errorf("%s: continuous usage %v, engine request %v; want %v", when, p.continuousUsage, p.reqs[0].ContinuousUsage, want)

@@ -17,9 +17,9 @@ const (
 	kindCompletion
 )
 
-// plan is a validated client request ready to run: one engine request per
+// job is a validated client request ready to run: one engine request per
 // prompt, plus what the wire needs to know to answer it.
-type plan struct {
+type job struct {
 	kind  kind
 	model string
 	// stream is the request's "stream"; includeUsage is
@@ -46,7 +46,7 @@ type plan struct {
 // forceStream makes p a streamed request whatever its body said about
 // "stream", as a transport that only streams (WebSocket) implies;
 // stream_options.include_usage then applies as it does on SSE.
-func (p *plan) forceStream() {
+func (p *job) forceStream() {
 	p.stream = true
 	p.includeUsage = p.usageAsked
 	p.setContinuousUsage()
@@ -54,7 +54,7 @@ func (p *plan) forceStream() {
 
 // setContinuousUsage applies continuous_usage_stats as the stream and
 // include_usage allow, to p and to its engine requests.
-func (p *plan) setContinuousUsage() {
+func (p *job) setContinuousUsage() {
 	p.continuousUsage = p.includeUsage && p.continuousAsked
 	for _, r := range p.reqs {
 		r.ContinuousUsage = p.continuousUsage
@@ -62,14 +62,14 @@ func (p *plan) setContinuousUsage() {
 }
 
 // choices is the number of choices of the whole request.
-func (p *plan) choices() int { return p.n * len(p.reqs) }
+func (p *job) choices() int { return p.n * len(p.reqs) }
 
 // chatPlan converts a chat completion request. It checks what the schema
 // cannot: content required on non-assistant messages, top_logprobs without
 // logprobs, and the features rill does not support.
-func chatPlan(r *chatRequest) (*plan, *apiError) {
+func chatPlan(r *chatRequest) (*job, *apiError) {
 	req := &engine.Request{Model: r.Model}
-	p := &plan{kind: kindChat, model: r.Model, reqs: []*engine.Request{req}}
+	p := &job{kind: kindChat, model: r.Model, reqs: []*engine.Request{req}}
 	if e := applyCommon(&r.commonRequest, req, p); e != nil {
 		return nil, e
 	}
@@ -142,9 +142,9 @@ func forcedChoice(raw json.RawMessage, free ...string) bool {
 
 // completionPlan converts a legacy completion request: one engine request
 // per prompt.
-func completionPlan(r *completionRequest) (*plan, *apiError) {
+func completionPlan(r *completionRequest) (*job, *apiError) {
 	base := &engine.Request{Model: r.Model}
-	p := &plan{kind: kindCompletion, model: r.Model}
+	p := &job{kind: kindCompletion, model: r.Model}
 	if e := applyCommon(&r.commonRequest, base, p); e != nil {
 		return nil, e
 	}
@@ -185,7 +185,7 @@ func completionPlan(r *completionRequest) (*plan, *apiError) {
 
 // applyCommon converts the fields chat and completions share into req and p.
 // Absent sampling fields take OpenAI's defaults (temperature 1, top_p 1).
-func applyCommon(c *commonRequest, req *engine.Request, p *plan) *apiError {
+func applyCommon(c *commonRequest, req *engine.Request, p *job) *apiError {
 	bias, e := logitBias(c.LogitBias)
 	if e != nil {
 		return e

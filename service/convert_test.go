@@ -9,7 +9,7 @@ import (
 	"rill/engine"
 )
 
-func chatPlanOf(t *testing.T, body string) (*plan, *apiError) {
+func chatPlanOf(t *testing.T, body string) (*job, *apiError) {
 	t.Helper()
 	var r chatRequest
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
@@ -18,7 +18,7 @@ func chatPlanOf(t *testing.T, body string) (*plan, *apiError) {
 	return chatPlan(&r)
 }
 
-func completionPlanOf(t *testing.T, body string) (*plan, *apiError) {
+func completionPlanOf(t *testing.T, body string) (*job, *apiError) {
 	t.Helper()
 	var r completionRequest
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
@@ -34,48 +34,48 @@ func TestChatPlan(t *testing.T) {
 	tests := []struct {
 		name  string
 		body  string
-		check func(t *testing.T, p *plan, req *engine.Request)
+		check func(t *testing.T, p *job, req *engine.Request)
 	}{
-		{"defaults are OpenAI's", `{"model":"m",` + user + `}`, func(t *testing.T, p *plan, req *engine.Request) {
+		{"defaults are OpenAI's", `{"model":"m",` + user + `}`, func(t *testing.T, p *job, req *engine.Request) {
 			want := engine.Sampling{Temperature: 1, TopP: 1}
 			if !reflect.DeepEqual(req.Sampling, want) || req.N != 1 || req.MaxTokens != 0 || p.stream || p.includeUsage || p.logprobs {
-				t.Errorf("plan %+v request %+v", p, req)
+				t.Errorf("job %+v request %+v", p, req)
 			}
 		}},
 		{"sampling fields", `{"model":"m",` + user + `,"temperature":0,"top_p":0.9,"presence_penalty":1.5,"frequency_penalty":-0.5,"seed":42,"top_k":40,"min_p":0.05}`,
-			func(t *testing.T, p *plan, req *engine.Request) {
+			func(t *testing.T, p *job, req *engine.Request) {
 				want := engine.Sampling{Temperature: 0, TopP: 0.9, PresencePenalty: 1.5, FrequencyPenalty: -0.5, Seed: &seed, TopK: 40, MinP: 0.05}
 				if !reflect.DeepEqual(req.Sampling, want) {
 					t.Errorf("sampling %+v, want %+v", req.Sampling, want)
 				}
 			}},
-		{"top_p 0 is the smallest nucleus, not off", `{"model":"m",` + user + `,"top_p":0}`, func(t *testing.T, p *plan, req *engine.Request) {
+		{"top_p 0 is the smallest nucleus, not off", `{"model":"m",` + user + `,"top_p":0}`, func(t *testing.T, p *job, req *engine.Request) {
 			if req.Sampling.TopP != math.SmallestNonzeroFloat64 {
 				t.Errorf("top_p %v", req.Sampling.TopP)
 			}
 		}},
-		{"max_completion_tokens wins", `{"model":"m",` + user + `,"max_tokens":9,"max_completion_tokens":5}`, func(t *testing.T, p *plan, req *engine.Request) {
+		{"max_completion_tokens wins", `{"model":"m",` + user + `,"max_tokens":9,"max_completion_tokens":5}`, func(t *testing.T, p *job, req *engine.Request) {
 			if req.MaxTokens != 5 {
 				t.Errorf("max tokens %d", req.MaxTokens)
 			}
 		}},
-		{"stream options off with {}", `{"model":"m",` + user + `,"stream":true,"stream_options":{}}`, func(t *testing.T, p *plan, req *engine.Request) {
+		{"stream options off with {}", `{"model":"m",` + user + `,"stream":true,"stream_options":{}}`, func(t *testing.T, p *job, req *engine.Request) {
 			if !p.stream || p.includeUsage {
 				t.Errorf("stream %v includeUsage %v", p.stream, p.includeUsage)
 			}
 		}},
-		{"stream options on", `{"model":"m",` + user + `,"stream":true,"stream_options":{"include_usage":true}}`, func(t *testing.T, p *plan, req *engine.Request) {
+		{"stream options on", `{"model":"m",` + user + `,"stream":true,"stream_options":{"include_usage":true}}`, func(t *testing.T, p *job, req *engine.Request) {
 			if !p.stream || !p.includeUsage {
 				t.Errorf("stream %v includeUsage %v", p.stream, p.includeUsage)
 			}
 		}},
-		{"stream options ignored without stream", `{"model":"m",` + user + `,"stream_options":{"include_usage":true}}`, func(t *testing.T, p *plan, req *engine.Request) {
+		{"stream options ignored without stream", `{"model":"m",` + user + `,"stream_options":{"include_usage":true}}`, func(t *testing.T, p *job, req *engine.Request) {
 			if p.stream || p.includeUsage {
 				t.Errorf("stream %v includeUsage %v", p.stream, p.includeUsage)
 			}
 		}},
 		{"messages and content parts", `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"developer","content":"dev"},{"role":"user","name":"ann","content":[{"type":"text","text":"one "},{"type":"text","text":"two"}]},{"role":"assistant","content":null},{"role":"tool","tool_call_id":"call_1","content":"42"},{"role":"function","name":"f","content":"7"}]}`,
-			func(t *testing.T, p *plan, req *engine.Request) {
+			func(t *testing.T, p *job, req *engine.Request) {
 				want := []engine.Message{
 					{Role: engine.RoleSystem, Content: "be brief"},
 					{Role: engine.RoleDeveloper, Content: "dev"},
@@ -89,30 +89,30 @@ func TestChatPlan(t *testing.T) {
 				}
 			}},
 		{"stop string, logprobs, prediction, extensions", `{"model":"m",` + user + `,"stop":"\n","logprobs":true,"top_logprobs":3,"prediction":{"type":"content","content":[{"type":"text","text":"ab"},{"type":"text","text":"c"}]},"ignore_eos":true,"no_draft":true,"n":3}`,
-			func(t *testing.T, p *plan, req *engine.Request) {
+			func(t *testing.T, p *job, req *engine.Request) {
 				if !reflect.DeepEqual(req.Stop, []string{"\n"}) || !req.Logprobs || req.TopLogprobs != 3 || !p.logprobs ||
 					req.Prediction != "abc" || !req.IgnoreEOS || !req.NoDraft || req.N != 3 || p.n != 3 {
-					t.Errorf("plan %+v request %+v", p, req)
+					t.Errorf("job %+v request %+v", p, req)
 				}
 			}},
-		{"prompt_cache_key is the request's cache key", `{"model":"m",` + user + `,"prompt_cache_key":"session-7"}`, func(t *testing.T, p *plan, req *engine.Request) {
+		{"prompt_cache_key is the request's cache key", `{"model":"m",` + user + `,"prompt_cache_key":"session-7"}`, func(t *testing.T, p *job, req *engine.Request) {
 			if req.CacheKey != "session-7" {
 				t.Errorf("cache key %q", req.CacheKey)
 			}
 		}},
-		{"empty stop strings dropped", `{"model":"m",` + user + `,"stop":["","x"]}`, func(t *testing.T, p *plan, req *engine.Request) {
+		{"empty stop strings dropped", `{"model":"m",` + user + `,"stop":["","x"]}`, func(t *testing.T, p *job, req *engine.Request) {
 			if !reflect.DeepEqual(req.Stop, []string{"x"}) {
 				t.Errorf("stop %q", req.Stop)
 			}
 		}},
 		{"harmless fields accepted", `{"model":"m",` + user + `,"user":"u","store":false,"metadata":{"a":"b"},"service_tier":"auto","response_format":{"type":"text"},"modalities":["text"],"logit_bias":{}}`,
-			func(t *testing.T, p *plan, req *engine.Request) {
+			func(t *testing.T, p *job, req *engine.Request) {
 				if len(req.Messages) != 1 || req.ResponseFormat != nil || req.LogitBias != nil || req.Tools != nil {
 					t.Errorf("request %+v", req)
 				}
 			}},
 		{"tools, tool_choice, response_format, logit_bias", `{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"},"strict":true}},{"type":"function","function":{"name":"g"}}],"tool_choice":{"type":"function","function":{"name":"g"}},"parallel_tool_calls":false,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"},"strict":true}},"logit_bias":{"7":-100,"12":2.5}}`,
-			func(t *testing.T, p *plan, req *engine.Request) {
+			func(t *testing.T, p *job, req *engine.Request) {
 				wantTools := []engine.Tool{{Name: "f", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`), Strict: true}, {Name: "g"}}
 				if !reflect.DeepEqual(req.Tools, wantTools) {
 					t.Errorf("tools %+v", req.Tools)
@@ -129,7 +129,7 @@ func TestChatPlan(t *testing.T) {
 				}
 			}},
 		{"tool_choice strings and json_object", `{"model":"m",` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_object"}}`,
-			func(t *testing.T, p *plan, req *engine.Request) {
+			func(t *testing.T, p *job, req *engine.Request) {
 				if req.ToolChoice.Mode != engine.ToolChoiceRequired || req.ResponseFormat.Type != engine.FormatJSONObject || req.ParallelToolCalls != nil {
 					t.Errorf("request %+v", req)
 				}
@@ -143,7 +143,7 @@ func TestChatPlan(t *testing.T) {
 				t.Fatalf("chatPlan: %v", e)
 			}
 			if p.kind != kindChat || len(p.reqs) != 1 {
-				t.Fatalf("plan %+v", p)
+				t.Fatalf("job %+v", p)
 			}
 			tt.check(t, p, p.reqs[0])
 		})
@@ -217,7 +217,7 @@ func TestCompletionPlan(t *testing.T) {
 				t.Fatalf("completionPlan: %v", e)
 			}
 			if p.kind != kindCompletion || p.n != tt.n || p.choices() != tt.n*len(p.reqs) {
-				t.Errorf("plan %+v", p)
+				t.Errorf("job %+v", p)
 			}
 			var texts []string
 			var tokens [][]int

@@ -14,7 +14,12 @@ import (
 // the methods and headers the API uses; one from any other origin gets a
 // 403 without CORS headers, so the browser blocks the request. Actual
 // requests from an allowed origin get Access-Control-Allow-Origin (that
-// origin, not "*") and may read X-Request-Id and Retry-After. No
+// origin, not "*") and may read X-Request-Id and Retry-After. A preflight
+// from an allowed origin may ask for any request headers: the SDKs send
+// their own (Anthropic's x-api-key, anthropic-version and anthropic-beta,
+// the x-stainless-* of the openai and Anthropic JavaScript SDKs), and the
+// origin is trusted already; they are allowed by name, since "*" does not
+// cover Authorization. No
 // credentials mode: the API key travels in Authorization, which a page
 // sets itself, never in a cookie.
 //
@@ -66,9 +71,37 @@ func (s *Server) handleCORS(w http.ResponseWriter, r *http.Request) bool {
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
 	h.Set("Access-Control-Allow-Methods", corsAllowMethods)
-	h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+	h.Set("Access-Control-Allow-Headers", allowHeaders(r.Header.Get("Access-Control-Request-Headers")))
 	h.Set("Access-Control-Max-Age", corsMaxAge)
 	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// allowHeaders is the Access-Control-Allow-Headers of a preflight that
+// asked for requested (a comma-separated list of header names): the API's
+// own headers and the requested ones that are plain header names (RFC 9110
+// tokens), at most 1 KiB of them.
+func allowHeaders(requested string) string {
+	const limit = 1 << 10
+	b := []byte(corsAllowHeaders)
+	for name := range strings.SplitSeq(requested, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || len(b)+2+len(name) > len(corsAllowHeaders)+limit || !isToken(name) {
+			continue
+		}
+		b = append(append(b, ", "...), name...)
+	}
+	return string(b)
+}
+
+// isToken reports whether s is an RFC 9110 token (a header name).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
 	return true
 }
 

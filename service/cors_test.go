@@ -38,7 +38,7 @@ func TestCORS(t *testing.T) {
 		return resp, string(b)
 	}
 	preflight := map[string]string{"Access-Control-Request-Method": "POST",
-		"Access-Control-Request-Headers": "authorization,content-type"}
+		"Access-Control-Request-Headers": "authorization,content-type,x-api-key,anthropic-version,x-stainless-os,bad header,x\"y"}
 
 	for _, origin := range []string{"https://app.example.com", "http://localhost:5173"} {
 		resp, _ := do(http.MethodOptions, "/v1/chat/completions", origin, preflight, "")
@@ -47,6 +47,7 @@ func TestCORS(t *testing.T) {
 			!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
 			!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") ||
 			!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Content-Type") ||
+			!strings.HasSuffix(h.Get("Access-Control-Allow-Headers"), ", x-api-key, anthropic-version, x-stainless-os") ||
 			h.Get("Access-Control-Max-Age") == "" {
 			t.Errorf("preflight from %s: %d %v", origin, resp.StatusCode, h)
 		}

@@ -21,14 +21,14 @@ import (
 // fakeEngine is the engine double: it records requests and answers each with
 // the stream its respond function builds.
 type fakeEngine struct {
-	models  []engine.Model
+	models  []engine.ModelCard
 	respond func(ctx context.Context, req *engine.Request) (engine.Stream, error)
 
 	mu   sync.Mutex
 	reqs []engine.Request
 }
 
-func (f *fakeEngine) Models() []engine.Model { return f.models }
+func (f *fakeEngine) Models() []engine.ModelCard { return f.models }
 
 func (f *fakeEngine) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
 	f.mu.Lock()
@@ -50,7 +50,7 @@ func (f *fakeEngine) requests() []engine.Request {
 	return append([]engine.Request(nil), f.reqs...)
 }
 
-var testModels = []engine.Model{{ID: "tiny", OwnedBy: "rill", Created: 1700000000,
+var testModels = []engine.ModelCard{{ID: "tiny", OwnedBy: "rill", Created: 1700000000,
 	ContextLength: 256, Description: "a test double"}}
 
 // fakeStream replays events; it honours ctx the way the Stream contract

@@ -140,8 +140,9 @@ func clip(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// writeError writes e as a complete JSON response. It must be called before
-// anything else was written to w.
+// writeError writes e as a complete JSON response, in Anthropic's shape
+// on the Messages API's paths (anthropic_errors.go). It must be called
+// before anything else was written to w.
 func writeError(w http.ResponseWriter, e *apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -151,8 +152,13 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="rill"`)
 	}
-	body := append(e.appendJSON(make([]byte, 0, 256)), '\n')
+	status, body := e.Status, e.appendJSON(make([]byte, 0, 256))
+	if anthropicErrors(w) {
+		status, _ = anthropicStatus(e)
+		body = appendAnthropicError(body[:0], e)
+	}
+	body = append(body, '\n')
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(e.Status)
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

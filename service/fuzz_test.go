@@ -10,7 +10,7 @@ import (
 
 // Fuzz targets over the request decoders (CI runs each for a few seconds;
 // their seed corpora are in testdata/fuzz). Whatever the input, a decoder
-// answers with a plan or a client error in OpenAI's shape: never a panic,
+// answers with a job or a client error in OpenAI's shape: never a panic,
 // a 5xx, or an error that echoes more than a few hundred bytes of input.
 
 // checkClientError fails unless e is a well-formed 4xx error.
@@ -32,7 +32,7 @@ func checkClientError(t *testing.T, e *apiError) {
 }
 
 // FuzzRequest feeds POST bodies to the request decoder: validation against
-// the OpenAPI schema, decoding, conversion to a plan, the choices cap.
+// the OpenAPI schema, decoding, conversion to a job, the choices cap.
 func FuzzRequest(f *testing.F) {
 	f.Add(false, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2,"stream":true,"stream_options":{"include_usage":true}}`))
 	f.Add(false, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stop":["x"],"logprobs":true,"top_logprobs":3}`))
@@ -50,7 +50,7 @@ func FuzzRequest(f *testing.F) {
 			return
 		}
 		if len(p.reqs) == 0 || p.n < 1 || p.choices() > s.maxChoices {
-			t.Fatalf("accepted a plan of %d prompts × n %d", len(p.reqs), p.n)
+			t.Fatalf("accepted a job of %d prompts × n %d", len(p.reqs), p.n)
 		}
 		if !json.Valid(body) {
 			t.Fatalf("accepted a body that is not JSON: %q", body)

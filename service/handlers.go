@@ -51,7 +51,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, _ *requestI
 
 // appendModel appends a Model object with rill's extensions, context_length
 // and description, present when known.
-func appendModel(b []byte, m *engine.Model) []byte {
+func appendModel(b []byte, m *engine.ModelCard) []byte {
 	owner := m.OwnedBy
 	if owner == "" {
 		owner = "rill"
@@ -171,7 +171,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 // for a plain HTTP answer. The caller owns the generation: it must run it
 // (stream or collect), or call its cancel. The WebSocket transport calls
 // start with the body of a "create" message and alwaysStreamed, which makes
-// the plan streamed (plan.forceStream) before its engine requests start:
+// the job streamed (job.forceStream) before its engine requests start:
 // what they ask of the engine (running counts for continuous usage)
 // depends on it.
 func (s *Server) start(ctx context.Context, path string, body []byte, requestID string, d delivery) (*generation, *apiError) {
@@ -193,9 +193,9 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 // launch starts the engine requests of p under a context derived from ctx
 // and begins its metrics; id is the wire id, begun when the request came
 // in. The caller owns the generation as start's caller does.
-func (s *Server) launch(ctx context.Context, p *plan, id string, begun time.Time) (*generation, *apiError) {
+func (s *Server) launch(ctx context.Context, p *job, id string, begun time.Time) (*generation, *apiError) {
 	ctx, cancel := context.WithCancel(ctx)
-	g := &generation{plan: p, id: id, created: begun.Unix(), cancel: cancel}
+	g := &generation{job: p, id: id, created: begun.Unix(), cancel: cancel}
 	for _, req := range p.reqs {
 		st, err := s.engine.Generate(ctx, req)
 		if err != nil {
@@ -214,10 +214,10 @@ func (s *Server) launch(ctx context.Context, p *plan, id string, begun time.Time
 }
 
 // parse is the request decoder: it validates body against the OpenAPI
-// schema of POST path, decodes it and converts it into a plan, checking
+// schema of POST path, decodes it and converts it into a job, checking
 // what the schema cannot. It touches no engine.
-func (s *Server) parse(ctx context.Context, path string, body []byte) (*plan, *apiError) {
-	var p *plan
+func (s *Server) parse(ctx context.Context, path string, body []byte) (*job, *apiError) {
+	var p *job
 	var e *apiError
 	switch path {
 	case "/v1/chat/completions", "/v1/completions":
@@ -248,10 +248,10 @@ func (s *Server) parse(ctx context.Context, path string, body []byte) (*plan, *a
 	return p, nil
 }
 
-// checkChoices refuses a plan that asks for more choices (prompts × n)
+// checkChoices refuses a job that asks for more choices (prompts × n)
 // than Options.MaxChoices, before any engine work: every choice is a
 // sequence the engine must hold.
-func (s *Server) checkChoices(p *plan) *apiError {
+func (s *Server) checkChoices(p *job) *apiError {
 	c := p.choices()
 	if c <= s.maxChoices {
 		return nil

@@ -66,6 +66,8 @@ func (s *Server) recoverHandler(rec *recorder, info *requestInfo) {
 	switch {
 	case rec.status == 0:
 		writeError(rec, e)
+	case rec.Header().Get("Content-Type") == "text/event-stream" && rec.anthropic:
+		_ = messagesSSE{newSSEWriter(rec)}.fail(e)
 	case rec.Header().Get("Content-Type") == "text/event-stream":
 		sw := newSSEWriter(rec)
 		_ = sw.fail(e)

@@ -107,7 +107,7 @@ func TestPeerReplay(t *testing.T) {
 				t.Fatalf("recording without text or finish reason")
 			}
 
-			fake := &fakeEngine{models: []engine.Model{{ID: "stories260K"}},
+			fake := &fakeEngine{models: []engine.ModelCard{{ID: "stories260K"}},
 				respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
 					st := stats
 					return &fakeStream{ctx: ctx, events: script(1, pieces, engine.FinishReason(reason),

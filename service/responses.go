@@ -19,7 +19,7 @@ import (
 
 // OpenAI's Responses API: POST /v1/responses (plain JSON or SSE),
 // GET and DELETE /v1/responses/{id}, and the WebSocket mode (responses_ws.go).
-// A request becomes a chat plan of one choice, so it runs on every engine
+// A request becomes a chat job of one choice, so it runs on every engine
 // as chat does; its events are made by responseEncoder (responses_events.go)
 // and its conversation kept by responseStore (responses_store.go).
 
@@ -58,10 +58,10 @@ type responseRequest struct {
 // includeLogprobs is the include value that asks for output logprobs.
 const includeLogprobs = "message.output_text.logprobs"
 
-// responsePlan is a validated Responses request ready to run: the chat plan
+// responseJob is a validated Responses request ready to run: the chat job
 // the engine gets, and what the response object echoes.
-type responsePlan struct {
-	*plan
+type responseJob struct {
+	*job
 	id        string // "resp_…"
 	createdAt int64  // unix seconds
 	// streamID is the WebSocket lane the response.create named ("": none).
@@ -122,13 +122,13 @@ type conversations interface {
 // cannot and refuses what rill does not support (responsesUnsupported;
 // tool types and input items it lacks are refused where they are read).
 // storeOn says whether the server keeps responses at all.
-func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*responsePlan, *apiError) {
+func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*responseJob, *apiError) {
 	if e := responsesUnsupported(r); e != nil {
 		return nil, e
 	}
 	req := &engine.Request{Model: r.Model, N: 1, Responses: true}
-	p := &responsePlan{
-		plan:      &plan{kind: kindChat, model: r.Model, n: 1, reqs: []*engine.Request{req}},
+	p := &responseJob{
+		job:       &job{kind: kindChat, model: r.Model, n: 1, reqs: []*engine.Request{req}},
 		id:        newObjectID("resp_"),
 		createdAt: time.Now().Unix(),
 		store:     storeOn && (r.Store == nil || *r.Store),
@@ -265,7 +265,7 @@ func (c serverConversations) item(id string) (engine.Message, bool) {
 // startResponse validates and converts body and starts its generation; the
 // caller owns the generation (it must run it or cancel it). last is a
 // WebSocket connection's last response, or nil.
-func (s *Server) startResponse(ctx context.Context, body []byte, last *storedResponse) (*responsePlan, *generation, *apiError) {
+func (s *Server) startResponse(ctx context.Context, body []byte, last *storedResponse) (*responseJob, *generation, *apiError) {
 	begun := time.Now()
 	if err := s.validator.ValidateBody(ctx, http.MethodPost, pathResponses, body); err != nil {
 		return nil, nil, fromValidation(err)
@@ -282,7 +282,7 @@ func (s *Server) startResponse(ctx context.Context, body []byte, last *storedRes
 		s.log.LogAttrs(ctx, slog.LevelWarn, "responses request: "+w,
 			slog.String("response", rp.id), slog.String("model", rp.model))
 	}
-	g, e := s.launch(ctx, rp.plan, rp.id, begun)
+	g, e := s.launch(ctx, rp.job, rp.id, begun)
 	if e != nil {
 		return nil, nil, responsesError(e)
 	}
@@ -294,7 +294,7 @@ func (s *Server) startResponse(ctx context.Context, body []byte, last *storedRes
 // form of the response (nil unless it completed), and the error that ended
 // it otherwise: an engine error after the stream began is sent as
 // response.failed; a transport error or cancellation sends nothing more.
-func (rp *responsePlan) runResponse(ctx context.Context, g *generation, enc *responseEncoder, ping time.Duration) (*Usage, *storedResponse, error) {
+func (rp *responseJob) runResponse(ctx context.Context, g *generation, enc *responseEncoder, ping time.Duration) (*Usage, *storedResponse, error) {
 	if err := enc.opening(); err != nil {
 		return nil, nil, &transportError{err}
 	}
@@ -344,7 +344,7 @@ func isClientGone(err error) bool {
 // input, then one assistant message with the reasoning of its reasoning
 // items, the text of its output messages and the calls of its
 // function_call items, as chat has a reply.
-func (rp *responsePlan) stored(enc *responseEncoder) *storedResponse {
+func (rp *responseJob) stored(enc *responseEncoder) *storedResponse {
 	turn := make([]engine.Message, 0, len(rp.input)+1)
 	turn = append(turn, rp.input...)
 	reply := engine.Message{Role: engine.RoleAssistant}
@@ -408,13 +408,14 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 	}
 }
 
-// warningValue is an HTTP Warning header value for text: code 299
-// (a persistent warning), agent rill, text quoted (RFC 9110's
-// quoted-string).
+// warningValue is an HTTP Warning header value for text, on the Responses
+// and Messages APIs alike: code 299 (a persistent warning), agent rill,
+// text made printable ASCII and cut at 1 KiB (headerSafe), then quoted
+// (RFC 9110's quoted-string).
 func warningValue(text string) string {
 	var b strings.Builder
 	b.WriteString(`299 rill "`)
-	for _, r := range text {
+	for _, r := range headerSafe(text) {
 		switch {
 		case r == '"' || r == '\\':
 			b.WriteByte('\\')

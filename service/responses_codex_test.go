@@ -19,7 +19,7 @@ import (
 
 // Codex's Responses requests: custom tools, namespace tools and hosted
 // tools, reasoning sent back encrypted by a client that stores nothing,
-// prompt_cache_key and client_metadata; first as plans, then through the
+// prompt_cache_key and client_metadata; first as jobs, then through the
 // official openai-go client.
 
 func TestResponsesPlanTools(t *testing.T) {
@@ -108,7 +108,7 @@ func TestResponsesCodexFields(t *testing.T) {
 		t.Fatalf("refused: %+v", e)
 	}
 	if !p.encryptReasoning || p.store || p.reqs[0].CacheKey != "019a-session" || p.reasoningSummary != "auto" {
-		t.Errorf("plan: encrypt %v store %v cache key %q summary %q", p.encryptReasoning, p.store, p.reqs[0].CacheKey, p.reasoningSummary)
+		t.Errorf("job: encrypt %v store %v cache key %q summary %q", p.encryptReasoning, p.store, p.reqs[0].CacheKey, p.reasoningSummary)
 	}
 }
 

@@ -69,7 +69,7 @@ type eventWriter interface {
 // response with a server error rather than lose or misplace its text. It is
 // owned by one goroutine.
 type responseEncoder struct {
-	r *responsePlan
+	r *responseJob
 	w eventWriter // nil: not streamed
 
 	seq    int
@@ -197,7 +197,7 @@ func (e *errCallsInterleaved) Error() string {
 	return "the engine sent a fragment of tool call " + strconv.Itoa(e.index) + " after a later output item began"
 }
 
-func newResponseEncoder(r *responsePlan, w eventWriter) *responseEncoder {
+func newResponseEncoder(r *responseJob, w eventWriter) *responseEncoder {
 	return &responseEncoder{r: r, w: w, status: statusInProgress, buf: make([]byte, 0, 512), calls: map[int]*outputItem{}}
 }
 
@@ -587,7 +587,7 @@ func (e *responseEncoder) appendCallRef(b []byte, it *outputItem) []byte {
 // set when it opens, and every engine rill drives names a call in its
 // first fragment), a namespaced function's carries its namespace and its
 // own name.
-func (rp *responsePlan) nameCall(it *outputItem, name string, opening bool) {
+func (rp *responseJob) nameCall(it *outputItem, name string, opening bool) {
 	it.callName, it.name = name, name
 	ct, ok := rp.clientTools[name]
 	if !ok || (ct.custom && !opening) {

@@ -12,9 +12,9 @@ import (
 )
 
 // FuzzResponsesRequest feeds POST /v1/responses bodies to the Responses
-// decoder: validation, decoding, conversion to a plan (tools, tool_choice,
+// decoder: validation, decoding, conversion to a job (tools, tool_choice,
 // text.format, reasoning, input items). Whatever the input it answers with a
-// plan or a client error; a plan's response object, with the echoes of the
+// job or a client error; a job's response object, with the echoes of the
 // tools, formats and reasoning, a reasoning item and a function call's
 // arguments, is one line of valid JSON, so that no request can break the
 // SSE framing of its events.

@@ -36,7 +36,7 @@ const includeReasoningEncrypted = "reasoning.encrypted_content"
 // leaves it on (rill has no budget to make thinking shorter or longer).
 func thinkingOff(effort string) bool { return effort == "none" || effort == "minimal" }
 
-// applyReasoning maps r.reasoning onto req and the plan's echo. An effort
+// applyReasoning maps r.reasoning onto req and the job's echo. An effort
 // that turns thinking off is enable_thinking false for the chat template,
 // as chat's chat_template_kwargs says it: reasoning models' templates then
 // close an empty block and the model answers at once (reasoning_tokens 0).
@@ -46,7 +46,7 @@ func thinkingOff(effort string) bool { return effort == "none" || effort == "min
 // there, as OpenAI ignores it for such models. summary is echoed and has no
 // effect: rill has no summarizer, and its reasoning items' summary is
 // always empty.
-func applyReasoning(r *responseRequest, req *engine.Request, p *responsePlan) {
+func applyReasoning(r *responseRequest, req *engine.Request, p *responseJob) {
 	rs := r.Reasoning
 	if rs == nil {
 		return
@@ -67,7 +67,7 @@ func applyReasoning(r *responseRequest, req *engine.Request, p *responsePlan) {
 
 // appendReasoningEcho appends the response object's reasoning member: the
 // request's effort and summary, null when it sent none.
-func (rp *responsePlan) appendReasoningEcho(b []byte) []byte {
+func (rp *responseJob) appendReasoningEcho(b []byte) []byte {
 	b = append(b, `{"effort":`...)
 	b = appendNullableString(b, rp.reasoningEffort)
 	b = append(b, `,"summary":`...)

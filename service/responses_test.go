@@ -88,7 +88,7 @@ func (f fakeConversations) item(id string) (engine.Message, bool) {
 	return engine.Message{}, false
 }
 
-func responsePlanOf(t *testing.T, body string, conv conversations) (*responsePlan, *apiError) {
+func responsePlanOf(t *testing.T, body string, conv conversations) (*responseJob, *apiError) {
 	t.Helper()
 	var r responseRequest
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
@@ -123,16 +123,16 @@ func TestResponsesPlan(t *testing.T) {
 		name string
 		body string
 		want []engine.Message
-		// check inspects the plan beyond its messages; may be nil.
-		check func(t *testing.T, p *responsePlan)
+		// check inspects the job beyond its messages; may be nil.
+		check func(t *testing.T, p *responseJob)
 	}{
-		{"string input", `{"model":"m","input":"hi"}`, []engine.Message{user("hi")}, func(t *testing.T, p *responsePlan) {
+		{"string input", `{"model":"m","input":"hi"}`, []engine.Message{user("hi")}, func(t *testing.T, p *responseJob) {
 			req := p.reqs[0]
 			if req.N != 1 || req.MaxTokens != 0 || req.Sampling.Temperature != 1 || req.Sampling.TopP != 1 || req.Logprobs {
 				t.Errorf("defaults: %+v", req)
 			}
 			if !p.store || p.stream || p.previousID != "" || !strings.HasPrefix(p.id, "resp_") || len(p.id) != 5+48 {
-				t.Errorf("plan: %+v", p)
+				t.Errorf("job: %+v", p)
 			}
 			if len(req.Tools) != 0 || req.ToolChoice != (engine.ToolChoice{}) || req.ParallelToolCalls != nil || req.ResponseFormat != nil {
 				t.Errorf("tools and format: %+v", req)
@@ -146,7 +146,7 @@ func TestResponsesPlan(t *testing.T) {
 			{"role":"assistant","content":[{"type":"output_text","text":"c","annotations":[]},{"type":"refusal","refusal":"!"}]}]}`,
 			[]engine.Message{{Role: engine.RoleDeveloper, Content: "be brief"}, user("ab"), {Role: engine.RoleAssistant, Content: "c!"}}, nil},
 		{"instructions first", `{"model":"m","instructions":"sys","input":"hi"}`,
-			[]engine.Message{{Role: engine.RoleSystem, Content: "sys"}, user("hi")}, func(t *testing.T, p *responsePlan) {
+			[]engine.Message{{Role: engine.RoleSystem, Content: "sys"}, user("hi")}, func(t *testing.T, p *responseJob) {
 				if p.instructions == nil || *p.instructions != "sys" || len(p.input) != 1 {
 					t.Errorf("instructions %v, input %v", p.instructions, p.input)
 				}
@@ -155,7 +155,7 @@ func TestResponsesPlan(t *testing.T) {
 			`{"model":"m","instructions":"new","previous_response_id":"resp_2","input":"again"}`,
 			[]engine.Message{{Role: engine.RoleSystem, Content: "new"}, user("hi"), {Role: engine.RoleAssistant, Content: "hello"},
 				user("more"), {Role: engine.RoleAssistant, Content: "sure"}, user("again")},
-			func(t *testing.T, p *responsePlan) {
+			func(t *testing.T, p *responseJob) {
 				if p.previousID != "resp_2" || p.parent != second {
 					t.Errorf("previous %q parent %p", p.previousID, p.parent)
 				}
@@ -165,7 +165,7 @@ func TestResponsesPlan(t *testing.T) {
 		{"item reference", `{"model":"m","input":[{"role":"user","content":"hi"},{"type":"item_reference","id":"msg_1"},{"role":"user","content":"x"}]}`,
 			[]engine.Message{user("hi"), {Role: engine.RoleAssistant, Content: "hello"}, user("x")}, nil},
 		{"sampling and extensions", `{"model":"m","input":"x","max_output_tokens":5,"temperature":0,"top_p":0,"top_k":3,"min_p":0.1,"seed":7,"ignore_eos":true,"no_draft":true}`,
-			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+			[]engine.Message{user("x")}, func(t *testing.T, p *responseJob) {
 				req := p.reqs[0]
 				s := req.Sampling
 				if req.MaxTokens != 5 || s.Temperature != 0 || s.TopP <= 0 || s.TopP > 1e-300 || s.TopK != 3 || s.MinP != 0.1 ||
@@ -177,16 +177,16 @@ func TestResponsesPlan(t *testing.T) {
 				}
 			}},
 		{"logprobs through include", `{"model":"m","input":"x","include":["message.output_text.logprobs"],"top_logprobs":2}`,
-			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+			[]engine.Message{user("x")}, func(t *testing.T, p *responseJob) {
 				if !p.logprobs || !p.reqs[0].Logprobs || p.reqs[0].TopLogprobs != 2 {
 					t.Errorf("logprobs %v %+v", p.logprobs, p.reqs[0])
 				}
 			}},
 		{"store false, stream, metadata, tools with tool_choice none, reasoning high leaves the template alone",
 			`{"model":"m","input":"x","store":false,"stream":true,"metadata":{"b":"2","a":"1"},"tools":[{"type":"function","name":"f"}],"tool_choice":"none","reasoning":{"effort":"high"},"text":{"format":{"type":"text"}}}`,
-			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+			[]engine.Message{user("x")}, func(t *testing.T, p *responseJob) {
 				if p.store || !p.stream || !reflect.DeepEqual(p.metadataKeys, []string{"a", "b"}) || string(p.toolChoice) != `"none"` {
-					t.Errorf("plan %+v", p)
+					t.Errorf("job %+v", p)
 				}
 				if req := p.reqs[0]; req.ToolChoice.Mode != engine.ToolChoiceNone || len(req.Tools) != 1 || req.ResponseFormat != nil ||
 					req.ChatTemplateKwargs != nil {
@@ -197,7 +197,7 @@ func TestResponsesPlan(t *testing.T) {
 			`{"model":"m","input":"x","tools":[{"type":"function","name":"get_weather","description":"Weather.","parameters":{"type":"object",
 			  "properties":{"city":{"type":"string"}}}},{"type":"function","name":"add","strict":false}],
 			  "tool_choice":{"type":"function","name":"add"},"parallel_tool_calls":false}`,
-			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+			[]engine.Message{user("x")}, func(t *testing.T, p *responseJob) {
 				req := p.reqs[0]
 				want := []engine.Tool{
 					{Name: "get_weather", Description: "Weather.", Parameters: json.RawMessage(`{"type":"object",
@@ -215,14 +215,14 @@ func TestResponsesPlan(t *testing.T) {
 				}
 			}},
 		{"tool_choice required", `{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"required"}`,
-			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+			[]engine.Message{user("x")}, func(t *testing.T, p *responseJob) {
 				if req := p.reqs[0]; req.ToolChoice.Mode != engine.ToolChoiceRequired || req.ParallelToolCalls != nil {
 					t.Errorf("request %+v", req)
 				}
 			}},
 		{"text.format json_schema", `{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"ev","strict":true,
 			"description":"An event.","schema":{"type":"object", "properties":{"a":{"type":"integer"}}}}}}`,
-			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+			[]engine.Message{user("x")}, func(t *testing.T, p *responseJob) {
 				rf := p.reqs[0].ResponseFormat
 				if rf == nil || rf.Type != engine.FormatJSONSchema || rf.Name != "ev" || !rf.Strict ||
 					string(rf.Schema) != `{"type":"object", "properties":{"a":{"type":"integer"}}}` {
@@ -234,7 +234,7 @@ func TestResponsesPlan(t *testing.T) {
 				}
 			}},
 		{"text.format json_object", `{"model":"m","input":"x","text":{"format":{"type":"json_object"}}}`,
-			[]engine.Message{user("x")}, func(t *testing.T, p *responsePlan) {
+			[]engine.Message{user("x")}, func(t *testing.T, p *responseJob) {
 				if rf := p.reqs[0].ResponseFormat; rf == nil || rf.Type != engine.FormatJSONObject || string(p.textFormat) != `{"type":"json_object"}` {
 					t.Errorf("format %+v, echo %s", rf, p.textFormat)
 				}

@@ -112,9 +112,9 @@ const (
 )
 
 // responseTools declares a request's tools, as the engine sees them and
-// as the plan maps their calls back.
+// as the job maps their calls back.
 type responseTools struct {
-	p     *responsePlan
+	p     *responseJob
 	req   *engine.Request
 	names map[string]bool // function names the model sees
 }
@@ -124,7 +124,7 @@ type responseTools struct {
 // and how calls map back to custom and namespaced tools. A tool type that
 // OpenAI does not define is a 400 naming tools[i].type; a hosted one is
 // left out with a warning.
-func applyResponseTools(r *responseRequest, req *engine.Request, p *responsePlan) *apiError {
+func applyResponseTools(r *responseRequest, req *engine.Request, p *responseJob) *apiError {
 	ts := &responseTools{p: p, req: req, names: map[string]bool{}}
 	echo := []byte{'['}
 	for i := range r.Tools {
@@ -361,7 +361,7 @@ func (ts *responseTools) ownName(name string, custom bool) string {
 // applyTextFormat converts text.format: text is free text, json_object any
 // JSON object, json_schema (name and schema required, as OpenAI requires
 // them) one document valid against the schema, strict or not.
-func applyTextFormat(f *responseTextFormat, req *engine.Request, p *responsePlan) *apiError {
+func applyTextFormat(f *responseTextFormat, req *engine.Request, p *responseJob) *apiError {
 	switch f.Type {
 	case "text":
 		return nil

@@ -1,8 +1,10 @@
 // Package service is rill's OpenAI-compatible HTTP API: routing, request
 // validation against openapi.yaml, chat and legacy completions streamed over
-// Server-Sent Events or WebSocket, usage assembly (docs/design.md §3), errors in
-// OpenAI's shape, authentication and request logs. It knows HTTP and JSON, never tensors:
-// everything it generates comes from an engine.Engine.
+// Server-Sent Events or WebSocket, the Responses API and Anthropic's Messages
+// API, usage assembly (docs/design.md §3), errors in OpenAI's shape (and in
+// Anthropic's on the Messages API), authentication and request logs. It
+// knows HTTP and JSON, never tensors: everything it generates comes from an
+// engine.Engine.
 package service
 
 import (
@@ -33,9 +35,10 @@ const (
 type Options struct {
 	// Engine generates every completion. Required.
 	Engine engine.Engine
-	// APIKey, when set, is required as `Authorization: Bearer <key>` on
-	// /v1/*, /tokenize, /detokenize and /metrics; /health and /openapi.yaml
-	// stay open. A WebSocket handshake may carry it instead as the
+	// APIKey, when set, is required as `Authorization: Bearer <key>` (or,
+	// as Anthropic's clients send it, `x-api-key: <key>`) on /v1/*,
+	// /tokenize, /detokenize and /metrics; /health and /openapi.yaml stay
+	// open. A WebSocket handshake may carry it instead as the
 	// subprotocol `openai-insecure-api-key.<key>`
 	// (browsers cannot set headers on a WebSocket).
 	APIKey string
@@ -235,6 +238,9 @@ var (
 	// The Responses API (responses.go, responses_ws.go).
 	routeResponses = route{methods: "POST", post: (*Server).handleCreateResponse, upgrade: (*Server).handleWebSocket}
 	routeResponse  = route{methods: "GET, HEAD, DELETE", get: (*Server).handleGetResponse, del: (*Server).handleDeleteResponse}
+	// Anthropic's Messages API (anthropic*.go).
+	routeMessages    = route{methods: "POST", post: (*Server).handleMessages, upgrade: (*Server).handleWebSocket}
+	routeCountTokens = route{methods: "POST", post: (*Server).handleCountTokens}
 )
 
 func findRoute(path string) *route {
@@ -257,6 +263,10 @@ func findRoute(path string) *route {
 		return &routeDetokenize
 	case pathResponses:
 		return &routeResponses
+	case pathMessages:
+		return &routeMessages
+	case pathCountTokens:
+		return &routeCountTokens
 	}
 	if id, ok := strings.CutPrefix(path, pathResponses+"/"); ok && id != "" && !strings.Contains(id, "/") {
 		return &routeResponse
@@ -311,6 +321,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := &requestInfo{id: requestID(r.Header.Get("X-Request-Id"))}
 	rec := newRecorder(w, s.writeIdle)
 	rec.Header().Set("X-Request-Id", info.id)
+	if isMessagesPath(r.URL.Path) {
+		// Every refusal on these paths, from here on, is Anthropic's.
+		rec.anthropic = true
+		rec.Header().Set("Request-Id", info.id) // where Anthropic's SDKs look for it
+	}
 	defer s.logRequest(r, rec, info, start)
 	defer s.recoverHandler(rec, info)
 	s.armBodyDeadline(rec, r)
@@ -331,7 +346,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	keyed := rt == nil && strings.HasPrefix(path, "/v1/") || rt != nil && !rt.open
 	if keyed && !s.authorized(r) {
 		writeError(rec, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest,
-			Code: "invalid_api_key", Message: "Missing or incorrect API key. Send it as 'Authorization: Bearer <key>'."})
+			Code: "invalid_api_key", Message: "Missing or incorrect API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'."})
 		return
 	}
 	if rt == nil {
@@ -372,7 +387,8 @@ func (s *Server) armBodyDeadline(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorized reports whether r carries the API key (always, without one):
-// as a Bearer token, or, on a WebSocket handshake, as the subprotocol
+// as a Bearer token, as an x-api-key header (Anthropic's clients send it
+// so), or, on a WebSocket handshake, as the subprotocol
 // openai-insecure-api-key.<key>. The comparison takes the same time
 // wherever the keys differ.
 func (s *Server) authorized(r *http.Request) bool {
@@ -382,6 +398,10 @@ func (s *Server) authorized(r *http.Request) bool {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if ok && strings.EqualFold(scheme, "Bearer") &&
 		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), s.apiKey) == 1 {
+		return true
+	}
+	if key := r.Header.Get("X-Api-Key"); key != "" &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), s.apiKey) == 1 {
 		return true
 	}
 	if isWebSocketUpgrade(r) {
@@ -419,6 +439,10 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+
+	// anthropic: the request is on a Messages API path, whose errors
+	// writeError writes in Anthropic's shape.
+	anthropic bool
 
 	rc        *http.ResponseController
 	writeIdle time.Duration // 0: no deadlines (disabled, or unsupported by the writer)

@@ -22,7 +22,7 @@ import (
 // errorEngine answers by model: "long" is too long for the context, "busy"
 // is overloaded, "tiny" works.
 func errorEngine() *fakeEngine {
-	models := append([]engine.Model{{ID: "long"}, {ID: "busy"}}, testModels...)
+	models := append([]engine.ModelCard{{ID: "long"}, {ID: "busy"}}, testModels...)
 	return &fakeEngine{models: models, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
 		switch req.Model {
 		case "long":
@@ -292,7 +292,7 @@ func TestRequestID(t *testing.T) {
 
 func TestModelsHealthSpec(t *testing.T) {
 	t.Parallel()
-	fake := &fakeEngine{models: []engine.Model{
+	fake := &fakeEngine{models: []engine.ModelCard{
 		{ID: "tiny", OwnedBy: "rill", Created: 1700000000, ContextLength: 256, Description: "random weights"},
 		{ID: "org/plain"},
 	}}

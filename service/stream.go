@@ -37,11 +37,11 @@ type transportError struct{ err error }
 func (e *transportError) Error() string { return "write to client: " + e.err.Error() }
 func (e *transportError) Unwrap() error { return e.err }
 
-// generation is one client request in flight: its plan, its engine streams
+// generation is one client request in flight: its job, its engine streams
 // (one per prompt, in prompt order, all started with one context that
 // cancel ends) and the ids the wire shows. It is used once, by one goroutine.
 type generation struct {
-	*plan
+	*job
 	id      string // "chatcmpl-…" or "cmpl-…"
 	created int64  // unix seconds
 	streams []engine.Stream
@@ -247,7 +247,7 @@ func (g *generation) streamTo(ctx context.Context, w chunkWriter, ping time.Dura
 	return &u, nil
 }
 
-// progress checks a generation's events against its plan, so that an
+// progress checks a generation's events against its job, so that an
 // engine that breaks the Stream contract ends the request with an error
 // instead of a malformed answer, and keeps the Stats of finished choices.
 type progress struct {

@@ -9,9 +9,10 @@ import (
 	"github.com/coder/websocket"
 )
 
-// The WebSocket transport (docs/design.md §4): GET /v1/chat/completions and
-// GET /v1/completions with an upgrade open a connection that carries many
-// streamed requests at once, named by the client:
+// The WebSocket transport (docs/design.md §4): GET /v1/chat/completions,
+// GET /v1/completions and GET /v1/messages (anthropic_ws.go) with an
+// upgrade open a connection that carries many streamed requests at once,
+// named by the client:
 //
 //	client → {"type":"create","request_id":"r1","body":{…the POST body…}}
 //	client → {"type":"cancel","request_id":"r1"}

@@ -61,7 +61,7 @@ func acceptDiscard(tb testing.TB) *websocket.Conn {
 
 // benchChunk is a typical chat content chunk, as the chunker makes it.
 func benchChunk(tb testing.TB) []byte {
-	g := &generation{plan: &plan{kind: kindChat, model: "tiny", stream: true, includeUsage: true, n: 1},
+	g := &generation{job: &job{kind: kindChat, model: "tiny", stream: true, includeUsage: true, n: 1},
 		id: "chatcmpl-0123456789abcdef", created: 1796030631}
 	w := &recordingWriter{}
 	if err := newChunker(g, w).event(0, &engine.Event{Text: " little"}); err != nil {

@@ -311,6 +311,10 @@ func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMes
 		defer c.running.Done()
 		defer c.s.endWS()
 		defer cancel()
+		if c.path == pathMessages {
+			c.runMessage(rctx, id, req, body) // anthropic_ws.go
+			return
+		}
 		c.run(rctx, id, req, body)
 	})
 }
@@ -347,9 +351,12 @@ func (c *wsConn) release(id string, req *wsRequest) {
 // with bad messages and reads nothing.
 func (c *wsConn) reject(ctx context.Context, id []byte, e *apiError) {
 	f := getFrame()
-	if c.onMessage != nil {
+	switch {
+	case c.onMessage != nil:
 		f.b = appendResponseWSError(f.b, e, "", -1) // the Responses API's shape
-	} else {
+	case c.path == pathMessages:
+		f.b = appendMessagesWSError(f.b, id, e) // Anthropic's shape
+	default:
 		f.b = appendWSError(f.b, id, e)
 	}
 	_ = c.out.put(c.out.ctrl, f, ctx.Done())

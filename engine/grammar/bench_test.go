@@ -105,6 +105,65 @@ func BenchmarkMaskAcceptSPM32k(b *testing.B)    { benchmarkMaskAccept(b, "llama-
 func BenchmarkMaskAcceptQwen152k(b *testing.B)  { benchmarkMaskAccept(b, "qwen2") }
 func BenchmarkMaskAcceptLlama128k(b *testing.B) { benchmarkMaskAccept(b, "llama-bpe") }
 
+// benchmarkMaskBudget is benchmarkMaskAccept with MaskBudget: with an
+// ample budget (nothing to take out, the usual case), and with the
+// tightest budget the document fits in, so that the budget takes tokens
+// out wherever it can.
+func benchmarkMaskBudget(b *testing.B, vocab string) {
+	v := loadVocab(b, vocab)
+	g, err := FromJSONSchema([]byte(benchSchema), benchOpts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := greedyTokens(b, v, benchDoc)
+	toks = append(toks, v.EOG()[0])
+	m := NewMatcher(g, v)
+	// The tightest budget: the document's tokens up to each one, the
+	// distance after it and the end token.
+	tight := len(toks)
+	for i, id := range toks[:len(toks)-1] {
+		if err := m.Accept(id); err != nil {
+			b.Fatal(err)
+		}
+		tight = max(tight, i+1+m.Distance()+1)
+	}
+	if err := m.Rollback(m.Len()); err != nil {
+		b.Fatal(err)
+	}
+	mask := make([]uint64, MaskWords(v.Size()))
+	for _, budget := range []struct {
+		name  string
+		total int
+	}{{"ample", 1 << 20}, {"tight", tight}} {
+		b.Run(budget.name, func(b *testing.B) {
+			run := func() {
+				for _, id := range toks {
+					m.MaskBudget(mask, budget.total-m.Len())
+					if mask[id>>6]&(1<<(id&63)) == 0 {
+						b.Fatalf("token %d %q not in mask after %d tokens", id, v.Token(id), m.Len())
+					}
+					if err := m.Accept(id); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := m.Rollback(m.Len()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				run()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(toks)), "ns/token")
+		})
+	}
+}
+
+func BenchmarkMaskBudgetSPM32k(b *testing.B)   { benchmarkMaskBudget(b, "llama-spm") }
+func BenchmarkMaskBudgetQwen152k(b *testing.B) { benchmarkMaskBudget(b, "qwen2") }
+
 // BenchmarkColdSchema measures a new schema on a warm model: compile, then
 // walk the document with an empty mask cache (every state's entry is built).
 func benchmarkCold(b *testing.B, vocab string) {
@@ -152,7 +211,7 @@ func BenchmarkStringEntryBuild(b *testing.B) {
 				}
 			}
 			for b.Loop() {
-				buildEntry(g, v, body, false)
+				buildEntry(g, v, body, false, g.distances(v.single))
 			}
 		})
 	}

@@ -13,7 +13,13 @@ import (
 //
 //   - inside: the tokens that stack can consume while its rule is still
 //     active (or that end exactly where the rule ends). They are allowed
-//     whatever lies below the state on the real stack.
+//     whatever lies below the state on the real stack. Each has a distance:
+//     from the end of the token to the end of the rule (see distance.go),
+//     to which budget-aware masks add the distance of the frames below.
+//     Most inside tokens share one (inside a JSON string, nearly all of
+//     them are one byte, the closing quote, from the end): that is bulk,
+//     and only the others are listed with theirs, so that the plain mask
+//     stays one bitset OR.
 //   - exits: tokens whose bytes run past the end of the rule. Whether they
 //     are allowed depends on the caller's frame, so only their remainders are
 //     kept, merged into a small trie (rest) walked at run time from the
@@ -26,9 +32,17 @@ import (
 type maskEntry struct {
 	dense      []uint64 // inside as a bitset, when many tokens are in it
 	sparse     []int32  // inside as ids, when few are
+	bulk       int32    // the distance of the inside tokens not in others
+	farthest   int32    // the largest distance of an inside token
+	others     []tokenDist
 	exitAtRoot bool
 	rest       trie // remainders of tokens that exit below the root; nil nodes when none
 	size       int  // bytes held, for the cache budget
+}
+
+// tokenDist is an inside token whose distance is not the bulk's, by id.
+type tokenDist struct {
+	id, dist int32
 }
 
 func (e *maskEntry) orInside(dst []uint64) {
@@ -43,16 +57,63 @@ func (e *maskEntry) orInside(dst []uint64) {
 	}
 }
 
-// buildEntry computes the mask entry of state s over vocabulary v. With
-// bottom, s is known to be at the bottom of every stack (a state of the
-// root rule): its rule has no caller, so tokens that run past its end are
+// orWithin adds the inside tokens whose distance is at most limit.
+func (e *maskEntry) orWithin(dst []uint64, limit int32) {
+	switch {
+	case limit >= e.farthest:
+		e.orInside(dst)
+	case limit >= e.bulk:
+		// All but the others too far: inside with their bits cleared.
+		j := 0
+		if e.dense != nil {
+			for i, w := range e.dense {
+				for ; j < len(e.others) && int(e.others[j].id>>6) == i; j++ {
+					if x := e.others[j]; x.dist > limit {
+						w &^= 1 << (x.id & 63)
+					}
+				}
+				dst[i] |= w
+			}
+			return
+		}
+		for _, id := range e.sparse {
+			for j < len(e.others) && e.others[j].id < id {
+				j++
+			}
+			if j < len(e.others) && e.others[j].id == id && e.others[j].dist > limit {
+				continue
+			}
+			dst[id>>6] |= 1 << (id & 63)
+		}
+	default:
+		// The bulk is too far: only others can fit.
+		for _, x := range e.others {
+			if x.dist <= limit {
+				dst[x.id>>6] |= 1 << (x.id & 63)
+			}
+		}
+	}
+}
+
+// buildEntry computes the mask entry of state s over vocabulary v, with
+// dist the grammar's state distances over v (see distances). With bottom,
+// s is known to be at the bottom of every stack (a state of the root
+// rule): its rule has no caller, so tokens that run past its end are
 // simply not allowed and no remainders are kept.
-func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool) *maskEntry {
+func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool, dist []int32) *maskEntry {
 	w := &trieWalker{stepper: stepper{g: g}}
 	e := &maskEntry{}
 	words := MaskWords(v.n)
-	inside := make([]uint64, words)
-	count := 0
+	// The inside tokens by distance, while the walk runs: few as ids, many
+	// as a bitset (as the entry keeps them).
+	type group struct {
+		dist  int32
+		ids   []int32  // while at most words
+		bits  []uint64 // then
+		count int
+	}
+	var groups []group
+	last := -1 // the group of the last token, usually the next one's too
 	type exit struct {
 		node  int
 		depth int
@@ -60,9 +121,31 @@ func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool) *maskEntry {
 	var exits []exit
 	init := []frame{{state: s, parent: -1}}
 	w.walk(&v.trie, init, func(node int, alive []frame) {
-		for _, id := range v.trie.tokens(node) {
-			inside[id>>6] |= 1 << (id & 63)
-			count++
+		if toks := v.trie.tokens(node); len(toks) > 0 {
+			d := minChainDist(dist, w.arena, alive)
+			if last < 0 || groups[last].dist != d {
+				last = slices.IndexFunc(groups, func(g group) bool { return g.dist == d })
+				if last < 0 {
+					groups = append(groups, group{dist: d})
+					last = len(groups) - 1
+				}
+			}
+			gr := &groups[last]
+			gr.count += len(toks)
+			if gr.bits == nil && gr.count > words {
+				gr.bits = make([]uint64, words)
+				for _, id := range gr.ids {
+					gr.bits[id>>6] |= 1 << (id & 63)
+				}
+				gr.ids = nil
+			}
+			if gr.bits == nil {
+				gr.ids = append(gr.ids, toks...)
+			} else {
+				for _, id := range toks {
+					gr.bits[id>>6] |= 1 << (id & 63)
+				}
+			}
 		}
 		for _, f := range alive {
 			if !bottom && w.canComplete(f) {
@@ -75,19 +158,55 @@ func buildEntry(g *Grammar, v *Vocab, s int32, bottom bool) *maskEntry {
 			}
 		}
 	})
-	if count > words {
-		e.dense = inside
-		e.size = 8 * words
-	} else {
-		e.sparse = make([]int32, 0, count)
-		for i, word := range inside {
-			for word != 0 {
-				b := bits.TrailingZeros64(word)
-				word &^= 1 << b
-				e.sparse = append(e.sparse, int32(i*64+b))
+	// The largest group is the bulk; the others' tokens are listed with
+	// their distances.
+	count, bulk := 0, 0
+	for i, gr := range groups {
+		count += gr.count
+		if gr.count > groups[bulk].count {
+			bulk = i
+		}
+		e.farthest = max(e.farthest, gr.dist)
+	}
+	for i, gr := range groups {
+		if i == bulk {
+			continue
+		}
+		for _, id := range gr.ids {
+			e.others = append(e.others, tokenDist{id: id, dist: gr.dist})
+		}
+		for j, w := range gr.bits {
+			for ; w != 0; w &= w - 1 {
+				e.others = append(e.others, tokenDist{id: int32(j*64 + bits.TrailingZeros64(w)), dist: gr.dist})
 			}
 		}
-		e.size = 4 * count
+	}
+	slices.SortFunc(e.others, func(a, b tokenDist) int { return int(a.id - b.id) })
+	e.size = 8 * len(e.others)
+	if len(groups) > 0 {
+		e.bulk = groups[bulk].dist
+	}
+	switch {
+	case count > words:
+		b := &groups[bulk]
+		if e.dense = b.bits; e.dense == nil {
+			e.dense = make([]uint64, words)
+			for _, id := range b.ids {
+				e.dense[id>>6] |= 1 << (id & 63)
+			}
+		}
+		for _, x := range e.others {
+			e.dense[x.id>>6] |= 1 << (x.id & 63)
+		}
+		e.size += 8 * words
+	case count > 0:
+		e.sparse = make([]int32, 0, count)
+		e.sparse = append(e.sparse, groups[bulk].ids...)
+		for _, x := range e.others {
+			e.sparse = append(e.sparse, x.id)
+		}
+		slices.Sort(e.sparse)
+		e.size += 4 * count
 	}
 	// Remainders: for each exit node, every token strictly below it.
 	type rest struct {

@@ -15,6 +15,7 @@ type Grammar struct {
 	rules  []rule
 	root   int32 // the root rule
 	exp    []expansion
+	dists  grammarDists // state distances, computed on first use (distance.go)
 }
 
 type rule struct {

@@ -25,27 +25,59 @@
 //
 //  1. compute log-probabilities for logprobs from the raw distribution (they
 //     report the model's distribution, not the constrained one);
-//  2. Mask(dst) and MaskLogits(logits, dst): disallowed tokens get -Inf;
-//     then penalties, logit_bias, temperature, top-k/top-p/min-p and the
-//     seeded draw as usual (a logit_bias cannot resurrect a masked token if
-//     it is applied before masking, which is the safe order);
+//  2. Mask(dst), or MaskBudget(dst, n) when the sequence may emit at most
+//     n more tokens (see Budgets), and MaskLogits(logits, dst): disallowed
+//     tokens get -Inf; then penalties, logit_bias, temperature,
+//     top-k/top-p/min-p and the seeded draw as usual (a logit_bias cannot
+//     resurrect a masked token if it is applied before masking, which is
+//     the safe order);
 //  3. Accept(token) with the sampled token.
 //
 // End-of-generation tokens are allowed exactly when the grammar is complete
 // (Done); no token is allowed after one is accepted. The grammar never
-// allows other special tokens. max_tokens is the caller's: a grammar may
-// allow output without end (an array without maxItems, a string), so a
-// request cut by max_tokens ends with finish_reason "length" and possibly
-// incomplete JSON, as with OpenAI.
+// allows other special tokens.
 //
 // Speculative decoding: check a draft with AcceptPrefix (it stops at the
 // first token the grammar refuses; the draft is cut there), compute the
 // target's masked distribution at each drafted position from the matcher
-// advanced to it, and Rollback(n) the tokens the verifier rejects. The
-// output is then lossless: it follows the constrained target distribution
-// exactly as without drafting. Rollback costs nothing (the matcher keeps the
-// parse state after every token); Clone copies a matcher when two
-// continuations must live at once.
+// advanced to it (with a budget, less the drafts before the position), and
+// Rollback(n) the tokens the verifier rejects. The output is then lossless:
+// it follows the constrained target distribution exactly as without
+// drafting. Rollback costs nothing (the matcher keeps the parse state after
+// every token); Clone copies a matcher when two continuations must live at
+// once.
+//
+// # Budgets
+//
+// A grammar may allow output without end (an object with any members, an
+// array without maxItems, a string), and a model that never closes it
+// runs out of max_tokens with incomplete JSON. MaskBudget(dst, n) is Mask
+// for a sequence that may emit n more tokens, its end-of-generation token
+// included: it also takes out every token after which the grammar could no
+// longer be completed, and the end token emitted, within the budget.
+// Distance says how far the end is: the shortest completion in bytes (close
+// the open string, add the least value where one is due, the required
+// properties still missing with their least values, close the arrays and
+// objects), counting only bytes that are tokens on their own, so that it is
+// an upper bound on tokens (every byte is a token in byte-level BPE and in
+// SentencePiece with byte fallback; a vocabulary that lacks some may make
+// the distance larger, or -1). Consequences for the caller:
+//
+//   - a sequence masked so from a point where it could finish in time
+//     always can (the first byte of a shortest completion is a token that
+//     keeps it so), and ends with an end token within its budget;
+//   - output that ends in time on its own is never changed, provided it
+//     had room for its byte-counted completion at every token; a budget
+//     tighter than that makes it close a little earlier than the shortest
+//     tokenisation would need;
+//   - when no token fits (the budget was too small from the start),
+//     MaskBudget returns false and dst is the plain mask: the caller's
+//     max_tokens then cuts the output short, as without a budget.
+//
+// Distances are computed once per grammar (a shortest-path pass over its
+// states, for the vocabulary's single-byte tokens); mask entries keep each
+// inside token's distance to the end of its rule, so a budget mask costs
+// about what a plain one does.
 //
 // # How masks are computed
 //
@@ -65,10 +97,10 @@
 //
 // JSON is compact by default: no whitespace between JSON tokens or around
 // the value (whitespace inside strings is text like any other), as OpenAI
-// writes it. Room for whitespace lets a small model spend its whole
-// max_tokens on newlines between tokens and never finish the document;
-// JSONOptions.MaxWhitespace opts into runs of a bounded length
-// (BoundedWhitespace for models that pretty-print).
+// writes it. Room for whitespace lets a small model spend most of its
+// max_tokens on newlines between tokens (a budget then cuts its values
+// short to close the document); JSONOptions.MaxWhitespace opts into runs
+// of a bounded length (BoundedWhitespace for models that pretty-print).
 //
 // Numbers have at most 16 integer and 16 fraction digits and a two-digit
 // exponent. Object properties come in the schema's order.

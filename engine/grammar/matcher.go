@@ -15,6 +15,7 @@ type Matcher struct {
 	g       *Grammar
 	v       *Vocab
 	w       trieWalker
+	dist    []int32      // per grammar state, the distance to the end of its rule (distance.go)
 	entries []*maskEntry // per grammar state, resolved lazily from the vocabulary's cache
 	// hist[i] describes the parse after i accepted tokens: its stacks are
 	// stacks[hist[i].lo:hist[i].hi]; the arena was hist[i].arena long.
@@ -32,7 +33,7 @@ type histMark struct {
 
 // NewMatcher returns a matcher at the start of g over vocabulary v.
 func NewMatcher(g *Grammar, v *Vocab) *Matcher {
-	m := &Matcher{g: g, v: v, entries: make([]*maskEntry, len(g.states))}
+	m := &Matcher{g: g, v: v, dist: g.distances(v.single), entries: make([]*maskEntry, len(g.states))}
 	m.w.g = g
 	m.stacks = append(m.stacks, frame{state: g.rules[g.root].start, parent: -1})
 	m.hist = append(m.hist, histMark{lo: 0, hi: 1})
@@ -77,7 +78,12 @@ func (m *Matcher) Ended() bool { return m.top().ended }
 // some string of the grammar, plus the end-of-generation tokens when the
 // grammar is complete. Special tokens (nil bytes in the vocabulary) are never
 // allowed. After an end-of-generation token nothing is allowed.
-func (m *Matcher) Mask(dst []uint64) {
+func (m *Matcher) Mask(dst []uint64) { m.mask(dst, unreachable) }
+
+// mask is Mask keeping only the tokens after which the distance is at most
+// limit (all of them with limit unreachable); the end-of-generation tokens
+// go with Done.
+func (m *Matcher) mask(dst []uint64, limit int32) {
 	words := MaskWords(m.v.n)
 	if len(dst) < words {
 		panic(fmt.Sprintf("grammar: mask of %d words for a vocabulary of %d tokens (want %d)", len(dst), m.v.n, words))
@@ -89,7 +95,7 @@ func (m *Matcher) Mask(dst []uint64) {
 	}
 	m.seen = m.seen[:0]
 	for _, f := range m.current() {
-		m.maskStack(f, dst)
+		m.maskStack(f, dst, limit)
 	}
 	if m.Done() {
 		for _, id := range m.v.eog {
@@ -98,15 +104,24 @@ func (m *Matcher) Mask(dst []uint64) {
 	}
 }
 
-// maskStack adds the tokens the stack topped by f can consume.
-func (m *Matcher) maskStack(f frame, dst []uint64) {
+// maskStack adds the tokens the stack topped by f can consume and after
+// which its distance is at most limit (any, with limit unreachable).
+func (m *Matcher) maskStack(f frame, dst []uint64, limit int32) {
+	bounded := limit < unreachable
 	for {
 		if slices.Contains(m.seen, f) {
 			return // added already, for another stack sharing this tail
 		}
 		m.seen = append(m.seen, f)
 		e := m.entry(f.state)
-		e.orInside(dst)
+		if !bounded {
+			e.orInside(dst)
+		} else if f.parent < 0 {
+			e.orWithin(dst, limit)
+		} else {
+			// After an inside token the frames below f are as they were.
+			e.orWithin(dst, limit-chainDist(m.dist, m.w.arena, m.w.arena[f.parent]))
+		}
 		if f.parent < 0 {
 			return
 		}
@@ -114,8 +129,12 @@ func (m *Matcher) maskStack(f frame, dst []uint64) {
 		if len(e.rest.nodes) > 1 {
 			var init [1]frame
 			init[0] = caller
-			m.w.walk(&e.rest, init[:], func(node int, _ []frame) {
-				for _, id := range e.rest.tokens(node) {
+			m.w.walk(&e.rest, init[:], func(node int, alive []frame) {
+				toks := e.rest.tokens(node)
+				if len(toks) == 0 || (bounded && minChainDist(m.dist, m.w.arena, alive) > limit) {
+					return
+				}
+				for _, id := range toks {
 					dst[id>>6] |= 1 << (id & 63)
 				}
 			})
@@ -138,7 +157,7 @@ func (m *Matcher) entry(s int32) *maskEntry {
 	k := cacheKey{fp: r.fp, local: s - r.start, bottom: rule == m.g.root}
 	e := m.v.cache.get(k)
 	if e == nil {
-		e = m.v.cache.put(k, buildEntry(m.g, m.v, s, k.bottom))
+		e = m.v.cache.put(k, buildEntry(m.g, m.v, s, k.bottom, m.dist))
 	}
 	m.entries[s] = e
 	return e
@@ -250,6 +269,7 @@ func (m *Matcher) Clone() *Matcher {
 	c := &Matcher{
 		g:       m.g,
 		v:       m.v,
+		dist:    m.dist,
 		entries: slices.Clone(m.entries),
 		hist:    slices.Clone(m.hist),
 		stacks:  slices.Clone(m.stacks),

@@ -15,10 +15,11 @@ import (
 // A Vocab is built once per model and is safe for concurrent use; its mask
 // cache is internally synchronised.
 type Vocab struct {
-	n      int      // token ids are 0..n-1
-	tokens [][]byte // raw bytes per id; nil for tokens never allowed inside the grammar
-	eog    []int32  // end-of-generation ids, allowed exactly when the grammar is complete
-	trie   trie     // every allowed token, by its bytes
+	n      int       // token ids are 0..n-1
+	tokens [][]byte  // raw bytes per id; nil for tokens never allowed inside the grammar
+	eog    []int32   // end-of-generation ids, allowed exactly when the grammar is complete
+	trie   trie      // every allowed token, by its bytes
+	single byteClass // the bytes that are a token on their own
 	cache  *maskCache
 }
 
@@ -58,6 +59,9 @@ func NewVocab(tokens [][]byte, eog []int) (*Vocab, error) {
 			return nil, fmt.Errorf("grammar: token %d is %d bytes long, more than %d", id, len(t), math.MaxUint16)
 		}
 		v.tokens[id] = bytes.Clone(t)
+		if len(t) == 1 {
+			v.single.add(t[0])
+		}
 	}
 	v.trie = buildTrie(v.tokens)
 	return v, nil

@@ -24,7 +24,8 @@ import (
 //     default: neither the bias nor the grammar shows in them);
 //  2. the logit bias is added to a copy of the row;
 //  3. the grammar's mask sets every token it does not allow to -Inf (after
-//     the bias, so that no bias can bring a token back);
+//     the bias, so that no bias can bring a token back); the mask also
+//     keeps the output able to end within max_tokens (see below);
 //  4. the sampler applies penalties, temperature, top-k, top-p and min-p to
 //     what is left and draws with the choice's seeded generator.
 //
@@ -33,6 +34,25 @@ import (
 // grammar refuses (spec.Verify then samples that position from the target),
 // and every verified position is shaped the same way from the matcher
 // advanced over the drafts before it.
+//
+// Budget-aware closing: a grammar may allow output without end (json_object
+// lets a model that never writes "}" fill any budget with members), and a
+// choice cut by max_tokens ends with finish_reason "length" and broken
+// JSON. So the mask is grammar.Matcher.MaskBudget with the tokens the
+// choice may still emit, its end token included (max_tokens, or the
+// context's room when unset, less the tokens emitted and the drafts before
+// the position): a token after which the shortest completion and the end
+// token no longer fit is taken out. Output that would run out is steered
+// to close its strings, arrays and objects (adding the least values and the
+// required properties still due) and end with the end token. The distance
+// is counted in single-byte tokens, an upper bound, so the closing may
+// begin a little earlier than the shortest tokenisation would need: output
+// that ends in time on its own is never changed if it had room for its
+// byte-counted completion at every token (on stories260K a reply of 38
+// tokens needs max_tokens 39 for that). When the budget is too small from
+// the start, the plain mask applies and the choice ends with "length" as
+// before. Drafts verify under the same masks (each position's budget
+// counts the drafts before it), so drafting stays lossless.
 
 // toolMarkers are the texts that open and delimit tool calls in the formats
 // of engine/toolcall. Vocabularies often make them control tokens, which
@@ -305,17 +325,23 @@ func toolError(err error, index []int) error {
 type shaper struct {
 	k       *constraint
 	matcher *grammar.Matcher // nil without a grammar
-	mask    []uint64         // nil until needed, and after release
-	rows    []float32        // shaped rows; nil until needed, and after release
-	parser  *toolcall.Parser // nil unless tool calls are parsed
-	calls   int              // tool calls begun
+	// maxTokens is the choice's budget, the end token included: the
+	// matcher's length (tokens emitted and drafts accepted) counts against
+	// it.
+	maxTokens int
+	mask      []uint64         // nil until needed, and after release
+	rows      []float32        // shaped rows; nil until needed, and after release
+	parser    *toolcall.Parser // nil unless tool calls are parsed
+	calls     int              // tool calls begun
 }
 
-func newShaper(k *constraint) *shaper {
+// newShaper returns the shaper of a choice of k that may emit maxTokens
+// tokens; nil for a nil k.
+func newShaper(k *constraint, maxTokens int) *shaper {
 	if k == nil {
 		return nil
 	}
-	s := &shaper{k: k}
+	s := &shaper{k: k, maxTokens: maxTokens}
 	if k.grammar != nil {
 		s.matcher = grammar.NewMatcher(k.grammar, k.vocab)
 	}
@@ -335,9 +361,10 @@ func (s *shaper) release() {
 // shape returns the logits to sample from at the matcher's position: row
 // itself when nothing shapes it, else a copy in slot (one row of the
 // shaper's buffer per drafted position) with the mask applied and the bias
-// added (a masked logit stays -Inf whatever its bias). ok is false when the
-// grammar allows no token at all (a dead end: the grammar wants bytes no
-// token spells).
+// added (a masked logit stays -Inf whatever its bias). The mask keeps the
+// output able to end within the tokens left at the matcher's position
+// (MaskBudget). ok is false when the grammar allows no token at all (a
+// dead end: the grammar wants bytes no token spells).
 func (s *shaper) shape(row []float32, slot int) (out []float32, ok bool) {
 	if !s.k.shapes() {
 		return row, true
@@ -354,7 +381,7 @@ func (s *shaper) shape(row []float32, slot int) (out []float32, ok bool) {
 		if s.mask == nil {
 			s.mask = make([]uint64, grammar.MaskWords(s.k.vocab.Size()))
 		}
-		s.matcher.Mask(s.mask)
+		s.matcher.MaskBudget(s.mask, s.maxTokens-s.matcher.Len())
 		ok = maskedCopy(out, row, s.mask)
 	}
 	for _, b := range s.k.bias {

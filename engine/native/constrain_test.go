@@ -14,7 +14,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"rill/engine"
+	"rill/engine/grammar"
 	"rill/engine/toolcall"
+	"rill/internal/shared"
 )
 
 // eventSchema is a structured-output schema with the shapes clients use:
@@ -388,7 +390,9 @@ func (e *Engine) uniqueToken(t testing.TB, p string) int {
 // TestForcedToolCalls: tool_choice required and a named function make the
 // random model call tools whose arguments are valid, in the generic format
 // (the test template has no tool syntax), streamed as deltas that assemble
-// into calls, with finish_reason tool_calls; the same with drafting.
+// into calls, with finish_reason tool_calls within max_tokens (parallel
+// calls too, which the random model would go on writing until max_tokens
+// cut one short); the same with drafting.
 func TestForcedToolCalls(t *testing.T) {
 	t.Parallel()
 	weather := compileSchema(t, weatherParams)
@@ -409,13 +413,10 @@ func TestForcedToolCalls(t *testing.T) {
 					Sampling: engine.Sampling{Temperature: temp, Seed: seed(11)}}
 				for c, r := range collectTools(t, e, req) {
 					what := fmt.Sprintf("%s %s parallel %v T=%v choice %d", name, tc.choice.Mode, tc.parallel, temp, c)
-					// A random model may go on calling in parallel until
-					// max_tokens cuts the last call short.
-					complete := r.calls
-					cut := tc.parallel && r.final.FinishReason == engine.FinishLength && len(r.calls) > 1
-					if cut {
-						complete = r.calls[:len(r.calls)-1]
-					} else if r.final.FinishReason != engine.FinishToolCalls || len(r.calls) == 0 {
+					// A random model would go on calling in parallel until
+					// max_tokens cut the last call short; the budget-aware
+					// mask closes the calls in time.
+					if r.final.FinishReason != engine.FinishToolCalls || len(r.calls) == 0 {
 						t.Fatalf("%s: finish %q, %d calls", what, r.final.FinishReason, len(r.calls))
 					}
 					if r.content != "" {
@@ -424,7 +425,7 @@ func TestForcedToolCalls(t *testing.T) {
 					if !tc.parallel && len(r.calls) != 1 {
 						t.Fatalf("%s: %d calls without parallel_tool_calls", what, len(r.calls))
 					}
-					for _, call := range complete {
+					for _, call := range r.calls {
 						switch {
 						case call.Name == "get_weather":
 							validate(t, weather, call.Arguments)
@@ -445,7 +446,9 @@ func TestForcedToolCalls(t *testing.T) {
 
 // TestToolChoiceAutoGeneric: with tool_choice auto a model without tool
 // syntax answers in the generic format, either in words (content) or with
-// calls, and the parser tells which; finish_reason says so.
+// calls, and the parser tells which; finish_reason says so. The envelope
+// closes within max_tokens: words end with stop, never length (the random
+// model would fill its budget with them).
 func TestToolChoiceAutoGeneric(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, Options{})
@@ -453,7 +456,7 @@ func TestToolChoiceAutoGeneric(t *testing.T) {
 	var words, calls int
 	parallel := false
 	for s := range int64(12) {
-		req := &engine.Request{Model: id, Messages: userTurn("Hello there."), MaxTokens: 400, Tools: testTools, ParallelToolCalls: &parallel,
+		req := &engine.Request{Model: id, Messages: userTurn("Hello there."), MaxTokens: 120, Tools: testTools, ParallelToolCalls: &parallel,
 			Sampling: engine.Sampling{Temperature: 1, Seed: seed(s)}}
 		r := collectTools(t, e, req)[0]
 		switch {
@@ -462,7 +465,7 @@ func TestToolChoiceAutoGeneric(t *testing.T) {
 			if r.final.FinishReason != engine.FinishToolCalls {
 				t.Fatalf("seed %d: %d calls, finish %q", s, len(r.calls), r.final.FinishReason)
 			}
-		case r.content != "" && (r.final.FinishReason == engine.FinishStop || r.final.FinishReason == engine.FinishLength):
+		case r.content != "" && r.final.FinishReason == engine.FinishStop:
 			words++
 			if strings.Contains(r.content, `"content"`) {
 				t.Fatalf("seed %d: the generic envelope leaked into content: %q", s, r.content)
@@ -590,6 +593,127 @@ func TestMaskedCopy(t *testing.T) {
 			}
 			if got != want {
 				t.Fatalf("n %d density %v: allowed %v, want %v", n, density, got, want)
+			}
+		}
+	}
+}
+
+// budgetRun is what runBudget gathered of one constrained choice.
+type budgetRun struct {
+	out    string   // the content, or the arguments of the calls
+	tokens [][]byte // each token's bytes but the end token's (from logprobs)
+	final  engine.Event
+}
+
+// runBudget runs req (one choice, with logprobs) and gathers its output.
+func runBudget(t *testing.T, e *Engine, req *engine.Request) budgetRun {
+	t.Helper()
+	st, err := e.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	var r budgetRun
+	for {
+		ev, err := engine.Recv(st)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		r.out += ev.Text
+		for _, d := range ev.ToolCalls {
+			r.out += d.Arguments
+		}
+		for _, lp := range ev.Logprobs {
+			r.tokens = append(r.tokens, lp.Bytes)
+		}
+		if ev.Final {
+			r.final = ev
+		}
+	}
+	return r
+}
+
+// tightestBudget is the least max_tokens under which the budget-aware mask
+// leaves the output of tokens (then the end token) as it is: at each token
+// the tokens so far, the distance after it and the end token must fit.
+// Without tokens it is the least budget any output fits in.
+func tightestBudget(t *testing.T, e *Engine, req *engine.Request, tokens [][]byte) int {
+	t.Helper()
+	k, err := e.constraintFor(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := grammar.NewMatcher(k.grammar, k.vocab)
+	tight := max(len(tokens), m.Distance()) + 1
+	for i, b := range tokens {
+		if err := m.AcceptBytes(b); err != nil {
+			t.Fatalf("token %d %q: %v", i, b, err)
+		}
+		d := m.Distance()
+		if d < 0 {
+			t.Fatalf("no completion after token %d %q", i, b)
+		}
+		tight = max(tight, i+1+d+1)
+	}
+	return tight
+}
+
+// TestBudgetLeavesOutputThatEnds: stories260K's greedy output that ends
+// on its own within max_tokens is the same, token for token, under the
+// tightest max_tokens the budget-aware mask lets it through at as under a
+// large one. Below that the mask makes it close earlier, still ending
+// properly with valid JSON: at one token less, and halfway down to the
+// least budget any document fits in (without the mask: finish_reason
+// length there). Plain and drafting with n-grams, for a json_schema reply
+// and a forced tool call.
+func TestBudgetLeavesOutputThatEnds(t *testing.T) {
+	t.Parallel()
+	path := shared.Path(t, "models", "stories260K.gguf")
+	weather := compileSchema(t, weatherParams)
+	single := false
+	plain := openShared(t, path, Options{})
+	engines := []struct {
+		name string
+		e    *Engine
+	}{{"plain", plain}, {"ngram", openShared(t, path, Options{NGram: true})}}
+	for _, c := range []struct {
+		name string
+		req  engine.Request
+		want engine.FinishReason
+	}{
+		{"json_schema", engine.Request{Messages: userTurn("What is the weather in Paris?"),
+			ResponseFormat: &engine.ResponseFormat{Type: engine.FormatJSONSchema, Name: "weather", Schema: json.RawMessage(weatherParams), Strict: true}}, engine.FinishStop},
+		{"tool_choice named", engine.Request{Messages: userTurn("What is the weather in Paris?"), Tools: testTools,
+			ToolChoice: engine.ToolChoice{Mode: engine.ToolChoiceFunction, Name: "get_weather"}, ParallelToolCalls: &single}, engine.FinishToolCalls},
+	} {
+		req := c.req
+		req.Model, req.Logprobs = plain.Models()[0].ID, true
+		req.MaxTokens = 400
+		free := runBudget(t, plain, &req)
+		if free.final.FinishReason != c.want {
+			t.Fatalf("%s: finish %q with max_tokens %d: %q", c.name, free.final.FinishReason, req.MaxTokens, free.out)
+		}
+		tight := tightestBudget(t, plain, &req, free.tokens)
+		least := tightestBudget(t, plain, &req, nil)
+		natural := free.final.Stats.CompletionTokens
+		t.Logf("%s: %d tokens on its own, the tightest budget that leaves it is %d, the least for any document %d: %s",
+			c.name, natural, tight, least, free.out)
+		for _, en := range engines {
+			for _, budget := range []int{tight, tight - 1, (least + natural) / 2} {
+				req.MaxTokens = budget
+				got := runBudget(t, en.e, &req)
+				what := fmt.Sprintf("%s %s max_tokens %d", en.name, c.name, budget)
+				t.Logf("%s: %s after %d tokens: %s", what, got.final.FinishReason, got.final.Stats.CompletionTokens, got.out)
+				if got.final.FinishReason != c.want {
+					t.Errorf("%s: finish %q: %q", what, got.final.FinishReason, got.out)
+					continue
+				}
+				validate(t, weather, got.out)
+				if same := got.out == free.out && got.final.Stats.CompletionTokens == natural; same != (budget == tight) {
+					t.Errorf("%s: %q after %d tokens, with room: %q after %d", what, got.out, got.final.Stats.CompletionTokens, free.out, natural)
+				}
 			}
 		}
 	}

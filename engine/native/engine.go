@@ -103,7 +103,7 @@ const (
 // Engine serves one model. Create it with New, run it with Run, stop it
 // with Close.
 type Engine struct {
-	info  engine.Model
+	info  engine.ModelCard
 	model *model.Model
 	tok   *tokenizer.Tokenizer
 	tmpl  *chat.Template
@@ -232,7 +232,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		info: engine.Model{
+		info: engine.ModelCard{
 			ID: o.ID, OwnedBy: o.OwnedBy, Created: time.Now().Unix(),
 			ContextLength: ctxLen, Description: o.Description, PrefixCache: true,
 			Drafting: o.Draft != nil || o.NGram,
@@ -383,7 +383,7 @@ func sameVocabulary(target *tokenizer.Tokenizer, draft *model.Model) error {
 }
 
 // Models implements engine.Engine.
-func (e *Engine) Models() []engine.Model { return []engine.Model{e.info} }
+func (e *Engine) Models() []engine.ModelCard { return []engine.ModelCard{e.info} }
 
 // Tokenizer exposes the model's tokenizer (read-only), for tools and tests.
 func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }

@@ -44,11 +44,20 @@ func newTestEngineOf(t testing.TB, typ quant.Type, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startOn(t, m, opts)
+}
+
+// startOn starts an engine on m (which it takes over, and closes if New
+// refuses it) with opts, discarding its log unless opts has a logger, and
+// runs it until the test ends.
+func startOn(t testing.TB, m *model.Model, opts Options) *Engine {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = discard
 	}
 	e, err := New(m, testCompute(t), opts)
 	if err != nil {
+		m.Close()
 		t.Fatal(err)
 	}
 	start(t, e)
@@ -265,6 +274,42 @@ func TestPrefixCacheCounts(t *testing.T) {
 	}
 	if first.text[0] != second.text[0] {
 		t.Fatalf("warm output %q differs from cold %q", second.text[0], first.text[0])
+	}
+}
+
+// TestCacheWritesFromTheFirstEvent: a request's cache writes are in the
+// Stats of its first event already (the running usage of a streamed
+// request, which Anthropic's message_start carries), and in the final
+// Stats of a one-token answer, although the scheduler counts them after
+// the step that samples that token.
+func TestCacheWritesFromTheFirstEvent(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Options{})
+	id := e.Models()[0].ID
+	for i, maxTokens := range []int{1, 8} {
+		prompt := make([]int, 50)
+		for j := range prompt {
+			prompt[j] = 300 + 10*i + j%7
+		}
+		st, err := e.Generate(context.Background(), &engine.Request{Model: id, PromptTokens: prompt, MaxTokens: maxTokens,
+			IgnoreEOS: true, ContinuousUsage: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := true
+		for {
+			ev, err := engine.Recv(st)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (first || ev.Final) && (ev.Stats == nil || ev.Stats.CacheWriteTokens == nil || *ev.Stats.CacheWriteTokens != 48) {
+				t.Errorf("max_tokens %d: event %+v (first %v) does not report the 48 tokens written", maxTokens, ev, first)
+			}
+			first = false
+		}
 	}
 }
 

@@ -210,7 +210,7 @@ func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 		stop:          stopper{stops: r.req.Stop},
 		think:         thinkSplit{phase: r.think},
 		stopReasoning: stopper{stops: r.req.Stop},
-		shaper:        newShaper(r.constraint),
+		shaper:        newShaper(r.constraint, r.maxTokens),
 	}
 	if r.draft != draftNone {
 		c.backoff = spec.Backoff{Max: e.opts.DraftTokens}

@@ -36,7 +36,10 @@ type loopState struct {
 	// ended are the requests whose last choice finished in this step,
 	// whose streams end after it.
 	ended []*request
-	steps int64
+	// pending are the step's events, in order, delivered after the
+	// scheduler's Update (see deliver).
+	pending []pendingEvent
+	steps   int64
 }
 
 // errInternal is the error of requests failed by a bug in the engine's step.
@@ -196,8 +199,38 @@ func (e *Engine) resumeCaughtUp() {
 	}
 }
 
-// push streams ev of r and pauses r when its consumer is behind.
+// push queues ev for r's stream; deliver sends it at the end of the step.
 func (e *Engine) push(r *request, ev engine.Event) {
+	e.loop.pending = append(e.loop.pending, pendingEvent{r, ev})
+}
+
+// pendingEvent is an event of the step for r's stream.
+type pendingEvent struct {
+	r  *request
+	ev engine.Event
+}
+
+// deliver sends the step's events to their streams, in order. They wait
+// for the end of the step because a prompt's cache writes are counted when
+// the scheduler's Update registers its blocks, after the step sampled the
+// first token from it: an event's Stats carry the count as Update left it,
+// so that the first event of a request (message_start's usage, a one-token
+// answer's final usage) has it too.
+func (e *Engine) deliver() {
+	l := &e.loop
+	for i := range l.pending {
+		p := &l.pending[i]
+		if st := p.ev.Stats; st != nil && st.CacheWriteTokens != nil {
+			*st.CacheWriteTokens = p.r.group.CacheWriteTokens()
+		}
+		e.send(p.r, p.ev)
+	}
+	clear(l.pending)
+	l.pending = l.pending[:0]
+}
+
+// send puts ev on r's stream, and pauses r when its consumer is behind.
+func (e *Engine) send(r *request, ev engine.Event) {
 	if r.out.Push(ev) && !r.paused && !ev.Final {
 		r.paused = true
 		e.loop.paused++

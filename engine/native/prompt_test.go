@@ -344,3 +344,25 @@ func TestUsablePrediction(t *testing.T) {
 		t.Error("a request with a prediction reports no drafting")
 	}
 }
+
+// TestTokenizeWithTools: on a model without tool syntax of its own, the
+// tokenised chat with tools is the prompt Generate runs, the generic
+// format's tool instructions included, for every tool_choice (count_tokens
+// and /tokenize report prompt_tokens).
+func TestTokenizeWithTools(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Options{})
+	id := e.Models()[0].ID
+	for _, choice := range []engine.ToolChoice{{}, {Mode: engine.ToolChoiceNone}, {Mode: engine.ToolChoiceRequired},
+		{Mode: engine.ToolChoiceFunction, Name: "get_weather"}} {
+		msgs := userTurn("What is the weather in Paris?")
+		tk, err := e.Tokenize(context.Background(), &engine.TokenizeRequest{Model: id, Messages: msgs, Tools: testTools, ToolChoice: choice})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := collect(t, e, &engine.Request{Model: id, Messages: msgs, Tools: testTools, ToolChoice: choice, MaxTokens: 1})
+		if got := r.final[0].Stats.PromptTokens; len(tk.Tokens) != got {
+			t.Errorf("tool_choice %+v: tokenize counts %d, the request's prompt_tokens %d", choice, len(tk.Tokens), got)
+		}
+	}
+}

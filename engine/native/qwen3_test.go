@@ -70,16 +70,7 @@ func newQwenEngine(t testing.TB, template string, opts Options) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = discard
-	}
-	e, err := New(m, testCompute(t), opts)
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
-	start(t, e)
-	return e
+	return startOn(t, m, opts)
 }
 
 // qwenTokenizer returns the real-vocabulary test model's tokenizer alone.

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -18,8 +19,10 @@ import (
 func (e *Engine) step(ctx context.Context) error {
 	plan := e.sched.Schedule()
 	// Requests whose last choice ends in this step end after the Update,
-	// which registers their computed blocks in the prefix cache first.
+	// which registers their computed blocks in the prefix cache first, and
+	// after the step's events, which carry the counts Update leaves.
 	defer e.endFinished()
+	defer e.deliver()
 	for _, seq := range plan.Preempted {
 		e.choiceOf(seq).release()
 	}
@@ -355,7 +358,11 @@ func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 		st.PromptTime = c.first.Sub(r.arrival)
 		st.GenerationTime = time.Now().Sub(c.first)
 	}
-	e.push(r, engine.Event{Choice: c.index, Final: true, FinishReason: reason, Stats: st})
+	ev := engine.Event{Choice: c.index, Final: true, FinishReason: reason, Stats: st}
+	if reason == engine.FinishStop {
+		ev.StopSequence = cmp.Or(c.stop.matched, c.stopReasoning.matched)
+	}
+	e.push(r, ev)
 	r.live--
 	if r.live == 0 {
 		e.loop.ended = append(e.loop.ended, r)

@@ -9,6 +9,7 @@ import "strings"
 type stopper struct {
 	stops   []string
 	pending string
+	matched string // the stop string that ended the choice, once one has
 }
 
 // push adds text and returns what can be emitted now. stopped reports that a
@@ -21,7 +22,7 @@ func (s *stopper) push(text string) (emit string, stopped bool) {
 	first := -1
 	for _, st := range s.stops {
 		if i := strings.Index(s.pending, st); i >= 0 && (first < 0 || i < first) {
-			first = i
+			first, s.matched = i, st
 		}
 	}
 	if first >= 0 {

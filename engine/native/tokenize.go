@@ -23,9 +23,17 @@ func (e *Engine) Tokenize(ctx context.Context, req *engine.TokenizeRequest) (*en
 	var ids []int
 	var err error
 	if req.Messages != nil {
+		// The messages as Generate renders them: with the generic format's
+		// tool instructions where the template has no tool syntax.
+		chatReq := &engine.Request{Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice}
+		k, kerr := e.constraintFor(chatReq)
+		if kerr != nil {
+			return nil, kerr
+		}
+		msgs := promptRequest(chatReq, k).Messages
 		var text string
 		var opts tokenizer.EncodeOptions
-		text, opts, err = e.renderChat(chatRender{msgs: req.Messages, tools: req.Tools, kwargs: req.ChatTemplateKwargs,
+		text, opts, err = e.renderChat(chatRender{msgs: msgs, tools: req.Tools, kwargs: req.ChatTemplateKwargs,
 			noSpecial: !addSpecial, noGeneration: req.AddGenerationPrompt != nil && !*req.AddGenerationPrompt})
 		if err == nil {
 			ids, err = e.tok.EncodeContext(ctx, text, opts)

@@ -20,7 +20,7 @@ import (
 type Router struct {
 	engines []engine.Engine
 	byID    map[string]engine.Engine
-	models  []engine.Model
+	models  []engine.ModelCard
 
 	closeOnce sync.Once
 	closeErr  error
@@ -58,7 +58,7 @@ func New(engines ...engine.Engine) (*Router, error) {
 
 // Models implements engine.Engine: every engine's models, in the order of
 // the engines given to New. The slice is the caller's.
-func (r *Router) Models() []engine.Model { return slices.Clone(r.models) }
+func (r *Router) Models() []engine.ModelCard { return slices.Clone(r.models) }
 
 // Generate implements engine.Engine by handing req to the engine that
 // serves req.Model.

@@ -13,13 +13,13 @@ import (
 // fake serves the models it is given and answers with a stream that ends
 // at once; it counts requests and Close calls.
 type fake struct {
-	models   []engine.Model
+	models   []engine.ModelCard
 	requests int
 	closed   int
 	closeErr error
 }
 
-func (f *fake) Models() []engine.Model { return f.models }
+func (f *fake) Models() []engine.ModelCard { return f.models }
 
 func (f *fake) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
 	f.requests++
@@ -46,10 +46,10 @@ func (c closer) Close() error {
 	return c.closeErr
 }
 
-func models(ids ...string) []engine.Model {
-	out := make([]engine.Model, len(ids))
+func models(ids ...string) []engine.ModelCard {
+	out := make([]engine.ModelCard, len(ids))
 	for i, id := range ids {
-		out[i] = engine.Model{ID: id}
+		out[i] = engine.ModelCard{ID: id}
 	}
 	return out
 }

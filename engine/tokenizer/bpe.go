@@ -186,10 +186,9 @@ func (m *bpeModel) noteSpecial(t *Tokenizer, id int32) {
 // long comes.
 type bpeSession struct {
 	// ids[s] is the symbol of the live symbol that starts at byte s (-1:
-	// a character no symbol spells); ends as in merge.go.
+	// a character no symbol spells).
 	ids     []int32
-	ends    []int32
-	queue   mergeQueue
+	merge   mergeState
 	encoded []byte
 	chars   []byte // the word encodeChars works on
 }
@@ -202,8 +201,7 @@ func (s *bpeSession) small() bool {
 // reset sizes the session for a word of n bytes.
 func (s *bpeSession) reset(n int) {
 	s.ids = growInt32(s.ids, n)
-	s.ends = growInt32(s.ends, n)
-	s.queue.reset(n)
+	s.merge.reset(n)
 }
 
 // encodeWord appends the tokens of one pre-tokenized word (raw bytes; the
@@ -229,94 +227,55 @@ func (s *bpeSession) encodeWord(t *Tokenizer, m *bpeModel, word string, out *idB
 	// Words longer than 2 GiB do not fit int32 offsets; cut them, which can
 	// only change how the cut bytes merge (no prompt gets near this).
 	for len(word) > maxWordBytes {
-		if !s.merge(t, m, word[:maxWordBytes], out, c) {
+		if !s.mergeBytes(t, m, word[:maxWordBytes], out, c) {
 			return false
 		}
 		word = word[maxWordBytes:]
 	}
-	return s.merge(t, m, word, out, c)
+	return s.mergeBytes(t, m, word, out, c)
 }
 
 // maxWordBytes bounds the word merge handles at once (int32 offsets).
 const maxWordBytes = 1<<31 - 1
 
-func (s *bpeSession) merge(t *Tokenizer, m *bpeModel, word string, out *idBuffer, c *canceller) bool {
+// mergeBytes appends the tokens of a word of a byte-level vocabulary, from
+// one symbol per byte.
+func (s *bpeSession) mergeBytes(t *Tokenizer, m *bpeModel, word string, out *idBuffer, c *canceller) bool {
 	n := len(word)
 	s.reset(n)
+	ends := s.merge.ends
 	for i := range n {
 		s.ids[i] = m.byteSymbol[word[i]]
-		s.ends[i] = int32(i + 1)
+		ends[i] = int32(i + 1)
 	}
 	return s.run(t, m, n, out, c)
 }
 
-// run merges the symbols that s.ids and s.ends hold (the initial
-// segmentation of a word of n bytes), lowest rank first, the leftmost pair
-// of equal ranks, and appends the tokens. It returns false when c says to
-// stop.
+// run merges the symbols that s.ids and s.merge hold (the initial
+// segmentation of a word of n bytes) and appends the tokens. It returns
+// false when c says to stop.
 func (s *bpeSession) run(t *Tokenizer, m *bpeModel, n int, out *idBuffer, c *canceller) bool {
-	q := &s.queue
-	for p := int32(0); int(p) < n; p = s.ends[p] {
-		q.at[p] = -1
-		if rank, ok := s.nextRank(m, p, n); ok {
-			q.add(rank, p)
-		}
+	if !mergeSymbols(&s.merge, pairRule{bpe: m, ids: s.ids}, n, c) {
+		return false
 	}
-	q.init()
-	for merges := 1; len(q.heap) > 0; merges++ {
-		if merges%mergesPerCheck == 0 && !c.alive() {
-			return false
-		}
-		left, rank := q.top()
-		if s.ends[left] == 0 {
-			q.popTop() // a tombstone: this symbol merged into its left neighbour
-			continue
-		}
-		right := s.ends[left]
-		s.ids[left] = m.results[rank]
-		s.ends[left] = s.ends[right]
-		s.ends[right] = 0 // right's candidate, if any, is now a tombstone
-		if next, ok := s.nextRank(m, left, n); ok {
-			q.replaceTop(next)
-		} else {
-			q.popTop()
-		}
-		if prev := prevStart(s.ends, left); prev >= 0 {
-			if next, ok := s.nextRank(m, prev, n); ok {
-				q.set(next, prev)
-			} else {
-				q.remove(prev)
-			}
-		}
-	}
-	for p := int32(0); int(p) < n; p = s.ends[p] {
+	ends := s.merge.ends
+	for p := int32(0); int(p) < n; p = ends[p] {
 		if id := s.ids[p]; id >= 0 && int(id) < t.Size() {
 			out.push(int(id))
 			continue
 		}
-		s.fallback(t, m, s.ids[p], p, s.ends[p], out)
+		s.fallback(t, m, s.ids[p], p, ends[p], out)
 	}
 	return true
 }
 
-// nextRank returns the rank of merging the live symbol at p with its right
-// neighbour, if they merge.
-func (s *bpeSession) nextRank(m *bpeModel, p int32, n int) (uint32, bool) {
-	right := s.ends[p]
-	if int(right) >= n {
-		return 0, false
-	}
-	rank, ok := m.rank(s.ids[p], s.ids[right])
-	return uint32(rank), ok
-}
-
 // rank returns the rank of merging symbols left and right, if they merge.
-func (m *bpeModel) rank(left, right int32) (int32, bool) {
+func (m *bpeModel) rank(left, right int32) (uint32, bool) {
 	if left < 0 || right < 0 {
 		return 0, false
 	}
 	rank, ok := m.ranks[pairKey(left, right)]
-	return rank, ok
+	return uint32(rank), ok
 }
 
 // emit appends one symbol that is known to be a token or a byte.
@@ -373,14 +332,9 @@ func (s *bpeSession) encodeChars(t *Tokenizer, m *bpeModel, word []byte, out *id
 	}
 	s.chars = word
 	s.reset(n)
-	for off := 0; off < n; {
-		size := min(utf8Len(word[off]), n-off)
-		s.ids[off] = m.lookup(t, word[off:off+size])
-		s.ends[off] = int32(off + size)
-		for i := off + 1; i < off+size; i++ {
-			s.ends[i] = 0
-		}
-		off += size
+	s.merge.splitChars(word)
+	for p := int32(0); int(p) < n; p = s.merge.ends[p] {
+		s.ids[p] = m.lookup(t, word[p:s.merge.ends[p]])
 	}
 	ok := s.run(t, m, n, out, c)
 	s.chars = nil

@@ -7,8 +7,7 @@ import "unicode/utf8"
 // bytes uses 16 bytes per byte (ends and the queue's 12), allocated at
 // exactly n the first time a chunk that long comes.
 type spmSession struct {
-	ends  []int32 // as in merge.go
-	queue mergeQueue
+	merge mergeState
 	key   []byte // spelling's scratch
 }
 
@@ -18,7 +17,7 @@ const maxPooledSymbols = 1 << 16
 
 // small reports whether s is small enough to keep in the pool.
 func (s *spmSession) small() bool {
-	return cap(s.ends) <= maxPooledSymbols && cap(s.key) <= maxPooledSymbols
+	return cap(s.merge.ends) <= maxPooledSymbols && cap(s.key) <= maxPooledSymbols
 }
 
 // utf8Len is the length of the UTF-8 sequence a lead byte announces, by its
@@ -65,52 +64,14 @@ func (s *spmSession) encodeChunk(t *Tokenizer, text []byte, out *idBuffer, c *ca
 	if n == 0 {
 		return true
 	}
-	s.ends = growInt32(s.ends, n)
-	q := &s.queue
-	q.reset(n)
-	for off := 0; off < n; {
-		size := min(utf8Len(text[off]), n-off)
-		s.ends[off] = int32(off + size)
-		for i := off + 1; i < off+size; i++ {
-			s.ends[i] = 0
-		}
-		off += size
+	s.merge.reset(n)
+	s.merge.splitChars(text)
+	if !mergeSymbols(&s.merge, pairRule{spm: &spmPairs{t: t, text: text, key: &s.key}}, n, c) {
+		return false
 	}
-	for p := int32(0); int(p) < n; p = s.ends[p] {
-		q.at[p] = -1
-		if priority, ok := s.joined(t, text, p); ok {
-			q.add(priority, p)
-		}
-	}
-	q.init()
-	for merges := 1; len(q.heap) > 0; merges++ {
-		if merges%mergesPerCheck == 0 && !c.alive() {
-			return false
-		}
-		left, _ := q.top()
-		if s.ends[left] == 0 {
-			q.popTop() // a tombstone: this symbol merged into its left neighbour
-			continue
-		}
-		right := s.ends[left]
-		s.ends[left] = s.ends[right]
-		s.ends[right] = 0 // right's candidate, if any, is now a tombstone
-		if next, ok := s.joined(t, text, left); ok {
-			q.replaceTop(next)
-		} else {
-			q.popTop()
-		}
-		if prev := prevStart(s.ends, left); prev >= 0 {
-			if next, ok := s.joined(t, text, prev); ok {
-				q.set(next, prev)
-			} else {
-				q.remove(prev)
-			}
-		}
-	}
-
-	for p := int32(0); int(p) < n; p = s.ends[p] {
-		piece := text[p:s.ends[p]]
+	ends := s.merge.ends
+	for p := int32(0); int(p) < n; p = ends[p] {
+		piece := text[p:ends[p]]
 		if id, ok := t.byText[string(spelling(piece, &s.key))]; ok {
 			out.push(id)
 			continue
@@ -122,16 +83,20 @@ func (s *spmSession) encodeChunk(t *Tokenizer, text []byte, out *idBuffer, c *ca
 	return true
 }
 
-// joined returns the priority of merging the live symbol at p with its
-// right neighbour: whether their joined text is a token, and its score.
-func (s *spmSession) joined(t *Tokenizer, text []byte, p int32) (uint32, bool) {
-	right := s.ends[p]
-	if int(right) >= len(text) {
-		return 0, false
-	}
-	id, ok := t.byText[string(spelling(text[p:s.ends[right]], &s.key))]
+// spmPairs is SentencePiece's pair rule for one chunk, text: a pair merges
+// when its joined text is a token, at the priority of that token's score.
+type spmPairs struct {
+	t    *Tokenizer
+	text []byte
+	key  *[]byte // spelling's scratch
+}
+
+// priority returns the priority of merging the live symbols that span
+// [left, end) between them, if their joined text is a token.
+func (p *spmPairs) priority(left, end int32) (uint32, bool) {
+	id, ok := p.t.byText[string(spelling(p.text[left:end], p.key))]
 	if !ok {
 		return 0, false
 	}
-	return scorePriority(t.vocab.Scores[id]), true
+	return scorePriority(p.t.vocab.Scores[id]), true
 }

@@ -95,7 +95,7 @@ type Options struct {
 // Engine serves one model from its replicas. It is safe for concurrent use.
 // Create it with New and stop its health checkers with Close.
 type Engine struct {
-	info     engine.Model
+	info     engine.ModelCard
 	opts     Options
 	caps     caps
 	client   *http.Client
@@ -171,7 +171,7 @@ func New(opts Options) (*Engine, error) {
 		}
 		desc += ")"
 	}
-	e.info = engine.Model{ID: o.ID, OwnedBy: o.OwnedBy, Created: time.Now().Unix(), ContextLength: o.ContextLength,
+	e.info = engine.ModelCard{ID: o.ID, OwnedBy: o.OwnedBy, Created: time.Now().Unix(), ContextLength: o.ContextLength,
 		Description: desc, PrefixCache: e.caps.prefixCache, Drafting: o.Drafting}
 
 	tr := o.Transport
@@ -218,7 +218,7 @@ func (e *Engine) Close() error {
 }
 
 // Models implements engine.Engine.
-func (e *Engine) Models() []engine.Model { return []engine.Model{e.info} }
+func (e *Engine) Models() []engine.ModelCard { return []engine.ModelCard{e.info} }
 
 // Replicas returns a snapshot of the replicas' states, in configuration order.
 func (e *Engine) Replicas() []ReplicaStatus {

@@ -80,7 +80,7 @@ func fileLimit() uint64 {
 // are cancelled: every stream stays idle.
 type neverEngine struct{}
 
-func (neverEngine) Models() []engine.Model { return []engine.Model{{ID: "idle"}} }
+func (neverEngine) Models() []engine.ModelCard { return []engine.ModelCard{{ID: "idle"}} }
 
 func (neverEngine) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
 	if req.Model != "idle" {

@@ -1,0 +1,245 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"rill/engine"
+)
+
+// The Messages API's endpoints: POST /v1/messages (the message object, or
+// its events over SSE) and POST /v1/messages/count_tokens. A "?beta=true"
+// query, which Anthropic's SDKs add for beta features, changes nothing:
+// routes match the path alone.
+
+// messagesSSE frames a message's events as Anthropic's stream does:
+// `event: <type>` and `data: <json>` per event, idle pings as
+// `event: ping` with data {"type":"ping"}, and the error that ends a
+// stream as `event: error`. There is no [DONE]: message_stop ends it.
+type messagesSSE struct{ *sseWriter }
+
+func (s messagesSSE) event(typ string, data []byte) error {
+	return responseSSE(s).event(typ, data)
+}
+
+func (s messagesSSE) ping() error { return s.event("ping", []byte(`{"type":"ping"}`)) }
+
+func (s messagesSSE) fail(e *apiError) error {
+	b := append(s.buf[:0], "event: error\ndata: "...)
+	b = appendAnthropicError(b, e)
+	s.buf = append(b, '\n', '\n')
+	return s.write()
+}
+
+// messageGen is a Messages generation that started.
+type messageGen struct {
+	*generation
+}
+
+// encoder returns the message's encoder writing to w (nil: not streamed).
+func (g *messageGen) encoder(w messageWriter) *messageEncoder {
+	return newMessageEncoder(g.id, g.model, w)
+}
+
+// startMessage validates and converts body (of POST /v1/messages or a
+// WebSocket create) and starts its generation; the caller owns the
+// generation (it must run it or cancel it). skipped names the tools rill
+// left out, for the caller's warning; it is set even when the request
+// fails later. A streamed message asks the engine for running Stats, so
+// that message_start can carry the prompt's counts.
+//
+// A max_tokens beyond what the context window leaves the prompt (Claude
+// Code asks for 32,000 output tokens, whatever the model) is the engine's
+// to judge under the model's max_tokens policy, as on every API: by
+// default it runs to the end of the window and stops with stop_reason
+// max_tokens; under the error policy it is refused, in Anthropic's shape.
+func (s *Server) startMessage(ctx context.Context, body []byte, d delivery) (g *messageGen, skipped []string, e *apiError) {
+	begun := time.Now()
+	if err := s.validator.ValidateBody(ctx, http.MethodPost, pathMessages, body); err != nil {
+		return nil, nil, fromValidation(err)
+	}
+	var req messagesRequest
+	if e := decodeBody(body, &req); e != nil {
+		return nil, nil, e
+	}
+	p, skipped, e := messagesJob(&req)
+	if e != nil {
+		return nil, nil, e
+	}
+	if d == alwaysStreamed {
+		p.stream = true
+	}
+	p.reqs[0].ContinuousUsage = p.stream
+	id := newObjectID("msg_")
+	gen, e := s.launch(ctx, p, id, begun)
+	if e != nil {
+		return nil, skipped, messagesError(e)
+	}
+	return &messageGen{generation: gen}, skipped, nil
+}
+
+// warnSkipped logs what a request asked for that rill left out, and
+// returns the warning's text.
+func (s *Server) warnSkipped(id string, skipped []string) string {
+	msg := "left out of the prompt, this server cannot run them: " + strings.Join(skipped, ", ")
+	s.log.Warn("messages: server tools left out", slog.String("id", id), slog.Any("tools", skipped))
+	return msg
+}
+
+// headerSafe makes s a header value: printable ASCII (other bytes become
+// '?'), at most 1 KiB ("..." marks a cut).
+func headerSafe(s string) string {
+	const limit = 1024
+	b := []byte(s)
+	if len(b) > limit {
+		b = append(b[:limit-3:limit-3], "..."...)
+	}
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e {
+			b[i] = '?'
+		}
+	}
+	return string(b)
+}
+
+// runMessage runs g and encodes its events with enc, pinging enc's writer
+// while idle (every ping, when positive). It returns the usage of a
+// completed message, or the error that ended it: an engine error after
+// the stream began is sent as an error event; a transport error or
+// cancellation sends nothing more.
+func (g *generation) runMessage(ctx context.Context, enc *messageEncoder, ping time.Duration) (*Usage, error) {
+	var onIdle func() error
+	if enc.w != nil {
+		onIdle = func() error {
+			if err := enc.w.ping(); err != nil {
+				return &transportError{err}
+			}
+			return nil
+		}
+	}
+	stats, err := g.run(ctx, ping, func(_ int, ev *engine.Event) error {
+		if err := enc.event(ev); err != nil {
+			var order *errCallsInterleaved
+			if errors.As(err, &order) {
+				return err // the engine's fault: the message fails
+			}
+			return &transportError{err}
+		}
+		return nil
+	}, onIdle)
+	if err != nil {
+		if !isClientGone(err) {
+			if ferr := enc.fail(messagesError(fromEngine(err, g.model))); ferr != nil {
+				return nil, &transportError{ferr}
+			}
+		}
+		return nil, err
+	}
+	u := AssembleUsage(stats)
+	g.obs.finish(&u)
+	if err := enc.finish(&u); err != nil {
+		return &u, &transportError{err}
+	}
+	return &u, nil
+}
+
+// handleMessages serves POST /v1/messages.
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	body, e := s.readBody(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	g, skipped, e := s.startMessage(r.Context(), body, asRequested)
+	if len(skipped) > 0 {
+		w.Header().Add("Warning", warningValue(s.warnSkipped(info.id, skipped)))
+	}
+	if e != nil {
+		s.fail(w, r, info, e)
+		return
+	}
+	defer g.cancel()
+	info.model, info.obs = g.model, g.obs
+
+	if !g.stream {
+		enc := g.encoder(nil)
+		u, err := g.runMessage(r.Context(), enc, 0)
+		if err != nil {
+			s.fail(w, r, info, messagesError(fromEngine(err, g.model)))
+			return
+		}
+		info.usage = u
+		writeJSON(w, r, append(enc.message(u), '\n'))
+		return
+	}
+	sw := newSSEWriter(w)
+	if err := sw.start(); err != nil {
+		s.transportFailed(r, info, err)
+		return
+	}
+	u, err := g.runMessage(r.Context(), g.encoder(messagesSSE{sw}), s.ping)
+	info.usage = u
+	switch {
+	case err == nil:
+	case isShutdown(r.Context()):
+		// The client is still there: tell it why its stream ends.
+		info.status, info.reason = errShutdownCut.Status, reasonShutdown
+		_ = messagesSSE{sw}.fail(errShutdownCut)
+	default:
+		var te *transportError
+		if errors.As(err, &te) || r.Context().Err() != nil {
+			s.transportFailed(r, info, err)
+		}
+	}
+}
+
+// countTokensRequest converts a count_tokens body into the tokenizer's
+// request: the prompt a Messages request of the same conversation, tools
+// and thinking would run.
+func countTokensRequest(r *messagesRequest) (*engine.TokenizeRequest, []string, *apiError) {
+	p, skipped, e := messagesJob(r)
+	if e != nil {
+		return nil, nil, e
+	}
+	req := p.reqs[0]
+	return &engine.TokenizeRequest{Model: req.Model, Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice,
+		ChatTemplateKwargs: req.ChatTemplateKwargs}, skipped, nil
+}
+
+// handleCountTokens serves POST /v1/messages/count_tokens:
+// {"input_tokens": N}, the prompt_tokens the same Messages request runs
+// (input_tokens + cache_read_input_tokens + cache_creation_input_tokens of
+// its usage). The model's engine must implement engine.Tokenizer.
+func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	var body messagesRequest
+	if e := s.readValidated(w, r, &body); e != nil {
+		s.fail(w, r, info, e)
+		return
+	}
+	info.model = body.Model
+	req, skipped, e := countTokensRequest(&body)
+	if len(skipped) > 0 {
+		w.Header().Add("Warning", warningValue(s.warnSkipped(info.id, skipped)))
+	}
+	if e != nil {
+		s.fail(w, r, info, e)
+		return
+	}
+	t, e := s.tokenizer(body.Model)
+	if e != nil {
+		s.fail(w, r, info, e)
+		return
+	}
+	res, err := t.Tokenize(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, info, messagesError(tokenizeError(err, body.Model)))
+		return
+	}
+	b := append(make([]byte, 0, 32), `{"input_tokens":`...)
+	b = appendInt(b, len(res.Tokens))
+	writeJSON(w, r, append(b, "}\n"...))
+}
