@@ -10,7 +10,10 @@ type Tool struct {
 	// means any object.
 	Parameters json.RawMessage
 	// Strict asks for arguments that follow Parameters exactly (OpenAI's
-	// strict mode); engines that constrain decoding always do.
+	// strict mode). An engine that constrains decoding refuses a strict
+	// tool's schema it cannot hold output to; one that is not strict, in
+	// auto mode, it may hold only as far as it can, as OpenAI enforces
+	// nothing of it.
 	Strict bool
 }
 

@@ -30,6 +30,17 @@ type JSONOptions struct {
 	// whitespace is opt-in; BoundedWhitespace is the bound for models that
 	// pretty-print. Whitespace inside strings is text, never affected.
 	MaxWhitespace int
+	// Loose compiles a schema that asks for more than a grammar can hold
+	// output to as the narrowest superset rill can build, instead of
+	// refusing it: keywords that only restrict (not, multipleOf,
+	// uniqueItems, minProperties, ..., allOf beyond a lone schema, length
+	// and item bounds above what is unrolled, length bounds or a format
+	// beside a pattern) are dropped, and any other sub-schema rill cannot
+	// compile matches any JSON value. The output is then valid JSON, and
+	// valid against the schema as far as the grammar could say. A schema
+	// that is not JSON is still an error. For tools that are not strict,
+	// whose schemas OpenAI does not enforce either.
+	Loose bool
 }
 
 // Names of the whitespace policies, as flags and configuration files spell
@@ -195,7 +206,7 @@ func (b *Builder) JSONSchema(schema []byte, opts JSONOptions) (Node, error) {
 	if err != nil {
 		return nil, &SchemaError{Pointer: "", Message: "the schema is not valid JSON: " + err.Error()}
 	}
-	sc := &schemaCompiler{c: b.jsonc(), root: doc, ws: opts.maxWS(), refs: map[string]string{}}
+	sc := &schemaCompiler{c: b.jsonc(), root: doc, ws: opts.maxWS(), loose: opts.Loose, refs: map[string]string{}}
 	sc.prefix = b.uniqueName("schema")
 	b.Define(sc.prefix, nil) // reserve the prefix for this schema's rule names
 	n, err := sc.compile(doc, "")

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -36,7 +37,8 @@ import (
 // min/maxProperties, dependentRequired, dependentSchemas, dependencies,
 // uniqueItems: true, contains, prefixItems, additionalItems,
 // unevaluatedItems, multipleOf, $dynamicRef, remote $refs, allOf with more
-// than one schema.
+// than one schema. JSONOptions.Loose compiles them to a superset instead
+// (see loosen).
 
 // maxRepeat bounds minItems, maxItems, minLength and maxLength, which are
 // compiled by unrolling.
@@ -71,6 +73,7 @@ type schemaCompiler struct {
 	c      *jsonCompiler
 	root   any
 	ws     int
+	loose  bool              // JSONOptions.Loose
 	prefix string            // rule name prefix of this schema
 	refs   map[string]string // JSON pointer -> rule name, for $ref targets
 }
@@ -80,7 +83,40 @@ func (s *schemaCompiler) b() *Builder { return s.c.b }
 func (s *schemaCompiler) whitespace() Node { return Whitespace(s.ws) }
 
 // compile returns the pattern of values valid against schema v at ptr.
+// Loose, a sub-schema that cannot be compiled matches any value of its
+// type (anyOfType); the innermost one fails first, so the rest of the
+// schema still holds.
 func (s *schemaCompiler) compile(v any, ptr string) (Node, error) {
+	n, err := s.compileExact(v, ptr)
+	if _, bad := errors.AsType[*SchemaError](err); bad && s.loose {
+		return s.anyOfType(v), nil
+	}
+	return n, err
+}
+
+// anyOfType is Loose's stand-in for a schema that cannot be compiled: any
+// value of the one type it names (any object, not rill's closed empty
+// one), or any value at all, a superset of what the schema accepts.
+func (s *schemaCompiler) anyOfType(v any) Node {
+	o, ok := v.(*jsonObject)
+	if !ok {
+		return s.c.anyValue(s.ws)
+	}
+	if n, _ := o.get("nullable"); n == true {
+		return s.c.anyValue(s.ws)
+	}
+	switch t, _ := o.get("type"); t {
+	case "object":
+		return s.c.anyObject(s.ws)
+	case "null", "boolean", "string", "integer", "number", "array":
+		if n, err := s.typed(&jsonObject{}, t.(string), ""); err == nil {
+			return n
+		}
+	}
+	return s.c.anyValue(s.ws)
+}
+
+func (s *schemaCompiler) compileExact(v any, ptr string) (Node, error) {
 	switch v := v.(type) {
 	case bool:
 		if !v {
@@ -88,9 +124,62 @@ func (s *schemaCompiler) compile(v any, ptr string) (Node, error) {
 		}
 		return s.c.anyValue(s.ws), nil
 	case *jsonObject:
+		if s.loose {
+			v = loosen(v)
+		}
 		return s.compileObject(v, ptr)
 	}
 	return nil, schemaErr(ptr, "a schema must be an object or a boolean, not %s", jsonType(v))
+}
+
+// restrictions are the unsupported keywords that only ever take values
+// away: dropping one accepts a superset. (patternProperties,
+// prefixItems, additionalItems, unevaluatedItems and the dynamic
+// references also let values in, under rill's closed objects and uniform
+// items, so a schema with one of those is left to fail.)
+var restrictions = []string{
+	"not", "if", "then", "else", "propertyNames", "minProperties", "maxProperties",
+	"dependentRequired", "dependentSchemas", "dependencies", "contains", "minContains",
+	"maxContains", "multipleOf", "uniqueItems", "$dynamicAnchor", "$recursiveAnchor",
+}
+
+// loosen returns o without what Loose drops: the restrictions, an allOf
+// that is not one schema alone, a bound on length or items above
+// maxRepeat, length bounds beside a format or pattern, and a format
+// beside a pattern. Each only widens what o accepts.
+func loosen(o *jsonObject) *jsonObject {
+	drop := func(k string) {
+		if _, ok := o.get(k); ok {
+			o = o.without(k)
+		}
+	}
+	for _, k := range restrictions {
+		drop(k)
+	}
+	if a, ok := o.get("allOf"); ok {
+		if list, ok := a.([]any); !ok || len(list) != 1 || len(o.assertions("allOf")) > 0 {
+			drop("allOf")
+		}
+	}
+	_, format := o.get("format")
+	_, pattern := o.get("pattern")
+	for _, k := range []string{"minLength", "maxLength", "minItems", "maxItems"} {
+		v, _ := o.get(k)
+		beside := (format || pattern) && strings.HasSuffix(k, "Length")
+		if n, ok := v.(json.Number); ok && (beside || !fitsRepeat(n)) {
+			drop(k)
+		}
+	}
+	if format && pattern {
+		drop("format")
+	}
+	return o
+}
+
+// fitsRepeat reports whether n is a bound rill unrolls (at most maxRepeat).
+func fitsRepeat(n json.Number) bool {
+	f, err := n.Float64()
+	return err == nil && f <= maxRepeat
 }
 
 func (s *schemaCompiler) compileObject(o *jsonObject, ptr string) (Node, error) {

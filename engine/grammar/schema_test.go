@@ -237,6 +237,67 @@ func TestSchemaErrors(t *testing.T) {
 	}
 }
 
+// TestLooseSchemas: with Loose, a schema rill cannot hold output to
+// exactly compiles to a superset (the keyword dropped, or the sub-schema
+// any value) instead of failing, and keeps what it can; each schema here
+// is a *SchemaError without Loose. The first is Claude Code's SendMessage
+// and Workflow parameters, trimmed.
+func TestLooseSchemas(t *testing.T) {
+	t.Parallel()
+	v := byteVocab(t)
+	cases := []struct {
+		name, schema string
+		accept       []string
+		reject       []string
+	}{
+		{"allOf of two patterns, a long maxLength", `{"type":"object","properties":{` +
+			`"to":{"type":"string","allOf":[{"pattern":"^[^\\n\\r]*$"},{"pattern":"^[\\s\\S]{0,300}$"}]},` +
+			`"script":{"type":"string","maxLength":524288},"n":{"type":"integer"}},"required":["to","n"],"additionalProperties":false}`,
+			[]string{`{"to":"main","n":1}`, `{"to":"a\nb","script":"x","n":2}`},
+			[]string{`{"to":5,"n":1}`, `{"to":"a","script":1,"n":1}`, `{"to":"a","n":"1"}`, `{"to":"a"}`, `{"to":"a","n":1,"x":1}`}},
+		{"restrictions dropped", `{"type":"object","properties":{"a":{"type":"integer","multipleOf":2,"not":{"const":4}},` +
+			`"b":{"type":"array","items":{"type":"string"},"uniqueItems":true,"minItems":5000}},"minProperties":1,"additionalProperties":false}`,
+			[]string{`{"a":3}`, `{"a":4,"b":[]}`, `{"b":["x","x"]}`},
+			[]string{`{"a":"3"}`, `{"b":[1]}`, `{"c":1}`}},
+		{"bounds beside a pattern, format beside a pattern", `{"type":"array","items":{"anyOf":[` +
+			`{"type":"string","pattern":"^a+$","maxLength":3},{"type":"string","format":"date","pattern":"^b+$"}]}}`,
+			[]string{`["aaaa"]`, `["b","a"]`},
+			[]string{`["c"]`, `[1]`}},
+		{"what cannot be dropped is any value", `{"type":"object","properties":{"a":{"type":"object","patternProperties":{"^x":{}}},` +
+			`"b":{"$ref":"http://example.com/s.json"},"c":false},"required":["a"],"additionalProperties":false}`,
+			[]string{`{"a":{"x":1}}`, `{"a":{},"b":"x","c":[null]}`},
+			[]string{`{"a":1}`, `{}`, `{"a":{},"d":1}`}},
+		{"a root that cannot be compiled is any object", `{"type":"object","patternProperties":{"^x":{"type":"integer"}}}`,
+			[]string{`{}`, `{"x":"1","y":[]}`}, []string{`[]`, `1`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var se *SchemaError
+			if _, err := FromJSONSchema([]byte(c.schema), JSONOptions{}); !errors.As(err, &se) {
+				t.Fatalf("without Loose: error %v, want a *SchemaError", err)
+			}
+			g, err := FromJSONSchema([]byte(c.schema), JSONOptions{Loose: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range c.accept {
+				if p, done := matches(t, g, v, s); !done {
+					t.Errorf("%q not accepted (prefix %v)", s, p)
+				}
+			}
+			for _, s := range c.reject {
+				if p, done := matches(t, g, v, s); p && done {
+					t.Errorf("accepted %q", s)
+				}
+			}
+		})
+	}
+	if _, err := FromJSONSchema([]byte(`{"type":`), JSONOptions{Loose: true}); err == nil {
+		t.Error("a schema that is not JSON compiled with Loose")
+	}
+}
+
 func TestGrammarErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

@@ -236,7 +236,9 @@ func responseGrammar(rf *engine.ResponseFormat, opts grammar.JSONOptions) (*gram
 //     every tool, or the named one (it replaces a response_format grammar:
 //     the reply is the calls);
 //   - "auto": parsing, and for the generic format the grammar that allows
-//     calls or an answer ({"content": ...}); with a response_format grammar
+//     calls or an answer ({"content": ...}), which holds the arguments of a
+//     tool that is not strict as far as its schema allows (a schema beyond
+//     a grammar is no error there); with a response_format grammar
 //     the reply is that format and no call can be written, so auto then
 //     acts as "none";
 //   - "none": nothing (the template still shows the tools).
@@ -260,7 +262,7 @@ func (e *Engine) toolConstraint(req *engine.Request, k *constraint) error {
 	tools := make([]toolcall.Tool, len(req.Tools))
 	names := make([]string, len(req.Tools))
 	for i, t := range req.Tools {
-		tools[i] = toolcall.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		tools[i] = toolcall.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}
 		names[i] = t.Name
 	}
 	index := make([]int, len(tools)) // the grammar's tool i is the request's index[i]

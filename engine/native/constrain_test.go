@@ -555,6 +555,72 @@ func TestConstraintErrors(t *testing.T) {
 	}
 }
 
+// sendMessageParams is Claude Code's SendMessage schema, trimmed: "to" is
+// held by an allOf of two patterns, which no grammar rill builds can hold
+// output to.
+const sendMessageParams = `{"type":"object","properties":{` +
+	`"to":{"type":"string","allOf":[{"pattern":"^[^\\n\\r]*$"},{"pattern":"^[\\s\\S]{0,300}$"}]},` +
+	`"message":{"type":"string","maxLength":40}},"required":["to","message"],"additionalProperties":false}`
+
+// TestToolSchemasLooseInAutoMode: in auto mode on the generic format, a
+// tool that is not strict and whose schema asks more than a grammar can
+// hold is served, its arguments held to what the grammar can say of the
+// schema (as OpenAI enforces no schema of a tool that is not strict); a
+// strict tool, or a forced call, still makes such a schema a 400.
+func TestToolSchemasLooseInAutoMode(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Options{})
+	id := e.Models()[0].ID
+	send := engine.Tool{Name: "SendMessage", Description: "Sends a message.", Parameters: json.RawMessage(sendMessageParams)}
+	strict := send
+	strict.Strict = true
+	auto := engine.ToolChoice{Mode: engine.ToolChoiceAuto}
+	for _, tc := range []struct {
+		name   string
+		tool   engine.Tool
+		choice engine.ToolChoice
+		param  string // "": served
+	}{
+		{"auto", send, auto, ""},
+		{"auto, strict", strict, auto, "tools[1].function.parameters"},
+		{"required", send, engine.ToolChoice{Mode: engine.ToolChoiceRequired}, "tools[1].function.parameters"},
+		{"named", send, engine.ToolChoice{Mode: engine.ToolChoiceFunction, Name: "SendMessage"}, "tools[1].function.parameters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := &engine.Request{Model: id, Messages: userTurn("Tell the main agent about the river."), MaxTokens: 300, N: 8,
+				Tools: []engine.Tool{testTools[0], tc.tool}, ToolChoice: tc.choice, Sampling: engine.Sampling{Temperature: 1, Seed: seed(3)}}
+			if tc.param != "" {
+				_, err := e.Generate(context.Background(), req)
+				var re *engine.RequestError
+				if !errors.As(err, &re) || re.Param != tc.param {
+					t.Fatalf("got %v, want a request error on %s", err, tc.param)
+				}
+				return
+			}
+			// What the grammar still holds: the types, the required and
+			// the closed properties, and the bound on "message".
+			held := compileSchema(t, `{"type":"object","properties":{"to":{"type":"string"},"message":{"type":"string","maxLength":40}},"required":["to","message"],"additionalProperties":false}`)
+			weather := compileSchema(t, weatherParams)
+			calls := 0
+			for c, r := range collectTools(t, e, req) {
+				for _, call := range r.calls {
+					calls++
+					switch call.Name {
+					case "SendMessage":
+						validate(t, held, call.Arguments)
+					case "get_weather":
+						validate(t, weather, call.Arguments)
+					default:
+						t.Fatalf("choice %d called %q", c, call.Name)
+					}
+				}
+			}
+			t.Logf("%d calls in %d choices", calls, req.N)
+		})
+	}
+}
+
 // TestMaskedCopy checks the word-run mask against the plain rule on random
 // masks of every density, with a vocabulary that ends inside a word and
 // a mask shorter than the row.

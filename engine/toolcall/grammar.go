@@ -16,6 +16,9 @@ type Tool struct {
 	// Parameters is the JSON Schema of the arguments; empty means any JSON
 	// object.
 	Parameters json.RawMessage
+	// Strict asks for arguments that follow Parameters exactly, or an
+	// error when the grammar cannot hold them to it (see AllowContent).
+	Strict bool
 }
 
 // GrammarOptions tune Grammar. The zero value forces exactly one call.
@@ -25,7 +28,12 @@ type GrammarOptions struct {
 	Parallel bool
 	// AllowContent lets the model answer in words instead
 	// (tool_choice "auto"); only the Generic format can express that in a
-	// grammar, the others are left unconstrained in auto mode.
+	// grammar, the others are left unconstrained in auto mode. The
+	// parameters of a tool that is not Strict are then compiled with
+	// grammar.JSONOptions.Loose: a schema beyond what a grammar can hold
+	// narrows the arguments as far as it can instead of failing, as the
+	// other formats, unconstrained, take any schema in auto mode. A forced
+	// call (AllowContent false) or a strict tool keeps the error.
 	AllowContent bool
 	// JSON tunes the whitespace allowed between the arguments' JSON
 	// tokens and before the calls; the zero value allows none.
@@ -78,7 +86,9 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 		}
 		args := b.AnyJSON(true, opts.JSON)
 		if len(t.Parameters) > 0 {
-			n, err := b.JSONSchema(t.Parameters, opts.JSON)
+			jo := opts.JSON
+			jo.Loose = opts.AllowContent && !t.Strict
+			n, err := b.JSONSchema(t.Parameters, jo)
 			if err != nil {
 				return nil, &ToolError{Index: i, Name: t.Name, Err: err}
 			}
