@@ -43,26 +43,34 @@ func main() {
 }
 
 func run(listen, upstream, dump string) error {
-	target, err := url.Parse(upstream)
-	if err != nil {
-		return fmt.Errorf("upstream: %w", err)
-	}
 	if dump != "" {
 		if err := os.MkdirAll(dump, 0o755); err != nil {
 			return fmt.Errorf("dump folder: %w", err)
 		}
 	}
 	t := &tap{dump: dump, out: os.Stdout}
-	proxy := &httputil.ReverseProxy{
+	proxy, err := newProxy(upstream, t)
+	if err != nil {
+		return err
+	}
+	slog.Info("tap listening", "addr", listen, "upstream", upstream, "dump", dump)
+	return http.ListenAndServe(listen, t.wrap(proxy))
+}
+
+// newProxy forwards to upstream, streaming, and hands each response to t.
+func newProxy(upstream string, t *tap) (*httputil.ReverseProxy, error) {
+	target, err := url.Parse(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	return &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.Host = r.In.Host
 		},
 		FlushInterval:  -1, // stream events through as they come
 		ModifyResponse: t.response,
-	}
-	slog.Info("tap listening", "addr", listen, "upstream", upstream, "dump", dump)
-	return http.ListenAndServe(listen, t.wrap(proxy))
+	}, nil
 }
 
 // tap numbers the exchanges and prints their summaries.
