@@ -57,6 +57,15 @@ func (r *running) chunk(ch *wireChunk) *engine.Stats {
 	return &st
 }
 
+// opening takes the prompt's counts that the upstream reported before
+// its first token (a Messages stream's message_start); a count of 0
+// prompt tokens is none (SGLang's message_start has no counts yet).
+func (r *running) opening(st engine.Stats) {
+	if st.PromptTokens > 0 {
+		r.prompt, r.cached, r.written = st.PromptTokens, st.CachedTokens, st.CacheWriteTokens
+	}
+}
+
 // event returns the running Stats of choice j after an event of tokens
 // tokens (its logprob entries, 0 when none were asked for), with report the
 // counts its chunk carried, if any.
