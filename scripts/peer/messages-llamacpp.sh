@@ -23,7 +23,8 @@
 #     result are printed.
 #
 # llama-server comes from scripts/peer/build-llama.sh, in
-# $LLAMA_BUILD_DIR/bin (default /work/llama-build/bin). Ports: $LLAMA_PORT
+# $LLAMA_BUILD_DIR/bin (default /work/llama-build/bin); the route check
+# needs its /slots endpoint (on by default), curl and jq. Ports: $LLAMA_PORT
 # (default 18481) and $RILL_PORT (18480). It exits non-zero when a check or
 # a run failed; the servers' logs are kept in a temporary folder it names.
 set -euo pipefail
