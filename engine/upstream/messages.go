@@ -561,8 +561,8 @@ func (d *messagesDecoder) decode(data []byte, ch *wireChunk) error {
 }
 
 // content puts a text or thinking delta into ch, when it has any.
-func (d *messagesDecoder) content(ch *wireChunk, c *wireContent, any bool) {
-	if any {
+func (d *messagesDecoder) content(ch *wireChunk, c *wireContent, has bool) {
+	if has {
 		ch.Choices = []wireChoice{{Delta: c}}
 	}
 }
