@@ -179,6 +179,11 @@ type Request struct {
 	// an engine behind HTTP whose server has that API may send it there, so
 	// that the server counts it as that API does. Others treat it as chat.
 	Responses bool
+	// MessagesAPI marks a chat request that came through Anthropic's
+	// Messages API, as Responses marks the Responses API's: an engine
+	// behind HTTP whose server has that API may send it there. Others
+	// treat it as chat.
+	MessagesAPI bool
 }
 
 // Choices returns the number of choices the request asks for (at least 1).

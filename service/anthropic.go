@@ -111,7 +111,7 @@ const textSeparator = "\n\n"
 // faithfully (images, documents, a prefilled assistant turn). The server
 // tools it left out, which the caller warns about, come back in skipped.
 func messagesJob(r *messagesRequest) (p *job, skipped []string, e *apiError) {
-	req := &engine.Request{Model: r.Model, N: 1}
+	req := &engine.Request{Model: r.Model, N: 1, MessagesAPI: true}
 	p = &job{kind: kindChat, model: r.Model, n: 1, reqs: []*engine.Request{req}}
 	p.stream = r.Stream != nil && *r.Stream
 	if r.MaxTokens != nil {

@@ -110,7 +110,7 @@ func TestMessagesPlanRequest(t *testing.T) {
 	}{
 		{"Anthropic's sampling defaults", user, func(r *engine.Request) bool {
 			return r.Sampling.Temperature == 1 && r.Sampling.TopP == 1 && r.MaxTokens == 8 && r.N == 1 &&
-				r.ChatTemplateKwargs == nil && r.Tools == nil && !r.ContinuousUsage
+				r.ChatTemplateKwargs == nil && r.Tools == nil && !r.ContinuousUsage && r.MessagesAPI && !r.Responses
 		}, nil},
 		{"sampling, stop_sequences, metadata and unknown members", user + `,"temperature":0.5,"top_p":0,"top_k":40,"stop_sequences":["END","","\n\nHuman:"],` +
 			`"metadata":{"user_id":"u"},"context_management":{"edits":[]},"output_config":{"effort":"high"},"service_tier":"auto","anthropic_beta":["x"]`,

@@ -33,6 +33,10 @@ type call struct {
 	// responses: the upstream speaks the Responses API for this call; its
 	// events are read with decodeResponseEvent.
 	responses bool
+	// msgBody is the request for the upstream's /v1/messages, nil when
+	// the call goes to path alone. A replica that has no such route gets
+	// path and body instead (see send); the attempt says which it got.
+	msgBody []byte
 }
 
 // failure is an attempt that failed in a way another replica may not.
@@ -100,14 +104,41 @@ func (e *Engine) failed(r *replica, f *failure) {
 		slog.String("replica", r.base), slog.String("err", f.msg))
 }
 
-// send makes one attempt on r. On success the attempt holds r's in-flight
-// count and the response until its release.
+// send makes one attempt on r: at /v1/messages when the call has a
+// Messages body and r has not shown it lacks the route, else at the
+// call's path. A 404 there sends the call's path and body at once, and
+// unless that is a 404 too (a model r does not serve, not a route it
+// lacks) r gets chat completions for Messages requests from then on. On
+// success the attempt holds r's in-flight count and the response until
+// its release.
 func (c *call) send(r *replica) (*attempt, error) {
+	if c.msgBody == nil || r.noMessages.Load() {
+		a, _, err := c.post(r, c.path, c.body)
+		return a, err
+	}
+	a, status, err := c.post(r, pathMessages, c.msgBody)
+	if status != http.StatusNotFound {
+		if a != nil {
+			a.messages = true
+		}
+		return a, err
+	}
+	a, status, err = c.post(r, c.path, c.body)
+	if status != http.StatusNotFound && c.ctx.Err() == nil && !r.noMessages.Swap(true) {
+		c.e.log.Info("upstream replica has no /v1/messages; Messages requests go to chat completions there",
+			slog.String("model", c.e.info.ID), slog.String("replica", r.base))
+	}
+	return a, err
+}
+
+// post sends body to r's path and returns the attempt, or the error with
+// the status that r answered (0 when it answered none).
+func (c *call) post(r *replica, path string, body []byte) (*attempt, int, error) {
 	actx, cancel := context.WithCancelCause(c.ctx)
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, r.base+c.path, bytes.NewReader(c.body))
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, r.base+path, bytes.NewReader(body))
 	if err != nil {
 		cancel(nil)
-		return nil, &failure{msg: err.Error()}
+		return nil, 0, &failure{msg: err.Error()}
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -131,14 +162,14 @@ func (c *call) send(r *replica) (*attempt, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, &failure{msg: fmt.Sprintf("replica #%d: %v", r.idx, err), down: true}
+		return nil, 0, &failure{msg: fmt.Sprintf("replica #%d: %v", r.idx, err), down: true}
 	}
 	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		r.inflight.Add(-1)
 		cancel(nil)
-		return nil, refusal(r, resp.StatusCode, body)
+		return nil, resp.StatusCode, refusal(r, resp.StatusCode, msg)
 	}
 	a := &attempt{r: r, ctx: actx, cancel: cancel, body: resp.Body, idle: c.e.opts.IdleTimeout}
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "application/json" {
@@ -150,7 +181,7 @@ func (c *call) send(r *replica) (*attempt, error) {
 	// A request cancelled by its client frees its replica slot at once, not
 	// when (or if) its consumer calls Recv again.
 	a.unwatch = context.AfterFunc(c.ctx, a.release)
-	return a, nil
+	return a, http.StatusOK, nil
 }
 
 // refusal classifies a non-200 answer. 400, 413 and 422 are the client's
@@ -179,8 +210,10 @@ type attempt struct {
 	rd     *sseReader // nil for a whole JSON response
 	whole  bool
 	step   int // of a whole response: 0 body, 1 [DONE], then EOF
-	idle   time.Duration
-	timer  *time.Timer
+	// messages: the body is a Messages API answer (call.msgBody went).
+	messages bool
+	idle     time.Duration
+	timer    *time.Timer
 
 	unwatch     func() bool // stops the release on the request's cancellation
 	releaseOnce sync.Once

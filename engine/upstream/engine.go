@@ -291,9 +291,16 @@ func (e *Engine) generate(ctx context.Context, req *engine.Request, key uint64, 
 	if err != nil {
 		return nil, err
 	}
+	var msgBody []byte
+	if !responses && useMessages(e.opts.Kind, req, n) {
+		// The chat body stays, for replicas without /v1/messages.
+		if msgBody, err = encodeMessagesRequest(e.opts.Kind, e.opts.UpstreamModel, req); err != nil {
+			return nil, err
+		}
+	}
 	c := &call{e: e, ctx: ctx, path: path, body: body, key: key, haveKey: haveKey,
 		tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", responses: responses,
-		continuous: req.ContinuousUsage}
+		continuous: req.ContinuousUsage, msgBody: msgBody}
 	a, err := c.open()
 	if err != nil {
 		return nil, err

@@ -81,6 +81,9 @@ type caps struct {
 	templateKwargs bool
 	// responses: the kind's server has the Responses API (responses.go).
 	responses bool
+	// messages: what the kind's server carries on Anthropic's Messages
+	// API, if it has it (messages.go).
+	messages messagesCaps
 	// forcedTools: the kind enforces tool_choice "required" and named
 	// functions. tabbyAPI treats every tool_choice as "auto", so a forced
 	// one is refused rather than silently not forced. Tools,
@@ -123,18 +126,22 @@ func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true,
-			running: runningTimings, templateKwargs: true, clampsBudget: true}
+			running: runningTimings, templateKwargs: true, clampsBudget: true,
+			messages: messagesCaps{ok: true, templateKwargs: true}}
 	case VLLM:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true,
-			running: runningChoiceUsage, templateKwargs: true}
+			running: runningChoiceUsage, templateKwargs: true,
+			messages: messagesCaps{ok: true, toolChoice: true, strict: true, format: true, templateKwargs: true}}
 	case SGLang:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, forcedTools: true,
-			running: runningChoiceUsage, templateKwargs: true}
+			running: runningChoiceUsage, templateKwargs: true,
+			messages: messagesCaps{ok: true, toolChoice: true}}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true,
-			running: runningRequestUsage, templateKwargs: true, cacheKey: true}
+			running: runningRequestUsage, templateKwargs: true, cacheKey: true,
+			messages: messagesCaps{ok: true, toolChoice: true, noParallel: true, strict: true, format: true, thinkingOff: true, extensions: true}}
 	}
 	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true, cacheKey: true}
 }

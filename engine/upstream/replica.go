@@ -29,6 +29,9 @@ type replica struct {
 	modelsProbe atomic.Bool
 	// noMetrics: the replica serves no Prometheus /metrics.
 	noMetrics atomic.Bool
+	// noMessages: POST /v1/messages answered 404 (and chat completions
+	// did not), so Messages requests go to chat completions there.
+	noMessages atomic.Bool
 	// kvUsage and waiting are the float64 bits of what its /metrics said
 	// at the last health check (replica_metrics.go); NaN: nothing.
 	kvUsage, waiting atomic.Uint64

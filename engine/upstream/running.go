@@ -27,9 +27,12 @@ type running struct {
 	kind      Kind
 	source    runningSource
 	predicted bool
-	// prompt and cached are the prompt's counts as last reported.
-	prompt int
-	cached *float64
+	// prompt, cached and written are the prompt's counts as last
+	// reported: the final Stats carry the same, so that the running
+	// usage's input counts are the request's from the first event on.
+	prompt  int
+	cached  *float64
+	written *int
 	// choices are the running Stats last sent, per choice.
 	choices []engine.Stats
 }
@@ -50,8 +53,17 @@ func (r *running) chunk(ch *wireChunk) *engine.Stats {
 	default:
 		return nil
 	}
-	r.prompt, r.cached = st.PromptTokens, st.CachedTokens
+	r.prompt, r.cached, r.written = st.PromptTokens, st.CachedTokens, st.CacheWriteTokens
 	return &st
+}
+
+// opening takes the prompt's counts that the upstream reported before
+// its first token (a Messages stream's message_start); a count of 0
+// prompt tokens is none (SGLang's message_start has no counts yet).
+func (r *running) opening(st engine.Stats) {
+	if st.PromptTokens > 0 {
+		r.prompt, r.cached, r.written = st.PromptTokens, st.CachedTokens, st.CacheWriteTokens
+	}
 }
 
 // event returns the running Stats of choice j after an event of tokens
@@ -59,7 +71,7 @@ func (r *running) chunk(ch *wireChunk) *engine.Stats {
 // counts its chunk carried, if any.
 func (r *running) event(j, tokens int, report *engine.Stats) *engine.Stats {
 	st := r.choices[j]
-	st.PromptTokens, st.CachedTokens = r.prompt, r.cached
+	st.PromptTokens, st.CachedTokens, st.CacheWriteTokens = r.prompt, r.cached, r.written
 	own := report != nil && (r.source != runningRequestUsage || len(r.choices) == 1)
 	if own {
 		st.CompletionTokens = report.CompletionTokens

@@ -122,8 +122,13 @@ func TestContinuousUsageUpstream(t *testing.T) {
 			if s == nil || s.PromptTokens != 5 || *s.CachedTokens != 3 || s.CompletionTokens != k+1 || *s.DraftAccepted != k+1 || *s.DraftRejected != k+1 {
 				t.Errorf("event %d: stats %+v", k, s)
 			}
+			// The prompt tokens it computed, prompt_n, are the ones it wrote,
+			// as on the final event: the input counts do not change.
+			if s == nil || s.CacheWriteTokens == nil || *s.CacheWriteTokens != 2 {
+				t.Errorf("event %d: stats %+v, want cache write tokens 2", k, s)
+			}
 		}
-		if s := evs[3].Stats; !evs[3].Final || s.CompletionTokens != 3 || *s.DraftAccepted != 3 {
+		if s := evs[3].Stats; !evs[3].Final || s.CompletionTokens != 3 || *s.DraftAccepted != 3 || s.CacheWriteTokens == nil || *s.CacheWriteTokens != 2 {
 			t.Errorf("final %+v", evs[3])
 		}
 

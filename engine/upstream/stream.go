@@ -42,18 +42,37 @@ type stream struct {
 	// running builds the running Stats of a request that asked for
 	// continuous usage; nil otherwise.
 	running *running
+	// msgs reads the attempt's events when it went to /v1/messages; nil
+	// otherwise.
+	msgs *messagesDecoder
 
 	t0, first time.Time
 	err       error // terminal; io.EOF after the last final event
 }
 
 func newStream(c *call, a *attempt, n int) *stream {
-	s := &stream{c: c, a: a, n: n, finished: make([]bool, n), reasons: make([]engine.FinishReason, n),
-		open: n, queue: make([]engine.Event, 0, 4), t0: time.Now()}
-	if c.continuous {
-		s.running = newRunning(c.e.opts.Kind, n, c.predicted)
-	}
+	s := &stream{c: c, n: n, finished: make([]bool, n), reasons: make([]engine.FinishReason, n),
+		open: n, queue: make([]engine.Event, 0, 4)}
+	s.attach(a)
 	return s
+}
+
+// attach makes a the stream's attempt, reading it from the start: with a
+// Messages decoder when it went to /v1/messages, and new running counts.
+// A Messages stream counts its running output tokens (one per delta), as
+// runningCounted does, and takes the prompt's counts from message_start.
+func (s *stream) attach(a *attempt) {
+	s.a, s.t0, s.msgs = a, time.Now(), nil
+	if a.messages {
+		s.msgs = newMessagesDecoder(s.c.e.opts.Kind)
+	}
+	s.running = nil
+	if s.c.continuous {
+		s.running = newRunning(s.c.e.opts.Kind, s.n, s.c.predicted)
+		if a.messages {
+			s.running.source = runningCounted
+		}
+	}
 }
 
 // recv blocks until the next event: io.EOF after the last final event,
@@ -123,11 +142,15 @@ func (s *stream) step() error {
 		return nil
 	}
 	var ch wireChunk
-	decode := decodeChunk
-	if s.c.responses {
-		decode = decodeResponseEvent
+	switch {
+	case s.msgs != nil:
+		err = s.msgs.decode(data, &ch)
+	case s.c.responses:
+		err = decodeResponseEvent(data, &ch)
+	default:
+		err = decodeChunk(data, &ch)
 	}
-	if err := decode(data, &ch); err != nil {
+	if err != nil {
 		return s.broken(fmt.Errorf("unreadable chunk: %v", err), false)
 	}
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
@@ -135,6 +158,9 @@ func (s *stream) step() error {
 	}
 	var report *engine.Stats
 	if s.running != nil {
+		if ch.opening != nil {
+			s.running.opening(s.c.e.opts.Kind.stats(ch.opening, nil, s.c.predicted))
+		}
 		report = s.running.chunk(&ch)
 	}
 	for i := range ch.Choices {
@@ -252,14 +278,11 @@ func (s *stream) broken(cause error, network bool) error {
 		if err != nil {
 			return err
 		}
-		s.a, s.t0 = next, time.Now()
 		// Start over: a finish reason without text, or counters, may have
 		// come from the failed attempt.
+		s.attach(next)
 		clear(s.finished)
 		s.open, s.usage, s.timings = s.n, nil, nil
-		if s.running != nil {
-			s.running = newRunning(s.c.e.opts.Kind, s.n, s.c.predicted)
-		}
 		return nil
 	}
 	return fmt.Errorf("%w: model %q: the stream broke off: %s", engine.ErrUpstream, s.c.e.info.ID, msg)

@@ -187,6 +187,9 @@ func (e *Engine) postOnce(ctx context.Context, r *replica, path string, data []b
 	if r.key != "" {
 		req.Header.Set("Authorization", "Bearer "+r.key)
 	}
+	// As in call.send: the transport may resend the request once on a new
+	// connection when llama.cpp's server dropped the idle one it reused.
+	req.Header["Idempotency-Key"] = nil
 	r.inflight.Add(1)
 	defer r.inflight.Add(-1)
 	resp, err := e.client.Do(req)

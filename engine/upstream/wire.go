@@ -215,6 +215,9 @@ type wireChunk struct {
 	Timings *wireTimings `json:"timings"`
 	// Error is an error event ({"error": {...}}) in the stream.
 	Error json.RawMessage `json:"error"`
+	// opening is the usage a Messages stream's message_start reports: the
+	// prompt's counts, known before the first token (messagesDecoder).
+	opening *wireUsage
 }
 
 type wireChoice struct {
