@@ -125,8 +125,10 @@ func applyAnthropicTools(r *messagesRequest, req *engine.Request) (skipped []str
 // finds reasoning in. Setting enable_thinking true instead would make an
 // engine behind HTTP that reads no template variables refuse every
 // request that asks for thinking (Claude Code always does). budget_tokens
-// is checked as Anthropic checks it (below max_tokens) and has no other
-// effect: rill has no thinking budget.
+// is required, as Anthropic requires it, and has no effect: rill has no
+// thinking budget. Unlike Anthropic, a budget that is not below max_tokens
+// is accepted, since it changes nothing here and clients send one (Qwen
+// Code: budget_tokens 32000 with max_tokens 32000).
 func applyThinking(r *messagesRequest, req *engine.Request) *apiError {
 	t := r.Thinking
 	if t == nil {
@@ -136,10 +138,6 @@ func applyThinking(r *messagesRequest, req *engine.Request) *apiError {
 	case "enabled":
 		if t.BudgetTokens == nil {
 			return invalid("thinking.budget_tokens", "missing_required_parameter", "Missing required parameter: 'thinking.budget_tokens'.")
-		}
-		if r.MaxTokens != nil && *t.BudgetTokens >= *r.MaxTokens {
-			return invalid("thinking.budget_tokens", "invalid_value",
-				"Invalid value for 'thinking.budget_tokens': %d; max_tokens (%d) must be greater than thinking.budget_tokens.", *t.BudgetTokens, *r.MaxTokens)
 		}
 	case "disabled":
 		req.ChatTemplateKwargs = map[string]any{"enable_thinking": false}
