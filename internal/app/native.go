@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,7 +91,7 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 			slog.Int("layers", target.Config.Layers), slog.Int("embd", target.Config.Embd), slog.Int("vocab", target.Config.VocabSize))
 	}
 	if template != "" {
-		log.Info("chat template replaced", slog.String("model", opts.ID), slog.String("file", n.ChatTemplateFile))
+		log.Info("chat template replaced", slog.String("model", cmp.Or(opts.ID, target.Config.Name)), slog.String("file", n.ChatTemplateFile))
 	}
 	if n.DraftModel != "" {
 		d, err := loadDraft(n.DraftModel)
