@@ -2,11 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"net/http"
-	"runtime/debug"
-	"time"
 )
 
 // The Messages API over rill's WebSocket transport: GET /v1/messages with
@@ -79,68 +74,15 @@ func appendMessagesWSError(b []byte, id []byte, e *apiError) []byte {
 // end of the connection cancels. Exactly one message_stop or error ends
 // the request while the connection lasts.
 func (c *wsConn) runMessage(ctx context.Context, id string, req *wsRequest, body []byte) {
-	start := time.Now()
 	w := messagesWSWriter{newWSWriter(c.out, ctx.Done(), id, func() { c.release(id, req) })}
-	status := http.StatusOK
-	reason := ""
-	var usage *Usage
-	var model string
-	var obs *requestMetrics
-	defer func() {
-		if v := recover(); v != nil {
-			c.s.log.Error("websocket message panic", slog.String("id", c.connID), slog.String("request_id", id),
-				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
-			status = http.StatusInternalServerError
-			_ = w.fail(&apiError{Status: status, Type: typeServer, Message: "Internal server error."})
+	c.serveRequest(ctx, id, req, w, func() (*wsRun, *apiError) {
+		g, skipped, e := c.s.startMessage(ctx, body, alwaysStreamed)
+		if len(skipped) > 0 {
+			c.s.warnSkipped(c.connID+"/"+id, skipped)
 		}
-		w.release() // in case no last message could be queued
-		c.s.logAccess(context.Background(), &accessEntry{id: c.connID, wsRequestID: id, method: http.MethodGet,
-			path: c.path, transport: "websocket", model: model, status: status, start: start,
-			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, reason: reason})
-	}()
-
-	wasCancelled := func() bool {
-		req.mu.Lock()
-		defer req.mu.Unlock()
-		return req.cancelled
-	}
-	g, skipped, e := c.s.startMessage(ctx, body, alwaysStreamed)
-	if len(skipped) > 0 {
-		c.s.warnSkipped(c.connID+"/"+id, skipped)
-	}
-	if e != nil {
-		switch {
-		case wasCancelled():
-			e = errCancelled
-		case isShutdown(ctx):
-			e, reason = errShutdownCut, reasonShutdown
-		case e.Code == codeOverloaded:
-			reason = reasonOverloaded
+		if e != nil {
+			return nil, e
 		}
-		status = e.Status
-		_ = w.fail(e)
-		return
-	}
-	defer g.cancel()
-	model, obs = g.model, g.obs
-	u, err := g.runMessage(ctx, g.encoder(w), 0)
-	usage = u
-	switch {
-	case err == nil:
-	case w.ended:
-		// runMessage sent the engine's error.
-		status = fromEngine(err, g.model).Status
-	case wasCancelled():
-		status = statusClientClosed
-		_ = w.fail(errCancelled)
-	case isShutdown(ctx):
-		status, reason = errShutdownCut.Status, reasonShutdown
-		_ = w.fail(errShutdownCut)
-	case errors.Is(context.Cause(ctx), errWriteIdle):
-		// The peer stopped reading: nobody is listening.
-		status, reason = statusClientClosed, reasonWriteIdle
-	default:
-		// The connection ended: nobody is left to tell.
-		status = statusClientClosed
-	}
+		return &wsRun{g: g.generation, stream: func() (*Usage, error) { return g.runMessage(ctx, g.encoder(w), 0) }}, nil
+	})
 }

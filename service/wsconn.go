@@ -52,6 +52,13 @@ type wsRequest struct {
 	cancelled bool
 }
 
+// wasCancelled reports whether the client sent cancel for the request.
+func (r *wsRequest) wasCancelled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cancelled
+}
+
 func newWSConn(s *Server, conn *websocket.Conn, path, connID string) *wsConn {
 	return &wsConn{s: s, conn: conn, path: path, connID: connID, reqs: make(map[string]*wsRequest)}
 }
@@ -371,8 +378,42 @@ var errCancelled = &apiError{Status: statusClientClosed, Type: typeInvalidReques
 // or the end of the connection cancels. Exactly one done or error message
 // ends the request while the connection lasts.
 func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte) {
-	start := time.Now()
 	w := newWSWriter(c.out, ctx.Done(), id, func() { c.release(id, req) })
+	c.serveRequest(ctx, id, req, w, func() (*wsRun, *apiError) {
+		g, e := c.s.start(ctx, c.path, body, uuid.NewString(), alwaysStreamed)
+		if e != nil {
+			return nil, e
+		}
+		return &wsRun{g: g, stream: func() (*Usage, error) { return g.streamTo(ctx, w, 0) }}, nil
+	})
+}
+
+// wsReply is how a WebSocket request's last message is written: chat's
+// and the Messages API's writers.
+type wsReply interface {
+	// fail queues e as the request's last message.
+	fail(e *apiError) error
+	// free takes the request off its connection's books, in case no last
+	// message could be queued (a second call does nothing).
+	free()
+	// finished reports that the last message is queued.
+	finished() bool
+}
+
+// wsRun is a WebSocket request's generation, started, and how it streams
+// to its writer (sending the engine's error itself, if one ends it).
+type wsRun struct {
+	g      *generation
+	stream func() (*Usage, error)
+}
+
+// serveRequest runs one WebSocket request, whichever API it speaks: start
+// validates and starts its generation, whose stream is then run, and every
+// way it can end is told to the client through w (unless nobody is left to
+// tell) and written to the access log. A panic is a 500 to the client and
+// an error in the log, never the connection's end.
+func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w wsReply, start func() (*wsRun, *apiError)) {
+	begun := time.Now()
 	status := http.StatusOK
 	reason := ""
 	var usage *Usage
@@ -381,25 +422,20 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 	defer func() {
 		if v := recover(); v != nil {
 			c.s.log.Error("websocket request panic", slog.String("id", c.connID), slog.String("request_id", id),
-				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+				slog.String("path", c.path), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 			status = http.StatusInternalServerError
 			_ = w.fail(&apiError{Status: status, Type: typeServer, Message: "Internal server error."})
 		}
-		w.release() // in case no last message could be queued
+		w.free()
 		c.s.logAccess(context.Background(), &accessEntry{id: c.connID, wsRequestID: id, method: http.MethodGet,
-			path: c.path, transport: "websocket", model: model, status: status, start: start,
+			path: c.path, transport: "websocket", model: model, status: status, start: begun,
 			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, reason: reason})
 	}()
 
-	wasCancelled := func() bool {
-		req.mu.Lock()
-		defer req.mu.Unlock()
-		return req.cancelled
-	}
-	g, e := c.s.start(ctx, c.path, body, uuid.NewString(), alwaysStreamed)
+	run, e := start()
 	if e != nil {
 		switch {
-		case wasCancelled():
+		case req.wasCancelled():
 			e = errCancelled
 		case isShutdown(ctx):
 			e, reason = errShutdownCut, reasonShutdown
@@ -410,16 +446,16 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 		_ = w.fail(e)
 		return
 	}
-	defer g.cancel()
-	model, obs = g.model, g.obs
-	u, err := g.streamTo(ctx, w, 0)
+	defer run.g.cancel()
+	model, obs = run.g.model, run.g.obs
+	u, err := run.stream()
 	usage = u
 	switch {
 	case err == nil:
-	case w.ended:
-		// streamTo sent the engine's error.
-		status = fromEngine(err, g.model).Status
-	case wasCancelled():
+	case w.finished():
+		// The stream sent the engine's error.
+		status = fromEngine(err, run.g.model).Status
+	case req.wasCancelled():
 		status = statusClientClosed
 		_ = w.fail(errCancelled)
 	case isShutdown(ctx):

@@ -167,6 +167,12 @@ type wsWriter struct {
 	ended bool
 }
 
+// finished reports that the request's last message is queued.
+func (w *wsWriter) finished() bool { return w.ended }
+
+// free runs release, for a request whose last message could not be queued.
+func (w *wsWriter) free() { w.release() }
+
 func newWSWriter(out *outbox, stop <-chan struct{}, requestID string, release func()) *wsWriter {
 	id := appendString(nil, requestID)
 	prefix := append([]byte(`{"type":"chunk","request_id":`), id...)
