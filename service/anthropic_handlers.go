@@ -112,31 +112,12 @@ func headerSafe(s string) string {
 // the stream began is sent as an error event; a transport error or
 // cancellation sends nothing more.
 func (g *generation) runMessage(ctx context.Context, enc *messageEncoder, ping time.Duration) (*Usage, error) {
-	var onIdle func() error
+	var p pinger
 	if enc.w != nil {
-		onIdle = func() error {
-			if err := enc.w.ping(); err != nil {
-				return &transportError{err}
-			}
-			return nil
-		}
+		p = enc.w
 	}
-	stats, err := g.run(ctx, ping, func(_ int, ev *engine.Event) error {
-		if err := enc.event(ev); err != nil {
-			var order *errCallsInterleaved
-			if errors.As(err, &order) {
-				return err // the engine's fault: the message fails
-			}
-			return &transportError{err}
-		}
-		return nil
-	}, onIdle)
+	stats, err := g.runEncoded(ctx, ping, enc, p)
 	if err != nil {
-		if !isClientGone(err) {
-			if ferr := enc.fail(messagesError(fromEngine(err, g.model))); ferr != nil {
-				return nil, &transportError{ferr}
-			}
-		}
 		return nil, err
 	}
 	u := AssembleUsage(stats)

@@ -479,10 +479,10 @@ func thinkingSignature(text []byte) string {
 }
 
 // fail ends a stream that the engine gave up on after it began: the
-// error event.
+// error event, its fields in the Messages API's names.
 func (e *messageEncoder) fail(ae *apiError) error {
 	if e.w == nil {
 		return nil
 	}
-	return e.w.fail(ae)
+	return e.w.fail(messagesError(ae))
 }

@@ -298,31 +298,12 @@ func (rp *responseJob) runResponse(ctx context.Context, g *generation, enc *resp
 	if err := enc.opening(); err != nil {
 		return nil, nil, &transportError{err}
 	}
-	var onIdle func() error
+	var p pinger
 	if enc.w != nil {
-		onIdle = func() error {
-			if err := enc.w.ping(); err != nil {
-				return &transportError{err}
-			}
-			return nil
-		}
+		p = enc.w
 	}
-	stats, err := g.run(ctx, ping, func(_ int, ev *engine.Event) error {
-		if err := enc.event(ev); err != nil {
-			var order *errCallsInterleaved
-			if errors.As(err, &order) {
-				return err // the engine's fault: the response fails
-			}
-			return &transportError{err}
-		}
-		return nil
-	}, onIdle)
+	stats, err := g.runEncoded(ctx, ping, enc, p)
 	if err != nil {
-		if !isClientGone(err) {
-			if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
-				return nil, nil, &transportError{ferr}
-			}
-		}
 		return nil, nil, err
 	}
 	u := AssembleUsage(stats)

@@ -50,6 +50,51 @@ type generation struct {
 	obs *requestMetrics
 }
 
+// eventEncoder writes an API's events for one choice's engine events
+// (the Responses API's, the Messages API's), and the error event of a
+// stream the engine gave up on after it began.
+type eventEncoder interface {
+	event(ev *engine.Event) error
+	fail(e *apiError) error
+}
+
+// pinger keeps an idle stream alive (an SSE comment, nothing on WebSocket).
+type pinger interface{ ping() error }
+
+// runEncoded runs g through enc, pinging p while idle when p is set, and
+// returns the choices' Stats. An encoder's errCallsInterleaved is the
+// engine's fault and fails the stream; its other errors are the
+// transport's. An engine error after the stream began is sent through
+// enc.fail, unless the client is gone; a transport error or cancellation
+// sends nothing more.
+func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eventEncoder, p pinger) ([][]engine.Stats, error) {
+	var onIdle func() error
+	if p != nil {
+		onIdle = func() error {
+			if err := p.ping(); err != nil {
+				return &transportError{err}
+			}
+			return nil
+		}
+	}
+	stats, err := g.run(ctx, ping, func(_ int, ev *engine.Event) error {
+		if err := enc.event(ev); err != nil {
+			var order *errCallsInterleaved
+			if errors.As(err, &order) {
+				return err // the engine's fault: the stream fails
+			}
+			return &transportError{err}
+		}
+		return nil
+	}, onIdle)
+	if err != nil && !isClientGone(err) {
+		if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
+			return nil, &transportError{ferr}
+		}
+	}
+	return stats, err
+}
+
 // run pulls the events of every stream of g until all completed, calling
 // onEvent with each event and its wire index. When ping > 0 and no event
 // arrived for a ping interval, it calls onIdle. It returns the Stats of
