@@ -402,7 +402,10 @@ func TestMessagesSDKStopSequence(t *testing.T) {
 	ctx := context.Background()
 	params := anthropic.MessageNewParams{Model: anthropic.Model(id), MaxTokens: 200, Messages: userText(longPrompt),
 		StopSequences: []string{"e"}}
-	msg, err := client.Messages.New(ctx, params)
+	// Greedy, so that the text is the same every run: the random model's
+	// answer holds an "e" well before its end token.
+	greedy := option.WithJSONSet("temperature", 0)
+	msg, err := client.Messages.New(ctx, params, greedy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +417,7 @@ func TestMessagesSDKStopSequence(t *testing.T) {
 			t.Errorf("the text holds the stop sequence: %q", b.Text)
 		}
 	}
-	stream := client.Messages.NewStreaming(ctx, params)
+	stream := client.Messages.NewStreaming(ctx, params, greedy)
 	var acc anthropic.Message
 	for stream.Next() {
 		if err := acc.Accumulate(stream.Current()); err != nil {
