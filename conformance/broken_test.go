@@ -37,11 +37,14 @@ const envBroken = "RILL_CONFORMANCE_SELFTEST_BROKEN"
 //     token as cached, cold or not (a cache count that is not measured).
 //   - continuous-total: with continuous_usage_stats, every chunk with
 //     choices carries the request's total instead of the running usage.
+//   - messages-cache-in-input: on /v1/messages, input_tokens counts the
+//     tokens read from the cache too (SGLang does this), so that input,
+//     cache read and cache creation no longer add up to the prompt.
 //
 // .ci/run runs the suite once per mode and requires it to fail;
 // TestCIRunsEveryBrokenMode keeps its list and this one the same.
 var brokenModes = []string{"usage-everywhere", "no-usage-chunk", "one-choice", "cached-everything", "continuous-total",
-	"tool-calls-stop"}
+	"tool-calls-stop", "messages-cache-in-input"}
 
 // breakHandler wraps h so that its POST answers are rewritten as mode says.
 // It buffers each answer whole, which is fine for the suite (it reads
@@ -73,7 +76,14 @@ func breakHandler(mode string, h http.Handler) (http.Handler, error) {
 		rec := &bufferWriter{header: http.Header{}}
 		h.ServeHTTP(rec, r2)
 		out := rec.body.Bytes()
-		if rec.status == 0 || rec.status == http.StatusOK {
+		switch {
+		case rec.status != 0 && rec.status != http.StatusOK:
+		case mode == "messages-cache-in-input":
+			// Anthropic's answers only; OpenAI's pass untouched.
+			if r.URL.Path == conformance.MessagesPath {
+				out = countCacheInInput(out)
+			}
+		default:
 			out = rewrite(mode, rec.header.Get("Content-Type"), out)
 		}
 		for k, v := range rec.header {
@@ -85,6 +95,46 @@ func breakHandler(mode string, h http.Handler) (http.Handler, error) {
 		}
 		_, _ = w.Write(out)
 	}), nil
+}
+
+// countCacheInInput adds cache_read_input_tokens to input_tokens in every
+// usage of a Messages answer: the message object, or the data of an event
+// stream's message_start and message_delta (the event lines kept).
+func countCacheInInput(body []byte) []byte {
+	fix := func(u any) {
+		m, _ := u.(map[string]any)
+		in, err1 := number(m["input_tokens"])
+		read, err2 := number(m["cache_read_input_tokens"])
+		if err1 == nil && err2 == nil {
+			m["input_tokens"] = in + read
+		}
+	}
+	if doc, err := decode(body); err == nil {
+		fix(doc["usage"])
+		return encode(doc)
+	}
+	lines := bytes.Split(body, []byte("\n"))
+	for i, line := range lines {
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok {
+			continue
+		}
+		doc, err := decode(data)
+		if err != nil {
+			continue
+		}
+		switch doc["type"] {
+		case "message_start":
+			msg, _ := doc["message"].(map[string]any)
+			fix(msg["usage"])
+		case "message_delta":
+			fix(doc["usage"])
+		default:
+			continue
+		}
+		lines[i] = append([]byte("data: "), encode(doc)...)
+	}
+	return bytes.Join(lines, []byte("\n"))
 }
 
 // bufferWriter is an http.ResponseWriter that keeps everything.
