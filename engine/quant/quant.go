@@ -4,14 +4,14 @@ import "fmt"
 
 // VecDotType is the format activations are converted to before a dot product
 // with weights of type t, as llama.cpp's CPU backend does: F32->F32,
-// F16->F16, BF16->BF16, Q8_0, Q4_0, Q5_0 and IQ4_NL->Q8_0, Q4_1 and
+// F16->F16, BF16->BF16, Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4->Q8_0, Q4_1 and
 // Q5_1->Q8_1, the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS->Q8_K.
 // ok is false for every other type.
 func VecDotType(t Type) (Type, bool) {
 	switch t {
 	case F32, F16, BF16, Q8_0:
 		return t, true
-	case Q4_0, Q5_0, IQ4_NL:
+	case Q4_0, Q5_0, IQ4_NL, MXFP4:
 		return Q8_0, true
 	case Q4_1, Q5_1:
 		return Q8_1, true
@@ -24,8 +24,8 @@ func VecDotType(t Type) (Type, bool) {
 // Quantize writes the len(src) values of src into dst in format t.
 // len(src) must be a whole number of t's blocks and len(dst) must equal
 // t.RowBytes(len(src)). Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_1, Q8_K, Q4_K, Q6_K. Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and Q8_K
-// follow ggml's reference quantizers bit for bit (for finite input). llama.cpp's x86 AVX2 build quantises Q8_0 activations
+// Q5_1, Q8_1, Q8_K, Q4_K, Q6_K, MXFP4. Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1,
+// Q8_K and MXFP4 follow ggml's reference quantizers bit for bit (for finite input). llama.cpp's x86 AVX2 build quantises Q8_0 activations
 // with a variant (multiplier 127/amax, ties to even) that can differ from
 // the reference by one step for values at or near a tie. Q4_K and Q6_K use this package's
 // own simpler scheme, documented at quantizeQ4_K and quantizeQ6_K, not
@@ -64,6 +64,8 @@ func Quantize(t Type, dst []byte, src []float32) error {
 		quantizeQ4_K(dst, src)
 	case Q6_K:
 		quantizeQ6_K(dst, src)
+	case MXFP4:
+		quantizeMXFP4(dst, src)
 	}
 	return nil
 }
@@ -111,6 +113,8 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 		dequantizeQ6_K(dst, src)
 	case IQ4_XS:
 		dequantizeIQ4_XS(dst, src)
+	case MXFP4:
+		dequantizeMXFP4(dst, src)
 	}
 	return nil
 }
@@ -118,7 +122,7 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 // canQuantize reports whether Quantize writes type t.
 func canQuantize(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, Q8_K, Q4_K, Q6_K:
+	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, Q8_K, Q4_K, Q6_K, MXFP4:
 		return true
 	}
 	return false
@@ -129,7 +133,7 @@ func canQuantize(t Type) bool {
 func checkRow(t Type, b []byte, n int) error {
 	switch t {
 	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1, IQ4_NL,
-		Q8_K, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS:
+		Q8_K, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4:
 	default:
 		return fmt.Errorf("unsupported tensor type %s", t)
 	}
@@ -194,6 +198,8 @@ func VecDot(t Type, n int, w, x []byte) (float32, error) {
 		return DotQ5_K(n, w, x), nil
 	case IQ4_XS:
 		return DotIQ4_XS(n, w, x), nil
+	case MXFP4:
+		return DotMXFP4(n, w, x), nil
 	default: // Q6_K, the last type VecDotType accepts
 		return DotQ6_K(n, w, x), nil
 	}

@@ -277,6 +277,7 @@ func TestVecDotType(t *testing.T) {
 		{Q4_0, Q8_0, true}, {Q4_K, Q8_K, true}, {Q6_K, Q8_K, true},
 		{Q4_1, Q8_1, true}, {Q5_0, Q8_0, true}, {Q5_1, Q8_1, true}, {IQ4_NL, Q8_0, true},
 		{Q2_K, Q8_K, true}, {Q3_K, Q8_K, true}, {Q5_K, Q8_K, true}, {IQ4_XS, Q8_K, true},
+		{MXFP4, Q8_0, true},
 		{Q8_K, 0, false}, {Q8_1, 0, false}, {IQ2_XXS, 0, false}, {Type(999), 0, false},
 	}
 	for _, tt := range tests {
