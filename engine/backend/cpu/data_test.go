@@ -70,7 +70,7 @@ func randWeights(t testing.TB, r *rand.Rand, typ quant.Type, n int, raw bool) []
 	switch typ {
 	case quant.F32, quant.F16, quant.BF16:
 		return quantize(t, typ, randFloats(r, n, 1))
-	case quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q6_K:
+	case quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q6_K, quant.MXFP4:
 		if !raw {
 			return quantize(t, typ, randFloats(r, n, 1))
 		}
@@ -99,6 +99,8 @@ func randWeights(t testing.TB, r *rand.Rand, typ quant.Type, n int, raw bool) []
 			putF16(b, off+108, d)
 		case quant.Q6_K:
 			putF16(b, off+208, d)
+		case quant.MXFP4:
+			b[off] = byte(118 + r.IntN(6)) // 2^-10 .. 2^-5
 		}
 	}
 	return b

@@ -95,13 +95,14 @@ type kernelSet struct {
 }
 
 // maxType bounds the type ids kernelSet indexes.
-const maxType = quant.BF16
+const maxType = quant.MXFP4
 
 // weightTypes are the weight formats MatMul supports.
 var weightTypes = []quant.Type{
 	quant.F32, quant.F16, quant.BF16,
 	quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_NL,
 	quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS,
+	quant.MXFP4,
 }
 
 // supported reports whether MatMul handles weights of type t.
@@ -138,6 +139,7 @@ func genericKernels() *kernelSet {
 	ks.rows[quant.Q5_K].dot = quant.DotQ5_K
 	ks.rows[quant.Q6_K].dot = quant.DotQ6_K
 	ks.rows[quant.IQ4_XS].dot = quant.DotIQ4_XS
+	ks.rows[quant.MXFP4].dot = quant.DotMXFP4
 	return ks
 }
 

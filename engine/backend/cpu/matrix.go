@@ -10,7 +10,7 @@ import (
 
 // checkWeight reports whether MatMul can multiply m: a weight type it
 // supports (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) and a well-formed matrix
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4) and a well-formed matrix
 // (tensor.Matrix.Validate).
 func checkWeight(m tensor.Matrix) error {
 	if !supported(m.Type) {
