@@ -100,7 +100,8 @@ type Backend interface {
 	// its own sequence (the last at.Window of them when at.Window > 0),
 	// which must all be in kv (this batch's keys and values stored by
 	// StoreKV first); with at.SoftCap > 0 the scaled scores s are capped,
-	// SoftCap*tanh(s/SoftCap), before the softmax. Over an F16 cache it
+	// SoftCap*tanh(s/SoftCap), before the softmax; with at.Sinks each query
+	// head's sink logit joins its softmax's denominator. Over an F16 cache it
 	// accumulates as llama.cpp's CPU flash attention does; over an F32
 	// cache it is float32 attention.
 	Attention(out, q []float32, kv tensor.KVCache, layer int, at tensor.Attention, pg tensor.Paging) error

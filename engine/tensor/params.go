@@ -105,4 +105,9 @@ type Attention struct {
 	// s = SoftCap * tanh(s/SoftCap) before the softmax (Gemma 2's
 	// attn_logit_softcapping).
 	SoftCap float32
+	// Sinks, when not nil, holds one logit per query head (Heads values,
+	// gpt-oss's attn_sinks) that joins its softmax's denominator as a
+	// position with a zero value: out = Σ e^s_p v_p / (Σ e^s_p + e^sink).
+	// Read-only; it may be shared.
+	Sinks []float32
 }

@@ -68,14 +68,17 @@ var tiledScratches freeList[tiledScratch]
 // result goes to the same place in out. Token t sees positions
 // start[t] <= p < n[t] of the sequence, whose block table is table.
 type tiledQueries struct {
-	out, q    []float32
-	stride    int
-	gn        int
-	kvh       int
-	table     []int32
-	start, n  []int32
-	scale     float32
-	softCap   float32
+	out, q   []float32
+	stride   int
+	gn       int
+	kvh      int
+	table    []int32
+	start, n []int32
+	scale    float32
+	softCap  float32
+	// sinks, when not nil, holds the sink logits of the gn heads, folded
+	// into each token's softmax after its last tile (foldSink).
+	sinks     []float32
 	assembler bool // the AVX-512 kernels, else the Go definition
 }
 
@@ -155,6 +158,9 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 	for t := range T {
 		for i := range gn {
 			r := t*gn + i
+			if tq.sinks != nil {
+				foldSink(acc[r*rd16:][:hd], &ms[4*r], &ms[4*r+1], tq.sinks[i])
+			}
 			inv := 1 / ms[4*r+1]
 			o, a := tq.out[t*tq.stride+i*hd:][:hd], acc[r*rd16:][:hd]
 			for d := range o {

@@ -19,45 +19,69 @@ import (
 //   - with softCap > 0, scores are computed with scale/softCap (rounded to
 //     float32, as ggml divides its scale) and then capped:
 //     s = softCap * tanh(s), tanh rounded to float32, before the softmax.
+//   - with sinks (gpt-oss's attention sinks), each query head's sink
+//     logit joins the softmax's denominator after the positions, as one
+//     more step of the online softmax without a value (foldSink).
 //
-// Contracts are those of AttendF16 and AttendF32; 0 <= start < n.
+// Contracts are those of AttendF16 and AttendF32; 0 <= start < n; sinks
+// is nil or holds one logit per query head of q, in q's order.
 
 // AttendF16Window is AttendF16 over positions start..n-1 with optional
-// soft-capping of the scores.
-func AttendF16Window(out, q []float32, k, v []uint16, l tensor.KVLayout, head, kvHeads int, table []int32, start, n int, scale, softCap float32) error {
+// soft-capping of the scores and attention sinks.
+func AttendF16Window(out, q []float32, k, v []uint16, l tensor.KVLayout, head, kvHeads int, table []int32, start, n int, scale, softCap float32, sinks []float32) error {
 	group, err := checkAttn(len(out), len(q), len(k), len(v), l, head, kvHeads, table, n)
 	if err != nil {
 		return err
 	}
-	if err := checkWindow(start, n, softCap); err != nil {
+	if err := checkWindow(start, n, softCap, sinks, len(q)/l.HeadDim); err != nil {
 		return err
 	}
-	attendF16Window(out, q, k, v, l, head, group, table, start, n, scale, softCap, useSIMD)
+	attendF16Window(out, q, k, v, l, head, group, table, start, n, scale, softCap, sinks, useSIMD)
 	return nil
 }
 
 // AttendF32Window is AttendF32 over positions start..n-1 with optional
-// soft-capping of the scores.
-func AttendF32Window(out, q []float32, k, v []float32, l tensor.KVLayout, head, kvHeads int, table []int32, start, n int, scale, softCap float32) error {
+// soft-capping of the scores and attention sinks.
+func AttendF32Window(out, q []float32, k, v []float32, l tensor.KVLayout, head, kvHeads int, table []int32, start, n int, scale, softCap float32, sinks []float32) error {
 	group, err := checkAttn(len(out), len(q), len(k), len(v), l, head, kvHeads, table, n)
 	if err != nil {
 		return err
 	}
-	if err := checkWindow(start, n, softCap); err != nil {
+	if err := checkWindow(start, n, softCap, sinks, len(q)/l.HeadDim); err != nil {
 		return err
 	}
-	attendF32Window(out, q, k, v, l, head, group, table, start, n, scale, softCap, useSIMD)
+	attendF32Window(out, q, k, v, l, head, group, table, start, n, scale, softCap, sinks, useSIMD)
 	return nil
 }
 
-func checkWindow(start, n int, softCap float32) error {
+func checkWindow(start, n int, softCap float32, sinks []float32, heads int) error {
 	switch {
 	case start < 0 || start >= n:
 		return fmt.Errorf("attention: window starts at position %d of %d", start, n)
 	case softCap < 0 || softCap != softCap:
 		return fmt.Errorf("attention: soft cap %g", softCap)
+	case sinks != nil && len(sinks) != heads:
+		return fmt.Errorf("attention: %d sinks for %d query heads", len(sinks), heads)
 	}
 	return nil
+}
+
+// foldSink adds a sink logit to the softmax of one query head whose
+// running maximum is *m, sum *s and value accumulator acc, as llama.cpp's
+// flash attention does after the last position: the sink is a position
+// whose value is zero, so a larger maximum rescales acc and the sum, and
+// the sink's weight joins the sum. expf is float32(e^x), correctly
+// rounded but for a vanishing fraction of arguments.
+func foldSink(acc []float32, m, s *float32, sink float32) {
+	if sink > *m {
+		ms := float32(math.Exp(float64(*m - sink)))
+		for d := range acc {
+			acc[d] *= ms
+		}
+		*m, *s = sink, float32(*s*ms)+1
+		return
+	}
+	*s += float32(math.Exp(float64(sink - *m)))
 }
 
 // capScores applies the soft cap to scores already scaled by
@@ -77,7 +101,7 @@ func cappedScale(scale, softCap float32) float32 {
 }
 
 // attendF16Window is attendF16 from position start on, with soft-capping.
-func attendF16Window(out, q []float32, k, v []uint16, l tensor.KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
+func attendF16Window(out, q []float32, k, v []uint16, l tensor.KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, sinks []float32, simd bool) {
 	sc := attnScratches.get()
 	defer attnScratches.put(sc)
 	hd, rd := l.HeadDim, l.RowDim()
@@ -87,13 +111,18 @@ func attendF16Window(out, q []float32, k, v []uint16, l tensor.KVLayout, head, g
 	scale = cappedScale(scale, softCap)
 	for h0 := 0; h0 < heads; h0 += gs {
 		gn := min(gs, heads-h0)
-		attendF16WindowPass(sc, out[h0*hd:(h0+gn)*hd], q[h0*hd:(h0+gn)*hd], k, v, l, head, group, h0, gn, tile, table, start, n, scale, softCap, simd)
+		var sk []float32
+		if sinks != nil {
+			sk = sinks[h0 : h0+gn]
+		}
+		attendF16WindowPass(sc, out[h0*hd:(h0+gn)*hd], q[h0*hd:(h0+gn)*hd], k, v, l, head, group, h0, gn, tile, table, start, n, scale, softCap, sk, simd)
 	}
 }
 
 // attendF16WindowPass is attendF16Pass over positions start..n-1, with the
-// scores of each tile capped before the softmax bookkeeping.
-func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l tensor.KVLayout, head, group, h0, gn, tile int, table []int32, start, n int, scale, softCap float32, simd bool) {
+// scores of each tile capped before the softmax bookkeeping and the sinks
+// (of the pass's gn heads, or nil) folded in at the end.
+func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l tensor.KVLayout, head, group, h0, gn, tile int, table []int32, start, n int, scale, softCap float32, sinks []float32, simd bool) {
 	hd, rd := l.HeadDim, l.RowDim()
 	nb := (gn + 7) / 8
 	qd, acc := sc.qd[:gn*rd], sc.acc[:gn*rd]
@@ -141,6 +170,9 @@ func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l ten
 		values(acc, v[row:row+(kv1-kv0)*headStride+cnt*rd], w, flags, voff, cnt, rd, gn, simd)
 		p0 += cnt
 	}
+	for i, sink := range sinks {
+		foldSink(acc[i*rd:i*rd+hd], &m[i], &s[i], sink)
+	}
 	for i := range gn {
 		inv := 1 / s[i]
 		o, a := out[i*hd:(i+1)*hd], acc[i*rd:i*rd+hd]
@@ -152,7 +184,7 @@ func attendF16WindowPass(sc *attnScratch, out, q []float32, k, v []uint16, l ten
 
 // attendF32Window implements AttendF32Window (and, from 0 without a cap,
 // AttendF32), one query head at a time.
-func attendF32Window(out, q []float32, k, v []float32, l tensor.KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, simd bool) {
+func attendF32Window(out, q []float32, k, v []float32, l tensor.KVLayout, head, group int, table []int32, start, n int, scale, softCap float32, sinks []float32, simd bool) {
 	hd, rd := l.HeadDim, l.RowDim()
 	tile := min(attnTile, l.BlockSize)
 	sc := attnScratches.get()
@@ -212,6 +244,9 @@ func attendF32Window(out, q []float32, k, v []float32, l tensor.KVLayout, head, 
 				}
 			}
 			p0 += cnt
+		}
+		if sinks != nil {
+			foldSink(acc, &runMax, &sum, sinks[i])
 		}
 		inv := 1 / sum
 		o := out[i*hd : (i+1)*hd]

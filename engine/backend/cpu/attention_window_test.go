@@ -122,12 +122,12 @@ func TestAttendF16Window(t *testing.T) {
 				for _, softCap := range []float32{0, 1.5, 50} {
 					what := fmt.Sprintf("start %d cap %g", start, softCap)
 					out := make([]float32, len(f.q))
-					if err := AttendF16Window(out, f.q, f.k16, f.v16, f.l, f.head, f.kvHeads, f.table, start, c.n, f.scale, softCap); err != nil {
+					if err := AttendF16Window(out, f.q, f.k16, f.v16, f.l, f.head, f.kvHeads, f.table, start, c.n, f.scale, softCap, nil); err != nil {
 						t.Fatal(err)
 					}
 					sameBits(t, what, out, f.refF16Window(start, c.n, softCap))
 					generic := make([]float32, len(f.q))
-					attendF16Window(generic, f.q, f.k16, f.v16, f.l, f.head, f.group(), f.table, start, c.n, f.scale, softCap, false)
+					attendF16Window(generic, f.q, f.k16, f.v16, f.l, f.head, f.group(), f.table, start, c.n, f.scale, softCap, nil, false)
 					sameBits(t, what+" generic", generic, out)
 					if start == 0 && softCap == 0 {
 						sameBits(t, "whole context", out, f.f16(c.n, hasSIMD))
@@ -151,7 +151,7 @@ func TestAttendF32Window(t *testing.T) {
 			for _, start := range windowCases(c.n, c.bs) {
 				for _, softCap := range []float32{0, 1.5} {
 					out := make([]float32, len(f.q))
-					if err := AttendF32Window(out, f.q, f.k32, f.v32, f.l, f.head, f.kvHeads, f.table, start, c.n, f.scale, softCap); err != nil {
+					if err := AttendF32Window(out, f.q, f.k32, f.v32, f.l, f.head, f.kvHeads, f.table, start, c.n, f.scale, softCap, nil); err != nil {
 						t.Fatal(err)
 					}
 					want := f.refF32Window(start, c.n, softCap)
@@ -186,8 +186,8 @@ func TestAttendWindowErrors(t *testing.T) {
 		{0, 20, -1, "soft cap"},
 		{0, 0, 0, "no positions"},
 	} {
-		err16 := AttendF16Window(out, f.q, f.k16, f.v16, f.l, f.head, f.kvHeads, f.table, c.start, c.n, f.scale, c.softCap)
-		err32 := AttendF32Window(out, f.q, f.k32, f.v32, f.l, f.head, f.kvHeads, f.table, c.start, c.n, f.scale, c.softCap)
+		err16 := AttendF16Window(out, f.q, f.k16, f.v16, f.l, f.head, f.kvHeads, f.table, c.start, c.n, f.scale, c.softCap, nil)
+		err32 := AttendF32Window(out, f.q, f.k32, f.v32, f.l, f.head, f.kvHeads, f.table, c.start, c.n, f.scale, c.softCap, nil)
 		for _, err := range []error{err16, err32} {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("start %d n %d cap %g: err = %v, want %q", c.start, c.n, c.softCap, err, c.want)

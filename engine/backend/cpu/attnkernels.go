@@ -143,7 +143,7 @@ func values(acc []float32, v []uint16, w []float32, flags []uint8, voff []int, c
 // attendF32 implements AttendF32, one query head at a time: the windowed
 // pass from position 0 without a cap is the same arithmetic.
 func attendF32(out, q []float32, k, v []float32, l tensor.KVLayout, head, group int, table []int32, n int, scale float32, simd bool) {
-	attendF32Window(out, q, k, v, l, head, group, table, 0, n, scale, 0, simd)
+	attendF32Window(out, q, k, v, l, head, group, table, 0, n, scale, 0, nil, simd)
 }
 
 // fmaF32 returns a*b+c rounded once to float32, as VFMADD231PS does. The

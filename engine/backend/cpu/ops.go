@@ -191,7 +191,8 @@ func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tenso
 // Attention computes causal paged attention with AttendF16 (an F16 cache:
 // llama.cpp's flash-attention rounding) or AttendF32 (an F32 cache: exact
 // float32), split over the worker pool; a sliding window or soft-capped
-// scores (at.Window, at.SoftCap) take AttendF16Window or AttendF32Window.
+// scores or attention sinks (at.Window, at.SoftCap, at.Sinks) take
+// AttendF16Window or AttendF32Window.
 //
 // Over an F16 cache with AVX-512, the tokens of prompts of at least
 // tiledMinPrompt tokens (pg.Prompt) take the tiled arithmetic instead
@@ -226,10 +227,12 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 		return fmt.Errorf("attention: %d positions but %d sequence indices", T, len(pg.Seq))
 	case at.Window < 0 || !(at.SoftCap >= 0):
 		return fmt.Errorf("attention: window %d, soft cap %g", at.Window, at.SoftCap)
+	case at.Sinks != nil && len(at.Sinks) != at.Heads:
+		return fmt.Errorf("attention: %d sinks for %d query heads", len(at.Sinks), at.Heads)
 	}
 	j := attnJobs.get()
 	j.out, j.q, j.kv, j.layer, j.at, j.pg = out, q, host, layer, at, pg
-	j.plain = at.Window <= 0 && at.SoftCap == 0
+	j.plain = at.Window <= 0 && at.SoftCap == 0 && at.Sinks == nil
 	// Tokens of long prompts go to the tiled kernels in runs, the others
 	// one by one.
 	j.chunks, j.single = j.chunks[:0], j.single[:0]
@@ -274,7 +277,7 @@ type attnJob struct {
 	kv     *tensor.HostKV
 	layer  int
 	at     tensor.Attention
-	plain  bool // no window, no soft cap: AttendF16 or AttendF32
+	plain  bool // no window, no soft cap, no sinks: AttendF16 or AttendF32
 	pg     tensor.Paging
 	// per, tiled: j.runPerToken and j.runTiled, bound once so that
 	// dispatching them allocates nothing.
@@ -373,6 +376,9 @@ func (j *attnJob) runTiled(lo, hi int) {
 				out: j.out[base:], q: j.q[base:], stride: H * hd, gn: i1 - i0, kvh: g, table: table,
 				start: j.start[t0:t1], n: j.ends[t0:t1], scale: j.at.Scale, softCap: j.at.SoftCap, assembler: true,
 			}
+			if j.at.Sinks != nil {
+				tq.sinks = j.at.Sinks[g*group+i0 : g*group+i1]
+			}
 			attendTiled(&tq, j.kv.K16[j.layer], j.kv.V16[j.layer], l)
 		}
 	}
@@ -393,10 +399,15 @@ func (j *attnJob) fail(err error) {
 func (j *attnJob) attendWindow(out, q []float32, g, nkv int, table []int32, n int) error {
 	l := j.kv.Spec().Layout
 	start := windowStart(j.at, n)
-	if j.kv.K32 != nil {
-		return AttendF32Window(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], l, g, nkv, table, start, n, j.at.Scale, j.at.SoftCap)
+	var sinks []float32
+	if j.at.Sinks != nil {
+		group := j.at.Heads / l.Heads
+		sinks = j.at.Sinks[g*group : (g+nkv)*group]
 	}
-	return AttendF16Window(out, q, j.kv.K16[j.layer], j.kv.V16[j.layer], l, g, nkv, table, start, n, j.at.Scale, j.at.SoftCap)
+	if j.kv.K32 != nil {
+		return AttendF32Window(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], l, g, nkv, table, start, n, j.at.Scale, j.at.SoftCap, sinks)
+	}
+	return AttendF16Window(out, q, j.kv.K16[j.layer], j.kv.V16[j.layer], l, g, nkv, table, start, n, j.at.Scale, j.at.SoftCap, sinks)
 }
 
 // attnJobs is the free list of attention jobs, as attnScratches is of

@@ -308,9 +308,9 @@ func TestAttentionWindowBatch(t *testing.T) {
 							start = max(0, n-at.Window)
 						}
 						if typ == quant.F32 {
-							err = AttendF32Window(want, q[tok*w:(tok+1)*w], kv.K32[0], kv.V32[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap)
+							err = AttendF32Window(want, q[tok*w:(tok+1)*w], kv.K32[0], kv.V32[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap, nil)
 						} else {
-							err = AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap)
+							err = AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap, nil)
 						}
 						if err != nil {
 							t.Fatal(err)
@@ -452,7 +452,7 @@ func TestAttentionPrompts(t *testing.T) {
 						tiled++
 					} else {
 						want = make([]float32, w)
-						if err := AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap); err != nil {
+						if err := AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap, nil); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -465,7 +465,7 @@ func TestAttentionPrompts(t *testing.T) {
 				// test would not see a path taken for the other.
 				per := make([]float32, w)
 				last := 65 // position 89 of sequence 0
-				if err := AttendF16Window(per, q[last*w:(last+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(last), 0, 90, at.Scale, at.SoftCap); err != nil {
+				if err := AttendF16Window(per, q[last*w:(last+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(last), 0, 90, at.Scale, at.SoftCap, nil); err != nil {
 					t.Fatal(err)
 				}
 				if at.Window == 0 && slices.Equal(per, out[last*w:(last+1)*w]) {
