@@ -78,6 +78,12 @@ type Backend interface {
 	// evaluates it (equal lengths); dst may be gate or up.
 	GeGLU(dst, gate, up []float32)
 
+	// SwiGLUOAI sets dst = x/(1+e^(-alpha*x)) * (y+1) elementwise with
+	// x = min(gate, limit) and y = clamp(up, -limit, limit), gpt-oss's
+	// activation, as ggml's swiglu_oai evaluates it (equal lengths); dst
+	// may be gate or up.
+	SwiGLUOAI(dst, gate, up []float32, alpha, limit float32)
+
 	// Scale sets dst = x * s elementwise (equal lengths); dst may be x.
 	Scale(dst, x []float32, s float32)
 
