@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"rill/engine/tensor"
 )
 
 // arch is what one architecture changes in the llama recipe. Every
@@ -53,6 +55,9 @@ type arch struct {
 	// tiedOutput: the output projection is always token_embd, whatever
 	// else the file holds (Gemma, Gemma 2).
 	tiedOutput bool
+	// moe, when set, makes every layer's feed-forward a mixture of
+	// experts (moe.go).
+	moe *moeArch
 	// hparams reads the architecture's own metadata (sliding windows,
 	// soft-capping, the attention scale) into c after the common keys;
 	// md keeps the first error.
@@ -64,6 +69,11 @@ var archs = map[string]arch{
 	"llama": {ropeFactors: true},
 	"qwen2": {ropeNeox: true},
 	"qwen3": {ropeNeox: true, qkNorm: true},
+	// llama.cpp renormalises Qwen3-MoE's chosen weights and not
+	// Qwen2-MoE's, whatever the file says (neither reads
+	// expert_weights_norm or expert_weights_scale).
+	"qwen2moe": {ropeNeox: true, moe: &moeArch{gating: tensor.GatingSoftmax, act: actSwiGLU, shared: true}},
+	"qwen3moe": {ropeNeox: true, qkNorm: true, moe: &moeArch{gating: tensor.GatingSoftmax, norm: true, act: actSwiGLU}},
 	"phi3": {ropeNeox: true, ropeFactors: true, factorsLongShort: true, fusedGateUp: true,
 		preScaleQuery: true},
 	"gemma":  {ropeNeox: true, gemma: true, preScaleQuery: true, tiedOutput: true},

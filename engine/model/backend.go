@@ -91,6 +91,25 @@ type Backend interface {
 	// (softCap > 0): Gemma 2's logit soft-capping.
 	SoftCap(x []float32, softCap float32)
 
+	// Route chooses the experts of T tokens from their router logits, as
+	// r describes (tensor.Routing): logits holds T rows of r.Experts
+	// values, which the backend may overwrite; ids and weights receive T
+	// rows of r.Used expert ids and their weights, each row in descending
+	// order of the router's preference.
+	Route(ids []int32, weights []float32, logits []float32, r tensor.Routing)
+
+	// Combine mixes the outputs of T = len(rows)/k tokens' experts: row t
+	// of dst (width = len(dst)/T values) becomes
+	// Σ_j weights[t*k+j] · row rows[t*k+j] of src, j = 0..k-1, each
+	// product rounded to float32 and the sum taken in order of j, as
+	// llama.cpp weighs and adds a token's expert outputs. dst must not
+	// overlap src.
+	Combine(dst, src []float32, rows []int32, weights []float32, k int)
+
+	// Sigmoid sets dst = 1/(1+e^-x) elementwise (equal lengths); dst may
+	// be x.
+	Sigmoid(dst, x []float32)
+
 	// NewKVCache allocates a zeroed paged key/value cache in the backend's
 	// memory.
 	NewKVCache(spec tensor.KVSpec) (tensor.KVCache, error)

@@ -73,6 +73,14 @@ type Config struct {
 	// activation of the gated feed-forward (Gemma).
 	GELU bool
 
+	// Experts, when positive, makes every layer's feed-forward a mixture
+	// of experts (expert_count): each token goes to ExpertsUsed of them
+	// (expert_used_count), of hidden size ExpertFF each
+	// (expert_feed_forward_length, default FF/ExpertsUsed). SharedFF is
+	// the hidden size of the shared expert of architectures that have
+	// one (expert_shared_feed_forward_length, default FF).
+	Experts, ExpertsUsed, ExpertFF, SharedFF int
+
 	// ropeFreqScaleTrain is the file's scaling before "none" overrides
 	// it, which Gemma 2's local layers keep.
 	ropeFreqScaleTrain float32
@@ -164,7 +172,7 @@ func ConfigFromGGUF(md *gguf.Metadata) (Config, error) {
 		{"block_count", &c.Layers, true},
 		{"attention.head_count", &c.Heads, true},
 		{"attention.head_count_kv", &c.HeadsKV, false},
-		{"feed_forward_length", &c.FF, true},
+		{"feed_forward_length", &c.FF, a.moe == nil},
 		{"context_length", &c.ContextLength, true},
 		{"rope.dimension_count", &c.RopeDims, false},
 		{"attention.key_length", &c.HeadDim, false},
@@ -204,6 +212,12 @@ func ConfigFromGGUF(md *gguf.Metadata) (Config, error) {
 			return Config{}, errors.New("gguf: vocabulary size unknown (no vocab_size and no tokenizer.ggml.tokens)")
 		}
 		c.VocabSize = len(toks)
+	}
+
+	if a.moe != nil {
+		if err := c.experts(md, a.moe); err != nil {
+			return Config{}, err
+		}
 	}
 
 	c.RopeBase = 10000
@@ -309,5 +323,54 @@ func (c *Config) ropeScaling(m *meta) error {
 	attn := float32(1)
 	m.float32("rope.scaling.attn_factor", &attn)
 	c.RopeAttnFactor *= attn
+	return nil
+}
+
+// MaxExperts bounds a layer's experts (llama.cpp's LLAMA_MAX_EXPERTS).
+const MaxExperts = 512
+
+// experts reads the mixture-of-experts keys as llama.cpp does: the count
+// and the number used are required (llama.cpp refuses these architectures
+// without them), the hidden sizes default to FF/ExpertsUsed and FF.
+// Per-layer arrays of them are not supported.
+func (c *Config) experts(md *gguf.Metadata, a *moeArch) error {
+	for _, f := range []struct {
+		key      string
+		dst      *int
+		required bool
+	}{
+		{"expert_count", &c.Experts, true},
+		{"expert_used_count", &c.ExpertsUsed, true},
+		{"expert_feed_forward_length", &c.ExpertFF, false},
+		{"expert_shared_feed_forward_length", &c.SharedFF, false},
+	} {
+		k := c.Arch + "." + f.key
+		if _, ok := md.Value(k); !ok {
+			if f.required {
+				return fmt.Errorf("gguf: %s is missing", k)
+			}
+			continue
+		}
+		v, ok := md.Uint(k)
+		if !ok || v == 0 || v > 1<<24 {
+			return fmt.Errorf("gguf: %s is not a positive integer (per-layer arrays are not supported)", k)
+		}
+		*f.dst = int(v)
+	}
+	if c.Experts > MaxExperts || c.ExpertsUsed > c.Experts {
+		return fmt.Errorf("gguf: %d experts, %d used per token: want at most %d, and no more used than there are", c.Experts, c.ExpertsUsed, MaxExperts)
+	}
+	if c.ExpertFF == 0 {
+		c.ExpertFF = c.FF / c.ExpertsUsed
+	}
+	if a.shared && c.SharedFF == 0 {
+		c.SharedFF = c.FF
+	}
+	if !a.shared {
+		c.SharedFF = 0
+	}
+	if c.ExpertFF == 0 || a.shared && c.SharedFF == 0 {
+		return fmt.Errorf("gguf: %s: the experts' feed-forward size is unknown", c.Arch)
+	}
 	return nil
 }

@@ -46,15 +46,20 @@ var familyModels = map[string]testmodel.Spec{
 //     two agree ten times closer (medians at most 1.3e-5, largest 2.5e-4
 //     when recorded), a bound that would show errors the noise of the
 //     first oracle could hide.
+//   - moe, moe exact: the mixture-of-experts models (moeModels), the
+//     same two ways, within the same bounds.
 var familyOracles = []struct {
 	name, path string
-	models     []string // of familyModels
+	models     []string // of specs
 	kv         model.KVType
 	tol        tolerance
+	specs      map[string]testmodel.Spec // nil: familyModels
 }{
-	{"families", "testdata/llamacpp_families_greedy_top5.json", slices.Sorted(maps.Keys(familyModels)), model.KVF16, tolerance{1e-3, 5e-3}},
-	{"phi3 short", "testdata/llamacpp_phi3_short_greedy_top5.json", []string{"rill-tiny-phi-F32.gguf"}, model.KVF16, tolerance{1e-3, 5e-3}},
-	{"exact", "testdata/llamacpp_families_exact_greedy_top5.json", slices.Sorted(maps.Keys(familyModels)), model.KVF32, tolerance{1e-4, 1e-3}},
+	{"families", "testdata/llamacpp_families_greedy_top5.json", slices.Sorted(maps.Keys(familyModels)), model.KVF16, tolerance{1e-3, 5e-3}, nil},
+	{"phi3 short", "testdata/llamacpp_phi3_short_greedy_top5.json", []string{"rill-tiny-phi-F32.gguf"}, model.KVF16, tolerance{1e-3, 5e-3}, nil},
+	{"exact", "testdata/llamacpp_families_exact_greedy_top5.json", slices.Sorted(maps.Keys(familyModels)), model.KVF32, tolerance{1e-4, 1e-3}, nil},
+	{"moe", "testdata/llamacpp_moe_greedy_top5.json", slices.Sorted(maps.Keys(moeModels)), model.KVF16, tolerance{1e-3, 5e-3}, moeModels},
+	{"moe exact", "testdata/llamacpp_moe_exact_greedy_top5.json", slices.Sorted(maps.Keys(moeModels)), model.KVF32, tolerance{1e-4, 1e-3}, moeModels},
 }
 
 // TestOracleFamilies: on Llama 3 RoPE factors, linear and YaRN scaling, a
@@ -84,7 +89,11 @@ func TestOracleFamilies(t *testing.T) {
 			if got := slices.Sorted(maps.Keys(files.ModelFiles)); !slices.Equal(got, o.models) {
 				t.Fatalf("%s covers %v, want %v", o.path, got, o.models)
 			}
-			checkOracleKV(t, openArchModel(familyModels, files.ModelFiles), o.path, o.tol, o.kv)
+			specs := o.specs
+			if specs == nil {
+				specs = familyModels
+			}
+			checkOracleKV(t, openArchModel(specs, files.ModelFiles), o.path, o.tol, o.kv)
 		})
 	}
 }

@@ -46,6 +46,8 @@ type Runner struct {
 	gate, up    []float32 // [T, FF]
 	hid, logits []float32 // [L, Embd], [L, VocabSize]
 
+	moe moeScratch // for mixture-of-experts layers
+
 	ropes []tensor.RoPE      // per layer: its rotary embedding
 	attns []tensor.Attention // per layer: its attention
 
@@ -69,8 +71,12 @@ func NewRunner(m *Model, be Backend, maxTokens int) *Runner {
 	r.att = make([]float32, maxTokens*c.Heads*c.HeadDim)
 	r.k = make([]float32, maxTokens*c.KVDim())
 	r.v = make([]float32, maxTokens*c.KVDim())
-	r.gate = make([]float32, maxTokens*c.FF)
-	r.up = make([]float32, maxTokens*c.FF)
+	if c.Experts > 0 {
+		r.moe = newMoEScratch(c, maxTokens)
+	} else {
+		r.gate = make([]float32, maxTokens*c.FF)
+		r.up = make([]float32, maxTokens*c.FF)
+	}
 	r.ropes = make([]tensor.RoPE, c.Layers)
 	r.attns = make([]tensor.Attention, c.Layers)
 	for li := range c.Layers {
@@ -107,6 +113,9 @@ func (m *Model) linearWeights() []tensor.Matrix {
 			if x.w.Data != nil {
 				ws = append(ws, x.w)
 			}
+		}
+		if l.moe != nil {
+			ws = append(ws, l.moe.weights()...)
 		}
 	}
 	return append(ws, m.output.w)
@@ -218,22 +227,23 @@ func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
 
 // feedForward is the feed-forward half of layer li:
 // x += n_post(Down(act(Gate(n(x))) * Up(n(x)))), act SiLU or GELU, n_post
-// the output norm of architectures that have one.
+// the output norm of architectures that have one; or, in a layer with
+// experts, x += n_post(mixture(n(x))) (moe.go).
 func (r *Runner) feedForward(li, T int) {
 	c, l, be := &r.m.Config, &r.m.layers[li], r.be
 	E, ff := c.Embd, c.FF
 	x, xn, tmp := r.x[:T*E], r.xn[:T*E], r.tmp[:T*E]
-	gate, up := r.gate[:T*ff], r.up[:T*ff]
 
 	be.RMSNorm(xn, x, l.ffnNorm, c.NormEps)
-	r.ldst[0], r.ldst[1], r.ll[0], r.ll[1] = gate, up, &l.gate, &l.up
-	r.linears(xn, T, 2)
-	if c.GELU {
-		be.GeGLU(gate, gate, up)
+	if l.moe != nil {
+		r.mixture(tmp, l.moe, xn, T)
 	} else {
-		be.SwiGLU(gate, gate, up)
+		act := actSwiGLU
+		if c.GELU {
+			act = actGeGLU
+		}
+		r.ffn(tmp, &l.gate, &l.up, &l.down, act, xn, r.gate[:T*ff], r.up[:T*ff], T)
 	}
-	r.linear(tmp, &l.down, gate, T)
 	if l.ffnPostNorm != nil {
 		be.RMSNorm(tmp, tmp, l.ffnPostNorm, c.NormEps)
 	}

@@ -54,6 +54,7 @@ type layer struct {
 	ffnNorm      []float32
 	gate, up     linear
 	down         linear
+	moe          *experts  // the mixture of experts that replaces gate, up and down, or nil
 	ffnPostNorm  []float32 // norm of the feed-forward output before its residual add, or nil
 }
 
@@ -144,7 +145,11 @@ func (m *Model) loadLayer(i int, a arch) error {
 	if l.o, err = linearLayer(f, p+"attn_output", c.Embd, qDim); err != nil {
 		return err
 	}
-	if a.fusedGateUp {
+	if a.moe != nil {
+		if l.moe, err = m.loadExperts(p, a.moe); err != nil {
+			return err
+		}
+	} else if a.fusedGateUp {
 		// ffn_up holds the gate rows, then the up rows.
 		gateUp, err := linearLayer(f, p+"ffn_up", 2*c.FF, c.Embd)
 		if err != nil {
@@ -159,8 +164,10 @@ func (m *Model) loadLayer(i int, a arch) error {
 			return err
 		}
 	}
-	if l.down, err = linearLayer(f, p+"ffn_down", c.Embd, c.FF); err != nil {
-		return err
+	if a.moe == nil {
+		if l.down, err = linearLayer(f, p+"ffn_down", c.Embd, c.FF); err != nil {
+			return err
+		}
 	}
 	for _, t := range []struct {
 		dst  *[]float32
@@ -211,6 +218,12 @@ func matrix(f *gguf.File, name string, rows, cols int) (tensor.Matrix, error) {
 	if len(t.Shape) != 2 || t.Shape[0] != cols || t.Shape[1] != rows {
 		return tensor.Matrix{}, fmt.Errorf("tensor %s has shape %v, want [%d %d]", name, t.Shape, cols, rows)
 	}
+	return weightMatrix(name, t, rows, cols)
+}
+
+// weightMatrix returns the data of tensor t, named name, as a matrix of
+// rows x cols, whatever its shape (the caller checked it).
+func weightMatrix(name string, t gguf.Tensor, rows, cols int) (tensor.Matrix, error) {
 	if _, ok := quant.VecDotType(t.Type); !ok {
 		return tensor.Matrix{}, fmt.Errorf("tensor %s: type %s is not supported", name, t.Type)
 	}

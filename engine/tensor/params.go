@@ -111,3 +111,29 @@ type Attention struct {
 	// Read-only; it may be shared.
 	Sinks []float32
 }
+
+// Gating is how a mixture-of-experts router turns its logits into expert
+// weights.
+type Gating int
+
+const (
+	// GatingSoftmax: a softmax over every expert's logit; the chosen
+	// experts' probabilities are their weights (Qwen2-MoE, Qwen3-MoE).
+	GatingSoftmax Gating = iota
+	// GatingSoftmaxChosen: the experts with the largest logits are
+	// chosen, and a softmax over their logits alone weighs them (gpt-oss).
+	GatingSoftmaxChosen
+)
+
+// Routing describes how a mixture-of-experts layer routes a token, as
+// llama.cpp's build_moe_ffn does: the Used experts of the largest
+// probabilities (or logits) among Experts are chosen, in descending order,
+// and weighted by Gating. With Norm the chosen weights are divided by their
+// sum (clamped below at 2^-14, as llama.cpp avoids a division by zero);
+// then, unless Scale is 0 or 1, multiplied by Scale.
+type Routing struct {
+	Experts, Used int
+	Gating        Gating
+	Norm          bool
+	Scale         float32
+}

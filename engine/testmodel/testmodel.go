@@ -1,7 +1,7 @@
 // Package testmodel writes deterministic models for tests, the demo server
 // and benchmarks: GGUF files made by code, no download. They are llama
 // models unless a Spec names another architecture (qwen2, qwen3, phi3,
-// gemma, gemma2, gemma3), which lays out that architecture's tensors and
+// gemma, gemma2, gemma3, qwen2moe, qwen3moe), which lays out that architecture's tensors and
 // metadata over the same recipe, as llama.cpp reads them.
 //
 // All models share one 512-token SentencePiece vocabulary. Their weights are
@@ -44,7 +44,9 @@ type Spec struct {
 	// (biased query, key and value projections), "qwen3" (per-head RMS
 	// norms of queries and keys), "phi3" (fused query-key-value and
 	// gate-up weights), "gemma" (tied output), "gemma2" (tied output,
-	// post-norms) or "gemma3" (post-norms, per-head norms).
+	// post-norms), "gemma3" (post-norms, per-head norms), "qwen3moe"
+	// (qwen3 with experts) or "qwen2moe" (qwen2 with experts and a shared
+	// expert).
 	Arch string
 	// HeadDim is the size of an attention head; 0 means Embd/Heads.
 	HeadDim int
@@ -66,7 +68,17 @@ type Spec struct {
 	// AttnSoftCap and FinalSoftCap are attn_logit_softcapping and
 	// final_logit_softcapping (0: not written).
 	AttnSoftCap, FinalSoftCap float32
+
+	// Experts, ExpertsUsed, ExpertFF and SharedFF shape the mixture of
+	// experts of arches "qwen3moe" and "qwen2moe" (expert_count,
+	// expert_used_count, expert_feed_forward_length and, for qwen2moe's
+	// shared expert, expert_shared_feed_forward_length); other
+	// architectures ignore them.
+	Experts, ExpertsUsed, ExpertFF, SharedFF int
 }
+
+// moe reports whether s's feed-forward is a mixture of experts.
+func (s Spec) moe() bool { return s.arch() == "qwen3moe" || s.arch() == "qwen2moe" }
 
 // arch is s.Arch with its default.
 func (s Spec) arch() string {
@@ -112,6 +124,38 @@ func Qwen3(t quant.Type) Spec {
 	s := Target(t)
 	s.Name, s.Arch, s.Seed, s.HeadDim = "rill-tiny-qwen3", "qwen3", 4, 32
 	return s
+}
+
+// Qwen3MoE is Qwen3 as a qwen3moe model: every layer's feed-forward is 16
+// experts of hidden size 64, of which each token uses 4, their weights
+// renormalised. The router's logits spread by about 2, so tokens go to
+// many experts.
+func Qwen3MoE(t quant.Type) Spec {
+	s := Qwen3(t)
+	s.Name, s.Arch, s.Seed = "rill-tiny-qwen3moe", "qwen3moe", 13
+	s.Experts, s.ExpertsUsed, s.ExpertFF = 16, 4, 64
+	return s
+}
+
+// Qwen2MoE is Qwen2 as a qwen2moe model: 8 experts of hidden size 64, 2
+// used per token with the router's probabilities as weights, and a shared
+// expert of hidden size 128 behind a sigmoid gate.
+func Qwen2MoE(t quant.Type) Spec {
+	s := Qwen2(t)
+	s.Name, s.Arch, s.Seed = "rill-tiny-qwen2moe", "qwen2moe", 14
+	s.Experts, s.ExpertsUsed, s.ExpertFF, s.SharedFF = 8, 2, 64, 128
+	return s
+}
+
+// BenchMoE is a qwen3moe model shaped like Qwen3-30B-A3B scaled down to
+// a small machine: 12 layers of width 1024, 16 query heads sharing 2 key
+// and value heads, 64 experts of hidden size 256 per layer of which each
+// token uses 8: about 610M parameters, 105M of them active per token. Its
+// widths are multiples of 256, so every K-quant applies. Write it to a
+// temporary folder; never commit it.
+func BenchMoE(t quant.Type) Spec {
+	return Spec{Name: "rill-bench-moe", Arch: "qwen3moe", Embd: 1024, Layers: 12, Heads: 16, KV: 2, HeadDim: 64,
+		FF: 2048, Context: 4096, Type: t, Seed: 15, Experts: 64, ExpertsUsed: 8, ExpertFF: 256}
 }
 
 // Llama3 is Target with Llama 3's RoPE: base 500000 and the
@@ -230,9 +274,12 @@ func Write(w io.Writer, s Spec) error {
 		return fmt.Errorf("test model type %s is not supported (F32, F16, BF16, Q8_0, Q4_0)", s.Type)
 	}
 	switch s.arch() {
-	case "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3":
+	case "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen2moe", "qwen3moe":
 	default:
-		return fmt.Errorf("test model architecture %q is not supported (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3)", s.Arch)
+		return fmt.Errorf("test model architecture %q is not supported (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, qwen3moe)", s.Arch)
+	}
+	if s.moe() && (s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts || s.ExpertFF <= 0 || (s.arch() == "qwen2moe") != (s.SharedFF > 0)) {
+		return fmt.Errorf("test model experts: %d, %d used, hidden size %d, shared %d", s.Experts, s.ExpertsUsed, s.ExpertFF, s.SharedFF)
 	}
 	if s.HeadDim == 0 && s.Embd%s.Heads != 0 || s.Heads%s.KV != 0 || s.HeadDim < 0 {
 		return fmt.Errorf("test model shape %+v: heads must divide the width and kv heads the heads", s)
@@ -312,6 +359,14 @@ func Write(w io.Writer, s Spec) error {
 	if s.FinalSoftCap != 0 {
 		meta = append(meta, keyValue{arch + ".final_logit_softcapping", s.FinalSoftCap})
 	}
+	if s.moe() {
+		meta = append(meta, keyValue{arch + ".expert_count", uint32(s.Experts)},
+			keyValue{arch + ".expert_used_count", uint32(s.ExpertsUsed)},
+			keyValue{arch + ".expert_feed_forward_length", uint32(s.ExpertFF)})
+		if s.SharedFF > 0 {
+			meta = append(meta, keyValue{arch + ".expert_shared_feed_forward_length", uint32(s.SharedFF)})
+		}
+	}
 	for _, kv := range meta {
 		if err := gw.Set(kv.k, kv.v); err != nil {
 			return fmt.Errorf("metadata %s: %w", kv.k, err)
@@ -365,6 +420,9 @@ func Write(w io.Writer, s Spec) error {
 			if s.arch() == "phi3" && m.name != "attn_output.weight" && m.name != "ffn_down.weight" {
 				continue // fused below
 			}
+			if s.moe() && m.name[:4] == "ffn_" {
+				continue // experts below
+			}
 			w := gaussian(s.Seed, p+m.name, m.rows*m.cols, m.std)
 			if err := addMatrix(gw, p+m.name, s.Type, m.rows, m.cols, w); err != nil {
 				return err
@@ -382,6 +440,11 @@ func Write(w io.Writer, s Spec) error {
 		}
 		if err := addArchTensors(gw, s, p, qd, kvd); err != nil {
 			return err
+		}
+		if s.moe() {
+			if err := addExperts(gw, s, p, beta); err != nil {
+				return err
+			}
 		}
 	}
 	_, err = gw.WriteTo(w)
@@ -494,12 +557,12 @@ func longRopeAttnFactor(s Spec) float32 {
 // the other models' do.
 func addArchTensors(gw *gguf.Writer, s Spec, p string, qd, kvd int) error {
 	vecs := map[string][]float32{}
-	if s.arch() == "qwen2" {
+	if s.arch() == "qwen2" || s.arch() == "qwen2moe" {
 		for name, n := range map[string]int{"attn_q.bias": qd, "attn_k.bias": kvd, "attn_v.bias": kvd} {
 			vecs[name] = gaussian(s.Seed, p+name, n, 0.5)
 		}
 	}
-	if s.arch() == "qwen3" || s.arch() == "gemma3" {
+	if s.arch() == "qwen3" || s.arch() == "qwen3moe" || s.arch() == "gemma3" {
 		for _, name := range []string{"attn_q_norm.weight", "attn_k_norm.weight"} {
 			w := gaussian(s.Seed, p+name, s.headDim(), 0.3)
 			for i := range w {
@@ -523,6 +586,61 @@ func addArchTensors(gw *gguf.Writer, s Spec, p string, qd, kvd int) error {
 		}
 	}
 	return nil
+}
+
+// addExperts adds the mixture of experts of layer prefix p: the router
+// (ffn_gate_inp, F32 as llama.cpp's quantiser keeps it) with logits of
+// standard deviation 2 over a normalised input, so that tokens spread
+// over the experts; the experts' gate, up and down weights as 3-D tensors
+// (GGML shape [cols, rows, experts]), drawn as a dense feed-forward's of
+// their size; and qwen2moe's shared expert and its gate logit's weights
+// (ffn_gate_inp_shexp, a vector).
+func addExperts(gw *gguf.Writer, s Spec, p string, beta float64) error {
+	d, n, f := s.Embd, s.Experts, s.ExpertFF
+	sd := 1 / math.Sqrt(float64(d))
+	if err := addMatrix(gw, p+"ffn_gate_inp.weight", quant.F32, n, d, gaussian(s.Seed, p+"ffn_gate_inp.weight", n*d, 2*sd)); err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		name       string
+		rows, cols int
+		std        float64
+	}{
+		{"ffn_gate_exps.weight", f, d, sd},
+		{"ffn_up_exps.weight", f, d, sd},
+		{"ffn_down_exps.weight", d, f, beta / math.Sqrt(float64(f))},
+	} {
+		w := gaussian(s.Seed, p+m.name, n*m.rows*m.cols, m.std)
+		rb, err := s.Type.RowBytes(m.cols)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		buf := make([]byte, n*m.rows*rb)
+		if err := quant.Quantize(s.Type, buf, w); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		if err := gw.AddTensor(p+m.name, s.Type, []int{m.cols, m.rows, n}, buf); err != nil {
+			return err
+		}
+	}
+	if s.SharedFF == 0 {
+		return nil
+	}
+	sf := s.SharedFF
+	for _, m := range []struct {
+		name       string
+		rows, cols int
+		std        float64
+	}{
+		{"ffn_gate_shexp.weight", sf, d, sd},
+		{"ffn_up_shexp.weight", sf, d, sd},
+		{"ffn_down_shexp.weight", d, sf, beta / math.Sqrt(float64(sf))},
+	} {
+		if err := addMatrix(gw, p+m.name, s.Type, m.rows, m.cols, gaussian(s.Seed, p+m.name, m.rows*m.cols, m.std)); err != nil {
+			return err
+		}
+	}
+	return addVector(gw, p+"ffn_gate_inp_shexp.weight", gaussian(s.Seed, p+"ffn_gate_inp_shexp.weight", d, sd))
 }
 
 // embeddings returns the input embeddings and the output projection. The
