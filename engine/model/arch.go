@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -58,6 +59,13 @@ type arch struct {
 	// moe, when set, makes every layer's feed-forward a mixture of
 	// experts (moe.go).
 	moe *moeArch
+	// sinks: every layer has attn_sinks, one logit per query head that
+	// joins the attention softmax's denominator (gpt-oss).
+	sinks bool
+	// ffnNorm names the norm before the feed-forward when it is not
+	// ffn_norm: gpt-oss's files call it post_attention_norm (a norm of
+	// the residual stream, not of the attention output).
+	ffnNorm string
 	// hparams reads the architecture's own metadata (sliding windows,
 	// soft-capping, the attention scale) into c after the common keys;
 	// md keeps the first error.
@@ -74,6 +82,12 @@ var archs = map[string]arch{
 	// expert_weights_norm or expert_weights_scale).
 	"qwen2moe": {ropeNeox: true, moe: &moeArch{gating: tensor.GatingSoftmax, act: actSwiGLU, shared: true}},
 	"qwen3moe": {ropeNeox: true, qkNorm: true, moe: &moeArch{gating: tensor.GatingSoftmax, norm: true, act: actSwiGLU}},
+	// gpt-oss: biases on every projection, the router and the experts
+	// (each loaded where the file has it), a softmax over the chosen
+	// experts' logits, the clamped SwiGLU, attention sinks, and every
+	// second layer on a sliding window.
+	"gpt-oss": {ropeNeox: true, moe: &moeArch{gating: tensor.GatingSoftmaxChosen, act: actSwiGLUOAI},
+		sinks: true, ffnNorm: "post_attention_norm.weight", hparams: gptOssParams},
 	"phi3": {ropeNeox: true, ropeFactors: true, factorsLongShort: true, fusedGateUp: true,
 		preScaleQuery: true},
 	"gemma":  {ropeNeox: true, gemma: true, preScaleQuery: true, tiedOutput: true},
@@ -130,4 +144,21 @@ func gemmaAttnScale(c *Config, bigLayers int) float32 {
 		return invSqrt(c.Embd / c.Heads)
 	}
 	return invSqrt(c.HeadDim)
+}
+
+// gptOssParams: attention.sliding_window is required (llama.cpp refuses a
+// file without it); every layer but the last of each
+// sliding_window_pattern (default 2: the even layers) attends over that
+// window, with RoPE base rope.freq_base_swa (default the global base) and
+// the global scaling (YaRN in gpt-oss's files); scores are scaled by
+// 1/sqrt(rope.dimension_count), as llama.cpp's graph scales them.
+func gptOssParams(c *Config, md *meta) {
+	if _, ok := md.md.Value(md.arch + ".attention.sliding_window"); !ok && md.err == nil {
+		md.err = fmt.Errorf("gguf: %s.attention.sliding_window is missing", md.arch)
+	}
+	md.uint32("attention.sliding_window", &c.SlidingWindow)
+	c.SlidingPeriod = 2
+	md.uint32("attention.sliding_window_pattern", &c.SlidingPeriod)
+	md.float32("rope.freq_base_swa", &c.RopeBaseSWA)
+	c.AttnScale = invSqrt(c.RopeDims)
 }

@@ -165,7 +165,7 @@ func TestLoadArchitectures(t *testing.T) {
 		{"RMS epsilon negative", testmodel.Target(quant.F32), map[string]any{"llama.attention.layer_norm_rms_epsilon": float32(-1e-5)}, nil, "want a positive finite number"},
 		{"RoPE base NaN", qwen2, map[string]any{"qwen2.rope.freq_base": float32(math.NaN())}, nil, "qwen2.rope.freq_base = NaN: want a positive finite number"},
 		{"RoPE base infinite", testmodel.Target(quant.F32), map[string]any{"llama.rope.freq_base": float32(math.Inf(1))}, nil, "want a positive finite number"},
-		{"unknown architecture", testmodel.Target(quant.F32), map[string]any{"general.architecture": "gpt2"}, nil, `architecture "gpt2" is not supported (supported: gemma, gemma2, gemma3, llama, phi3, qwen2, qwen2moe, qwen3, qwen3moe)`},
+		{"unknown architecture", testmodel.Target(quant.F32), map[string]any{"general.architecture": "gpt2"}, nil, `architecture "gpt2" is not supported (supported: gemma, gemma2, gemma3, gpt-oss, llama, phi3, qwen2, qwen2moe, qwen3, qwen3moe)`},
 	} {
 		m, err := model.Load(edited(t, c.spec, c.meta, c.tensors))
 		switch {

@@ -48,6 +48,10 @@ var familyModels = map[string]testmodel.Spec{
 //     first oracle could hide.
 //   - moe, moe exact: the mixture-of-experts models (moeModels), the
 //     same two ways, within the same bounds.
+//   - gpt-oss, gpt-oss exact: the gpt-oss models (gptOssModels), the
+//     same two ways (the F16 one on F32 experts only, for the reason
+//     gptOssModels gives), with a prompt of 113 tokens besides the short
+//     ones.
 var familyOracles = []struct {
 	name, path string
 	models     []string // of specs
@@ -60,6 +64,8 @@ var familyOracles = []struct {
 	{"exact", "testdata/llamacpp_families_exact_greedy_top5.json", slices.Sorted(maps.Keys(familyModels)), model.KVF32, tolerance{1e-4, 1e-3}, nil},
 	{"moe", "testdata/llamacpp_moe_greedy_top5.json", slices.Sorted(maps.Keys(moeModels)), model.KVF16, tolerance{1e-3, 5e-3}, moeModels},
 	{"moe exact", "testdata/llamacpp_moe_exact_greedy_top5.json", slices.Sorted(maps.Keys(moeModels)), model.KVF32, tolerance{1e-4, 1e-3}, moeModels},
+	{"gpt-oss", "testdata/llamacpp_gptoss_greedy_top5.json", []string{"rill-tiny-gpt-oss-F32.gguf"}, model.KVF16, tolerance{1e-3, 5e-3}, gptOssModels},
+	{"gpt-oss exact", "testdata/llamacpp_gptoss_exact_greedy_top5.json", slices.Sorted(maps.Keys(gptOssModels)), model.KVF32, tolerance{1e-4, 1e-3}, gptOssModels},
 }
 
 // TestOracleFamilies: on Llama 3 RoPE factors, linear and YaRN scaling, a

@@ -87,6 +87,7 @@ func NewRunner(m *Model, be Backend, maxTokens int) *Runner {
 		if c.Sliding(li) {
 			at.Window = c.SlidingWindow
 		}
+		at.Sinks = m.layers[li].sinks
 		r.attns[li] = at
 	}
 	r.SetContextLength(c.ContextLength)

@@ -52,6 +52,7 @@ type layer struct {
 	qNorm, kNorm []float32 // per-head RMS norms of queries and keys (HeadDim), or nil
 	attnPostNorm []float32 // norm of the attention output before its residual add, or nil
 	ffnNorm      []float32
+	sinks        []float32 // per query head: the attention sink logits, or nil
 	gate, up     linear
 	down         linear
 	moe          *experts  // the mixture of experts that replaces gate, up and down, or nil
@@ -169,6 +170,10 @@ func (m *Model) loadLayer(i int, a arch) error {
 			return err
 		}
 	}
+	ffnNorm := "ffn_norm.weight"
+	if a.ffnNorm != "" {
+		ffnNorm = a.ffnNorm
+	}
 	for _, t := range []struct {
 		dst  *[]float32
 		name string
@@ -176,7 +181,8 @@ func (m *Model) loadLayer(i int, a arch) error {
 		want bool
 	}{
 		{&l.attnNorm, "attn_norm.weight", c.Embd, true},
-		{&l.ffnNorm, "ffn_norm.weight", c.Embd, true},
+		{&l.ffnNorm, ffnNorm, c.Embd, true},
+		{&l.sinks, "attn_sinks.weight", c.Heads, a.sinks},
 		{&l.qNorm, "attn_q_norm.weight", c.HeadDim, a.qkNorm},
 		{&l.kNorm, "attn_k_norm.weight", c.HeadDim, a.qkNorm},
 		{&l.attnPostNorm, "post_attention_norm.weight", c.Embd, a.postNorms},

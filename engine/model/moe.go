@@ -34,8 +34,16 @@ type moeArch struct {
 type activation int
 
 const (
-	actSwiGLU activation = iota // SiLU
-	actGeGLU                    // GELU, tanh approximation
+	actSwiGLU    activation = iota // SiLU
+	actGeGLU                       // GELU, tanh approximation
+	actSwiGLUOAI                   // gpt-oss's clamped SwiGLU (Backend.SwiGLUOAI)
+)
+
+// gpt-oss's activation constants, as llama.cpp's build_moe_ffn fixes
+// them (GGUF files carry neither).
+const (
+	oaiAlpha = 1.702
+	oaiLimit = 7
 )
 
 // experts is the mixture-of-experts feed-forward of one layer. Each
@@ -241,6 +249,8 @@ func (r *Runner) ffn(dst []float32, gate, up, down *linear, act activation, x, g
 	switch act {
 	case actGeGLU:
 		r.be.GeGLU(g, g, u)
+	case actSwiGLUOAI:
+		r.be.SwiGLUOAI(g, g, u, oaiAlpha, oaiLimit)
 	default:
 		r.be.SwiGLU(g, g, u)
 	}

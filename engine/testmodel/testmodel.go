@@ -1,7 +1,7 @@
 // Package testmodel writes deterministic models for tests, the demo server
 // and benchmarks: GGUF files made by code, no download. They are llama
 // models unless a Spec names another architecture (qwen2, qwen3, phi3,
-// gemma, gemma2, gemma3, qwen2moe, qwen3moe), which lays out that architecture's tensors and
+// gemma, gemma2, gemma3, qwen2moe, qwen3moe, gpt-oss), which lays out that architecture's tensors and
 // metadata over the same recipe, as llama.cpp reads them.
 //
 // All models share one 512-token SentencePiece vocabulary. Their weights are
@@ -45,8 +45,9 @@ type Spec struct {
 	// norms of queries and keys), "phi3" (fused query-key-value and
 	// gate-up weights), "gemma" (tied output), "gemma2" (tied output,
 	// post-norms), "gemma3" (post-norms, per-head norms), "qwen3moe"
-	// (qwen3 with experts) or "qwen2moe" (qwen2 with experts and a shared
-	// expert).
+	// (qwen3 with experts), "qwen2moe" (qwen2 with experts and a shared
+	// expert) or "gpt-oss" (biases everywhere, attention sinks, experts
+	// with the clamped SwiGLU, windowed even layers).
 	Arch string
 	// HeadDim is the size of an attention head; 0 means Embd/Heads.
 	HeadDim int
@@ -75,10 +76,15 @@ type Spec struct {
 	// shared expert, expert_shared_feed_forward_length); other
 	// architectures ignore them.
 	Experts, ExpertsUsed, ExpertFF, SharedFF int
+	// MXFP4Experts stores the experts' 3-D weights as MXFP4, as gpt-oss
+	// ships them, whatever Type the other matrices have.
+	MXFP4Experts bool
 }
 
 // moe reports whether s's feed-forward is a mixture of experts.
-func (s Spec) moe() bool { return s.arch() == "qwen3moe" || s.arch() == "qwen2moe" }
+func (s Spec) moe() bool {
+	return s.arch() == "qwen3moe" || s.arch() == "qwen2moe" || s.arch() == "gpt-oss"
+}
 
 // arch is s.Arch with its default.
 func (s Spec) arch() string {
@@ -156,6 +162,21 @@ func Qwen2MoE(t quant.Type) Spec {
 func BenchMoE(t quant.Type) Spec {
 	return Spec{Name: "rill-bench-moe", Arch: "qwen3moe", Embd: 1024, Layers: 12, Heads: 16, KV: 2, HeadDim: 64,
 		FF: 2048, Context: 4096, Type: t, Seed: 15, Experts: 64, ExpertsUsed: 8, ExpertFF: 256}
+}
+
+// GptOss is a gpt-oss model: heads of 32 values (twice Embd/Heads, as
+// gpt-oss's are wider than its width allows), biases on every projection,
+// attention sinks, a sliding window of 8 tokens on the even layers, YaRN
+// by 4 from an original context of 256, and every layer's feed-forward 8
+// experts of hidden size 64 (MXFP4, as gpt-oss ships them), of which each
+// token uses 2, weighed by a softmax over their biased router logits,
+// with the clamped SwiGLU.
+func GptOss(t quant.Type) Spec {
+	s := Target(t)
+	s.Name, s.Arch, s.Seed, s.HeadDim = "rill-tiny-gpt-oss", "gpt-oss", 16, 32
+	s.SlidingWindow, s.RopeScaling, s.RopeFactor, s.RopeOrigContext = 8, "yarn", 4, 256
+	s.Experts, s.ExpertsUsed, s.ExpertFF, s.MXFP4Experts = 8, 2, 64, true
+	return s
 }
 
 // Llama3 is Target with Llama 3's RoPE: base 500000 and the
@@ -274,9 +295,12 @@ func Write(w io.Writer, s Spec) error {
 		return fmt.Errorf("test model type %s is not supported (F32, F16, BF16, Q8_0, Q4_0)", s.Type)
 	}
 	switch s.arch() {
-	case "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen2moe", "qwen3moe":
+	case "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen2moe", "qwen3moe", "gpt-oss":
 	default:
-		return fmt.Errorf("test model architecture %q is not supported (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, qwen3moe)", s.Arch)
+		return fmt.Errorf("test model architecture %q is not supported (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, qwen3moe, gpt-oss)", s.Arch)
+	}
+	if s.arch() == "gpt-oss" && s.SlidingWindow <= 0 {
+		return fmt.Errorf("test model gpt-oss needs a sliding window (llama.cpp requires attention.sliding_window)")
 	}
 	if s.moe() && (s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts || s.ExpertFF <= 0 || (s.arch() == "qwen2moe") != (s.SharedFF > 0)) {
 		return fmt.Errorf("test model experts: %d, %d used, hidden size %d, shared %d", s.Experts, s.ExpertsUsed, s.ExpertFF, s.SharedFF)
@@ -433,7 +457,11 @@ func Write(w io.Writer, s Spec) error {
 				return err
 			}
 		}
-		for _, n := range []string{"attn_norm.weight", "ffn_norm.weight"} {
+		ffnNorm := "ffn_norm.weight"
+		if s.arch() == "gpt-oss" {
+			ffnNorm = "post_attention_norm.weight" // gpt-oss's name for it
+		}
+		for _, n := range []string{"attn_norm.weight", ffnNorm} {
 			if err := addVector(gw, p+n, ones(d)); err != nil {
 				return err
 			}
@@ -557,10 +585,17 @@ func longRopeAttnFactor(s Spec) float32 {
 // the other models' do.
 func addArchTensors(gw *gguf.Writer, s Spec, p string, qd, kvd int) error {
 	vecs := map[string][]float32{}
-	if s.arch() == "qwen2" || s.arch() == "qwen2moe" {
+	if s.arch() == "qwen2" || s.arch() == "qwen2moe" || s.arch() == "gpt-oss" {
 		for name, n := range map[string]int{"attn_q.bias": qd, "attn_k.bias": kvd, "attn_v.bias": kvd} {
 			vecs[name] = gaussian(s.Seed, p+name, n, 0.5)
 		}
+	}
+	if s.arch() == "gpt-oss" {
+		// The output bias adds to the residual stream as the layer's
+		// output does (about 0.15); sinks of about the scores' size, so
+		// that they take a share of each softmax without swamping it.
+		vecs["attn_output.bias"] = gaussian(s.Seed, p+"attn_output.bias", s.Embd, 0.05)
+		vecs["attn_sinks.weight"] = gaussian(s.Seed, p+"attn_sinks.weight", s.Heads, 1)
 	}
 	if s.arch() == "qwen3" || s.arch() == "qwen3moe" || s.arch() == "gemma3" {
 		for _, name := range []string{"attn_q_norm.weight", "attn_k_norm.weight"} {
@@ -601,6 +636,10 @@ func addExperts(gw *gguf.Writer, s Spec, p string, beta float64) error {
 	if err := addMatrix(gw, p+"ffn_gate_inp.weight", quant.F32, n, d, gaussian(s.Seed, p+"ffn_gate_inp.weight", n*d, 2*sd)); err != nil {
 		return err
 	}
+	et := s.Type
+	if s.MXFP4Experts {
+		et = quant.MXFP4
+	}
 	for _, m := range []struct {
 		name       string
 		rows, cols int
@@ -611,17 +650,20 @@ func addExperts(gw *gguf.Writer, s Spec, p string, beta float64) error {
 		{"ffn_down_exps.weight", d, f, beta / math.Sqrt(float64(f))},
 	} {
 		w := gaussian(s.Seed, p+m.name, n*m.rows*m.cols, m.std)
-		rb, err := s.Type.RowBytes(m.cols)
+		rb, err := et.RowBytes(m.cols)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
 		buf := make([]byte, n*m.rows*rb)
-		if err := quant.Quantize(s.Type, buf, w); err != nil {
+		if err := quant.Quantize(et, buf, w); err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
-		if err := gw.AddTensor(p+m.name, s.Type, []int{m.cols, m.rows, n}, buf); err != nil {
+		if err := gw.AddTensor(p+m.name, et, []int{m.cols, m.rows, n}, buf); err != nil {
 			return err
 		}
+	}
+	if s.arch() == "gpt-oss" {
+		return addGptOssBiases(gw, s, p)
 	}
 	if s.SharedFF == 0 {
 		return nil
@@ -641,6 +683,32 @@ func addExperts(gw *gguf.Writer, s Spec, p string, beta float64) error {
 		}
 	}
 	return addVector(gw, p+"ffn_gate_inp_shexp.weight", gaussian(s.Seed, p+"ffn_gate_inp_shexp.weight", d, sd))
+}
+
+// addGptOssBiases adds gpt-oss's biases of the router and the experts
+// (GGML shape [rows, experts]): the router's of the logits' size, so
+// that they move the choice; the gate's and up's of half the size of
+// their products (an RMS of about 1), so that they matter; the down
+// projection's small, as its output joins the residual stream.
+func addGptOssBiases(gw *gguf.Writer, s Spec, p string) error {
+	d, n, f := s.Embd, s.Experts, s.ExpertFF
+	if err := addVector(gw, p+"ffn_gate_inp.bias", gaussian(s.Seed, p+"ffn_gate_inp.bias", n, 1)); err != nil {
+		return err
+	}
+	for _, b := range []struct {
+		name string
+		rows int
+		std  float64
+	}{{"ffn_gate_exps.bias", f, 0.5}, {"ffn_up_exps.bias", f, 0.5}, {"ffn_down_exps.bias", d, 0.05}} {
+		buf := make([]byte, 4*b.rows*n)
+		if err := quant.Quantize(quant.F32, buf, gaussian(s.Seed, p+b.name, b.rows*n, b.std)); err != nil {
+			return err
+		}
+		if err := gw.AddTensor(p+b.name, quant.F32, []int{b.rows, n}, buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // embeddings returns the input embeddings and the output projection. The
