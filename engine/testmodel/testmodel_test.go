@@ -2,6 +2,7 @@ package testmodel
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +40,9 @@ func TestWriteParses(t *testing.T) {
 	// Tensors per file: global ones (token_embd, output unless gemma or
 	// gemma2 ties it, output_norm, RoPE factors), then per layer llama's nine plus
 	// qwen2's three biases, qwen3's two norms, gemma2's two post-norms and
-	// gemma3's four norms, or phi3's six (fused weights).
+	// gemma3's four norms, or phi3's six (fused weights), or gpt-oss's
+	// nineteen (four projections and their biases, two norms, the sinks,
+	// the router and its bias, three expert tensors and their biases).
 	for _, c := range []struct {
 		spec             Spec
 		global, perLayer int
@@ -48,6 +51,7 @@ func TestWriteParses(t *testing.T) {
 		{Qwen2(quant.Q8_0), 3, 12}, {Qwen3(quant.F32), 3, 11},
 		{Llama3(quant.F32), 4, 9}, {LlamaLinear(quant.Q8_0), 3, 9}, {LlamaYaRN(quant.F32), 3, 9}, {Mistral(quant.F32), 3, 9},
 		{Phi3(quant.Q8_0), 5, 6}, {Gemma(quant.F32), 2, 9}, {Gemma2(quant.Q8_0), 2, 11}, {Gemma3(quant.F32), 3, 13},
+		{GptOss(quant.F32), 3, 19},
 	} {
 		s := c.spec
 		data, err := Bytes(s)
@@ -175,5 +179,41 @@ func TestDraftSharesLayers(t *testing.T) {
 	}
 	if _, ok := df.Tensor("blk.1.attn_q.weight"); ok {
 		t.Fatal("draft has a second layer")
+	}
+}
+
+// TestGptOssExperts: gpt-oss's expert weights are 3-D MXFP4 tensors and
+// their biases [rows, experts] in F32, whatever the other matrices' type.
+func TestGptOssExperts(t *testing.T) {
+	t.Parallel()
+	s := GptOss(quant.Q8_0)
+	data, err := Bytes(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		typ   quant.Type
+		shape []int
+	}{
+		{"blk.0.ffn_gate_exps.weight", quant.MXFP4, []int{s.Embd, s.ExpertFF, s.Experts}},
+		{"blk.3.ffn_down_exps.weight", quant.MXFP4, []int{s.ExpertFF, s.Embd, s.Experts}},
+		{"blk.0.ffn_up_exps.bias", quant.F32, []int{s.ExpertFF, s.Experts}},
+		{"blk.0.ffn_gate_inp.bias", quant.F32, []int{s.Experts}},
+		{"blk.1.attn_sinks.weight", quant.F32, []int{s.Heads}},
+		{"blk.1.attn_q.weight", quant.Q8_0, []int{s.Embd, s.Heads * s.HeadDim}},
+	} {
+		tt, ok := f.Tensor(c.name)
+		if !ok {
+			t.Errorf("%s is missing", c.name)
+			continue
+		}
+		if tt.Type != c.typ || !slices.Equal(tt.Shape, c.shape) {
+			t.Errorf("%s: %s %v, want %s %v", c.name, tt.Type, tt.Shape, c.typ, c.shape)
+		}
 	}
 }
