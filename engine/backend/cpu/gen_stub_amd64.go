@@ -854,6 +854,16 @@ func b32dotIQ4_NL(w *byte, x *byte, nb int) float32
 //go:noescape
 func b32dot4IQ4_NL(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
 
+// b32dotMXFP4 returns the dot product of nb MXFP4 blocks with nb activation blocks (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dotMXFP4(w *byte, x *byte, nb int) float32
+
+// b32dot4MXFP4 returns the dots of nb MXFP4 blocks with four activation rows (see internal/gen/b32.go).
+//
+//go:noescape
+func b32dot4MXFP4(w *byte, x *byte, xstride int, nb int, out *float32, ostride int)
+
 // b32dotQ4_1 returns the dot product of nb Q4_1 blocks with nb activation blocks (see internal/gen/b32.go).
 //
 //go:noescape

@@ -8,8 +8,8 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The 32-element block family with AVX2 (decode): Q8_0, Q4_0, Q5_0 and
-// IQ4_NL against Q8_0 activations, Q4_1 and Q5_1 against Q8_1:
+// The 32-element block family with AVX2 (decode): Q8_0, Q4_0, Q5_0,
+// IQ4_NL and MXFP4 against Q8_0 activations, Q4_1 and Q5_1 against Q8_1:
 //
 //	b32dot<T>(w, x *byte, nb int) float32
 //	b32dot4<T>(w, x *byte, xstride, nb int, out *float32, ostride int)
@@ -18,7 +18,8 @@ import (
 // 4l..4l+3 (signed weights: VPMADDUBSW of |w| and x*sign(w), then
 // VPMADDWD with ones; the unsigned quants of Q4_1 and Q5_1 go into
 // VPMADDUBSW as they are); then acc = fma(float(lanes), dw*dx, acc), dw*dx
-// rounded to float32; for Q4_1 and Q5_1 then acc = fma(m, S, acc) where S
+// rounded to float32 (MXFP4's dw, 2^(e-128), read from a table of the
+// 256 scale bytes); for Q4_1 and Q5_1 then acc = fma(m, S, acc) where S
 // holds the activation block's s in lane 0 and zeros elsewhere (so lane 0
 // adds m*s). Blocks in order, one 8-lane accumulator per row, reduced as
 // HSUMPS does. The AVX-512 kernels (q32z.go's rows, gemm32.go's tiles)
@@ -30,6 +31,7 @@ type block32AVX2 struct {
 	xbytes int  // 34 (Q8_0) or 36 (Q8_1)
 	offset bool // w = d*q + m against Q8_1: the m*s term
 	signed bool // the weights are signed (sign trick), else unsigned quants
+	e8m0   bool // the weight scale is an E8M0 byte (MXFP4), not an fp16 d
 	consts func()
 	// weights sets y to the block's 32 weights at m in element order:
 	// signed, or unsigned quants for the offset types. Scratch: X10.
@@ -37,11 +39,33 @@ type block32AVX2 struct {
 }
 
 var (
-	b32Levels Mem // IQ4_NL's levels in both lanes
-	b32Bits   Mem // VPSHUFB control and bit masks spreading 32 bits to 32 bytes
+	b32Levels   Mem // IQ4_NL's levels in both lanes
+	b32MXLevels Mem // MXFP4's levels in both lanes
+	b32E8M0     Mem // 256 float32: 2^(e-128) for each E8M0 byte e (MXFP4's scale)
+	b32Bits     Mem // VPSHUFB control and bit masks spreading 32 bits to 32 bytes
 )
 
 func b32Data() {
+	b32MXLevels = GLOBL("b32mxlevels", RODATA|NOPTR)
+	levels := []int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+	for h := 0; h < 2; h++ {
+		for i := 0; i < 2; i++ {
+			var v uint64
+			for j := 0; j < 8; j++ {
+				v |= uint64(uint8(levels[8*i+j])) << (8 * j)
+			}
+			DATA(16*h+8*i, U64(v))
+		}
+	}
+	// ggml's ggml_e8m0_to_fp32_half: denormal below e = 2.
+	b32E8M0 = GLOBL("b32e8m0", RODATA|NOPTR)
+	for e := 0; e < 256; e++ {
+		bits := uint32(0x00200000) << e
+		if e >= 2 {
+			bits = uint32(e-1) << 23
+		}
+		DATA(4*e, U32(bits))
+	}
 	b32Bits = GLOBL("b32bits", RODATA|NOPTR)
 	// Control: byte j takes byte j/8 of the broadcast dword.
 	for i := 0; i < 4; i++ {
@@ -103,6 +127,15 @@ var blocks32AVX2 = []block32AVX2{
 		consts: func() { bcastByteY(0x0f, Y14); VMOVDQU(b32Levels, Y13) },
 		weights: func(m Mem, y VecPhysical) {
 			nibbles32(m.Offset(2), y)
+			VPSHUFB(y, Y13, y)
+		},
+	},
+	{
+		// MXFP4: E8M0 e, qs[16]; w = the level of each nibble, d = 2^(e-128).
+		name: "MXFP4", bytes: 17, xbytes: 34, signed: true, e8m0: true,
+		consts: func() { bcastByteY(0x0f, Y14); VMOVDQU(b32MXLevels, Y13) },
+		weights: func(m Mem, y VecPhysical) {
+			nibbles32(m.Offset(1), y)
 			VPSHUFB(y, Y13, y)
 		},
 	},
@@ -171,6 +204,9 @@ func b32dot1(b block32AVX2) {
 	VMOVD(EAX, X15)
 	VPBROADCASTD(X15, Y15)
 	b.consts()
+	if b.e8m0 {
+		LEAQ(b32E8M0, RBX)
+	}
 
 	four, one, done := name+"_four", name+"_one", name+"_done"
 	Label(four)
@@ -195,8 +231,26 @@ func b32dot1(b block32AVX2) {
 		}
 		VCVTPH2PS(dst.AsX(), dst)
 	}
-	halves(0, 0, Y8)
-	VEXTRACTF128(U8(1), Y8, X9)
+	if b.e8m0 {
+		// The activations' d in X8, the weights' from the table in X9.
+		MOVWLZX(Mem{Base: RDI}, EAX)
+		VMOVD(EAX, X8)
+		for k := 1; k < 4; k++ {
+			VPINSRW(U8(k), Mem{Base: RDI, Disp: k * b.xbytes}, X8, X8)
+		}
+		VCVTPH2PS(X8, X8)
+		for k := 0; k < 4; k++ {
+			MOVBLZX(Mem{Base: RSI, Disp: k * b.bytes}, EAX)
+			if k == 0 {
+				VMOVSS(Mem{Base: RBX, Index: RAX, Scale: 4}, X9)
+			} else {
+				VINSERTPS(U8(k<<4), Mem{Base: RBX, Index: RAX, Scale: 4}, X9, X9)
+			}
+		}
+	} else {
+		halves(0, 0, Y8)
+		VEXTRACTF128(U8(1), Y8, X9)
+	}
 	VMULPS(X9, X8, X8)
 	VINSERTF128(U8(1), X8, Y8, Y8)
 	if b.offset {
@@ -253,6 +307,16 @@ func b32dot1(b block32AVX2) {
 // b32scale1 sets d (all lanes) to dw*dx of the blocks at w and x, and for
 // the offset types m (all lanes) to the weight's m and s to [s, 0, ...].
 func b32scale1(b block32AVX2, w, x GPPhysical, d, m, s VecPhysical) {
+	if b.e8m0 {
+		// RBX: the scale table.
+		MOVWLZX(Mem{Base: x}, EAX)
+		VMOVD(EAX, X10)
+		VCVTPH2PS(X10, X10)
+		MOVBLZX(Mem{Base: w}, EAX)
+		VMULSS(Mem{Base: RBX, Index: RAX, Scale: 4}, X10, d.AsX())
+		VBROADCASTSS(d.AsX(), d)
+		return
+	}
 	MOVWLZX(Mem{Base: w}, EAX)
 	VMOVD(EAX, X10)
 	VPINSRW(U8(1), Mem{Base: x}, X10, X10)
@@ -292,6 +356,9 @@ func b32dot4(b block32AVX2) {
 	VMOVD(EAX, X15)
 	VPBROADCASTD(X15, Y15)
 	b.consts()
+	if b.e8m0 {
+		LEAQ(b32E8M0, RBX)
+	}
 	xo := 2
 	if b.offset {
 		xo = 4
@@ -319,12 +386,17 @@ func b32dot4(b block32AVX2) {
 	if b.offset {
 		VEXTRACTF128(U8(1), Y8, X12)
 	}
-	MOVWLZX(Mem{Base: RSI}, EAX)
-	VMOVD(EAX, X9)
-	if b.offset {
-		VPINSRW(U8(1), Mem{Base: RSI, Disp: 2}, X9, X9)
+	if b.e8m0 {
+		MOVBLZX(Mem{Base: RSI}, EAX)
+		VMOVSS(Mem{Base: RBX, Index: RAX, Scale: 4}, X9)
+	} else {
+		MOVWLZX(Mem{Base: RSI}, EAX)
+		VMOVD(EAX, X9)
+		if b.offset {
+			VPINSRW(U8(1), Mem{Base: RSI, Disp: 2}, X9, X9)
+		}
+		VCVTPH2PS(X9, X9)
 	}
-	VCVTPH2PS(X9, X9)
 	if b.offset {
 		VMOVSHDUP(X9, X11)
 		VBROADCASTSS(X11, Y11)
