@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"rill/engine/backend/cpu"
 	"rill/engine/model"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
@@ -98,5 +99,27 @@ func TestLoadGptOss(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestGptOssDecodeAllocatesNothing: a steady-state decode step of gpt-oss
+// (sinks, windows, routing, MXFP4 experts) allocates nothing.
+func TestGptOssDecodeAllocatesNothing(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	m := fromSpec(t, testmodel.GptOss(quant.Q8_0))
+	d := newDecoder(m, be, 256, 1)
+	pos := 0
+	step := func() {
+		if err := d.run(pos, 1); err != nil {
+			t.Fatal(err)
+		}
+		pos++
+	}
+	for range 20 {
+		step()
+	}
+	if a := testing.AllocsPerRun(100, step); a != 0 {
+		t.Errorf("a decode step allocates %v times", a)
 	}
 }
