@@ -1,0 +1,270 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"rill/engine"
+	"rill/engine/gguf"
+	"rill/engine/model"
+	"rill/engine/testmodel"
+	"rill/engine/tokenizer"
+	"rill/internal/shared"
+)
+
+// The harmony test model: testmodel.QwenBPE with testmodel.HarmonyVocabulary
+// (Qwen 3's vocabulary plus gpt-oss's harmony tokens) and gpt-oss's chat
+// template. Its weights are random; tests that need harmony output force
+// it with a scripted runner (scriptCompute) or a grammar.
+
+const templateGPTOSS = "openai-gpt-oss-120b.jinja"
+
+var harmonyModel struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+func harmonyModelBytes(t testing.TB) []byte {
+	t.Helper()
+	src := templateSource(t, templateGPTOSS)
+	path := shared.Path(t, "models", "vocab", "ggml-vocab-qwen2.gguf")
+	harmonyModel.once.Do(func() {
+		v, err := testmodel.HarmonyVocabulary(path, src)
+		if err != nil {
+			harmonyModel.err = err
+			return
+		}
+		harmonyModel.data, harmonyModel.err = testmodel.BytesWithVocabulary(testmodel.QwenBPE(), v)
+	})
+	if harmonyModel.err != nil {
+		t.Fatal(harmonyModel.err)
+	}
+	return harmonyModel.data
+}
+
+// newHarmonyEngine starts an engine on the harmony test model; with a
+// script, every choice generates the script's tokens (then what the
+// model's logits give).
+func newHarmonyEngine(t testing.TB, script []int) *Engine {
+	t.Helper()
+	f, err := gguf.Parse(harmonyModelBytes(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCompute(t)
+	if script != nil {
+		c = scriptCompute{c, script}
+	}
+	e, err := New(m, c, Options{Logger: discard})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	start(t, e)
+	return e
+}
+
+func harmonyTokenizer(t testing.TB) *tokenizer.Tokenizer {
+	t.Helper()
+	f, err := gguf.Parse(harmonyModelBytes(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// scriptCompute makes runners whose logits, after the real pass, force
+// the script: the k-th generated token of every sequence is script[k]
+// (by 100 over every other logit, so that greedy sampling takes it).
+type scriptCompute struct {
+	Compute
+	script []int
+}
+
+func (s scriptCompute) NewRunner(m *model.Model, spec RunnerSpec) (Runner, error) {
+	r, err := s.Compute.NewRunner(m, spec)
+	if err != nil {
+		return nil, err
+	}
+	return scriptRunner{r, s.script, m.Config.VocabSize}, nil
+}
+
+type scriptRunner struct {
+	Runner
+	script []int
+	vocab  int
+}
+
+func (s scriptRunner) Forward(ctx context.Context, b *model.Batch) ([]float32, error) {
+	logits, err := s.Runner.Forward(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	for i, at := range b.Logits {
+		k := int(b.Pos[at]) - int(b.Prompt[b.Seq[at]]-1)
+		if k < 0 || k >= len(s.script) {
+			continue
+		}
+		row := logits[i*s.vocab : (i+1)*s.vocab]
+		for j := range row {
+			row[j] = 0
+		}
+		row[s.script[k]] = 100
+	}
+	return logits, nil
+}
+
+// harmonyResult is one choice's streamed output.
+type harmonyResult struct {
+	reasoning, text string
+	calls           []engine.ToolCallDelta
+	final           engine.Event
+}
+
+func collectHarmony(t *testing.T, e *Engine, req *engine.Request) []harmonyResult {
+	t.Helper()
+	st, err := e.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	out := make([]harmonyResult, req.Choices())
+	for {
+		ev, err := engine.Recv(st)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		r := &out[ev.Choice]
+		r.reasoning += ev.Reasoning
+		r.text += ev.Text
+		for _, d := range ev.ToolCalls {
+			if d.ID != "" {
+				r.calls = append(r.calls, d)
+				continue
+			}
+			r.calls[d.Index].Arguments += d.Arguments
+		}
+		if ev.Final {
+			r.final = ev
+		}
+	}
+}
+
+// TestHarmonyOutput generates scripted harmony outputs on the harmony test
+// model: the analysis streams as reasoning and counts exactly its
+// messages' tokens, final and preamble text is content, a call to a
+// declared function is a tool call that ends with finish_reason
+// tool_calls; without tools or with tool_choice none the call's text is
+// content; a completion of the same prompt is not split.
+func TestHarmonyOutput(t *testing.T) {
+	t.Parallel()
+	tok := harmonyTokenizer(t)
+	enc := func(s string) []int { return tok.Encode(s, tokenizer.EncodeOptions{ParseSpecial: true}) }
+	id := func(s string) int {
+		ids := enc(s)
+		if len(ids) != 1 {
+			t.Fatalf("%q is %d tokens, want one", s, len(ids))
+		}
+		return ids[0]
+	}
+	if ret, call, end := id("<|return|>"), id("<|call|>"), id("<|end|>"); !tok.IsEOG(ret) || !tok.IsEOG(call) || tok.IsEOG(end) {
+		t.Fatalf("end of generation: <|return|> %v <|call|> %v <|end|> %v; want true true false", tok.IsEOG(ret), tok.IsEOG(call), tok.IsEOG(end))
+	}
+	analysis := "<|channel|>analysis<|message|>The user wants the weather. Check it.<|end|>"
+	second := "<|start|>assistant<|channel|>analysis<|message|>Paris it is.<|end|>"
+	preamble := "<|start|>assistant<|channel|>commentary<|message|>Looking it up.<|end|>"
+	final := "<|start|>assistant<|channel|>final<|message|>It is sunny, 21 °C."
+	callMsg := `<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}`
+	tools := []engine.Tool{{Name: "get_weather", Description: "Weather of a city",
+		Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}}
+	msgs := []engine.Message{{Role: engine.RoleUser, Content: "What is the weather in Paris?"}}
+
+	cases := []struct {
+		name            string
+		script          []int
+		tools           []engine.Tool
+		choice          engine.ToolChoice
+		reasoning, text string
+		reasoningTokens int
+		calls           []engine.ToolCallDelta
+		finish          engine.FinishReason
+	}{
+		{name: "analysis then final",
+			script:    append(enc(analysis+final), id("<|return|>")),
+			reasoning: "The user wants the weather. Check it.", text: "It is sunny, 21 °C.",
+			reasoningTokens: len(enc(analysis)), finish: engine.FinishStop},
+		{name: "two analyses, preamble, call", tools: tools,
+			script:    append(enc(analysis+second+preamble+callMsg), id("<|call|>")),
+			reasoning: "The user wants the weather. Check it.Paris it is.", text: "Looking it up.",
+			reasoningTokens: len(enc(analysis + second)),
+			calls:           []engine.ToolCallDelta{{Index: 0, Name: "get_weather", Arguments: `{"city": "Paris"}`}},
+			finish:          engine.FinishToolCalls},
+		{name: "tool_choice none", tools: tools, choice: engine.ToolChoice{Mode: engine.ToolChoiceNone},
+			script:    append(enc(analysis+callMsg), id("<|call|>")),
+			reasoning: "The user wants the weather. Check it.", text: `{"city": "Paris"}`,
+			reasoningTokens: len(enc(analysis)), finish: engine.FinishStop},
+		{name: "no tools",
+			script:    append(enc(analysis+callMsg), id("<|call|>")),
+			reasoning: "The user wants the weather. Check it.", text: `{"city": "Paris"}`,
+			reasoningTokens: len(enc(analysis)), finish: engine.FinishStop},
+		{name: "ends inside the analysis",
+			script:    append(enc("<|channel|>analysis<|message|>Hmm"), id("<|return|>")),
+			reasoning: "Hmm", reasoningTokens: len(enc("<|channel|>analysis<|message|>Hmm")) + 1, finish: engine.FinishStop},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newHarmonyEngine(t, tc.script)
+			req := &engine.Request{Model: e.Models()[0].ID, Messages: msgs, Tools: tc.tools, ToolChoice: tc.choice, MaxTokens: 200, N: 2}
+			for i, got := range collectHarmony(t, e, req) {
+				st := got.final.Stats
+				if got.reasoning != tc.reasoning || got.text != tc.text {
+					t.Errorf("choice %d: reasoning %q, text %q; want %q, %q", i, got.reasoning, got.text, tc.reasoning, tc.text)
+				}
+				if st == nil || st.ReasoningTokens == nil || *st.ReasoningTokens != tc.reasoningTokens || st.CompletionTokens != len(tc.script) {
+					t.Errorf("choice %d: stats %+v; want %d reasoning tokens of %d", i, st, tc.reasoningTokens, len(tc.script))
+				}
+				if got.final.FinishReason != tc.finish {
+					t.Errorf("choice %d: finish %s, want %s", i, got.final.FinishReason, tc.finish)
+				}
+				if len(got.calls) != len(tc.calls) {
+					t.Fatalf("choice %d: calls %+v, want %+v", i, got.calls, tc.calls)
+				}
+				for j, c := range got.calls {
+					w := tc.calls[j]
+					if c.Index != w.Index || c.Name != w.Name || c.Arguments != w.Arguments || !strings.HasPrefix(c.ID, "call_") {
+						t.Errorf("choice %d: call %d %+v, want %+v with an id", i, j, c, w)
+					}
+				}
+			}
+
+			// A completion of the same prompt is raw text, not split.
+			res, err := e.Tokenize(context.Background(), &engine.TokenizeRequest{Model: req.Model, Messages: msgs, Tools: tc.tools})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(tok.Decode(res.Tokens), "<|start|>assistant") {
+				t.Fatalf("the prompt ends %q, want the generation prompt <|start|>assistant", tok.Decode(res.Tokens))
+			}
+			raw := collectHarmony(t, e, &engine.Request{Model: req.Model, PromptTokens: res.Tokens, MaxTokens: 200})[0]
+			if raw.final.Stats.ReasoningTokens != nil || raw.reasoning != "" || raw.text != tok.Decode(tc.script[:len(tc.script)-1]) {
+				t.Errorf("completion: reasoning %q (%v tokens), text %q; want the raw output", raw.reasoning, raw.final.Stats.ReasoningTokens, raw.text)
+			}
+		})
+	}
+}
