@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -266,5 +267,47 @@ func TestHarmonyOutput(t *testing.T) {
 				t.Errorf("completion: reasoning %q (%v tokens), text %q; want the raw output", raw.reasoning, raw.final.Stats.ReasoningTokens, raw.text)
 			}
 		})
+	}
+}
+
+// TestHarmonyForcedCall: tool_choice required and a named function hold
+// the random harmony model to gpt-oss's call syntax (after any analysis
+// and preambles): every choice ends with one call of a declared tool,
+// valid arguments and finish_reason tool_calls, and its analysis counts.
+func TestHarmonyForcedCall(t *testing.T) {
+	t.Parallel()
+	e := newHarmonyEngine(t, nil)
+	tools := []engine.Tool{
+		{Name: "get_weather", Description: "Weather of a city", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string","maxLength":10}},"required":["city"],"additionalProperties":false}`)},
+		{Name: "get_time", Description: "The time"}, // gpt-oss's template needs every description
+	}
+	msgs := []engine.Message{{Role: engine.RoleUser, Content: "What is the weather in Paris?"}}
+	for _, choice := range []engine.ToolChoice{{Mode: engine.ToolChoiceRequired}, {Mode: engine.ToolChoiceFunction, Name: "get_weather"}} {
+		req := &engine.Request{Model: e.Models()[0].ID, Messages: msgs, Tools: tools, ToolChoice: choice, MaxTokens: 120, N: 4,
+			Sampling: engine.Sampling{Temperature: 1, Seed: seed(3)}}
+		reasoned := false
+		for i, got := range collectHarmony(t, e, req) {
+			st := got.final.Stats
+			if got.final.FinishReason != engine.FinishToolCalls || len(got.calls) != 1 {
+				t.Fatalf("%s, choice %d: finish %s with calls %+v (reasoning %q, text %q)", choice.Mode, i, got.final.FinishReason, got.calls, got.reasoning, got.text)
+			}
+			c := got.calls[0]
+			var args map[string]any
+			if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+				t.Errorf("%s, choice %d: arguments %q: %v", choice.Mode, i, c.Arguments, err)
+			}
+			if _, ok := args["city"]; c.Name == "get_weather" && !ok {
+				t.Errorf("%s, choice %d: get_weather without a city: %q", choice.Mode, i, c.Arguments)
+			}
+			if choice.Mode == engine.ToolChoiceFunction && c.Name != "get_weather" {
+				t.Errorf("named get_weather, choice %d called %s", i, c.Name)
+			}
+			n := *st.ReasoningTokens
+			if n >= st.CompletionTokens || (got.reasoning != "") != (n > 0) {
+				t.Errorf("%s, choice %d: %d reasoning tokens of %d for reasoning %q", choice.Mode, i, n, st.CompletionTokens, got.reasoning)
+			}
+			reasoned = reasoned || n > 0
+		}
+		t.Logf("%s: some choice reasoned first: %v", choice.Mode, reasoned)
 	}
 }

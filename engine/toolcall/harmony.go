@@ -71,6 +71,14 @@ type harmonyState struct {
 	body     harmonyBody
 	call     int  // index of the call whose arguments the body is
 	argsSent bool // some of its arguments were sent
+	// A call's arguments are a JSON value, read as such so that a marker's
+	// text inside a string does not end them: argsAt is where the value
+	// starts (0: not yet seen), argsDone that it is complete (the rest of
+	// the body is dropped), raw that it broke, after which the body up to
+	// the next marker is sent as it is.
+	argsAt   int
+	argsDone bool
+	raw      bool
 }
 
 // Stream reports which stream the text fed so far ends in (see Stream).
@@ -105,6 +113,12 @@ func (p *Parser) advanceHarmony(final bool) {
 		s := p.text[p.base:]
 		if !h.inBody {
 			if !p.harmonyHeader(s, final) {
+				return
+			}
+			continue
+		}
+		if h.body == bodyCall && !h.raw {
+			if !p.harmonyArgs(final) {
 				return
 			}
 			continue
@@ -163,6 +177,51 @@ func (p *Parser) harmonyHeader(s []byte, final bool) bool {
 		h.body = bodyReasoning
 	}
 	return true
+}
+
+// harmonyArgs reads a call's arguments as a JSON value and reports
+// whether it moved on: to the end of the message, or to raw text.
+func (p *Parser) harmonyArgs(final bool) bool {
+	h := &p.harmony
+	if h.argsAt == 0 {
+		k := skipWS(p.text, p.base)
+		p.base = k
+		if k == len(p.text) {
+			if final {
+				p.endBody()
+			}
+			return false
+		}
+		h.argsAt = k
+	}
+	if h.argsDone {
+		// Whatever follows the value in its message is dropped.
+		if _, next := harmonyBodyEnd(p.text[p.base:]); next >= 0 {
+			p.base += next
+			p.endBody()
+			return true
+		}
+		if final {
+			p.base = len(p.text)
+			p.endBody()
+		}
+		return false
+	}
+	end, st := scanValue(p.text, h.argsAt)
+	p.harmonyText(p.text[p.base:end])
+	p.base = end
+	switch st {
+	case scanOK:
+		h.argsDone = true
+		return true
+	case scanBad:
+		h.raw = true
+		return true
+	}
+	if final {
+		p.endBody()
+	}
+	return false
 }
 
 // harmonyText sends body text by the current body's kind. A call's

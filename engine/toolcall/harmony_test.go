@@ -1,10 +1,17 @@
 package toolcall
 
 import (
+	"math/bits"
+	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"rill/engine/grammar"
 )
 
 type harmonyCase struct {
@@ -50,6 +57,14 @@ var harmonyCases = []harmonyCase{
 	{name: "body ends at start without end",
 		text:      "<|channel|>analysis<|message|>a<|start|>assistant<|channel|>final<|message|>c",
 		reasoning: "a", content: "c"},
+	{name: "marker text inside arguments", text: `<|channel|>commentary to=functions.f<|message|>{"a": "x<|end|>y"}`,
+		calls: []Call{{"call_1", "f", `{"a": "x<|end|>y"}`}}},
+	{name: "text after the arguments is dropped",
+		text:    `<|channel|>commentary to=functions.f<|message|>{"a": 1} extra<|end|><|start|>assistant<|channel|>final<|message|>done`,
+		content: "done", calls: []Call{{"call_1", "f", `{"a": 1}`}}},
+	{name: "broken arguments go as they are",
+		text:    `<|channel|>commentary to=functions.f<|message|>{"a": tru!}<|end|><|start|>assistant<|channel|>final<|message|>x`,
+		content: "x", calls: []Call{{"call_1", "f", `{"a": tru!}`}}},
 	{name: "plain text is content", text: "Just an answer, 3 < 4.", content: "Just an answer, 3 < 4."},
 	{name: "plain json is content", text: `{"a": [1, 2]}`, content: `{"a": [1, 2]}`},
 	{name: "cut inside header", text: "<|channel|>analysis<|message|>r<|end|><|start|>assistant<|channel|>fin", reasoning: "r"},
@@ -184,5 +199,101 @@ func TestHarmonyStream(t *testing.T) {
 	}
 	if NewParser(Hermes, Options{}).Stream() != StreamAnswer {
 		t.Error("a Hermes parser is not in the answer stream")
+	}
+}
+
+// harmonyVocab is the 256 single bytes, the harmony markers as single
+// tokens, and an end-of-generation token.
+func harmonyVocab(t *testing.T) *grammar.Vocab {
+	t.Helper()
+	var toks [][]byte
+	for b := range 256 {
+		toks = append(toks, []byte{byte(b)})
+	}
+	for _, m := range []string{harmonyStart, harmonyChannel, harmonyMessage, harmonyEnd, harmonyConstrain, "assistant", "analysis", "commentary", " to=functions."} {
+		toks = append(toks, []byte(m))
+	}
+	toks = append(toks, nil)
+	v, err := grammar.NewVocab(toks, []int{len(toks) - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestHarmonyGrammar: the forcing grammar takes what gpt-oss writes before
+// and as a call, refuses other output, and whatever is sampled under it
+// (with the budget that makes it end) parses back as exactly one call of a
+// declared tool with valid arguments.
+func TestHarmonyGrammar(t *testing.T) {
+	t.Parallel()
+	g, err := Grammar(Harmony, testTools, GrammarOptions{Parallel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := harmonyVocab(t)
+	for text, want := range map[string]bool{
+		`<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}`: true,
+		` to=functions.get_time<|channel|>commentary json<|message|>{}`:              true,
+		`<|channel|>analysis to=functions.get_time<|message|>{}`:                     true,
+		"<|channel|>analysis<|message|>a << b < c<|end|><|start|>assistant<|channel|>commentary<|message|>Wait.<|end|>" +
+			`<|start|>assistant<|channel|>commentary to=functions.get_time<|message|>{}`: true,
+		`<|channel|>final<|message|>Hi`:                        false,
+		`<|channel|>commentary to=functions.nope<|message|>{}`: false,
+		`<|channel|>analysis<|message|>x <|y<|end|><|start|>assistant<|channel|>commentary to=functions.get_time<|message|>{}`: false,
+		`<|channel|>commentary to=functions.get_time<|message|>{}<|end|>`:                                                      false,
+	} {
+		m := grammar.NewMatcher(g, v)
+		ok := m.AcceptBytes([]byte(text)) == nil && m.Accept(v.Size()-1) == nil
+		if ok != want {
+			t.Errorf("%q: accepted %v, want %v", text, ok, want)
+		}
+	}
+
+	val := validators(t)
+	var names []string
+	for _, tool := range testTools {
+		names = append(names, tool.Name)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	mask := make([]uint64, grammar.MaskWords(v.Size()))
+	seen := map[string]bool{}
+	reasoned := false
+	for range 30 {
+		m := grammar.NewMatcher(g, v)
+		var out []byte
+		for left := 160; !m.Ended(); left-- {
+			m.MaskBudget(mask, left)
+			var ids []int
+			for w, word := range mask {
+				for ; word != 0; word &= word - 1 {
+					ids = append(ids, w*64+bits.TrailingZeros64(word))
+				}
+			}
+			if len(ids) == 0 {
+				t.Fatalf("nothing allowed after %q", out)
+			}
+			pick := ids[rng.IntN(len(ids))]
+			if err := m.Accept(pick); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v.Token(pick)...)
+		}
+		reasoning, _, calls := ParseReasoning(Harmony, string(out), Options{Tools: names})
+		if len(calls) != 1 {
+			t.Fatalf("%q parsed as %d calls", out, len(calls))
+		}
+		reasoned = reasoned || reasoning != ""
+		seen[calls[0].Name] = true
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(calls[0].Arguments))
+		if err != nil {
+			t.Fatalf("%q: arguments %q are not JSON: %v", out, calls[0].Arguments, err)
+		}
+		if err := val[calls[0].Name].Validate(inst); err != nil {
+			t.Fatalf("%q: arguments of %s invalid: %v", out, calls[0].Name, err)
+		}
+	}
+	if len(seen) < 2 || !reasoned {
+		t.Errorf("30 samples called only %v, with reasoning %v", seen, reasoned)
 	}
 }
