@@ -311,3 +311,41 @@ func TestHarmonyForcedCall(t *testing.T) {
 		t.Logf("%s: some choice reasoned first: %v", choice.Mode, reasoned)
 	}
 }
+
+// TestReasoningEffort: the request's reasoning_effort reaches gpt-oss's
+// template, which prints it (medium without one), over the kwargs' own;
+// "none" turns Qwen 3's thinking off as enable_thinking false does.
+func TestReasoningEffort(t *testing.T) {
+	t.Parallel()
+	e := newHarmonyEngine(t, nil)
+	msgs := []engine.Message{{Role: engine.RoleUser, Content: "Hi"}}
+	for _, tc := range []struct {
+		effort string
+		kwargs map[string]any
+		want   string
+	}{
+		{"", nil, "Reasoning: medium\n"},
+		{"low", nil, "Reasoning: low\n"},
+		{"high", map[string]any{"reasoning_effort": "low"}, "Reasoning: high\n"},
+		{"", map[string]any{"reasoning_effort": "low"}, "Reasoning: low\n"},
+	} {
+		text, _, err := e.renderChat(chatRender{msgs: msgs, kwargs: tc.kwargs, effort: tc.effort})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text, tc.want) {
+			t.Errorf("effort %q, kwargs %v: prompt lacks %q:\n%s", tc.effort, tc.kwargs, tc.want, text)
+		}
+	}
+
+	q := newQwenEngine(t, templateQwen3, Options{})
+	for effort, off := range map[string]bool{"": false, "none": true, "minimal": true, "high": false} {
+		text, _, err := q.renderChat(chatRender{msgs: msgs, effort: effort})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.HasSuffix(text, "<think>\n\n</think>\n\n"); got != off {
+			t.Errorf("Qwen 3, effort %q: thinking off %v, want %v (prompt ends %q)", effort, got, off, text[max(0, len(text)-30):])
+		}
+	}
+}
