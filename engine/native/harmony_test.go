@@ -2,12 +2,17 @@ package native
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"rill/engine"
 	"rill/engine/gguf"
@@ -346,6 +351,63 @@ func TestReasoningEffort(t *testing.T) {
 		}
 		if got := strings.HasSuffix(text, "<think>\n\n</think>\n\n"); got != off {
 			t.Errorf("Qwen 3, effort %q: thinking off %v, want %v (prompt ends %q)", effort, got, off, text[max(0, len(text)-30):])
+		}
+	}
+}
+
+// TestHarmonyHistoryGolden renders conversations with earlier reasoning,
+// tool calls and tool results through gpt-oss's template as Generate does,
+// and wants the prompts Python's jinja2 renders from them as llama.cpp and
+// transformers pass them (testdata/harmony_golden.json, written by
+// scripts/chat/harmonygolden.py): reasoning_content as the template's
+// thinking, the content of a turn with reasoning and calls left out.
+func TestHarmonyHistoryGolden(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("testdata", "harmony_golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		SHA256 string `json:"sha256"`
+		Now    string `json:"now"`
+		Cases  []struct {
+			Name    string          `json:"name"`
+			Request json.RawMessage `json:"request"`
+			Prompt  string          `json:"prompt"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	src := templateSource(t, templateGPTOSS)
+	if sum := sha256.Sum256([]byte(src)); hex.EncodeToString(sum[:]) != g.SHA256 {
+		t.Fatalf("the template in ../shared is not the one the golden was rendered from: run scripts/chat/harmonygolden.py")
+	}
+	now, err := time.Parse("2006-01-02T15:04:05", g.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newTemplateEngine(t, src, now)
+	for _, c := range g.Cases {
+		req := engineRequest(t, c.Request)
+		var effort struct {
+			ReasoningEffort string `json:"reasoning_effort"`
+		}
+		if err := json.Unmarshal(c.Request, &effort); err != nil {
+			t.Fatal(err)
+		}
+		k, err := e.constraintFor(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := promptRequest(req, k)
+		text, _, err := e.renderChat(chatRender{msgs: r.Messages, tools: r.Tools, kwargs: r.ChatTemplateKwargs, effort: effort.ReasoningEffort})
+		if err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+			continue
+		}
+		if text != c.Prompt {
+			t.Errorf("%s: rill renders\n%s\njinja2 renders\n%s", c.Name, text, c.Prompt)
 		}
 	}
 }
