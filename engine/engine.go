@@ -168,6 +168,13 @@ type Request struct {
 	// a json.RawMessage, which keeps integers and key order as the client
 	// wrote them (the service passes each value so).
 	ChatTemplateKwargs map[string]any
+	// ReasoningEffort is the client's reasoning_effort ("none", "minimal",
+	// "low", "medium", "high", ...); "" when it sent none. The embedded
+	// engine gives it to the chat template as reasoning_effort (gpt-oss's
+	// prints it), over what ChatTemplateKwargs set, as llama.cpp's server
+	// does; "none" and "minimal" turn a reasoning model's thinking off
+	// instead (enable_thinking false, unless ChatTemplateKwargs set it).
+	ReasoningEffort string
 
 	// CacheKey groups requests that share a long prompt prefix, as the
 	// client's prompt_cache_key says; an engine that routes among replicas

@@ -54,6 +54,8 @@ func TestValidateBody(t *testing.T) {
 		{chat, `{"model":"m",` + user + `,"unknown_field":{"x":1},"user":"u","store":true}`, "", "", true},
 		{chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stop":null,"n":null,"stream_options":{}}`, "", "", true},
 		{chat, `{"model":"m",` + user + `,"prediction":{"type":"content","content":"abc"},"top_k":5,"min_p":0.1,"ignore_eos":true,"no_draft":false}`, "", "", true},
+		{chat, `{"model":"m",` + user + `,"reasoning_effort":"high"}`, "", "", true},
+		{chat, `{"model":"m",` + user + `,"reasoning_effort":"extreme"}`, "reasoning_effort", "invalid_value", false},
 		{chat, `{"model":"m","messages":[{"role":"bad","content":"hi"}]}`, "messages[0].role", "invalid_value", false},
 		{chat, `{"model":"m","messages":[]}`, "messages", "empty_array", false},
 		{chat, `{"model":"m"}`, "messages", "missing_required_parameter", false},

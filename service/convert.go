@@ -83,6 +83,9 @@ func chatPlan(r *chatRequest) (*job, *apiError) {
 	}
 	req.Messages = msgs
 	req.ChatTemplateKwargs = templateKwargs(r.ChatTemplateKwargs)
+	if r.ReasoningEffort != nil {
+		req.ReasoningEffort = *r.ReasoningEffort
+	}
 
 	if r.TopLogprobs != nil && (r.Logprobs == nil || !*r.Logprobs) {
 		return nil, invalid("top_logprobs", "invalid_value",

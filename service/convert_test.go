@@ -49,6 +49,16 @@ func TestChatPlan(t *testing.T) {
 					t.Errorf("sampling %+v, want %+v", req.Sampling, want)
 				}
 			}},
+		{"reasoning_effort goes to the engine", `{"model":"m",` + user + `,"reasoning_effort":"low"}`, func(t *testing.T, p *job, req *engine.Request) {
+			if req.ReasoningEffort != "low" {
+				t.Errorf("reasoning effort %q, want low", req.ReasoningEffort)
+			}
+		}},
+		{"no reasoning_effort", `{"model":"m",` + user + `,"reasoning_effort":null}`, func(t *testing.T, p *job, req *engine.Request) {
+			if req.ReasoningEffort != "" {
+				t.Errorf("reasoning effort %q, want none", req.ReasoningEffort)
+			}
+		}},
 		{"top_p 0 is the smallest nucleus, not off", `{"model":"m",` + user + `,"top_p":0}`, func(t *testing.T, p *job, req *engine.Request) {
 			if req.Sampling.TopP != math.SmallestNonzeroFloat64 {
 				t.Errorf("top_p %v", req.Sampling.TopP)

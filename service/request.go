@@ -92,6 +92,9 @@ type chatRequest struct {
 	// ChatTemplateKwargs is vLLM's extension: further variables for the
 	// model's chat template, such as {"enable_thinking": false}.
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+	// ReasoningEffort is OpenAI's reasoning_effort, for the chat template
+	// (engine.Request.ReasoningEffort).
+	ReasoningEffort *string `json:"reasoning_effort"`
 }
 
 type chatMessage struct {

@@ -53,6 +53,7 @@ func applyReasoning(r *responseRequest, req *engine.Request, p *responseJob) {
 	}
 	if rs.Effort != nil {
 		p.reasoningEffort = *rs.Effort
+		req.ReasoningEffort = *rs.Effort
 		if thinkingOff(*rs.Effort) {
 			req.ChatTemplateKwargs = map[string]any{"enable_thinking": false}
 		}

@@ -223,6 +223,9 @@ func TestResponsesReasoningEffort(t *testing.T) {
 		if got := p.reqs[0].ChatTemplateKwargs; !reflect.DeepEqual(got, tt.kwargs) {
 			t.Errorf("%s: chat template kwargs %v, want %v", tt.reasoning, got, tt.kwargs)
 		}
+		if effort, _, _ := strings.Cut(strings.TrimPrefix(tt.echo, `{"effort":"`), `"`); strings.HasPrefix(tt.echo, `{"effort":"`) && p.reqs[0].ReasoningEffort != effort {
+			t.Errorf("%s: reasoning effort %q, want %q", tt.reasoning, p.reqs[0].ReasoningEffort, effort)
+		}
 		if got := string(p.appendReasoningEcho(nil)); got != tt.echo {
 			t.Errorf("%s: echo %s, want %s", tt.reasoning, got, tt.echo)
 		}

@@ -11,6 +11,10 @@ import (
 //
 //   - a developer message becomes a system message, except for templates
 //     with gpt-oss's channels (<|channel|>), which have a developer role;
+//   - for those, an assistant message's reasoning is also its "thinking",
+//     the name gpt-oss's template reads, and a message with reasoning and
+//     tool calls loses its content (the template refuses both, and shows
+//     the one as the analysis before the call), as llama.cpp passes them;
 //   - for a template without the system role, a system message is folded
 //     into the message after it: the system text, "\n", then that
 //     message's content (so Phi-3 sees it at the start of the first user
@@ -32,6 +36,12 @@ func (t *Template) Adapt(c Conversation) Conversation {
 	for _, m := range c.Messages {
 		if m.Role == "developer" && developerIsSystem {
 			m.Role = "system"
+		}
+		if !developerIsSystem && m.ReasoningContent != "" {
+			m.Thinking = m.ReasoningContent
+			if len(m.ToolCalls) > 0 {
+				m.Content, m.NullContent, m.ContentParts = "", false, nil
+			}
 		}
 		if !caps.ObjectArguments && len(m.ToolCalls) > 0 {
 			calls := make([]ToolCall, len(m.ToolCalls))

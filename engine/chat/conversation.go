@@ -12,8 +12,8 @@ import (
 )
 
 // Message is one chat message as a template sees it: a dict with "role"
-// and "content", then "reasoning_content", "name", "tool_calls" and
-// "tool_call_id" when they are set, in that order.
+// and "content", then "reasoning_content", "thinking", "name",
+// "tool_calls" and "tool_call_id" when they are set, in that order.
 type Message struct {
 	Role    string
 	Content string
@@ -29,8 +29,11 @@ type Message struct {
 	// ReasoningContent is the reasoning of an earlier assistant turn, which
 	// thinking templates (Qwen 3) put back between <think> tags.
 	ReasoningContent string
-	Name             string
-	ToolCalls        []ToolCall
+	// Thinking is the same for templates that read it under that name
+	// (gpt-oss's; Adapt sets it).
+	Thinking  string
+	Name      string
+	ToolCalls []ToolCall
 	// ToolCallID is the id of the call a "tool" message answers.
 	ToolCallID string
 }
@@ -165,6 +168,9 @@ func messageDict(m Message) (*dict, error) {
 	}
 	if m.ReasoningContent != "" {
 		_ = d.set("reasoning_content", m.ReasoningContent)
+	}
+	if m.Thinking != "" {
+		_ = d.set("thinking", m.Thinking)
 	}
 	if m.Name != "" {
 		_ = d.set("name", m.Name)

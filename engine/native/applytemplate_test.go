@@ -77,7 +77,7 @@ var peerDifferences = []peerDifference{
 			"deepseek-ai-DeepSeek-V4.jinja", "ggml-vocab-phi-3.gguf.chat_template.jinja", "google-gemma-4-31B-it-interleaved.jinja",
 			"google-gemma-4-31B-it.jinja", "ibm-granite-granite-3.3-2B-Instruct.jinja", "llama-cpp-deepseek-r1.jinja",
 			"llama-cpp-rwkv-world.jinja", "meetkai-functionary-medium-v3.2.jinja", "microsoft-Phi-3.5-mini-instruct.jinja",
-			"moonshotai-Kimi-K2.jinja", "muse-glimmer.jinja", "openai-gpt-oss-120b.jinja", "openbmb-MiniCPM5-1B.jinja",
+			"moonshotai-Kimi-K2.jinja", "muse-glimmer.jinja", "openbmb-MiniCPM5-1B.jinja",
 			"tencent-Hy3.jinja", "upstage-Solar-Open-100B.jinja",
 		},
 	},

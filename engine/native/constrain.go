@@ -347,7 +347,7 @@ func newShaper(k *constraint, maxTokens int) *shaper {
 	if k.grammar != nil {
 		s.matcher = grammar.NewMatcher(k.grammar, k.vocab)
 	}
-	if k.parse {
+	if k.parse && k.format != toolcall.Harmony { // a harmonySplit reads those
 		s.parser = toolcall.NewParser(k.format, toolcall.Options{Tools: k.tools})
 	}
 	return s

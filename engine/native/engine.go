@@ -263,7 +263,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		slog.Int("context_length", ctxLen),
 		slog.String("chat_template", tmpl.Name()),
 		slog.Bool("chat_template_override", o.ChatTemplate != ""),
-		slog.Bool("reasoning", e.think.reasons()),
+		slog.Bool("reasoning", e.think.reasons() || e.toolFormat == toolcall.Harmony),
 		slog.String("tool_format", string(e.toolFormat)),
 		slog.String("speculative", e.proposerName()),
 		slog.Int("draft_tokens", o.DraftTokens),

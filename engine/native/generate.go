@@ -12,6 +12,7 @@ import (
 	"rill/engine/sched"
 	"rill/engine/spec"
 	"rill/engine/tokenizer"
+	"rill/engine/toolcall"
 )
 
 // request is one Generate call. Generate builds it; from then on the loop
@@ -20,6 +21,7 @@ type request struct {
 	req       *engine.Request
 	prompt    []int32
 	think     thinkPhase // where each choice's output starts (chat on a reasoning model)
+	harmony   bool       // chat on a harmony model: each choice reads its output with a harmonySplit
 	maxTokens int
 	out       *engine.Queue
 	arrival   time.Time
@@ -102,6 +104,7 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 		req:        req,
 		prompt:     prompt,
 		think:      think,
+		harmony:    req.Messages != nil && e.toolFormat == toolcall.Harmony,
 		maxTokens:  maxTokens,
 		arrival:    time.Now(),
 		verdict:    make(chan error, 1),
@@ -180,10 +183,13 @@ type choice struct {
 	// the block's text back as stop does the answer's.
 	think         thinkSplit
 	stopReasoning stopper
-	emitted       int       // completion tokens emitted
-	first         time.Time // when the first token was emitted
-	finished      bool      // ended (see Engine.finish); the step tells the scheduler
-	top           []sample.Logprob
+	// harmony reads a harmony model's output (chat only; see harmony.go);
+	// think is then unused.
+	harmony  *harmonySplit
+	emitted  int       // completion tokens emitted
+	first    time.Time // when the first token was emitted
+	finished bool      // ended (see Engine.finish); the step tells the scheduler
+	top      []sample.Logprob
 	// shaper applies the request's constraint to this choice (its grammar
 	// matcher, logit bias and tool-call parser); nil for none.
 	shaper *shaper
@@ -211,6 +217,9 @@ func (e *Engine) newChoice(r *request, i int, seed uint64) *choice {
 		think:         thinkSplit{phase: r.think},
 		stopReasoning: stopper{stops: r.req.Stop},
 		shaper:        newShaper(r.constraint, r.maxTokens),
+	}
+	if r.harmony {
+		c.harmony = newHarmonySplit(r.constraint)
 	}
 	if r.draft != draftNone {
 		c.backoff = spec.Backoff{Max: e.opts.DraftTokens}

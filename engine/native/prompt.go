@@ -36,7 +36,7 @@ func (e *Engine) promptTokens(ctx context.Context, req *engine.Request) ([]int32
 	case req.Messages != nil:
 		var text string
 		var opts tokenizer.EncodeOptions
-		text, opts, err = e.renderChat(chatRender{msgs: req.Messages, tools: req.Tools, kwargs: req.ChatTemplateKwargs})
+		text, opts, err = e.renderChat(chatRender{msgs: req.Messages, tools: req.Tools, kwargs: req.ChatTemplateKwargs, effort: req.ReasoningEffort})
 		if err != nil {
 			return nil, phaseNone, err
 		}
@@ -75,6 +75,7 @@ type chatRender struct {
 	msgs   []engine.Message
 	tools  []engine.Tool
 	kwargs map[string]any
+	effort string // the request's reasoning_effort
 	// noSpecial leaves out the tokens the vocabulary adds (BOS);
 	// noGeneration the template's cue for the assistant's reply.
 	noSpecial, noGeneration bool
@@ -92,7 +93,7 @@ func (e *Engine) renderChat(c chatRender) (string, tokenizer.EncodeOptions, erro
 	if len(c.msgs) == 0 {
 		return "", opts, engine.Errorf("", "messages", "messages must not be empty")
 	}
-	conv, err := e.conversation(c.msgs, c.tools, c.kwargs)
+	conv, err := e.conversation(c.msgs, c.tools, c.kwargs, c.effort)
 	if err != nil {
 		return "", opts, err
 	}
@@ -165,12 +166,15 @@ func firstSpecial(msgs []engine.Message, specials []string) string {
 // adapted to what the template can show (chat.Template.Adapt: a system
 // message folded into the first user turn of a template without the
 // system role, arguments as JSON text for a template that prints them as
-// text, ...). A model that reasons gets
+// text, ...). The request's reasoning effort, if any, is reasoning_effort
+// (over the kwargs' own, as llama.cpp's server sets it), except that
+// "none" and "minimal" are enable_thinking false unless the kwargs set
+// it, as the Responses API's reasoning.effort is. A model that reasons gets
 // enable_thinking true unless the client set it, as llama.cpp's server
 // passes it (templates that test it for false, like Qwen 3's, render the
 // same; those that think only when it is true, like llama.cpp's copies of
 // QwQ's and DeepSeek-R1's, then think by default as the models do).
-func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs map[string]any) (chat.Conversation, error) {
+func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs map[string]any, effort string) (chat.Conversation, error) {
 	// Tools and documents the request does not have are undefined, not
 	// None, as llama.cpp's server leaves them.
 	conv := chat.Conversation{Messages: make([]chat.Message, len(msgs)), AddGenerationPrompt: true, AbsentUndefined: true}
@@ -210,6 +214,15 @@ func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs
 	conv.Vars = map[string]any{"date_string": now.Format("02 Jan 2006"), "datetime": now.Format("Jan 02 2006")}
 	for k, v := range kwargs {
 		conv.Vars[k] = v
+	}
+	switch effort {
+	case "":
+	case "none", "minimal":
+		if _, set := conv.Vars["enable_thinking"]; !set {
+			conv.Vars["enable_thinking"] = false
+		}
+	default:
+		conv.Vars["reasoning_effort"] = effort
 	}
 	if _, set := conv.Vars["enable_thinking"]; !set && e.think.reasons() {
 		conv.Vars["enable_thinking"] = true

@@ -224,6 +224,17 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 // the tool-call markers among the control tokens (see decode).
 func (c *choice) text(m thinkMarkers, markers map[int]string, tok int, eog, ending bool) (reasoning, text string, stopped bool) {
 	var out output
+	if c.harmony != nil {
+		s := c.dec.Flush()
+		if !eog {
+			s = c.dec.Add(tok)
+			if ending {
+				s += c.dec.Flush()
+			}
+		}
+		c.harmony.feed(s, true, ending, &out)
+		return c.stopText(&out, ending)
+	}
 	if eog {
 		if c.think.thinking() {
 			c.think.tokens++ // the model ended inside its thinking block
@@ -280,7 +291,7 @@ func (c *choice) stopText(o *output, ending bool) (reasoning, text string, stopp
 	if stopped {
 		return reasoning, "", true
 	}
-	if !c.think.thinking() || ending {
+	if !c.reasoning() || ending {
 		// The block is over (or the choice ends): nothing held back in the
 		// reasoning can become a stop string any more.
 		reasoning += c.stopReasoning.flush()
@@ -292,6 +303,9 @@ func (c *choice) stopText(o *output, ending bool) (reasoning, text string, stopp
 	return reasoning, text, stopped
 }
 
+// reasoning reports whether c's text now goes to the reasoning stream.
+func (c *choice) reasoning() bool { return c.think.thinking() || c.harmony.reasoning() }
+
 // output streams the next answer text of c (final: its last) in ev, whose
 // Reasoning and Logprobs are set: as content and tool-call deltas when c
 // parses tool calls (the reasoning never holds calls), else as text. An
@@ -300,6 +314,9 @@ func (e *Engine) output(c *choice, ev *engine.Event, text string, final bool) {
 	ev.Text = text
 	if c.shaper != nil && c.shaper.parser != nil {
 		ev.Text, ev.ToolCalls = c.shaper.parse(text, final)
+	}
+	if c.harmony != nil {
+		ev.ToolCalls = c.harmony.takeCalls()
 	}
 	if ev.Text == "" && ev.Reasoning == "" && ev.Logprobs == nil && len(ev.ToolCalls) == 0 {
 		return
@@ -315,7 +332,11 @@ func (e *Engine) output(c *choice, ev *engine.Event, text string, final bool) {
 // stop strings and tool calls is sent, then the final event.
 func (e *Engine) cut(c *choice, reason engine.FinishReason) {
 	var o output
-	o.add(c.think.thinking(), c.dec.Flush())
+	if c.harmony != nil {
+		c.harmony.feed(c.dec.Flush(), false, true, &o)
+	} else {
+		o.add(c.think.thinking(), c.dec.Flush())
+	}
 	ev := engine.Event{Choice: c.index}
 	var text string
 	var stopped bool
@@ -348,7 +369,7 @@ func (e *Engine) logprob(c *choice, row []float32, tok int) engine.TokenLogprob 
 // step is over (endFinished).
 func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 	r := c.r
-	if reason == engine.FinishStop && c.shaper != nil && c.shaper.calls > 0 {
+	if reason == engine.FinishStop && (c.shaper != nil && c.shaper.calls > 0 || c.harmony != nil && c.harmony.begun > 0) {
 		reason = engine.FinishToolCalls
 	}
 	c.finished = true
@@ -393,8 +414,12 @@ func (c *choice) stats(final bool) *engine.Stats {
 		}
 		b.stats.DraftAccepted, b.stats.DraftRejected = &b.accepted, &b.rejected
 	}
-	if r.think != phaseNone {
+	switch {
+	case r.think != phaseNone:
 		b.reasoning = c.think.tokens
+		b.stats.ReasoningTokens = &b.reasoning
+	case c.harmony != nil:
+		b.reasoning = c.harmony.tokens
 		b.stats.ReasoningTokens = &b.reasoning
 	}
 	return &b.stats

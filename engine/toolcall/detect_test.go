@@ -23,6 +23,7 @@ func TestDetectRealTemplates(t *testing.T) {
 		"llamacpp-2eb29bf8/templates/meta-llama-Meta-Llama-3.1-8B-Instruct.jinja": Llama3,
 		"llamacpp-node-bundle/mistralai-Mistral-Nemo-Instruct-2407.jinja":         Mistral,
 		"llamacpp-node-bundle/Mistral-Small-3.2-24B-Instruct-2506.jinja":          MistralArgs,
+		"llamacpp-node-bundle/openai-gpt-oss-120b.jinja":                          Harmony,
 		"llamacpp-node-bundle/google-gemma-2-2b-it.jinja":                         Generic,
 		"llamacpp-node-bundle/microsoft-Phi-3.5-mini-instruct.jinja":              Generic,
 		"llamacpp-2eb29bf8/templates/Qwen-Qwen2-7B-Instruct.jinja":                Generic,
@@ -44,13 +45,14 @@ func TestDetectRealTemplates(t *testing.T) {
 func TestDetect(t *testing.T) {
 	t.Parallel()
 	for src, want := range map[string]Format{
-		"{{ '[TOOL_CALLS]' + name + '[ARGS]' }}": MistralArgs,
-		"{{ '[TOOL_CALLS][' }}":                  Mistral,
-		"<tool_call>\n{{ tool_call | tojson }}":  Hermes,
-		"{{ '<|python_tag|>' }}":                 Llama3,
-		"{% if message.role == 'ipython' %}":     Llama3,
-		"{{ messages[0].content }}":              Generic,
-		"":                                       Generic,
+		"{{ '[TOOL_CALLS]' + name + '[ARGS]' }}":                MistralArgs,
+		"{{ '[TOOL_CALLS][' }}":                                 Mistral,
+		"<tool_call>\n{{ tool_call | tojson }}":                 Hermes,
+		"{{ '<|python_tag|>' }}":                                Llama3,
+		"{% if message.role == 'ipython' %}":                    Llama3,
+		"{{ '<|start|>assistant<|channel|>final<|message|>' }}": Harmony,
+		"{{ messages[0].content }}":                             Generic,
+		"":                                                      Generic,
 	} {
 		if got := Detect(src); got != want {
 			t.Errorf("%q: detected %s, want %s", src, got, want)

@@ -15,6 +15,10 @@
 //   - Mistral (7B v0.3, Nemo): [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...];
 //   - MistralArgs (Small 3.2 and later): [TOOL_CALLS]name[ARGS]{...}, with an
 //     optional [CALL_ID]id, repeated per call;
+//   - Harmony (gpt-oss): messages on channels, <|channel|>analysis<|message|>...
+//     as reasoning (Delta.Reasoning), <|channel|>commentary to=functions.NAME
+//     <|constrain|>json<|message|>{...} as a call, the rest as content (see
+//     harmony.go); its parser also runs without tools (Options.NoCalls);
 //   - Generic, for templates without tool syntax: the whole reply is one
 //     JSON object, {"tool_calls": [{"name": ..., "arguments": {...}}]} to
 //     call, or {"content": "..."} to answer in words. The engine puts

@@ -35,6 +35,10 @@ const (
 	// (GenericInstructions), and the grammar (Grammar with AllowContent)
 	// holds the model to it, so even a small model produces it reliably.
 	Generic Format = "generic"
+	// Harmony: gpt-oss's channels, <|channel|>analysis<|message|>... for
+	// reasoning and <|channel|>commentary to=functions.f ...<|message|>{...}
+	// per call (see harmony.go).
+	Harmony Format = "harmony"
 )
 
 // Markers that open tool calls in the model's output. The parser reads the
@@ -56,12 +60,15 @@ const (
 // syntax the template renders past tool calls in is the syntax the model was
 // trained to write.
 //
+//   - "<|channel|>" with "<|message|>": Harmony;
 //   - "[TOOL_CALLS]" with "[ARGS]": MistralArgs; "[TOOL_CALLS]": Mistral;
 //   - "<tool_call>": Hermes;
 //   - "<|python_tag|>" or the "ipython" role: Llama3;
 //   - anything else: Generic.
 func Detect(chatTemplate string) Format {
 	switch {
+	case strings.Contains(chatTemplate, harmonyChannel) && strings.Contains(chatTemplate, harmonyMessage):
+		return Harmony
 	case strings.Contains(chatTemplate, mistralCalls) && strings.Contains(chatTemplate, mistralArgs):
 		return MistralArgs
 	case strings.Contains(chatTemplate, mistralCalls):
@@ -77,7 +84,7 @@ func Detect(chatTemplate string) Format {
 // Valid reports whether f is one of the formats above.
 func (f Format) Valid() bool {
 	switch f {
-	case Hermes, Llama3, Mistral, MistralArgs, Generic:
+	case Hermes, Llama3, Mistral, MistralArgs, Generic, Harmony:
 		return true
 	}
 	return false

@@ -71,6 +71,9 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 	if opts.AllowContent && f != Generic {
 		return nil, fmt.Errorf("toolcall: the %s format cannot express content in a grammar", f)
 	}
+	if f == Harmony {
+		return harmonyGrammar(tools, opts)
+	}
 	b := grammar.NewBuilder()
 	var calls []grammar.Node
 	for i, t := range tools {

@@ -16,14 +16,19 @@ type Options struct {
 	// model writes itself before the arguments (Mistral's [CALL_ID], an
 	// "id" member) is kept.
 	NewID func() string
+	// NoCalls reads no calls at all (tool_choice "none", or no tools):
+	// what looks like one is content. Only Harmony, whose parser also
+	// splits reasoning from the answer, is parsed without tools.
+	NoCalls bool
 }
 
-// Delta is one streaming event: a piece of content, or a piece of a tool
-// call, in the order they occur in the output. Exactly one of Content and
-// Call is set.
+// Delta is one streaming event: a piece of content, of reasoning (only
+// Harmony's analysis channel), or of a tool call, in the order they occur
+// in the output. Exactly one of Content, Reasoning and Call is set.
 type Delta struct {
-	Content string
-	Call    *CallDelta
+	Content   string
+	Reasoning string
+	Call      *CallDelta
 }
 
 // CallDelta is a piece of tool call index, in the shape of OpenAI's
@@ -65,6 +70,7 @@ type Parser struct {
 	atStart bool // nothing but whitespace is decided yet: a bare call may start
 	next    int  // index of the next call
 	region  *region
+	harmony harmonyState // Harmony only
 	out     []Delta
 }
 
@@ -97,6 +103,10 @@ func NewParser(f Format, opts Options) *Parser {
 func (p *Parser) Feed(text string) []Delta {
 	p.out = p.out[:0]
 	p.text = append(p.text, text...)
+	if p.format == Harmony {
+		p.advanceHarmony(false)
+		return p.out
+	}
 	p.advance(false)
 	return p.out
 }
@@ -105,6 +115,10 @@ func (p *Parser) Feed(text string) []Delta {
 // content, a call cut short ends with the arguments seen so far.
 func (p *Parser) Flush() []Delta {
 	p.out = p.out[:0]
+	if p.format == Harmony {
+		p.advanceHarmony(true)
+		return p.out
+	}
 	p.advance(true)
 	return p.out
 }
@@ -123,7 +137,7 @@ func Assemble(deltas []Delta) (content string, calls []Call) {
 	var sb strings.Builder
 	for _, d := range deltas {
 		if d.Call == nil {
-			sb.WriteString(d.Content)
+			sb.WriteString(d.Content) // reasoning is not content
 			continue
 		}
 		for len(calls) <= d.Call.Index {
@@ -148,7 +162,7 @@ func (p *Parser) content(s []byte) {
 	if p.atStart && len(bytes.TrimLeft(s, " \t\r\n")) > 0 {
 		p.atStart = false
 	}
-	if n := len(p.out); n > 0 && p.out[n-1].Call == nil {
+	if n := len(p.out); n > 0 && p.out[n-1].Call == nil && p.out[n-1].Reasoning == "" {
 		p.out[n-1].Content += string(s)
 		return
 	}
