@@ -25,6 +25,10 @@ type wireRequest struct {
 	// ChatTemplateKwargs is vLLM's chat_template_kwargs (llama.cpp and
 	// SGLang read it too).
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+	// ReasoningEffort is OpenAI's reasoning_effort, which vLLM, SGLang and
+	// llama.cpp's server also read (llama.cpp passes it to the chat
+	// template, where gpt-oss prints it).
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	// Prompt is a string or a []int of token ids (completions only).
 	Prompt any `json:"prompt,omitempty"`
 
@@ -178,6 +182,7 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 			}
 			w.ChatTemplateKwargs = req.ChatTemplateKwargs
 		}
+		w.ReasoningEffort = req.ReasoningEffort
 		if req.Logprobs {
 			w.Logprobs = true
 			w.TopLogprobs = req.TopLogprobs
