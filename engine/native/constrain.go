@@ -161,6 +161,13 @@ func (e *Engine) constraintFor(req *engine.Request) (*constraint, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rf != nil && req.Messages != nil && e.toolFormat == toolcall.Harmony {
+		// The schema compiled above; on a harmony model the reply is
+		// the final channel's (HarmonyResponseGrammar).
+		if rf, err = toolcall.HarmonyResponseGrammar(req.ResponseFormat.Schema, e.opts.JSON); err != nil {
+			return nil, engine.Errorf("invalid_value", "response_format", "Invalid schema for response_format '%s': %v", req.ResponseFormat.Name, err)
+		}
+	}
 	k.grammar = rf
 	if err := e.toolConstraint(req, k); err != nil {
 		return nil, err

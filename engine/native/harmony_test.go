@@ -16,6 +16,7 @@ import (
 
 	"rill/engine"
 	"rill/engine/gguf"
+	"rill/engine/grammar"
 	"rill/engine/model"
 	"rill/engine/testmodel"
 	"rill/engine/tokenizer"
@@ -314,6 +315,44 @@ func TestHarmonyForcedCall(t *testing.T) {
 			reasoned = reasoned || n > 0
 		}
 		t.Logf("%s: some choice reasoned first: %v", choice.Mode, reasoned)
+	}
+}
+
+// TestHarmonyResponseFormat: a json_schema reply on a harmony model is
+// written in the final channel, after any analysis, so the JSON arrives as
+// the content and the analysis as counted reasoning.
+func TestHarmonyResponseFormat(t *testing.T) {
+	t.Parallel()
+	e := newHarmonyEngine(t, nil)
+	schema := []byte(`{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}`)
+	req := &engine.Request{Model: e.Models()[0].ID, MaxTokens: 120, N: 4,
+		Messages:       []engine.Message{{Role: engine.RoleUser, Content: "Name a city."}},
+		ResponseFormat: &engine.ResponseFormat{Type: engine.FormatJSONSchema, Name: "city", Schema: schema},
+		Sampling:       engine.Sampling{Temperature: 1, Seed: seed(5)}}
+	k, err := e.constraintFor(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{
+		`{"city":"Oslo"}`: false, // the model would be forced off its <|channel|>
+		`<|channel|>final<|message|>{"city":"Oslo"}`:                                                           true,
+		`<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>final<|message|>{"city":"Oslo"}`: true,
+	} {
+		if ok := grammar.NewMatcher(k.grammar, k.vocab).AcceptBytes([]byte(text)) == nil; ok != want {
+			t.Errorf("%q: accepted %v, want %v", text, ok, want)
+		}
+	}
+	for i, got := range collectHarmony(t, e, req) {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(got.text), &v); err != nil || v["city"] == nil {
+			t.Errorf("choice %d: content %q is not the schema's object (%v); reasoning %q, finish %s", i, got.text, err, got.reasoning, got.final.FinishReason)
+		}
+		if got.final.FinishReason != engine.FinishStop || len(got.calls) != 0 {
+			t.Errorf("choice %d: finish %s with calls %+v", i, got.final.FinishReason, got.calls)
+		}
+		if n := *got.final.Stats.ReasoningTokens; (got.reasoning != "") != (n > 0) {
+			t.Errorf("choice %d: %d reasoning tokens for reasoning %q", i, n, got.reasoning)
+		}
 	}
 }
 

@@ -24,25 +24,10 @@ import (
 // nothing; opts.JSON's whitespace applies inside the arguments only.
 func harmonyGrammar(tools []Tool, opts GrammarOptions) (*grammar.Grammar, error) {
 	b := grammar.NewBuilder()
-	var notLt, notLtBar []byte
-	for c := 0; c < 256; c++ {
-		if c != '<' {
-			notLt = append(notLt, byte(c))
-			if c != '|' {
-				notLtBar = append(notLtBar, byte(c))
-			}
-		}
-	}
-	text := b.Define("harmony-text", grammar.Repeat(grammar.Alt(
-		grammar.Bytes(string(notLt)),
-		grammar.Seq(grammar.Repeat(grammar.Lit("<"), 1, -1), grammar.Bytes(string(notLtBar))),
-	), 0, -1))
-	message := func(channel string) grammar.Node {
-		return grammar.Seq(grammar.Lit(harmonyChannel+channel+harmonyMessage), text, grammar.Lit(harmonyEnd+harmonyStart+"assistant"))
-	}
+	message := harmonyMessages(b)
 	before := grammar.Repeat(grammar.Alt(message("analysis"), message("commentary")), 0, -1)
 	channel := grammar.Seq(grammar.Lit(harmonyChannel), grammar.Alt(grammar.Lit("commentary"), grammar.Lit("analysis")))
-	constraint := grammar.Opt(grammar.Seq(grammar.Lit(" "), grammar.Opt(grammar.Lit(harmonyConstrain)), grammar.Lit("json")))
+	constraint := harmonyConstraint()
 	var calls []grammar.Node
 	for i, t := range tools {
 		if t.Name == "" {
@@ -67,4 +52,59 @@ func harmonyGrammar(tools []Tool, opts GrammarOptions) (*grammar.Grammar, error)
 			grammar.Seq(channel, to, constraint, grammar.Lit(harmonyMessage), args))
 	}
 	return b.Build(grammar.Seq(before, grammar.Alt(calls...)))
+}
+
+// harmonyMessages returns, for a channel, the node of one whole message in
+// it that another message follows: <|channel|>CH<|message|>TEXT<|end|>
+// <|start|>assistant, TEXT any text without "<|".
+func harmonyMessages(b *grammar.Builder) func(channel string) grammar.Node {
+	var notLt, notLtBar []byte
+	for c := 0; c < 256; c++ {
+		if c != '<' {
+			notLt = append(notLt, byte(c))
+			if c != '|' {
+				notLtBar = append(notLtBar, byte(c))
+			}
+		}
+	}
+	text := b.Define("harmony-text", grammar.Repeat(grammar.Alt(
+		grammar.Bytes(string(notLt)),
+		grammar.Seq(grammar.Repeat(grammar.Lit("<"), 1, -1), grammar.Bytes(string(notLtBar))),
+	), 0, -1))
+	return func(channel string) grammar.Node {
+		return grammar.Seq(grammar.Lit(harmonyChannel+channel+harmonyMessage), text, grammar.Lit(harmonyEnd+harmonyStart+"assistant"))
+	}
+}
+
+// harmonyConstraint is the optional content type of a harmony header,
+// " json" or " <|constrain|>json".
+func harmonyConstraint() grammar.Node {
+	return grammar.Opt(grammar.Seq(grammar.Lit(" "), grammar.Opt(grammar.Lit(harmonyConstrain)), grammar.Lit("json")))
+}
+
+// HarmonyResponseGrammar is the grammar of a structured reply
+// (response_format) on a Harmony model: any analysis messages, then the
+// final channel holding one JSON value of schema (any object when schema
+// is empty), as llama.cpp's gpt-oss grammar has it:
+//
+//	(<|channel|>analysis<|message|>TEXT<|end|><|start|>assistant)*
+//	<|channel|>final[ [<|constrain|>]json]<|message|>JSON
+//
+// The model keeps the channels it was trained to write, so its reasoning
+// still streams as reasoning and the JSON arrives as the content; a bare
+// JSON grammar would force the first token away from <|channel|>. An
+// invalid schema is a *grammar.SchemaError, as FromJSONSchema's.
+func HarmonyResponseGrammar(schema []byte, opts grammar.JSONOptions) (*grammar.Grammar, error) {
+	b := grammar.NewBuilder()
+	message := harmonyMessages(b)
+	reply := b.AnyJSON(true, opts)
+	if len(schema) > 0 {
+		n, err := b.JSONSchema(schema, opts)
+		if err != nil {
+			return nil, err
+		}
+		reply = n
+	}
+	final := grammar.Seq(grammar.Lit(harmonyChannel+"final"), harmonyConstraint(), grammar.Lit(harmonyMessage), reply)
+	return b.Build(grammar.Seq(grammar.Repeat(message("analysis"), 0, -1), final))
 }

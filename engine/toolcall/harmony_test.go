@@ -297,3 +297,39 @@ func TestHarmonyGrammar(t *testing.T) {
 		t.Errorf("30 samples called only %v, with reasoning %v", seen, reasoned)
 	}
 }
+
+func TestHarmonyResponseGrammar(t *testing.T) {
+	t.Parallel()
+	v := harmonyVocab(t)
+	schema := []byte(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`)
+	cases := []struct {
+		name   string
+		schema []byte
+		text   string
+		want   bool
+	}{
+		{"final only", schema, `<|channel|>final<|message|>{"n":1}`, true},
+		{"analysis first", schema, `<|channel|>analysis<|message|>count<|end|><|start|>assistant<|channel|>final <|constrain|>json<|message|>{"n":2}`, true},
+		{"bare json", schema, `{"n":1}`, false},
+		{"against the schema", schema, `<|channel|>final<|message|>{"m":1}`, false},
+		{"commentary is no reply", schema, `<|channel|>commentary<|message|>{"n":1}`, false},
+		{"any object without a schema", nil, `<|channel|>final<|message|>{"x":[true]}`, true},
+		{"not an object without a schema", nil, `<|channel|>final<|message|>[1]`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := HarmonyResponseGrammar(tc.schema, grammar.JSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := grammar.NewMatcher(g, v)
+			ok := m.AcceptBytes([]byte(tc.text)) == nil && m.Accept(v.Size()-1) == nil
+			if ok != tc.want {
+				t.Errorf("%q: accepted %v, want %v", tc.text, ok, tc.want)
+			}
+		})
+	}
+	if _, err := HarmonyResponseGrammar([]byte(`{"type":"nonsense"}`), grammar.JSONOptions{}); err == nil {
+		t.Error("an invalid schema compiled")
+	}
+}
