@@ -148,11 +148,20 @@ func (d *diskTier) enqueue(buf []byte, id int32, l kvcache.Link) {
 	d.jobs <- diskJob{hash: l.Hash, block: promptcache.Block{Parent: l.Parent, Tokens: slices.Clone(l.Tokens), Data: buf}}
 }
 
+// loadFromDisk is the scheduler's Load: it extends the in-memory prefix of
+// a sequence's tokens with the blocks the disk tier holds of them, so that
+// the match that follows counts them as cached. Without a tier it does
+// nothing.
+func (e *Engine) loadFromDisk(tokens []int32) {
+	if e.disk != nil {
+		e.disk.load(e.cache, tokens)
+	}
+}
+
 // load extends the in-memory prefix of prompt with the blocks the disk
-// holds of it, so that the scheduler's match counts them as cached (see
-// kvcache.Manager.Load). A block that cannot be read, or that is not the
-// one the prompt needs, ends the load: the rest is computed. It runs on
-// the loop.
+// holds of it (see kvcache.Manager.Load). A block that cannot be read, or
+// that is not the one the prompt needs, ends the load: the rest is
+// computed. It runs on the loop.
 func (d *diskTier) load(cache *kvcache.Manager, prompt []int32) {
 	n := cache.Load(prompt, d.fetch, func(id int32) { d.runner.WriteBlock(int(id), d.next.Data) })
 	if n > 0 {

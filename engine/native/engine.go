@@ -280,6 +280,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		MaxQueued:      o.MaxQueuedRequests,
 		DraftLen:       e.draftLen,
 		LockstepDraft:  o.Draft != nil,
+		Load:           e.loadFromDisk,
 	})
 	o.Logger.Info("kv cache",
 		slog.String("model", o.ID),

@@ -121,10 +121,6 @@ func (e *Engine) admit(r *request) {
 		r.verdict <- err
 		return
 	}
-	if e.disk != nil {
-		// Before the scheduler matches the prompt in memory.
-		e.disk.load(e.cache, r.prompt)
-	}
 	r.live = len(r.choices)
 	l.requests = append(l.requests, r)
 	r.verdict <- nil
