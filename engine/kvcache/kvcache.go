@@ -39,6 +39,11 @@ type Options struct {
 	// Load). It runs on the owner's goroutine, inside the call that evicts;
 	// l.Tokens is valid only during the call.
 	Evict func(id int32, l Link)
+	// Indexed, when set, is called with every block Commit newly indexes,
+	// whose memory holds its computed keys and values: for a lower tier to
+	// save it early, so that a crash loses less. Like Evict it runs inside
+	// the call, and l.Tokens is valid only during it.
+	Indexed func(id int32, l Link)
 }
 
 // Stats are cumulative counters and current gauges.
@@ -75,6 +80,7 @@ type Manager struct {
 	index  map[hash]int32
 	stats  Stats
 	evict  func(id int32, l Link)
+	onIdx  func(id int32, l Link)
 }
 
 // New returns a Manager over opts.NumBlocks blocks, all free.
@@ -94,6 +100,7 @@ func New(opts Options) (*Manager, error) {
 		tail:   -1,
 		index:  make(map[hash]int32),
 		evict:  opts.Evict,
+		onIdx:  opts.Indexed,
 	}
 	for i := range m.blocks {
 		m.blocks[i].prev, m.blocks[i].next = -1, -1
@@ -243,6 +250,9 @@ func (m *Manager) Commit(s *Seq, tokens []int32) int {
 			b.tokens = append(b.tokens[:0], toks...)
 			m.index[h] = id
 			added++
+			if m.onIdx != nil {
+				m.onIdx(id, Link{Hash: uint64(h), Parent: uint64(parent), Tokens: b.tokens})
+			}
 		}
 		s.hashes = append(s.hashes, h)
 	}

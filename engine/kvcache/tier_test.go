@@ -166,3 +166,24 @@ func TestLoadStops(t *testing.T) {
 		})
 	}
 }
+
+func TestIndexedReportsNewBlocksOnce(t *testing.T) {
+	t.Parallel()
+	var got []Link
+	m, _ := New(Options{NumBlocks: 8, BlockSize: 4, Scope: "test", Indexed: func(_ int32, l Link) {
+		l.Tokens = slices.Clone(l.Tokens)
+		got = append(got, l)
+	}})
+	p := seqTokens(10, 100) // 2 full blocks
+	s, _ := run(t, m, p)
+	if len(got) != 2 || !slices.Equal(got[0].Tokens, p[:4]) || !slices.Equal(got[1].Tokens, p[4:8]) || got[1].Parent != got[0].Hash {
+		t.Fatalf("Indexed saw %+v, want p's two blocks in chain order", got)
+	}
+	m.Free(s)
+	got = nil
+	s, _ = run(t, m, append(slices.Clone(p[:8]), seqTokens(4, 7)...)) // shares both, adds one
+	if len(got) != 1 || !slices.Equal(got[0].Tokens, seqTokens(4, 7)) {
+		t.Fatalf("Indexed saw %+v, want only the new third block", got)
+	}
+	m.Free(s)
+}

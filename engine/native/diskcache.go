@@ -41,12 +41,15 @@ const (
 )
 
 // diskTier is an engine's side of the prompt cache's disk tier: blocks the
-// KV cache evicts are copied out on the loop and written behind it by a
-// writer goroutine, through a bounded queue (a block that finds the queue
-// full is not saved); a prompt whose prefix misses memory loads what the
-// disk holds of it before it is matched (see load); Close saves every
-// cached block (see close). The writer is the engine's: it starts in New
-// and ends in Close.
+// KV cache indexes (computed) and blocks it evicts are copied out on the
+// loop and written behind it by a writer goroutine, through a bounded
+// queue; a block that finds the queue full is not saved then (if it was
+// just computed, its eviction tries again). A sequence whose prefix
+// misses memory loads what the disk holds of it before it is matched (see
+// load); Close saves every cached block the disk lacks (see close). So a
+// crash loses the blocks queued and those that found the queue full; a
+// Close loses nothing unless its time runs out. The writer is the
+// engine's: it starts in New and ends in Close.
 type diskTier struct {
 	scope  *promptcache.Scope
 	runner BlockTransfer
@@ -57,6 +60,9 @@ type diskTier struct {
 	bufs chan []byte // block buffers not in a job; a nil one is allocated on first use
 	stop atomic.Bool // the writer drops what is queued
 	done chan struct{}
+	// writeThrough saves blocks as they are computed, not only when they
+	// are evicted (tests turn it off to see evictions saved).
+	writeThrough bool
 
 	// Owned by the loop (and by Close once the loop has ended).
 	readBuf []byte
@@ -96,6 +102,8 @@ func newDiskTier(dir *promptcache.Dir, m *model.Model, r Runner, o *Options) *di
 		jobs:   make(chan diskJob, n),
 		bufs:   make(chan []byte, n),
 		done:   make(chan struct{}),
+
+		writeThrough: true,
 	}
 	for range n {
 		d.bufs <- nil
@@ -122,9 +130,10 @@ func (d *diskTier) write() {
 	}
 }
 
-// save copies block id, about to be evicted from memory, into the write
-// queue, unless the disk has it already or the queue is full. It runs on
-// the loop, inside the KV cache's eviction (kvcache.Options.Evict).
+// save copies block id, just computed or about to be evicted from memory,
+// into the write queue, unless the disk has it already or the queue is
+// full. It runs on the loop, inside the KV cache's commit or eviction
+// (kvcache.Options.Indexed, Evict).
 func (d *diskTier) save(id int32, l kvcache.Link) {
 	if d.scope.Has(l.Hash) {
 		return

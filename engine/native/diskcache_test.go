@@ -183,8 +183,10 @@ func foreign(t *testing.T, path string) {
 }
 
 // TestDiskTierKeepsEvictedBlocks serves two prompts through a KV cache that
-// holds one of them: the first one's blocks, evicted by the second, are
-// written behind the loop and loaded back when the first prompt returns.
+// holds one of them, with blocks saved only when evicted (as when the
+// queue was full when they were computed): the first one's blocks, evicted
+// by the second, are written behind the loop and loaded back when the
+// first prompt returns.
 func TestDiskTierKeepsEvictedBlocks(t *testing.T) {
 	t.Parallel()
 	pc, err := promptcache.Open(t.TempDir(), promptcache.Options{})
@@ -192,6 +194,7 @@ func TestDiskTierKeepsEvictedBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newTestEngine(t, Options{PromptCache: pc, KVCacheBytes: 100 * 8192})
+	e.disk.writeThrough = false // only evictions are saved
 	if e.cache.NumBlocks() != 100 {
 		t.Fatalf("%d blocks, want 100: the test model's block size changed", e.cache.NumBlocks())
 	}
@@ -243,5 +246,30 @@ func TestDiskTierCloseIsBounded(t *testing.T) {
 	collect(t, e2, &engine.Request{Model: e2.Models()[0].ID, Prompt: fmt.Sprint(0, diskPrompt()), MaxTokens: 2})
 	if n := e2.disk.refused.Load(); n != 0 {
 		t.Fatalf("%d blocks refused after a cut-short save", n)
+	}
+}
+
+// TestDiskTierSurvivesACrash: blocks go to disk as soon as they are
+// computed, so an engine that never closes (a process killed) leaves its
+// prompt's blocks behind once the writer has caught up.
+func TestDiskTierSurvivesACrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	prompt := diskPrompt()
+	e := openDiskEngine(t, dir)
+	first := collect(t, e, &engine.Request{Model: e.Models()[0].ID, Prompt: prompt, MaxTokens: 8})
+	d := e.disk
+	for range 500 {
+		if d.queued.Load() > 0 && d.saved.Load()+d.failed.Load() == d.queued.Load() {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// e stays open, as if killed: nothing is saved at a Close.
+	e2 := openDiskEngine(t, dir)
+	again := collect(t, e2, &engine.Request{Model: e2.Models()[0].ID, Prompt: prompt, MaxTokens: 8})
+	tokens := len(e2.tok.Encode(prompt, encodeWithBOS))
+	if got := int(*again.final[0].Stats.CachedTokens); got != (tokens-1)/16*16 || again.text[0] != first.text[0] {
+		t.Fatalf("after a crash: cached %d of %d, text %q, want %q", got, tokens, again.text[0], first.text[0])
 	}
 }

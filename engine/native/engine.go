@@ -245,6 +245,14 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 	var disk *diskTier
 	kvOpts := kvcache.Options{NumBlocks: nBlocks, BlockSize: o.BlockSize, Scope: o.ID}
 	if o.PromptCache != nil {
+		// Blocks go to disk as soon as they are computed (a crash then
+		// loses only what is queued) and, if that found the queue full,
+		// when they are evicted.
+		kvOpts.Indexed = func(id int32, l kvcache.Link) {
+			if disk != nil && disk.writeThrough {
+				disk.save(id, l)
+			}
+		}
 		kvOpts.Evict = func(id int32, l kvcache.Link) {
 			if disk != nil {
 				disk.save(id, l)
