@@ -84,10 +84,9 @@ type Native struct {
 	// file); empty keeps the model's.
 	ChatTemplateFile string `yaml:"chat_template_file"`
 	// PromptCacheDir is the prompt cache's disk tier (relative paths are
-	// relative to the configuration file): KV blocks evicted from memory,
-	// and every cached block at shutdown, are saved there, and a prompt
-	// whose prefix is there reads it instead of computing it, after a
-	// restart too. Models may share a directory. Empty for none.
+	// relative to the configuration file): KV blocks are saved there as
+	// they are computed and at shutdown, and a prompt whose prefix is
+	// there reads it instead of computing it, after a restart too. Models may share a directory. Empty for none.
 	PromptCacheDir string `yaml:"prompt_cache_dir"`
 	// PromptCacheSize bounds PromptCacheDir; the least recently used
 	// blocks go past it. 0: 10 GiB. Models that share a directory share

@@ -92,8 +92,9 @@ type Options struct {
 
 	// PromptCache, when set, is the prompt cache's disk tier, which the
 	// engine uses and does not own (engines of several models may share
-	// one): blocks evicted from the KV cache are written there behind the
-	// loop, every cached block is saved by Close, and a prompt whose
+	// one): KV blocks are written there behind the loop as they are
+	// computed (and when evicted, if the write queue was full then),
+	// Close saves every cached block the disk lacks, and a prompt whose
 	// prefix misses memory loads what the disk holds of it, counted as
 	// cached tokens. Blocks are keyed by the model file's fingerprint and
 	// the cache's layout, so a model only ever reads its own. Not
