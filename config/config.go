@@ -83,6 +83,15 @@ type Native struct {
 	// outdated one (relative paths are relative to the configuration
 	// file); empty keeps the model's.
 	ChatTemplateFile string `yaml:"chat_template_file"`
+	// PromptCacheDir is the prompt cache's disk tier (relative paths are
+	// relative to the configuration file): KV blocks are saved there as
+	// they are computed and at shutdown, and a prompt whose prefix is
+	// there reads it instead of computing it, after a restart too. Models may share a directory. Empty for none.
+	PromptCacheDir string `yaml:"prompt_cache_dir"`
+	// PromptCacheSize bounds PromptCacheDir; the least recently used
+	// blocks go past it. 0: 10 GiB. Models that share a directory share
+	// its bound, the largest any of them gives.
+	PromptCacheSize Bytes `yaml:"prompt_cache_size"`
 }
 
 // MaxDraftTokens is the largest draft_tokens accepted.
@@ -155,6 +164,7 @@ func Load(path string) (*File, error) {
 			n.Model = resolve(dir, n.Model)
 			n.DraftModel = resolve(dir, n.DraftModel)
 			n.ChatTemplateFile = resolve(dir, n.ChatTemplateFile)
+			n.PromptCacheDir = resolve(dir, n.PromptCacheDir)
 		}
 	}
 	return f, nil
@@ -290,6 +300,7 @@ func (n *Native) check(bad func(string, ...any), name func(string) string) {
 	}{
 		{"batch_tokens", int64(n.BatchTokens)}, {"threads", int64(n.Threads)}, {"kv_cache_mem", int64(n.KVCacheMem)},
 		{"max_seqs", int64(n.MaxSeqs)}, {"max_queued_requests", int64(n.MaxQueuedRequests)},
+		{"prompt_cache_size", int64(n.PromptCacheSize)},
 	} {
 		if v.value < 0 {
 			bad("%s must not be negative", name(v.key))

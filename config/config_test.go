@@ -140,6 +140,7 @@ func TestParseErrors(t *testing.T) {
 			"models:\n  - id: a\n    natve: {model: embedded}\n  - id: a\n    native: {model: embedded, kv_cache_mem: lots, draft_tokens: 99, max_queued_requests: -1, max_sed: 4}",
 			[]string{"field natve not found", "field max_sed not found", "not a size", "native.draft_tokens 99", "native.max_queued_requests must not be negative", "models[0] (a): needs either", "is also the id"}},
 		{"negative max_seqs", "models:\n  - id: m\n    native: {model: embedded, max_seqs: -4}", []string{"native.max_seqs must not be negative"}},
+		{"negative prompt_cache_size", "models:\n  - id: m\n    native: {model: embedded, prompt_cache_dir: kv, prompt_cache_size: -1GiB}", []string{"native.prompt_cache_size must not be negative"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,7 +162,7 @@ func TestLoadResolvesPaths(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rill.yaml")
-	body := "models:\n  - id: a\n    native: {model: models/a.gguf, draft_model: /abs/d.gguf, chat_template_file: t/a.jinja}\n  - id: b\n    native: {model: embedded}\n"
+	body := "models:\n  - id: a\n    native: {model: models/a.gguf, draft_model: /abs/d.gguf, chat_template_file: t/a.jinja, prompt_cache_dir: kv}\n  - id: b\n    native: {model: embedded}\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +171,8 @@ func TestLoadResolvesPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := f.Models[0].Native; got.Model != filepath.Join(dir, "models/a.gguf") || got.DraftModel != "/abs/d.gguf" ||
-		got.ChatTemplateFile != filepath.Join(dir, "t/a.jinja") {
-		t.Errorf("paths %q %q %q", got.Model, got.DraftModel, got.ChatTemplateFile)
+		got.ChatTemplateFile != filepath.Join(dir, "t/a.jinja") || got.PromptCacheDir != filepath.Join(dir, "kv") {
+		t.Errorf("paths %q %q %q %q", got.Model, got.DraftModel, got.ChatTemplateFile, got.PromptCacheDir)
 	}
 	if f.Models[1].Native.Model != Embedded {
 		t.Errorf("embedded became %q", f.Models[1].Native.Model)
@@ -218,7 +219,7 @@ models:
     context_length: 512
     max_tokens_policy: error
     native: {model: embedded, kv_cache_mem: 4MiB, batch_tokens: 64, draft_tokens: 2, max_seqs: 8, max_queued_requests: 4, spec: ngram,
-      json_whitespace: bounded, chat_template_file: /etc/phi3.jinja}
+      json_whitespace: bounded, chat_template_file: /etc/phi3.jinja, prompt_cache_dir: /var/cache/rill, prompt_cache_size: 2GiB}
 `), testEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +229,7 @@ models:
 	m.RegisterNativeFlags(fs)
 	if err := fs.Parse([]string{"--model-id", "tiny", "--ctx", "512", "--max-tokens-policy", "error", "--kv-cache-mem", "4MiB", "--batch-tokens", "64",
 		"--draft-tokens", "2", "--max-seqs", "8", "--max-queued-requests", "4", "--spec", "ngram", "--kv-cache-type", "",
-		"--json-whitespace", "bounded", "--chat-template-file", "/etc/phi3.jinja"}); err != nil {
+		"--json-whitespace", "bounded", "--chat-template-file", "/etc/phi3.jinja", "--prompt-cache-dir", "/var/cache/rill", "--prompt-cache-size", "2GiB"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.CheckNativeFlags(); err != nil {

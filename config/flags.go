@@ -34,6 +34,8 @@ func (m *Model) RegisterNativeFlags(fs *flag.FlagSet) {
 	fs.IntVar(&n.MaxSeqs, "max-seqs", n.MaxSeqs, "most sequences (choices) decoding at once (default 64)")
 	fs.IntVar(&n.MaxQueuedRequests, "max-queued-requests", n.MaxQueuedRequests, "most requests waiting to start beyond the free decoding slots; more are refused with 503 engine_overloaded (default 256)")
 	fs.StringVar(&n.JSONWhitespace, "json-whitespace", n.JSONWhitespace, fmt.Sprintf("whitespace between the JSON tokens of constrained output (response_format, tool-call arguments): compact (none, as OpenAI writes it; the default) or bounded (runs of up to %d bytes, for models that pretty-print)", grammar.BoundedWhitespace))
+	fs.StringVar(&n.PromptCacheDir, "prompt-cache-dir", n.PromptCacheDir, "directory of the prompt cache's disk tier: KV blocks are saved there as they are computed and at shutdown, and read back by prompts that start the same way, after a restart too (default: none, the cache lives in memory only)")
+	fs.Var(&n.PromptCacheSize, "prompt-cache-size", "size bound of --prompt-cache-dir: bytes, or a size such as 10GiB; the least recently used blocks go past it (default 10GiB)")
 	fs.StringVar(&n.ChatTemplateFile, "chat-template-file", n.ChatTemplateFile, "Jinja chat template file that replaces the model's own (default: the GGUF's tokenizer.chat_template); the tool-call format and reasoning markers follow it")
 }
 

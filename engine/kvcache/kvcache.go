@@ -33,6 +33,17 @@ type Options struct {
 	// Scope seeds the hash chain, so that prefixes of different models (or
 	// model files) never match. Use something that names the weights.
 	Scope string
+	// Evict, when set, is called with every indexed block just before it
+	// is handed out for other content (by Reserve, Fork or Load): the last
+	// moment its memory holds the prefix, for a lower tier to save it (see
+	// Load). It runs on the owner's goroutine, inside the call that evicts;
+	// l.Tokens is valid only during the call.
+	Evict func(id int32, l Link)
+	// Indexed, when set, is called with every block Commit newly indexes,
+	// whose memory holds its computed keys and values: for a lower tier to
+	// save it early, so that a crash loses less. Like Evict it runs inside
+	// the call, and l.Tokens is valid only during it.
+	Indexed func(id int32, l Link)
 }
 
 // Stats are cumulative counters and current gauges.
@@ -68,6 +79,8 @@ type Manager struct {
 	nFree  int
 	index  map[hash]int32
 	stats  Stats
+	evict  func(id int32, l Link)
+	onIdx  func(id int32, l Link)
 }
 
 // New returns a Manager over opts.NumBlocks blocks, all free.
@@ -86,6 +99,8 @@ func New(opts Options) (*Manager, error) {
 		head:   -1,
 		tail:   -1,
 		index:  make(map[hash]int32),
+		evict:  opts.Evict,
+		onIdx:  opts.Indexed,
 	}
 	for i := range m.blocks {
 		m.blocks[i].prev, m.blocks[i].next = -1, -1
@@ -185,19 +200,29 @@ func (m *Manager) Reserve(s *Seq, n int) error {
 		return ErrNoBlocks
 	}
 	for range need {
-		id := m.head
-		m.takeFree(id)
-		b := &m.blocks[id]
-		if b.hashed {
-			delete(m.index, b.h)
-			b.hashed = false
-			b.tokens = b.tokens[:0]
-			m.stats.Evictions++
-		}
-		b.ref = 1
-		s.Blocks = append(s.Blocks, id)
+		s.Blocks = append(s.Blocks, m.takeHead())
 	}
 	return nil
+}
+
+// takeHead takes the least recently freed block off the free list, evicts
+// the prefix it holds (telling Options.Evict first) and returns it with one
+// reference. The free list must not be empty.
+func (m *Manager) takeHead() int32 {
+	id := m.head
+	m.takeFree(id)
+	b := &m.blocks[id]
+	if b.hashed {
+		if m.evict != nil {
+			m.evict(id, Link{Hash: uint64(b.h), Parent: uint64(b.parent), Tokens: b.tokens})
+		}
+		delete(m.index, b.h)
+		b.hashed = false
+		b.tokens = b.tokens[:0]
+		m.stats.Evictions++
+	}
+	b.ref = 1
+	return id
 }
 
 // BlocksFor is the number of blocks that n tokens occupy.
@@ -225,6 +250,9 @@ func (m *Manager) Commit(s *Seq, tokens []int32) int {
 			b.tokens = append(b.tokens[:0], toks...)
 			m.index[h] = id
 			added++
+			if m.onIdx != nil {
+				m.onIdx(id, Link{Hash: uint64(h), Parent: uint64(parent), Tokens: b.tokens})
+			}
 		}
 		s.hashes = append(s.hashes, h)
 	}

@@ -31,6 +31,7 @@ import (
 	"rill/engine/grammar"
 	"rill/engine/kvcache"
 	"rill/engine/model"
+	"rill/engine/promptcache"
 	"rill/engine/sched"
 	"rill/engine/tokenizer"
 	"rill/engine/toolcall"
@@ -88,6 +89,20 @@ type Options struct {
 	// writes it; grammar.BoundedWhitespace allows short runs for models
 	// that pretty-print.
 	JSON grammar.JSONOptions
+
+	// PromptCache, when set, is the prompt cache's disk tier, which the
+	// engine uses and does not own (engines of several models may share
+	// one): KV blocks are written there behind the loop as they are
+	// computed (and when evicted, if the write queue was full then),
+	// Close saves every cached block the disk lacks, and a prompt whose
+	// prefix misses memory loads what the disk holds of it, counted as
+	// cached tokens. Blocks are keyed by the model file's fingerprint and
+	// the cache's layout, so a model only ever reads its own. Not
+	// supported with a draft model (ignored, with a warning).
+	PromptCache *promptcache.Dir
+	// PromptCacheSaveTime bounds how long Close spends saving the cache to
+	// PromptCache; default DefaultPromptCacheSaveTime.
+	PromptCacheSaveTime time.Duration
 }
 
 // Defaults of Options.
@@ -136,6 +151,7 @@ type Engine struct {
 	draft       *model.Model // nil without a draft model
 	draftRunner Runner       // its cache uses the same block ids as runner's
 	loop        loopState
+	disk        *diskTier // nil without Options.PromptCache
 
 	submit    chan *request
 	wake      chan struct{} // cap 1: a request was cancelled or a consumer caught up
@@ -227,9 +243,30 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("draft model: %w", err)
 		}
 	}
-	cache, err := kvcache.New(kvcache.Options{NumBlocks: nBlocks, BlockSize: o.BlockSize, Scope: o.ID})
+	var disk *diskTier
+	kvOpts := kvcache.Options{NumBlocks: nBlocks, BlockSize: o.BlockSize, Scope: o.ID}
+	if o.PromptCache != nil {
+		// Blocks go to disk as soon as they are computed (a crash then
+		// loses only what is queued) and, if that found the queue full,
+		// when they are evicted.
+		kvOpts.Indexed = func(id int32, l kvcache.Link) {
+			if disk != nil && disk.writeThrough {
+				disk.save(id, l)
+			}
+		}
+		kvOpts.Evict = func(id int32, l kvcache.Link) {
+			if disk != nil {
+				disk.save(id, l)
+			}
+		}
+	}
+	cache, err := kvcache.New(kvOpts)
 	if err != nil {
 		return nil, err
+	}
+	if o.PromptCache != nil {
+		// Last, after everything that can fail: it starts the writer.
+		disk = newDiskTier(o.PromptCache, m, runner, &o)
 	}
 	e := &Engine{
 		info: engine.ModelCard{
@@ -240,7 +277,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger, now: time.Now,
 		think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
 		toolFormat: toolcall.Detect(src), markers: markerTokens(tok),
-		compute: c, runner: runner, cache: cache, draft: o.Draft, draftRunner: draftRunner,
+		compute: c, runner: runner, cache: cache, draft: o.Draft, draftRunner: draftRunner, disk: disk,
 		submit: make(chan *request),
 		wake:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
@@ -252,6 +289,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		MaxQueued:      o.MaxQueuedRequests,
 		DraftLen:       e.draftLen,
 		LockstepDraft:  o.Draft != nil,
+		Load:           e.loadFromDisk,
 	})
 	o.Logger.Info("kv cache",
 		slog.String("model", o.ID),
@@ -270,6 +308,11 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		slog.Int("json_max_whitespace", max(o.JSON.MaxWhitespace, 0)),
 		slog.Int("max_seqs", o.MaxSeqs),
 		slog.Int("max_queued_requests", o.MaxQueuedRequests))
+	if disk != nil {
+		st := o.PromptCache.Stats()
+		o.Logger.Info("prompt cache on disk", slog.String("model", o.ID), slog.String("dir", o.PromptCache.Path()),
+			slog.Int64("max_bytes", o.PromptCache.MaxBytes()), slog.Int("blocks", st.Blocks), slog.Int64("bytes", st.Bytes))
+	}
 	return e, nil
 }
 
@@ -319,18 +362,25 @@ func withDefaults(o Options, m *model.Model) Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.PromptCacheSaveTime <= 0 {
+		o.PromptCacheSaveTime = DefaultPromptCacheSaveTime
+	}
 	return o
 }
 
 // Close stops Run (and waits for it to return), fails the requests in
-// flight with ErrClosed, and releases the compute backend, the model and the
-// draft model. Later calls do nothing.
+// flight with ErrClosed, saves the cached blocks to the disk tier (within
+// Options.PromptCacheSaveTime), and releases the compute backend, the
+// model and the draft model. Later calls do nothing.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
 		close(e.quit)
 		if e.started.Load() {
 			<-e.done
+		}
+		if e.disk != nil {
+			e.disk.close(e.cache, e.opts.PromptCacheSaveTime)
 		}
 		err = e.compute.Close()
 		if e.draft != nil {

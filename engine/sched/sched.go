@@ -57,6 +57,12 @@ type Options struct {
 	// same blocks as the target (Sequence.DraftComputed), so that a block
 	// enters the prefix index only once both models computed it.
 	LockstepDraft bool
+	// Load, if set, is called with a sequence's tokens each time just
+	// before they are matched against the prefix cache (its first
+	// admission, and again after a preemption or a wait for blocks), so
+	// that a tier below memory can bring the blocks it holds of them in
+	// first (kvcache.Manager.Load); they then count as cached tokens.
+	Load func(tokens []int32)
 }
 
 // Defaults of Options.
@@ -278,6 +284,9 @@ func (s *Scheduler) Schedule() *Plan {
 		seq := s.waiting[j]
 		g := seq.group
 		if len(seq.KV.Blocks) == 0 {
+			if s.opts.Load != nil {
+				s.opts.Load(seq.Tokens)
+			}
 			hit := s.cache.Match(&seq.KV, seq.Tokens)
 			// Committed blocks hold a lockstep draft model's keys too.
 			seq.Computed, seq.DraftComputed = hit, hit

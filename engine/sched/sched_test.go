@@ -734,3 +734,52 @@ func TestAdmissionBound(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadBeforeMatch: Options.Load sees a sequence's tokens before each
+// match, at admission and again after a preemption, and blocks it brings
+// into the cache count as cached tokens.
+func TestLoadBeforeMatch(t *testing.T) {
+	t.Parallel()
+	// A tier below memory that holds the blocks of p.
+	lower := make(map[uint64]bool)
+	var cache *kvcache.Manager
+	var calls [][]int32
+	load := func(tokens []int32) {
+		calls = append(calls, slices.Clone(tokens))
+		cache.Load(tokens, func(l kvcache.Link) bool { return lower[l.Hash] }, func(int32) {})
+	}
+	cache, err := kvcache.New(kvcache.Options{NumBlocks: 6, BlockSize: blockSize,
+		Evict: func(_ int32, l kvcache.Link) { lower[l.Hash] = true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(cache, Options{Load: load})
+	p := prompt(0, 9) // 2 full blocks before the last token's
+	g := group(t, s, p, 1)
+	step(s, 0)
+	s.finish(g.seqs[0])
+	// Another prompt takes every block: p's two go to the lower tier.
+	other := group(t, s, prompt(500, 21), 1)
+	step(s, 0)
+	s.finish(other.seqs[0])
+	if len(lower) < 2 {
+		t.Fatalf("%d blocks evicted to the lower tier, want p's 2 at least", len(lower))
+	}
+	calls = nil
+	again := group(t, s, p, 1)
+	step(s, 0)
+	if len(calls) != 1 || !slices.Equal(calls[0], p) {
+		t.Fatalf("Load called with %v, want once with the prompt", calls)
+	}
+	if again.CachedTokens() != 8 {
+		t.Fatalf("cached %d tokens, want the 8 the lower tier held", again.CachedTokens())
+	}
+	// Preempted, it is loaded and matched again when readmitted.
+	s.preempt(again.seqs[0])
+	calls = nil
+	step(s, 0)
+	if len(calls) != 1 {
+		t.Fatalf("Load called %d times on readmission, want 1", len(calls))
+	}
+	check(t, s, cache, again)
+}

@@ -22,6 +22,7 @@ import (
 	"rill/engine/model"
 	"rill/engine/native"
 	"rill/engine/native/cpurun"
+	"rill/engine/promptcache"
 	"rill/engine/quant"
 	"rill/engine/router"
 	"rill/engine/testmodel"
@@ -34,7 +35,7 @@ const embeddedDescription = "embedded test model: tiny llama with random weights
 // openNative loads the model m describes (a native model of the
 // configuration file or of the flags, already checked) and returns its
 // engine, which serves once its Run runs.
-func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
+func openNative(m *config.Model, caches map[string]*promptcache.Dir, log *slog.Logger) (*native.Engine, error) {
 	n := m.Native
 	kvType, err := model.ParseKVType(n.KVCacheType)
 	if err != nil {
@@ -69,6 +70,7 @@ func openNative(m *config.Model, log *slog.Logger) (*native.Engine, error) {
 		DraftTokens:       n.DraftTokens,
 		JSON:              jsonOpts,
 		Logger:            log,
+		PromptCache:       promptCacheOf(caches, m),
 	}
 	var target *model.Model
 	if n.Model == "" || n.Model == config.Embedded {
@@ -232,7 +234,11 @@ func OpenFlags(m *config.Model, log *slog.Logger) (*Engines, error) {
 	if err := m.CheckNativeFlags(); err != nil {
 		return nil, err
 	}
-	e, err := openNative(m, log)
+	caches, err := promptCaches([]*config.Model{m})
+	if err != nil {
+		return nil, err
+	}
+	e, err := openNative(m, caches, log)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +255,14 @@ func OpenConfig(path string, log *slog.Logger) (*Engines, error) {
 	if err := checkModelFiles(f); err != nil {
 		return nil, err
 	}
+	ms := make([]*config.Model, len(f.Models))
+	for i := range f.Models {
+		ms[i] = &f.Models[i]
+	}
+	caches, err := promptCaches(ms)
+	if err != nil {
+		return nil, err
+	}
 	var all []engine.Engine
 	var natives []*native.Engine
 	fail := func(err error) (*Engines, error) {
@@ -262,7 +276,7 @@ func OpenConfig(path string, log *slog.Logger) (*Engines, error) {
 	for i := range f.Models {
 		m := &f.Models[i]
 		if m.Native != nil {
-			e, err := openNative(m, log)
+			e, err := openNative(m, caches, log)
 			if err != nil {
 				return fail(fmt.Errorf("model %q: %w", m.ID, err))
 			}

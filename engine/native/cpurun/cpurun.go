@@ -14,6 +14,7 @@ import (
 	"rill/engine/backend/cpu"
 	"rill/engine/model"
 	"rill/engine/native"
+	"rill/engine/tensor"
 )
 
 // Compute is the CPU backend for one engine: one worker pool, shared by
@@ -41,7 +42,8 @@ func (c *Compute) NewRunner(m *model.Model, spec native.RunnerSpec) (native.Runn
 	if spec.ContextLength > 0 {
 		r.SetContextLength(spec.ContextLength)
 	}
-	return &runner{r: r, kv: kv}, nil
+	host, _ := kv.Memory().(*tensor.HostKV)
+	return &runner{r: r, kv: kv, host: host}, nil
 }
 
 // Close stops the worker pool. The runners must not be used afterwards;
@@ -53,8 +55,9 @@ func (c *Compute) Close() error {
 
 // runner is one model's forward pass and its KV cache.
 type runner struct {
-	r  *model.Runner
-	kv *model.KV
+	r    *model.Runner
+	kv   *model.KV
+	host *tensor.HostKV // kv's memory, for block transfers; nil if not host memory
 }
 
 // Forward implements native.Runner. A pass on the CPU is not interrupted:
@@ -65,3 +68,21 @@ func (r *runner) Forward(_ context.Context, b *model.Batch) ([]float32, error) {
 
 // CopyBlock implements native.Runner.
 func (r *runner) CopyBlock(dst, src, n int) { r.kv.CopyBlock(dst, src, n) }
+
+// BlockLayout implements native.BlockTransfer: the host cache's layout,
+// or "" if the backend keeps the cache elsewhere.
+func (r *runner) BlockLayout() string {
+	if r.host == nil {
+		return ""
+	}
+	return r.host.BlockLayout()
+}
+
+// BlockBytes implements native.BlockTransfer.
+func (r *runner) BlockBytes() int { return r.host.BlockBytes() }
+
+// ReadBlock implements native.BlockTransfer.
+func (r *runner) ReadBlock(dst []byte, id int) { r.host.ReadBlock(dst, id) }
+
+// WriteBlock implements native.BlockTransfer.
+func (r *runner) WriteBlock(id int, src []byte) { r.host.WriteBlock(id, src) }
