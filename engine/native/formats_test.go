@@ -102,6 +102,7 @@ func TestForcedToolCallsInTemplateFormats(t *testing.T) {
 		{"meta-llama-Llama-3.1-8B-Instruct.jinja", toolcall.Llama3},
 		{"mistralai-Mistral-Nemo-Instruct-2407.jinja", toolcall.Mistral},
 		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", toolcall.MistralArgs},
+		{"Qwen3-Coder.jinja", toolcall.QwenXML},
 	} {
 		t.Run(string(tc.format), func(t *testing.T) {
 			t.Parallel()

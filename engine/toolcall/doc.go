@@ -15,6 +15,10 @@
 //   - Mistral (7B v0.3, Nemo): [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...];
 //   - MistralArgs (Small 3.2 and later): [TOOL_CALLS]name[ARGS]{...}, with an
 //     optional [CALL_ID]id, repeated per call;
+//   - QwenXML (Qwen3-Coder, Qwen3.5, Nemotron Nano 3, StepFun 3.5):
+//     <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n
+//     ...</function>\n</tool_call>, one block per call, possibly after some
+//     content; a Hermes JSON call in the block is read too;
 //   - Generic, for templates without tool syntax: the whole reply is one
 //     JSON object, {"tool_calls": [{"name": ..., "arguments": {...}}]} to
 //     call, or {"content": "..."} to answer in words. The engine puts
@@ -42,15 +46,27 @@
 // arguments may then be incomplete JSON, as with OpenAI). A Parser belongs
 // to one goroutine; Grammar's result is an immutable *grammar.Grammar.
 //
+// The XML formats write each argument as raw text. Options.Parameters
+// (the tools' schemas) says how to read it back: a property whose schema
+// is "string" (or a string enum or const) becomes a JSON string, as does
+// a property the schema does not declare; any other value is read as JSON
+// when it is JSON (Python's True, False and None as true, false and null,
+// since the templates render values with Python's str), else kept as a
+// string. A string argument streams as it is generated (holding back only
+// what may be its closing tag); any other argument is sent when its
+// closing tag arrives, and the object's closing brace with the call's.
+// Their grammars write the schema's properties in order (the optional ones
+// may be left out) and hold a string value to its enum, and to its
+// minLength and maxLength by leaving out '<'; other string keywords
+// (pattern, format) are not held in these formats.
+//
 // Text that looks like a call but is not one (malformed JSON, an
 // undeclared function, no arguments in the Llama format) is content. Only
 // the minimum is held back: a possible marker prefix, whitespace before
 // it, and a call until its name and the start of its arguments are seen;
 // after that the arguments stream as they are generated.
 //
-// Not supported: Qwen3-Coder/Qwen3.5's XML calls
-// (<tool_call><function=...><parameter=...>, detected as Hermes, whose JSON
-// parser then reads them as content), Llama's built-in tool syntax
+// Not supported: Llama's built-in tool syntax
 // (<|python_tag|>f.call(...)), DeepSeek's and Command-R's own syntaxes
 // (detected as Generic).
 package toolcall

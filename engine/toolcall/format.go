@@ -22,6 +22,11 @@ const (
 	// MistralArgs: [TOOL_CALLS]f[ARGS]{...}, once per call, optionally
 	// with [CALL_ID]id before [ARGS] (Mistral Small 3.2 and later).
 	MistralArgs Format = "mistral-args"
+	// QwenXML: <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n
+	// ...</function>\n</tool_call>, once per call, possibly after some
+	// content (Qwen3-Coder, Qwen3.5, Nemotron Nano 3, StepFun 3.5). A
+	// Hermes JSON call inside <tool_call> is read too.
+	QwenXML Format = "qwen-xml"
 	// Generic is for models whose chat template has no tool syntax. The
 	// whole reply is one JSON object, either
 	//
@@ -56,12 +61,16 @@ const (
 // syntax the template renders past tool calls in is the syntax the model was
 // trained to write.
 //
+//   - "<tool_call>" with "<function=" and "<parameter=": QwenXML;
 //   - "[TOOL_CALLS]" with "[ARGS]": MistralArgs; "[TOOL_CALLS]": Mistral;
 //   - "<tool_call>": Hermes;
 //   - "<|python_tag|>" or the "ipython" role: Llama3;
 //   - anything else: Generic.
 func Detect(chatTemplate string) Format {
+	has := func(s string) bool { return strings.Contains(chatTemplate, s) }
 	switch {
+	case has(hermesOpen) && has("<function=") && has("<parameter="):
+		return QwenXML
 	case strings.Contains(chatTemplate, mistralCalls) && strings.Contains(chatTemplate, mistralArgs):
 		return MistralArgs
 	case strings.Contains(chatTemplate, mistralCalls):
@@ -80,7 +89,8 @@ func (f Format) Valid() bool {
 	case Hermes, Llama3, Mistral, MistralArgs, Generic:
 		return true
 	}
-	return false
+	_, ok := xmlSpecs[f]
+	return ok
 }
 
 // argKeys are the member names that hold a call's arguments, preferred
@@ -102,6 +112,9 @@ func (f Format) marker() string {
 		return llamaPythonTag
 	case Mistral, MistralArgs:
 		return mistralCalls
+	}
+	if spec, ok := xmlSpecs[f]; ok {
+		return spec.open
 	}
 	return ""
 }

@@ -13,14 +13,24 @@ var fragments = []string{
 	`{"name": "f", "arguments": {"a": 1}}`, `{"name": "g", "parameters": {}}`, `{"name": "h"`, `, "arguments": `,
 	`{"tool_calls": [`, `{"content": "x\u00e9`, `"`, "}", "{", ",", ";", " ", "\n", "text", "é", "🙂", "<", "tool", `\`,
 	`{"arguments": {"k": [true, null]}, "name": "f"}`, "f", "abc123XYZ", `"id": "i"`, "tru", "1e", "-", "\"\\u00",
+	"<function=f>", "<function=get_weather>\n", "<parameter=city>\n", "<parameter=days>", "</parameter>", "\n</parameter>\n",
+	"</function>", "</func", "<param", "3", "Paris\n", "{\"x\": [1]}",
 }
+
+// allFormats are the formats the random outputs are parsed in.
+var allFormats = []Format{Hermes, Llama3, Mistral, MistralArgs, Generic, QwenXML}
 
 // checkSplits asserts that every UTF-8 split of text, and rune-by-rune
 // feeding, assemble to Parse's result with a well-formed delta stream.
 func checkSplits(t *testing.T, f Format, text string) {
 	t.Helper()
-	c := parseCase{format: f, text: text}
-	wantContent, wantCalls := Parse(f, text, Options{NewID: counterIDs()})
+	checkSplitsOpts(t, f, text, Options{Parameters: testParams})
+}
+
+// checkSplitsOpts is checkSplits with the given tools and schemas.
+func checkSplitsOpts(t *testing.T, f Format, text string, opts Options) {
+	t.Helper()
+	wantContent, wantCalls := Parse(f, text, Options{Tools: opts.Tools, Parameters: opts.Parameters, NewID: counterIDs()})
 	var runes []string
 	for _, r := range text {
 		runes = append(runes, string(r))
@@ -32,7 +42,7 @@ func checkSplits(t *testing.T, f Format, text string) {
 		}
 	}
 	for _, pieces := range splits {
-		deltas := stream(c, pieces)
+		deltas := streamOpts(f, opts, pieces)
 		checkShape(t, deltas)
 		content, calls := Assemble(deltas)
 		if content != wantContent || !reflect.DeepEqual(calls, wantCalls) {
@@ -58,7 +68,7 @@ func TestRandomOutputs(t *testing.T) {
 		for range 1 + rng.IntN(7) {
 			sb.WriteString(fragments[rng.IntN(len(fragments))])
 		}
-		for _, f := range []Format{Hermes, Llama3, Mistral, MistralArgs, Generic} {
+		for _, f := range allFormats {
 			checkSplits(t, f, sb.String())
 		}
 	}

@@ -84,6 +84,16 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 				}
 			}
 		}
+		if _, xml := xmlSpecs[f]; xml {
+			jo := opts.JSON
+			jo.Loose = opts.AllowContent && !t.Strict
+			n, err := xmlCallNode(b, f, t, jo)
+			if err != nil {
+				return nil, &ToolError{Index: i, Name: t.Name, Err: err}
+			}
+			calls = append(calls, n)
+			continue
+		}
 		args := b.AnyJSON(true, opts.JSON)
 		if len(t.Parameters) > 0 {
 			jo := opts.JSON
@@ -108,6 +118,8 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 		body = grammar.Seq(grammar.Lit(mistralCalls+"["), repeatSep(call, ", ", parallel), grammar.Lit("]"))
 	case MistralArgs:
 		body = repeatSep(call, "", parallel)
+	case QwenXML:
+		body = xmlRegionNode(f, call, parallel)
 	case Generic:
 		body = grammar.Seq(grammar.Lit(`{"tool_calls": [`), repeatSep(call, ", ", parallel), grammar.Lit("]}"))
 		if opts.AllowContent {

@@ -293,6 +293,11 @@ type callObject struct {
 	argsEnd     int // end of the arguments scanned so far
 	argsDone    bool
 	argsIsValue bool // the arguments are a JSON string holding JSON text
+	// synth: the arguments are JSON built from the call's text (the XML
+	// formats) rather than a span of it; argsText is what is decided so
+	// far, and only ever grows as the text does.
+	synth    bool
+	argsText string
 }
 
 // scanCallObject scans {"name": "...", <argKey>: {...}, ...} at b[i:] (i

@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 )
@@ -11,6 +12,12 @@ type Options struct {
 	// Tools are the names of the functions the request declares; a call to
 	// another name is not a call (its text is content). Empty: any name.
 	Tools []string
+	// Parameters are the JSON Schemas of the tools' arguments, by name.
+	// The formats that write each argument as XML text (QwenXML, GLM,
+	// MiniMax, SeedOSS) read a value as a JSON string when its property's
+	// schema says "string", and as JSON otherwise; a tool or property
+	// missing here is read as a string. The JSON formats ignore it.
+	Parameters map[string]json.RawMessage
 	// NewID returns the id of each call; nil: random, "call_" and 24
 	// alphanumerics, or 9 alphanumerics for the Mistral formats. An id the
 	// model writes itself before the arguments (Mistral's [CALL_ID], an
@@ -66,6 +73,7 @@ type Parser struct {
 	next    int  // index of the next call
 	region  *region
 	out     []Delta
+	types   map[string]map[string]bool // tool -> property -> its value is a string (XML formats)
 }
 
 // region is an open call region: from start (its marker or '{'), scanned
@@ -310,6 +318,11 @@ func (p *Parser) sendArgs(s *sentCall, c *callObject) {
 		return
 	}
 	switch {
+	case c.synth:
+		if n := len(c.argsText); n > s.argsSent {
+			p.call(CallDelta{Index: s.index, Arguments: c.argsText[s.argsSent:]})
+			s.argsSent = n
+		}
 	case !c.hasArgs:
 		if c.status == scanOK {
 			s.whole = true

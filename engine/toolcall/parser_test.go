@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -22,6 +23,12 @@ type parseCase struct {
 	text    string
 	content string
 	calls   []Call
+}
+
+// testParams are the schemas the XML formats' cases convert values by.
+var testParams = map[string]json.RawMessage{
+	"get_weather": json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+		"metric": {"type": "boolean"}, "tags": {"type": "array"}, "opts": {"type": "object"}, "unit": {"enum": ["c", "f"]}}}`),
 }
 
 const weatherCall = `{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}`
@@ -83,6 +90,24 @@ var parseCases = []parseCase{
 	{"mistral args then content", MistralArgs, nil, `[TOOL_CALLS]a[ARGS]{"k": [1]} ok`, " ok", []Call{{"call_1", "a", `{"k": [1]}`}}},
 	{"mistral args array form too", MistralArgs, nil, `[TOOL_CALLS][{"name": "a", "arguments": {}}]`, "", []Call{{"call_1", "a", "{}"}}},
 
+	// Qwen3-Coder XML.
+	{"qwen xml one call", QwenXML, nil, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "get_weather", `{"city": "Paris", "days": 3}`}}},
+	{"qwen xml typed values", QwenXML, nil, "Let me see.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n\"Paris\"\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n<parameter=tags>\n[\"a\", 1]\n</parameter>\n<parameter=opts>\n{\"x\": null}\n</parameter>\n<parameter=unit>\nc\n</parameter>\n<parameter=other>\n42\n</parameter>\n</function>\n</tool_call>", "Let me see.",
+		[]Call{{"call_1", "get_weather", `{"city": "\"Paris\"", "metric": true, "tags": ["a", 1], "opts": {"x": null}, "unit": "c", "other": "42"}`}}},
+	{"qwen xml multiline code", QwenXML, nil, "<tool_call>\n<function=write>\n<parameter=content>\nif a < b {\n\treturn \"</param\"\n}\n\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "write", `{"content": "if a < b {\n\treturn \"</param\"\n}\n"}`}}},
+	{"qwen xml two calls and text", QwenXML, nil, "A\n<tool_call>\n<function=f>\n</function>\n</tool_call>\n<tool_call>\n<function=g>\n<parameter=x>\né🙂\n</parameter>\n</function>\n</tool_call>\nB", "A\nB",
+		[]Call{{"call_1", "f", "{}"}, {"call_2", "g", `{"x": "é🙂"}`}}},
+	{"qwen xml hermes json too", QwenXML, nil, "<tool_call>\n" + weatherCall + "\n</tool_call>", "",
+		[]Call{{"call_1", "get_weather", `{"city": "Paris", "unit": "celsius"}`}}},
+	{"qwen xml cut in value", QwenXML, nil, "<tool_call>\n<function=f>\n<parameter=x>\nhello wor", "",
+		[]Call{{"call_1", "f", `{"x": "hello wor`}}},
+	{"qwen xml unknown tool", QwenXML, []string{"g"}, "<tool_call>\n<function=f>\n</function>\n</tool_call>", "<tool_call>\n<function=f>\n</function>\n</tool_call>", nil},
+	{"qwen xml not a call", QwenXML, nil, "x <tool_call> y", "x <tool_call> y", nil},
+	{"qwen xml missing close tag", QwenXML, nil, "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\nok", "\nok",
+		[]Call{{"call_1", "f", `{"a": "1"}`}}},
+
 	// Generic.
 	{"generic calls", Generic, nil, `{"tool_calls": [{"name": "a", "arguments": {"q": "x"}}, {"name": "b", "arguments": {}}]}`, "",
 		[]Call{{"call_1", "a", `{"q": "x"}`}, {"call_2", "b", "{}"}}},
@@ -97,7 +122,7 @@ func TestParse(t *testing.T) {
 	for _, c := range parseCases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			content, calls := Parse(c.format, c.text, Options{Tools: c.tools, NewID: counterIDs()})
+			content, calls := Parse(c.format, c.text, Options{Tools: c.tools, NewID: counterIDs(), Parameters: testParams})
 			if content != c.content {
 				t.Errorf("content %q, want %q", content, c.content)
 			}
@@ -137,7 +162,12 @@ func checkShape(t *testing.T, deltas []Delta) {
 }
 
 func stream(c parseCase, pieces []string) []Delta {
-	p := NewParser(c.format, Options{Tools: c.tools, NewID: counterIDs()})
+	return streamOpts(c.format, Options{Tools: c.tools, Parameters: testParams}, pieces)
+}
+
+func streamOpts(f Format, opts Options, pieces []string) []Delta {
+	opts.NewID = counterIDs()
+	p := NewParser(f, opts)
 	var all []Delta
 	for _, s := range pieces {
 		all = append(all, slices.Clone(p.Feed(s))...)
@@ -152,7 +182,7 @@ func TestStreamingEqualsParse(t *testing.T) {
 	for _, c := range parseCases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			wantContent, wantCalls := Parse(c.format, c.text, Options{Tools: c.tools, NewID: counterIDs()})
+			wantContent, wantCalls := Parse(c.format, c.text, Options{Tools: c.tools, NewID: counterIDs(), Parameters: testParams})
 			var splits [][]string
 			for i := 0; i <= len(c.text); i++ {
 				if i == len(c.text) || utf8.RuneStart(c.text[i]) {

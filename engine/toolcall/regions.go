@@ -21,6 +21,9 @@ func (p *Parser) scanRegion(start int) regionScan {
 	case Mistral, MistralArgs:
 		return scanMistral(p.text, start, p.format.argKeys())
 	}
+	if spec, ok := xmlSpecs[p.format]; ok {
+		return p.scanXML(spec, start)
+	}
 	return scanGeneric(p.text, start, p.format.argKeys())
 }
 
