@@ -119,6 +119,20 @@ func (f Format) marker() string {
 	return ""
 }
 
+// markers are the texts that open a call region: marker(), and for
+// QwenXML also a bare <function=, which Qwen3-Coder sometimes writes
+// without the <tool_call> before it.
+func (f Format) markers() []string {
+	m := f.marker()
+	switch {
+	case m == "":
+		return nil
+	case f == QwenXML:
+		return []string{m, xmlSpecs[QwenXML].callOpen}
+	}
+	return []string{m}
+}
+
 // bareStart reports whether a call region may also open with '{' as the
 // first non-space character of the reply.
 func (f Format) bareStart() bool { return f == Llama3 || f == Generic }

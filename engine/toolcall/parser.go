@@ -212,21 +212,29 @@ func (p *Parser) findStart(final bool) (start int, found bool, safe int) {
 			return p.base + k, true, p.base
 		}
 	}
-	marker := p.format.marker()
-	if marker == "" {
+	markers := p.format.markers()
+	if len(markers) == 0 {
 		return 0, false, len(p.text)
 	}
-	if i := bytes.Index(s, []byte(marker)); i >= 0 {
-		return p.base + i, true, p.base + len(bytes.TrimRight(s[:i], " \t\r\n"))
+	first := -1
+	for _, m := range markers {
+		if i := bytes.Index(s, []byte(m)); i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	if first >= 0 {
+		return p.base + first, true, p.base + len(bytes.TrimRight(s[:first], " \t\r\n"))
 	}
 	if final {
 		return 0, false, len(p.text)
 	}
 	hold := 0
-	for n := min(len(marker)-1, len(s)); n > 0; n-- {
-		if bytes.HasSuffix(s, []byte(marker[:n])) {
-			hold = n
-			break
+	for _, marker := range markers {
+		for n := min(len(marker)-1, len(s)); n > hold; n-- {
+			if bytes.HasSuffix(s, []byte(marker[:n])) {
+				hold = n
+				break
+			}
 		}
 	}
 	keep := len(bytes.TrimRight(s[:len(s)-hold], " \t\r\n"))
@@ -291,9 +299,12 @@ func (p *Parser) stepRegion(final bool) bool {
 // on after the marker.
 func (p *Parser) notCall(start int) {
 	p.atStart = false
-	if m := p.format.marker(); m != "" && bytes.HasPrefix(p.text[start:], []byte(m)) {
-		p.content(p.text[p.base : start+len(m)])
-		p.base = start + len(m)
+	for _, m := range p.format.markers() {
+		if bytes.HasPrefix(p.text[start:], []byte(m)) {
+			p.content(p.text[p.base : start+len(m)])
+			p.base = start + len(m)
+			return
+		}
 	}
 }
 

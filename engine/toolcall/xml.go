@@ -196,6 +196,20 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 func (p *Parser) scanXML(spec *xmlSpec, start int) regionScan {
 	b := p.text
 	var sc regionScan
+	if !bytes.HasPrefix(b[start:], []byte(spec.open)) {
+		// A call without the region's marker (QwenXML's bare <function=).
+		co := p.scanXMLCall(spec, b, start)
+		j := skipWS(b, co.end)
+		if co.status == scanOK {
+			switch matchLiteral(b, j, spec.close) {
+			case scanOK:
+				co.end = j + len(spec.close)
+			case scanMore:
+				return regionScan{status: scanMore, end: len(b), calls: []callObject{co}}
+			}
+		}
+		return regionScan{status: co.status, end: co.end, calls: []callObject{co}}
+	}
 	i := skipWS(b, start+len(spec.open))
 	if i >= len(b) {
 		return regionScan{status: scanMore, end: i}

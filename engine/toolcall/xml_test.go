@@ -1,6 +1,8 @@
 package toolcall
 
 import (
+	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -48,5 +50,70 @@ func TestStringProps(t *testing.T) {
 		if got := isStringSchema([]byte(schema)); got != want {
 			t.Errorf("%s: string %v, want %v", schema, got, want)
 		}
+	}
+}
+
+// llamaCppTools are tools of llama.cpp's tests/test-chat.cpp, whose
+// expectations for the same texts the cases below take as facts.
+var llamaCppTools = map[string]json.RawMessage{
+	"special_function":          json.RawMessage(`{"type": "object", "properties": {"arg1": {"type": "integer"}}, "required": ["arg1"]}`),
+	"special_function_with_opt": json.RawMessage(`{"type": "object", "properties": {"arg1": {"type": "integer"}, "arg2": {"type": "integer"}}, "required": ["arg1"]}`),
+	"python":                    json.RawMessage(`{"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}`),
+	"html":                      json.RawMessage(`{"type": "object", "properties": {"markup": {"type": "string"}}, "required": ["markup"]}`),
+	"todo_list":                 json.RawMessage(`{"type": "object", "properties": {"todos": {"type": "array"}}, "required": ["todos"]}`),
+	"edit": json.RawMessage(`{"type": "object", "properties": {"filename": {"type": "string"}, "oldString": {"type": "string"},
+		"newString": {"type": "string"}}, "required": ["filename", "oldString", "newString"]}`),
+	"tool_2req_4opt": json.RawMessage(`{"type": "object", "properties": {"req1": {"type": "string"}, "req2": {"type": "integer"},
+		"opt1": {"type": "string"}, "opt2": {"type": "integer"}, "opt3": {"type": "string"}, "opt4": {"type": "integer"}}, "required": ["req1", "req2"]}`),
+}
+
+// llamaCppCases are texts of llama.cpp's test-chat.cpp and the calls it
+// expects from them (content: rill drops the whitespace before a call,
+// where llama.cpp keeps it).
+var llamaCppCases = []struct {
+	name    string
+	format  Format
+	text    string
+	content string
+	calls   []Call
+}{
+	{"qwen3-coder one call", QwenXML, "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+	{"qwen3-coder without <tool_call>", QwenXML, "<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+	{"qwen3-coder content, without <tool_call>", QwenXML, "Let me call it.\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", "Let me call it.",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+	{"qwen3-coder two calls, the first without <tool_call>", QwenXML, "<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=special_function_with_opt>\n<parameter=arg1>\n1\n</parameter>\n<parameter=arg2>\n2\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}, {"call_2", "special_function_with_opt", `{"arg1": 1, "arg2": 2}`}}},
+	{"qwen3-coder code", QwenXML, "<tool_call>\n<function=python>\n<parameter=code>\ndef hello():\n    print(\"Hello, world!\")\n\nhello()\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "python", "{\"code\": \"def hello():\\n    print(\\\"Hello, world!\\\")\\n\\nhello()\"}"}}},
+	{"qwen3-coder asian characters", QwenXML, "<tool_call>\n<function=python>\n<parameter=code>\n格\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "python", `{"code": "格"}`}}},
+	{"qwen3-coder html", QwenXML, "<tool_call>\n<function=html>\n<parameter=markup>\n<html>\n <head>\n  <title>Hello!</title>\n </head>\n</html>\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "html", "{\"markup\": \"<html>\\n <head>\\n  <title>Hello!</title>\\n </head>\\n</html>\"}"}}},
+	{"qwen3-coder array of objects", QwenXML, "<tool_call>\n<function=todo_list>\n<parameter=todos>\n[{\"item\": \"Check stuff\", \"selected\": false}, {\"item\": \"Prepare stuff\", \"selected\": true}]\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "todo_list", `{"todos": [{"item": "Check stuff", "selected": false}, {"item": "Prepare stuff", "selected": true}]}`}}},
+	{"qwen3-coder arguments in any order", QwenXML, "<tool_call>\n<function=edit>\n<parameter=newString>\n#include\n</parameter>\n<parameter=filename>\nfoo.c\n</parameter>\n<parameter=oldString>\n#iclunde\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "edit", `{"newString": "#include", "filename": "foo.c", "oldString": "#iclunde"}`}}},
+	{"qwen3-coder optional arguments", QwenXML, "<tool_call>\n<function=tool_2req_4opt>\n<parameter=req2>\n42\n</parameter>\n<parameter=req1>\nhello\n</parameter>\n<parameter=opt2>\n200\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "tool_2req_4opt", `{"req2": 42, "req1": "hello", "opt2": 200}`}}},
+}
+
+func TestLlamaCppExpectations(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for n := range llamaCppTools {
+		names = append(names, n)
+	}
+	for _, c := range llamaCppCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			opts := Options{Tools: names, Parameters: llamaCppTools}
+			content, calls := Parse(c.format, c.text, Options{Tools: names, Parameters: llamaCppTools, NewID: counterIDs()})
+			if content != c.content || !reflect.DeepEqual(calls, c.calls) {
+				t.Fatalf("got %q %+v\nwant %q %+v", content, calls, c.content, c.calls)
+			}
+			checkSplitsOpts(t, c.format, c.text, opts)
+		})
 	}
 }
