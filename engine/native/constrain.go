@@ -60,7 +60,7 @@ import (
 // decode as nothing; the grammar vocabulary spells them with their text, and
 // choices that are constrained or parse tool calls decode them as that text
 // too, so that the grammar, the parser and the client see the same output.
-var toolMarkers = []string{"<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}
+var toolMarkers = toolcall.Markers()
 
 // markerTokens returns the control (or unknown, or unused) tokens of tok
 // whose text is a tool marker, by id. Other token types decode as their

@@ -103,6 +103,11 @@ func TestForcedToolCallsInTemplateFormats(t *testing.T) {
 		{"mistralai-Mistral-Nemo-Instruct-2407.jinja", toolcall.Mistral},
 		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", toolcall.MistralArgs},
 		{"Qwen3-Coder.jinja", toolcall.QwenXML},
+		{"GLM-4.6.jinja", toolcall.GLM},
+		{"GLM-4.7-Flash.jinja", toolcall.GLM47},
+		{"MiniMax-M2.jinja", toolcall.MiniMax},
+		{"ByteDance-Seed-OSS.jinja", toolcall.SeedOSS},
+		{"deepseek-ai-DeepSeek-V3.2.jinja", toolcall.DeepSeekDSML},
 	} {
 		t.Run(string(tc.format), func(t *testing.T) {
 			t.Parallel()

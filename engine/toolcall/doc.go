@@ -19,6 +19,20 @@
 //     <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n
 //     ...</function>\n</tool_call>, one block per call, possibly after some
 //     content; a Hermes JSON call in the block is read too;
+//   - GLM (4.5, 4.6): <tool_call>NAME\n<arg_key>KEY</arg_key>\n
+//     <arg_value>VALUE</arg_value>\n...</tool_call>; GLM47 (4.7) the same
+//     without the newlines; one block per call;
+//   - MiniMax (M2): <minimax:tool_call>\n<invoke name="NAME">\n
+//     <parameter name="KEY">VALUE</parameter>\n...</invoke>\n...
+//     </minimax:tool_call>, several calls in one block;
+//   - SeedOSS (ByteDance Seed-OSS): <seed:tool_call>\n<function=NAME>\n
+//     <parameter=KEY>VALUE</parameter>\n...</function>\n</seed:tool_call>,
+//     one block per call;
+//   - DeepSeekDSML (DeepSeek V3.2): <｜DSML｜function_calls>\n
+//     <｜DSML｜invoke name="NAME">\n<｜DSML｜parameter name="KEY"
+//     string="true|false">VALUE</｜DSML｜parameter>\n...</｜DSML｜invoke>\n...
+//     </｜DSML｜function_calls>, several calls in one block, each value
+//     saying itself whether it is a string;
 //   - Generic, for templates without tool syntax: the whole reply is one
 //     JSON object, {"tool_calls": [{"name": ..., "arguments": {...}}]} to
 //     call, or {"content": "..."} to answer in words. The engine puts
@@ -27,8 +41,8 @@
 //     model then follows.
 //
 // The parser reads the decoded text with the markers rendered: an engine
-// that drops control tokens when decoding must render [TOOL_CALLS], [ARGS],
-// [CALL_ID], <tool_call> and <|python_tag|> as text for it. For the
+// that drops control tokens when decoding must render Markers() (such as
+// [TOOL_CALLS], <tool_call>, <arg_key>) as text for it. For the
 // grammars these markers must be tokens of the grammar.Vocab with their
 // text as bytes (they are then one token each where the vocabulary has
 // them).

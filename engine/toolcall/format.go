@@ -27,6 +27,23 @@ const (
 	// content (Qwen3-Coder, Qwen3.5, Nemotron Nano 3, StepFun 3.5). A
 	// Hermes JSON call inside <tool_call> is read too.
 	QwenXML Format = "qwen-xml"
+	// GLM: <tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n
+	// ...</tool_call>, once per call (GLM 4.5, 4.6); GLM47 is the same
+	// without the newlines (GLM 4.7).
+	GLM   Format = "glm"
+	GLM47 Format = "glm-4.7"
+	// MiniMax: <minimax:tool_call>\n<invoke name="f">\n<parameter name="k">v
+	// </parameter>\n...</invoke>\n...</minimax:tool_call>, several calls in
+	// one block (MiniMax M2).
+	MiniMax Format = "minimax"
+	// SeedOSS: <seed:tool_call>\n<function=f>\n<parameter=k>v</parameter>\n
+	// ...</function>\n</seed:tool_call>, once per call (ByteDance Seed-OSS).
+	SeedOSS Format = "seed-oss"
+	// DeepSeekDSML: <｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n
+	// <｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>\n
+	// ...</｜DSML｜invoke>\n...</｜DSML｜function_calls>, several calls in one
+	// block, each value saying whether it is a string (DeepSeek V3.2).
+	DeepSeekDSML Format = "deepseek-dsml"
 	// Generic is for models whose chat template has no tool syntax. The
 	// whole reply is one JSON object, either
 	//
@@ -57,10 +74,27 @@ const (
 	mistralIDLength = 9 // Mistral's templates refuse other lengths
 )
 
+// Markers returns the texts of every format's call syntax that a
+// vocabulary may hold as single control tokens. An engine that decodes
+// control tokens as nothing must decode these as their text for the parser
+// (and give them their text in the grammar's vocabulary).
+func Markers() []string {
+	out := []string{hermesOpen, hermesClose, llamaPythonTag, mistralCalls, mistralArgs, mistralCallID,
+		"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}
+	for _, f := range []Format{MiniMax, SeedOSS, DeepSeekDSML} {
+		out = append(out, xmlSpecs[f].open, xmlSpecs[f].close)
+	}
+	return out
+}
+
 // Detect tells the tool-call format from a chat template's source: the
 // syntax the template renders past tool calls in is the syntax the model was
 // trained to write.
 //
+//   - "｜DSML｜" with "function_calls": DeepSeekDSML;
+//   - "<minimax:tool_call>": MiniMax; "<seed:tool_call>": SeedOSS;
+//   - "<arg_key>": GLM47 where keys and values are written together
+//     ("</arg_key><arg_value>"), else GLM;
 //   - "<tool_call>" with "<function=" and "<parameter=": QwenXML;
 //   - "[TOOL_CALLS]" with "[ARGS]": MistralArgs; "[TOOL_CALLS]": Mistral;
 //   - "<tool_call>": Hermes;
@@ -69,6 +103,16 @@ const (
 func Detect(chatTemplate string) Format {
 	has := func(s string) bool { return strings.Contains(chatTemplate, s) }
 	switch {
+	case has("｜DSML｜") && has("function_calls"):
+		return DeepSeekDSML
+	case has("<minimax:tool_call>"):
+		return MiniMax
+	case has("<seed:tool_call>"):
+		return SeedOSS
+	case has("<arg_key>") && has("</arg_key><arg_value>"):
+		return GLM47
+	case has("<arg_key>"):
+		return GLM
 	case has(hermesOpen) && has("<function=") && has("<parameter="):
 		return QwenXML
 	case strings.Contains(chatTemplate, mistralCalls) && strings.Contains(chatTemplate, mistralArgs):

@@ -15,10 +15,14 @@ var fragments = []string{
 	`{"arguments": {"k": [true, null]}, "name": "f"}`, "f", "abc123XYZ", `"id": "i"`, "tru", "1e", "-", "\"\\u00",
 	"<function=f>", "<function=get_weather>\n", "<parameter=city>\n", "<parameter=days>", "</parameter>", "\n</parameter>\n",
 	"</function>", "</func", "<param", "3", "Paris\n", "{\"x\": [1]}",
+	"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "get_weather", "city", "<minimax:tool_call>", "</minimax:tool_call>",
+	`<invoke name="f">`, `<parameter name="city">`, "</invoke>", "<seed:tool_call>", "</seed:tool_call>",
+	"<｜DSML｜function_calls>", "</｜DSML｜function_calls>", `<｜DSML｜invoke name="f">`, `<｜DSML｜parameter name="days" string="false">`,
+	`<｜DSML｜parameter name="city" string="true">`, "</｜DSML｜parameter>", "</｜DSML｜invoke>",
 }
 
 // allFormats are the formats the random outputs are parsed in.
-var allFormats = []Format{Hermes, Llama3, Mistral, MistralArgs, Generic, QwenXML}
+var allFormats = []Format{Hermes, Llama3, Mistral, MistralArgs, Generic, QwenXML, GLM, GLM47, MiniMax, SeedOSS, DeepSeekDSML}
 
 // checkSplits asserts that every UTF-8 split of text, and rune-by-rune
 // feeding, assemble to Parse's result with a well-formed delta stream.

@@ -118,7 +118,7 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 		body = grammar.Seq(grammar.Lit(mistralCalls+"["), repeatSep(call, ", ", parallel), grammar.Lit("]"))
 	case MistralArgs:
 		body = repeatSep(call, "", parallel)
-	case QwenXML:
+	case QwenXML, GLM, GLM47, MiniMax, SeedOSS, DeepSeekDSML:
 		body = xmlRegionNode(f, call, parallel)
 	case Generic:
 		body = grammar.Seq(grammar.Lit(`{"tool_calls": [`), repeatSep(call, ", ", parallel), grammar.Lit("]}"))

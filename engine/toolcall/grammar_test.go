@@ -30,7 +30,8 @@ func markerVocab(t *testing.T) *grammar.Vocab {
 		toks = append(toks, []byte{byte(b)})
 	}
 	for _, m := range []string{hermesOpen, hermesClose, mistralCalls, mistralArgs, `{"name": "`, `", "arguments": `, "get_weather", "celsius",
-		"<function=", "</function>", "<parameter=", "</parameter>", "\n</parameter>\n"} {
+		"<function=", "</function>", "<parameter=", "</parameter>", "\n</parameter>\n", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+		"<minimax:tool_call>", "</minimax:tool_call>", "<seed:tool_call>", "</seed:tool_call>", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>"} {
 		toks = append(toks, []byte(m))
 	}
 	toks = append(toks, nil) // end of generation

@@ -44,6 +44,30 @@ var xmlSpecs = map[Format]*xmlSpec{
 		paramOpen: "<parameter=", paramNameEnd: ">", paramClose: "</parameter>",
 		trimNL: true, jsonToo: true,
 	},
+	GLM:   glmSpec,
+	GLM47: glmSpec,
+	MiniMax: {
+		open: "<minimax:tool_call>", close: "</minimax:tool_call>", multi: true,
+		callOpen: `<invoke name="`, nameEnd: `">`, callClose: "</invoke>",
+		paramOpen: `<parameter name="`, paramNameEnd: `">`, paramClose: "</parameter>",
+	},
+	SeedOSS: {
+		open: "<seed:tool_call>", close: "</seed:tool_call>",
+		callOpen: "<function=", nameEnd: ">", callClose: "</function>",
+		paramOpen: "<parameter=", paramNameEnd: ">", paramClose: "</parameter>",
+	},
+	DeepSeekDSML: {
+		open: "<｜DSML｜function_calls>", close: "</｜DSML｜function_calls>", multi: true,
+		callOpen: `<｜DSML｜invoke name="`, nameEnd: `">`, callClose: "</｜DSML｜invoke>",
+		paramOpen: `<｜DSML｜parameter name="`, paramNameEnd: `"`, stringAttr: true, paramClose: "</｜DSML｜parameter>",
+	},
+}
+
+// glmSpec: <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>.
+var glmSpec = &xmlSpec{
+	open:      hermesOpen,
+	callClose: hermesClose,
+	paramOpen: "<arg_key>", paramNameEnd: "</arg_key>", valueOpen: "<arg_value>", paramClose: "</arg_value>",
 }
 
 // dsmlAttr is what follows the parameter name in DeepSeek V3.2's DSML.
@@ -122,21 +146,16 @@ func isStringSchema(raw json.RawMessage) bool {
 }
 
 // convertValue turns a complete non-string value into JSON text: the
-// value itself when it is JSON; true, false and null written as Python
-// writes them (the templates render values with Python's str); else the
-// text as a JSON string.
+// value itself when it is JSON, else the JSON of the Python literal it
+// is (templates that render values with Python's str write True, None,
+// {'k': [1]}), else the text as a JSON string.
 func convertValue(raw string) string {
 	t := strings.TrimSpace(raw)
 	if t != "" && json.Valid([]byte(t)) {
 		return t
 	}
-	switch t {
-	case "True", "TRUE":
-		return "true"
-	case "False", "FALSE":
-		return "false"
-	case "None", "NULL", "Null":
-		return "null"
+	if js, ok := pyLiteralJSON(t); ok {
+		return js
 	}
 	return quoteJSON(raw)
 }

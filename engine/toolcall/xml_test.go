@@ -65,11 +65,15 @@ var llamaCppTools = map[string]json.RawMessage{
 		"newString": {"type": "string"}}, "required": ["filename", "oldString", "newString"]}`),
 	"tool_2req_4opt": json.RawMessage(`{"type": "object", "properties": {"req1": {"type": "string"}, "req2": {"type": "integer"},
 		"opt1": {"type": "string"}, "opt2": {"type": "integer"}, "opt3": {"type": "string"}, "opt4": {"type": "integer"}}, "required": ["req1", "req2"]}`),
+	"empty_args":  json.RawMessage(`{"type": "object", "properties": {}}`),
+	"get_time":    json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}`),
+	"get_weather": json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}`),
 }
 
 // llamaCppCases are texts of llama.cpp's test-chat.cpp and the calls it
 // expects from them (content: rill drops the whitespace before a call,
-// where llama.cpp keeps it).
+// where llama.cpp keeps it; rill does not split reasoning out, so the
+// reasoning llama.cpp returns apart is content here).
 var llamaCppCases = []struct {
 	name    string
 	format  Format
@@ -97,6 +101,32 @@ var llamaCppCases = []struct {
 		[]Call{{"call_1", "edit", `{"newString": "#include", "filename": "foo.c", "oldString": "#iclunde"}`}}},
 	{"qwen3-coder optional arguments", QwenXML, "<tool_call>\n<function=tool_2req_4opt>\n<parameter=req2>\n42\n</parameter>\n<parameter=req1>\nhello\n</parameter>\n<parameter=opt2>\n200\n</parameter>\n</function>\n</tool_call>", "",
 		[]Call{{"call_1", "tool_2req_4opt", `{"req2": 42, "req1": "hello", "opt2": 200}`}}},
+
+	{"glm-4.6 one call", GLM, "<tool_call>special_function\n<arg_key>arg1</arg_key>\n<arg_value>1</arg_value>\n</tool_call>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+	{"glm-4.7 one call", GLM47, "<tool_call>special_function<arg_key>arg1</arg_key><arg_value>1</arg_value></tool_call>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+
+	{"minimax-m2 no arguments", MiniMax, "Let's call a tool:\n</think>\n\n<minimax:tool_call>\n<invoke name=\"empty_args\">\n</invoke>\n</minimax:tool_call>", "Let's call a tool:\n</think>",
+		[]Call{{"call_1", "empty_args", "{}"}}},
+	{"minimax-m2 one call", MiniMax, "\n</think>\n\n<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n</minimax:tool_call>", "\n</think>",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+
+	{"seed-oss one call", SeedOSS, "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</parameter>\n</function>\n</seed:tool_call>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+	{"seed-oss two calls", SeedOSS, "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</parameter>\n</function>\n</seed:tool_call>\n<seed:tool_call>\n<function=special_function_with_opt>\n<parameter=arg1>1</parameter>\n<parameter=arg2>2</parameter>\n</function>\n</seed:tool_call>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}, {"call_2", "special_function_with_opt", `{"arg1": 1, "arg2": 2}`}}},
+	{"seed-oss array of objects", SeedOSS, "<seed:tool_call>\n<function=todo_list>\n<parameter=todos>[{\"item\": \"Check stuff\", \"selected\": false}, {\"item\": \"Prepare stuff\", \"selected\": true}]</parameter>\n</function>\n</seed:tool_call>", "",
+		[]Call{{"call_1", "todo_list", `{"todos": [{"item": "Check stuff", "selected": false}, {"item": "Prepare stuff", "selected": true}]}`}}},
+	{"seed-oss quotes and trailing newlines", SeedOSS, "<seed:tool_call>\n<function=edit>\n<parameter=filename>foo.cpp</parameter>\n<parameter=oldString>def foo(arg = \"14\"):\n    return arg + \"bar\"\n</parameter>\n<parameter=newString>def foo(arg = \"15\"):\n    pass\n</parameter>\n</function>\n</seed:tool_call>", "",
+		[]Call{{"call_1", "edit", "{\"filename\": \"foo.cpp\", \"oldString\": \"def foo(arg = \\\"14\\\"):\\n    return arg + \\\"bar\\\"\\n\", \"newString\": \"def foo(arg = \\\"15\\\"):\\n    pass\\n\"}"}}},
+
+	{"deepseek-v3.2 string parameter", DeepSeekDSML, "Let me check the time</think>\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_time\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Tokyo</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "Let me check the time</think>",
+		[]Call{{"call_1", "get_time", `{"city": "Tokyo"}`}}},
+	{"deepseek-v3.2 integer parameter", DeepSeekDSML, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"special_function\">\n<｜DSML｜parameter name=\"arg1\" string=\"false\">1</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+	{"deepseek-v3.2 two calls", DeepSeekDSML, "Calling both</think>\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_time\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "Calling both</think>",
+		[]Call{{"call_1", "get_time", `{"city": "Paris"}`}, {"call_2", "get_weather", `{"city": "Paris"}`}}},
 }
 
 func TestLlamaCppExpectations(t *testing.T) {
@@ -115,5 +145,28 @@ func TestLlamaCppExpectations(t *testing.T) {
 			}
 			checkSplitsOpts(t, c.format, c.text, opts)
 		})
+	}
+}
+
+func TestPyLiteralJSON(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"True":                               `true`,
+		"None":                               `null`,
+		"['src/', 'lib/']":                   `["src/", "lib/"]`,
+		"{'regex': False, 'limit': 10}":      `{"regex": false, "limit": 10}`,
+		`{"a": (1, 2.5,), 'b': 'it\'s "x"'}`: `{"a": [1, 2.5], "b": "it's \"x\""}`,
+		"[1e3, -2, +3]":                      `[1e3, -2, 3]`,
+		"'\\u00e9\\n'":                       `"é\n"`,
+	} {
+		got, ok := pyLiteralJSON(in)
+		if !ok || got != want {
+			t.Errorf("%s: %q %v, want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "hello", "[1, 2", "{'a' 1}", "Truex", "{1: 2}", "'abc"} {
+		if got, ok := pyLiteralJSON(in); ok {
+			t.Errorf("%s: %q, want no literal", in, got)
+		}
 	}
 }

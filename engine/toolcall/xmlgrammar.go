@@ -21,7 +21,12 @@ type xmlLayout struct {
 }
 
 var xmlLayouts = map[Format]xmlLayout{
-	QwenXML: {afterOpen: "\n", beforeClose: "\n", afterName: "\n", afterParam: "\n", valuePre: "\n", valuePost: "\n", betweenCalls: "\n"},
+	QwenXML:      {afterOpen: "\n", beforeClose: "\n", afterName: "\n", afterParam: "\n", valuePre: "\n", valuePost: "\n", betweenCalls: "\n"},
+	GLM:          {afterName: "\n", beforeValue: "\n", afterParam: "\n", betweenCalls: "\n"},
+	GLM47:        {},
+	MiniMax:      {afterOpen: "\n", beforeClose: "\n", afterName: "\n", afterParam: "\n", betweenCalls: "\n"},
+	SeedOSS:      {afterOpen: "\n", beforeClose: "\n", afterName: "\n", afterParam: "\n", betweenCalls: "\n"},
+	DeepSeekDSML: {afterOpen: "\n", beforeClose: "\n", afterName: "\n", afterParam: "\n", betweenCalls: "\n"},
 }
 
 // xmlRegionNode is the grammar of one or more calls (parallel) in an XML
