@@ -108,6 +108,9 @@ func TestForcedToolCallsInTemplateFormats(t *testing.T) {
 		{"MiniMax-M2.jinja", toolcall.MiniMax},
 		{"ByteDance-Seed-OSS.jinja", toolcall.SeedOSS},
 		{"deepseek-ai-DeepSeek-V3.2.jinja", toolcall.DeepSeekDSML},
+		{"Kimi-K2-Instruct.jinja", toolcall.KimiK2},
+		{"deepseek-ai-DeepSeek-V3.1.jinja", toolcall.DeepSeekV31},
+		{"meetkai-functionary-medium-v3.1.jinja", toolcall.FunctionaryV31},
 	} {
 		t.Run(string(tc.format), func(t *testing.T) {
 			t.Parallel()

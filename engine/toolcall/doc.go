@@ -33,6 +33,15 @@
 //     string="true|false">VALUE</｜DSML｜parameter>\n...</｜DSML｜invoke>\n...
 //     </｜DSML｜function_calls>, several calls in one block, each value
 //     saying itself whether it is a string;
+//   - KimiK2 (Kimi K2 Instruct, Thinking): <|tool_calls_section_begin|>
+//     <|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>{...}
+//     <|tool_call_end|>...<|tool_calls_section_end|>; functions.NAME:N is
+//     kept as the call's id (the templates number calls across the
+//     conversation); a call without the section is read too;
+//   - DeepSeekV31 (DeepSeek V3.1): <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>
+//     NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>;
+//   - FunctionaryV31 (Functionary v3.1): <function=NAME>{...}</function>,
+//     calls one after another;
 //   - Generic, for templates without tool syntax: the whole reply is one
 //     JSON object, {"tool_calls": [{"name": ..., "arguments": {...}}]} to
 //     call, or {"content": "..."} to answer in words. The engine puts

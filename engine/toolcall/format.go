@@ -44,6 +44,17 @@ const (
 	// ...</｜DSML｜invoke>\n...</｜DSML｜function_calls>, several calls in one
 	// block, each value saying whether it is a string (DeepSeek V3.2).
 	DeepSeekDSML Format = "deepseek-dsml"
+	// KimiK2: <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
+	// <|tool_call_argument_begin|>{...}<|tool_call_end|>...
+	// <|tool_calls_section_end|>; the functions.f:N is the call's id
+	// (Kimi K2 Instruct, Thinking).
+	KimiK2 Format = "kimi-k2"
+	// DeepSeekV31: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}
+	// <｜tool▁call▁end｜>...<｜tool▁calls▁end｜> (DeepSeek V3.1).
+	DeepSeekV31 Format = "deepseek-v3.1"
+	// FunctionaryV31: <function=f>{...}</function>, once per call
+	// (Functionary v3.1).
+	FunctionaryV31 Format = "functionary-v3.1"
 	// Generic is for models whose chat template has no tool syntax. The
 	// whole reply is one JSON object, either
 	//
@@ -84,6 +95,10 @@ func Markers() []string {
 	for _, f := range []Format{MiniMax, SeedOSS, DeepSeekDSML} {
 		out = append(out, xmlSpecs[f].open, xmlSpecs[f].close)
 	}
+	for _, f := range []Format{KimiK2, DeepSeekV31} {
+		s := namedSpecs[f]
+		out = append(out, s.open, s.close, s.callOpen, s.nameEnd, s.callClose)
+	}
 	return out
 }
 
@@ -91,11 +106,16 @@ func Markers() []string {
 // syntax the template renders past tool calls in is the syntax the model was
 // trained to write.
 //
+//   - "<|tool_calls_section_begin|>": KimiK2;
+//   - "<｜tool▁calls▁begin｜>" with the name right before "<｜tool▁sep｜>":
+//     DeepSeekV31 (R1's "function<｜tool▁sep｜>name" with a ```json block
+//     stays Generic);
 //   - "｜DSML｜" with "function_calls": DeepSeekDSML;
 //   - "<minimax:tool_call>": MiniMax; "<seed:tool_call>": SeedOSS;
 //   - "<arg_key>": GLM47 where keys and values are written together
 //     ("</arg_key><arg_value>"), else GLM;
 //   - "<tool_call>" with "<function=" and "<parameter=": QwenXML;
+//   - "<function=" and "</function>" without "<parameter=": FunctionaryV31;
 //   - "[TOOL_CALLS]" with "[ARGS]": MistralArgs; "[TOOL_CALLS]": Mistral;
 //   - "<tool_call>": Hermes;
 //   - "<|python_tag|>" or the "ipython" role: Llama3;
@@ -103,6 +123,10 @@ func Markers() []string {
 func Detect(chatTemplate string) Format {
 	has := func(s string) bool { return strings.Contains(chatTemplate, s) }
 	switch {
+	case has("<|tool_calls_section_begin|>"):
+		return KimiK2
+	case has("<｜tool▁calls▁begin｜>") && has("<｜tool▁sep｜>' + tool['function']['arguments']"):
+		return DeepSeekV31
 	case has("｜DSML｜") && has("function_calls"):
 		return DeepSeekDSML
 	case has("<minimax:tool_call>"):
@@ -115,6 +139,8 @@ func Detect(chatTemplate string) Format {
 		return GLM
 	case has(hermesOpen) && has("<function=") && has("<parameter="):
 		return QwenXML
+	case has("<function=") && has("</function>") && !has("<parameter="):
+		return FunctionaryV31
 	case strings.Contains(chatTemplate, mistralCalls) && strings.Contains(chatTemplate, mistralArgs):
 		return MistralArgs
 	case strings.Contains(chatTemplate, mistralCalls):
@@ -133,8 +159,9 @@ func (f Format) Valid() bool {
 	case Hermes, Llama3, Mistral, MistralArgs, Generic:
 		return true
 	}
-	_, ok := xmlSpecs[f]
-	return ok
+	_, xml := xmlSpecs[f]
+	_, named := namedSpecs[f]
+	return xml || named
 }
 
 // argKeys are the member names that hold a call's arguments, preferred
@@ -160,6 +187,12 @@ func (f Format) marker() string {
 	if spec, ok := xmlSpecs[f]; ok {
 		return spec.open
 	}
+	if spec, ok := namedSpecs[f]; ok {
+		if spec.open != "" {
+			return spec.open
+		}
+		return spec.callOpen
+	}
 	return ""
 }
 
@@ -173,6 +206,8 @@ func (f Format) markers() []string {
 		return nil
 	case f == QwenXML:
 		return []string{m, xmlSpecs[QwenXML].callOpen}
+	case namedSpecs[f] != nil && namedSpecs[f].open != "":
+		return []string{m, namedSpecs[f].callOpen}
 	}
 	return []string{m}
 }

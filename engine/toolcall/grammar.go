@@ -120,6 +120,9 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 		body = repeatSep(call, "", parallel)
 	case QwenXML, GLM, GLM47, MiniMax, SeedOSS, DeepSeekDSML:
 		body = xmlRegionNode(f, call, parallel)
+	case KimiK2, DeepSeekV31, FunctionaryV31:
+		spec := namedSpecs[f]
+		body = grammar.Seq(grammar.Lit(spec.open), repeatSep(call, "", parallel), grammar.Lit(spec.close))
 	case Generic:
 		body = grammar.Seq(grammar.Lit(`{"tool_calls": [`), repeatSep(call, ", ", parallel), grammar.Lit("]}"))
 		if opts.AllowContent {
@@ -143,6 +146,13 @@ func callNode(f Format, name string, args grammar.Node) grammar.Node {
 		return grammar.Seq(grammar.Lit("{\"name\": "+q+", \"parameters\": "), args, grammar.Lit("}"))
 	case MistralArgs:
 		return grammar.Seq(grammar.Lit(mistralCalls+name+mistralArgs), args)
+	case KimiK2:
+		s := namedSpecs[f]
+		return grammar.Seq(grammar.Lit(s.callOpen+"functions."+name+":"), grammar.Repeat(grammar.ByteRange('0', '9'), 1, 3),
+			grammar.Lit(s.nameEnd), args, grammar.Lit(s.callClose))
+	case DeepSeekV31, FunctionaryV31:
+		s := namedSpecs[f]
+		return grammar.Seq(grammar.Lit(s.callOpen+name+s.nameEnd), args, grammar.Lit(s.callClose))
 	}
 	return grammar.Seq(grammar.Lit("{\"name\": "+q+", \"arguments\": "), args, grammar.Lit("}"))
 }

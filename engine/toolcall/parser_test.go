@@ -253,3 +253,21 @@ func TestDefaultIDs(t *testing.T) {
 		t.Errorf("mistral id %+v: want 9 characters", calls)
 	}
 }
+
+var namedCases = []parseCase{
+	{"kimi content, two calls, content", KimiK2, nil, "Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_call_begin|>functions.b:1<|tool_call_argument_begin|>{\"x\": \"é\"}<|tool_call_end|><|tool_calls_section_end|>Done.",
+		"Sure.Done.", []Call{{"functions.a:0", "a", "{}"}, {"functions.b:1", "b", `{"x": "é"}`}}},
+	{"kimi call without section", KimiK2, nil, "<|tool_call_begin|>functions.a:3<|tool_call_argument_begin|>{\"k\": 1}<|tool_call_end|>", "",
+		[]Call{{"functions.a:3", "a", `{"k": 1}`}}},
+	{"kimi empty section is content", KimiK2, nil, "<|tool_calls_section_begin|><|tool_calls_section_end|>", "<|tool_calls_section_begin|><|tool_calls_section_end|>", nil},
+	{"kimi cut in arguments", KimiK2, nil, "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{\"q\": \"x", "",
+		[]Call{{"functions.a:0", "a", `{"q": "x`}}},
+	{"deepseek unknown tool", DeepSeekV31, []string{"b"}, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", nil},
+	{"deepseek not json", DeepSeekV31, nil, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>oops", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>oops", nil},
+	{"functionary two calls", FunctionaryV31, nil, "Let me.\n<function=a>{\"x\": [1]}</function>\n<function=b>{}</function>", "Let me.",
+		[]Call{{"call_1", "a", `{"x": [1]}`}, {"call_2", "b", "{}"}}},
+	{"functionary include is content", FunctionaryV31, nil, "#include <functional>", "#include <functional>", nil},
+}
+
+func init() { parseCases = append(parseCases, namedCases...) }

@@ -24,6 +24,9 @@ func (p *Parser) scanRegion(start int) regionScan {
 	if spec, ok := xmlSpecs[p.format]; ok {
 		return p.scanXML(spec, start)
 	}
+	if spec, ok := namedSpecs[p.format]; ok {
+		return p.scanNamed(spec, start)
+	}
 	return scanGeneric(p.text, start, p.format.argKeys())
 }
 

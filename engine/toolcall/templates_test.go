@@ -25,14 +25,21 @@ type templateCalls struct {
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"calls"`
 	Cases []struct {
-		Template  string `json:"template"`
-		SHA256    string `json:"sha256"`
-		Format    Format `json:"format"`
-		BOS       string `json:"bos"`
-		EOS       string `json:"eos"`
-		Messages  []goldenMessage
-		History   string `json:"history"`
-		CallsText string `json:"calls_text"`
+		Template string `json:"template"`
+		SHA256   string `json:"sha256"`
+		Format   Format `json:"format"`
+		BOS      string `json:"bos"`
+		EOS      string `json:"eos"`
+		Messages []goldenMessage
+		History  string `json:"history"`
+		// HistoryError: jinja2 refused to render the history (a template
+		// that mutates a list); rill must refuse it too.
+		HistoryError string `json:"history_error"`
+		// HistoryEscaped is jinja2's own rendering where it HTML-escapes
+		// a str added to a Markup; History then has it unescaped, as rill
+		// (which has no Markup) and llama.cpp render it.
+		HistoryEscaped string `json:"history_escaped"`
+		CallsText      string `json:"calls_text"`
 	} `json:"cases"`
 }
 
@@ -120,8 +127,17 @@ func TestTemplatesRenderCalls(t *testing.T) {
 				conv.Messages = append(conv.Messages, cm)
 			}
 			got, err := tmpl.RenderConversation(conv)
+			if c.HistoryError != "" {
+				if err == nil {
+					t.Fatalf("rendered %q where jinja2 refused: %s", got, c.HistoryError)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if c.HistoryEscaped != "" {
+				t.Logf("jinja2 HTML-escapes part of this template's output (str + Markup); rill does not")
 			}
 			if got != c.History {
 				t.Fatalf("rendering differs from jinja2's\n got: %q\nwant: %q", got, c.History)

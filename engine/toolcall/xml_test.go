@@ -127,6 +127,18 @@ var llamaCppCases = []struct {
 		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
 	{"deepseek-v3.2 two calls", DeepSeekDSML, "Calling both</think>\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_time\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "Calling both</think>",
 		[]Call{{"call_1", "get_time", `{"city": "Paris"}`}, {"call_2", "get_weather", `{"city": "Paris"}`}}},
+
+	// JSON arguments: llama.cpp gives them compacted, rill as written.
+	{"kimi-k2 one call", KimiK2, "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_calls_section_end|>", "",
+		[]Call{{"functions.special_function:0", "special_function", `{"arg1": 1}`}}},
+	{"deepseek-v3.1 one call", DeepSeekV31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"XYZCITY\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "",
+		[]Call{{"call_1", "get_time", `{"city": "XYZCITY"}`}}},
+	{"deepseek-v3.1 after reasoning", DeepSeekV31, "REASONING</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "REASONING</think>",
+		[]Call{{"call_1", "get_time", `{"city": "Tokyo"}`}}},
+	{"deepseek-v3.1 content and two calls", DeepSeekV31, "REASONING</think>CONTENT<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "REASONING</think>CONTENT",
+		[]Call{{"call_1", "get_time", `{"city": "Paris"}`}, {"call_2", "get_weather", `{"city": "Paris"}`}}},
+	{"functionary-v3.1 one call", FunctionaryV31, "<function=special_function>{\"arg1\": 1}</function>", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
 }
 
 func TestLlamaCppExpectations(t *testing.T) {

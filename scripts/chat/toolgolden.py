@@ -28,6 +28,7 @@ The templates are not copied: each one's sha256 is recorded.
 
 import argparse
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -36,7 +37,8 @@ import sys
 import jinja2
 from jinja2.exceptions import TemplateError
 from jinja2.ext import loopcontrols
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
@@ -54,6 +56,11 @@ TEMPLATES = {
     "GLM-4.7-Flash.jinja": ("glm-4.7", "", "<|endoftext|>", "", False),
     "MiniMax-M2.jinja": ("minimax", "]~!b[", "[e~[", "[e~[", False),
     "ByteDance-Seed-OSS.jinja": ("seed-oss", "<seed:bos>", "<seed:eos>", "<seed:eos>", False),
+    "Kimi-K2-Instruct.jinja": ("kimi-k2", "[BOS]", "[EOS]", "<|im_end|>", False),
+    "Kimi-K2-Thinking.jinja": ("kimi-k2", "[BOS]", "[EOS]", "<|im_end|>", False),
+    "moonshotai-Kimi-K2.jinja": ("kimi-k2", "[BOS]", "[EOS]", "<|im_end|>", False),
+    "deepseek-ai-DeepSeek-V3.1.jinja": ("deepseek-v3.1", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜end▁of▁sentence｜>", False),
+    "meetkai-functionary-medium-v3.1.jinja": ("functionary-v3.1", "<|begin_of_text|>", "<|eot_id|>", "<|eom_id|>", False),
     "deepseek-ai-DeepSeek-V3.2.jinja": ("deepseek-dsml", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜end▁of▁sentence｜>", False),
 }
 
@@ -100,36 +107,56 @@ def messages(args_as_text):
     ]
 
 
-def build_env():
+def build_env(mutable=False, no_markup=False):
     def raise_exception(message):
         raise TemplateError(message)
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    cls = SandboxedEnvironment if mutable else ImmutableSandboxedEnvironment
+    env = cls(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
     env.filters["from_json"] = json.loads
+    if no_markup:
+        env.filters["safe"] = str
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: NOW.strftime(fmt)
     return env
 
 
 def generate():
-    env = build_env()
+    env, mutable_env, safe_env = build_env(), build_env(mutable=True), build_env(no_markup=True)
     out = {"generator": "scripts/chat/toolgolden.py", "jinja2": jinja2.__version__, "now": NOW.isoformat(),
            "tools": TOOLS, "calls": CALLS, "cases": []}
     for fname, (fmt, bos, eos, end, as_text) in TEMPLATES.items():
         with open(os.path.join(REF, fname), "rb") as f:
             raw = f.read()
-        tmpl = env.from_string(raw.decode("utf-8"))
         msgs = messages(as_text)
 
-        def render(ms, gen):
-            return tmpl.render(messages=ms, tools=TOOLS, documents=None, add_generation_prompt=gen,
-                               bos_token=bos, eos_token=eos)
+        def render(ms, gen, e=env):
+            return e.from_string(raw.decode("utf-8")).render(messages=ms, tools=TOOLS, documents=None,
+                                                             add_generation_prompt=gen, bos_token=bos, eos_token=eos)
 
-        history = render(msgs, True)
+        case = {}
+        try:
+            case["history"] = render(msgs, True)
+            # A str added to a Markup (text|safe + x|tojson, Functionary
+            # v3.1) is HTML-escaped by jinja2; rill, like llama.cpp, has
+            # no Markup. Where that changes the output, history_escaped
+            # keeps jinja2's, and history is the rendering with a safe
+            # filter that makes no Markup (nothing escaped).
+            unescaped = render(msgs, True, e=safe_env)
+            if unescaped != case["history"]:
+                case["history_escaped"], case["history"] = case["history"], unescaped
+        except SecurityError as e:
+            # The template mutates a list (Kimi K2 Instruct's
+            # ids.append), which Hugging Face's immutable sandbox refuses:
+            # rill must refuse it too. The calls text is then taken from a
+            # mutable sandbox, as llama.cpp's renderer allows it.
+            case["history_error"] = str(e)
+            render = functools.partial(render, e=mutable_env)
+            render.__name__ = "render"
         before = render(msgs[:2], True)
         upto = render(msgs[:3], False)
         # Thinking templates open <think> in the generation prompt and
@@ -140,8 +167,7 @@ def generate():
         if end:
             calls = calls[: calls.rindex(end)]
         out["cases"].append({"template": fname, "sha256": hashlib.sha256(raw).hexdigest(), "format": fmt,
-                             "bos": bos, "eos": eos, "messages": msgs,
-                             "history": history, "calls_text": calls})
+                             "bos": bos, "eos": eos, "messages": msgs, **case, "calls_text": calls})
     return json.dumps(out, ensure_ascii=False, indent=1) + "\n"
 
 
