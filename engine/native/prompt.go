@@ -12,6 +12,7 @@ import (
 	"rill/engine"
 	"rill/engine/chat"
 	"rill/engine/tokenizer"
+	"rill/engine/toolcall"
 )
 
 // A request's prompt: chat messages rendered by the model's template (with
@@ -210,6 +211,21 @@ func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs
 	conv.Vars = map[string]any{"date_string": now.Format("02 Jan 2006"), "datetime": now.Format("Jan 02 2006")}
 	for k, v := range kwargs {
 		conv.Vars[k] = v
+	}
+	if e.toolFormat == toolcall.Firefunction {
+		// Firefunction's template prints the tools from a "functions"
+		// string, which it needs even without tools, as llama.cpp's
+		// server passes it (the tools' JSON indented by 2, or "").
+		functions := ""
+		if conv.Tools != nil {
+			var b bytes.Buffer
+			if err := json.Indent(&b, conv.Tools, "", "  "); err == nil {
+				functions = b.String()
+			}
+		}
+		if _, set := conv.Vars["functions"]; !set {
+			conv.Vars["functions"] = functions
+		}
 	}
 	if _, set := conv.Vars["enable_thinking"]; !set && e.think.reasons() {
 		conv.Vars["enable_thinking"] = true

@@ -42,6 +42,12 @@
 //     NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>;
 //   - FunctionaryV31 (Functionary v3.1): <function=NAME>{...}</function>,
 //     calls one after another;
+//   - CommandR7B (Command R7B, Command A): <|START_ACTION|>[{"tool_call_id":
+//     "0", "tool_name": NAME, "parameters": {...}}, ...]<|END_ACTION|>; the
+//     model's tool_call_id is not kept (it restarts at 0 every turn);
+//   - Granite (3.x): <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
+//     (Granite 4 writes Hermes);
+//   - Firefunction (v2):  functools[{"name": ..., "arguments": {...}}, ...];
 //   - Generic, for templates without tool syntax: the whole reply is one
 //     JSON object, {"tool_calls": [{"name": ..., "arguments": {...}}]} to
 //     call, or {"content": "..."} to answer in words. The engine puts

@@ -55,6 +55,15 @@ const (
 	// FunctionaryV31: <function=f>{...}</function>, once per call
 	// (Functionary v3.1).
 	FunctionaryV31 Format = "functionary-v3.1"
+	// CommandR7B: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f",
+	// "parameters": {...}}, ...]<|END_ACTION|> (Command R7B, Command A).
+	CommandR7B Format = "command-r7b"
+	// Granite: <|tool_call|>[{"name": "f", "arguments": {...}}, ...]
+	// (Granite 3.x; Granite 4 writes Hermes).
+	Granite Format = "granite"
+	// Firefunction:  functools[{"name": "f", "arguments": {...}}, ...]
+	// (Firefunction v2).
+	Firefunction Format = "firefunction-v2"
 	// Generic is for models whose chat template has no tool syntax. The
 	// whole reply is one JSON object, either
 	//
@@ -95,6 +104,7 @@ func Markers() []string {
 	for _, f := range []Format{MiniMax, SeedOSS, DeepSeekDSML} {
 		out = append(out, xmlSpecs[f].open, xmlSpecs[f].close)
 	}
+	out = append(out, arraySpecs[CommandR7B].open, arraySpecs[CommandR7B].close, arraySpecs[Granite].open)
 	for _, f := range []Format{KimiK2, DeepSeekV31} {
 		s := namedSpecs[f]
 		out = append(out, s.open, s.close, s.callOpen, s.nameEnd, s.callClose)
@@ -114,6 +124,8 @@ func Markers() []string {
 //   - "<minimax:tool_call>": MiniMax; "<seed:tool_call>": SeedOSS;
 //   - "<arg_key>": GLM47 where keys and values are written together
 //     ("</arg_key><arg_value>"), else GLM;
+//   - "<|START_ACTION|>": CommandR7B; "<|tool_call|>": Granite;
+//     " functools[": Firefunction;
 //   - "<tool_call>" with "<function=" and "<parameter=": QwenXML;
 //   - "<function=" and "</function>" without "<parameter=": FunctionaryV31;
 //   - "[TOOL_CALLS]" with "[ARGS]": MistralArgs; "[TOOL_CALLS]": Mistral;
@@ -137,6 +149,12 @@ func Detect(chatTemplate string) Format {
 		return GLM47
 	case has("<arg_key>"):
 		return GLM
+	case has("<|START_ACTION|>"):
+		return CommandR7B
+	case has("<|tool_call|>"):
+		return Granite
+	case has(" functools["):
+		return Firefunction
 	case has(hermesOpen) && has("<function=") && has("<parameter="):
 		return QwenXML
 	case has("<function=") && has("</function>") && !has("<parameter="):
@@ -161,7 +179,8 @@ func (f Format) Valid() bool {
 	}
 	_, xml := xmlSpecs[f]
 	_, named := namedSpecs[f]
-	return xml || named
+	_, array := arraySpecs[f]
+	return xml || named || array
 }
 
 // argKeys are the member names that hold a call's arguments, preferred
@@ -185,6 +204,9 @@ func (f Format) marker() string {
 		return mistralCalls
 	}
 	if spec, ok := xmlSpecs[f]; ok {
+		return spec.open
+	}
+	if spec, ok := arraySpecs[f]; ok {
 		return spec.open
 	}
 	if spec, ok := namedSpecs[f]; ok {

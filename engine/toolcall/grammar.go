@@ -120,6 +120,13 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 		body = repeatSep(call, "", parallel)
 	case QwenXML, GLM, GLM47, MiniMax, SeedOSS, DeepSeekDSML:
 		body = xmlRegionNode(f, call, parallel)
+	case CommandR7B, Granite, Firefunction:
+		spec := arraySpecs[f]
+		open := spec.open
+		if f == Firefunction {
+			open = " " + open
+		}
+		body = grammar.Seq(grammar.Lit(open+"["), repeatSep(call, ", ", parallel), grammar.Lit("]"+spec.close))
 	case KimiK2, DeepSeekV31, FunctionaryV31:
 		spec := namedSpecs[f]
 		body = grammar.Seq(grammar.Lit(spec.open), repeatSep(call, "", parallel), grammar.Lit(spec.close))
@@ -150,6 +157,9 @@ func callNode(f Format, name string, args grammar.Node) grammar.Node {
 		s := namedSpecs[f]
 		return grammar.Seq(grammar.Lit(s.callOpen+"functions."+name+":"), grammar.Repeat(grammar.ByteRange('0', '9'), 1, 3),
 			grammar.Lit(s.nameEnd), args, grammar.Lit(s.callClose))
+	case CommandR7B:
+		return grammar.Seq(grammar.Lit(`{"tool_call_id": "`), grammar.Repeat(grammar.ByteRange('0', '9'), 1, 2),
+			grammar.Lit(`", "tool_name": `+q+`, "parameters": `), args, grammar.Lit("}"))
 	case DeepSeekV31, FunctionaryV31:
 		s := namedSpecs[f]
 		return grammar.Seq(grammar.Lit(s.callOpen+name+s.nameEnd), args, grammar.Lit(s.callClose))

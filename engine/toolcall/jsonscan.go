@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -304,6 +305,14 @@ type callObject struct {
 // at '{'). Members may come in any order; others are skipped ("id" is
 // kept).
 func scanCallObject(b []byte, i int, argKeys []string) callObject {
+	return scanCallObjectKeys(b, i, nameKey, argKeys)
+}
+
+var nameKey = []string{"name"}
+
+// scanCallObjectKeys is scanCallObject with the call's name in the first
+// of nameKeys present.
+func scanCallObjectKeys(b []byte, i int, nameKeys, argKeys []string) callObject {
 	var co callObject
 	fail := func(at int, st scanStatus) callObject {
 		co.end, co.status = at, st
@@ -351,14 +360,14 @@ func scanCallObject(b []byte, i int, argKeys []string) callObject {
 		if st != scanOK {
 			return fail(i, st)
 		}
-		switch key {
-		case "name":
+		switch {
+		case slices.Contains(nameKeys, key):
 			s, ok := decodeString(b[valStart:i])
 			if !ok {
 				return fail(valStart, scanBad)
 			}
 			co.name, co.nameOK = s, true
-		case "id":
+		case key == "id":
 			if !co.hasArgs { // only an id seen before the call is committed counts
 				co.id, _ = decodeString(b[valStart:i])
 			}

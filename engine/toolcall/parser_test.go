@@ -270,4 +270,14 @@ var namedCases = []parseCase{
 	{"functionary include is content", FunctionaryV31, nil, "#include <functional>", "#include <functional>", nil},
 }
 
-func init() { parseCases = append(parseCases, namedCases...) }
+var arrayCases = []parseCase{
+	{"command-r7b thinking then calls", CommandR7B, nil, "<|START_THINKING|>Look it up.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"a\", \"parameters\": {\"q\": 1}},\n    {\"tool_call_id\": \"1\", \"tool_name\": \"b\", \"parameters\": {}}\n]<|END_ACTION|>",
+		"<|START_THINKING|>Look it up.<|END_THINKING|>", []Call{{"call_1", "a", `{"q": 1}`}, {"call_2", "b", "{}"}}},
+	{"command-r7b response is content", CommandR7B, nil, "<|START_RESPONSE|>Hi.<|END_RESPONSE|>", "<|START_RESPONSE|>Hi.<|END_RESPONSE|>", nil},
+	{"granite call", Granite, nil, "<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"x\": true}}]", "", []Call{{"call_1", "a", `{"x": true}`}}},
+	{"firefunction content and call", Firefunction, nil, "Sure functools[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"k\": \"v\"}}]", "Sure",
+		[]Call{{"call_1", "a", "{}"}, {"call_2", "b", `{"k": "v"}`}}},
+	{"firefunction the module is content", Firefunction, nil, "import functools\nfunctools.partial(f)", "import functools\nfunctools.partial(f)", nil},
+}
+
+func init() { parseCases = append(append(parseCases, namedCases...), arrayCases...) }

@@ -27,6 +27,9 @@ func (p *Parser) scanRegion(start int) regionScan {
 	if spec, ok := namedSpecs[p.format]; ok {
 		return p.scanNamed(spec, start)
 	}
+	if spec, ok := arraySpecs[p.format]; ok {
+		return scanArrayRegion(spec, p.text, start)
+	}
 	return scanGeneric(p.text, start, p.format.argKeys())
 }
 

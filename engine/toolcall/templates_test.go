@@ -25,11 +25,12 @@ type templateCalls struct {
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"calls"`
 	Cases []struct {
-		Template string `json:"template"`
-		SHA256   string `json:"sha256"`
-		Format   Format `json:"format"`
-		BOS      string `json:"bos"`
-		EOS      string `json:"eos"`
+		Template string         `json:"template"`
+		SHA256   string         `json:"sha256"`
+		Format   Format         `json:"format"`
+		BOS      string         `json:"bos"`
+		EOS      string         `json:"eos"`
+		Vars     map[string]any `json:"vars"`
 		Messages []goldenMessage
 		History  string `json:"history"`
 		// HistoryError: jinja2 refused to render the history (a template
@@ -118,7 +119,7 @@ func TestTemplatesRenderCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conv := chat.Conversation{Tools: g.Tools, AddGenerationPrompt: true}
+			conv := chat.Conversation{Tools: g.Tools, AddGenerationPrompt: true, Vars: c.Vars}
 			for _, m := range c.Messages {
 				cm := chat.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
 				for _, tc := range m.ToolCalls {

@@ -137,6 +137,12 @@ var llamaCppCases = []struct {
 		[]Call{{"call_1", "get_time", `{"city": "Tokyo"}`}}},
 	{"deepseek-v3.1 content and two calls", DeepSeekV31, "REASONING</think>CONTENT<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "REASONING</think>CONTENT",
 		[]Call{{"call_1", "get_time", `{"city": "Paris"}`}, {"call_2", "get_weather", `{"city": "Paris"}`}}},
+	// llama.cpp keeps Command R7B's tool_call_id ("0") as the id; rill
+	// makes its own, since the model restarts the numbering every turn.
+	{"command-r7b after thinking", CommandR7B, "<|START_THINKING|><|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}\n]<|END_ACTION|>", "<|START_THINKING|><|END_THINKING|>",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+	{"firefunction-v2 one call", Firefunction, " functools[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
 	{"functionary-v3.1 one call", FunctionaryV31, "<function=special_function>{\"arg1\": 1}</function>", "",
 		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
 }

@@ -61,7 +61,19 @@ TEMPLATES = {
     "moonshotai-Kimi-K2.jinja": ("kimi-k2", "[BOS]", "[EOS]", "<|im_end|>", False),
     "deepseek-ai-DeepSeek-V3.1.jinja": ("deepseek-v3.1", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜end▁of▁sentence｜>", False),
     "meetkai-functionary-medium-v3.1.jinja": ("functionary-v3.1", "<|begin_of_text|>", "<|eot_id|>", "<|eom_id|>", False),
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": ("command-r7b", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", False),
+    "fireworks-ai-llama-3-firefunction-v2.jinja": ("firefunction-v2", "<|begin_of_text|>", "<|eot_id|>", "<|eot_id|>", False),
+    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja": ("hermes", "<|begin_of_text|>", "<|im_end|>", "<|im_end|>", False),
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja": ("hermes", "<|begin_of_text|>", "<|im_end|>", "<|im_end|>", False),
+    "ibm-granite-granite-4.0.jinja": ("hermes", "", "<|end_of_text|>", "<|end_of_text|>", False),
+    "ibm-granite-granite-4.1.jinja": ("hermes", "", "<|end_of_text|>", "<|end_of_text|>", False),
     "deepseek-ai-DeepSeek-V3.2.jinja": ("deepseek-dsml", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜end▁of▁sentence｜>", False),
+}
+
+# Variables some templates read besides the usual ones (Firefunction's
+# system prompt takes the functions and the date from its caller).
+EXTRA_VARS = {
+    "fireworks-ai-llama-3-firefunction-v2.jinja": {"datetime": "Jul 26 2024", "functions": "[get_weather, search_code]"},
 }
 
 TOOLS = [
@@ -136,7 +148,8 @@ def generate():
 
         def render(ms, gen, e=env):
             return e.from_string(raw.decode("utf-8")).render(messages=ms, tools=TOOLS, documents=None,
-                                                             add_generation_prompt=gen, bos_token=bos, eos_token=eos)
+                                                             add_generation_prompt=gen, bos_token=bos, eos_token=eos,
+                                                             **EXTRA_VARS.get(fname, {}))
 
         case = {}
         try:
@@ -167,7 +180,7 @@ def generate():
         if end:
             calls = calls[: calls.rindex(end)]
         out["cases"].append({"template": fname, "sha256": hashlib.sha256(raw).hexdigest(), "format": fmt,
-                             "bos": bos, "eos": eos, "messages": msgs, **case, "calls_text": calls})
+                             "bos": bos, "eos": eos, "vars": EXTRA_VARS.get(fname, {}), "messages": msgs, **case, "calls_text": calls})
     return json.dumps(out, ensure_ascii=False, indent=1) + "\n"
 
 
