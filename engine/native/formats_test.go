@@ -111,6 +111,7 @@ func TestForcedToolCallsInTemplateFormats(t *testing.T) {
 		{"Kimi-K2-Instruct.jinja", toolcall.KimiK2},
 		{"deepseek-ai-DeepSeek-V3.1.jinja", toolcall.DeepSeekV31},
 		{"meetkai-functionary-medium-v3.1.jinja", toolcall.FunctionaryV31},
+		{"meetkai-functionary-medium-v3.2.jinja", toolcall.FunctionaryV32},
 		{"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", toolcall.CommandR7B},
 		{"ibm-granite-granite-3.3-2B-Instruct.jinja", toolcall.Granite},
 		{"fireworks-ai-llama-3-firefunction-v2.jinja", toolcall.Firefunction},

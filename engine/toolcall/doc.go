@@ -42,6 +42,10 @@
 //     NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>;
 //   - FunctionaryV31 (Functionary v3.1): <function=NAME>{...}</function>,
 //     calls one after another;
+//   - FunctionaryV32 (Functionary v3.2): the prompt ends with ">>>"; the
+//     model writes a recipient and a newline, "all" then content (the
+//     recipient is dropped) or a function's name then its JSON arguments,
+//     and ">>>" before each further recipient;
 //   - CommandR7B (Command R7B, Command A): <|START_ACTION|>[{"tool_call_id":
 //     "0", "tool_name": NAME, "parameters": {...}}, ...]<|END_ACTION|>; the
 //     model's tool_call_id is not kept (it restarts at 0 every turn);

@@ -64,6 +64,11 @@ const (
 	// Firefunction:  functools[{"name": "f", "arguments": {...}}, ...]
 	// (Firefunction v2).
 	Firefunction Format = "firefunction-v2"
+	// FunctionaryV32: the prompt ends with ">>>", and the model writes a
+	// recipient and a newline: "all" then content, or a function's name
+	// then its JSON arguments; further ">>>" open further recipients
+	// (Functionary v3.2).
+	FunctionaryV32 Format = "functionary-v3.2"
 	// Generic is for models whose chat template has no tool syntax. The
 	// whole reply is one JSON object, either
 	//
@@ -124,6 +129,7 @@ func Markers() []string {
 //   - "<minimax:tool_call>": MiniMax; "<seed:tool_call>": SeedOSS;
 //   - "<arg_key>": GLM47 where keys and values are written together
 //     ("</arg_key><arg_value>"), else GLM;
+//   - ">>>all": FunctionaryV32;
 //   - "<|START_ACTION|>": CommandR7B; "<|tool_call|>": Granite;
 //     " functools[": Firefunction;
 //   - "<tool_call>" with "<function=" and "<parameter=": QwenXML;
@@ -149,6 +155,8 @@ func Detect(chatTemplate string) Format {
 		return GLM47
 	case has("<arg_key>"):
 		return GLM
+	case has(">>>all"):
+		return FunctionaryV32
 	case has("<|START_ACTION|>"):
 		return CommandR7B
 	case has("<|tool_call|>"):

@@ -21,11 +21,11 @@ var fragments = []string{
 	`<｜DSML｜parameter name="city" string="true">`, "</｜DSML｜parameter>", "</｜DSML｜invoke>",
 	"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "functions.f:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
 	"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<function=f>{}",
-	"<|START_ACTION|>", "<|END_ACTION|>", `{"tool_call_id": "0", "tool_name": "f", "parameters": {}}`, "<|tool_call|>", " functools", "functools[",
+	"<|START_ACTION|>", "<|END_ACTION|>", `{"tool_call_id": "0", "tool_name": "f", "parameters": {}}`, "<|tool_call|>", " functools", "functools[", ">>>", "all\n", "f\n", ">>>all\n", ">>>f\n{\"a\": 1}",
 }
 
 // allFormats are the formats the random outputs are parsed in.
-var allFormats = []Format{Hermes, Llama3, Mistral, MistralArgs, Generic, QwenXML, GLM, GLM47, MiniMax, SeedOSS, DeepSeekDSML, KimiK2, DeepSeekV31, FunctionaryV31, CommandR7B, Granite, Firefunction}
+var allFormats = []Format{Hermes, Llama3, Mistral, MistralArgs, Generic, QwenXML, GLM, GLM47, MiniMax, SeedOSS, DeepSeekDSML, KimiK2, DeepSeekV31, FunctionaryV31, CommandR7B, Granite, Firefunction, FunctionaryV32}
 
 // checkSplits asserts that every UTF-8 split of text, and rune-by-rune
 // feeding, assemble to Parse's result with a well-formed delta stream.
@@ -58,7 +58,9 @@ func checkSplitsOpts(t *testing.T, f Format, text string, opts Options) {
 	}
 	// Nothing is lost: content plus calls account for every non-space
 	// character of the text, unless some of it was call syntax.
-	if len(wantCalls) == 0 && strings.TrimSpace(wantContent) != strings.TrimSpace(text) && f != Generic {
+	// (Generic's content envelope and Functionary v3.2's recipients are
+	// syntax too.)
+	if len(wantCalls) == 0 && strings.TrimSpace(wantContent) != strings.TrimSpace(text) && f != Generic && f != FunctionaryV32 {
 		t.Fatalf("%s %q: no calls, but content %q is not the text", f, text, wantContent)
 	}
 }

@@ -127,6 +127,12 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 			open = " " + open
 		}
 		body = grammar.Seq(grammar.Lit(open+"["), repeatSep(call, ", ", parallel), grammar.Lit("]"+spec.close))
+	case FunctionaryV32:
+		// The prompt wrote the first ">>>".
+		body = call
+		if parallel {
+			body = grammar.Seq(call, grammar.Repeat(grammar.Seq(grammar.Lit(namedSpecs[f].callOpen), call), 0, -1))
+		}
 	case KimiK2, DeepSeekV31, FunctionaryV31:
 		spec := namedSpecs[f]
 		body = grammar.Seq(grammar.Lit(spec.open), repeatSep(call, "", parallel), grammar.Lit(spec.close))
@@ -160,6 +166,8 @@ func callNode(f Format, name string, args grammar.Node) grammar.Node {
 	case CommandR7B:
 		return grammar.Seq(grammar.Lit(`{"tool_call_id": "`), grammar.Repeat(grammar.ByteRange('0', '9'), 1, 2),
 			grammar.Lit(`", "tool_name": `+q+`, "parameters": `), args, grammar.Lit("}"))
+	case FunctionaryV32:
+		return grammar.Seq(grammar.Lit(name+"\n"), args)
 	case DeepSeekV31, FunctionaryV31:
 		s := namedSpecs[f]
 		return grammar.Seq(grammar.Lit(s.callOpen+name+s.nameEnd), args, grammar.Lit(s.callClose))

@@ -34,7 +34,7 @@ func markerVocab(t *testing.T) *grammar.Vocab {
 		"<minimax:tool_call>", "</minimax:tool_call>", "<seed:tool_call>", "</seed:tool_call>", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>",
 		"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
 		"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
-		"<|START_ACTION|>", "<|END_ACTION|>", "<|tool_call|>", " functools"} {
+		"<|START_ACTION|>", "<|END_ACTION|>", "<|tool_call|>", " functools", ">>>"} {
 		toks = append(toks, []byte(m))
 	}
 	toks = append(toks, nil) // end of generation

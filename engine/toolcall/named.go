@@ -19,7 +19,14 @@ type namedSpec struct {
 	// kimiID: the name is written functions.NAME:INDEX, which is also the
 	// call's id (Kimi K2).
 	kimiID bool
+	// recipients: the output begins inside a callOpen (the generation
+	// prompt ends with it), and the recipient "all" opens content, not
+	// a call (Functionary v3.2's >>>all\ntext).
+	recipients bool
 }
+
+// allRecipient is Functionary v3.2's recipient of content.
+const allRecipient = "all\n"
 
 var namedSpecs = map[Format]*namedSpec{
 	KimiK2: {
@@ -32,6 +39,7 @@ var namedSpecs = map[Format]*namedSpec{
 		callOpen: "<｜tool▁call▁begin｜>", nameEnd: "<｜tool▁sep｜>", callClose: "<｜tool▁call▁end｜>",
 	},
 	FunctionaryV31: {callOpen: "<function=", nameEnd: ">", callClose: "</function>"},
+	FunctionaryV32: {callOpen: ">>>", nameEnd: "\n", recipients: true},
 }
 
 // scanNamed scans a region of a named format from start.
@@ -51,6 +59,9 @@ func (p *Parser) scanNamed(spec *namedSpec, start int) regionScan {
 			return sc
 		}
 		openSt := matchLiteral(b, i, spec.callOpen)
+		if spec.recipients && i == start && prevEnd < 0 {
+			openSt = scanOK // the first recipient needs no marker
+		}
 		if openSt != scanOK {
 			closeSt := scanBad
 			if section {
@@ -70,7 +81,26 @@ func (p *Parser) scanNamed(spec *namedSpec, start int) regionScan {
 			}
 			return sc
 		}
-		co := scanNamedCall(spec, b, i+len(spec.callOpen))
+		k := i + len(spec.callOpen)
+		if spec.recipients && i == start && !bytes.HasPrefix(b[i:], []byte(spec.callOpen)) {
+			k = i // the output's first recipient, after the prompt's callOpen
+		}
+		if spec.recipients {
+			switch matchLiteral(b, k, allRecipient) {
+			case scanMore:
+				sc.status, sc.end = scanMore, len(b)
+				return sc
+			case scanOK:
+				// Content follows: the region is the calls before it, or,
+				// with none, the marker and recipient, dropped.
+				sc.status, sc.end = scanOK, k+len(allRecipient)
+				if prevEnd >= 0 {
+					sc.end = prevEnd
+				}
+				return sc
+			}
+		}
+		co := scanNamedCall(spec, b, k)
 		sc.calls = append(sc.calls, co)
 		if co.status != scanOK {
 			sc.status, sc.end = co.status, co.end
@@ -103,7 +133,7 @@ func scanNamedCall(spec *namedSpec, b []byte, i int) callObject {
 		}
 		co.id = id
 	}
-	if name == "" || strings.ContainsAny(name, "\n<>{}") {
+	if name == "" || strings.ContainsAny(name, "\n<>{} ") {
 		return fail(i, scanBad)
 	}
 	co.name, co.nameOK = name, true

@@ -74,6 +74,9 @@ type Parser struct {
 	region  *region
 	out     []Delta
 	types   map[string]map[string]bool // tool -> property -> its value is a string (XML formats)
+	// recipient: the output begins with a recipient whose marker the
+	// prompt wrote (Functionary v3.2); cleared when that region opens.
+	recipient bool
 }
 
 // region is an open call region: from start (its marker or '{'), scanned
@@ -94,6 +97,9 @@ type sentCall struct {
 // NewParser returns a parser of output in format f.
 func NewParser(f Format, opts Options) *Parser {
 	p := &Parser{format: f, opts: opts, atStart: true, newID: opts.NewID}
+	if spec := namedSpecs[f]; spec != nil && spec.recipients {
+		p.recipient = true
+	}
 	if p.newID == nil {
 		p.newID = f.defaultID()
 	}
@@ -200,6 +206,10 @@ func (p *Parser) advance(final bool) {
 // region is held back unless final).
 func (p *Parser) findStart(final bool) (start int, found bool, safe int) {
 	s := p.text[p.base:]
+	if p.recipient {
+		p.recipient = false
+		return p.base, true, p.base
+	}
 	if p.atStart && p.format.bareStart() {
 		k := skipWS(s, 0)
 		if k == len(s) {

@@ -280,4 +280,15 @@ var arrayCases = []parseCase{
 	{"firefunction the module is content", Firefunction, nil, "import functools\nfunctools.partial(f)", "import functools\nfunctools.partial(f)", nil},
 }
 
+var recipientCases = []parseCase{
+	{"functionary v3.2 content", FunctionaryV32, nil, "all\nHello, world!\nWhat's up?", "Hello, world!\nWhat's up?", nil},
+	{"functionary v3.2 call", FunctionaryV32, nil, "f\n{\"a\": 1}", "", []Call{{"call_1", "f", `{"a": 1}`}}},
+	{"functionary v3.2 content then calls then content", FunctionaryV32, nil, "all\nLet me see.>>>f\n{\"a\": 1}>>>g\n{}>>>all\nDone.", "Let me see.Done.",
+		[]Call{{"call_1", "f", `{"a": 1}`}, {"call_2", "g", "{}"}}},
+	{"functionary v3.2 no recipient", FunctionaryV32, nil, "Hello there, no recipient.", "Hello there, no recipient.", nil},
+	{"functionary v3.2 unknown recipient", FunctionaryV32, []string{"g"}, "f\n{}", "f\n{}", nil},
+}
+
+func init() { parseCases = append(parseCases, recipientCases...) }
+
 func init() { parseCases = append(append(parseCases, namedCases...), arrayCases...) }

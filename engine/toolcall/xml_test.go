@@ -143,6 +143,9 @@ var llamaCppCases = []struct {
 		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
 	{"firefunction-v2 one call", Firefunction, " functools[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]", "",
 		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
+	{"functionary-v3.2 content", FunctionaryV32, "all\nHello, world!\nWhat's up?", "Hello, world!\nWhat's up?", nil},
+	{"functionary-v3.2 one call", FunctionaryV32, "special_function\n{\"arg1\": 1}", "",
+		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
 	{"functionary-v3.1 one call", FunctionaryV31, "<function=special_function>{\"arg1\": 1}</function>", "",
 		[]Call{{"call_1", "special_function", `{"arg1": 1}`}}},
 }

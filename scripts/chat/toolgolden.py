@@ -67,6 +67,7 @@ TEMPLATES = {
     "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja": ("hermes", "<|begin_of_text|>", "<|im_end|>", "<|im_end|>", False),
     "ibm-granite-granite-4.0.jinja": ("hermes", "", "<|end_of_text|>", "<|end_of_text|>", False),
     "ibm-granite-granite-4.1.jinja": ("hermes", "", "<|end_of_text|>", "<|end_of_text|>", False),
+    "meetkai-functionary-medium-v3.2.jinja": ("functionary-v3.2", "<|begin_of_text|>", "<|eot_id|>", "<|eot_id|>", True),
     "deepseek-ai-DeepSeek-V3.2.jinja": ("deepseek-dsml", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜end▁of▁sentence｜>", False),
 }
 
