@@ -68,30 +68,35 @@
 //
 // # Contract for the engine
 //
-// Per choice: NewParser(format, Options{Tools: declared names}); Feed each
-// decoded text delta and forward the returned deltas (content as content,
-// CallDelta as tool_calls[index] with id, type "function" and name on the
-// first delta of a call, arguments pieces after); Flush at the end (stop,
+// Per choice: NewParser(format, Options{Tools: declared names,
+// Parameters: their schemas}); Feed each decoded text delta and forward
+// the returned deltas (content as content, CallDelta as tool_calls[index]
+// with id, type "function" and name on the first delta of a call,
+// arguments pieces after); Flush at the end (stop,
 // length or cancel). Non-streaming responses use Parse (or Assemble of the
 // deltas), which gives the same result as any streaming of the same text.
 // finish_reason is "tool_calls" when a call was made and generation
 // stopped on its own; "length" when max_tokens cut it (the last call's
-// arguments may then be incomplete JSON, as with OpenAI). A Parser belongs
+// arguments may then be incomplete JSON, as with OpenAI; in an XML format
+// also when its syntax breaks after the call began). A Parser belongs
 // to one goroutine; Grammar's result is an immutable *grammar.Grammar.
 //
-// The XML formats write each argument as raw text. Options.Parameters
-// (the tools' schemas) says how to read it back: a property whose schema
-// is "string" (or a string enum or const) becomes a JSON string, as does
-// a property the schema does not declare; any other value is read as JSON
-// when it is JSON (Python's True, False and None as true, false and null,
-// since the templates render values with Python's str), else kept as a
-// string. A string argument streams as it is generated (holding back only
-// what may be its closing tag); any other argument is sent when its
-// closing tag arrives, and the object's closing brace with the call's.
-// Their grammars write the schema's properties in order (the optional ones
-// may be left out) and hold a string value to its enum, and to its
-// minLength and maxLength by leaving out '<'; other string keywords
-// (pattern, format) are not held in these formats.
+// The XML formats (QwenXML, GLM, GLM47, MiniMax, SeedOSS, DeepSeekDSML)
+// write each argument as raw text, and the parser rebuilds the JSON
+// object. Options.Parameters (the tools' schemas) says how to read a
+// value: a property whose schema is "string" (or a string enum or const)
+// becomes a JSON string, as does a property the schema does not declare
+// (DeepSeekDSML's string="true|false" says it itself); any other value is
+// kept when it is JSON, converted when it is a Python literal (the
+// templates render values with Python's str: True, None, ['a'],
+// {'k': 1}), else made a string. QwenXML drops the newline after the
+// opening tag and before the closing one. A string argument streams as
+// it is generated (holding back only what may be its closing tag); any
+// other argument is sent when its closing tag arrives, and the object's
+// closing brace with the call's. Their grammars write the schema's
+// properties in order (the optional ones may be left out) and hold a
+// string value to its enum, and to its minLength and maxLength by leaving
+// out '<'; other string keywords (pattern, format) are not held there.
 //
 // Text that looks like a call but is not one (malformed JSON, an
 // undeclared function, no arguments in the Llama format) is content. Only
@@ -99,7 +104,14 @@
 // it, and a call until its name and the start of its arguments are seen;
 // after that the arguments stream as they are generated.
 //
-// Not supported: Llama's built-in tool syntax
-// (<|python_tag|>f.call(...)), DeepSeek's and Command-R's own syntaxes
-// (detected as Generic).
+// Reasoning is not split out here: text before the calls (<think>...
+// </think>, Command R7B's <|START_THINKING|>...) is content to this
+// package.
+//
+// Not supported: Llama's built-in tool syntax (<|python_tag|>f.call(...))
+// and Functionary v3.1's <|python_tag|> code; DeepSeek R1's
+// "function<｜tool▁sep｜>NAME" with a ```json block, Command R+'s
+// "Action: ```json", MiniMax M1's <tool_calls> and M3's namespaced tags,
+// Kimi K3, DeepSeek V4 (all detected as Generic or as the closest format
+// above, as the table in detect_test.go records).
 package toolcall
