@@ -295,10 +295,14 @@ type callObject struct {
 	argsDone    bool
 	argsIsValue bool // the arguments are a JSON string holding JSON text
 	// synth: the arguments are JSON built from the call's text (the XML
-	// formats) rather than a span of it; argsText is what is decided so
-	// far, and only ever grows as the text does.
-	synth    bool
-	argsText string
+	// formats) rather than a span of it. What is decided so far is
+	// argsText, then, when a string value is open, the JSON escaping of
+	// text[openStart:openEnd] (kept as a span, so that a long value is not
+	// copied at every feed). It only ever grows as the text does.
+	synth              bool
+	argsText           string
+	open               bool
+	openStart, openEnd int
 }
 
 // scanCallObject scans {"name": "...", <argKey>: {...}, ...} at b[i:] (i

@@ -92,6 +92,7 @@ type sentCall struct {
 	index    int
 	argsSent int  // bytes of the arguments text sent
 	whole    bool // the arguments were sent in one piece (a string, or "{}")
+	rawSent  int  // synthesized arguments: the text sent of the open value
 }
 
 // NewParser returns a parser of output in format f.
@@ -340,9 +341,20 @@ func (p *Parser) sendArgs(s *sentCall, c *callObject) {
 	}
 	switch {
 	case c.synth:
+		var piece []byte
 		if n := len(c.argsText); n > s.argsSent {
-			p.call(CallDelta{Index: s.index, Arguments: c.argsText[s.argsSent:]})
+			piece = append(piece, c.argsText[s.argsSent:]...)
 			s.argsSent = n
+			s.rawSent = c.openStart // an open value begins after argsText
+		}
+		if c.open && s.argsSent >= len(c.argsText) && c.openEnd > s.rawSent {
+			n := len(piece)
+			piece = appendEscaped(piece, string(p.text[s.rawSent:c.openEnd]))
+			s.argsSent += len(piece) - n
+			s.rawSent = c.openEnd
+		}
+		if len(piece) > 0 {
+			p.call(CallDelta{Index: s.index, Arguments: string(piece)})
 		}
 	case !c.hasArgs:
 		if c.status == scanOK {

@@ -395,9 +395,8 @@ func (p *Parser) scanXMLCall(spec *xmlSpec, b []byte, i int) callObject {
 			// Open: a string value streams as far as it is decided.
 			if isString && (vs < len(b) || !spec.trimNL) {
 				v := b[vs:]
-				v = v[:len(v)-heldSuffix(v, spec.paramClose, spec.trimNL)]
-				partial := append(append(append(args, head...), '"'), appendEscaped(nil, string(v))...)
-				co.argsText = string(partial)
+				co.argsText = string(append(append(args, head...), '"'))
+				co.open, co.openStart, co.openEnd = true, vs, len(b)-heldSuffix(v, spec.paramClose, spec.trimNL)
 			}
 			return fail(len(b), scanMore)
 		}

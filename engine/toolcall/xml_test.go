@@ -3,6 +3,7 @@ package toolcall
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -189,5 +190,19 @@ func TestPyLiteralJSON(t *testing.T) {
 		if got, ok := pyLiteralJSON(in); ok {
 			t.Errorf("%s: %q, want no literal", in, got)
 		}
+	}
+}
+
+// BenchmarkXMLLongArgument feeds a call writing a 100 KB file, 4 bytes at
+// a time: the open string value is escaped once, not at every feed.
+func BenchmarkXMLLongArgument(b *testing.B) {
+	body := strings.Repeat("func f(a, b int) bool { return a < b }\n", 2500)
+	text := "<tool_call>\n<function=write>\n<parameter=content>\n" + body + "\n</parameter>\n</function>\n</tool_call>"
+	for b.Loop() {
+		p := NewParser(QwenXML, Options{})
+		for i := 0; i < len(text); i += 4 {
+			p.Feed(text[i:min(i+4, len(text))])
+		}
+		p.Flush()
 	}
 }
