@@ -1,6 +1,7 @@
 package native
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -59,7 +60,7 @@ import (
 // decode as nothing; the grammar vocabulary spells them with their text, and
 // choices that are constrained or parse tool calls decode them as that text
 // too, so that the grammar, the parser and the client see the same output.
-var toolMarkers = []string{"<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}
+var toolMarkers = toolcall.Markers()
 
 // markerTokens returns the control (or unknown, or unused) tokens of tok
 // whose text is a tool marker, by id. Other token types decode as their
@@ -124,6 +125,9 @@ type constraint struct {
 	parse  bool
 	format toolcall.Format
 	tools  []string
+	// params are the tools' parameter schemas by name, which the XML
+	// formats type their argument values by.
+	params map[string]json.RawMessage
 	// forced: tool_choice required or named; the grammar makes the whole
 	// reply calls, so the parser's leftovers (the start of a call cut
 	// short by max_tokens before its name) are not content.
@@ -268,9 +272,11 @@ func (e *Engine) toolConstraint(req *engine.Request, k *constraint) error {
 	}
 	tools := make([]toolcall.Tool, len(req.Tools))
 	names := make([]string, len(req.Tools))
+	params := make(map[string]json.RawMessage, len(req.Tools))
 	for i, t := range req.Tools {
 		tools[i] = toolcall.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}
 		names[i] = t.Name
+		params[t.Name] = t.Parameters
 	}
 	index := make([]int, len(tools)) // the grammar's tool i is the request's index[i]
 	for i := range index {
@@ -293,7 +299,7 @@ func (e *Engine) toolConstraint(req *engine.Request, k *constraint) error {
 		return nil // the response format holds the reply; no call fits in it
 	case choice.Mode == engine.ToolChoiceAuto && format != toolcall.Generic:
 		// The model decides; its calls are parsed out of free text.
-		k.parse, k.format, k.tools = true, format, names
+		k.parse, k.format, k.tools, k.params = true, format, names, params
 		return nil
 	case choice.Mode == engine.ToolChoiceAuto:
 		opts.AllowContent = true
@@ -302,7 +308,7 @@ func (e *Engine) toolConstraint(req *engine.Request, k *constraint) error {
 	if err != nil {
 		return toolError(err, index)
 	}
-	k.grammar, k.parse, k.format, k.tools = g, true, format, names
+	k.grammar, k.parse, k.format, k.tools, k.params = g, true, format, names, params
 	k.forced = !opts.AllowContent
 	if format == toolcall.Generic {
 		k.instructions = toolcall.GenericInstructions(tools, opts.AllowContent)
@@ -355,7 +361,7 @@ func newShaper(k *constraint, maxTokens int) *shaper {
 		s.matcher = grammar.NewMatcher(k.grammar, k.vocab)
 	}
 	if k.parse && k.format != toolcall.Harmony { // a harmonySplit reads those
-		s.parser = toolcall.NewParser(k.format, toolcall.Options{Tools: k.tools})
+		s.parser = toolcall.NewParser(k.format, toolcall.Options{Tools: k.tools, Parameters: k.params})
 	}
 	return s
 }

@@ -102,6 +102,19 @@ func TestForcedToolCallsInTemplateFormats(t *testing.T) {
 		{"meta-llama-Llama-3.1-8B-Instruct.jinja", toolcall.Llama3},
 		{"mistralai-Mistral-Nemo-Instruct-2407.jinja", toolcall.Mistral},
 		{"Mistral-Small-3.2-24B-Instruct-2506.jinja", toolcall.MistralArgs},
+		{"Qwen3-Coder.jinja", toolcall.QwenXML},
+		{"GLM-4.6.jinja", toolcall.GLM},
+		{"GLM-4.7-Flash.jinja", toolcall.GLM47},
+		{"MiniMax-M2.jinja", toolcall.MiniMax},
+		{"ByteDance-Seed-OSS.jinja", toolcall.SeedOSS},
+		{"deepseek-ai-DeepSeek-V3.2.jinja", toolcall.DeepSeekDSML},
+		{"Kimi-K2-Instruct.jinja", toolcall.KimiK2},
+		{"deepseek-ai-DeepSeek-V3.1.jinja", toolcall.DeepSeekV31},
+		{"meetkai-functionary-medium-v3.1.jinja", toolcall.FunctionaryV31},
+		{"meetkai-functionary-medium-v3.2.jinja", toolcall.FunctionaryV32},
+		{"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", toolcall.CommandR7B},
+		{"ibm-granite-granite-3.3-2B-Instruct.jinja", toolcall.Granite},
+		{"fireworks-ai-llama-3-firefunction-v2.jinja", toolcall.Firefunction},
 	} {
 		t.Run(string(tc.format), func(t *testing.T) {
 			t.Parallel()
@@ -110,8 +123,9 @@ func TestForcedToolCallsInTemplateFormats(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := withTemplate(t, string(src))
-			// Mistral Small's template brings a long system prompt.
-			e, err := New(m, testCompute(t), Options{Logger: discard, ContextLength: 4096})
+			// Mistral Small's and Command R7B's templates bring long
+			// system prompts.
+			e, err := New(m, testCompute(t), Options{Logger: discard, ContextLength: 8192})
 			if err != nil {
 				m.Close()
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"rill/engine"
 	"rill/engine/chat"
 	"rill/engine/tokenizer"
+	"rill/engine/toolcall"
 )
 
 // A request's prompt: chat messages rendered by the model's template (with
@@ -223,6 +224,21 @@ func (e *Engine) conversation(msgs []engine.Message, tools []engine.Tool, kwargs
 		}
 	default:
 		conv.Vars["reasoning_effort"] = effort
+	}
+	if e.toolFormat == toolcall.Firefunction {
+		// Firefunction's template prints the tools from a "functions"
+		// string, which it needs even without tools, as llama.cpp's
+		// server passes it (the tools' JSON indented by 2, or "").
+		functions := ""
+		if conv.Tools != nil {
+			var b bytes.Buffer
+			if err := json.Indent(&b, conv.Tools, "", "  "); err == nil {
+				functions = b.String()
+			}
+		}
+		if _, set := conv.Vars["functions"]; !set {
+			conv.Vars["functions"] = functions
+		}
 	}
 	if _, set := conv.Vars["enable_thinking"]; !set && e.think.reasons() {
 		conv.Vars["enable_thinking"] = true

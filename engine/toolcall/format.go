@@ -22,6 +22,53 @@ const (
 	// MistralArgs: [TOOL_CALLS]f[ARGS]{...}, once per call, optionally
 	// with [CALL_ID]id before [ARGS] (Mistral Small 3.2 and later).
 	MistralArgs Format = "mistral-args"
+	// QwenXML: <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n
+	// ...</function>\n</tool_call>, once per call, possibly after some
+	// content (Qwen3-Coder, Qwen3.5, Nemotron Nano 3, StepFun 3.5). A
+	// Hermes JSON call inside <tool_call> is read too.
+	QwenXML Format = "qwen-xml"
+	// GLM: <tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n
+	// ...</tool_call>, once per call (GLM 4.5, 4.6); GLM47 is the same
+	// without the newlines (GLM 4.7).
+	GLM   Format = "glm"
+	GLM47 Format = "glm-4.7"
+	// MiniMax: <minimax:tool_call>\n<invoke name="f">\n<parameter name="k">v
+	// </parameter>\n...</invoke>\n...</minimax:tool_call>, several calls in
+	// one block (MiniMax M2).
+	MiniMax Format = "minimax"
+	// SeedOSS: <seed:tool_call>\n<function=f>\n<parameter=k>v</parameter>\n
+	// ...</function>\n</seed:tool_call>, once per call (ByteDance Seed-OSS).
+	SeedOSS Format = "seed-oss"
+	// DeepSeekDSML: <｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n
+	// <｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>\n
+	// ...</｜DSML｜invoke>\n...</｜DSML｜function_calls>, several calls in one
+	// block, each value saying whether it is a string (DeepSeek V3.2).
+	DeepSeekDSML Format = "deepseek-dsml"
+	// KimiK2: <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
+	// <|tool_call_argument_begin|>{...}<|tool_call_end|>...
+	// <|tool_calls_section_end|>; the functions.f:N is the call's id
+	// (Kimi K2 Instruct, Thinking).
+	KimiK2 Format = "kimi-k2"
+	// DeepSeekV31: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}
+	// <｜tool▁call▁end｜>...<｜tool▁calls▁end｜> (DeepSeek V3.1).
+	DeepSeekV31 Format = "deepseek-v3.1"
+	// FunctionaryV31: <function=f>{...}</function>, once per call
+	// (Functionary v3.1).
+	FunctionaryV31 Format = "functionary-v3.1"
+	// CommandR7B: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f",
+	// "parameters": {...}}, ...]<|END_ACTION|> (Command R7B, Command A).
+	CommandR7B Format = "command-r7b"
+	// Granite: <|tool_call|>[{"name": "f", "arguments": {...}}, ...]
+	// (Granite 3.x; Granite 4 writes Hermes).
+	Granite Format = "granite"
+	// Firefunction:  functools[{"name": "f", "arguments": {...}}, ...]
+	// (Firefunction v2).
+	Firefunction Format = "firefunction-v2"
+	// FunctionaryV32: the prompt ends with ">>>", and the model writes a
+	// recipient and a newline: "all" then content, or a function's name
+	// then its JSON arguments; further ">>>" open further recipients
+	// (Functionary v3.2).
+	FunctionaryV32 Format = "functionary-v3.2"
 	// Generic is for models whose chat template has no tool syntax. The
 	// whole reply is one JSON object, either
 	//
@@ -56,19 +103,77 @@ const (
 	mistralIDLength = 9 // Mistral's templates refuse other lengths
 )
 
+// Markers returns the texts of every format's call syntax that a
+// vocabulary may hold as single control tokens. An engine that decodes
+// control tokens as nothing must decode these as their text for the parser
+// (and give them their text in the grammar's vocabulary).
+func Markers() []string {
+	out := []string{hermesOpen, hermesClose, llamaPythonTag, mistralCalls, mistralArgs, mistralCallID,
+		"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}
+	for _, f := range []Format{MiniMax, SeedOSS, DeepSeekDSML} {
+		out = append(out, xmlSpecs[f].open, xmlSpecs[f].close)
+	}
+	out = append(out, arraySpecs[CommandR7B].open, arraySpecs[CommandR7B].close, arraySpecs[Granite].open)
+	for _, f := range []Format{KimiK2, DeepSeekV31} {
+		s := namedSpecs[f]
+		out = append(out, s.open, s.close, s.callOpen, s.nameEnd, s.callClose)
+	}
+	return out
+}
+
 // Detect tells the tool-call format from a chat template's source: the
 // syntax the template renders past tool calls in is the syntax the model was
 // trained to write.
 //
 //   - "<|channel|>" with "<|message|>": Harmony;
+//   - "<|tool_calls_section_begin|>": KimiK2;
+//   - "<｜tool▁calls▁begin｜>" with the name right before "<｜tool▁sep｜>":
+//     DeepSeekV31 (R1's "function<｜tool▁sep｜>name" with a ```json block
+//     stays Generic);
+//   - "｜DSML｜" with "function_calls": DeepSeekDSML;
+//   - "<minimax:tool_call>": MiniMax; "<seed:tool_call>": SeedOSS;
+//   - "<arg_key>": GLM47 where keys and values are written together
+//     ("</arg_key><arg_value>"), else GLM;
+//   - ">>>all": FunctionaryV32;
+//   - "<|START_ACTION|>": CommandR7B; "<|tool_call|>": Granite;
+//     " functools[": Firefunction;
+//   - "<tool_call>" with "<function=" and "<parameter=": QwenXML;
+//   - "<function=" and "</function>" without "<parameter=": FunctionaryV31;
 //   - "[TOOL_CALLS]" with "[ARGS]": MistralArgs; "[TOOL_CALLS]": Mistral;
 //   - "<tool_call>": Hermes;
 //   - "<|python_tag|>" or the "ipython" role: Llama3;
 //   - anything else: Generic.
 func Detect(chatTemplate string) Format {
+	has := func(s string) bool { return strings.Contains(chatTemplate, s) }
 	switch {
 	case strings.Contains(chatTemplate, harmonyChannel) && strings.Contains(chatTemplate, harmonyMessage):
 		return Harmony
+	case has("<|tool_calls_section_begin|>"):
+		return KimiK2
+	case has("<｜tool▁calls▁begin｜>") && has("<｜tool▁sep｜>' + tool['function']['arguments']"):
+		return DeepSeekV31
+	case has("｜DSML｜") && has("function_calls"):
+		return DeepSeekDSML
+	case has("<minimax:tool_call>"):
+		return MiniMax
+	case has("<seed:tool_call>"):
+		return SeedOSS
+	case has("<arg_key>") && has("</arg_key><arg_value>"):
+		return GLM47
+	case has("<arg_key>"):
+		return GLM
+	case has(">>>all"):
+		return FunctionaryV32
+	case has("<|START_ACTION|>"):
+		return CommandR7B
+	case has("<|tool_call|>"):
+		return Granite
+	case has(" functools["):
+		return Firefunction
+	case has(hermesOpen) && has("<function=") && has("<parameter="):
+		return QwenXML
+	case has("<function=") && has("</function>") && !has("<parameter="):
+		return FunctionaryV31
 	case strings.Contains(chatTemplate, mistralCalls) && strings.Contains(chatTemplate, mistralArgs):
 		return MistralArgs
 	case strings.Contains(chatTemplate, mistralCalls):
@@ -87,7 +192,10 @@ func (f Format) Valid() bool {
 	case Hermes, Llama3, Mistral, MistralArgs, Generic, Harmony:
 		return true
 	}
-	return false
+	_, xml := xmlSpecs[f]
+	_, named := namedSpecs[f]
+	_, array := arraySpecs[f]
+	return xml || named || array
 }
 
 // argKeys are the member names that hold a call's arguments, preferred
@@ -110,7 +218,35 @@ func (f Format) marker() string {
 	case Mistral, MistralArgs:
 		return mistralCalls
 	}
+	if spec, ok := xmlSpecs[f]; ok {
+		return spec.open
+	}
+	if spec, ok := arraySpecs[f]; ok {
+		return spec.open
+	}
+	if spec, ok := namedSpecs[f]; ok {
+		if spec.open != "" {
+			return spec.open
+		}
+		return spec.callOpen
+	}
 	return ""
+}
+
+// markers are the texts that open a call region: marker(), and for
+// QwenXML also a bare <function=, which Qwen3-Coder sometimes writes
+// without the <tool_call> before it.
+func (f Format) markers() []string {
+	m := f.marker()
+	switch {
+	case m == "":
+		return nil
+	case f == QwenXML:
+		return []string{m, xmlSpecs[QwenXML].callOpen}
+	case namedSpecs[f] != nil && namedSpecs[f].open != "":
+		return []string{m, namedSpecs[f].callOpen}
+	}
+	return []string{m}
 }
 
 // bareStart reports whether a call region may also open with '{' as the

@@ -87,6 +87,16 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 				}
 			}
 		}
+		if _, xml := xmlSpecs[f]; xml {
+			jo := opts.JSON
+			jo.Loose = opts.AllowContent && !t.Strict
+			n, err := xmlCallNode(b, f, t, jo)
+			if err != nil {
+				return nil, &ToolError{Index: i, Name: t.Name, Err: err}
+			}
+			calls = append(calls, n)
+			continue
+		}
 		args := b.AnyJSON(true, opts.JSON)
 		if len(t.Parameters) > 0 {
 			jo := opts.JSON
@@ -111,6 +121,24 @@ func Grammar(f Format, tools []Tool, opts GrammarOptions) (*grammar.Grammar, err
 		body = grammar.Seq(grammar.Lit(mistralCalls+"["), repeatSep(call, ", ", parallel), grammar.Lit("]"))
 	case MistralArgs:
 		body = repeatSep(call, "", parallel)
+	case QwenXML, GLM, GLM47, MiniMax, SeedOSS, DeepSeekDSML:
+		body = xmlRegionNode(f, call, parallel)
+	case CommandR7B, Granite, Firefunction:
+		spec := arraySpecs[f]
+		open := spec.open
+		if f == Firefunction {
+			open = " " + open
+		}
+		body = grammar.Seq(grammar.Lit(open+"["), repeatSep(call, ", ", parallel), grammar.Lit("]"+spec.close))
+	case FunctionaryV32:
+		// The prompt wrote the first ">>>".
+		body = call
+		if parallel {
+			body = grammar.Seq(call, grammar.Repeat(grammar.Seq(grammar.Lit(namedSpecs[f].callOpen), call), 0, -1))
+		}
+	case KimiK2, DeepSeekV31, FunctionaryV31:
+		spec := namedSpecs[f]
+		body = grammar.Seq(grammar.Lit(spec.open), repeatSep(call, "", parallel), grammar.Lit(spec.close))
 	case Generic:
 		body = grammar.Seq(grammar.Lit(`{"tool_calls": [`), repeatSep(call, ", ", parallel), grammar.Lit("]}"))
 		if opts.AllowContent {
@@ -134,6 +162,18 @@ func callNode(f Format, name string, args grammar.Node) grammar.Node {
 		return grammar.Seq(grammar.Lit("{\"name\": "+q+", \"parameters\": "), args, grammar.Lit("}"))
 	case MistralArgs:
 		return grammar.Seq(grammar.Lit(mistralCalls+name+mistralArgs), args)
+	case KimiK2:
+		s := namedSpecs[f]
+		return grammar.Seq(grammar.Lit(s.callOpen+"functions."+name+":"), grammar.Repeat(grammar.ByteRange('0', '9'), 1, 3),
+			grammar.Lit(s.nameEnd), args, grammar.Lit(s.callClose))
+	case CommandR7B:
+		return grammar.Seq(grammar.Lit(`{"tool_call_id": "`), grammar.Repeat(grammar.ByteRange('0', '9'), 1, 2),
+			grammar.Lit(`", "tool_name": `+q+`, "parameters": `), args, grammar.Lit("}"))
+	case FunctionaryV32:
+		return grammar.Seq(grammar.Lit(name+"\n"), args)
+	case DeepSeekV31, FunctionaryV31:
+		s := namedSpecs[f]
+		return grammar.Seq(grammar.Lit(s.callOpen+name+s.nameEnd), args, grammar.Lit(s.callClose))
 	}
 	return grammar.Seq(grammar.Lit("{\"name\": "+q+", \"arguments\": "), args, grammar.Lit("}"))
 }

@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"errors"
 	"math/bits"
 	"math/rand/v2"
@@ -28,7 +29,12 @@ func markerVocab(t *testing.T) *grammar.Vocab {
 	for b := range 256 {
 		toks = append(toks, []byte{byte(b)})
 	}
-	for _, m := range []string{hermesOpen, hermesClose, mistralCalls, mistralArgs, `{"name": "`, `", "arguments": `, "get_weather", "celsius"} {
+	for _, m := range []string{hermesOpen, hermesClose, mistralCalls, mistralArgs, `{"name": "`, `", "arguments": `, "get_weather", "celsius",
+		"<function=", "</function>", "<parameter=", "</parameter>", "\n</parameter>\n", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+		"<minimax:tool_call>", "</minimax:tool_call>", "<seed:tool_call>", "</seed:tool_call>", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>",
+		"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+		"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+		"<|START_ACTION|>", "<|END_ACTION|>", "<|tool_call|>", " functools", ">>>"} {
 		toks = append(toks, []byte(m))
 	}
 	toks = append(toks, nil) // end of generation
@@ -109,10 +115,12 @@ func TestGrammarOutputParses(t *testing.T) {
 	v := markerVocab(t)
 	val := validators(t)
 	var names []string
+	params := map[string]json.RawMessage{}
 	for _, tool := range testTools {
 		names = append(names, tool.Name)
+		params[tool.Name] = tool.Parameters
 	}
-	for _, f := range []Format{Hermes, Llama3, Mistral, MistralArgs, Generic} {
+	for _, f := range allFormats {
 		for _, parallel := range []bool{false, true} {
 			t.Run(string(f)+map[bool]string{false: "/single", true: "/parallel"}[parallel], func(t *testing.T) {
 				t.Parallel()
@@ -128,7 +136,7 @@ func TestGrammarOutputParses(t *testing.T) {
 					if !done {
 						continue
 					}
-					content, calls := Parse(f, text, Options{Tools: names})
+					content, calls := Parse(f, text, Options{Tools: names, Parameters: params})
 					if strings.TrimSpace(content) != "" || len(calls) == 0 {
 						t.Fatalf("%q parsed as content %q and %d calls", text, content, len(calls))
 					}

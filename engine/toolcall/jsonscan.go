@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -293,12 +294,29 @@ type callObject struct {
 	argsEnd     int // end of the arguments scanned so far
 	argsDone    bool
 	argsIsValue bool // the arguments are a JSON string holding JSON text
+	// synth: the arguments are JSON built from the call's text (the XML
+	// formats) rather than a span of it. What is decided so far is
+	// argsText, then, when a string value is open, the JSON escaping of
+	// text[openStart:openEnd] (kept as a span, so that a long value is not
+	// copied at every feed). It only ever grows as the text does.
+	synth              bool
+	argsText           string
+	open               bool
+	openStart, openEnd int
 }
 
 // scanCallObject scans {"name": "...", <argKey>: {...}, ...} at b[i:] (i
 // at '{'). Members may come in any order; others are skipped ("id" is
 // kept).
 func scanCallObject(b []byte, i int, argKeys []string) callObject {
+	return scanCallObjectKeys(b, i, nameKey, argKeys)
+}
+
+var nameKey = []string{"name"}
+
+// scanCallObjectKeys is scanCallObject with the call's name in the first
+// of nameKeys present.
+func scanCallObjectKeys(b []byte, i int, nameKeys, argKeys []string) callObject {
 	var co callObject
 	fail := func(at int, st scanStatus) callObject {
 		co.end, co.status = at, st
@@ -346,14 +364,14 @@ func scanCallObject(b []byte, i int, argKeys []string) callObject {
 		if st != scanOK {
 			return fail(i, st)
 		}
-		switch key {
-		case "name":
+		switch {
+		case slices.Contains(nameKeys, key):
 			s, ok := decodeString(b[valStart:i])
 			if !ok {
 				return fail(valStart, scanBad)
 			}
 			co.name, co.nameOK = s, true
-		case "id":
+		case key == "id":
 			if !co.hasArgs { // only an id seen before the call is committed counts
 				co.id, _ = decodeString(b[valStart:i])
 			}

@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 )
@@ -11,6 +12,12 @@ type Options struct {
 	// Tools are the names of the functions the request declares; a call to
 	// another name is not a call (its text is content). Empty: any name.
 	Tools []string
+	// Parameters are the JSON Schemas of the tools' arguments, by name.
+	// The formats that write each argument as XML text (QwenXML, GLM,
+	// MiniMax, SeedOSS) read a value as a JSON string when its property's
+	// schema says "string", and as JSON otherwise; a tool or property
+	// missing here is read as a string. The JSON formats ignore it.
+	Parameters map[string]json.RawMessage
 	// NewID returns the id of each call; nil: random, "call_" and 24
 	// alphanumerics, or 9 alphanumerics for the Mistral formats. An id the
 	// model writes itself before the arguments (Mistral's [CALL_ID], an
@@ -72,6 +79,10 @@ type Parser struct {
 	region  *region
 	harmony harmonyState // Harmony only
 	out     []Delta
+	types   map[string]map[string]bool // tool -> property -> its value is a string (XML formats)
+	// recipient: the output begins with a recipient whose marker the
+	// prompt wrote (Functionary v3.2); cleared when that region opens.
+	recipient bool
 }
 
 // region is an open call region: from start (its marker or '{'), scanned
@@ -87,11 +98,15 @@ type sentCall struct {
 	index    int
 	argsSent int  // bytes of the arguments text sent
 	whole    bool // the arguments were sent in one piece (a string, or "{}")
+	rawSent  int  // synthesized arguments: the text sent of the open value
 }
 
 // NewParser returns a parser of output in format f.
 func NewParser(f Format, opts Options) *Parser {
 	p := &Parser{format: f, opts: opts, atStart: true, newID: opts.NewID}
+	if spec := namedSpecs[f]; spec != nil && spec.recipients {
+		p.recipient = true
+	}
 	if p.newID == nil {
 		p.newID = f.defaultID()
 	}
@@ -206,6 +221,10 @@ func (p *Parser) advance(final bool) {
 // region is held back unless final).
 func (p *Parser) findStart(final bool) (start int, found bool, safe int) {
 	s := p.text[p.base:]
+	if p.recipient {
+		p.recipient = false
+		return p.base, true, p.base
+	}
 	if p.atStart && p.format.bareStart() {
 		k := skipWS(s, 0)
 		if k == len(s) {
@@ -218,21 +237,29 @@ func (p *Parser) findStart(final bool) (start int, found bool, safe int) {
 			return p.base + k, true, p.base
 		}
 	}
-	marker := p.format.marker()
-	if marker == "" {
+	markers := p.format.markers()
+	if len(markers) == 0 {
 		return 0, false, len(p.text)
 	}
-	if i := bytes.Index(s, []byte(marker)); i >= 0 {
-		return p.base + i, true, p.base + len(bytes.TrimRight(s[:i], " \t\r\n"))
+	first := -1
+	for _, m := range markers {
+		if i := bytes.Index(s, []byte(m)); i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	if first >= 0 {
+		return p.base + first, true, p.base + len(bytes.TrimRight(s[:first], " \t\r\n"))
 	}
 	if final {
 		return 0, false, len(p.text)
 	}
 	hold := 0
-	for n := min(len(marker)-1, len(s)); n > 0; n-- {
-		if bytes.HasSuffix(s, []byte(marker[:n])) {
-			hold = n
-			break
+	for _, marker := range markers {
+		for n := min(len(marker)-1, len(s)); n > hold; n-- {
+			if bytes.HasSuffix(s, []byte(marker[:n])) {
+				hold = n
+				break
+			}
 		}
 	}
 	keep := len(bytes.TrimRight(s[:len(s)-hold], " \t\r\n"))
@@ -297,9 +324,12 @@ func (p *Parser) stepRegion(final bool) bool {
 // on after the marker.
 func (p *Parser) notCall(start int) {
 	p.atStart = false
-	if m := p.format.marker(); m != "" && bytes.HasPrefix(p.text[start:], []byte(m)) {
-		p.content(p.text[p.base : start+len(m)])
-		p.base = start + len(m)
+	for _, m := range p.format.markers() {
+		if bytes.HasPrefix(p.text[start:], []byte(m)) {
+			p.content(p.text[p.base : start+len(m)])
+			p.base = start + len(m)
+			return
+		}
 	}
 }
 
@@ -324,6 +354,22 @@ func (p *Parser) sendArgs(s *sentCall, c *callObject) {
 		return
 	}
 	switch {
+	case c.synth:
+		var piece []byte
+		if n := len(c.argsText); n > s.argsSent {
+			piece = append(piece, c.argsText[s.argsSent:]...)
+			s.argsSent = n
+			s.rawSent = c.openStart // an open value begins after argsText
+		}
+		if c.open && s.argsSent >= len(c.argsText) && c.openEnd > s.rawSent {
+			n := len(piece)
+			piece = appendEscaped(piece, string(p.text[s.rawSent:c.openEnd]))
+			s.argsSent += len(piece) - n
+			s.rawSent = c.openEnd
+		}
+		if len(piece) > 0 {
+			p.call(CallDelta{Index: s.index, Arguments: string(piece)})
+		}
 	case !c.hasArgs:
 		if c.status == scanOK {
 			s.whole = true

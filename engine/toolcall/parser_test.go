@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -22,6 +23,12 @@ type parseCase struct {
 	text    string
 	content string
 	calls   []Call
+}
+
+// testParams are the schemas the XML formats' cases convert values by.
+var testParams = map[string]json.RawMessage{
+	"get_weather": json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+		"metric": {"type": "boolean"}, "tags": {"type": "array"}, "opts": {"type": "object"}, "unit": {"enum": ["c", "f"]}}}`),
 }
 
 const weatherCall = `{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}`
@@ -83,6 +90,24 @@ var parseCases = []parseCase{
 	{"mistral args then content", MistralArgs, nil, `[TOOL_CALLS]a[ARGS]{"k": [1]} ok`, " ok", []Call{{"call_1", "a", `{"k": [1]}`}}},
 	{"mistral args array form too", MistralArgs, nil, `[TOOL_CALLS][{"name": "a", "arguments": {}}]`, "", []Call{{"call_1", "a", "{}"}}},
 
+	// Qwen3-Coder XML.
+	{"qwen xml one call", QwenXML, nil, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "get_weather", `{"city": "Paris", "days": 3}`}}},
+	{"qwen xml typed values", QwenXML, nil, "Let me see.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n\"Paris\"\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n<parameter=tags>\n[\"a\", 1]\n</parameter>\n<parameter=opts>\n{\"x\": null}\n</parameter>\n<parameter=unit>\nc\n</parameter>\n<parameter=other>\n42\n</parameter>\n</function>\n</tool_call>", "Let me see.",
+		[]Call{{"call_1", "get_weather", `{"city": "\"Paris\"", "metric": true, "tags": ["a", 1], "opts": {"x": null}, "unit": "c", "other": "42"}`}}},
+	{"qwen xml multiline code", QwenXML, nil, "<tool_call>\n<function=write>\n<parameter=content>\nif a < b {\n\treturn \"</param\"\n}\n\n</parameter>\n</function>\n</tool_call>", "",
+		[]Call{{"call_1", "write", `{"content": "if a < b {\n\treturn \"</param\"\n}\n"}`}}},
+	{"qwen xml two calls and text", QwenXML, nil, "A\n<tool_call>\n<function=f>\n</function>\n</tool_call>\n<tool_call>\n<function=g>\n<parameter=x>\né🙂\n</parameter>\n</function>\n</tool_call>\nB", "A\nB",
+		[]Call{{"call_1", "f", "{}"}, {"call_2", "g", `{"x": "é🙂"}`}}},
+	{"qwen xml hermes json too", QwenXML, nil, "<tool_call>\n" + weatherCall + "\n</tool_call>", "",
+		[]Call{{"call_1", "get_weather", `{"city": "Paris", "unit": "celsius"}`}}},
+	{"qwen xml cut in value", QwenXML, nil, "<tool_call>\n<function=f>\n<parameter=x>\nhello wor", "",
+		[]Call{{"call_1", "f", `{"x": "hello wor`}}},
+	{"qwen xml unknown tool", QwenXML, []string{"g"}, "<tool_call>\n<function=f>\n</function>\n</tool_call>", "<tool_call>\n<function=f>\n</function>\n</tool_call>", nil},
+	{"qwen xml not a call", QwenXML, nil, "x <tool_call> y", "x <tool_call> y", nil},
+	{"qwen xml missing close tag", QwenXML, nil, "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\nok", "\nok",
+		[]Call{{"call_1", "f", `{"a": "1"}`}}},
+
 	// Generic.
 	{"generic calls", Generic, nil, `{"tool_calls": [{"name": "a", "arguments": {"q": "x"}}, {"name": "b", "arguments": {}}]}`, "",
 		[]Call{{"call_1", "a", `{"q": "x"}`}, {"call_2", "b", "{}"}}},
@@ -97,7 +122,7 @@ func TestParse(t *testing.T) {
 	for _, c := range parseCases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			content, calls := Parse(c.format, c.text, Options{Tools: c.tools, NewID: counterIDs()})
+			content, calls := Parse(c.format, c.text, Options{Tools: c.tools, NewID: counterIDs(), Parameters: testParams})
 			if content != c.content {
 				t.Errorf("content %q, want %q", content, c.content)
 			}
@@ -137,7 +162,12 @@ func checkShape(t *testing.T, deltas []Delta) {
 }
 
 func stream(c parseCase, pieces []string) []Delta {
-	p := NewParser(c.format, Options{Tools: c.tools, NewID: counterIDs()})
+	return streamOpts(c.format, Options{Tools: c.tools, Parameters: testParams}, pieces)
+}
+
+func streamOpts(f Format, opts Options, pieces []string) []Delta {
+	opts.NewID = counterIDs()
+	p := NewParser(f, opts)
 	var all []Delta
 	for _, s := range pieces {
 		all = append(all, slices.Clone(p.Feed(s))...)
@@ -152,7 +182,7 @@ func TestStreamingEqualsParse(t *testing.T) {
 	for _, c := range parseCases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			wantContent, wantCalls := Parse(c.format, c.text, Options{Tools: c.tools, NewID: counterIDs()})
+			wantContent, wantCalls := Parse(c.format, c.text, Options{Tools: c.tools, NewID: counterIDs(), Parameters: testParams})
 			var splits [][]string
 			for i := 0; i <= len(c.text); i++ {
 				if i == len(c.text) || utf8.RuneStart(c.text[i]) {
@@ -223,3 +253,42 @@ func TestDefaultIDs(t *testing.T) {
 		t.Errorf("mistral id %+v: want 9 characters", calls)
 	}
 }
+
+var namedCases = []parseCase{
+	{"kimi content, two calls, content", KimiK2, nil, "Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_call_begin|>functions.b:1<|tool_call_argument_begin|>{\"x\": \"é\"}<|tool_call_end|><|tool_calls_section_end|>Done.",
+		"Sure.Done.", []Call{{"functions.a:0", "a", "{}"}, {"functions.b:1", "b", `{"x": "é"}`}}},
+	{"kimi call without section", KimiK2, nil, "<|tool_call_begin|>functions.a:3<|tool_call_argument_begin|>{\"k\": 1}<|tool_call_end|>", "",
+		[]Call{{"functions.a:3", "a", `{"k": 1}`}}},
+	{"kimi empty section is content", KimiK2, nil, "<|tool_calls_section_begin|><|tool_calls_section_end|>", "<|tool_calls_section_begin|><|tool_calls_section_end|>", nil},
+	{"kimi cut in arguments", KimiK2, nil, "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{\"q\": \"x", "",
+		[]Call{{"functions.a:0", "a", `{"q": "x`}}},
+	{"deepseek unknown tool", DeepSeekV31, []string{"b"}, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", nil},
+	{"deepseek not json", DeepSeekV31, nil, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>oops", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>oops", nil},
+	{"functionary two calls", FunctionaryV31, nil, "Let me.\n<function=a>{\"x\": [1]}</function>\n<function=b>{}</function>", "Let me.",
+		[]Call{{"call_1", "a", `{"x": [1]}`}, {"call_2", "b", "{}"}}},
+	{"functionary include is content", FunctionaryV31, nil, "#include <functional>", "#include <functional>", nil},
+}
+
+var arrayCases = []parseCase{
+	{"command-r7b thinking then calls", CommandR7B, nil, "<|START_THINKING|>Look it up.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"a\", \"parameters\": {\"q\": 1}},\n    {\"tool_call_id\": \"1\", \"tool_name\": \"b\", \"parameters\": {}}\n]<|END_ACTION|>",
+		"<|START_THINKING|>Look it up.<|END_THINKING|>", []Call{{"call_1", "a", `{"q": 1}`}, {"call_2", "b", "{}"}}},
+	{"command-r7b response is content", CommandR7B, nil, "<|START_RESPONSE|>Hi.<|END_RESPONSE|>", "<|START_RESPONSE|>Hi.<|END_RESPONSE|>", nil},
+	{"granite call", Granite, nil, "<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"x\": true}}]", "", []Call{{"call_1", "a", `{"x": true}`}}},
+	{"firefunction content and call", Firefunction, nil, "Sure functools[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"k\": \"v\"}}]", "Sure",
+		[]Call{{"call_1", "a", "{}"}, {"call_2", "b", `{"k": "v"}`}}},
+	{"firefunction the module is content", Firefunction, nil, "import functools\nfunctools.partial(f)", "import functools\nfunctools.partial(f)", nil},
+}
+
+var recipientCases = []parseCase{
+	{"functionary v3.2 content", FunctionaryV32, nil, "all\nHello, world!\nWhat's up?", "Hello, world!\nWhat's up?", nil},
+	{"functionary v3.2 call", FunctionaryV32, nil, "f\n{\"a\": 1}", "", []Call{{"call_1", "f", `{"a": 1}`}}},
+	{"functionary v3.2 content then calls then content", FunctionaryV32, nil, "all\nLet me see.>>>f\n{\"a\": 1}>>>g\n{}>>>all\nDone.", "Let me see.Done.",
+		[]Call{{"call_1", "f", `{"a": 1}`}, {"call_2", "g", "{}"}}},
+	{"functionary v3.2 no recipient", FunctionaryV32, nil, "Hello there, no recipient.", "Hello there, no recipient.", nil},
+	{"functionary v3.2 unknown recipient", FunctionaryV32, []string{"g"}, "f\n{}", "f\n{}", nil},
+}
+
+func init() { parseCases = append(parseCases, recipientCases...) }
+
+func init() { parseCases = append(append(parseCases, namedCases...), arrayCases...) }

@@ -21,6 +21,15 @@ func (p *Parser) scanRegion(start int) regionScan {
 	case Mistral, MistralArgs:
 		return scanMistral(p.text, start, p.format.argKeys())
 	}
+	if spec, ok := xmlSpecs[p.format]; ok {
+		return p.scanXML(spec, start)
+	}
+	if spec, ok := namedSpecs[p.format]; ok {
+		return p.scanNamed(spec, start)
+	}
+	if spec, ok := arraySpecs[p.format]; ok {
+		return scanArrayRegion(spec, p.text, start)
+	}
 	return scanGeneric(p.text, start, p.format.argKeys())
 }
 
