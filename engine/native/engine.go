@@ -355,10 +355,12 @@ type kvSizing struct {
 // o.FullSlidingKV), the sliding layers' pool. A sequence holds at most
 // its window, the blocks its step adds and one block that straddles in
 // that pool, so the pool is sized for o.MaxSeqs such sequences plus the
-// step budget (every running sequence at its most), but never beyond the
-// full layers' blocks: those bound the tokens held, and the rest of the
-// budget goes to them. perBlock is the bytes of a block of every layer
-// (and the draft model's).
+// step budget (every running sequence at its most), and the rest of the
+// budget goes to the full layers' blocks, which bound the tokens held.
+// When the budget cannot hold that pool and more full blocks than one
+// pool of every layer would (windows long for the budget), the layers
+// share one pool as without windows. perBlock is the bytes of a block of
+// every layer (and the draft model's).
 func sizeKV(c *model.Config, o *Options, perBlock int64) kvSizing {
 	n := c.SlidingLayers()
 	if o.FullSlidingKV || n == 0 || n == c.Layers {
@@ -368,17 +370,27 @@ func sizeKV(c *model.Config, o *Options, perBlock int64) kvSizing {
 	full := perBlock - win // the draft model's layers stay with the full ones
 	bs := o.BlockSize
 	perSeq := (c.SlidingWindow-1+bs-1)/bs + 2
-	need := int64(o.MaxSeqs*perSeq + (o.MaxBatchTokens+o.MaxSeqs*o.DraftTokens+bs-1)/bs)
+	step := o.MaxBatchTokens
+	if o.Draft != nil || o.NGram {
+		step += o.MaxSeqs * o.DraftTokens
+	}
+	need := int64(o.MaxSeqs*perSeq + (step+bs-1)/bs)
 	// Equal pools while the window pool is below what it needs; past that,
 	// the window pool stops at need and the rest holds full blocks.
 	// The hole block of the window pool's memory is counted in win.
+	one := kvSizing{blocks: int(o.KVCacheBytes / perBlock), perBlock: perBlock}
 	b := o.KVCacheBytes - win
-	nf := b / (full + win)
-	if nf > need {
-		nf = (b - need*win) / full
-		return kvSizing{blocks: int(nf), perBlock: full, windowBlocks: int(need), windowPerBlock: win}
+	if b/(full+win) <= need {
+		// The window pool would be as large as the full one: two pools
+		// would hold no more tokens than one (a budget below MaxSeqs
+		// windows), and a window pool's prefix hits are stricter.
+		return one
 	}
-	return kvSizing{blocks: int(nf), perBlock: full, windowBlocks: int(nf), windowPerBlock: win}
+	nf := (b - need*win) / full
+	if int(nf) <= one.blocks {
+		return one
+	}
+	return kvSizing{blocks: int(nf), perBlock: full, windowBlocks: int(need), windowPerBlock: win}
 }
 
 // maxPromptBytes bounds what the chat template may build: a prompt longer

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"rill/engine"
+	"rill/engine/model"
 	"rill/engine/quant"
+	"rill/engine/sched"
 	"rill/engine/testmodel"
 )
 
@@ -80,5 +82,46 @@ func TestSlidingWindowCache(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSlidingWindowMemory measures the KV memory one long sequence of the
+// gemma3 test model (5 of 6 layers sliding over 8 tokens) holds at its
+// most, computed in chunks of 16: with the window pool, its sliding layers
+// hold at most the 3 blocks of 16 that a chunk and the 7 positions before
+// it span, so it holds under half the bytes of full KV (1/6 of the layers
+// keep every position, the rest 3 blocks).
+func TestSlidingWindowMemory(t *testing.T) {
+	t.Parallel()
+	spec := testmodel.Gemma3(quant.F32)
+	prompt := strings.Repeat("The river sang a quiet song to the stones. ", 12)
+	peak := func(full bool) (bytes int64, windowBlocks int) {
+		e := startOn(t, loadSpec(t, spec), Options{MaxBatchTokens: 16, FullSlidingKV: full})
+		c := &e.model.Config
+		per := model.KVBytesPerBlock(c, e.opts.KVType, e.opts.BlockSize)
+		fullPer, winPer := model.KVSplitBytesPerBlock(c, e.opts.KVType, e.opts.BlockSize)
+		if !full {
+			per = fullPer
+		}
+		e.beforeForward = func(*sched.Plan) {
+			b := int64(e.cache.Stats().BlocksUsed) * per
+			if e.window != nil {
+				w := e.window.Stats().BlocksUsed
+				b += int64(w) * winPer
+				windowBlocks = max(windowBlocks, w)
+			}
+			bytes = max(bytes, b)
+		}
+		collect(t, e, &engine.Request{Model: e.Models()[0].ID, Prompt: prompt, MaxTokens: 40, IgnoreEOS: true})
+		return bytes, windowBlocks
+	}
+	fullBytes, _ := peak(true)
+	winBytes, winBlocks := peak(false)
+	t.Logf("peak KV bytes of one sequence: %d with full KV, %d with the window pool (%d window blocks)", fullBytes, winBytes, winBlocks)
+	if winBlocks == 0 || winBlocks > 3 {
+		t.Errorf("the window pool held up to %d blocks, want 1 to 3", winBlocks)
+	}
+	if 2*winBytes >= fullBytes {
+		t.Errorf("peak %d bytes with the window pool, %d with full KV: want under half", winBytes, fullBytes)
 	}
 }
