@@ -44,6 +44,13 @@ type Options struct {
 	// save it early, so that a crash loses less. Like Evict it runs inside
 	// the call, and l.Tokens is valid only during it.
 	Indexed func(id int32, l Link)
+	// Window, when positive, makes this the pool of sliding-window layers
+	// whose token at position p attends to positions p-Window+1..p only
+	// (llama.cpp's is_masked_swa: masked when p - p0 >= Window). Slide
+	// then frees the blocks no later token reads; their table entries
+	// become Hole(), and Match counts a prefix only if the blocks its
+	// window needs are cached. Load is not supported.
+	Window int
 }
 
 // Stats are cumulative counters and current gauges.
@@ -81,6 +88,8 @@ type Manager struct {
 	stats  Stats
 	evict  func(id int32, l Link)
 	onIdx  func(id int32, l Link)
+	window int
+	hole   int32 // table entry of a released block (windowed pools); -1 when none
 }
 
 // New returns a Manager over opts.NumBlocks blocks, all free.
@@ -101,6 +110,11 @@ func New(opts Options) (*Manager, error) {
 		index:  make(map[hash]int32),
 		evict:  opts.Evict,
 		onIdx:  opts.Indexed,
+		window: max(opts.Window, 0),
+		hole:   -1,
+	}
+	if m.window > 0 {
+		m.hole = int32(opts.NumBlocks)
 	}
 	for i := range m.blocks {
 		m.blocks[i].prev, m.blocks[i].next = -1, -1
@@ -115,6 +129,27 @@ func (m *Manager) BlockSize() int { return m.bs }
 
 // NumBlocks is the number of blocks managed.
 func (m *Manager) NumBlocks() int { return len(m.blocks) }
+
+// Window is the sliding window of the pool's layers (0: they attend to
+// every position).
+func (m *Manager) Window() int { return m.window }
+
+// Hole is the table entry of a block a windowed pool released (see
+// Slide): NumBlocks, one past the pool, so that the memory behind a
+// windowed pool must have TableBlocks blocks. Kernels check every table
+// entry up to the position they attend to, even those the window skips,
+// so the entry must name a block of the memory; it is never written or
+// read. -1 for a pool without a window.
+func (m *Manager) Hole() int32 { return m.hole }
+
+// TableBlocks is the number of block ids a block table may hold: the
+// blocks, and the hole of a windowed pool.
+func (m *Manager) TableBlocks() int {
+	if m.window > 0 {
+		return len(m.blocks) + 1
+	}
+	return len(m.blocks)
+}
 
 // FreeBlocks is the number of blocks an allocation can take now.
 func (m *Manager) FreeBlocks() int { return m.nFree }
@@ -133,7 +168,12 @@ func (m *Manager) Stats() Stats {
 type Seq struct {
 	Blocks []int32 // block table: Blocks[i] holds positions [i*bs, (i+1)*bs)
 	hashes []hash  // chain hashes of the leading full, verified blocks
+	holes  int     // leading entries of Blocks that a windowed pool released
 }
+
+// Held is the number of blocks s holds: its table's entries but the
+// released ones of a windowed pool.
+func (s *Seq) Held() int { return len(s.Blocks) - s.holes }
 
 // last is the hash the next full block chains onto.
 func (s *Seq) last(root hash) hash {
@@ -155,11 +195,25 @@ func (s *Seq) Table() []int32 { return s.Blocks }
 // including the last prompt token (its logits must be computed), and attaches
 // those blocks to s. It returns the number of prompt tokens covered (0 when
 // s already has blocks). Matched blocks are taken off the free list.
+//
+// In a windowed pool a prefix of n tokens counts only if the blocks of the
+// positions its next token reads (n-Window+1..n-1) are cached; the blocks
+// before them are not needed and become holes.
 func (m *Manager) Match(s *Seq, prompt []int32) int {
+	return m.MatchUpTo(s, prompt, len(prompt)-1)
+}
+
+// MatchUpTo is Match of at most limit tokens (whole blocks of them): for a
+// windowed pool next to a full one, whose hit must not exceed the full
+// pool's.
+func (m *Manager) MatchUpTo(s *Seq, prompt []int32, limit int) int {
 	if len(s.Blocks) != 0 {
 		return 0
 	}
-	full := (len(prompt) - 1) / m.bs
+	full := min(len(prompt)-1, limit) / m.bs
+	if m.window > 0 {
+		return m.matchWindow(s, prompt, full)
+	}
 	for i := 0; i < full; i++ {
 		toks := prompt[i*m.bs : (i+1)*m.bs]
 		parent := s.last(m.root)
@@ -177,6 +231,70 @@ func (m *Manager) Match(s *Seq, prompt []int32) int {
 		s.hashes = append(s.hashes, h)
 	}
 	return len(s.Blocks) * m.bs
+}
+
+// matchWindow is Match in a windowed pool over the first full blocks of
+// prompt: the longest prefix whose window's blocks are all cached.
+func (m *Manager) matchWindow(s *Seq, prompt []int32, full int) int {
+	hashes := make([]hash, 0, full)
+	ids := make([]int32, 0, full)
+	parent := m.root
+	best, run := 0, 0 // run: cached blocks ending at block i
+	for i := 0; i < full; i++ {
+		toks := prompt[i*m.bs : (i+1)*m.bs]
+		h := chain(parent, toks)
+		id, ok := m.index[h]
+		if ok {
+			if b := &m.blocks[id]; b.parent != parent || !slices.Equal(b.tokens, toks) {
+				ok = false // a hash collision: not this prefix
+			}
+		}
+		hashes, ids = append(hashes, h), append(ids, id)
+		parent = h
+		if !ok {
+			run = 0
+			continue
+		}
+		run++
+		if k := i + 1; k-m.firstKept(k*m.bs) <= run {
+			best = k
+		}
+	}
+	first := m.firstKept(best * m.bs)
+	for i := range best {
+		if i < first {
+			s.Blocks = append(s.Blocks, m.hole)
+			continue
+		}
+		m.ref(ids[i])
+		s.Blocks = append(s.Blocks, ids[i])
+	}
+	s.hashes = append(s.hashes, hashes[:best]...)
+	s.holes = first
+	return best * m.bs
+}
+
+// firstKept is the first block a windowed sequence that computes position
+// next and later still reads: the block of position next-Window+1.
+func (m *Manager) firstKept(next int) int {
+	return max(0, next-m.window+1) / m.bs
+}
+
+// Slide frees the blocks of a windowed pool's sequence that no token at
+// position next or later reads (every position below next-Window+1);
+// their entries become Hole(). The blocks stay cached, as Free leaves
+// them. Call it when next is the sequence's first position still to
+// compute. It does nothing in a pool without a window.
+func (m *Manager) Slide(s *Seq, next int) {
+	if m.window <= 0 {
+		return
+	}
+	end := min(m.firstKept(next), len(s.Blocks))
+	for i := s.holes; i < end; i++ {
+		m.unref(s.Blocks[i])
+		s.Blocks[i] = m.hole
+	}
+	s.holes = max(s.holes, end)
 }
 
 // Observe records one request's prefix lookup in the counters: queried
@@ -244,6 +362,11 @@ func (m *Manager) Commit(s *Seq, tokens []int32) int {
 		parent := s.last(m.root)
 		h := chain(parent, toks)
 		id := s.Blocks[i]
+		if i < s.holes {
+			// Released before it was committed: nothing holds it now.
+			s.hashes = append(s.hashes, h)
+			continue
+		}
 		b := &m.blocks[id]
 		if _, taken := m.index[h]; !taken && !b.hashed {
 			b.hashed, b.h, b.parent = true, h, parent
@@ -264,10 +387,11 @@ func (m *Manager) Commit(s *Seq, tokens []int32) int {
 // only verified tokens are ever committed.
 func (m *Manager) Truncate(s *Seq, n int) {
 	keep := m.BlocksFor(n)
-	for _, id := range s.Blocks[min(keep, len(s.Blocks)):] {
-		m.unref(id)
+	for i := max(keep, s.holes); i < len(s.Blocks); i++ {
+		m.unref(s.Blocks[i])
 	}
 	s.Blocks = s.Blocks[:min(keep, len(s.Blocks))]
+	s.holes = min(s.holes, len(s.Blocks))
 	// Only verified tokens are committed, so this cuts nothing in practice.
 	s.hashes = s.hashes[:min(len(s.hashes), n/m.bs)]
 }
@@ -278,10 +402,10 @@ func (m *Manager) Free(s *Seq) {
 	// Free the tail first so that, under LRU reuse, a prefix's later blocks are
 	// evicted before its earlier ones (an early block is useful without the
 	// later ones; the reverse is not).
-	for i := len(s.Blocks) - 1; i >= 0; i-- {
+	for i := len(s.Blocks) - 1; i >= s.holes; i-- {
 		m.unref(s.Blocks[i])
 	}
-	s.Blocks, s.hashes = s.Blocks[:0], s.hashes[:0]
+	s.Blocks, s.hashes, s.holes = s.Blocks[:0], s.hashes[:0], 0
 }
 
 // Fork returns a sequence sharing s's first n tokens (n choices of one
@@ -298,10 +422,13 @@ func (m *Manager) Fork(s *Seq, n int) (child *Seq, src, dst int32, copied bool, 
 	if n%m.bs != 0 && m.nFree == 0 {
 		return nil, 0, 0, false, ErrNoBlocks
 	}
-	for _, id := range s.Blocks[:full] {
-		m.ref(id)
+	for i, id := range s.Blocks[:full] {
+		if i >= s.holes {
+			m.ref(id)
+		}
 		child.Blocks = append(child.Blocks, id)
 	}
+	child.holes = min(s.holes, full)
 	child.hashes = append([]hash(nil), s.hashes[:min(len(s.hashes), full)]...)
 	if n%m.bs == 0 {
 		return child, 0, 0, false, nil
@@ -408,7 +535,16 @@ func mix(x uint64) uint64 {
 func (m *Manager) Check(live ...*Seq) error {
 	refs := make([]int32, len(m.blocks))
 	for _, s := range live {
-		for _, id := range s.Blocks {
+		for i, id := range s.Blocks {
+			if i < s.holes {
+				if id != m.hole {
+					return fmt.Errorf("released entry %d of a table is block %d, not the hole", i, id)
+				}
+				continue
+			}
+			if id < 0 || int(id) >= len(m.blocks) {
+				return fmt.Errorf("table entry %d is block %d of %d", i, id, len(m.blocks))
+			}
 			refs[id]++
 		}
 	}

@@ -18,6 +18,11 @@ type Batch struct {
 	Pos    []int32
 	Seq    []int32
 	Tables [][]int32 // per sequence: block ids covering positions 0..max Pos
+	// WindowTables, per sequence, are the block tables of the
+	// sliding-window layers in a split KV (NewSplitKVOn), required then
+	// and ignored otherwise. Entries of blocks before a token's window are
+	// never read (nor written), but must name blocks of the memory.
+	WindowTables [][]int32
 	// Prompt, per sequence and optional, is the length of its prompt (see
 	// tensor.Paging.Prompt): backends may compute prompt tokens with the
 	// arithmetic their peers use for prompts.
@@ -30,6 +35,7 @@ type Batch struct {
 // Reset empties b, keeping its capacity.
 func (b *Batch) Reset() {
 	b.Tokens, b.Pos, b.Seq, b.Tables, b.Prompt, b.Logits = b.Tokens[:0], b.Pos[:0], b.Seq[:0], b.Tables[:0], b.Prompt[:0], b.Logits[:0]
+	b.WindowTables = b.WindowTables[:0]
 }
 
 // Runner runs forward passes of one model on one backend. It owns the
@@ -175,8 +181,15 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 		r.be.Scale(r.x[:T*E], r.x[:T*E], s)
 	}
 	pg := tensor.Paging{Pos: b.Pos, Seq: b.Seq, Tables: b.Tables, Prompt: b.Prompt}
+	pgWin := pg
+	pgWin.Tables = b.WindowTables
 	for li := range r.m.layers {
-		if err := r.attention(li, T, kv, pg); err != nil {
+		mem, slot, win := kv.layer(&r.m.Config, li)
+		p := pg
+		if win {
+			p = pgWin
+		}
+		if err := r.attention(li, slot, T, mem, p); err != nil {
 			return nil, fmt.Errorf("layer %d: %w", li, err)
 		}
 		r.feedForward(li, T)
@@ -194,7 +207,9 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 // architectures that have them, and this batch's keys and values stored
 // in kv before attending. Architectures that scale queries rather than
 // scores do so after RoPE.
-func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
+//
+// The layer's keys and values live in layer slot of mem.
+func (r *Runner) attention(li, slot, T int, mem tensor.KVCache, pg tensor.Paging) error {
 	c, l, be := &r.m.Config, &r.m.layers[li], r.be
 	E, qd, kvd := c.Embd, c.Heads*c.HeadDim, c.KVDim()
 	x, xn, tmp := r.x[:T*E], r.xn[:T*E], r.tmp[:T*E]
@@ -212,10 +227,10 @@ func (r *Runner) attention(li, T int, kv *KV, pg tensor.Paging) error {
 	if c.PreScaleQuery {
 		be.Scale(q, q, c.AttnScale)
 	}
-	if err := be.StoreKV(kv.mem, li, k, v, pg); err != nil {
+	if err := be.StoreKV(mem, slot, k, v, pg); err != nil {
 		return err
 	}
-	if err := be.Attention(att, q, kv.mem, li, r.attns[li], pg); err != nil {
+	if err := be.Attention(att, q, mem, slot, r.attns[li], pg); err != nil {
 		return err
 	}
 	r.linear(tmp, &l.o, att, T)
@@ -308,6 +323,8 @@ func (r *Runner) check(b *Batch, kv *KV) error {
 		return fmt.Errorf("forward: %d tokens but %d positions and %d sequence indices", T, len(b.Pos), len(b.Seq))
 	case !kvFits(kv, c):
 		return errors.New("forward: kv cache was made for another model shape")
+	case kv.Split() && len(b.WindowTables) != len(b.Tables):
+		return fmt.Errorf("forward: %d window tables for %d sequences", len(b.WindowTables), len(b.Tables))
 	}
 	for i, tok := range b.Tokens {
 		if tok < 0 || int(tok) >= c.VocabSize {
@@ -322,12 +339,16 @@ func (r *Runner) check(b *Batch, kv *KV) error {
 		if p < 0 || p >= len(table)*kv.BlockSize {
 			return fmt.Errorf("forward: position %d is outside the %d blocks of sequence %d", p, len(table), s)
 		}
+		if kv.Split() && p >= len(b.WindowTables[s])*kv.BlockSize {
+			return fmt.Errorf("forward: position %d is outside the %d window blocks of sequence %d", p, len(b.WindowTables[s]), s)
+		}
 	}
-	for s, table := range b.Tables {
-		for _, id := range table {
-			if id < 0 || int(id) >= kv.NumBlocks {
-				return fmt.Errorf("forward: sequence %d maps to block %d of %d", s, id, kv.NumBlocks)
-			}
+	if err := checkTables(b.Tables, kv.NumBlocks); err != nil {
+		return err
+	}
+	if kv.Split() {
+		if err := checkTables(b.WindowTables, kv.WindowBlocks); err != nil {
+			return err
 		}
 	}
 	for _, i := range b.Logits {
@@ -338,9 +359,30 @@ func (r *Runner) check(b *Batch, kv *KV) error {
 	return nil
 }
 
+// checkTables reports whether every entry of tables names one of n blocks.
+func checkTables(tables [][]int32, n int) error {
+	for s, table := range tables {
+		for _, id := range table {
+			if id < 0 || int(id) >= n {
+				return fmt.Errorf("forward: sequence %d maps to block %d of %d", s, id, n)
+			}
+		}
+	}
+	return nil
+}
+
 // kvFits reports whether kv was made for a model of shape c.
 func kvFits(kv *KV, c *Config) bool {
 	s := kv.mem.Spec()
-	return s.Layers == c.Layers && s.Layout.Heads == c.HeadsKV && s.Layout.HeadDim == c.HeadDim &&
+	layers := c.Layers
+	if kv.win != nil {
+		w := kv.win.Spec()
+		if w.Layers != c.SlidingLayers() || w.Layout.Heads != c.HeadsKV || w.Layout.HeadDim != c.HeadDim ||
+			w.Layout.Blocks != kv.WindowBlocks || w.Layout.BlockSize != kv.BlockSize || len(kv.slot) != c.Layers {
+			return false
+		}
+		layers -= w.Layers
+	}
+	return s.Layers == layers && s.Layout.Heads == c.HeadsKV && s.Layout.HeadDim == c.HeadDim &&
 		s.Layout.Blocks == kv.NumBlocks && s.Layout.BlockSize == kv.BlockSize
 }

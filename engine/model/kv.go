@@ -65,6 +65,14 @@ type KV struct {
 	NumBlocks int
 	Type      KVType
 	mem       tensor.KVCache
+
+	// A split cache (NewSplitKVOn) keeps the sliding-window layers apart,
+	// in win, of WindowBlocks blocks, addressed by Batch.WindowTables; mem
+	// then holds the other layers. slot[li] is layer li's index in its
+	// memory.
+	WindowBlocks int
+	win          tensor.KVCache
+	slot         []int
 }
 
 // kvSpec describes the cache of numBlocks blocks of blockSize tokens for a
@@ -80,6 +88,28 @@ func kvSpec(c *Config, t KVType, numBlocks, blockSize int) tensor.KVSpec {
 // KVBytesPerBlock is the host memory one block takes across all layers.
 func KVBytesPerBlock(c *Config, t KVType, blockSize int) int64 {
 	return kvSpec(c, t, 1, blockSize).BytesPerBlock()
+}
+
+// SlidingLayers is the number of c's layers that attend over a sliding
+// window.
+func (c *Config) SlidingLayers() int {
+	n := 0
+	for li := range c.Layers {
+		if c.Sliding(li) {
+			n++
+		}
+	}
+	return n
+}
+
+// KVSplitBytesPerBlock is the host memory one block takes in each memory
+// of a split cache (NewSplitKVOn): across the full-attention layers and
+// across the sliding-window layers.
+func KVSplitBytesPerBlock(c *Config, t KVType, blockSize int) (full, window int64) {
+	s := kvSpec(c, t, 1, blockSize)
+	perLayer := s.BytesPerBlock() / int64(c.Layers)
+	n := int64(c.SlidingLayers())
+	return (int64(c.Layers) - n) * perLayer, n * perLayer
 }
 
 // NewKV allocates numBlocks blocks of blockSize tokens for a model of shape
@@ -113,9 +143,71 @@ func newKV(c *Config, t KVType, numBlocks, blockSize int, alloc func(tensor.KVSp
 	return &KV{BlockSize: blockSize, NumBlocks: numBlocks, Type: t, mem: mem}, nil
 }
 
+// NewSplitKVOn is NewKVOn for a model with both sliding-window and
+// full-attention layers, keeping them in two memories: numBlocks blocks
+// for the full layers, addressed by Batch.Tables, and windowBlocks blocks
+// for the sliding ones, addressed by Batch.WindowTables, so that the
+// sliding layers need hold only their window (engine/kvcache's windowed
+// pool frees the rest; its hole is one of the windowBlocks).
+func NewSplitKVOn(be Backend, c *Config, t KVType, numBlocks, windowBlocks, blockSize int) (*KV, error) {
+	n := c.SlidingLayers()
+	if n == 0 || n == c.Layers {
+		return nil, fmt.Errorf("split kv cache of a model with %d sliding layers of %d", n, c.Layers)
+	}
+	if numBlocks <= 0 || windowBlocks <= 0 || blockSize <= 0 {
+		return nil, fmt.Errorf("kv cache of %d and %d blocks of %d tokens", numBlocks, windowBlocks, blockSize)
+	}
+	full := kvSpec(c, t, numBlocks, blockSize)
+	full.Layers = c.Layers - n
+	win := kvSpec(c, t, windowBlocks, blockSize)
+	win.Layers = n
+	mem, err := be.NewKVCache(full)
+	if err != nil {
+		return nil, fmt.Errorf("kv cache: %w", err)
+	}
+	wmem, err := be.NewKVCache(win)
+	if err != nil {
+		return nil, fmt.Errorf("kv cache of the sliding layers: %w", err)
+	}
+	kv := &KV{BlockSize: blockSize, NumBlocks: numBlocks, Type: t, mem: mem, WindowBlocks: windowBlocks, win: wmem, slot: make([]int, c.Layers)}
+	var nf, nw int
+	for li := range c.Layers {
+		if c.Sliding(li) {
+			kv.slot[li], nw = nw, nw+1
+		} else {
+			kv.slot[li], nf = nf, nf+1
+		}
+	}
+	return kv, nil
+}
+
+// Split reports whether kv keeps the sliding-window layers apart.
+func (kv *KV) Split() bool { return kv.win != nil }
+
+// layer returns the memory of layer li, its index there and whether it is
+// the window memory.
+func (kv *KV) layer(c *Config, li int) (tensor.KVCache, int, bool) {
+	if kv.win == nil {
+		return kv.mem, li, false
+	}
+	if c.Sliding(li) {
+		return kv.win, kv.slot[li], true
+	}
+	return kv.mem, kv.slot[li], false
+}
+
 // CopyBlock copies the first n token slots of block src into block dst in
-// every layer (copy-on-write of a shared, partly filled block).
+// every layer (copy-on-write of a shared, partly filled block); in a split
+// cache, in the full layers' memory.
 func (kv *KV) CopyBlock(dst, src, n int) { kv.mem.CopyBlock(dst, src, n) }
+
+// CopyWindowBlock is CopyBlock in the sliding layers' memory of a split
+// cache; it does nothing in a cache that is not split.
+func (kv *KV) CopyWindowBlock(dst, src, n int) {
+	if kv.win != nil {
+		kv.win.CopyBlock(dst, src, n)
+	}
+}
 
 // Memory is the cache's memory, for the backend that computes on it (and
 // for tests that inspect a host cache).

@@ -81,9 +81,16 @@ type diskJob struct {
 
 // newDiskTier returns the disk tier of m's runner r in dir, or nil (and
 // logs why) when the engine cannot have one.
-func newDiskTier(dir *promptcache.Dir, m *model.Model, r Runner, o *Options) *diskTier {
+func newDiskTier(dir *promptcache.Dir, m *model.Model, r Runner, o *Options, split bool) *diskTier {
 	bt, ok := r.(BlockTransfer)
 	switch {
+	case split:
+		// A prefix hit needs the sliding layers' window too, which the
+		// blocks of the full layers alone cannot restore: only a
+		// recomputation from the start could. Saving both pools' blocks
+		// is not done yet.
+		o.Logger.Warn("prompt cache directory ignored: not supported with the sliding layers' window pool (see FullSlidingKV)", slog.String("model", o.ID))
+		return nil
 	case !ok || bt.BlockLayout() == "":
 		o.Logger.Warn("prompt cache directory ignored: the compute backend cannot copy KV blocks", slog.String("model", o.ID))
 		return nil

@@ -60,6 +60,14 @@ type Options struct {
 	KVType model.KVType
 	// BlockSize is the KV block size in tokens; default 16.
 	BlockSize int
+	// FullSlidingKV keeps every position of a model's sliding-window
+	// layers, in one block pool with its other layers, as a model without
+	// windows. By default a model with both kinds of layers (gemma2,
+	// gemma3, gpt-oss) keeps its sliding layers in a pool of their own
+	// that holds only each sequence's window (see sched.Options.Window),
+	// so that the budget holds more tokens; the disk tier of the prompt
+	// cache is then not used.
+	FullSlidingKV bool
 	// MaxBatchTokens is the token budget of one forward pass; default 512.
 	MaxBatchTokens int
 	// MaxSeqs bounds the sequences (choices) decoding at once; default 64.
@@ -147,6 +155,7 @@ type Engine struct {
 	// Owned by Run's goroutine.
 	runner      Runner
 	cache       *kvcache.Manager
+	window      *kvcache.Manager // the sliding layers' pool; nil when not split
 	sched       *sched.Scheduler
 	draft       *model.Model // nil without a draft model
 	draftRunner Runner       // its cache uses the same block ids as runner's
@@ -170,7 +179,9 @@ type Engine struct {
 
 // Stats are the engine's counters, for metrics.
 type Stats struct {
-	Cache       kvcache.Stats
+	Cache kvcache.Stats
+	// WindowCache is the sliding layers' pool, when they have one.
+	WindowCache kvcache.Stats
 	Preemptions int64
 	Steps       int64
 	Running     int // sequences scheduled each step
@@ -219,9 +230,10 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 	if o.KVCacheBytes <= 0 {
 		o.KVCacheBytes = min(defaultKVContexts*int64(ctxLen)/int64(o.BlockSize)*perBlock, defaultKVBytesMax)
 	}
-	nBlocks := int(o.KVCacheBytes / perBlock)
+	sz := sizeKV(&m.Config, &o, perBlock)
+	nBlocks := sz.blocks
 	if nBlocks < 2 {
-		return nil, fmt.Errorf("kv cache budget of %d bytes holds %d blocks of %d bytes; need at least 2", o.KVCacheBytes, nBlocks, perBlock)
+		return nil, fmt.Errorf("kv cache budget of %d bytes holds %d blocks of %d bytes; need at least 2", o.KVCacheBytes, nBlocks, sz.perBlock)
 	}
 	spec := RunnerSpec{
 		// Drafting adds up to k tokens per running sequence to a step.
@@ -233,13 +245,23 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		Blocks:        nBlocks,
 		BlockSize:     o.BlockSize,
 	}
+	var window *kvcache.Manager
+	if sz.windowBlocks > 0 {
+		window, err = kvcache.New(kvcache.Options{NumBlocks: sz.windowBlocks, BlockSize: o.BlockSize, Scope: o.ID, Window: m.Config.SlidingWindow})
+		if err != nil {
+			return nil, err
+		}
+		spec.WindowBlocks = window.TableBlocks()
+	}
 	runner, err := c.NewRunner(m, spec)
 	if err != nil {
 		return nil, err
 	}
 	var draftRunner Runner
 	if o.Draft != nil {
-		if draftRunner, err = c.NewRunner(o.Draft, spec); err != nil {
+		dspec := spec
+		dspec.WindowBlocks = 0 // the draft model keeps all its layers with the target's full ones
+		if draftRunner, err = c.NewRunner(o.Draft, dspec); err != nil {
 			return nil, fmt.Errorf("draft model: %w", err)
 		}
 	}
@@ -266,7 +288,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 	}
 	if o.PromptCache != nil {
 		// Last, after everything that can fail: it starts the writer.
-		disk = newDiskTier(o.PromptCache, m, runner, &o)
+		disk = newDiskTier(o.PromptCache, m, runner, &o, window != nil)
 	}
 	e := &Engine{
 		info: engine.ModelCard{
@@ -277,7 +299,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		model: m, tok: tok, tmpl: tmpl, opts: o, ctxLen: ctxLen, log: o.Logger, now: time.Now,
 		think: findThinkMarkers(tok, src), controlTexts: tok.ControlTexts(),
 		toolFormat: toolcall.Detect(src), markers: markerTokens(tok),
-		compute: c, runner: runner, cache: cache, draft: o.Draft, draftRunner: draftRunner, disk: disk,
+		compute: c, runner: runner, cache: cache, window: window, draft: o.Draft, draftRunner: draftRunner, disk: disk,
 		submit: make(chan *request),
 		wake:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
@@ -290,13 +312,15 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		DraftLen:       e.draftLen,
 		LockstepDraft:  o.Draft != nil,
 		Load:           e.loadFromDisk,
+		Window:         window,
 	})
 	o.Logger.Info("kv cache",
 		slog.String("model", o.ID),
 		slog.Int("blocks", nBlocks),
 		slog.Int("block_tokens", o.BlockSize),
 		slog.Int("tokens", nBlocks*o.BlockSize),
-		slog.Int64("bytes", int64(nBlocks)*perBlock),
+		slog.Int64("bytes", int64(nBlocks)*sz.perBlock+int64(sz.windowBlocks)*sz.windowPerBlock),
+		slog.Int("window_blocks", sz.windowBlocks),
 		slog.String("type", o.KVType.String()),
 		slog.Int("context_length", ctxLen),
 		slog.String("chat_template", tmpl.Name()),
@@ -314,6 +338,59 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 			slog.Int64("max_bytes", o.PromptCache.MaxBytes()), slog.Int("blocks", st.Blocks), slog.Int64("bytes", st.Bytes))
 	}
 	return e, nil
+}
+
+// kvSizing is how the KV budget is split into blocks.
+type kvSizing struct {
+	blocks   int   // blocks of the full layers (all layers when not split)
+	perBlock int64 // their bytes, the draft model's included
+	// windowBlocks is the sliding layers' pool (0: not split), of
+	// windowPerBlock bytes a block.
+	windowBlocks   int
+	windowPerBlock int64
+}
+
+// sizeKV splits o.KVCacheBytes between the full layers' blocks and, for a
+// model with both sliding-window and full-attention layers (unless
+// o.FullSlidingKV), the sliding layers' pool. A sequence holds at most
+// its window, the blocks its step adds and one block that straddles in
+// that pool, so the pool is sized for o.MaxSeqs such sequences plus the
+// step budget (every running sequence at its most), and the rest of the
+// budget goes to the full layers' blocks, which bound the tokens held.
+// When the budget cannot hold that pool and more full blocks than one
+// pool of every layer would (windows long for the budget), the layers
+// share one pool as without windows. perBlock is the bytes of a block of
+// every layer (and the draft model's).
+func sizeKV(c *model.Config, o *Options, perBlock int64) kvSizing {
+	n := c.SlidingLayers()
+	if o.FullSlidingKV || n == 0 || n == c.Layers {
+		return kvSizing{blocks: int(o.KVCacheBytes / perBlock), perBlock: perBlock}
+	}
+	_, win := model.KVSplitBytesPerBlock(c, o.KVType, o.BlockSize)
+	full := perBlock - win // the draft model's layers stay with the full ones
+	bs := o.BlockSize
+	perSeq := (c.SlidingWindow-1+bs-1)/bs + 2
+	step := o.MaxBatchTokens
+	if o.Draft != nil || o.NGram {
+		step += o.MaxSeqs * o.DraftTokens
+	}
+	need := int64(o.MaxSeqs*perSeq + (step+bs-1)/bs)
+	// Equal pools while the window pool is below what it needs; past that,
+	// the window pool stops at need and the rest holds full blocks.
+	// The hole block of the window pool's memory is counted in win.
+	one := kvSizing{blocks: int(o.KVCacheBytes / perBlock), perBlock: perBlock}
+	b := o.KVCacheBytes - win
+	if b/(full+win) <= need {
+		// The window pool would be as large as the full one: two pools
+		// would hold no more tokens than one (a budget below MaxSeqs
+		// windows), and a window pool's prefix hits are stricter.
+		return one
+	}
+	nf := (b - need*win) / full
+	if int(nf) <= one.blocks {
+		return one
+	}
+	return kvSizing{blocks: int(nf), perBlock: full, windowBlocks: int(need), windowPerBlock: win}
 }
 
 // maxPromptBytes bounds what the chat template may build: a prompt longer

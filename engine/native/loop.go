@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"rill/engine"
+	"rill/engine/kvcache"
 	"rill/engine/model"
 	"rill/engine/sched"
 )
@@ -298,6 +299,7 @@ func (e *Engine) publish() {
 	ss := e.sched.Stats()
 	st := Stats{
 		Cache:       e.cache.Stats(),
+		WindowCache: e.windowStats(),
 		Preemptions: ss.Preemptions,
 		Steps:       e.loop.steps,
 		Running:     ss.Running,
@@ -308,4 +310,12 @@ func (e *Engine) publish() {
 	e.statsMu.Lock()
 	e.stats = st
 	e.statsMu.Unlock()
+}
+
+// windowStats are the sliding layers' pool's counters (zero without one).
+func (e *Engine) windowStats() kvcache.Stats {
+	if e.window == nil {
+		return kvcache.Stats{}
+	}
+	return e.window.Stats()
 }

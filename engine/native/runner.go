@@ -28,6 +28,11 @@ type Runner interface {
 	// prompt block for a further choice that forks from it (see
 	// sched.Fork).
 	CopyBlock(dst, src, n int)
+
+	// CopyWindowBlock is CopyBlock in the memory of the sliding-window
+	// layers, for a runner made with RunnerSpec.WindowBlocks (a no-op
+	// otherwise).
+	CopyWindowBlock(dst, src, n int)
 }
 
 // RunnerSpec is what the engine makes a Runner for.
@@ -45,6 +50,11 @@ type RunnerSpec struct {
 	KVType    model.KVType
 	Blocks    int
 	BlockSize int
+	// WindowBlocks, when positive, keeps the sliding-window layers of a
+	// model that also has full-attention layers in a memory of their own
+	// of WindowBlocks blocks (model.NewSplitKVOn), addressed by the
+	// batches' WindowTables; Blocks is then the full layers' memory.
+	WindowBlocks int
 }
 
 // Compute makes the Runner of each model an engine runs (its model and its

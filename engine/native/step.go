@@ -73,6 +73,9 @@ func (e *Engine) step(ctx context.Context) error {
 	for _, f := range e.sched.Update(plan, outs) {
 		if f.Copy {
 			e.runner.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
+			if e.window != nil {
+				e.runner.CopyWindowBlock(int(f.WindowDst), int(f.WindowSrc), f.Slots)
+			}
 			if e.draftRunner != nil {
 				e.draftRunner.CopyBlock(int(f.Dst), int(f.Src), f.Slots)
 			}
@@ -152,6 +155,9 @@ func (e *Engine) build(plan *sched.Plan) {
 		seq := sc.Seq
 		table := int32(len(b.Tables))
 		b.Tables = append(b.Tables, seq.KV.Blocks)
+		if e.window != nil {
+			b.WindowTables = append(b.WindowTables, seq.WindowKV.Blocks)
+		}
 		b.Prompt = append(b.Prompt, int32(len(e.choiceOf(seq).r.prompt)))
 		for j := range sc.Compute {
 			pos := sc.Start + j

@@ -63,6 +63,13 @@ type Options struct {
 	// that a tier below memory can bring the blocks it holds of them in
 	// first (kvcache.Manager.Load); they then count as cached tokens.
 	Load func(tokens []int32)
+	// Window, when set, is the block pool of the model's sliding-window
+	// layers (a kvcache.Manager with a Window), kept next to the cache of
+	// the other layers: each sequence also holds a table in it
+	// (Sequence.WindowKV), whose blocks out of the window are freed as the
+	// sequence advances. A prefix hit counts the tokens both pools hold:
+	// the full layers' hit is cut to the window's (see Schedule).
+	Window *kvcache.Manager
 }
 
 // Defaults of Options.
@@ -147,7 +154,10 @@ type Fork struct {
 	// that uses the block ids) before the next step.
 	Copy     bool
 	Src, Dst int32
-	Slots    int
+	// WindowSrc and WindowDst are the same copy in the window pool's
+	// memory, with Options.Window (Copy and Slots say for both).
+	WindowSrc, WindowDst int32
+	Slots                int
 }
 
 // Stats are the scheduler's gauges and counters.
@@ -247,7 +257,7 @@ func (s *Scheduler) Schedule() *Plan {
 		if pending == 1 && s.opts.DraftLen != nil {
 			drafts = max(0, min(s.opts.DraftLen(seq, budget-compute), budget-compute))
 		}
-		for s.cache.Reserve(&seq.KV, seq.Computed+compute+drafts) != nil {
+		for s.reserve(seq, seq.Computed+compute+drafts) != nil {
 			if drafts > 0 { // drafting is optional: drop it before preempting anyone
 				drafts = 0
 				continue
@@ -287,7 +297,7 @@ func (s *Scheduler) Schedule() *Plan {
 			if s.opts.Load != nil {
 				s.opts.Load(seq.Tokens)
 			}
-			hit := s.cache.Match(&seq.KV, seq.Tokens)
+			hit := s.match(seq)
 			// Committed blocks hold a lockstep draft model's keys too.
 			seq.Computed, seq.DraftComputed = hit, hit
 			if !g.matched {
@@ -297,18 +307,18 @@ func (s *Scheduler) Schedule() *Plan {
 			}
 		}
 		compute := min(len(seq.Tokens)-seq.Computed, budget)
-		if err := s.cache.Reserve(&seq.KV, seq.Computed+compute); err != nil {
+		if err := s.reserve(seq, seq.Computed+compute); err != nil {
 			if victim := s.pausedVictim(); victim != nil {
 				// A paused sequence holds blocks it does not use now.
 				s.preempt(victim)
 				continue
 			}
-			if len(s.running) == 0 && len(p.Seqs) == 0 && s.cache.FreeBlocks() == s.cache.NumBlocks()-len(seq.KV.Blocks) {
+			if len(s.running) == 0 && len(p.Seqs) == 0 && s.alone(seq) {
 				s.exhaust(seq) // it cannot fit even alone
 				continue
 			}
 			// Wait for blocks to come free; keep the order.
-			s.cache.Free(&seq.KV)
+			s.free(seq)
 			seq.Computed, seq.DraftComputed = 0, 0
 			break
 		}
@@ -327,6 +337,60 @@ func (s *Scheduler) Schedule() *Plan {
 		s.planForks(&p.Seqs[i])
 	}
 	return p
+}
+
+// match attaches the cached prefix of seq's tokens to its tables and
+// returns its length. With a window pool the hit is what both pools hold:
+// the window's, limited to the full layers' hit, and the full layers'
+// table is cut back to it, so that the tokens after it are computed in
+// every layer into blocks of the sequence's own rather than rewriting
+// cached blocks that others may be reading. So a prefix whose window was
+// evicted is recomputed from where the window is whole.
+func (s *Scheduler) match(seq *Sequence) int {
+	hit := s.cache.Match(&seq.KV, seq.Tokens)
+	if s.opts.Window == nil {
+		return hit
+	}
+	if w := s.opts.Window.MatchUpTo(&seq.WindowKV, seq.Tokens, hit); w < hit {
+		s.cache.Truncate(&seq.KV, w)
+		hit = w
+	}
+	return hit
+}
+
+// reserve makes seq's tables cover n positions, in both pools, or takes
+// nothing and fails with kvcache.ErrNoBlocks.
+func (s *Scheduler) reserve(seq *Sequence, n int) error {
+	had := len(seq.KV.Blocks)
+	if err := s.cache.Reserve(&seq.KV, n); err != nil {
+		return err
+	}
+	if s.opts.Window == nil {
+		return nil
+	}
+	if err := s.opts.Window.Reserve(&seq.WindowKV, n); err != nil {
+		s.cache.Truncate(&seq.KV, had*s.cache.BlockSize())
+		return err
+	}
+	return nil
+}
+
+// alone reports whether every block seq does not hold is free, in both
+// pools: if seq cannot grow now, it never can.
+func (s *Scheduler) alone(seq *Sequence) bool {
+	if s.cache.FreeBlocks() != s.cache.NumBlocks()-seq.KV.Held() {
+		return false
+	}
+	w := s.opts.Window
+	return w == nil || w.FreeBlocks() == w.NumBlocks()-seq.WindowKV.Held()
+}
+
+// free releases seq's blocks in both pools.
+func (s *Scheduler) free(seq *Sequence) {
+	s.cache.Free(&seq.KV)
+	if s.opts.Window != nil {
+		s.opts.Window.Free(&seq.WindowKV)
+	}
 }
 
 // planForks lists the further choices that start on sc's prompt when the
@@ -373,7 +437,7 @@ func (s *Scheduler) pausedVictim() *Sequence {
 // had in the running set.
 func (s *Scheduler) preempt(seq *Sequence) int {
 	i := s.leave(seq)
-	s.cache.Free(&seq.KV)
+	s.free(seq)
 	seq.Computed, seq.DraftComputed = 0, 0
 	seq.state = stateWaiting
 	s.waiting = slices.Insert(s.waiting, 0, seq)
@@ -475,6 +539,9 @@ func (s *Scheduler) accept(seq *Sequence, accepted int) {
 	seq.Computed += accepted
 	seq.DraftComputed = min(seq.DraftComputed, seq.Computed)
 	s.cache.Truncate(&seq.KV, len(seq.Tokens))
+	if s.opts.Window != nil {
+		s.opts.Window.Truncate(&seq.WindowKV, len(seq.Tokens))
+	}
 	s.commit(seq)
 }
 
@@ -502,6 +569,12 @@ func (s *Scheduler) commit(seq *Sequence) {
 		g.writeMark = max(g.writeMark, seq.KV.Indexed())
 	}
 	s.cache.Commit(&seq.KV, seq.Tokens[:n])
+	if w := s.opts.Window; w != nil {
+		// Committed before sliding, so that the blocks it frees stay
+		// cached for later hits.
+		w.Commit(&seq.WindowKV, seq.Tokens[:n])
+		w.Slide(&seq.WindowKV, seq.Computed)
+	}
 }
 
 // fork starts children, the further choices of leader's group, on the
@@ -523,12 +596,22 @@ func (s *Scheduler) fork(leader *Sequence, children []*Sequence, outcomes []Outc
 			continue
 		}
 		child, src, dst, copied, err := s.cache.Fork(&leader.KV, g.promptLen)
+		var wchild *kvcache.Seq
+		var wsrc, wdst int32
+		if err == nil && s.opts.Window != nil {
+			if wchild, wsrc, wdst, _, err = s.opts.Window.Fork(&leader.WindowKV, g.promptLen); err != nil {
+				s.cache.Free(child)
+			}
+		}
 		if err != nil {
 			c.state = stateWaiting
 			s.waiting = append(s.waiting, c)
 			continue
 		}
 		c.KV = *child
+		if wchild != nil {
+			c.WindowKV = *wchild
+		}
 		c.Computed = g.promptLen
 		c.DraftComputed = min(leader.DraftComputed, c.Computed)
 		c.state = stateRunning
@@ -537,7 +620,7 @@ func (s *Scheduler) fork(leader *Sequence, children []*Sequence, outcomes []Outc
 			s.paused++
 		}
 		s.forks = append(s.forks, Fork{Child: c, Copy: copied, Src: src, Dst: dst,
-			Slots: g.promptLen % s.cache.BlockSize()})
+			WindowSrc: wsrc, WindowDst: wdst, Slots: g.promptLen % s.cache.BlockSize()})
 	}
 }
 
@@ -549,7 +632,7 @@ func (s *Scheduler) finish(seq *Sequence) {
 		return
 	}
 	s.leave(seq)
-	s.cache.Free(&seq.KV)
+	s.free(seq)
 	seq.state = stateDone
 }
 

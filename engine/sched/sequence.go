@@ -40,6 +40,9 @@ type Sequence struct {
 
 	// KV is the sequence's block table.
 	KV kvcache.Seq
+	// WindowKV is its block table in the pool of sliding-window layers
+	// (Options.Window); empty without one.
+	WindowKV kvcache.Seq
 
 	group  *Group
 	choice int

@@ -34,7 +34,13 @@ func New(opts cpu.Options) *Compute {
 // spec.Blocks blocks. The backend keeps its own copy of the weights it
 // repacks (cpu.Backend.Prepare) and lets m's file give their pages back.
 func (c *Compute) NewRunner(m *model.Model, spec native.RunnerSpec) (native.Runner, error) {
-	kv, err := model.NewKVOn(c.be, &m.Config, spec.KVType, spec.Blocks, spec.BlockSize)
+	var kv *model.KV
+	var err error
+	if spec.WindowBlocks > 0 {
+		kv, err = model.NewSplitKVOn(c.be, &m.Config, spec.KVType, spec.Blocks, spec.WindowBlocks, spec.BlockSize)
+	} else {
+		kv, err = model.NewKVOn(c.be, &m.Config, spec.KVType, spec.Blocks, spec.BlockSize)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -43,6 +49,9 @@ func (c *Compute) NewRunner(m *model.Model, spec native.RunnerSpec) (native.Runn
 		r.SetContextLength(spec.ContextLength)
 	}
 	host, _ := kv.Memory().(*tensor.HostKV)
+	if kv.Split() {
+		host = nil // a block's bytes would miss the sliding layers: no transfers
+	}
 	return &runner{r: r, kv: kv, host: host}, nil
 }
 
@@ -68,6 +77,9 @@ func (r *runner) Forward(_ context.Context, b *model.Batch) ([]float32, error) {
 
 // CopyBlock implements native.Runner.
 func (r *runner) CopyBlock(dst, src, n int) { r.kv.CopyBlock(dst, src, n) }
+
+// CopyWindowBlock implements native.Runner.
+func (r *runner) CopyWindowBlock(dst, src, n int) { r.kv.CopyWindowBlock(dst, src, n) }
 
 // BlockLayout implements native.BlockTransfer: the host cache's layout,
 // or "" if the backend keeps the cache elsewhere.
