@@ -47,4 +47,3 @@ func TestSizeKVTypes(t *testing.T) {
 		t.Log(row)
 	}
 }
-
