@@ -65,7 +65,7 @@ type Native struct {
 	Spec        string `yaml:"spec"`         // "" or "ngram"
 	DraftTokens int    `yaml:"draft_tokens"` // most tokens drafted per step, 1 to MaxDraftTokens
 	KVCacheMem  Bytes  `yaml:"kv_cache_mem"`
-	KVCacheType string `yaml:"kv_cache_type"` // "f16" (default) or "f32"
+	KVCacheType string `yaml:"kv_cache_type"` // "f16" (default), "f32", "q8_0" or "q4_0"
 	BatchTokens int    `yaml:"batch_tokens"`
 	Threads     int    `yaml:"threads"`
 	// MaxSeqs bounds the sequences (choices) decoding at once.
@@ -284,9 +284,9 @@ func (n *Native) check(bad func(string, ...any), name func(string) string) {
 		bad("%s ngram and %s exclude each other", name("spec"), name("draft_model"))
 	}
 	switch strings.ToLower(n.KVCacheType) {
-	case "", "f16", "f32":
+	case "", "f16", "f32", "q8_0", "q4_0":
 	default:
-		bad("%s %q: want f16 or f32", name("kv_cache_type"), n.KVCacheType)
+		bad("%s %q: want f16, f32, q8_0 or q4_0", name("kv_cache_type"), n.KVCacheType)
 	}
 	if _, err := grammar.ParseJSONWhitespace(n.JSONWhitespace); err != nil {
 		bad("%s %q: want %s or %s", name("json_whitespace"), n.JSONWhitespace, grammar.WhitespaceCompact, grammar.WhitespaceBounded)

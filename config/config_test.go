@@ -94,6 +94,22 @@ func TestParseJSON(t *testing.T) {
 	}
 }
 
+// TestParseKVCacheTypes: every KV type the engine has is accepted per
+// model, in llama.cpp's spelling, as written.
+func TestParseKVCacheTypes(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"f16", "f32", "q8_0", "q4_0", "Q8_0", ""} {
+		f, err := Parse([]byte("models:\n  - id: m\n    native: {model: embedded, kv_cache_type: '"+typ+"'}"), testEnv)
+		if err != nil {
+			t.Errorf("%q: %v", typ, err)
+			continue
+		}
+		if got := f.Models[0].Native.KVCacheType; got != typ {
+			t.Errorf("%q: kv_cache_type %q", typ, got)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	t.Parallel()
 	up := func(body string) string {
@@ -118,7 +134,7 @@ func TestParseErrors(t *testing.T) {
 		{"native without model", "models:\n  - id: m\n    native: {}", []string{"native.model is required"}},
 		{"bad spec", "models:\n  - id: m\n    native: {model: embedded, spec: medusa}", []string{"native.spec"}},
 		{"spec and draft", "models:\n  - id: m\n    native: {model: embedded, spec: ngram, draft_model: embedded}", []string{"exclude each other"}},
-		{"bad kv type", "models:\n  - id: m\n    native: {model: embedded, kv_cache_type: q8}", []string{"kv_cache_type"}},
+		{"bad kv type", "models:\n  - id: m\n    native: {model: embedded, kv_cache_type: q8}", []string{`native.kv_cache_type "q8": want f16, f32, q8_0 or q4_0`}},
 		{"bad json whitespace", "models:\n  - id: m\n    native: {model: embedded, json_whitespace: pretty}", []string{`native.json_whitespace "pretty": want compact or bounded`}},
 		{"bad max tokens policy", "models:\n  - id: m\n    max_tokens_policy: truncate\n    native: {model: embedded}", []string{`models[0] (m): max_tokens_policy "truncate": want clamp or error`}},
 		{"bad size", "models:\n  - id: m\n    native: {model: embedded, kv_cache_mem: lots}", []string{"not a size"}},

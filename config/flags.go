@@ -30,7 +30,7 @@ func (m *Model) RegisterNativeFlags(fs *flag.FlagSet) {
 	fs.StringVar(&n.DraftModel, "draft-model", n.DraftModel, `GGUF draft model for speculative decoding (same vocabulary as --model); "embedded" is the embedded test model's draft`)
 	fs.StringVar(&n.Spec, "spec", n.Spec, `speculative decoding without a draft model: "ngram" (prompt lookup); requests' predicted outputs draft either way`)
 	fs.IntVar(&n.DraftTokens, "draft-tokens", n.DraftTokens, fmt.Sprintf("most tokens drafted per step, 1 to %d (default 4)", MaxDraftTokens))
-	fs.StringVar(&n.KVCacheType, "kv-cache-type", "f16", "KV cache element type: f16 (llama.cpp's numerics, half the memory) or f32 (exact)")
+	fs.StringVar(&n.KVCacheType, "kv-cache-type", "f16", "KV cache element type: f16 (llama.cpp's numerics, half the memory), f32 (exact), or q8_0 or q4_0 (GGML blocks of 32 along the head, as llama.cpp's --cache-type-k/-v: 0.53 and 0.28 of f16's memory; the model's head size must be a multiple of 32)")
 	fs.IntVar(&n.MaxSeqs, "max-seqs", n.MaxSeqs, "most sequences (choices) decoding at once (default 64)")
 	fs.IntVar(&n.MaxQueuedRequests, "max-queued-requests", n.MaxQueuedRequests, "most requests waiting to start beyond the free decoding slots; more are refused with 503 engine_overloaded (default 256)")
 	fs.StringVar(&n.JSONWhitespace, "json-whitespace", n.JSONWhitespace, fmt.Sprintf("whitespace between the JSON tokens of constrained output (response_format, tool-call arguments): compact (none, as OpenAI writes it; the default) or bounded (runs of up to %d bytes, for models that pretty-print)", grammar.BoundedWhitespace))

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"rill/engine/model"
@@ -93,7 +94,12 @@ type decoder struct {
 }
 
 func newDecoder(m *model.Model, be model.Backend, ctx, maxBatch int) *decoder {
-	kv, err := model.NewKV(&m.Config, model.KVF16, (ctx+15)/16, 16)
+	return newDecoderKV(m, be, ctx, maxBatch, model.KVF16)
+}
+
+// newDecoderKV is newDecoder over a KV cache of type typ.
+func newDecoderKV(m *model.Model, be model.Backend, ctx, maxBatch int, typ model.KVType) *decoder {
+	kv, err := model.NewKV(&m.Config, typ, (ctx+15)/16, 16)
 	if err != nil {
 		panic(err)
 	}
@@ -114,6 +120,42 @@ func (d *decoder) run(pos, n int) error {
 	d.b.Logits = append(d.b.Logits, int32(n-1))
 	_, err := d.r.Forward(&d.b, d.kv)
 	return err
+}
+
+// BenchmarkDecodeDepth measures one decode step at depth 2048 and 8192
+// (the position decoded, so attention reads that many cached positions)
+// per KV cache type, the types of one depth run one after the other:
+// ns/op is per token. The cache below the position is not filled (zeros
+// cost the kernels what any values cost), which spares the prefill.
+// Quantised types are skipped for heads that are not a multiple of 32.
+func BenchmarkDecodeDepth(b *testing.B) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	for name, load := range benchModels(b) {
+		b.Run(name, func(b *testing.B) {
+			m := load()
+			defer m.Close()
+			for _, depth := range []int{2048, 8192} {
+				for _, typ := range []model.KVType{model.KVF32, model.KVF16, model.KVQ8_0, model.KVQ4_0} {
+					if (typ == model.KVQ8_0 || typ == model.KVQ4_0) && m.Config.HeadDim%32 != 0 {
+						continue
+					}
+					b.Run(fmt.Sprintf("depth=%d/%s", depth, typ), func(b *testing.B) {
+						d := newDecoderKV(m, be, depth+1, 1, typ)
+						d.r.SetContextLength(depth + 1)
+						b.ReportAllocs()
+						b.ResetTimer()
+						for b.Loop() {
+							if err := d.run(depth, 1); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+					})
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkDecode measures llama-bench's tg128: 128 tokens decoded one at a

@@ -19,32 +19,61 @@ const (
 	KVF16 KVType = iota
 	// KVF32 stores float32 and accumulates in float32: the exact reference.
 	KVF32
+	// KVQ8_0 stores keys and values as GGML Q8_0 blocks of 32 values along
+	// the head dimension (34 bytes per 32 values: 0.53 of KVF16's memory)
+	// and attends as llama.cpp's CPU flash attention over such a cache:
+	// the query is quantised to Q8_0 and dotted with the key blocks in
+	// integers, values are dequantised and summed in float32. The model's
+	// head size must be a multiple of 32.
+	KVQ8_0
+	// KVQ4_0 is KVQ8_0 with GGML Q4_0 blocks (18 bytes per 32 values: 0.28
+	// of KVF16's memory).
+	KVQ4_0
 )
 
-func (t KVType) String() string {
-	if t == KVF32 {
-		return "f32"
-	}
-	return "f16"
+// kvTypes are the KV types by name, in the order they are listed in errors.
+var kvTypes = []struct {
+	name string
+	typ  KVType
+	elem quant.Type
+}{
+	{"f16", KVF16, quant.F16},
+	{"f32", KVF32, quant.F32},
+	{"q8_0", KVQ8_0, quant.Q8_0},
+	{"q4_0", KVQ4_0, quant.Q4_0},
 }
 
-// ParseKVType parses "f16" or "f32" ("" is f16).
-func ParseKVType(s string) (KVType, error) {
-	switch strings.ToLower(s) {
-	case "", "f16":
-		return KVF16, nil
-	case "f32":
-		return KVF32, nil
+func (t KVType) String() string {
+	for _, k := range kvTypes {
+		if k.typ == t {
+			return k.name
+		}
 	}
-	return 0, fmt.Errorf("kv cache type %q (want f16 or f32)", s)
+	return fmt.Sprintf("kvtype(%d)", uint8(t))
+}
+
+// ParseKVType parses "f16", "f32", "q8_0" or "q4_0" (llama.cpp's names
+// for --cache-type-k/-v, in any case; "" is f16).
+func ParseKVType(s string) (KVType, error) {
+	if s == "" {
+		return KVF16, nil
+	}
+	for _, k := range kvTypes {
+		if strings.EqualFold(s, k.name) {
+			return k.typ, nil
+		}
+	}
+	return 0, fmt.Errorf("kv cache type %q (want f16, f32, q8_0 or q4_0)", s)
 }
 
 // elem is the cache's element type.
 func (t KVType) elem() quant.Type {
-	if t == KVF32 {
-		return quant.F32
+	for _, k := range kvTypes {
+		if k.typ == t {
+			return k.elem
+		}
 	}
-	return quant.F16
+	return quant.Type(^uint32(0)) // no type: the cache's spec is refused
 }
 
 // KV is the paged key/value memory of one model. For every layer it holds

@@ -57,7 +57,9 @@ func (l KVLayout) Validate() error {
 }
 
 // KVSpec describes a paged key/value cache: Layers layers of Layout, each
-// holding keys and values as elements of Type (F16 or F32).
+// holding keys and values as elements of Type: F16 or F32, or Q8_0 or Q4_0,
+// whose rows are HeadDim/32 blocks of 32 values each (so HeadDim must be a
+// multiple of 32, and RowDim is then HeadDim: no padding).
 type KVSpec struct {
 	Layers int
 	Type   quant.Type
@@ -69,17 +71,35 @@ func (s KVSpec) Validate() error {
 	if s.Layers <= 0 {
 		return fmt.Errorf("kv cache of %d layers", s.Layers)
 	}
-	if s.Type != quant.F16 && s.Type != quant.F32 {
-		return fmt.Errorf("kv cache of %s elements (want F16 or F32)", s.Type)
+	switch s.Type {
+	case quant.F16, quant.F32:
+	case quant.Q8_0, quant.Q4_0:
+		// Blocks run along the head dimension, as llama.cpp quantises its
+		// cache's rows, which is why it refuses these types for such heads.
+		if s.Layout.HeadDim%s.Type.BlockElems() != 0 {
+			return fmt.Errorf("kv cache of %s elements needs a head size that is a multiple of %d, not %d", s.Type, s.Type.BlockElems(), s.Layout.HeadDim)
+		}
+	default:
+		return fmt.Errorf("kv cache of %s elements (want F16, F32, Q8_0 or Q4_0)", s.Type)
 	}
 	return s.Layout.Validate()
+}
+
+// Quantized reports whether s holds blocks of quantised values (Q8_0,
+// Q4_0) rather than floats.
+func (s KVSpec) Quantized() bool { return s.Type == quant.Q8_0 || s.Type == quant.Q4_0 }
+
+// RowBytes is the size in bytes of one slot's row of keys (or values) of
+// one head in host memory, padding included.
+func (s KVSpec) RowBytes() int {
+	return s.Layout.RowDim() / s.Type.BlockElems() * s.Type.BlockBytes()
 }
 
 // BytesPerBlock is the host memory one block takes across all layers, keys
 // and values, padding included.
 func (s KVSpec) BytesPerBlock() int64 {
 	rows := int64(s.Layers) * 2 * int64(s.Layout.BlockSize) * int64(s.Layout.Heads)
-	return rows * int64(s.Layout.RowDim()) * int64(s.Type.BlockBytes())
+	return rows * int64(s.RowBytes())
 }
 
 // KVCache is the memory of a paged key/value cache, allocated by a backend
@@ -101,13 +121,17 @@ type KVCache interface {
 
 // HostKV is a KVCache in host memory, laid out as KVLayout describes: per
 // layer a key array and a value array of Layout.Size() elements, float32
-// (K32, V32) when Type is F32 and IEEE half (K16, V16) when it is F16; the
-// other pair is nil. It is the CPU backend's cache and the reference layout
-// others are checked against.
+// (K32, V32) when Type is F32, IEEE half (K16, V16) when it is F16, and
+// GGML blocks (KQ, VQ: a row of RowBytes() bytes where a float cache has
+// RowDim() elements, so the row of (block, head, slot) starts at byte
+// Layout.Row(block, head, slot)/32*Type.BlockBytes()) when it is Q8_0 or
+// Q4_0; the other pairs are nil. It is the CPU backend's cache and the
+// reference layout others are checked against.
 type HostKV struct {
 	spec     KVSpec
 	K16, V16 [][]uint16
 	K32, V32 [][]float32
+	KQ, VQ   [][]byte
 }
 
 // NewHostKV allocates a zeroed host cache for s.
@@ -117,6 +141,14 @@ func NewHostKV(s KVSpec) (*HostKV, error) {
 	}
 	kv := &HostKV{spec: s}
 	n := s.Layout.Size()
+	if s.Quantized() {
+		n = n / s.Type.BlockElems() * s.Type.BlockBytes()
+		kv.KQ, kv.VQ = make([][]byte, s.Layers), make([][]byte, s.Layers)
+		for i := range s.Layers {
+			kv.KQ[i], kv.VQ[i] = make([]byte, n), make([]byte, n)
+		}
+		return kv, nil
+	}
 	if s.Type == quant.F32 {
 		kv.K32, kv.V32 = make([][]float32, s.Layers), make([][]float32, s.Layers)
 		for i := range s.Layers {
@@ -151,5 +183,18 @@ func (kv *HostKV) CopyBlock(dst, src, n int) {
 			copy(kv.K32[i][d:d+m], kv.K32[i][s:s+m])
 			copy(kv.V32[i][d:d+m], kv.V32[i][s:s+m])
 		}
+		if kv.KQ != nil {
+			d, s, m := kv.QOffset(d), kv.QOffset(s), kv.QOffset(m)
+			for i := range kv.KQ {
+				copy(kv.KQ[i][d:d+m], kv.KQ[i][s:s+m])
+				copy(kv.VQ[i][d:d+m], kv.VQ[i][s:s+m])
+			}
+		}
 	}
+}
+
+// QOffset is the byte offset in a quantised cache's KQ or VQ array of
+// element offset i (a multiple of 32, such as Layout.Row's).
+func (kv *HostKV) QOffset(i int) int {
+	return i / kv.spec.Type.BlockElems() * kv.spec.Type.BlockBytes()
 }

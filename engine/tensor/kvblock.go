@@ -50,6 +50,13 @@ func (kv *HostKV) blockBytes(id, n int, f func(mem []byte)) {
 		f(floatBytes(kv.K32[i][lo:hi]))
 		f(floatBytes(kv.V32[i][lo:hi]))
 	}
+	if kv.KQ != nil {
+		lo, hi := kv.QOffset(lo), kv.QOffset(hi)
+		for i := range kv.KQ {
+			f(kv.KQ[i][lo:hi])
+			f(kv.VQ[i][lo:hi])
+		}
+	}
 }
 
 func halfBytes(s []uint16) []byte {

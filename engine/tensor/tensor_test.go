@@ -76,13 +76,36 @@ func TestKVSpec(t *testing.T) {
 	if got, want := (KVSpec{Layers: 4, Type: quant.F16, Layout: l}).BytesPerBlock(), int64(4*2*16*2*16*2); got != want {
 		t.Errorf("BytesPerBlock = %d, want %d", got, want)
 	}
+	q := KVLayout{Blocks: 3, BlockSize: 16, Heads: 2, HeadDim: 64}
+	for _, c := range []struct {
+		typ           quant.Type
+		row, perBlock int64
+	}{
+		{quant.Q8_0, 2 * 34, 4 * 2 * 16 * 2 * 2 * 34},
+		{quant.Q4_0, 2 * 18, 4 * 2 * 16 * 2 * 2 * 18},
+		{quant.F16, 64 * 2, 4 * 2 * 16 * 2 * 64 * 2},
+	} {
+		s := KVSpec{Layers: 4, Type: c.typ, Layout: q}
+		if int64(s.RowBytes()) != c.row || s.BytesPerBlock() != c.perBlock {
+			t.Errorf("%v: RowBytes %d, BytesPerBlock %d, want %d, %d", c.typ, s.RowBytes(), s.BytesPerBlock(), c.row, c.perBlock)
+		}
+		kv, err := NewHostKV(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Quantized() != (kv.KQ != nil) || s.Quantized() && (int64(len(kv.KQ[0])) != c.perBlock/4/2*3 || kv.K16 != nil || kv.K32 != nil) {
+			t.Errorf("%v cache holds the wrong arrays", c.typ)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		spec KVSpec
 		want string
 	}{
 		{"no layers", KVSpec{Layers: 0, Type: quant.F16, Layout: l}, "layers"},
-		{"q8_0 elements", KVSpec{Layers: 1, Type: quant.Q8_0, Layout: l}, "want F16 or F32"},
+		{"q8_0 head of 12", KVSpec{Layers: 1, Type: quant.Q8_0, Layout: l}, "multiple of 32, not 12"},
+		{"q4_0 head of 48", KVSpec{Layers: 1, Type: quant.Q4_0, Layout: KVLayout{Blocks: 1, BlockSize: 16, Heads: 1, HeadDim: 48}}, "multiple of 32, not 48"},
+		{"q4_k elements", KVSpec{Layers: 1, Type: quant.Q4_K, Layout: l}, "want F16, F32, Q8_0 or Q4_0"},
 		{"no blocks", KVSpec{Layers: 1, Type: quant.F32, Layout: KVLayout{BlockSize: 16, Heads: 1, HeadDim: 8}}, "kv layout"},
 		{"too large", KVSpec{Layers: 1, Type: quant.F32, Layout: KVLayout{Blocks: math.MaxInt / 4, BlockSize: 16, Heads: 1, HeadDim: 8}}, "too large"},
 	} {
@@ -150,6 +173,43 @@ func TestHostKVCopyBlock(t *testing.T) {
 			}()
 			kv.CopyBlock(3, 0, 1)
 		}()
+	}
+}
+
+// TestHostKVCopyBlockQuantized: CopyBlock of a Q8_0 or Q4_0 cache copies
+// the whole rows (blocks) of the first n slots of every head of every
+// layer, keys and values, and nothing else.
+func TestHostKVCopyBlockQuantized(t *testing.T) {
+	t.Parallel()
+	l := KVLayout{Blocks: 3, BlockSize: 4, Heads: 2, HeadDim: 64}
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+		kv, err := NewHostKV(KVSpec{Layers: 2, Type: typ, Layout: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := kv.Spec().RowBytes()
+		for layer := range 2 {
+			for i := range kv.KQ[layer] {
+				kv.KQ[layer][i], kv.VQ[layer][i] = byte(i*7+layer), byte(i*13+layer+1)
+			}
+		}
+		kv.CopyBlock(0, 2, 3)
+		for layer := range 2 {
+			for h := range l.Heads {
+				for slot := range l.BlockSize {
+					for d := range row {
+						i := kv.QOffset(l.Row(0, h, slot)) + d
+						src := i
+						if slot < 3 {
+							src = kv.QOffset(l.Row(2, h, slot)) + d
+						}
+						if k, v := kv.KQ[layer][i], kv.VQ[layer][i]; k != byte(src*7+layer) || v != byte(src*13+layer+1) {
+							t.Fatalf("%v layer %d head %d slot %d byte %d: %d, %d, want the bytes of offset %d", typ, layer, h, slot, d, k, v, src)
+						}
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -159,7 +159,8 @@ func hostKV(kv tensor.KVCache, layer int) (*tensor.HostKV, error) {
 
 // StoreKV writes each token's keys and values (KV heads of HeadDim values
 // per row) into the slot pg gives it, rounded to half precision in an F16
-// cache. Slots that pg does not name are left alone. It panics when k or v
+// cache, quantised into blocks of 32 (engine/quant's reference quantisers)
+// in a Q8_0 or Q4_0 cache. Slots that pg does not name are left alone. It panics when k or v
 // does not hold len(pg.Pos) rows or a slot is outside the cache.
 func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tensor.Paging) error {
 	host, err := hostKV(kv, layer)
@@ -170,6 +171,10 @@ func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tenso
 	hd, dim := l.HeadDim, l.Heads*l.HeadDim
 	if len(k) != len(pg.Pos)*dim || len(v) != len(k) {
 		panic(fmt.Sprintf("cpu: StoreKV: %d keys and %d values for %d rows of %d", len(k), len(v), len(pg.Pos), dim))
+	}
+	if host.KQ != nil {
+		storeQuantKV(host, layer, k, v, pg) // attention_quant.go
+		return nil
 	}
 	for t := range pg.Pos {
 		block, slot := pg.Slot(t, l.BlockSize)
@@ -193,6 +198,8 @@ func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tenso
 // float32), split over the worker pool; a sliding window or soft-capped
 // scores or attention sinks (at.Window, at.SoftCap, at.Sinks) take
 // AttendF16Window or AttendF32Window.
+// A Q8_0 or Q4_0 cache takes attendQuant (attention_quant.go) for every
+// token, prompt or decode step, as llama.cpp does.
 //
 // Over an F16 cache with AVX-512, the tokens of prompts of at least
 // tiledMinPrompt tokens (pg.Prompt) take the tiled arithmetic instead
@@ -232,6 +239,7 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 	}
 	j := attnJobs.get()
 	j.out, j.q, j.kv, j.layer, j.at, j.pg = out, q, host, layer, at, pg
+	j.kern = b.kern
 	j.plain = at.Window <= 0 && at.SoftCap == 0 && at.Sinks == nil
 	// Tokens of long prompts go to the tiled kernels in runs, the others
 	// one by one.
@@ -275,6 +283,7 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 type attnJob struct {
 	out, q []float32
 	kv     *tensor.HostKV
+	kern   *kernelSet // the backend's: a quantised cache's key dots
 	layer  int
 	at     tensor.Attention
 	plain  bool // no window, no soft cap, no sinks: AttendF16 or AttendF32
@@ -312,6 +321,8 @@ func (j *attnJob) runPerToken(lo, hi int) {
 		table := j.pg.Table(t)
 		var err error
 		switch {
+		case j.kv.KQ != nil:
+			err = j.attendQuant(out, q, g, nkv, table, n) // attention_quant.go
 		case j.plain && j.kv.K32 != nil:
 			err = AttendF32(out, q, j.kv.K32[j.layer], j.kv.V32[j.layer], l, g, nkv, table, n, j.at.Scale)
 		case j.plain:

@@ -1,0 +1,172 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"rill/engine/quant"
+	"rill/engine/tensor"
+)
+
+// Attention over a Q8_0 or Q4_0 cache (tensor.KVSpec.Quantized): every
+// slot's row of keys and of values is HeadDim/32 GGML blocks, quantised by
+// StoreKV with engine/quant's reference quantisers.
+//
+// The arithmetic follows llama.cpp's CPU flash attention over such a cache
+// (which takes its per-position path for prompts and decode steps alike):
+// each query head is quantised to Q8_0 (K's vec_dot_type) and dotted with
+// the key blocks in integers, by MatMul's row kernels for Q8_0 and Q4_0
+// weights (the AVX-512 VNNI or AVX2 kernels where the machine has them);
+// values are dequantised to float32 and summed in float32. Prompts and
+// decode steps alike take this path: a tile of values is dequantised once
+// per KV head and block and used by every query head of the group.
+//
+// Where llama.cpp updates its running maximum position by position, this
+// kernel does so once per block of the cache: the block's scores are
+// computed, the accumulator is rescaled once if the block holds a new
+// maximum, and the block's weights exp(s-M) are computed in one vector
+// call. The two orders agree up to float32 rounding (the same softmax, the
+// same products), which the tests bound; they are not bit-identical.
+
+// quantScratch is the working memory of one quantised attention job,
+// grown to the largest job seen and kept (attnScratches' reasoning).
+type quantScratch struct {
+	xq  []byte    // [head][xRowBytes] the group's queries, converted
+	acc []float32 // [head][HeadDim] value accumulators
+	v   []float32 // [slot][HeadDim] one block's values, dequantised
+	sc  []float32 // [slot] one head's scores, then weights
+	m   []float32 // [head] running maximum
+	s   []float32 // [head] running sum
+}
+
+var quantScratches freeList[quantScratch]
+
+// grow returns s resized to n, reusing its memory when it is large enough.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// storeQuantKV is StoreKV into a Q8_0 or Q4_0 cache: each head's row of
+// keys and of values is quantised into its slot's blocks.
+func storeQuantKV(host *tensor.HostKV, layer int, k, v []float32, pg tensor.Paging) {
+	s := host.Spec()
+	l := s.Layout
+	hd, dim, rb := l.HeadDim, l.Heads*l.HeadDim, s.RowBytes()
+	for t := range pg.Pos {
+		block, slot := pg.Slot(t, l.BlockSize)
+		for h := range l.Heads {
+			row := host.QOffset(l.Row(block, h, slot))
+			kh, vh := k[t*dim+h*hd:][:hd], v[t*dim+h*hd:][:hd]
+			// The shapes were checked when the cache was made: HeadDim is
+			// whole blocks, and a row holds exactly them.
+			if err := quant.Quantize(s.Type, host.KQ[layer][row:row+rb], kh); err != nil {
+				panic("cpu: " + err.Error())
+			}
+			if err := quant.Quantize(s.Type, host.VQ[layer][row:row+rb], vh); err != nil {
+				panic("cpu: " + err.Error())
+			}
+		}
+	}
+}
+
+// attendQuant is one job of attention over a quantised cache: the query
+// heads of KV heads g to g+nkv-1 of one token (q, out: nkv groups of
+// At.Heads/Heads heads of HeadDim values), over the positions start..n-1
+// the window leaves, with the soft cap and sinks of j.at.
+func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int) error {
+	spec := j.kv.Spec()
+	l := spec.Layout
+	start := windowStart(j.at, n)
+	if err := checkTable(l, table, n); err != nil {
+		return err
+	}
+	kr := &j.kern.rows[spec.Type]
+	hd, rb, bs := l.HeadDim, spec.RowBytes(), l.BlockSize
+	group := j.at.Heads / l.Heads
+	xb := kr.xRowBytes(hd)
+	scale := cappedScale(j.at.Scale, j.at.SoftCap)
+
+	sc := quantScratches.get()
+	defer quantScratches.put(sc)
+	sc.xq = grow(sc.xq, group*xb)
+	sc.acc = grow(sc.acc, group*hd)
+	sc.v = grow(sc.v, bs*hd)
+	sc.sc = grow(sc.sc, bs)
+	sc.m, sc.s = grow(sc.m, group), grow(sc.s, group)
+
+	keys, vals := j.kv.KQ[j.layer], j.kv.VQ[j.layer]
+	for kh := g; kh < g+nkv; kh++ {
+		base := (kh - g) * group * hd
+		qh, oh := q[base:base+group*hd], out[base:base+group*hd]
+		for i := range group {
+			kr.convert(sc.xq[i*xb:(i+1)*xb], qh[i*hd:(i+1)*hd])
+		}
+		clear(sc.acc)
+		for i := range group {
+			sc.m[i], sc.s[i] = float32(math.Inf(-1)), 0
+		}
+		for b := start / bs; b*bs < n; b++ {
+			lo, hi := max(start-b*bs, 0), min(n-b*bs, bs)
+			rows := hi - lo
+			off := j.kv.QOffset(l.Row(int(table[b]), kh, lo))
+			if err := quant.Dequantize(spec.Type, sc.v[:rows*hd], vals[off:off+rows*rb]); err != nil {
+				return fmt.Errorf("attention: %w", err)
+			}
+			for i := range group {
+				s := sc.sc[:rows]
+				xq := sc.xq[i*xb : (i+1)*xb]
+				if kr.dots != nil {
+					kr.dots(hd, keys[off:], rb, rows, xq, s)
+				} else {
+					for r := range rows {
+						s[r] = kr.dot(hd, keys[off+r*rb:off+(r+1)*rb], xq)
+					}
+				}
+				bm := float32(math.Inf(-1))
+				for r, x := range s {
+					x *= scale
+					if j.at.SoftCap != 0 {
+						x = j.at.SoftCap * float32(math.Tanh(float64(x)))
+					}
+					s[r] = x
+					bm = max(bm, x)
+				}
+				acc := sc.acc[i*hd : (i+1)*hd]
+				if m := sc.m[i]; bm > m {
+					if !math.IsInf(float64(m), -1) {
+						ms := expF64Generic(m - bm)
+						Scale(acc, ms)
+						sc.s[i] *= ms
+					}
+					sc.m[i] = bm
+				}
+				m := sc.m[i]
+				for r := range s {
+					s[r] -= m
+				}
+				expF32s(s, useSIMD)
+				sum := sc.s[i]
+				for r, w := range s {
+					AXPY(acc, w, sc.v[r*hd:(r+1)*hd])
+					sum += w
+				}
+				sc.s[i] = sum
+			}
+		}
+		for i := range group {
+			acc := sc.acc[i*hd : (i+1)*hd]
+			if j.at.Sinks != nil {
+				foldSink(acc, &sc.m[i], &sc.s[i], j.at.Sinks[kh*group+i])
+			}
+			inv := 1 / sc.s[i]
+			o := oh[i*hd : (i+1)*hd]
+			for d, a := range acc {
+				o[d] = a * inv
+			}
+		}
+	}
+	return nil
+}
