@@ -192,6 +192,35 @@ func (m *Model) loadLayer(i int, a arch) error {
 	return nil
 }
 
+// Params counts the model's parameters. total is every element of the
+// file's tensors, as llama.cpp counts a model's parameters (tied
+// embeddings once). active is what one token computes with: in a mixture
+// of experts, the total less the share of the expert weights a token does
+// not use, (Experts-ExpertsUsed)/Experts of them. A dense model's counts
+// are equal.
+func (m *Model) Params() (total, active int64) {
+	for _, t := range m.File.Tensors {
+		total += t.Elems()
+	}
+	var routed int64
+	for i := range m.layers {
+		x := m.layers[i].moe
+		if x == nil {
+			continue
+		}
+		for e := range x.gate {
+			for _, l := range []linear{x.gate[e], x.up[e], x.down[e]} {
+				routed += int64(l.w.Rows)*int64(l.w.Cols) + int64(len(l.bias))
+			}
+		}
+	}
+	c := &m.Config
+	if c.Experts == 0 {
+		return total, total
+	}
+	return total, total - routed*int64(c.Experts-c.ExpertsUsed)/int64(c.Experts)
+}
+
 // Open memory-maps and loads the GGUF model at path.
 func Open(path string) (*Model, error) {
 	f, err := gguf.Open(path)

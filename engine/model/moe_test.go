@@ -21,6 +21,49 @@ var moeModels = map[string]testmodel.Spec{
 	"rill-tiny-qwen2moe-F32.gguf": testmodel.Qwen2MoE(quant.F32),
 }
 
+// TestMoEParams: the total counts every weight of the file, and the active
+// count leaves out the experts a token does not use; a dense model's two
+// counts are equal. The expected counts are the specs' shapes multiplied
+// out.
+func TestMoEParams(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		spec            testmodel.Spec
+		layer, unused   int // per layer: every weight; the routed experts' weights a token does not use
+		embd, qd, kvd   int
+		headNorms, bias int
+	}{
+		{spec: testmodel.Target(quant.F32)},
+		{spec: testmodel.Qwen3MoE(quant.F32)},
+		{spec: testmodel.Qwen2MoE(quant.Q8_0)},
+	} {
+		s := c.spec
+		hd := s.HeadDim
+		if hd == 0 {
+			hd = s.Embd / s.Heads
+		}
+		d, qd, kvd := s.Embd, s.Heads*hd, s.KV*hd
+		layer := qd*d + 2*kvd*d + d*qd + 2*d // projections, two norms
+		unused := 0
+		switch s.Arch {
+		case "":
+			layer += 3 * s.FF * d
+		case "qwen3moe":
+			layer += 2*hd + s.Experts*d + s.Experts*3*s.ExpertFF*d
+			unused = (s.Experts - s.ExpertsUsed) * 3 * s.ExpertFF * d
+		case "qwen2moe":
+			layer += qd + 2*kvd + s.Experts*d + s.Experts*3*s.ExpertFF*d + 3*s.SharedFF*d + d
+			unused = (s.Experts - s.ExpertsUsed) * 3 * s.ExpertFF * d
+		}
+		total := int64(s.Layers*layer + 2*testmodel.VocabSize*d + d)
+		active := total - int64(s.Layers*unused)
+		m := fromSpec(t, s)
+		if gt, ga := m.Params(); gt != total || ga != active {
+			t.Errorf("%s: Params() = %d, %d; want %d, %d", s.Name, gt, ga, total, active)
+		}
+	}
+}
+
 // TestLoadMoE: the expert metadata and tensors a mixture-of-experts
 // architecture requires, and their shapes, are clear errors when wrong.
 func TestLoadMoE(t *testing.T) {

@@ -231,8 +231,10 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	params, active := m.Params()
 	e := &Engine{
 		info: engine.ModelCard{
+			Params: params, ActiveParams: active,
 			ID: o.ID, OwnedBy: o.OwnedBy, Created: time.Now().Unix(),
 			ContextLength: ctxLen, Description: o.Description, PrefixCache: true,
 			Drafting: o.Draft != nil || o.NGram,
