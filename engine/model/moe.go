@@ -70,6 +70,13 @@ func (m *Model) loadExperts(p string, a *moeArch) (*experts, error) {
 		if *t.dst, err = expertLayers(f, p+t.name, n, t.rows, t.cols); err != nil {
 			return nil, err
 		}
+		if m.routed == nil {
+			m.routed = map[string]bool{}
+		}
+		m.routed[p+t.name+".weight"] = true
+		if (*t.dst)[0].bias != nil {
+			m.routed[p+t.name+".bias"] = true
+		}
 	}
 	if !a.shared {
 		return x, nil

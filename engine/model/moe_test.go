@@ -23,7 +23,7 @@ var moeModels = map[string]testmodel.Spec{
 
 // TestMoEParams: the total counts every weight of the file, and the active
 // count leaves out the experts a token does not use; a dense model's two
-// counts are equal. The expected counts are the specs' shapes multiplied
+// counts are equal; so do their bytes (4 each in F32 files). The expected counts are the specs' shapes multiplied
 // out.
 func TestMoEParams(t *testing.T) {
 	t.Parallel()
@@ -60,6 +60,9 @@ func TestMoEParams(t *testing.T) {
 		m := fromSpec(t, s)
 		if gt, ga := m.Params(); gt != total || ga != active {
 			t.Errorf("%s: Params() = %d, %d; want %d, %d", s.Name, gt, ga, total, active)
+		}
+		if gt, ga := m.WeightBytes(); s.Type == quant.F32 && (gt != 4*total || ga != 4*active) {
+			t.Errorf("%s: WeightBytes() = %d, %d; want %d, %d", s.Name, gt, ga, 4*total, 4*active)
 		}
 	}
 }
