@@ -82,6 +82,11 @@ type ModelCard struct {
 	PrefixCache bool
 	// Drafting reports whether speculative decoding is configured for this model.
 	Drafting bool
+	// Params is the number of the model's parameters, and ActiveParams
+	// how many of them one token computes with (fewer in a mixture of
+	// experts, where a token uses some of the experts); 0 if unknown.
+	// rill's extension on /v1/models.
+	Params, ActiveParams int64
 }
 
 // Role of a chat message.

@@ -201,7 +201,7 @@ func TestValidateSchema(t *testing.T) {
 		{"CreateChatCompletionResponse", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[],"usage":null}`, false},
 		{"ErrorResponse", `{"error":{"message":"m","type":"invalid_request_error","param":null,"code":null}}`, true},
 		{"ErrorResponse", `{"error":{"message":"m","type":"invalid_request_error"}}`, false},
-		{"ListModelsResponse", `{"object":"list","data":[{"id":"m","object":"model","created":0,"owned_by":"rill","context_length":4096,"description":"d"}]}`, true},
+		{"ListModelsResponse", `{"object":"list","data":[{"id":"m","object":"model","created":0,"owned_by":"rill","context_length":4096,"description":"d","n_params":30,"n_active_params":3}]}`, true},
 		{"Model", `{"id":"m","object":"model","created":0}`, false},
 		{"Health", `{"status":"ok"}`, true},
 		{"WebSocketClientMessage", `{"type":"create","request_id":"r1","body":{"model":"m","messages":[]}}`, true},
@@ -249,7 +249,7 @@ func TestExtensionsSayRill(t *testing.T) {
 		"CreateCompletionRequest":     {"top_k", "min_p", "ignore_eos", "no_draft"},
 		"CreateResponseRequest":       {"top_k", "min_p", "seed", "ignore_eos", "no_draft"},
 		"CreateMessageRequest":        {"min_p", "seed", "ignore_eos", "no_draft"},
-		"Model":                       {"context_length", "description"},
+		"Model":                       {"context_length", "description", "n_params", "n_active_params"},
 	}
 	for component, fields := range extensions {
 		s := doc.Components.Schemas[component].Value

@@ -3,7 +3,13 @@
 # GGUF files, in the same run, at the same thread count, and the ratios.
 #
 #   scripts/bench-peer.sh [--threads N] [--reps N] [--pp N] [--tg N] [--depth N]
-#                         [--types "F16 Q8_0 ..."] [--models DIR]
+#                         [--types "F16 Q8_0 ..."] [--models DIR] [--moe]
+#
+# --moe runs the mixture-of-experts benchmark model instead (testmodel's
+# BenchMoE, qwen3moe shaped like Qwen3-30B-A3B: 64 experts, 8 used per
+# token; 634M parameters, 106M active), default types "Q8_0 Q4_0 Q4_K_M
+# Q6_K"; its MiB column is total/active weights, and decode's bandwidth
+# share counts the active bytes, what one token reads.
 #
 # It writes the 245M benchmark model as F16 (scripts/testmodel), quantises it
 # with llama-quantize to each type (DIR keeps the files between runs; default
@@ -31,17 +37,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=2 reps=3 pp=494 tg=128 depth=2048
 types="F16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
-models=""
+models="" moe=0 typesset=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --moe) moe=1; shift ;;
     --threads) threads=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --pp) pp=$2; shift 2 ;;
     --tg) tg=$2; shift 2 ;;
     --depth) depth=$2; shift 2 ;;
-    --types) types=$2; shift 2 ;;
+    --types) types=$2; typesset=1; shift 2 ;;
     --models) models=$2; shift 2 ;;
-    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,27p' "$0" >&2; exit 2 ;;
   esac
 done
 bin=${LLAMA_BUILD_DIR:-/work/llama-build}/bin
@@ -57,8 +64,13 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$models"
 go build -o "$tmp/rillbench" ./scripts/rillbench
 
-f16=$models/rill-bench-245m-F16.gguf
-[ -f "$f16" ] || go run ./scripts/testmodel -model bench -type F16 -out "$f16"
+base=rill-bench-245m spec=bench
+if [ "$moe" = 1 ]; then
+  base=rill-bench-moe spec=bench-moe
+  [ "$typesset" = 1 ] || types="Q8_0 Q4_0 Q4_K_M Q6_K"
+fi
+f16=$models/$base-F16.gguf
+[ -f "$f16" ] || go run ./scripts/testmodel -model "$spec" -type F16 -out "$f16"
 
 # json FILE KEY N_PROMPT N_GEN N_DEPTH: the best (largest) KEY of the
 # matching records (llama-bench's -o jsonl lines, or rillbench's).
@@ -85,7 +97,7 @@ echo "# $(date -u +%FT%TZ) threads=$threads, best of $reps alternating runs, loa
 echo "# llama.cpp: $(cat "$bin/COMMIT" 2>/dev/null || echo unknown) (llama-bench -fa 1, OpenMP); rill: $(git rev-parse --short HEAD)"
 printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' type MiB "pp$pp" llama ratio "tg$tg" llama ratio bw% "tg32@$depth" llama ratio
 for t in $types; do
-  m=$models/rill-bench-245m-$t.gguf
+  m=$models/$base-$t.gguf
   if [ "$t" != F16 ] && [ ! -f "$m" ]; then
     "$bin/llama-quantize" "$f16" "$m" "$t" > "$tmp/quantize.log" 2>&1 || { cat "$tmp/quantize.log" >&2; exit 1; }
   fi
@@ -99,9 +111,14 @@ for t in $types; do
   rp=$(json "$tmp/r1.json" avg_ts "$pp" 0 0); lp=$(json "$tmp/l1.json" avg_ts "$pp" 0 0)
   rt=$(json "$tmp/r1.json" avg_ts 0 "$tg" 0); lt=$(json "$tmp/l1.json" avg_ts 0 "$tg" 0)
   rd=$(json "$tmp/r2.json" avg_ts 0 32 "$depth"); ld=$(json "$tmp/l2.json" avg_ts 0 32 "$depth")
-  mib=$(( $(stat -L -c %s "$m") / 1048576 ))
+  mib=$(( $(stat -L -c %s "$m") / 1048576 )) col=
+  if [ "$moe" = 1 ]; then
+    # Decode reads the active weights: the share counts those bytes.
+    active=$("$tmp/rillbench" -model "$m" -weights | python3 -c "import json,sys; print(json.load(sys.stdin)['active_bytes'] // 1048576)")
+    col=$mib/$active mib=$active
+  fi
   share=$(python3 -c "import sys; print('%.0f' % (100*$mib*1.048576e-3*float('${rt:-0}')/float('$bw')))")
-  printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' "$t" "$mib" \
+  printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' "$t" "${col:-$mib}" \
     "$rp" "$lp" "$(ratio "$rp" "$lp")" "$rt" "$lt" "$(ratio "$rt" "$lt")" "$share" "$rd" "$ld" "$(ratio "$rd" "$ld")"
 done
 echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

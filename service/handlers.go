@@ -49,8 +49,9 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, _ *requestI
 	writeError(w, fromEngine(engine.ErrUnknownModel, id))
 }
 
-// appendModel appends a Model object with rill's extensions, context_length
-// and description, present when known.
+// appendModel appends a Model object with rill's extensions,
+// context_length, description, n_params and n_active_params (llama.cpp's
+// name for the first count), present when known.
 func appendModel(b []byte, m *engine.ModelCard) []byte {
 	owner := m.OwnedBy
 	if owner == "" {
@@ -69,6 +70,14 @@ func appendModel(b []byte, m *engine.ModelCard) []byte {
 	if m.Description != "" {
 		b = append(b, `,"description":`...)
 		b = appendString(b, m.Description)
+	}
+	if m.Params > 0 {
+		b = append(b, `,"n_params":`...)
+		b = strconv.AppendInt(b, m.Params, 10)
+	}
+	if m.ActiveParams > 0 {
+		b = append(b, `,"n_active_params":`...)
+		b = strconv.AppendInt(b, m.ActiveParams, 10)
 	}
 	return append(b, '}')
 }

@@ -293,7 +293,7 @@ func TestRequestID(t *testing.T) {
 func TestModelsHealthSpec(t *testing.T) {
 	t.Parallel()
 	fake := &fakeEngine{models: []engine.ModelCard{
-		{ID: "tiny", OwnedBy: "rill", Created: 1700000000, ContextLength: 256, Description: "random weights"},
+		{ID: "tiny", OwnedBy: "rill", Created: 1700000000, ContextLength: 256, Description: "random weights", Params: 30_500_000_000, ActiveParams: 3_300_000_000},
 		{ID: "org/plain"},
 	}}
 	ts := newTestServer(t, fake, Options{})
@@ -309,7 +309,7 @@ func TestModelsHealthSpec(t *testing.T) {
 
 	_, body := get("/v1/models")
 	mustValidate(t, "ListModelsResponse", body)
-	want := `{"object":"list","data":[{"id":"tiny","object":"model","created":1700000000,"owned_by":"rill","context_length":256,"description":"random weights"},{"id":"org/plain","object":"model","created":0,"owned_by":"rill"}]}` + "\n"
+	want := `{"object":"list","data":[{"id":"tiny","object":"model","created":1700000000,"owned_by":"rill","context_length":256,"description":"random weights","n_params":30500000000,"n_active_params":3300000000},{"id":"org/plain","object":"model","created":0,"owned_by":"rill"}]}` + "\n"
 	if string(body) != want {
 		t.Errorf("models\n got %s\nwant %s", body, want)
 	}

@@ -47,6 +47,13 @@ type Backend interface {
 	// convert x once for all of them. len(dst) == len(ws).
 	Linears(dst [][]float32, ws []tensor.Matrix, x []float32, T int)
 
+	// LinearBatch is Linear for several matrices, each with its own
+	// activations: dst[i] = xs[i]·ws[i]ᵀ over ts[i] rows, the same bits as
+	// len(ws) calls of Linear. It is the experts of a mixture, each with
+	// its tokens, so a backend may run the small ones as one job.
+	// len(dst) == len(xs) == len(ts) == len(ws).
+	LinearBatch(dst [][]float32, ws []tensor.Matrix, xs [][]float32, ts []int)
+
 	// Embed writes row rows[i] of table, as float32, to dst[i*table.Cols:]:
 	// the token-embedding lookup.
 	Embed(dst []float32, table tensor.Matrix, rows []int32) error

@@ -238,11 +238,13 @@ func TestLoadFamilies(t *testing.T) {
 
 // TestFamiliesDecodeAllocatesNothing: a steady-state decode step allocates
 // nothing on the new paths either (scaled RoPE, windowed and soft-capped
-// attention, GELU, post-norms, fused weights), past the first window.
+// attention, GELU, post-norms, fused weights, experts), past the first
+// window.
 func TestFamiliesDecodeAllocatesNothing(t *testing.T) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	for _, s := range []testmodel.Spec{testmodel.LlamaYaRN(quant.Q8_0), testmodel.Phi3(quant.Q8_0), testmodel.Gemma2(quant.Q8_0), testmodel.Gemma3(quant.Q8_0)} {
+	for _, s := range []testmodel.Spec{testmodel.LlamaYaRN(quant.Q8_0), testmodel.Phi3(quant.Q8_0), testmodel.Gemma2(quant.Q8_0), testmodel.Gemma3(quant.Q8_0),
+		testmodel.Qwen3MoE(quant.Q8_0), testmodel.Qwen2MoE(quant.Q4_0)} {
 		m := fromSpec(t, s)
 		d := newDecoder(m, be, 256, 1)
 		pos := 0

@@ -26,6 +26,10 @@ type Model struct {
 	// none: Llama 3's rope_freqs for every context, or Phi-3's long and
 	// short factors, chosen by the context a Runner serves.
 	ropeFreqs, ropeLong, ropeShort []float32
+
+	// routed names the tensors of the routed experts, of which each token
+	// uses ExpertsUsed/Experts.
+	routed map[string]bool
 }
 
 // linear is a linear layer y = x·Wᵀ + bias.
@@ -196,6 +200,39 @@ func (m *Model) loadLayer(i int, a arch) error {
 		}
 	}
 	return nil
+}
+
+// Params counts the model's parameters. total is every element of the
+// file's tensors, as llama.cpp counts a model's parameters (tied
+// embeddings once). active is what one token computes with: in a mixture
+// of experts, the total less the share of the routed experts' weights a
+// token does not use, (Experts-ExpertsUsed)/Experts of them. A dense
+// model's counts are equal.
+func (m *Model) Params() (total, active int64) {
+	return m.count(gguf.TensorInfo.Elems)
+}
+
+// WeightBytes is Params in bytes of the file: what a forward pass of one
+// token reads at least, active, and the whole, total.
+func (m *Model) WeightBytes() (total, active int64) {
+	return m.count(func(t gguf.TensorInfo) int64 { return t.Size })
+}
+
+// count sums size over the file's tensors, and over those a token
+// computes with.
+func (m *Model) count(size func(gguf.TensorInfo) int64) (total, active int64) {
+	var routed int64
+	for _, t := range m.File.Tensors {
+		total += size(t)
+		if m.routed[t.Name] {
+			routed += size(t)
+		}
+	}
+	c := &m.Config
+	if c.Experts == 0 {
+		return total, total
+	}
+	return total, total - routed*int64(c.Experts-c.ExpertsUsed)/int64(c.Experts)
 }
 
 // Open memory-maps and loads the GGUF model at path.

@@ -78,6 +78,13 @@ func (m *Model) loadExperts(p string, a *moeArch) (*experts, error) {
 		if *t.dst, err = expertLayers(f, p+t.name, n, t.rows, t.cols); err != nil {
 			return nil, err
 		}
+		if m.routed == nil {
+			m.routed = map[string]bool{}
+		}
+		m.routed[p+t.name+".weight"] = true
+		if (*t.dst)[0].bias != nil {
+			m.routed[p+t.name+".bias"] = true
+		}
 	}
 	if !a.shared {
 		return x, nil
@@ -160,6 +167,11 @@ type moeScratch struct {
 	x, gate, up     []float32
 	out             []float32
 	shGate          []float32 // T: the shared expert's gate
+
+	// The arguments of one LinearBatch: two per expert at most.
+	bdst, bx [][]float32
+	bw       []tensor.Matrix
+	bt       []int
 }
 
 func newMoEScratch(c *Config, T int) moeScratch {
@@ -174,6 +186,8 @@ func newMoEScratch(c *Config, T int) moeScratch {
 		rows: make([]int32, T*kk), mix: make([]float32, T*kk),
 		x: make([]float32, T*k*c.Embd), gate: make([]float32, hid), up: make([]float32, hid),
 		out: make([]float32, T*kk*c.Embd), shGate: make([]float32, T),
+		bdst: make([][]float32, 0, 2*c.Experts), bx: make([][]float32, 0, 2*c.Experts),
+		bw: make([]tensor.Matrix, 0, 2*c.Experts), bt: make([]int, 0, 2*c.Experts),
 	}
 }
 
@@ -215,6 +229,9 @@ func (r *Runner) mixture(dst []float32, x *experts, xn []float32, T int) {
 			}
 		}
 	}
+	// Every chosen expert's gate and up projections in one batch, the
+	// activation over all their rows at once, then every down projection
+	// in another batch.
 	for e := range n {
 		lo, hi := int(start[e]), int(start[e+1])
 		if lo == hi {
@@ -224,8 +241,26 @@ func (r *Runner) mixture(dst []float32, x *experts, xn []float32, T int) {
 		if T > 1 {
 			xe = s.x[lo*E : hi*E]
 		}
-		r.ffn(s.out[lo*E:hi*E], &x.gate[e], &x.up[e], &x.down[e], x.act, xe, s.gate[lo*F:hi*F], s.up[lo*F:hi*F], hi-lo)
+		s.add(s.gate[lo*F:hi*F], x.gate[e].w, xe, hi-lo)
+		s.add(s.up[lo*F:hi*F], x.up[e].w, xe, hi-lo)
 	}
+	s.run(be)
+	r.expertBiases(x.gate, x.up, F)
+	g, u := s.gate[:T*k*F], s.up[:T*k*F]
+	switch x.act {
+	case actGeGLU:
+		be.GeGLU(g, g, u)
+	default:
+		be.SwiGLU(g, g, u)
+	}
+	for e := range n {
+		lo, hi := int(start[e]), int(start[e+1])
+		if lo < hi {
+			s.add(s.out[lo*E:hi*E], x.down[e].w, s.gate[lo*F:hi*F], hi-lo)
+		}
+	}
+	s.run(be)
+	r.expertBiases(x.down, nil, E)
 	if kk > k {
 		// The shared expert's outputs follow the routed ones, and join
 		// each token's mix last, weighted by the sigmoid of its gate.
@@ -239,6 +274,44 @@ func (r *Runner) mixture(dst []float32, x *experts, xn []float32, T int) {
 		}
 	}
 	be.Combine(dst, s.out[:T*kk*E], rows, mix, kk)
+}
+
+// add queues dst = x·wᵀ over T rows for the next run.
+func (s *moeScratch) add(dst []float32, w tensor.Matrix, x []float32, T int) {
+	s.bdst, s.bw, s.bx, s.bt = append(s.bdst, dst), append(s.bw, w), append(s.bx, x), append(s.bt, T)
+}
+
+// run multiplies what add queued, in one LinearBatch.
+func (s *moeScratch) run(be Backend) {
+	be.LinearBatch(s.bdst, s.bw, s.bx, s.bt)
+	clear(s.bdst) // keep no reference to the batch's buffers
+	clear(s.bx)
+	s.bdst, s.bw, s.bx, s.bt = s.bdst[:0], s.bw[:0], s.bx[:0], s.bt[:0]
+}
+
+// expertBiases adds the biases of the experts as (and bs, when not nil)
+// to their grouped output rows (width values each): gate and up into
+// the hidden states, or down into the outputs.
+func (r *Runner) expertBiases(as, bs []linear, width int) {
+	if as[0].bias == nil && (bs == nil || bs[0].bias == nil) {
+		return
+	}
+	s := &r.moe
+	dsts := [2][]float32{s.gate, s.up}
+	if bs == nil {
+		dsts[0] = s.out
+	}
+	for e := range as {
+		lo, hi := int(s.start[e]), int(s.start[e+1])
+		if lo == hi {
+			continue
+		}
+		for i, ls := range [2][]linear{as, bs} {
+			if ls != nil && ls[e].bias != nil {
+				r.be.AddBias(dsts[i][lo*width:hi*width], ls[e].bias)
+			}
+		}
+	}
 }
 
 // ffn sets dst = Down(act(Gate(x)) * Up(x)) for T rows of x, with gate

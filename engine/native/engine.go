@@ -290,8 +290,10 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		// Last, after everything that can fail: it starts the writer.
 		disk = newDiskTier(o.PromptCache, m, runner, &o, window != nil)
 	}
+	params, active := m.Params()
 	e := &Engine{
 		info: engine.ModelCard{
+			Params: params, ActiveParams: active,
 			ID: o.ID, OwnedBy: o.OwnedBy, Created: time.Now().Unix(),
 			ContextLength: ctxLen, Description: o.Description, PrefixCache: true,
 			Drafting: o.Draft != nil || o.NGram,

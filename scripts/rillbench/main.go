@@ -7,6 +7,7 @@
 //
 //	go run ./scripts/rillbench -model m.gguf -t 2 -p 494 -n 128 -d 0 -r 3
 //	go run ./scripts/rillbench -bandwidth -t 2    # read bandwidth, GB/s
+//	go run ./scripts/rillbench -model m.gguf -weights  # parameters and bytes, total and active
 //	go run ./scripts/rillbench ... -cpuprofile cpu.out  # where the time goes
 package main
 
@@ -42,6 +43,7 @@ func main() {
 	depth := flag.Int("d", 0, "tokens in the cache before each test")
 	reps := flag.Int("r", 3, "repetitions")
 	bandwidth := flag.Bool("bandwidth", false, "measure read bandwidth instead (GB/s)")
+	weights := flag.Bool("weights", false, "print the model's parameters and weight bytes, total and active per token, instead")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs to this file")
 	flag.Parse()
 	if *profile != "" {
@@ -57,6 +59,13 @@ func main() {
 	}
 	if *bandwidth {
 		fmt.Printf("{\"test\":\"read\",\"threads\":%d,\"gb_s\":%.2f}\n", *threads, readBandwidth(*threads))
+		return
+	}
+	if *weights {
+		if err := printWeights(*path); err != nil {
+			fmt.Fprintln(os.Stderr, "rillbench:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if err := run(*path, *threads, *pp, *tg, *depth, *reps); err != nil {
@@ -186,4 +195,19 @@ func readBandwidth(threads int) float64 {
 		best = max(best, 4*float64(n)/time.Since(start).Seconds()/1e9)
 	}
 	return best
+}
+
+// printWeights prints the parameters and weight bytes of the model at
+// path, in all and those one token computes with (fewer in a mixture of
+// experts): decode's bandwidth bound is the active bytes per token.
+func printWeights(path string) error {
+	m, err := model.Open(path)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	params, active := m.Params()
+	bytes, activeBytes := m.WeightBytes()
+	fmt.Printf("{\"test\":\"weights\",\"params\":%d,\"active_params\":%d,\"bytes\":%d,\"active_bytes\":%d}\n", params, active, bytes, activeBytes)
+	return nil
 }

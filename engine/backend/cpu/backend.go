@@ -64,6 +64,11 @@ type Backend struct {
 	// address of the original's data; packFn and pconvFn run such a job.
 	packed          map[*byte]packed
 	packFn, pconvFn func(lo, hi int)
+	// batch is the LinearBatch in flight and batchX its converted
+	// activations; batchFn runs a range of it.
+	batch   []batchJob
+	batchX  []byte
+	batchFn func(lo, hi int)
 
 	closeOnce sync.Once
 }
@@ -94,6 +99,7 @@ func New(opts Options) *Backend {
 	b.gconvFn = b.gemmConvert
 	b.packFn = b.packRange
 	b.pconvFn = b.packConvert
+	b.batchFn = b.batchRange
 	b.pool.start(threads)
 	return b
 }

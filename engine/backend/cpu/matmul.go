@@ -219,8 +219,11 @@ func (b *Backend) convertRange(lo, hi int) {
 
 // matmulRange computes output columns (weight rows) [lo,hi) for all n
 // activation rows of the job in flight.
-func (b *Backend) matmulRange(lo, hi int) {
-	j := &b.mm
+func (b *Backend) matmulRange(lo, hi int) { b.mm.rowRange(lo, hi) }
+
+// rowRange computes output columns (weight rows) [lo,hi) of j, a job on a
+// row kernel, for all its activation rows.
+func (j *mmJob) rowRange(lo, hi int) {
 	k, rows, cols, wrb, xrb, n := j.k, j.rows, j.cols, j.wrb, j.xrb, j.n
 	tile := max(1, tileBytes/wrb)
 	for r0 := lo; r0 < hi; r0 += tile {
