@@ -247,12 +247,7 @@ func (r *Runner) mixture(dst []float32, x *experts, xn []float32, T int) {
 	s.run(be)
 	r.expertBiases(x.gate, x.up, F)
 	g, u := s.gate[:T*k*F], s.up[:T*k*F]
-	switch x.act {
-	case actGeGLU:
-		be.GeGLU(g, g, u)
-	default:
-		be.SwiGLU(g, g, u)
-	}
+	r.activate(x.act, g, u)
 	for e := range n {
 		lo, hi := int(start[e]), int(start[e+1])
 		if lo < hi {
@@ -319,6 +314,13 @@ func (r *Runner) expertBiases(as, bs []linear, width int) {
 func (r *Runner) ffn(dst []float32, gate, up, down *linear, act activation, x, g, u []float32, T int) {
 	r.ldst[0], r.ldst[1], r.ll[0], r.ll[1] = g, u, gate, up
 	r.linears(x, T, 2)
+	r.activate(act, g, u)
+	r.linear(dst, down, g, T)
+}
+
+// activate sets g = act(g) * u elementwise: the gated activation of a
+// feed-forward's hidden states.
+func (r *Runner) activate(act activation, g, u []float32) {
 	switch act {
 	case actGeGLU:
 		r.be.GeGLU(g, g, u)
@@ -327,7 +329,6 @@ func (r *Runner) ffn(dst []float32, gate, up, down *linear, act activation, x, g
 	default:
 		r.be.SwiGLU(g, g, u)
 	}
-	r.linear(dst, down, g, T)
 }
 
 // expertWeights lists the matrices of x that Linear multiplies.
