@@ -45,6 +45,7 @@ func cpuKernels() {
 	packed32Family()
 	packedKFamily()
 	packedFFamily()
+	packedDFamily()
 	gemmK()
 	gemmF()
 	kquantFamily()
