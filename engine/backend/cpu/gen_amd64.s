@@ -20506,6 +20506,43 @@ packedDG3T8_step:
 	VZEROUPPER
 	RET
 
+// func roundBF16Z(dst *uint16, src *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·roundBF16Z(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	SHRQ         $0x04, CX
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z20
+	MOVL         $0x00007fff, AX
+	VPBROADCASTD AX, Z21
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z22
+	MOVL         $0x7f800000, AX
+	VPBROADCASTD AX, Z23
+	MOVL         $0x00000040, AX
+	VPBROADCASTD AX, Z24
+
+roundBF16Z_loop:
+	VMOVDQU32 (SI), Z0
+	VPSRLD    $0x10, Z0, Z1
+	VPANDD    Z20, Z1, Z2
+	VPADDD    Z0, Z2, Z2
+	VPADDD    Z21, Z2, Z2
+	VPSRLD    $0x10, Z2, Z2
+	VPANDD    Z22, Z0, Z3
+	VPCMPUD   $0x06, Z23, Z3, K1
+	VPORD     Z24, Z1, Z1
+	VMOVDQA32 Z1, K1, Z2
+	VPMOVDW   Z2, (DI)
+	ADDQ      $0x40, SI
+	ADDQ      $0x20, DI
+	DECQ      CX
+	JNZ       roundBF16Z_loop
+	VZEROUPPER
+	RET
+
 // func gemmKMinR4P4(w *byte, nsb int, x *byte, xstride int, out *float32, ostride int, tokens int)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL
 TEXT ·gemmKMinR4P4(SB), $1024-56

@@ -644,6 +644,11 @@ func packedDG3T7(w *byte, wstride int, x *uint16, xstride int, cols int, out *fl
 //go:noescape
 func packedDG3T8(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
 
+// roundBF16Z rounds n float32s (a multiple of 16) to bf16 bits (see internal/gen/packedd.go).
+//
+//go:noescape
+func roundBF16Z(dst *uint16, src *float32, n int)
+
 // gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
 //
 //go:noescape

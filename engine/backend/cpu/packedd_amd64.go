@@ -40,17 +40,16 @@ var packedDTiles = [packedFMaxGroups][packedMaxTokens]packedDTile{
 // packedDot returns the bf16-dot packed path for weights of type t (F16 or
 // BF16).
 func packedDot(t quant.Type) *packKernel {
-	toBF16 := func(h uint16) uint16 { return h } // BF16: the weights' own bits
-	if t == quant.F16 {
-		tab := f16ToBF16Table()
-		toBF16 = func(h uint16) uint16 { return tab[h] }
-	}
 	return &packKernel{
 		group:      packedGroup,
 		groupBytes: func(cols int) int { return 32 * cols },
 		packable:   func(cols int) bool { return cols%16 == 0 },
 		pack: func(dst, src []byte, rows, cols, lo, hi int) {
-			packPairs(dst, src, rows, cols, lo, hi, toBF16)
+			var tab *[1 << 16]uint16 // BF16: the weights' own bits
+			if t == quant.F16 {
+				tab = f16ToBF16Table()
+			}
+			packPairs(dst, src, rows, cols, lo, hi, tab)
 		},
 		xBytes: func(cols, n int) int { return 2 * n * cols },
 		convert: func(dst []byte, src []float32, cols, lo, hi int) {
@@ -72,10 +71,16 @@ var f16ToBF16Table = sync.OnceValue(func() *[1 << 16]uint16 {
 })
 
 // bf16Bits writes src rounded to bf16 (ties to even, as quant.F32ToBF16)
-// into dst.
+// into dst: the body on AVX-512 (roundBF16Z, the only machines that run
+// the bf16 kernels), the tail in Go.
 func bf16Bits(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
-	for i, v := range src {
+	body := len(src) &^ 15
+	if body > 0 {
+		roundBF16Z(&dst[0], &src[0], body)
+	}
+	for i := body; i < len(src); i++ {
+		v := src[i]
 		b := math.Float32bits(v)
 		if b&0x7fffffff > 0x7f800000 {
 			dst[i] = uint16(b>>16) | 0x40 // NaN stays NaN
@@ -86,28 +91,32 @@ func bf16Bits(dst []uint16, src []float32) {
 }
 
 // packPairs writes groups [lo,hi) of the F16 or BF16 matrix src into dst as
-// bf16 (toBF16 converts one value): for each column pair, the 16 rows'
-// pairs, a pair at a time so that the writes are sequential and the 16
-// rows are read as 16 sequential streams.
-func packPairs(dst, src []byte, rows, cols, lo, hi int, toBF16 func(uint16) uint16) {
+// bf16 (F16 through tab, BF16 when tab is nil as they are): for each
+// column pair, the 16 rows' pairs, a pair at a time so that the writes are
+// sequential and the 16 rows are read as 16 sequential streams.
+func packPairs(dst, src []byte, rows, cols, lo, hi int, tab *[1 << 16]uint16) {
 	d, s := bytesU16(dst), bytesU16(src)
-	var in [packedGroup][]uint16
 	for g := lo; g < hi; g++ {
 		u := d[g*packedGroup*cols:][:packedGroup*cols]
-		for r := range in {
-			in[r] = nil
-			if row := g*packedGroup + r; row < rows {
-				in[r] = s[row*cols:][:cols]
-			}
-		}
-		for p := range cols / 2 {
-			c := u[2*packedGroup*p:][:2*packedGroup]
-			for r, row := range in {
-				if row == nil {
-					c[2*r], c[2*r+1] = 0, 0 // padding past the last row
-				} else {
-					c[2*r], c[2*r+1] = toBF16(row[2*p]), toBF16(row[2*p+1])
+		for r := range packedGroup {
+			row := g*packedGroup + r
+			if row >= rows {
+				for p := range cols / 2 {
+					u[2*packedGroup*p+2*r], u[2*packedGroup*p+2*r+1] = 0, 0 // padding past the last row
 				}
+				continue
+			}
+			in := s[row*cols:][:cols]
+			if tab == nil {
+				for p := range cols / 2 {
+					c := u[2*packedGroup*p+2*r:][:2]
+					c[0], c[1] = in[2*p], in[2*p+1]
+				}
+				continue
+			}
+			for p := range cols / 2 {
+				c := u[2*packedGroup*p+2*r:][:2]
+				c[0], c[1] = tab[in[2*p]], tab[in[2*p+1]]
 			}
 		}
 	}

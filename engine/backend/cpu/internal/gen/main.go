@@ -46,6 +46,7 @@ func cpuKernels() {
 	packedKFamily()
 	packedFFamily()
 	packedDFamily()
+	roundBF16Z()
 	gemmK()
 	gemmF()
 	kquantFamily()

@@ -115,3 +115,47 @@ func vdpbf16ps(src2, src1, dst int) {
 	raw("LONG", U32(uint32(0x62|p0<<8|p1<<16|p2<<24)))
 	raw("WORD", U16(uint16(0x52|modrm<<8)))
 }
+
+// roundBF16Z generates
+//
+//	func roundBF16Z(dst *uint16, src *float32, n int)
+//
+// which writes n (a multiple of 16) float32s rounded to bf16 as
+// quant.F32ToBF16 rounds them: to nearest, ties to even, a NaN kept a NaN
+// (its top half with the quiet bit set). The packed bf16 kernels'
+// activations.
+func roundBF16Z() {
+	text("roundBF16Z", NOSPLIT, "func(dst *uint16, src *float32, n int)")
+	Doc("roundBF16Z rounds n float32s (a multiple of 16) to bf16 bits (see internal/gen/packedd.go).")
+	Load(Param("dst"), RDI)
+	Load(Param("src"), RSI)
+	Load(Param("n"), RCX)
+	SHRQ(U8(4), RCX)
+	konst := func(v uint32, z reg.VecPhysical) {
+		MOVL(U32(v), EAX)
+		VPBROADCASTD(EAX, z)
+	}
+	konst(1, Z20)
+	konst(0x7fff, Z21)
+	konst(0x7fffffff, Z22)
+	konst(0x7f800000, Z23)
+	konst(0x40, Z24)
+	Label("roundBF16Z_loop")
+	VMOVDQU32(Mem{Base: RSI}, Z0)
+	VPSRLD(U8(16), Z0, Z1)      // the top half
+	VPANDD(Z20, Z1, Z2)         // its lowest bit: ties to even
+	VPADDD(Z0, Z2, Z2)          //
+	VPADDD(Z21, Z2, Z2)         // + 0x7fff: carries into the top half past the halfway point
+	VPSRLD(U8(16), Z2, Z2)      //
+	VPANDD(Z22, Z0, Z3)         // |x|
+	VPCMPUD(U8(6), Z23, Z3, K1) // NaN: |x| above infinity's bits
+	VPORD(Z24, Z1, Z1)          // the top half, quiet
+	VMOVDQA32(Z1, K1, Z2)
+	VPMOVDW(Z2, Mem{Base: RDI})
+	ADDQ(U8(64), RSI)
+	ADDQ(U8(32), RDI)
+	DECQ(RCX)
+	JNZ(LabelRef("roundBF16Z_loop"))
+	VZEROUPPER()
+	RET()
+}
