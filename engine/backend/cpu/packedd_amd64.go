@@ -43,6 +43,7 @@ func packedDot(t quant.Type) *packKernel {
 	return &packKernel{
 		group:      packedGroup,
 		groupBytes: func(cols int) int { return 32 * cols },
+		tileGroups: packedFMaxGroups,
 		packable:   func(cols int) bool { return cols%16 == 0 },
 		pack: func(dst, src []byte, rows, cols, lo, hi int) {
 			var tab *[1 << 16]uint16 // BF16: the weights' own bits

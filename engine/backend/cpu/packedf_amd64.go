@@ -38,6 +38,7 @@ func (tiles *packedHalfTiles) kernel(convert func(dst []byte, src []float32)) *p
 	return &packKernel{
 		group:      packedGroup,
 		groupBytes: func(cols int) int { return 32 * cols },
+		tileGroups: packedFMaxGroups,
 		packable:   func(cols int) bool { return cols%16 == 0 },
 		pack:       packHalf,
 		xBytes:     func(cols, n int) int { return 4 * n * cols },
