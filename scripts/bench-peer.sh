@@ -6,9 +6,10 @@
 #                         [--types "F16 Q8_0 ..."] [--models DIR]
 #
 # It writes the 245M benchmark model as F16 (scripts/testmodel), quantises it
-# with llama-quantize to each type (DIR keeps the files between runs; default
-# a temporary folder), then for each type runs llama-bench (flash attention
-# on, F16 KV cache, as rill computes attention) and scripts/rillbench:
+# with llama-quantize to each type, BF16 included (DIR keeps the files
+# between runs; default a temporary folder), then for each type runs
+# llama-bench (flash attention on, F16 KV cache, as rill computes
+# attention) and scripts/rillbench:
 # prompt processing of --pp tokens, generation of --tg tokens, and
 # generation of 32 tokens after --depth tokens. It also measures the
 # machine's read bandwidth and prints, for decode, the share of the
@@ -30,7 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=2 reps=3 pp=494 tg=128 depth=2048
-types="F16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
+types="F16 BF16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
 models=""
 while [ $# -gt 0 ]; do
   case "$1" in
