@@ -8,7 +8,8 @@ package cpu
 // rounded to the weights' precision and kept as float32, as the row
 // kernels take them. Each output is one accumulator over the columns in
 // order, the same for one token or many: decode and prefill give the same
-// bits.
+// bits. On AVX512_BF16 (kernel set avx512bf16) packedd_amd64.go's bf16
+// dot products take their place; these remain the fallback.
 
 // packedFTile multiplies g groups of packed rows with t tokens.
 type packedFTile func(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
