@@ -19,13 +19,18 @@ import (
 // Per output one float32 accumulator, one VDPBF16PS per column pair in
 // order: the same arithmetic for one token or many, so decode and prefill
 // give the same bits. The products of two bf16 values are exact in
-// float32; the instruction adds them to the accumulator with
-// round-to-nearest-even, treating denormal inputs as zero and flushing a
-// denormal result to zero. For BF16 weights that is llama.cpp's own
-// numerics (it rounds activations to the weights' vec_dot_type, BF16);
-// for F16 weights it drops 3 bits of each weight's 11 and of each
-// activation's (llama.cpp rounds activations to F16), in exchange for
-// twice the multiply rate.
+// float32; the instruction adds the pair's second product to the
+// accumulator, then its first, each rounded to nearest even, treating
+// denormal inputs as zero and flushing a denormal result to zero (Intel's
+// definition, which this Zen 5 follows: TestPackedMatMul checks it bit for
+// bit). For BF16 weights that is llama.cpp's own numerics on such a CPU
+// (activations rounded to the weights' vec_dot_type, BF16, and
+// VDPBF16PS in its row dot and its llamafile tiles), up to the order of
+// the sums; for F16 weights it drops 3 bits of each weight's 11 and of
+// each activation's (llama.cpp rounds activations to F16), in exchange
+// for twice the multiply rate: the results are then as far from
+// llama.cpp's F16 as llama.cpp's own BF16 copy of the model is
+// (engine/model's F16 weights oracle).
 
 // packedDTile multiplies g groups of packed bf16 rows with t tokens.
 type packedDTile func(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
