@@ -12,9 +12,10 @@
 # share counts the active bytes, what one token reads.
 #
 # It writes the 245M benchmark model as F16 (scripts/testmodel), quantises it
-# with llama-quantize to each type (DIR keeps the files between runs; default
-# a temporary folder), then for each type runs llama-bench (flash attention
-# on, F16 KV cache, as rill computes attention) and scripts/rillbench:
+# with llama-quantize to each type, BF16 included (DIR keeps the files
+# between runs; default a temporary folder), then for each type runs
+# llama-bench (flash attention on, F16 KV cache, as rill computes
+# attention) and scripts/rillbench:
 # prompt processing of --pp tokens, generation of --tg tokens, and
 # generation of 32 tokens after --depth tokens. It also measures the
 # machine's read bandwidth and prints, for decode, the share of the
@@ -36,7 +37,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=2 reps=3 pp=494 tg=128 depth=2048
-types="F16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
+types="F16 BF16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
 models="" moe=0 typesset=0
 while [ $# -gt 0 ]; do
   case "$1" in

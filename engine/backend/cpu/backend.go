@@ -111,8 +111,9 @@ func (b *Backend) Close() {
 	b.closeOnce.Do(b.pool.stop)
 }
 
-// Kernels names the kernel set b runs: "avx512" or "avx2" (assembly) or
-// "generic" (pure Go), for start-up logs.
+// Kernels names the kernel set b runs: "avx512bf16" (AVX-512 with bf16
+// dot products for prepared F16 and BF16 matrices), "avx512" or "avx2"
+// (assembly) or "generic" (pure Go), for start-up logs.
 func (b *Backend) Kernels() string { return b.kern.name }
 
 // Threads is the number of goroutines parallel work is split over, the

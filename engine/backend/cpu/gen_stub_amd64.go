@@ -524,6 +524,131 @@ func packedBF16G3T7(w *byte, wstride int, x *float32, xstride int, cols int, out
 //go:noescape
 func packedBF16G3T8(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
 
+// packedDG1T1 multiplies 1 groups of 16 packed bf16 rows with 1 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG1T1(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG1T2 multiplies 1 groups of 16 packed bf16 rows with 2 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG1T2(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG1T3 multiplies 1 groups of 16 packed bf16 rows with 3 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG1T3(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG1T4 multiplies 1 groups of 16 packed bf16 rows with 4 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG1T4(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG1T5 multiplies 1 groups of 16 packed bf16 rows with 5 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG1T5(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG1T6 multiplies 1 groups of 16 packed bf16 rows with 6 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG1T6(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG1T7 multiplies 1 groups of 16 packed bf16 rows with 7 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG1T7(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG1T8 multiplies 1 groups of 16 packed bf16 rows with 8 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG1T8(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG2T1 multiplies 2 groups of 16 packed bf16 rows with 1 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG2T1(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG2T2 multiplies 2 groups of 16 packed bf16 rows with 2 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG2T2(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG2T3 multiplies 2 groups of 16 packed bf16 rows with 3 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG2T3(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG2T4 multiplies 2 groups of 16 packed bf16 rows with 4 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG2T4(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG2T5 multiplies 2 groups of 16 packed bf16 rows with 5 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG2T5(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG2T6 multiplies 2 groups of 16 packed bf16 rows with 6 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG2T6(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG2T7 multiplies 2 groups of 16 packed bf16 rows with 7 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG2T7(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG2T8 multiplies 2 groups of 16 packed bf16 rows with 8 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG2T8(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG3T1 multiplies 3 groups of 16 packed bf16 rows with 1 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG3T1(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG3T2 multiplies 3 groups of 16 packed bf16 rows with 2 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG3T2(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG3T3 multiplies 3 groups of 16 packed bf16 rows with 3 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG3T3(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG3T4 multiplies 3 groups of 16 packed bf16 rows with 4 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG3T4(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG3T5 multiplies 3 groups of 16 packed bf16 rows with 5 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG3T5(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG3T6 multiplies 3 groups of 16 packed bf16 rows with 6 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG3T6(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG3T7 multiplies 3 groups of 16 packed bf16 rows with 7 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG3T7(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// packedDG3T8 multiplies 3 groups of 16 packed bf16 rows with 8 bf16 tokens (see internal/gen/packedd.go).
+//
+//go:noescape
+func packedDG3T8(w *byte, wstride int, x *uint16, xstride int, cols int, out *float32, ostride int, mask uint64)
+
+// roundBF16Z rounds n float32s (a multiple of 16) to bf16 bits (see internal/gen/packedd.go).
+//
+//go:noescape
+func roundBF16Z(dst *uint16, src *float32, n int)
+
 // gemmKMinR4P4 multiplies 4 unpacked K-quant weight rows with 4 token pairs (see gemmKTile).
 //
 //go:noescape

@@ -155,12 +155,16 @@ func quantizer(t quant.Type) func(dst []byte, src []float32) {
 }
 
 // defaultKernels is the kernel set New uses: AVX-512 when the machine has
-// it and RILL_CPU_NOAVX512 is not set, else AVX2 when the machine has it
-// and RILL_CPU_NOSIMD is not set, else generic. The sets give bit-identical
-// MatMul results except the generic one, which follows engine/quant's
-// scalar reference.
+// it and RILL_CPU_NOAVX512 is not set (with bf16 dot products for prepared
+// F16 and BF16 matrices when it has AVX512_BF16 and RILL_CPU_NOBF16DOT is
+// not set), else AVX2 when the machine has it and RILL_CPU_NOSIMD is not
+// set, else generic. The sets give bit-identical MatMul results except the
+// generic one, which follows engine/quant's scalar reference, and the bf16
+// dot products on prepared F16 and BF16 matrices.
 func defaultKernels() *kernelSet {
 	switch {
+	case useBF16Dot:
+		return bf16Kernels()
 	case useAVX512:
 		return avx512Kernels()
 	case useSIMD:

@@ -34,6 +34,9 @@ func simdSets() []*kernelSet {
 	if hasAVX512 {
 		sets = append(sets, avx512Kernels())
 	}
+	if hasBF16Dot {
+		sets = append(sets, bf16Kernels())
+	}
 	return sets
 }
 

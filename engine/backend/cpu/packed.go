@@ -13,6 +13,10 @@ import (
 type packKernel struct {
 	group      int
 	groupBytes func(cols int) int
+	// tileGroups, when not 0, is the most groups one register tile
+	// multiplies: a thread's ranges are cut in multiples of it, so that
+	// no range ends in a narrower, slower tile it did not need.
+	tileGroups int
 	// packable, when not nil, reports whether rows of cols values can be
 	// packed (others keep the unpacked kernels).
 	packable func(cols int) bool
@@ -139,6 +143,9 @@ func (b *Backend) packedMatMul(pk *packKernel, out []float32, w tensor.Matrix, d
 		// Long jobs in many ranges per thread, claimed one at a time (see
 		// gemmRangesPerThread).
 		chunk := max(1, ng/(b.pool.threads*gemmRangesPerThread))
+		if tg := pk.tileGroups; tg > 1 {
+			chunk = (chunk + tg - 1) / tg * tg
+		}
 		b.pool.runRanges(ng, chunk, 1, b.packFn)
 	}
 	*j = mmJob{}

@@ -60,6 +60,41 @@ func packedReference(t *testing.T, typ quant.Type, w []byte, rows, cols int, x [
 	return out
 }
 
+// packedDotReference is the bf16 dot packed kernels' arithmetic in Go
+// (VDPBF16PS as Intel specifies it): per row and token one accumulator;
+// per column pair k, k+1 in order, acc = fma(w[k+1], x[k+1], acc) then
+// acc = fma(w[k], x[k], acc), weights and activations rounded to bf16
+// (F16 weights from their float value), denormal results flushed to zero.
+func packedDotReference(typ quant.Type, w []byte, rows, cols int, x []float32, n int) []float32 {
+	weight := func(h uint16) float32 { return quant.BF16ToF32(h) }
+	if typ == quant.F16 {
+		weight = func(h uint16) float32 { return quant.BF16ToF32(quant.F32ToBF16(quant.F16ToF32(h))) }
+	}
+	ftz := func(v float32) float32 {
+		if math.Abs(float64(v)) < 0x1p-126 {
+			return 0
+		}
+		return v
+	}
+	out := make([]float32, n*rows)
+	for i := range n {
+		for r := range rows {
+			var acc float32
+			for k := 0; k < cols; k += 2 {
+				for _, c := range []int{k + 1, k} {
+					wk := weight(binary.LittleEndian.Uint16(w[2*(r*cols+c):]))
+					xk := quant.BF16ToF32(quant.F32ToBF16(x[i*cols+c]))
+					// An exact product in float64: a float32 fma up to a
+					// double rounding (odds about 2^-29 a step).
+					acc = ftz(float32(float64(wk)*float64(xk) + float64(acc)))
+				}
+			}
+			out[i*rows+r] = acc
+		}
+	}
+	return out
+}
+
 // packedHalfReference is the packed F16 and BF16 arithmetic in Go: per
 // row and token one accumulator, acc = fma(w[k], x[k], acc) over the
 // columns in order, x rounded to the weights' precision.
@@ -206,9 +241,16 @@ func TestPackedConverter(t *testing.T) {
 // in any batch and on any number of threads.
 func TestPackedMatMul(t *testing.T) {
 	needAVX512(t)
-	if !useAVX512 {
-		t.Skip("RILL_CPU_NOAVX512 or RILL_CPU_NOSIMD is set: the packed kernels are off")
+	sets := []*kernelSet{avx512Kernels()}
+	if hasBF16Dot {
+		sets = append(sets, bf16Kernels())
 	}
+	for _, ks := range sets {
+		t.Run(ks.name, func(t *testing.T) { testPackedMatMul(t, ks) })
+	}
+}
+
+func testPackedMatMul(t *testing.T, ks *kernelSet) {
 	shapes := map[quant.Type][]struct{ rows, cols int }{
 		quant.Q4_0: {{16, 32}, {37, 96}, {64, 256}, {200, 896}},
 		quant.Q8_0: {{16, 32}, {37, 96}, {64, 256}, {200, 896}},
@@ -226,16 +268,29 @@ func TestPackedMatMul(t *testing.T) {
 						w.Data = append(w.Data, randWeights(t, r, typ, tc.cols, i%3 == 0)...)
 					}
 					x := randFloats(r, n*tc.cols, 1)
+					bf16Dot := ks.rows[typ].pack.xBytes(tc.cols, 1) == 2*tc.cols
 					want := packedReference(t, typ, w.Data, tc.rows, tc.cols, x, n)
-
-					plain := New(Options{Threads: 2})
-					defer plain.Close()
+					if bf16Dot {
+						want = packedDotReference(typ, w.Data, tc.rows, tc.cols, x, n)
+					}
+					plain := testBackend(t, 2, ks)
 					unpacked := make([]float32, n*tc.rows)
 					plain.MatMul(unpacked, w, x, n)
+					// The unprepared kernels' arithmetic, to which a
+					// packed result is close: to 1e-4 relative for the
+					// float32 FMA tiles; for bf16 dots, to the rounding of
+					// the weights and activations to bf16's 8 bits
+					// (2^-8 of the sum of the products' magnitudes).
+					near := func(i int) float64 { return 1e-4 * (1 + math.Abs(float64(unpacked[i]))) }
+					if bf16Dot {
+						near = func(i int) float64 {
+							tok, row := i/tc.rows, i%tc.rows
+							return 0x1p-8*absDot(typ, w.Data[2*row*tc.cols:2*(row+1)*tc.cols], x[tok*tc.cols:(tok+1)*tc.cols]) + 1e-6
+						}
+					}
 
 					for _, threads := range []int{1, 3} {
-						b := New(Options{Threads: threads})
-						defer b.Close()
+						b := testBackend(t, threads, ks)
 						b.Prepare([]tensor.Matrix{tensor.Matrix(w)})
 						b.Prepare([]tensor.Matrix{tensor.Matrix(w)}) // idempotent
 						if len(b.packed) != 1 {
@@ -247,7 +302,7 @@ func TestPackedMatMul(t *testing.T) {
 							if math.Float32bits(v) != math.Float32bits(want[i]) {
 								t.Fatalf("threads %d: token %d row %d: %g, reference %g", threads, i/tc.rows, i%tc.rows, v, want[i])
 							}
-							if d := math.Abs(float64(v - unpacked[i])); d > 1e-4*(1+math.Abs(float64(v))) {
+							if d := math.Abs(float64(v - unpacked[i])); d > near(i) {
 								t.Fatalf("threads %d: token %d row %d: %g, unpacked kernels %g", threads, i/tc.rows, i%tc.rows, v, unpacked[i])
 							}
 						}
@@ -266,4 +321,18 @@ func TestPackedMatMul(t *testing.T) {
 			}
 		}
 	}
+}
+
+// absDot is the sum of |w[k]*x[k]| over an F16 or BF16 weight row w and
+// activations x, in float64.
+func absDot(typ quant.Type, w []byte, x []float32) float64 {
+	widen := quant.F16ToF32
+	if typ == quant.BF16 {
+		widen = quant.BF16ToF32
+	}
+	s := 0.0
+	for k, v := range x {
+		s += math.Abs(float64(widen(binary.LittleEndian.Uint16(w[2*k:]))) * float64(v))
+	}
+	return s
 }

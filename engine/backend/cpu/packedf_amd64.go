@@ -8,7 +8,8 @@ package cpu
 // rounded to the weights' precision and kept as float32, as the row
 // kernels take them. Each output is one accumulator over the columns in
 // order, the same for one token or many: decode and prefill give the same
-// bits.
+// bits. On AVX512_BF16 (kernel set avx512bf16) packedd_amd64.go's bf16
+// dot products take their place; these remain the fallback.
 
 // packedFTile multiplies g groups of packed rows with t tokens.
 type packedFTile func(w *byte, wstride int, x *float32, xstride int, cols int, out *float32, ostride int, mask uint64)
@@ -38,6 +39,7 @@ func (tiles *packedHalfTiles) kernel(convert func(dst []byte, src []float32)) *p
 	return &packKernel{
 		group:      packedGroup,
 		groupBytes: func(cols int) int { return 32 * cols },
+		tileGroups: packedFMaxGroups,
 		packable:   func(cols int) bool { return cols%16 == 0 },
 		pack:       packHalf,
 		xBytes:     func(cols, n int) int { return 4 * n * cols },

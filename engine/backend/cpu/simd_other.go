@@ -14,11 +14,17 @@ var hasAVX512 = false
 
 var useAVX512 = false
 
+var hasBF16Dot = false
+
+var useBF16Dot = false
+
 func cpuPause() {}
 
 func simdKernels() *kernelSet { return genericKernels() }
 
 func avx512Kernels() *kernelSet { return genericKernels() }
+
+func bf16Kernels() *kernelSet { return genericKernels() }
 
 func dotF32SIMD(a, b []float32) float32                     { return dotF32Generic(a, b) }
 func axpySIMD(y []float32, a float32, x []float32)          { axpyGeneric(y, a, x) }

@@ -45,6 +45,8 @@ func cpuKernels() {
 	packed32Family()
 	packedKFamily()
 	packedFFamily()
+	packedDFamily()
+	roundBF16Z()
 	gemmK()
 	gemmF()
 	kquantFamily()
