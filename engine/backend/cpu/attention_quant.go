@@ -34,10 +34,15 @@ type quantScratch struct {
 	xq  []byte    // [head][xRowBytes] the group's queries, converted
 	acc []float32 // [head][HeadDim] value accumulators
 	v   []float32 // [slot][HeadDim] one block's values, dequantised
-	sc  []float32 // [slot] one head's scores, then weights
+	sc  []float32 // [head][quantChunk] one chunk's scores, then weights
 	m   []float32 // [head] running maximum
 	s   []float32 // [head] running sum
 }
+
+// quantChunk is how many positions attendQuant scores before it updates
+// the softmax: the running maximum, the rescaling of the accumulators and
+// the exponentials are paid once per chunk and head, not per block.
+const quantChunk = 128
 
 var quantScratches freeList[quantScratch]
 
@@ -76,6 +81,12 @@ func storeQuantKV(host *tensor.HostKV, layer int, k, v []float32, pg tensor.Pagi
 // heads of KV heads g to g+nkv-1 of one token (q, out: nkv groups of
 // At.Heads/Heads heads of HeadDim values), over the positions start..n-1
 // the window leaves, with the soft cap and sinks of j.at.
+//
+// The positions go by chunks of whole cache blocks (about quantChunk
+// positions): the scores of every query head of the group come first, four
+// heads per pass over a block's keys where the row kernels have dots4;
+// then each head's softmax update; then the values, each block's read once
+// for all heads (vaccQuant where the machine has it).
 func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int) error {
 	spec := j.kv.Spec()
 	l := spec.Layout
@@ -88,13 +99,18 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 	group := j.at.Heads / l.Heads
 	xb := kr.xRowBytes(hd)
 	scale := cappedScale(j.at.Scale, j.at.SoftCap)
+	cb := max(1, quantChunk/bs) // blocks per chunk
+	cw := cb * bs               // a head's stride in sc
+	vacc := quantValueKernel(spec.Type, hd)
 
 	sc := quantScratches.get()
 	defer quantScratches.put(sc)
 	sc.xq = grow(sc.xq, group*xb)
 	sc.acc = grow(sc.acc, group*hd)
-	sc.v = grow(sc.v, bs*hd)
-	sc.sc = grow(sc.sc, bs)
+	if vacc == nil {
+		sc.v = grow(sc.v, bs*hd)
+	}
+	sc.sc = grow(sc.sc, group*cw)
 	sc.m, sc.s = grow(sc.m, group), grow(sc.s, group)
 
 	keys, vals := j.kv.KQ[j.layer], j.kv.VQ[j.layer]
@@ -108,23 +124,19 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 		for i := range group {
 			sc.m[i], sc.s[i] = float32(math.Inf(-1)), 0
 		}
-		for b := start / bs; b*bs < n; b++ {
-			lo, hi := max(start-b*bs, 0), min(n-b*bs, bs)
-			rows := hi - lo
-			off := j.kv.QOffset(l.Row(int(table[b]), kh, lo))
-			if err := quant.Dequantize(spec.Type, sc.v[:rows*hd], vals[off:off+rows*rb]); err != nil {
-				return fmt.Errorf("attention: %w", err)
+		for b0 := start / bs; b0*bs < n; b0 += cb {
+			b1 := min(b0+cb, (n+bs-1)/bs)
+			// The chunk's positions are c0..c1-1; position p's score for
+			// head i is sc[i*cw + p-c0].
+			c0, c1 := max(start, b0*bs), min(n, b1*bs)
+			for b := b0; b < b1; b++ {
+				lo, hi := max(start-b*bs, 0), min(n-b*bs, bs)
+				off := j.kv.QOffset(l.Row(int(table[b]), kh, lo))
+				quantScores(kr, sc.sc[b*bs+lo-c0:], cw, keys[off:], rb, hi-lo, sc.xq, xb, hd, group)
 			}
+			w := c1 - c0
 			for i := range group {
-				s := sc.sc[:rows]
-				xq := sc.xq[i*xb : (i+1)*xb]
-				if kr.dots != nil {
-					kr.dots(hd, keys[off:], rb, rows, xq, s)
-				} else {
-					for r := range rows {
-						s[r] = kr.dot(hd, keys[off+r*rb:off+(r+1)*rb], xq)
-					}
-				}
+				s := sc.sc[i*cw : i*cw+w]
 				bm := float32(math.Inf(-1))
 				for r, x := range s {
 					x *= scale
@@ -149,11 +161,29 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 				}
 				expF32s(s, useSIMD)
 				sum := sc.s[i]
-				for r, w := range s {
-					AXPY(acc, w, sc.v[r*hd:(r+1)*hd])
-					sum += w
+				for _, x := range s {
+					sum += x
 				}
 				sc.s[i] = sum
+			}
+			for b := b0; b < b1; b++ {
+				lo, hi := max(start-b*bs, 0), min(n-b*bs, bs)
+				rows := hi - lo
+				off := j.kv.QOffset(l.Row(int(table[b]), kh, lo))
+				wt := sc.sc[b*bs+lo-c0:]
+				if vacc != nil {
+					vacc(sc.acc, vals[off:off+rows*rb], rb, rows, wt, cw, hd, group)
+					continue
+				}
+				if err := quant.Dequantize(spec.Type, sc.v[:rows*hd], vals[off:off+rows*rb]); err != nil {
+					return fmt.Errorf("attention: %w", err)
+				}
+				for i := range group {
+					acc := sc.acc[i*hd : (i+1)*hd]
+					for r := range rows {
+						AXPY(acc, wt[i*cw+r], sc.v[r*hd:(r+1)*hd])
+					}
+				}
 			}
 		}
 		for i := range group {
@@ -169,4 +199,27 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 		}
 	}
 	return nil
+}
+
+// quantScores writes the scores of rows cached keys (rb bytes apart from
+// k) with the group's converted queries (xb bytes apart in xq): head i's
+// score for row r at out[i*stride + r]. Groups of four heads take one
+// dots4 call, so each key block is unpacked once for the four.
+func quantScores(kr *rowKernel, out []float32, stride int, k []byte, rb, rows int, xq []byte, xb, hd, group int) {
+	i := 0
+	if kr.dots4 != nil {
+		for ; i+4 <= group; i += 4 {
+			kr.dots4(hd, k, rb, rows, xq[i*xb:], xb, out[i*stride:], stride)
+		}
+	}
+	for ; i < group; i++ {
+		s, x := out[i*stride:i*stride+rows], xq[i*xb:(i+1)*xb]
+		if kr.dots != nil {
+			kr.dots(hd, k, rb, rows, x, s)
+			continue
+		}
+		for r := range rows {
+			s[r] = kr.dot(hd, k[r*rb:(r+1)*rb], x)
+		}
+	}
 }
