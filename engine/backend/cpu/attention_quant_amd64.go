@@ -4,9 +4,63 @@ package cpu
 
 import "rill/engine/quant"
 
-// quantValueKernel returns the fused value kernel for a cache type and head
-// size, or nil where values take the generic path (dequantise the block,
-// then AXPY per head and row).
-func quantValueKernel(quant.Type, int) func(acc []float32, v []byte, rb, rows int, w []float32, ws, hd, group int) {
-	return nil
+// vaccQKernel is one generated value kernel (internal/gen/attnq.go).
+type vaccQKernel func(acc *float32, v *byte, w *float32, rows, rb, wstride, astride int)
+
+// vaccQKernels holds a cache type's value kernels by heads per call, for
+// one vector width.
+type vaccQKernels struct {
+	bb    int           // bytes per block
+	heads []vaccQKernel // heads[i]: i+1 heads per call
+}
+
+var (
+	vaccQ8_0Z   = vaccQKernels{34, []vaccQKernel{vaccQ8_0Z1, vaccQ8_0Z2, vaccQ8_0Z3, vaccQ8_0Z4}}
+	vaccQ4_0Z   = vaccQKernels{18, []vaccQKernel{vaccQ4_0Z1, vaccQ4_0Z2, vaccQ4_0Z3, vaccQ4_0Z4}}
+	vaccQ8_0AVX = vaccQKernels{34, []vaccQKernel{vaccQ8_0AVX1, vaccQ8_0AVX2}}
+	vaccQ4_0AVX = vaccQKernels{18, []vaccQKernel{vaccQ4_0AVX1, vaccQ4_0AVX2}}
+)
+
+// quantValueKernel returns the fused value kernel for a cache type, or nil
+// where values take the generic path (dequantise the block, then AXPY per
+// head and row): without SIMD, or for another type.
+func quantValueKernel(t quant.Type, _ int) func(acc []float32, v []byte, rb, rows int, w []float32, ws, hd, group int) {
+	var k *vaccQKernels
+	switch {
+	case !useSIMD:
+		return nil
+	case t == quant.Q8_0 && useAVX512:
+		k = &vaccQ8_0Z
+	case t == quant.Q4_0 && useAVX512:
+		k = &vaccQ4_0Z
+	case t == quant.Q8_0:
+		k = &vaccQ8_0AVX
+	case t == quant.Q4_0:
+		k = &vaccQ4_0AVX
+	default:
+		return nil
+	}
+	return k.acc
+}
+
+// acc adds w[i*ws + r] * dequant(value row r) to acc[i*hd:(i+1)*hd] for
+// rows rows of hd values (rb bytes apart in v) and group heads, each
+// column of blocks read once for as many heads as a kernel holds.
+func (k *vaccQKernels) acc(acc []float32, v []byte, rb, rows int, w []float32, ws, hd, group int) {
+	if rows <= 0 {
+		return
+	}
+	nb := hd / 32
+	// Bounds, once: the kernels read and write only inside these.
+	_ = acc[group*hd-1]
+	_ = v[(rows-1)*rb+nb*k.bb-1]
+	_ = w[(group-1)*ws+rows-1]
+	most := len(k.heads)
+	for i := 0; i < group; i += most {
+		nh := min(most, group-i)
+		kern := k.heads[nh-1]
+		for c := range nb {
+			kern(&acc[i*hd+c*32], &v[c*k.bb], &w[i*ws], rows, rb, 4*ws, 4*hd)
+		}
+	}
 }

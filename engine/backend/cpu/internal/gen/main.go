@@ -53,6 +53,7 @@ func cpuKernels() {
 	attnScoresZ()
 	attnFamily()
 	attnTFamily()
+	attnQFamily()
 	floatFamily("")
 	q32zFamily("")
 	vecFamily("")
