@@ -102,6 +102,9 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 	cb := max(1, quantChunk/bs) // blocks per chunk
 	cw := cb * bs               // a head's stride in sc
 	vacc := quantValueKernel(spec.Type, hd)
+	// Without a soft cap the scores are the dots times a positive scale,
+	// applied with the subtraction of the maximum in one pass.
+	fast := j.at.SoftCap == 0 && scale > 0
 
 	sc := quantScratches.get()
 	defer quantScratches.put(sc)
@@ -137,14 +140,21 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 			w := c1 - c0
 			for i := range group {
 				s := sc.sc[i*cw : i*cw+w]
-				bm := float32(math.Inf(-1))
-				for r, x := range s {
-					x *= scale
-					if j.at.SoftCap != 0 {
-						x = j.at.SoftCap * float32(math.Tanh(float64(x)))
+				var bm float32
+				if fast {
+					// Scaling is monotonic: the largest score is the
+					// largest dot, scaled (and rounded) alike.
+					bm = quantMax(s) * scale
+				} else {
+					bm = float32(math.Inf(-1))
+					for r, x := range s {
+						x *= scale
+						if j.at.SoftCap != 0 {
+							x = j.at.SoftCap * float32(math.Tanh(float64(x)))
+						}
+						s[r] = x
+						bm = max(bm, x)
 					}
-					s[r] = x
-					bm = max(bm, x)
 				}
 				acc := sc.acc[i*hd : (i+1)*hd]
 				if m := sc.m[i]; bm > m {
@@ -155,16 +165,13 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 					}
 					sc.m[i] = bm
 				}
-				m := sc.m[i]
-				for r := range s {
-					s[r] -= m
+				if fast {
+					quantScaleSub(s, scale, sc.m[i])
+				} else {
+					quantScaleSub(s, 1, sc.m[i])
 				}
 				expF32s(s, useSIMD)
-				sum := sc.s[i]
-				for _, x := range s {
-					sum += x
-				}
-				sc.s[i] = sum
+				sc.s[i] += quantSum(s)
 			}
 			for b := b0; b < b1; b++ {
 				lo, hi := max(start-b*bs, 0), min(n-b*bs, bs)
@@ -199,6 +206,30 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 		}
 	}
 	return nil
+}
+
+func quantMaxGeneric(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		m = max(m, v)
+	}
+	return m
+}
+
+// quantScaleSubGeneric sets x[i] = x[i]*a - b, rounded once as the FMA
+// of the vector kernel.
+func quantScaleSubGeneric(x []float32, a, b float32) {
+	for i, v := range x {
+		x[i] = float32(math.FMA(float64(v), float64(a), -float64(b)))
+	}
+}
+
+func quantSumGeneric(x []float32) float32 {
+	var s float32
+	for _, v := range x {
+		s += v
+	}
+	return s
 }
 
 // quantScores writes the scores of rows cached keys (rb bytes apart from

@@ -64,3 +64,33 @@ func (k *vaccQKernels) acc(acc []float32, v []byte, rb, rows int, w []float32, w
 		}
 	}
 }
+
+// quantMax, quantScaleSub and quantSum are the softmax steps of a chunk of
+// scores (attnQScores in internal/gen/attnq.go), with their generic forms
+// for tails and without SIMD.
+
+func quantMax(x []float32) float32 {
+	body := len(x) &^ 7
+	if !useSIMD || body == 0 {
+		return quantMaxGeneric(x)
+	}
+	return max(quantMaxAVX(&x[0], body), quantMaxGeneric(x[body:]))
+}
+
+func quantScaleSub(x []float32, a, b float32) {
+	body := len(x) &^ 7
+	if !useSIMD || body == 0 {
+		quantScaleSubGeneric(x, a, b)
+		return
+	}
+	quantScaleSubAVX(&x[0], body, a, b)
+	quantScaleSubGeneric(x[body:], a, b)
+}
+
+func quantSum(x []float32) float32 {
+	body := len(x) &^ 7
+	if !useSIMD || body == 0 {
+		return quantSumGeneric(x)
+	}
+	return quantSumAVX(&x[0], body) + quantSumGeneric(x[body:])
+}

@@ -33731,6 +33731,68 @@ vaccQ4_0AVX2_row:
 	VZEROUPPER
 	RET
 
+// func quantMaxAVX(x *float32, n int) float32
+// Requires: AVX, SSE
+TEXT ·quantMaxAVX(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+
+quantMaxAVX_loop:
+	VMAXPS       (SI), Y0, Y0
+	ADDQ         $0x20, SI
+	SUBQ         $0x08, CX
+	JNZ          quantMaxAVX_loop
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXSS       X1, X0, X0
+	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func quantScaleSubAVX(x *float32, n int, a float32, b float32)
+// Requires: AVX, FMA3
+TEXT ·quantScaleSubAVX(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS a+16(FP), Y1
+	VBROADCASTSS b+20(FP), Y2
+
+quantScaleSubAVX_loop:
+	VMOVUPS     (SI), Y0
+	VFMSUB213PS Y2, Y1, Y0
+	VMOVUPS     Y0, (SI)
+	ADDQ        $0x20, SI
+	SUBQ        $0x08, CX
+	JNZ         quantScaleSubAVX_loop
+	VZEROUPPER
+	RET
+
+// func quantSumAVX(x *float32, n int) float32
+// Requires: AVX, SSE
+TEXT ·quantSumAVX(SB), NOSPLIT, $0-20
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VXORPS Y0, Y0, Y0
+
+quantSumAVX_loop:
+	VADDPS       (SI), Y0, Y0
+	ADDQ         $0x20, SI
+	SUBQ         $0x08, CX
+	JNZ          quantSumAVX_loop
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
 // func dotRowsF32AVX(w *float32, wstride int, x *float32, n int, rows int, out *float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·dotRowsF32AVX(SB), NOSPLIT, $0-48

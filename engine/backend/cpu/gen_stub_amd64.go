@@ -1044,6 +1044,21 @@ func vaccQ4_0AVX1(acc *float32, v *byte, w *float32, rows int, rb int, wstride i
 //go:noescape
 func vaccQ4_0AVX2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
 
+// quantMaxAVX returns the largest of n float32s (see internal/gen/attnq.go).
+//
+//go:noescape
+func quantMaxAVX(x *float32, n int) float32
+
+// quantScaleSubAVX sets x[i] = x[i]*a - b, rounded once (see internal/gen/attnq.go).
+//
+//go:noescape
+func quantScaleSubAVX(x *float32, n int, a float32, b float32)
+
+// quantSumAVX returns the sum of n float32s, in 8 lanes, then halves (see internal/gen/attnq.go).
+//
+//go:noescape
+func quantSumAVX(x *float32, n int) float32
+
 // dotRowsF32AVX computes out[r] = dot(weight row r, x) for r < rows, F32 rows wstride bytes apart (see internal/gen/frows.go).
 //
 //go:noescape

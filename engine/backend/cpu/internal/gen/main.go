@@ -54,6 +54,7 @@ func cpuKernels() {
 	attnFamily()
 	attnTFamily()
 	attnQFamily()
+	attnQScores()
 	floatFamily("")
 	q32zFamily("")
 	vecFamily("")
