@@ -34,10 +34,15 @@ type quantScratch struct {
 	xq  []byte    // [head][xRowBytes] the group's queries, converted
 	acc []float32 // [head][HeadDim] value accumulators
 	v   []float32 // [slot][HeadDim] one block's values, dequantised
-	sc  []float32 // [slot] one head's scores, then weights
+	sc  []float32 // [head][quantChunk] one chunk's scores, then weights
 	m   []float32 // [head] running maximum
 	s   []float32 // [head] running sum
 }
+
+// quantChunk is how many positions attendQuant scores before it updates
+// the softmax: the running maximum, the rescaling of the accumulators and
+// the exponentials are paid once per chunk and head, not per block.
+const quantChunk = 128
 
 var quantScratches freeList[quantScratch]
 
@@ -76,6 +81,12 @@ func storeQuantKV(host *tensor.HostKV, layer int, k, v []float32, pg tensor.Pagi
 // heads of KV heads g to g+nkv-1 of one token (q, out: nkv groups of
 // At.Heads/Heads heads of HeadDim values), over the positions start..n-1
 // the window leaves, with the soft cap and sinks of j.at.
+//
+// The positions go by chunks of whole cache blocks (about quantChunk
+// positions): the scores of every query head of the group come first, four
+// heads per pass over a block's keys where the row kernels have dots4;
+// then each head's softmax update; then the values, each block's read once
+// for all heads (vaccQuant where the machine has it).
 func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int) error {
 	spec := j.kv.Spec()
 	l := spec.Layout
@@ -88,13 +99,21 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 	group := j.at.Heads / l.Heads
 	xb := kr.xRowBytes(hd)
 	scale := cappedScale(j.at.Scale, j.at.SoftCap)
+	cb := max(1, quantChunk/bs) // blocks per chunk
+	cw := cb * bs               // a head's stride in sc
+	vacc := quantValueKernel(spec.Type, hd)
+	// Without a soft cap the scores are the dots times a positive scale,
+	// applied with the subtraction of the maximum in one pass.
+	fast := j.at.SoftCap == 0 && scale > 0
 
 	sc := quantScratches.get()
 	defer quantScratches.put(sc)
 	sc.xq = grow(sc.xq, group*xb)
 	sc.acc = grow(sc.acc, group*hd)
-	sc.v = grow(sc.v, bs*hd)
-	sc.sc = grow(sc.sc, bs)
+	if vacc == nil {
+		sc.v = grow(sc.v, bs*hd)
+	}
+	sc.sc = grow(sc.sc, group*cw)
 	sc.m, sc.s = grow(sc.m, group), grow(sc.s, group)
 
 	keys, vals := j.kv.KQ[j.layer], j.kv.VQ[j.layer]
@@ -108,31 +127,34 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 		for i := range group {
 			sc.m[i], sc.s[i] = float32(math.Inf(-1)), 0
 		}
-		for b := start / bs; b*bs < n; b++ {
-			lo, hi := max(start-b*bs, 0), min(n-b*bs, bs)
-			rows := hi - lo
-			off := j.kv.QOffset(l.Row(int(table[b]), kh, lo))
-			if err := quant.Dequantize(spec.Type, sc.v[:rows*hd], vals[off:off+rows*rb]); err != nil {
-				return fmt.Errorf("attention: %w", err)
+		for b0 := start / bs; b0*bs < n; b0 += cb {
+			b1 := min(b0+cb, (n+bs-1)/bs)
+			// The chunk's positions are c0..c1-1; position p's score for
+			// head i is sc[i*cw + p-c0].
+			c0, c1 := max(start, b0*bs), min(n, b1*bs)
+			for b := b0; b < b1; b++ {
+				lo, hi := max(start-b*bs, 0), min(n-b*bs, bs)
+				off := j.kv.QOffset(l.Row(int(table[b]), kh, lo))
+				quantScores(kr, sc.sc[b*bs+lo-c0:], cw, keys[off:], rb, hi-lo, sc.xq, xb, hd, group)
 			}
+			w := c1 - c0
 			for i := range group {
-				s := sc.sc[:rows]
-				xq := sc.xq[i*xb : (i+1)*xb]
-				if kr.dots != nil {
-					kr.dots(hd, keys[off:], rb, rows, xq, s)
+				s := sc.sc[i*cw : i*cw+w]
+				var bm float32
+				if fast {
+					// Scaling is monotonic: the largest score is the
+					// largest dot, scaled (and rounded) alike.
+					bm = quantMax(s) * scale
 				} else {
-					for r := range rows {
-						s[r] = kr.dot(hd, keys[off+r*rb:off+(r+1)*rb], xq)
+					bm = float32(math.Inf(-1))
+					for r, x := range s {
+						x *= scale
+						if j.at.SoftCap != 0 {
+							x = j.at.SoftCap * float32(math.Tanh(float64(x)))
+						}
+						s[r] = x
+						bm = max(bm, x)
 					}
-				}
-				bm := float32(math.Inf(-1))
-				for r, x := range s {
-					x *= scale
-					if j.at.SoftCap != 0 {
-						x = j.at.SoftCap * float32(math.Tanh(float64(x)))
-					}
-					s[r] = x
-					bm = max(bm, x)
 				}
 				acc := sc.acc[i*hd : (i+1)*hd]
 				if m := sc.m[i]; bm > m {
@@ -143,17 +165,32 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 					}
 					sc.m[i] = bm
 				}
-				m := sc.m[i]
-				for r := range s {
-					s[r] -= m
+				if fast {
+					quantScaleSub(s, scale, sc.m[i])
+				} else {
+					quantScaleSub(s, 1, sc.m[i])
 				}
 				expF32s(s, useSIMD)
-				sum := sc.s[i]
-				for r, w := range s {
-					AXPY(acc, w, sc.v[r*hd:(r+1)*hd])
-					sum += w
+				sc.s[i] += quantSum(s)
+			}
+			for b := b0; b < b1; b++ {
+				lo, hi := max(start-b*bs, 0), min(n-b*bs, bs)
+				rows := hi - lo
+				off := j.kv.QOffset(l.Row(int(table[b]), kh, lo))
+				wt := sc.sc[b*bs+lo-c0:]
+				if vacc != nil {
+					vacc(sc.acc, vals[off:off+rows*rb], rb, rows, wt, cw, hd, group)
+					continue
 				}
-				sc.s[i] = sum
+				if err := quant.Dequantize(spec.Type, sc.v[:rows*hd], vals[off:off+rows*rb]); err != nil {
+					return fmt.Errorf("attention: %w", err)
+				}
+				for i := range group {
+					acc := sc.acc[i*hd : (i+1)*hd]
+					for r := range rows {
+						AXPY(acc, wt[i*cw+r], sc.v[r*hd:(r+1)*hd])
+					}
+				}
 			}
 		}
 		for i := range group {
@@ -169,4 +206,51 @@ func (j *attnJob) attendQuant(out, q []float32, g, nkv int, table []int32, n int
 		}
 	}
 	return nil
+}
+
+func quantMaxGeneric(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		m = max(m, v)
+	}
+	return m
+}
+
+// quantScaleSubGeneric sets x[i] = x[i]*a - b, rounded once as the FMA
+// of the vector kernel.
+func quantScaleSubGeneric(x []float32, a, b float32) {
+	for i, v := range x {
+		x[i] = float32(math.FMA(float64(v), float64(a), -float64(b)))
+	}
+}
+
+func quantSumGeneric(x []float32) float32 {
+	var s float32
+	for _, v := range x {
+		s += v
+	}
+	return s
+}
+
+// quantScores writes the scores of rows cached keys (rb bytes apart from
+// k) with the group's converted queries (xb bytes apart in xq): head i's
+// score for row r at out[i*stride + r]. Groups of four heads take one
+// dots4 call, so each key block is unpacked once for the four.
+func quantScores(kr *rowKernel, out []float32, stride int, k []byte, rb, rows int, xq []byte, xb, hd, group int) {
+	i := 0
+	if kr.dots4 != nil {
+		for ; i+4 <= group; i += 4 {
+			kr.dots4(hd, k, rb, rows, xq[i*xb:], xb, out[i*stride:], stride)
+		}
+	}
+	for ; i < group; i++ {
+		s, x := out[i*stride:i*stride+rows], xq[i*xb:(i+1)*xb]
+		if kr.dots != nil {
+			kr.dots(hd, k, rb, rows, x, s)
+			continue
+		}
+		for r := range rows {
+			s[r] = kr.dot(hd, k[r*rb:(r+1)*rb], x)
+		}
+	}
 }

@@ -187,3 +187,58 @@ func TestAttentionQuantized(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantValueKernel: the fused value kernels give what dequantising the
+// rows with engine/quant and adding w*row to each head's accumulators in
+// float32 gives, for every head count a call takes and rows at a stride.
+func TestQuantValueKernel(t *testing.T) {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+		vacc := quantValueKernel(typ, 64)
+		if vacc == nil {
+			t.Skip("no value kernel on this machine")
+		}
+		for _, tc := range []struct{ hd, group, rows, pad int }{
+			{32, 1, 1, 0}, {64, 4, 16, 0}, {64, 3, 7, 5}, {128, 2, 16, 34}, {64, 5, 9, 0}, {96, 8, 3, 18},
+		} {
+			rng := rand.New(rand.NewPCG(uint64(tc.hd), uint64(tc.group*100+tc.rows)))
+			rb := tc.hd/32*typ.BlockBytes() + tc.pad
+			v := make([]byte, tc.rows*rb)
+			rows := make([]float32, tc.rows*tc.hd)
+			for r := range tc.rows {
+				x := make([]float32, tc.hd)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				if err := quant.Quantize(typ, v[r*rb:r*rb+tc.hd/32*typ.BlockBytes()], x); err != nil {
+					t.Fatal(err)
+				}
+				if err := quant.Dequantize(typ, rows[r*tc.hd:(r+1)*tc.hd], v[r*rb:r*rb+tc.hd/32*typ.BlockBytes()]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ws := tc.rows + 3
+			w := make([]float32, tc.group*ws)
+			got := make([]float32, tc.group*tc.hd)
+			for i := range w {
+				w[i] = rng.Float32()
+			}
+			for i := range got {
+				got[i] = float32(rng.NormFloat64())
+			}
+			want := append([]float32(nil), got...)
+			vacc(got, v, rb, tc.rows, w, ws, tc.hd, tc.group)
+			for i := range tc.group {
+				for r := range tc.rows {
+					for d := range tc.hd {
+						want[i*tc.hd+d] += w[i*ws+r] * rows[r*tc.hd+d]
+					}
+				}
+			}
+			for i := range want {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("%s %+v: [%d] = %g, want %g", typ, tc, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

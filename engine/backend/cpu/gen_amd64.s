@@ -38313,6 +38313,800 @@ sm_next:
 	VZEROUPPER
 	RET
 
+// func vaccQ8_0Z1(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·vaccQ8_0Z1(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), BX
+	MOVQ    astride+48(FP), R11
+	MOVQ    BX, AX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	MOVQ    v+8(FP), SI
+	MOVQ    w+16(FP), DX
+	MOVQ    rows+24(FP), CX
+	MOVQ    rb+32(FP), DI
+	MOVQ    wstride+40(FP), R11
+
+vaccQ8_0Z1_row:
+	VPBROADCASTW (SI), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBD    2(SI), Z2
+	VPMOVSXBD    18(SI), Z3
+	VCVTDQ2PS    Z2, Z2
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z4, Z2, Z2
+	VMULPS       Z4, Z3, Z3
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z2, Z5, Z0
+	VFMADD231PS  Z3, Z5, Z1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JNZ          vaccQ8_0Z1_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ8_0Z2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·vaccQ8_0Z2(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), BX
+	MOVQ    astride+48(FP), R11
+	MOVQ    BX, AX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	ADDQ    R11, AX
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	MOVQ    v+8(FP), SI
+	MOVQ    w+16(FP), DX
+	MOVQ    rows+24(FP), CX
+	MOVQ    rb+32(FP), DI
+	MOVQ    wstride+40(FP), R11
+	MOVQ    DX, R8
+	ADDQ    R11, R8
+
+vaccQ8_0Z2_row:
+	VPBROADCASTW (SI), Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBD    2(SI), Z4
+	VPMOVSXBD    18(SI), Z5
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z6, Z4, Z4
+	VMULPS       Z6, Z5, Z5
+	VBROADCASTSS (DX), Z7
+	VFMADD231PS  Z4, Z7, Z0
+	VFMADD231PS  Z5, Z7, Z1
+	VBROADCASTSS (R8), Z7
+	VFMADD231PS  Z4, Z7, Z2
+	VFMADD231PS  Z5, Z7, Z3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, R8
+	DECQ         CX
+	JNZ          vaccQ8_0Z2_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ8_0Z3(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·vaccQ8_0Z3(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), BX
+	MOVQ    astride+48(FP), R11
+	MOVQ    BX, AX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	ADDQ    R11, AX
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	ADDQ    R11, AX
+	VMOVUPS (AX), Z4
+	VMOVUPS 64(AX), Z5
+	MOVQ    v+8(FP), SI
+	MOVQ    w+16(FP), DX
+	MOVQ    rows+24(FP), CX
+	MOVQ    rb+32(FP), DI
+	MOVQ    wstride+40(FP), R11
+	MOVQ    DX, R8
+	ADDQ    R11, R8
+	MOVQ    R8, R9
+	ADDQ    R11, R9
+
+vaccQ8_0Z3_row:
+	VPBROADCASTW (SI), Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBD    2(SI), Z6
+	VPMOVSXBD    18(SI), Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z8, Z6, Z6
+	VMULPS       Z8, Z7, Z7
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VBROADCASTSS (R8), Z9
+	VFMADD231PS  Z6, Z9, Z2
+	VFMADD231PS  Z7, Z9, Z3
+	VBROADCASTSS (R9), Z9
+	VFMADD231PS  Z6, Z9, Z4
+	VFMADD231PS  Z7, Z9, Z5
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	DECQ         CX
+	JNZ          vaccQ8_0Z3_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ8_0Z4(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·vaccQ8_0Z4(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), BX
+	MOVQ    astride+48(FP), R11
+	MOVQ    BX, AX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	ADDQ    R11, AX
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	ADDQ    R11, AX
+	VMOVUPS (AX), Z4
+	VMOVUPS 64(AX), Z5
+	ADDQ    R11, AX
+	VMOVUPS (AX), Z6
+	VMOVUPS 64(AX), Z7
+	MOVQ    v+8(FP), SI
+	MOVQ    w+16(FP), DX
+	MOVQ    rows+24(FP), CX
+	MOVQ    rb+32(FP), DI
+	MOVQ    wstride+40(FP), R11
+	MOVQ    DX, R8
+	ADDQ    R11, R8
+	MOVQ    R8, R9
+	ADDQ    R11, R9
+	MOVQ    R9, R10
+	ADDQ    R11, R10
+
+vaccQ8_0Z4_row:
+	VPBROADCASTW (SI), Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVSXBD    2(SI), Z8
+	VPMOVSXBD    18(SI), Z9
+	VCVTDQ2PS    Z8, Z8
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z10, Z8, Z8
+	VMULPS       Z10, Z9, Z9
+	VBROADCASTSS (DX), Z11
+	VFMADD231PS  Z8, Z11, Z0
+	VFMADD231PS  Z9, Z11, Z1
+	VBROADCASTSS (R8), Z11
+	VFMADD231PS  Z8, Z11, Z2
+	VFMADD231PS  Z9, Z11, Z3
+	VBROADCASTSS (R9), Z11
+	VFMADD231PS  Z8, Z11, Z4
+	VFMADD231PS  Z9, Z11, Z5
+	VBROADCASTSS (R10), Z11
+	VFMADD231PS  Z8, Z11, Z6
+	VFMADD231PS  Z9, Z11, Z7
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	DECQ         CX
+	JNZ          vaccQ8_0Z4_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ8_0AVX1(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·vaccQ8_0AVX1(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), BX
+	MOVQ    astride+48(FP), R11
+	MOVQ    BX, AX
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	MOVQ    v+8(FP), SI
+	MOVQ    w+16(FP), DX
+	MOVQ    rows+24(FP), CX
+	MOVQ    rb+32(FP), DI
+	MOVQ    wstride+40(FP), R11
+
+vaccQ8_0AVX1_row:
+	VPBROADCASTW (SI), X8
+	VCVTPH2PS    X8, Y8
+	VPMOVSXBD    2(SI), Y4
+	VPMOVSXBD    10(SI), Y5
+	VPMOVSXBD    18(SI), Y6
+	VPMOVSXBD    26(SI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	VBROADCASTSS (DX), Y9
+	VFMADD231PS  Y4, Y9, Y0
+	VFMADD231PS  Y5, Y9, Y1
+	VFMADD231PS  Y6, Y9, Y2
+	VFMADD231PS  Y7, Y9, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JNZ          vaccQ8_0AVX1_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ8_0AVX2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·vaccQ8_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), BX
+	MOVQ    astride+48(FP), R11
+	MOVQ    BX, AX
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	ADDQ    R11, AX
+	VMOVUPS (AX), Y4
+	VMOVUPS 32(AX), Y5
+	VMOVUPS 64(AX), Y6
+	VMOVUPS 96(AX), Y7
+	MOVQ    v+8(FP), SI
+	MOVQ    w+16(FP), DX
+	MOVQ    rows+24(FP), CX
+	MOVQ    rb+32(FP), DI
+	MOVQ    wstride+40(FP), R11
+	MOVQ    DX, R8
+	ADDQ    R11, R8
+
+vaccQ8_0AVX2_row:
+	VPBROADCASTW (SI), X12
+	VCVTPH2PS    X12, Y12
+	VPMOVSXBD    2(SI), Y8
+	VPMOVSXBD    10(SI), Y9
+	VPMOVSXBD    18(SI), Y10
+	VPMOVSXBD    26(SI), Y11
+	VCVTDQ2PS    Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y8
+	VMULPS       Y12, Y9, Y9
+	VMULPS       Y12, Y10, Y10
+	VMULPS       Y12, Y11, Y11
+	VBROADCASTSS (DX), Y13
+	VFMADD231PS  Y8, Y13, Y0
+	VFMADD231PS  Y9, Y13, Y1
+	VFMADD231PS  Y10, Y13, Y2
+	VFMADD231PS  Y11, Y13, Y3
+	VBROADCASTSS (R8), Y13
+	VFMADD231PS  Y8, Y13, Y4
+	VFMADD231PS  Y9, Y13, Y5
+	VFMADD231PS  Y10, Y13, Y6
+	VFMADD231PS  Y11, Y13, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, R8
+	DECQ         CX
+	JNZ          vaccQ8_0AVX2_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ4_0Z1(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·vaccQ4_0Z1(SB), NOSPLIT, $0-56
+	MOVQ         acc+0(FP), BX
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      (AX), Z0
+	VMOVUPS      64(AX), Z1
+	MOVQ         v+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+24(FP), CX
+	MOVQ         rb+32(FP), DI
+	MOVQ         wstride+40(FP), R11
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X6
+	VPBROADCASTD X6, Z6
+	MOVL         $0x00000008, AX
+	VMOVD        AX, X7
+	VPBROADCASTD X7, Z7
+
+vaccQ4_0Z1_row:
+	VPBROADCASTW (SI), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBD    2(SI), Z2
+	VPSRLD       $0x04, Z2, Z3
+	VPANDD       Z6, Z2, Z2
+	VPSUBD       Z7, Z2, Z2
+	VPSUBD       Z7, Z3, Z3
+	VCVTDQ2PS    Z2, Z2
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z4, Z2, Z2
+	VMULPS       Z4, Z3, Z3
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z2, Z5, Z0
+	VFMADD231PS  Z3, Z5, Z1
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JNZ          vaccQ4_0Z1_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ4_0Z2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·vaccQ4_0Z2(SB), NOSPLIT, $0-56
+	MOVQ         acc+0(FP), BX
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      (AX), Z0
+	VMOVUPS      64(AX), Z1
+	ADDQ         R11, AX
+	VMOVUPS      (AX), Z2
+	VMOVUPS      64(AX), Z3
+	MOVQ         v+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+24(FP), CX
+	MOVQ         rb+32(FP), DI
+	MOVQ         wstride+40(FP), R11
+	MOVQ         DX, R8
+	ADDQ         R11, R8
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X8
+	VPBROADCASTD X8, Z8
+	MOVL         $0x00000008, AX
+	VMOVD        AX, X9
+	VPBROADCASTD X9, Z9
+
+vaccQ4_0Z2_row:
+	VPBROADCASTW (SI), Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBD    2(SI), Z4
+	VPSRLD       $0x04, Z4, Z5
+	VPANDD       Z8, Z4, Z4
+	VPSUBD       Z9, Z4, Z4
+	VPSUBD       Z9, Z5, Z5
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z6, Z4, Z4
+	VMULPS       Z6, Z5, Z5
+	VBROADCASTSS (DX), Z7
+	VFMADD231PS  Z4, Z7, Z0
+	VFMADD231PS  Z5, Z7, Z1
+	VBROADCASTSS (R8), Z7
+	VFMADD231PS  Z4, Z7, Z2
+	VFMADD231PS  Z5, Z7, Z3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, R8
+	DECQ         CX
+	JNZ          vaccQ4_0Z2_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ4_0Z3(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·vaccQ4_0Z3(SB), NOSPLIT, $0-56
+	MOVQ         acc+0(FP), BX
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      (AX), Z0
+	VMOVUPS      64(AX), Z1
+	ADDQ         R11, AX
+	VMOVUPS      (AX), Z2
+	VMOVUPS      64(AX), Z3
+	ADDQ         R11, AX
+	VMOVUPS      (AX), Z4
+	VMOVUPS      64(AX), Z5
+	MOVQ         v+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+24(FP), CX
+	MOVQ         rb+32(FP), DI
+	MOVQ         wstride+40(FP), R11
+	MOVQ         DX, R8
+	ADDQ         R11, R8
+	MOVQ         R8, R9
+	ADDQ         R11, R9
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X10
+	VPBROADCASTD X10, Z10
+	MOVL         $0x00000008, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Z11
+
+vaccQ4_0Z3_row:
+	VPBROADCASTW (SI), Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVZXBD    2(SI), Z6
+	VPSRLD       $0x04, Z6, Z7
+	VPANDD       Z10, Z6, Z6
+	VPSUBD       Z11, Z6, Z6
+	VPSUBD       Z11, Z7, Z7
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z8, Z6, Z6
+	VMULPS       Z8, Z7, Z7
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z6, Z9, Z0
+	VFMADD231PS  Z7, Z9, Z1
+	VBROADCASTSS (R8), Z9
+	VFMADD231PS  Z6, Z9, Z2
+	VFMADD231PS  Z7, Z9, Z3
+	VBROADCASTSS (R9), Z9
+	VFMADD231PS  Z6, Z9, Z4
+	VFMADD231PS  Z7, Z9, Z5
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	DECQ         CX
+	JNZ          vaccQ4_0Z3_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ4_0Z4(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·vaccQ4_0Z4(SB), NOSPLIT, $0-56
+	MOVQ         acc+0(FP), BX
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      (AX), Z0
+	VMOVUPS      64(AX), Z1
+	ADDQ         R11, AX
+	VMOVUPS      (AX), Z2
+	VMOVUPS      64(AX), Z3
+	ADDQ         R11, AX
+	VMOVUPS      (AX), Z4
+	VMOVUPS      64(AX), Z5
+	ADDQ         R11, AX
+	VMOVUPS      (AX), Z6
+	VMOVUPS      64(AX), Z7
+	MOVQ         v+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+24(FP), CX
+	MOVQ         rb+32(FP), DI
+	MOVQ         wstride+40(FP), R11
+	MOVQ         DX, R8
+	ADDQ         R11, R8
+	MOVQ         R8, R9
+	ADDQ         R11, R9
+	MOVQ         R9, R10
+	ADDQ         R11, R10
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Z12
+	MOVL         $0x00000008, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Z13
+
+vaccQ4_0Z4_row:
+	VPBROADCASTW (SI), Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVZXBD    2(SI), Z8
+	VPSRLD       $0x04, Z8, Z9
+	VPANDD       Z12, Z8, Z8
+	VPSUBD       Z13, Z8, Z8
+	VPSUBD       Z13, Z9, Z9
+	VCVTDQ2PS    Z8, Z8
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z10, Z8, Z8
+	VMULPS       Z10, Z9, Z9
+	VBROADCASTSS (DX), Z11
+	VFMADD231PS  Z8, Z11, Z0
+	VFMADD231PS  Z9, Z11, Z1
+	VBROADCASTSS (R8), Z11
+	VFMADD231PS  Z8, Z11, Z2
+	VFMADD231PS  Z9, Z11, Z3
+	VBROADCASTSS (R9), Z11
+	VFMADD231PS  Z8, Z11, Z4
+	VFMADD231PS  Z9, Z11, Z5
+	VBROADCASTSS (R10), Z11
+	VFMADD231PS  Z8, Z11, Z6
+	VFMADD231PS  Z9, Z11, Z7
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	DECQ         CX
+	JNZ          vaccQ4_0Z4_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ4_0AVX1(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·vaccQ4_0AVX1(SB), NOSPLIT, $0-56
+	MOVQ         acc+0(FP), BX
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      (AX), Y0
+	VMOVUPS      32(AX), Y1
+	VMOVUPS      64(AX), Y2
+	VMOVUPS      96(AX), Y3
+	MOVQ         v+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+24(FP), CX
+	MOVQ         rb+32(FP), DI
+	MOVQ         wstride+40(FP), R11
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x00000008, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11
+
+vaccQ4_0AVX1_row:
+	VPBROADCASTW (SI), X8
+	VCVTPH2PS    X8, Y8
+	VPMOVZXBD    2(SI), Y4
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y10, Y4, Y4
+	VPMOVZXBD    10(SI), Y5
+	VPSRLD       $0x04, Y5, Y7
+	VPAND        Y10, Y5, Y5
+	VPSUBD       Y11, Y4, Y4
+	VPSUBD       Y11, Y5, Y5
+	VPSUBD       Y11, Y6, Y6
+	VPSUBD       Y11, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y7, Y7
+	VBROADCASTSS (DX), Y9
+	VFMADD231PS  Y4, Y9, Y0
+	VFMADD231PS  Y5, Y9, Y1
+	VFMADD231PS  Y6, Y9, Y2
+	VFMADD231PS  Y7, Y9, Y3
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	DECQ         CX
+	JNZ          vaccQ4_0AVX1_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func vaccQ4_0AVX2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·vaccQ4_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ         acc+0(FP), BX
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      (AX), Y0
+	VMOVUPS      32(AX), Y1
+	VMOVUPS      64(AX), Y2
+	VMOVUPS      96(AX), Y3
+	ADDQ         R11, AX
+	VMOVUPS      (AX), Y4
+	VMOVUPS      32(AX), Y5
+	VMOVUPS      64(AX), Y6
+	VMOVUPS      96(AX), Y7
+	MOVQ         v+8(FP), SI
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+24(FP), CX
+	MOVQ         rb+32(FP), DI
+	MOVQ         wstride+40(FP), R11
+	MOVQ         DX, R8
+	ADDQ         R11, R8
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x00000008, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+vaccQ4_0AVX2_row:
+	VPBROADCASTW (SI), X12
+	VCVTPH2PS    X12, Y12
+	VPMOVZXBD    2(SI), Y8
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y14, Y8, Y8
+	VPMOVZXBD    10(SI), Y9
+	VPSRLD       $0x04, Y9, Y11
+	VPAND        Y14, Y9, Y9
+	VPSUBD       Y15, Y8, Y8
+	VPSUBD       Y15, Y9, Y9
+	VPSUBD       Y15, Y10, Y10
+	VPSUBD       Y15, Y11, Y11
+	VCVTDQ2PS    Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y8
+	VMULPS       Y12, Y9, Y9
+	VMULPS       Y12, Y10, Y10
+	VMULPS       Y12, Y11, Y11
+	VBROADCASTSS (DX), Y13
+	VFMADD231PS  Y8, Y13, Y0
+	VFMADD231PS  Y9, Y13, Y1
+	VFMADD231PS  Y10, Y13, Y2
+	VFMADD231PS  Y11, Y13, Y3
+	VBROADCASTSS (R8), Y13
+	VFMADD231PS  Y8, Y13, Y4
+	VFMADD231PS  Y9, Y13, Y5
+	VFMADD231PS  Y10, Y13, Y6
+	VFMADD231PS  Y11, Y13, Y7
+	ADDQ         DI, SI
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, R8
+	DECQ         CX
+	JNZ          vaccQ4_0AVX2_row
+	MOVQ         astride+48(FP), R11
+	MOVQ         BX, AX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         R11, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	VZEROUPPER
+	RET
+
+// func quantMaxAVX(x *float32, n int) float32
+// Requires: AVX, SSE
+TEXT ·quantMaxAVX(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Y0
+
+quantMaxAVX_loop:
+	VMAXPS       (SI), Y0, Y0
+	ADDQ         $0x20, SI
+	SUBQ         $0x08, CX
+	JNZ          quantMaxAVX_loop
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXSS       X1, X0, X0
+	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func quantScaleSubAVX(x *float32, n int, a float32, b float32)
+// Requires: AVX, FMA3
+TEXT ·quantScaleSubAVX(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS a+16(FP), Y1
+	VBROADCASTSS b+20(FP), Y2
+
+quantScaleSubAVX_loop:
+	VMOVUPS     (SI), Y0
+	VFMSUB213PS Y2, Y1, Y0
+	VMOVUPS     Y0, (SI)
+	ADDQ        $0x20, SI
+	SUBQ        $0x08, CX
+	JNZ         quantScaleSubAVX_loop
+	VZEROUPPER
+	RET
+
+// func quantSumAVX(x *float32, n int) float32
+// Requires: AVX, SSE
+TEXT ·quantSumAVX(SB), NOSPLIT, $0-20
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VXORPS Y0, Y0, Y0
+
+quantSumAVX_loop:
+	VADDPS       (SI), Y0, Y0
+	ADDQ         $0x20, SI
+	SUBQ         $0x08, CX
+	JNZ          quantSumAVX_loop
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
 // func dotRowsF32AVX(w *float32, wstride int, x *float32, n int, rows int, out *float32)
 // Requires: AVX, FMA3, MMX+
 TEXT ·dotRowsF32AVX(SB), NOSPLIT, $0-48

@@ -1109,6 +1109,81 @@ func tileScoresZ(s *float32, q *float32, k *float32, rows int, rd16 int, scale f
 //go:noescape
 func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens int, group int, rd16 int)
 
+// vaccQ8_0Z1 adds 1 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ8_0Z1(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ8_0Z2 adds 2 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ8_0Z2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ8_0Z3 adds 3 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ8_0Z3(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ8_0Z4 adds 4 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ8_0Z4(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ8_0AVX1 adds 1 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ8_0AVX1(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ8_0AVX2 adds 2 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ8_0AVX2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ4_0Z1 adds 1 heads' weighted sums of a column of Q4_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ4_0Z1(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ4_0Z2 adds 2 heads' weighted sums of a column of Q4_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ4_0Z2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ4_0Z3 adds 3 heads' weighted sums of a column of Q4_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ4_0Z3(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ4_0Z4 adds 4 heads' weighted sums of a column of Q4_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ4_0Z4(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ4_0AVX1 adds 1 heads' weighted sums of a column of Q4_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ4_0AVX1(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// vaccQ4_0AVX2 adds 2 heads' weighted sums of a column of Q4_0 value blocks to their accumulators (see internal/gen/attnq.go).
+//
+//go:noescape
+func vaccQ4_0AVX2(acc *float32, v *byte, w *float32, rows int, rb int, wstride int, astride int)
+
+// quantMaxAVX returns the largest of n float32s (see internal/gen/attnq.go).
+//
+//go:noescape
+func quantMaxAVX(x *float32, n int) float32
+
+// quantScaleSubAVX sets x[i] = x[i]*a - b, rounded once (see internal/gen/attnq.go).
+//
+//go:noescape
+func quantScaleSubAVX(x *float32, n int, a float32, b float32)
+
+// quantSumAVX returns the sum of n float32s, in 8 lanes, then halves (see internal/gen/attnq.go).
+//
+//go:noescape
+func quantSumAVX(x *float32, n int) float32
+
 // dotRowsF32AVX computes out[r] = dot(weight row r, x) for r < rows, F32 rows wstride bytes apart (see internal/gen/frows.go).
 //
 //go:noescape

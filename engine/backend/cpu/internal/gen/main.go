@@ -55,6 +55,8 @@ func cpuKernels() {
 	attnScoresZ()
 	attnFamily()
 	attnTFamily()
+	attnQFamily()
+	attnQScores()
 	floatFamily("")
 	q32zFamily("")
 	vecFamily("")
