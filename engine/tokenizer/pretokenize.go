@@ -46,6 +46,7 @@ const (
 	preDeepseekLLM
 	preDeepseekCoder
 	preGemma4
+	preGPT4O
 )
 
 // preSpec is what a tokenizer.ggml.pre name selects: the split rules and
@@ -84,6 +85,12 @@ var preNames = map[string]preSpec{
 	"minerva-7b": {family: preStarcoder}, "mellum2": {family: preStarcoder},
 
 	"falcon": {family: preFalcon},
+
+	// OpenAI's o200k split rules (gpt-oss's o200k_harmony, GPT-4o) and the
+	// models that copied them. llama.cpp also turns off clean_spaces for
+	// them, which only its llama_detokenize reads; Decode never cleans.
+	"gpt-4o": {family: preGPT4O}, "llama4": {family: preGPT4O}, "kanana2": {family: preGPT4O},
+	"talkie": {family: preGPT4O},
 
 	"deepseek-llm":   {family: preDeepseekLLM},
 	"deepseek-coder": {family: preDeepseekCoder},
@@ -134,6 +141,8 @@ func (f preFamily) rules() preTokenizer {
 		}
 	case preGemma4:
 		return preTokenizer{matchRule(newlineRun)}
+	case preGPT4O:
+		return preTokenizer{gpt4oRule{}}
 	case preDeepseekCoder:
 		return preTokenizer{
 			matchRule(isCRLF),
@@ -408,6 +417,139 @@ func (rule llama3Rule) split(s string, yield func(string) bool) bool {
 		}
 	}
 	return true
+}
+
+// gpt4oRule is the split regex llama.cpp uses for the GPT-4o family
+// (o200k):
+//
+//	[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+C?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// with C the contractions 's 't 're 've 'm 'll 'd in either case. llama.cpp
+// has no scanner for it: std::regex runs it over the text with every code
+// point above ASCII collapsed to one byte per category. So a letter outside
+// ASCII is both "not a-z" and "not A-Z": it counts as upper and as lower
+// case, and only ASCII letters have a case. That, not the case-aware
+// original of tokenizer.json, is what this scanner follows, alternatives in
+// the regex's order and with its backtracking.
+type gpt4oRule struct{}
+
+func (gpt4oRule) split(s string, yield func(string) bool) bool {
+	c := cursor(s)
+	start := 0
+	cut := func(end int) bool {
+		ok := end == start || yield(s[start:end])
+		start = end
+		return ok
+	}
+	for pos := 0; pos < len(s); {
+		r, n := c.at(pos)
+		cls := classOf(r)
+		// the two letter alternatives, after an optional [^\r\n\p{L}\p{N}]
+		body := pos
+		if r != '\r' && r != '\n' && cls&(classLetter|classNumber) == 0 {
+			body = pos + n
+		}
+		if end := gpt4oWord(c, body); end > 0 {
+			pos = end
+			if !cut(pos) {
+				return false
+			}
+			continue
+		}
+		// \p{N}{1,3}
+		if cls&classNumber != 0 {
+			for k := 0; k < 3 && pos < len(s) && c.class(pos)&classNumber != 0; k++ {
+				pos = c.next(pos)
+			}
+			if !cut(pos) {
+				return false
+			}
+			continue
+		}
+		// ' ?[^\s\p{L}\p{N}]+[\r\n/]*': after a line end, slashes go on.
+		const other = classSpace | classLetter | classNumber
+		body = pos
+		if r == ' ' {
+			body = pos + n
+		}
+		if body < len(s) && c.class(body)&other == 0 {
+			pos = body
+			for pos < len(s) && c.class(pos)&other == 0 {
+				pos = c.next(pos)
+			}
+			for pos < len(s) && (s[pos] == '\r' || s[pos] == '\n' || s[pos] == '/') {
+				pos++
+			}
+			if !cut(pos) {
+				return false
+			}
+			continue
+		}
+		var ok bool
+		if pos, ok = whitespaceRun(c, pos, true, cut); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// gpt4oCase tells whether the code point at i is a letter that matches
+// (?=[\p{L}])([^a-z]) (upper) and one that matches (?=[\p{L}])([^A-Z])
+// (lower) in llama.cpp's collapsed text: ASCII letters by their case, every
+// other letter both.
+func gpt4oCase(c cursor, i int) (upper, lower bool) {
+	r, _ := c.at(i)
+	switch {
+	case 'A' <= r && r <= 'Z':
+		return true, false
+	case 'a' <= r && r <= 'z':
+		return false, true
+	case r >= utf8.RuneSelf && classOf(r)&classLetter != 0:
+		return true, true
+	}
+	return false, false
+}
+
+// gpt4oWord matches U*L+C? else U+L*C? at b (U and L as gpt4oCase, C a
+// contraction) and returns the end of the match, or 0 for none.
+func gpt4oWord(c cursor, b int) int {
+	// U* takes the longest run of upper letters; L+ then needs a lower one
+	// after it, or the run gives back letters until one that is lower too
+	// (a letter outside ASCII) starts L+ and ends it at once, the letters
+	// after it being ASCII capitals.
+	uEnd, lastBoth := b, -1
+	for uEnd < len(c) {
+		upper, lower := gpt4oCase(c, uEnd)
+		if !upper {
+			break
+		}
+		if lower {
+			lastBoth = uEnd
+		}
+		uEnd = c.next(uEnd)
+	}
+	var end int
+	if _, lower := gpt4oCase(c, uEnd); lower {
+		end = uEnd
+		for end < len(c) {
+			if _, lower := gpt4oCase(c, end); !lower {
+				break
+			}
+			end = c.next(end)
+		}
+	} else if lastBoth >= 0 {
+		end = c.next(lastBoth)
+	} else if uEnd > b {
+		end = uEnd // the second alternative: capitals with no lower letter after
+	} else {
+		return 0
+	}
+	if end < len(c) && c[end] == '\'' {
+		if e := contraction(c, end+1, true); e > 0 {
+			end = e
+		}
+	}
+	return end
 }
 
 // matchRule splits at the matches of a regex that has no alternatives, as

@@ -17,6 +17,7 @@
 import path from "node:path";
 import fs from "node:fs";
 import {loadPeer} from "./llamacpp.mjs";
+import {common} from "./hardstrings.mjs";
 
 const vocabDir = process.argv[2] ?? "../shared/models/vocab";
 const outPath = process.argv[3] ?? "engine/tokenizer/testdata/llamacpp_vocab.json";
@@ -26,48 +27,6 @@ const sets = [
     "deepseek-llm", "deepseek-coder", "falcon", "mpt", "refact", "command-r", "gemma-4",
 ];
 
-// Strings for every vocabulary; each vocabulary adds its own special texts.
-const common = [
-    "",
-    " ",
-    "\n",
-    " \n \n",
-    "a  \n  b",
-    "trailing spaces   ",
-    "   leading spaces",
-    "tab\tand\u000bvertical\u000cform\rfeed",
-    "nbsp\u00a0ideographic\u3000line\u2028para\u2029nel\u0085end",
-    "don't DON'T I'M you'RE we'Ve they'LL she'D it's 'tis o'clock",
-    "''s ' s '",
-    "1 12 123 1234 12345 123456 1234567",
-    "3.14159 -42 1e-5 0x1F 1,000,000",
-    "٣٤٥ ½ ² Ⅻ ①",
-    "Hello, world!!! What?!\n\n\nNext...",
-    "def f(x):\n    return x ** 2  # square\n\n\n",
-    "if (a <= b && c != d) { x += y >> 2; }",
-    "https://example.com/path?q=1&r=[2]#frag",
-    "email@example.com $100 €50 ¥300 £20",
-    "日本語のテキストです。漢字とカタカナ",
-    "你好，世界！这是一个测试。",
-    "안녕하세요 세계",
-    "Привет, мир! Ёжик",
-    "Γειά σου κόσμε",
-    "مرحبا بالعالم",
-    "שלום עולם",
-    "नमस्ते दुनिया",
-    "ภาษาไทย",
-    "e\u0301 cafe\u0301 a\u0300\u0301\u0302",
-    "emoji 🦙🚀👍🏽 family 👨‍👩‍👧 flag 🇩🇪",
-    "mixedCamelCase and snake_case and SCREAMING_CASE",
-    "µ ſ K Å ﬁ ｆｕｌｌｗｉｄｔｈ",
-    "\u2581Hello\u2581world",
-    "<s> </s> <unk> <|endoftext|> <|im_start|> <|im_end|> <|eot_id|>",
-    "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
-    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
-    "<|user|>\n  hi <|end|>\n<|assistant|>  ",
-    "</s>   after and before   </s>",
-    "<<s>> <s > < s>",
-];
 
 // specialTexts returns a few special token texts of the vocabulary, so that
 // every vocabulary sees its own markers in text.
