@@ -156,3 +156,39 @@ func TestDerivedGoldenLlamaCpp(t *testing.T) {
 		})
 	}
 }
+
+// llamaAttr is llama.cpp's token attribute for a token type (llama_token_attr
+// bits: UNKNOWN 1, UNUSED 2, NORMAL 4, CONTROL 8, USER_DEFINED 16, BYTE 32).
+var llamaAttr = map[tokenizer.TokenType]int{
+	tokenizer.Unknown: 1, tokenizer.Unused: 2, tokenizer.Normal: 4,
+	tokenizer.Control: 8, tokenizer.UserDefined: 16, tokenizer.Byte: 32,
+}
+
+// TestDerivedHarmonySpecials checks the o200k_harmony special tokens of a
+// vocabulary typed as gpt-oss's GGUF types them (all CONTROL) against
+// llama.cpp's attributes and pieces after its gpt-oss fixes: <|channel|>,
+// <|message|>, <|start|>, <|constrain|> and <|end|> become USER_DEFINED and
+// render as text, which the harmony parsers read; <|return|>, <|call|> and
+// the others stay CONTROL and render as nothing. (The end-of-generation set,
+// <|end|> out of it, is TestDerivedGoldenLlamaCpp's.)
+func TestDerivedHarmonySpecials(t *testing.T) {
+	t.Parallel()
+	g := readDerivedGolden(t)
+	want := g.Vocabs["harmony-qwen2"]
+	if len(want.Specials) == 0 {
+		t.Fatal("no special tokens recorded for harmony-qwen2")
+	}
+	tk := loadDerived(t, "harmony-qwen2")
+	v := tk.Vocab()
+	for _, s := range want.Specials {
+		if v.Tokens[s.ID] != s.Text {
+			t.Fatalf("token %d is %q, llama.cpp has %q", s.ID, v.Tokens[s.ID], s.Text)
+		}
+		if got := llamaAttr[v.Types[s.ID]]; got != s.Attr {
+			t.Errorf("%s: type %d (attribute %d), llama.cpp has attribute %d", s.Text, v.Types[s.ID], got, s.Attr)
+		}
+		if got := string(tk.Piece(s.ID)); got != s.Piece {
+			t.Errorf("%s: piece %q, llama.cpp has %q", s.Text, got, s.Piece)
+		}
+	}
+}
