@@ -82,3 +82,23 @@ func TestGPT4OSplit(t *testing.T) {
 		})
 	}
 }
+
+// TestGPT4ONames checks the names llama.cpp maps to its GPT4O type: the
+// gpt-4o rules, merges not ignored, no BOS added unless the file says so.
+func TestGPT4ONames(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"gpt-4o", "llama4", "kanana2", "talkie"} {
+		t.Run(name, func(t *testing.T) {
+			spec, err := lookupPre(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spec != (preSpec{family: preGPT4O}) {
+				t.Errorf("spec %+v, want the gpt-4o family with ignore_merges and add_bos off", spec)
+			}
+			if !slices.Contains(PreTokenizers(), name) {
+				t.Errorf("PreTokenizers() lacks %q", name)
+			}
+		})
+	}
+}
