@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -453,6 +454,10 @@ func (c *Catalog) unload(e *entry, reason string) {
 		t.Stop()
 	}
 	err := eng.Close()
+	// A model's weight copies and KV cache are Go memory: without a
+	// collection and a scavenge now, the process would keep them resident
+	// for minutes. Unloads are rare; the pause is worth it.
+	debug.FreeOSMemory()
 	c.mu.Lock()
 	e.state, e.eng = engine.StateUnloaded, nil
 	e.unloads[reason]++
