@@ -29,6 +29,34 @@ import (
 // File is a whole configuration file.
 type File struct {
 	Models []Model `yaml:"models"`
+	// Catalog loads native models on demand and unloads them; its zero
+	// value keeps every model loaded from start to end.
+	Catalog Catalog `yaml:"catalog"`
+}
+
+// Catalog is the catalogue of models loaded on demand: serve's
+// --models-dir, --models-max-loaded, --models-ttl and --models-memory
+// flags write into it too. With any of it set the native models are
+// loaded when a request first names them (a pinned one at start) and may
+// be unloaded; without, every model is loaded at start, for good.
+type Catalog struct {
+	// ModelsDir is a folder of GGUF files, each a native model named
+	// after its file (a split GGUF, name-00001-of-0000N.gguf, is one model
+	// named name), served with the native defaults.
+	ModelsDir string `yaml:"models_dir"`
+	// MaxLoaded caps the native models loaded at once; 0: no cap.
+	MaxLoaded int `yaml:"max_loaded"`
+	// TTL unloads a model idle this long (a model's own ttl overrides
+	// it); 0: never.
+	TTL Duration `yaml:"ttl"`
+	// Memory caps the memory of the loaded models (each counted as its
+	// files plus its kv_cache_mem); 0: no budget.
+	Memory Bytes `yaml:"memory"`
+}
+
+// On reports whether c asks for models loaded on demand.
+func (c *Catalog) On() bool {
+	return c.ModelsDir != "" || c.MaxLoaded != 0 || c.TTL != 0 || c.Memory != 0
 }
 
 // Model is one model as clients see it: an id, what /v1/models says about
@@ -45,6 +73,12 @@ type Model struct {
 	// full and finishes with length, "error" refuses it with
 	// context_length_exceeded.
 	MaxTokensPolicy string `yaml:"max_tokens_policy"`
+	// TTL is how long the native model may sit idle before it is unloaded
+	// (catalogue mode): 0 means the catalogue's ttl, a negative one never.
+	TTL Duration `yaml:"ttl"`
+	// Pin loads the native model at start and never unloads it for a TTL
+	// or to make room (catalogue mode).
+	Pin bool `yaml:"pin"`
 
 	Native   *Native   `yaml:"native"`
 	Upstream *Upstream `yaml:"upstream"`
@@ -167,6 +201,7 @@ func Load(path string) (*File, error) {
 			n.PromptCacheDir = resolve(dir, n.PromptCacheDir)
 		}
 	}
+	f.Catalog.ModelsDir = resolve(dir, f.Catalog.ModelsDir)
 	return f, nil
 }
 
@@ -215,10 +250,13 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 
 // check validates f and fills in the replicas' API keys.
 func (f *File) check(lookupEnv func(string) (string, bool)) []error {
-	if len(f.Models) == 0 {
-		return []error{errors.New("models: none configured")}
+	if len(f.Models) == 0 && f.Catalog.ModelsDir == "" {
+		return []error{errors.New("models: none configured (and no catalog.models_dir)")}
 	}
 	var errs []error
+	if f.Catalog.MaxLoaded < 0 || f.Catalog.TTL < 0 || f.Catalog.Memory < 0 {
+		errs = append(errs, errors.New("catalog: max_loaded, ttl and memory must not be negative"))
+	}
 	ids := make(map[string]int)
 	for i := range f.Models {
 		m := &f.Models[i]
@@ -244,6 +282,9 @@ func (f *File) check(lookupEnv func(string) (string, bool)) []error {
 			bad("context_length must not be negative")
 		}
 		m.checkMaxTokensPolicy(bad, "max_tokens_policy")
+		if m.Upstream != nil && (m.TTL != 0 || m.Pin) {
+			bad("ttl and pin apply to native models only: an upstream model is never loaded by rill")
+		}
 		switch {
 		case m.Native == nil && m.Upstream == nil:
 			bad("needs either native or upstream")

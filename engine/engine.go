@@ -87,6 +87,13 @@ type ModelCard struct {
 	// experts, where a token uses some of the experts); 0 if unknown.
 	// rill's extension on /v1/models.
 	Params, ActiveParams int64
+	// State is StateUnloaded, StateLoading or StateLoaded for a model
+	// that a catalogue loads on demand; empty for a model that is always
+	// loaded. rill's extension on /v1/models.
+	State string
+	// LoadError is, for a catalogued model whose last load failed, why;
+	// empty otherwise.
+	LoadError string
 }
 
 // Role of a chat message.

@@ -82,6 +82,9 @@ func fromValidation(err error) *apiError {
 // codeOverloaded is the error code of a request shed by admission control.
 const codeOverloaded = "engine_overloaded"
 
+// codeModelLoadFailed is the code of a request whose model could not be loaded.
+const codeModelLoadFailed = "model_load_failed"
+
 // fromEngine maps an error of engine.Engine.Generate or of an engine.Stream to
 // the wire: *engine.RequestError is the client's fault (400), an unknown
 // model is a 404 model_not_found, an overloaded engine a 503 to retry, a
@@ -105,6 +108,11 @@ func fromEngine(err error, model string) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer,
 			Code: codeOverloaded, RetryAfter: 1,
 			Message: "The engine is currently overloaded; please retry shortly."}
+	case errors.Is(err, engine.ErrModelLoad):
+		// The server's fault, not the request's, and maybe passing (a
+		// file being replaced, memory held by a model on its way out).
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: codeModelLoadFailed,
+			Message: fmt.Sprintf("The model '%s' could not be loaded: %s", clip(model, maxEchoBytes), clip(err.Error(), maxMessageBytes))}
 	case errors.Is(err, engine.ErrUpstream):
 		return &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
 			Message: "The upstream engine failed: " + err.Error()}

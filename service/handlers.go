@@ -79,6 +79,23 @@ func appendModel(b []byte, m *engine.ModelCard) []byte {
 		b = append(b, `,"n_active_params":`...)
 		b = strconv.AppendInt(b, m.ActiveParams, 10)
 	}
+	if m.State != "" {
+		b = append(b, `,"status":`...)
+		b = appendModelStatus(b, m)
+	}
+	return append(b, '}')
+}
+
+// appendModelStatus appends the status object of a model loaded on
+// demand, in llama.cpp's router-mode shape: {"value":"loaded"}, with
+// "failed" and "error" after a failed load.
+func appendModelStatus(b []byte, m *engine.ModelCard) []byte {
+	b = append(b, `{"value":`...)
+	b = appendString(b, m.State)
+	if m.LoadError != "" {
+		b = append(b, `,"failed":true,"error":`...)
+		b = appendString(b, m.LoadError)
+	}
 	return append(b, '}')
 }
 

@@ -151,6 +151,9 @@ func newMetrics(e engine.Engine) *metrics {
 	if lr, ok := e.(engine.LoadReporter); ok {
 		reg.MustRegister(&loadCollector{engine: lr})
 	}
+	if lr, ok := e.(engine.LifecycleReporter); ok {
+		reg.MustRegister(&lifecycleCollector{engine: lr})
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, md := range e.Models() {
 		m.model(md.ID)

@@ -241,6 +241,9 @@ var (
 	// Anthropic's Messages API (anthropic*.go).
 	routeMessages    = route{methods: "POST", post: (*Server).handleMessages, upgrade: (*Server).handleWebSocket}
 	routeCountTokens = route{methods: "POST", post: (*Server).handleCountTokens}
+	// Operators' model loading and unloading (models.go).
+	routeLoadModel   = route{methods: "POST", post: (*Server).handleLoadModel}
+	routeUnloadModel = route{methods: "POST", post: (*Server).handleUnloadModel}
 )
 
 func findRoute(path string) *route {
@@ -267,6 +270,10 @@ func findRoute(path string) *route {
 		return &routeMessages
 	case pathCountTokens:
 		return &routeCountTokens
+	case pathLoadModel:
+		return &routeLoadModel
+	case pathUnloadModel:
+		return &routeUnloadModel
 	}
 	if id, ok := strings.CutPrefix(path, pathResponses+"/"); ok && id != "" && !strings.Contains(id, "/") {
 		return &routeResponse

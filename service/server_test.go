@@ -357,6 +357,7 @@ func TestFromEngine(t *testing.T) {
 		{engine.Errorf("c", "p", "m"), 400, "c"},
 		{fmt.Errorf("wrapped: %w", engine.ErrUnknownModel), 404, "model_not_found"},
 		{fmt.Errorf("wrapped: %w", engine.ErrOverloaded), 503, "engine_overloaded"},
+		{fmt.Errorf("%w: model \"m\": no such file", engine.ErrModelLoad), 503, "model_load_failed"},
 		{context.Canceled, statusClientClosed, ""},
 		{errors.New("boom"), 500, ""},
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 
 	"rill/engine"
@@ -57,8 +56,15 @@ func New(engines ...engine.Engine) (*Router, error) {
 }
 
 // Models implements engine.Engine: every engine's models, in the order of
-// the engines given to New. The slice is the caller's.
-func (r *Router) Models() []engine.ModelCard { return slices.Clone(r.models) }
+// the engines given to New. The slice is the caller's. The cards are
+// asked for afresh: a catalogue's say whether a model is loaded now.
+func (r *Router) Models() []engine.ModelCard {
+	out := make([]engine.ModelCard, 0, len(r.models))
+	for _, e := range r.engines {
+		out = append(out, e.Models()...)
+	}
+	return out
+}
 
 // Generate implements engine.Engine by handing req to the engine that
 // serves req.Model.
@@ -98,6 +104,55 @@ func (r *Router) Load() []engine.ModelLoad {
 	for _, e := range r.engines {
 		if lr, ok := e.(engine.LoadReporter); ok {
 			out = append(out, lr.Load()...)
+		}
+	}
+	return out
+}
+
+var (
+	_ engine.ModelManager      = (*Router)(nil)
+	_ engine.LifecycleReporter = (*Router)(nil)
+)
+
+// LoadModel implements engine.ModelManager by handing the call to the
+// engine that serves id; an engine that loads no models on demand (its
+// models are always loaded) gives (a wrapped) engine.ErrUnsupported.
+func (r *Router) LoadModel(ctx context.Context, id string) error {
+	m, err := r.manager(id)
+	if err != nil {
+		return err
+	}
+	return m.LoadModel(ctx, id)
+}
+
+// UnloadModel implements engine.ModelManager as LoadModel does.
+func (r *Router) UnloadModel(ctx context.Context, id string) error {
+	m, err := r.manager(id)
+	if err != nil {
+		return err
+	}
+	return m.UnloadModel(ctx, id)
+}
+
+func (r *Router) manager(id string) (engine.ModelManager, error) {
+	e, ok := r.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, id)
+	}
+	m, ok := e.(engine.ModelManager)
+	if !ok {
+		return nil, fmt.Errorf("%w: model %q is always loaded", engine.ErrUnsupported, id)
+	}
+	return m, nil
+}
+
+// Lifecycle implements engine.LifecycleReporter with the engines that
+// report theirs.
+func (r *Router) Lifecycle() []engine.ModelLifecycle {
+	var out []engine.ModelLifecycle
+	for _, e := range r.engines {
+		if lr, ok := e.(engine.LifecycleReporter); ok {
+			out = append(out, lr.Lifecycle()...)
 		}
 	}
 	return out

@@ -248,12 +248,29 @@ func OpenFlags(m *config.Model, log *slog.Logger) (*Engines, error) {
 // OpenConfig opens the engines of the configuration file at path, native
 // and upstream, behind one router that serves them all by model id.
 func OpenConfig(path string, log *slog.Logger) (*Engines, error) {
+	return openConfig(path, config.Catalog{}, log)
+}
+
+// openConfig is OpenConfig with serve's catalogue flags, whose set
+// (non-zero) fields override the file's catalog section. With a catalogue
+// (config.Catalog.On) the native models are loaded on demand.
+func openConfig(path string, flags config.Catalog, log *slog.Logger) (*Engines, error) {
 	f, err := config.Load(path)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkModelFiles(f); err != nil {
 		return nil, err
+	}
+	f.Catalog.ModelsDir = cmp.Or(flags.ModelsDir, f.Catalog.ModelsDir)
+	f.Catalog.MaxLoaded = cmp.Or(flags.MaxLoaded, f.Catalog.MaxLoaded)
+	f.Catalog.TTL = cmp.Or(flags.TTL, f.Catalog.TTL)
+	f.Catalog.Memory = cmp.Or(flags.Memory, f.Catalog.Memory)
+	if f.Catalog.On() {
+		return OpenCatalog(context.Background(), f, nil, log)
+	}
+	if len(f.Models) == 0 {
+		return nil, errors.New("config: models: none configured")
 	}
 	ms := make([]*config.Model, len(f.Models))
 	for i := range f.Models {

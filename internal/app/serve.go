@@ -41,11 +41,20 @@ func Serve(ctx context.Context, args []string) error {
 	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
 	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses to keep in memory for previous_response_id and GET /v1/responses/{id} (least recently used out; 0 keeps none; nothing survives a restart)")
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
+	var cat config.Catalog
+	fs.StringVar(&cat.ModelsDir, "models-dir", "", "folder of GGUF models to serve by file name (a split GGUF as one), each loaded when a request first names it, with the native flags' settings; --model's model is then loaded at start and never unloaded")
+	fs.IntVar(&cat.MaxLoaded, "models-max-loaded", 0, "most native models loaded at once; loading another unloads the least recently used (not pinned) first (default 0: no cap; any --models-* flag loads native models on demand)")
+	modelsTTL := fs.Duration("models-ttl", 0, "unload a native model idle this long (default 0: never; a configured model's ttl overrides it)")
+	fs.Var(&cat.Memory, "models-memory", "memory budget of the loaded native models, each counted as its GGUF files plus its --kv-cache-mem: bytes, or a size such as 16GiB; loading past it unloads the least recently used first (default: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cat.TTL = config.Duration(*modelsTTL)
+	if cat.MaxLoaded < 0 || cat.TTL < 0 {
+		return errors.New("--models-max-loaded and --models-ttl must not be negative")
 	}
 	if *responsesStore < 0 {
 		return fmt.Errorf("--responses-store %d: want 0 (keep none) or more", *responsesStore)
@@ -81,7 +90,11 @@ func Serve(ctx context.Context, args []string) error {
 		if len(set) > 0 {
 			return fmt.Errorf("--config and %s exclude each other: set them in the file", strings.Join(set, ", "))
 		}
-		if e, err = OpenConfig(*configFile, log); err != nil {
+		if e, err = openConfig(*configFile, cat, log); err != nil {
+			return err
+		}
+	} else if cat.On() {
+		if e, err = openFlagsCatalog(ctx, fs, &flagModel, cat, log); err != nil {
 			return err
 		}
 	} else if e, err = OpenFlags(&flagModel, log); err != nil {
@@ -249,4 +262,25 @@ func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), e
 	}()
 	log.Info("serving metrics", slog.String("addr", ln.Addr().String()), slog.String("path", "/metrics"))
 	return func() { srv.Close(); <-done }, nil
+}
+
+// openFlagsCatalog opens serve's catalogue of native models from its
+// flags: the models of --models-dir, with the native flags' settings, and
+// --model's model when the flag is given, pinned (loaded at start, as
+// without a catalogue).
+func openFlagsCatalog(ctx context.Context, fs *flag.FlagSet, m *config.Model, cat config.Catalog, log *slog.Logger) (*Engines, error) {
+	if err := m.CheckNativeFlags(); err != nil {
+		return nil, err
+	}
+	f := &config.File{Catalog: cat}
+	given := false
+	fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "model" })
+	if given || cat.ModelsDir == "" {
+		pinned := *m
+		pinned.Pin = true
+		f.Models = append(f.Models, pinned)
+	}
+	template := *m.Native
+	template.Model = ""
+	return OpenCatalog(ctx, f, &template, log)
 }
