@@ -27,6 +27,7 @@ import (
 	"rill/engine/router"
 	"rill/engine/testmodel"
 	"rill/engine/upstream"
+	"rill/hub"
 )
 
 // embeddedDescription is what /v1/models says of the embedded test model.
@@ -231,7 +232,15 @@ func (es *Engines) Run(ctx context.Context, log *slog.Logger) (wait func()) {
 // OpenFlags opens the one native model that m, filled in by serve's and
 // generate's native flags (config.Model.RegisterNativeFlags), describes.
 func OpenFlags(m *config.Model, log *slog.Logger) (*Engines, error) {
+	return openFlags(context.Background(), m, log)
+}
+
+// openFlags is OpenFlags; ctx bounds the download of an hf:// model.
+func openFlags(ctx context.Context, m *config.Model, log *slog.Logger) (*Engines, error) {
 	if err := m.CheckNativeFlags(); err != nil {
+		return nil, err
+	}
+	if err := resolveHubModels(ctx, []*config.Model{m}, hubOptions(log)); err != nil {
 		return nil, err
 	}
 	caches, err := promptCaches([]*config.Model{m})
@@ -248,6 +257,11 @@ func OpenFlags(m *config.Model, log *slog.Logger) (*Engines, error) {
 // OpenConfig opens the engines of the configuration file at path, native
 // and upstream, behind one router that serves them all by model id.
 func OpenConfig(path string, log *slog.Logger) (*Engines, error) {
+	return openConfig(context.Background(), path, log)
+}
+
+// openConfig is OpenConfig; ctx bounds the downloads of hf:// models.
+func openConfig(ctx context.Context, path string, log *slog.Logger) (*Engines, error) {
 	f, err := config.Load(path)
 	if err != nil {
 		return nil, err
@@ -258,6 +272,11 @@ func OpenConfig(path string, log *slog.Logger) (*Engines, error) {
 	ms := make([]*config.Model, len(f.Models))
 	for i := range f.Models {
 		ms[i] = &f.Models[i]
+	}
+	// After the checks of the local files, which take no time, and before
+	// any model loads.
+	if err := resolveHubModels(ctx, ms, hubOptions(log)); err != nil {
+		return nil, err
 	}
 	caches, err := promptCaches(ms)
 	if err != nil {
@@ -314,8 +333,8 @@ func checkModelFiles(f *config.File) error {
 		for _, file := range []struct{ key, path string }{
 			{"native.model", m.Native.Model}, {"native.draft_model", m.Native.DraftModel},
 		} {
-			if file.path == "" || file.path == config.Embedded {
-				continue
+			if file.path == "" || file.path == config.Embedded || hub.IsRef(file.path) {
+				continue // a Hub model is checked as it is pulled
 			}
 			st, err := os.Stat(file.path)
 			switch {

@@ -81,10 +81,10 @@ func Serve(ctx context.Context, args []string) error {
 		if len(set) > 0 {
 			return fmt.Errorf("--config and %s exclude each other: set them in the file", strings.Join(set, ", "))
 		}
-		if e, err = OpenConfig(*configFile, log); err != nil {
+		if e, err = openConfig(ctx, *configFile, log); err != nil {
 			return err
 		}
-	} else if e, err = OpenFlags(&flagModel, log); err != nil {
+	} else if e, err = openFlags(ctx, &flagModel, log); err != nil {
 		return err
 	}
 	// The engines' loops run until the server is done with them; they are
