@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"rill/config"
+	"rill/engine/quant"
+	"rill/engine/testmodel"
 	"rill/hub"
 	"rill/hub/hubtest"
 )
@@ -133,5 +135,40 @@ func TestProgress(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenConfigFromHub: a configuration file's native.model may be an
+// hf:// reference, pulled with the environment's Hub settings before the
+// model loads; the file's local files are checked first, so a missing
+// one fails before any download.
+func TestOpenConfigFromHub(t *testing.T) {
+	gguf, err := testmodel.Bytes(testmodel.Target(quant.F32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := hubtest.New("rill/tiny-GGUF", hubtest.File{Path: "tiny-F32.gguf", Data: gguf, LFS: true})
+	defer srv.Close()
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	t.Setenv("HF_HUB_OFFLINE", "")
+	t.Setenv("HF_TOKEN", "")
+	log := slog.New(slog.DiscardHandler)
+
+	bad := writeConfig(t, "models:\n  - id: tiny\n    native: {model: 'hf://rill/tiny-GGUF:F32', draft_model: missing.gguf}\n")
+	if _, err := OpenConfig(bad, log); err == nil || !strings.Contains(err.Error(), "native.draft_model") {
+		t.Errorf("missing draft: %v", err)
+	}
+	if reqs := srv.Requests(); len(reqs) > 0 {
+		t.Errorf("a configuration with a missing file reached the Hub: %q", reqs)
+	}
+
+	e, err := OpenConfig(writeConfig(t, "models:\n  - id: tiny\n    native: {model: 'hf://rill/tiny-GGUF:F32', kv_cache_mem: 4MiB}\n"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if ms := e.Models(); len(ms) != 1 || ms[0].ID != "tiny" {
+		t.Errorf("models %+v", ms)
 	}
 }
