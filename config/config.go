@@ -24,6 +24,7 @@ import (
 	"rill/engine"
 	"rill/engine/grammar"
 	"rill/engine/upstream"
+	"rill/hub"
 )
 
 // File is a whole configuration file.
@@ -206,7 +207,7 @@ func Load(path string) (*File, error) {
 }
 
 func resolve(dir, p string) string {
-	if p == "" || p == Embedded || filepath.IsAbs(p) {
+	if p == "" || p == Embedded || filepath.IsAbs(p) || hub.IsRef(p) {
 		return p
 	}
 	return filepath.Join(dir, p)
@@ -314,7 +315,16 @@ func fileKey(key string) string { return "native." + key }
 // ("draft_tokens") into the name the user wrote (a file key or a flag).
 func (n *Native) check(bad func(string, ...any), name func(string) string) {
 	if n.Model == "" {
-		bad("%s is required: a GGUF file, or %q for the embedded test model", name("model"), Embedded)
+		bad("%s is required: a GGUF file, %sORG/REPO[:QUANT] for a model on the Hugging Face Hub, or %q for the embedded test model", name("model"), hub.Scheme, Embedded)
+	}
+	for _, key := range []string{"model", "draft_model"} {
+		p := n.Model
+		if key == "draft_model" {
+			p = n.DraftModel
+		}
+		if _, err := hub.ParseRef(p); hub.IsRef(p) && err != nil {
+			bad("%s: %v", name(key), err)
+		}
 	}
 	switch n.Spec {
 	case "", "ngram":

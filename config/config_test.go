@@ -132,6 +132,8 @@ func TestParseErrors(t *testing.T) {
 		{"neither", "models:\n  - id: m", []string{"either native or upstream"}},
 		{"both", "models:\n  - id: m\n    native: {model: embedded}\n    upstream: {kind: vllm, replicas: [{url: 'http://h'}]}", []string{"both native and upstream"}},
 		{"native without model", "models:\n  - id: m\n    native: {}", []string{"native.model is required"}},
+		{"bad hub reference", "models:\n  - id: m\n    native: {model: 'hf://just-a-name', draft_model: 'hf://org/d:Q4 K'}",
+			[]string{`native.model: hub reference "hf://just-a-name": want ORG/REPO[:QUANT]`, `native.draft_model: hub reference "hf://org/d:Q4 K": quantisation`}},
 		{"bad spec", "models:\n  - id: m\n    native: {model: embedded, spec: medusa}", []string{"native.spec"}},
 		{"spec and draft", "models:\n  - id: m\n    native: {model: embedded, spec: ngram, draft_model: embedded}", []string{"exclude each other"}},
 		{"bad kv type", "models:\n  - id: m\n    native: {model: embedded, kv_cache_type: q8}", []string{`native.kv_cache_type "q8": want f16, f32, q8_0 or q4_0`}},
@@ -178,7 +180,8 @@ func TestLoadResolvesPaths(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rill.yaml")
-	body := "models:\n  - id: a\n    native: {model: models/a.gguf, draft_model: /abs/d.gguf, chat_template_file: t/a.jinja, prompt_cache_dir: kv}\n  - id: b\n    native: {model: embedded}\n"
+	body := "models:\n  - id: a\n    native: {model: models/a.gguf, draft_model: /abs/d.gguf, chat_template_file: t/a.jinja, prompt_cache_dir: kv}\n  - id: b\n    native: {model: embedded}\n" +
+		"  - id: c\n    native: {model: 'hf://org/repo:Q8_0'}\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +195,9 @@ func TestLoadResolvesPaths(t *testing.T) {
 	}
 	if f.Models[1].Native.Model != Embedded {
 		t.Errorf("embedded became %q", f.Models[1].Native.Model)
+	}
+	if got := f.Models[2].Native.Model; got != "hf://org/repo:Q8_0" {
+		t.Errorf("hub reference became %q", got)
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Error("a missing file loaded")

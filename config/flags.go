@@ -20,7 +20,7 @@ func (m *Model) RegisterNativeFlags(fs *flag.FlagSet) {
 	if n.Model == "" {
 		n.Model = Embedded
 	}
-	fs.StringVar(&n.Model, "model", n.Model, `GGUF model file, or "embedded" for the embedded test model`)
+	fs.StringVar(&n.Model, "model", n.Model, `GGUF model file, hf://ORG/REPO[:QUANT] for a GGUF on the Hugging Face Hub (downloaded into its cache), or "embedded" for the embedded test model`)
 	fs.StringVar(&m.ID, "model-id", m.ID, "model name clients use (default: the file name without .gguf)")
 	fs.IntVar(&m.ContextLength, "ctx", m.ContextLength, "context length in tokens (default: the model's)")
 	fs.StringVar(&m.MaxTokensPolicy, "max-tokens-policy", m.MaxTokensPolicy, "what a max_tokens beyond what the context leaves after the prompt does: clamp (generate until the context is full, finish with length; the default, as llama.cpp and Ollama) or error (400 context_length_exceeded, as vLLM)")

@@ -2,6 +2,7 @@
 //
 //	rill [serve] [flags]       run the server (the default command)
 //	rill generate [flags]      run one prompt on the native engine and print it
+//	rill pull ORG/REPO[:QUANT] download a GGUF from the Hugging Face Hub
 package main
 
 import (
@@ -30,6 +31,8 @@ func main() {
 		err = app.Serve(ctx, args)
 	case "generate":
 		err = app.Generate(ctx, args)
+	case "pull":
+		err = app.Pull(ctx, args)
 	case "help":
 		usage()
 		return
@@ -51,6 +54,9 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   rill [serve] [flags]    run the OpenAI-compatible server (default command)
   rill generate [flags]   generate from one prompt and print tokens/s
+  rill pull [flags] ORG/REPO[:QUANT]
+                          download a GGUF model from the Hugging Face Hub
+                          into its cache and print its path
 Run "rill <command> -h" for the flags of a command.
 `)
 }

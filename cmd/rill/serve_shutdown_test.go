@@ -26,7 +26,16 @@ import (
 // command, signals and all, without building another binary.
 const serveArgsEnv = "RILL_TEST_SERVE_ARGS"
 
+// mainArgsEnv, when set, makes the test binary run rill with these
+// arguments (any command) instead of the tests.
+const mainArgsEnv = "RILL_TEST_MAIN_ARGS"
+
 func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(mainArgsEnv); ok {
+		os.Args = append([]string{"rill"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
 	if args, ok := os.LookupEnv(serveArgsEnv); ok {
 		os.Args = append([]string{"rill", "serve"}, strings.Fields(args)...)
 		main()
@@ -69,8 +78,16 @@ var listeningAddr = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // it listens.
 func startServe(t *testing.T, args ...string) *servedProcess {
 	t.Helper()
+	return startServeEnv(t, nil, args...)
+}
+
+// startServeEnv is startServe with env (KEY=VALUE) added to the process's
+// environment.
+func startServeEnv(t *testing.T, env []string, args ...string) *servedProcess {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), serveArgsEnv+"=--addr 127.0.0.1:0 "+strings.Join(args, " "))
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

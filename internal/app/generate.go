@@ -34,7 +34,7 @@ func Generate(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e, err := OpenFlags(&flagModel, log)
+	e, err := openFlags(ctx, &flagModel, log)
 	if err != nil {
 		return err
 	}

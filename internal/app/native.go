@@ -27,6 +27,7 @@ import (
 	"rill/engine/router"
 	"rill/engine/testmodel"
 	"rill/engine/upstream"
+	"rill/hub"
 )
 
 // embeddedDescription is what /v1/models says of the embedded test model.
@@ -231,7 +232,15 @@ func (es *Engines) Run(ctx context.Context, log *slog.Logger) (wait func()) {
 // OpenFlags opens the one native model that m, filled in by serve's and
 // generate's native flags (config.Model.RegisterNativeFlags), describes.
 func OpenFlags(m *config.Model, log *slog.Logger) (*Engines, error) {
+	return openFlags(context.Background(), m, log)
+}
+
+// openFlags is OpenFlags; ctx bounds the download of an hf:// model.
+func openFlags(ctx context.Context, m *config.Model, log *slog.Logger) (*Engines, error) {
 	if err := m.CheckNativeFlags(); err != nil {
+		return nil, err
+	}
+	if err := resolveHubModels(ctx, []*config.Model{m}, hubOptions(log)); err != nil {
 		return nil, err
 	}
 	caches, err := promptCaches([]*config.Model{m})
@@ -248,13 +257,14 @@ func OpenFlags(m *config.Model, log *slog.Logger) (*Engines, error) {
 // OpenConfig opens the engines of the configuration file at path, native
 // and upstream, behind one router that serves them all by model id.
 func OpenConfig(path string, log *slog.Logger) (*Engines, error) {
-	return openConfig(path, config.Catalog{}, log)
+	return openConfig(context.Background(), path, config.Catalog{}, log)
 }
 
 // openConfig is OpenConfig with serve's catalogue flags, whose set
 // (non-zero) fields override the file's catalog section. With a catalogue
-// (config.Catalog.On) the native models are loaded on demand.
-func openConfig(path string, flags config.Catalog, log *slog.Logger) (*Engines, error) {
+// (config.Catalog.On) the native models are loaded on demand. ctx bounds
+// the downloads of hf:// models.
+func openConfig(ctx context.Context, path string, flags config.Catalog, log *slog.Logger) (*Engines, error) {
 	f, err := config.Load(path)
 	if err != nil {
 		return nil, err
@@ -266,15 +276,20 @@ func openConfig(path string, flags config.Catalog, log *slog.Logger) (*Engines, 
 	f.Catalog.MaxLoaded = cmp.Or(flags.MaxLoaded, f.Catalog.MaxLoaded)
 	f.Catalog.TTL = cmp.Or(flags.TTL, f.Catalog.TTL)
 	f.Catalog.Memory = cmp.Or(flags.Memory, f.Catalog.Memory)
-	if f.Catalog.On() {
-		return OpenCatalog(context.Background(), f, nil, log)
-	}
-	if len(f.Models) == 0 {
-		return nil, errors.New("config: models: none configured")
-	}
 	ms := make([]*config.Model, len(f.Models))
 	for i := range f.Models {
 		ms[i] = &f.Models[i]
+	}
+	// After the checks of the local files, which take no time, and before
+	// any model loads.
+	if err := resolveHubModels(ctx, ms, hubOptions(log)); err != nil {
+		return nil, err
+	}
+	if f.Catalog.On() {
+		return OpenCatalog(ctx, f, nil, log)
+	}
+	if len(f.Models) == 0 {
+		return nil, errors.New("config: models: none configured")
 	}
 	caches, err := promptCaches(ms)
 	if err != nil {
@@ -331,8 +346,8 @@ func checkModelFiles(f *config.File) error {
 		for _, file := range []struct{ key, path string }{
 			{"native.model", m.Native.Model}, {"native.draft_model", m.Native.DraftModel},
 		} {
-			if file.path == "" || file.path == config.Embedded {
-				continue
+			if file.path == "" || file.path == config.Embedded || hub.IsRef(file.path) {
+				continue // a Hub model is checked as it is pulled
 			}
 			st, err := os.Stat(file.path)
 			switch {

@@ -90,14 +90,14 @@ func Serve(ctx context.Context, args []string) error {
 		if len(set) > 0 {
 			return fmt.Errorf("--config and %s exclude each other: set them in the file", strings.Join(set, ", "))
 		}
-		if e, err = openConfig(*configFile, cat, log); err != nil {
+		if e, err = openConfig(ctx, *configFile, cat, log); err != nil {
 			return err
 		}
 	} else if cat.On() {
 		if e, err = openFlagsCatalog(ctx, fs, &flagModel, cat, log); err != nil {
 			return err
 		}
-	} else if e, err = OpenFlags(&flagModel, log); err != nil {
+	} else if e, err = openFlags(ctx, &flagModel, log); err != nil {
 		return err
 	}
 	// The engines' loops run until the server is done with them; they are
@@ -279,6 +279,13 @@ func openFlagsCatalog(ctx context.Context, fs *flag.FlagSet, m *config.Model, ca
 		pinned := *m
 		pinned.Pin = true
 		f.Models = append(f.Models, pinned)
+	}
+	ms := make([]*config.Model, len(f.Models))
+	for i := range f.Models {
+		ms[i] = &f.Models[i]
+	}
+	if err := resolveHubModels(ctx, ms, hubOptions(log)); err != nil {
+		return nil, err
 	}
 	template := *m.Native
 	template.Model = ""
