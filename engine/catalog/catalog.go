@@ -432,10 +432,36 @@ func (c *Catalog) beginUnload(e *entry) {
 }
 
 // unload unloads e, which beginUnload marked: it lets e's streams finish
-// for the grace period, cancels those left, and closes e's engine.
+// for the grace period, cancels those left, closes e's engine, and
+// returns the model's memory to the OS.
 func (c *Catalog) unload(e *entry, reason string) {
+	err := c.closeEngine(e)
+	// A model's weight copies and KV cache are Go memory: without a
+	// collection and a scavenge now, the process would keep them resident
+	// for minutes. Unloads are rare; the pause is worth it. closeEngine
+	// dropped every reference the catalogue held to the engine (e.eng, and
+	// its own frame is gone), so this collection frees it.
+	debug.FreeOSMemory()
+	c.mu.Lock()
+	e.state = engine.StateUnloaded
+	e.unloads[reason]++
+	close(e.ready)
+	e.ready = nil
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("model unloaded with an error", slog.String("model", e.ID), slog.String("reason", reason), slog.Any("err", err))
+		return
+	}
+	c.log.Info("model unloaded", slog.String("model", e.ID), slog.String("reason", reason))
+}
+
+// closeEngine takes e's engine out of e (unloading, so that nothing else
+// reads e.eng), lets e's streams finish for the grace period, cancels
+// those left with ErrUnloaded, and closes the engine.
+func (c *Catalog) closeEngine(e *entry) error {
 	c.mu.Lock()
 	drained, eng := e.drained, e.eng
+	e.eng = nil
 	c.mu.Unlock()
 	if drained != nil {
 		t := time.NewTimer(c.opts.Grace)
@@ -453,22 +479,7 @@ func (c *Catalog) unload(e *entry, reason string) {
 		}
 		t.Stop()
 	}
-	err := eng.Close()
-	// A model's weight copies and KV cache are Go memory: without a
-	// collection and a scavenge now, the process would keep them resident
-	// for minutes. Unloads are rare; the pause is worth it.
-	debug.FreeOSMemory()
-	c.mu.Lock()
-	e.state, e.eng = engine.StateUnloaded, nil
-	e.unloads[reason]++
-	close(e.ready)
-	e.ready = nil
-	c.mu.Unlock()
-	if err != nil {
-		c.log.Warn("model unloaded with an error", slog.String("model", e.ID), slog.String("reason", reason), slog.Any("err", err))
-		return
-	}
-	c.log.Info("model unloaded", slog.String("model", e.ID), slog.String("reason", reason))
+	return eng.Close()
 }
 
 // LoadPinned loads the pinned models, one after the other, and returns
