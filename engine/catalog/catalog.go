@@ -77,8 +77,10 @@ const (
 )
 
 // ErrUnloaded is the cause with which the contexts of a model's requests
-// are cancelled when an unload's grace period runs out.
-var ErrUnloaded = errors.New("model unloaded")
+// are cancelled when an unload's grace period runs out; their streams then
+// end with it (wrapped) instead of the context's error, which would read
+// as the client's cancel. It is engine.ErrModelUnloaded.
+var ErrUnloaded = engine.ErrModelUnloaded
 
 // ErrClosed is returned by Generate after Close.
 var ErrClosed = errors.New("catalog closed")
@@ -266,12 +268,23 @@ func (c *Catalog) Generate(ctx context.Context, req *engine.Request) (engine.Str
 	if err != nil {
 		return nil, err
 	}
+	cut := func(err error) error { return c.cut(rctx, e, err) }
 	st, err := eng.Generate(rctx, req)
 	if err != nil {
 		done()
-		return nil, err
+		return nil, cut(err)
 	}
-	return &stream{Stream: st, done: done}, nil
+	return &stream{Stream: st, done: done, cut: cut}, nil
+}
+
+// cut is err, the error of a request on e under rctx, unless an unload's
+// grace period cancelled rctx: then the error says so, and wraps
+// ErrUnloaded, not the context's error.
+func (c *Catalog) cut(rctx context.Context, e *entry, err error) error {
+	if err == nil || !errors.Is(err, context.Canceled) || !errors.Is(context.Cause(rctx), ErrUnloaded) {
+		return err
+	}
+	return fmt.Errorf("%w: model %q was unloaded before the request finished (its grace period of %v ran out)", ErrUnloaded, e.ID, c.opts.Grace)
 }
 
 // acquire returns e's engine, loading it first if need be, with the
@@ -658,16 +671,18 @@ func (c *Catalog) Close() error {
 }
 
 // stream is a request's stream that ends its claim on the model when it
-// ends.
+// ends, and ends with ErrUnloaded when an unload cut it (cut).
 type stream struct {
 	engine.Stream
 	done func()
+	cut  func(error) error
 }
 
 // TryRecv implements engine.Stream.
 func (s *stream) TryRecv() (engine.Event, bool, error) {
 	ev, ok, err := s.Stream.TryRecv()
 	if err != nil {
+		err = s.cut(err)
 		s.done()
 	}
 	return ev, ok, err
