@@ -279,9 +279,10 @@ func (c *Catalog) Generate(ctx context.Context, req *engine.Request) (engine.Str
 
 // cut is err, the error of a request on e under rctx, unless an unload's
 // grace period cancelled rctx: then the error says so, and wraps
-// ErrUnloaded, not the context's error.
+// ErrUnloaded, whatever the engine said (the context's error, or its
+// Close's, which may end the stream first).
 func (c *Catalog) cut(rctx context.Context, e *entry, err error) error {
-	if err == nil || !errors.Is(err, context.Canceled) || !errors.Is(context.Cause(rctx), ErrUnloaded) {
+	if err == nil || err == io.EOF || !errors.Is(context.Cause(rctx), ErrUnloaded) {
 		return err
 	}
 	return fmt.Errorf("%w: model %q was unloaded before the request finished (its grace period of %v ran out)", ErrUnloaded, e.ID, c.opts.Grace)

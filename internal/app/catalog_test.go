@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 	"weak"
 
 	"rill/config"
@@ -53,5 +56,41 @@ func TestCatalogUnloadFreesNativeModel(t *testing.T) {
 	}
 	if eng.Value() != nil {
 		t.Error("the unloaded model's native engine is still reachable after the unload's collection: its memory stays resident")
+	}
+}
+
+// TestCatalogUnloadCutsNativeStream: a native model's stream still running
+// when its unload's grace period runs out ends, after the events it had
+// buffered, with engine.ErrModelUnloaded, not with the context's error
+// (which the service would take for the client's cancel).
+func TestCatalogUnloadCutsNativeStream(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := catalogModel(&config.Model{ID: "a", Native: &config.Native{Model: config.Embedded, KVCacheMem: 1 << 20, Threads: 1}}, 0, nil, log)
+	c, err := catalog.New([]catalog.Model{m}, catalog.Options{Grace: 50 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Long, and read no further than its first event: the engine pauses
+	// it once its buffer is full, so it is still running at the unload.
+	st, err := c.Generate(t.Context(), &engine.Request{Model: "a", Prompt: "hi", MaxTokens: 1500, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Recv(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UnloadModel(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := engine.Recv(st)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, engine.ErrModelUnloaded) || errors.Is(err, context.Canceled) {
+			t.Errorf("the cut stream ended with %v, want engine.ErrModelUnloaded and not context.Canceled", err)
+		}
+		break
 	}
 }
