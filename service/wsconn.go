@@ -439,8 +439,8 @@ func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w 
 			e = errCancelled
 		case isShutdown(ctx):
 			e, reason = errShutdownCut, reasonShutdown
-		case e.Code == codeOverloaded:
-			reason = reasonOverloaded
+		default:
+			reason = reasonOf(e)
 		}
 		status = e.Status
 		_ = w.fail(e)
