@@ -20,6 +20,13 @@ const (
 // and the other models go on serving.
 var ErrModelLoad = errors.New("model failed to load")
 
+// ErrModelUnloaded ends (wrapped) the stream of a request whose model was
+// unloaded before the request finished: an operator's unload, an idle
+// TTL or an eviction whose grace period ran out. It is neither the
+// client's fault nor a failure of the model; transports answer it with a
+// 503 (model_unloaded) to retry, which loads the model again.
+var ErrModelUnloaded = errors.New("model unloaded")
+
 // ModelManager is implemented by engines that load and unload models on
 // demand (engine/catalog). It is optional: the service asks for it with a
 // type assertion for the operators' POST /models/load and /models/unload.

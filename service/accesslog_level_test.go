@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -28,6 +29,7 @@ func TestLogLevel(t *testing.T) {
 		{http.StatusBadGateway, "", slog.LevelError},
 		{http.StatusServiceUnavailable, reasonShutdown, slog.LevelWarn},
 		{http.StatusServiceUnavailable, reasonOverloaded, slog.LevelWarn},
+		{http.StatusServiceUnavailable, reasonUnloaded, slog.LevelWarn},
 	} {
 		if got := logLevel(c.status, c.reason); got != c.want {
 			t.Errorf("logLevel(%d, %q) = %v, want %v", c.status, c.reason, got, c.want)
@@ -76,5 +78,58 @@ func TestOverloadLogsWarning(t *testing.T) {
 		if !found {
 			t.Errorf("no access line for the shed %s request in:\n%s", transport, logs.String())
 		}
+	}
+}
+
+// TestModelUnloadedIsRetryable: a request whose model a catalogue unloaded
+// before it finished (its stream ends with engine.ErrModelUnloaded) is told
+// so, a 503 model_unloaded to retry, before the headers or as the stream's
+// error event, and is logged as that, not as a client's cancel (499).
+func TestModelUnloadedIsRetryable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, path, body string
+	}{
+		{"streamed", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":true}`},
+		{"non-streamed", "/v1/completions", `{"model":"tiny","prompt":"hi"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logs lockedBuffer
+			fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+				return &fakeStream{ctx: ctx, events: []engine.Event{{Text: "a"}},
+					err: fmt.Errorf("%w: model %q was unloaded before the request finished", engine.ErrModelUnloaded, req.Model)}, nil
+			}}
+			ts := newTestServer(t, fake, Options{PingInterval: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			resp, data := post(t, ts.Client(), ts.URL+tc.path, tc.body)
+			errBody := data
+			if tc.name == "streamed" {
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d: %s", resp.StatusCode, data)
+				}
+				evs := parseSSE(t, data)
+				errBody = evs[len(evs)-1].data
+			} else {
+				if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+					t.Errorf("status %d, Retry-After %q: want 503, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+				}
+			}
+			mustValidate(t, "ErrorResponse", errBody)
+			e := decodeMap(t, errBody)["error"].(map[string]any)
+			if e["code"] != codeModelUnloaded || e["type"] != "server_error" || !strings.Contains(e["message"].(string), "'tiny' was unloaded") {
+				t.Errorf("error %s, want a server_error model_unloaded naming the model", errBody)
+			}
+			var line string
+			wait.Until(func() bool {
+				i := slices.IndexFunc(strings.Split(logs.String(), "\n"), func(l string) bool { return strings.Contains(l, "msg=request") })
+				if i >= 0 {
+					line = strings.Split(logs.String(), "\n")[i]
+				}
+				return i >= 0
+			})
+			if !strings.Contains(line, "status=503") || !strings.Contains(line, "reason=model_unloaded") || !strings.Contains(line, "level=WARN") {
+				t.Errorf("access line %q, want status=503 reason=model_unloaded at WARN", line)
+			}
+		})
 	}
 }

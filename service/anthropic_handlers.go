@@ -174,6 +174,8 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *re
 		var te *transportError
 		if errors.As(err, &te) || r.Context().Err() != nil {
 			s.transportFailed(r, info, err)
+		} else {
+			engineFailed(info, err, g.model)
 		}
 	}
 }

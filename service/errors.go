@@ -85,9 +85,14 @@ const codeOverloaded = "engine_overloaded"
 // codeModelLoadFailed is the code of a request whose model could not be loaded.
 const codeModelLoadFailed = "model_load_failed"
 
+// codeModelUnloaded is the code of a request whose model was unloaded
+// before it finished.
+const codeModelUnloaded = "model_unloaded"
+
 // fromEngine maps an error of engine.Engine.Generate or of an engine.Stream to
 // the wire: *engine.RequestError is the client's fault (400), an unknown
 // model is a 404 model_not_found, an overloaded engine a 503 to retry, a
+// model unloaded under the request a 503 model_unloaded to retry, a
 // failed upstream engine (engine.ErrUpstream) a 502, and anything else a
 // 500. A cancelled context (the client left) maps to 499, which is only
 // ever logged.
@@ -113,6 +118,10 @@ func fromEngine(err error, model string) *apiError {
 		// file being replaced, memory held by a model on its way out).
 		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: codeModelLoadFailed,
 			Message: fmt.Sprintf("The model '%s' could not be loaded: %s", clip(model, maxEchoBytes), clip(err.Error(), maxMessageBytes))}
+	case errors.Is(err, engine.ErrModelUnloaded):
+		// Not the client's cancel: it may retry, which loads the model again.
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: codeModelUnloaded, RetryAfter: 1,
+			Message: fmt.Sprintf("The model '%s' was unloaded before this request finished; retry it.", clip(model, maxEchoBytes))}
 	case errors.Is(err, engine.ErrUpstream):
 		return &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
 			Message: "The upstream engine failed: " + err.Error()}

@@ -133,6 +133,8 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 			var te *transportError
 			if errors.As(err, &te) || r.Context().Err() != nil {
 				s.transportFailed(r, info, err)
+			} else {
+				engineFailed(info, err, g.model)
 			}
 		}
 		return
@@ -314,10 +316,16 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, info *requestInfo,
 		info.status = statusClientClosed
 		return
 	}
-	if e.Code == codeOverloaded {
-		info.reason = reasonOverloaded
-	}
+	info.reason = reasonOf(e)
 	writeError(w, e)
+}
+
+// engineFailed records, for the log, a stream that the engine ended with
+// err after the response began (the stream sent the client err's error
+// event): its status and, for an expected end, its reason.
+func engineFailed(info *requestInfo, err error, model string) {
+	e := fromEngine(err, model)
+	info.status, info.reason = e.Status, reasonOf(e)
 }
 
 // drain reads a cancelled stream to its end, so that its engine request is

@@ -296,7 +296,7 @@ type requestInfo struct {
 	// status overrides the written status in the log (499: the client left).
 	status int
 	// reason says why a request ended early, when that is not the client's
-	// doing: reasonShutdown, reasonWriteIdle, reasonOverloaded.
+	// doing: reasonShutdown, reasonWriteIdle, reasonOverloaded, reasonUnloaded.
 	reason string
 }
 
@@ -307,14 +307,29 @@ const (
 	// reasonOverloaded: shed by admission control (503 engine_overloaded,
 	// the client is told to retry); a burst of them is load, not failure.
 	reasonOverloaded = "overloaded"
+	// reasonUnloaded: the catalogue unloaded the request's model before
+	// it finished (503 model_unloaded, to retry).
+	reasonUnloaded = "model_unloaded"
 )
 
+// reasonOf is the log's reason for a request answered with e: why it
+// ended early when that is an expected end, not a failure; "" otherwise.
+func reasonOf(e *apiError) string {
+	switch e.Code {
+	case codeOverloaded:
+		return reasonOverloaded
+	case codeModelUnloaded:
+		return reasonUnloaded
+	}
+	return ""
+}
+
 // logLevel is the level of a request's log line: errors for 5xx, but a
-// request cut by a shutdown or shed by admission control is an expected
-// end, a warning.
+// request cut by a shutdown or by its model's unload, or shed by
+// admission control, is an expected end, a warning.
 func logLevel(status int, reason string) slog.Level {
 	switch {
-	case reason == reasonShutdown, reason == reasonOverloaded:
+	case reason == reasonShutdown, reason == reasonOverloaded, reason == reasonUnloaded:
 		return slog.LevelWarn
 	case status >= 500:
 		return slog.LevelError

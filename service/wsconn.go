@@ -439,8 +439,8 @@ func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w 
 			e = errCancelled
 		case isShutdown(ctx):
 			e, reason = errShutdownCut, reasonShutdown
-		case e.Code == codeOverloaded:
-			reason = reasonOverloaded
+		default:
+			reason = reasonOf(e)
 		}
 		status = e.Status
 		_ = w.fail(e)
@@ -454,7 +454,8 @@ func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w 
 	case err == nil:
 	case w.finished():
 		// The stream sent the engine's error.
-		status = fromEngine(err, run.g.model).Status
+		e := fromEngine(err, run.g.model)
+		status, reason = e.Status, reasonOf(e)
 	case req.wasCancelled():
 		status = statusClientClosed
 		_ = w.fail(errCancelled)

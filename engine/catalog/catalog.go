@@ -77,8 +77,10 @@ const (
 )
 
 // ErrUnloaded is the cause with which the contexts of a model's requests
-// are cancelled when an unload's grace period runs out.
-var ErrUnloaded = errors.New("model unloaded")
+// are cancelled when an unload's grace period runs out; their streams then
+// end with it (wrapped) instead of the context's error, which would read
+// as the client's cancel. It is engine.ErrModelUnloaded.
+var ErrUnloaded = engine.ErrModelUnloaded
 
 // ErrClosed is returned by Generate after Close.
 var ErrClosed = errors.New("catalog closed")
@@ -266,12 +268,24 @@ func (c *Catalog) Generate(ctx context.Context, req *engine.Request) (engine.Str
 	if err != nil {
 		return nil, err
 	}
+	cut := func(err error) error { return c.cut(rctx, e, err) }
 	st, err := eng.Generate(rctx, req)
 	if err != nil {
 		done()
-		return nil, err
+		return nil, cut(err)
 	}
-	return &stream{Stream: st, done: done}, nil
+	return &stream{Stream: st, done: done, cut: cut}, nil
+}
+
+// cut is err, the error of a request on e under rctx, unless an unload's
+// grace period cancelled rctx: then the error says so, and wraps
+// ErrUnloaded, whatever the engine said (the context's error, or its
+// Close's, which may end the stream first).
+func (c *Catalog) cut(rctx context.Context, e *entry, err error) error {
+	if err == nil || err == io.EOF || !errors.Is(context.Cause(rctx), ErrUnloaded) {
+		return err
+	}
+	return fmt.Errorf("%w: model %q was unloaded before the request finished (its grace period of %v ran out)", ErrUnloaded, e.ID, c.opts.Grace)
 }
 
 // acquire returns e's engine, loading it first if need be, with the
@@ -432,10 +446,36 @@ func (c *Catalog) beginUnload(e *entry) {
 }
 
 // unload unloads e, which beginUnload marked: it lets e's streams finish
-// for the grace period, cancels those left, and closes e's engine.
+// for the grace period, cancels those left, closes e's engine, and
+// returns the model's memory to the OS.
 func (c *Catalog) unload(e *entry, reason string) {
+	err := c.closeEngine(e)
+	// A model's weight copies and KV cache are Go memory: without a
+	// collection and a scavenge now, the process would keep them resident
+	// for minutes. Unloads are rare; the pause is worth it. closeEngine
+	// dropped every reference the catalogue held to the engine (e.eng, and
+	// its own frame is gone), so this collection frees it.
+	debug.FreeOSMemory()
+	c.mu.Lock()
+	e.state = engine.StateUnloaded
+	e.unloads[reason]++
+	close(e.ready)
+	e.ready = nil
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("model unloaded with an error", slog.String("model", e.ID), slog.String("reason", reason), slog.Any("err", err))
+		return
+	}
+	c.log.Info("model unloaded", slog.String("model", e.ID), slog.String("reason", reason))
+}
+
+// closeEngine takes e's engine out of e (unloading, so that nothing else
+// reads e.eng), lets e's streams finish for the grace period, cancels
+// those left with ErrUnloaded, and closes the engine.
+func (c *Catalog) closeEngine(e *entry) error {
 	c.mu.Lock()
 	drained, eng := e.drained, e.eng
+	e.eng = nil
 	c.mu.Unlock()
 	if drained != nil {
 		t := time.NewTimer(c.opts.Grace)
@@ -453,22 +493,7 @@ func (c *Catalog) unload(e *entry, reason string) {
 		}
 		t.Stop()
 	}
-	err := eng.Close()
-	// A model's weight copies and KV cache are Go memory: without a
-	// collection and a scavenge now, the process would keep them resident
-	// for minutes. Unloads are rare; the pause is worth it.
-	debug.FreeOSMemory()
-	c.mu.Lock()
-	e.state, e.eng = engine.StateUnloaded, nil
-	e.unloads[reason]++
-	close(e.ready)
-	e.ready = nil
-	c.mu.Unlock()
-	if err != nil {
-		c.log.Warn("model unloaded with an error", slog.String("model", e.ID), slog.String("reason", reason), slog.Any("err", err))
-		return
-	}
-	c.log.Info("model unloaded", slog.String("model", e.ID), slog.String("reason", reason))
+	return eng.Close()
 }
 
 // LoadPinned loads the pinned models, one after the other, and returns
@@ -647,16 +672,18 @@ func (c *Catalog) Close() error {
 }
 
 // stream is a request's stream that ends its claim on the model when it
-// ends.
+// ends, and ends with ErrUnloaded when an unload cut it (cut).
 type stream struct {
 	engine.Stream
 	done func()
+	cut  func(error) error
 }
 
 // TryRecv implements engine.Stream.
 func (s *stream) TryRecv() (engine.Event, bool, error) {
 	ev, ok, err := s.Stream.TryRecv()
 	if err != nil {
+		err = s.cut(err)
 		s.done()
 	}
 	return ev, ok, err
