@@ -187,6 +187,7 @@ type encodeState struct {
 	out   idBuffer
 	spm   spmSession
 	bpe   bpeSession
+	wpm   wpmSession
 	buf   []byte
 }
 
@@ -197,7 +198,7 @@ const maxPooledFragments = 1 << 12
 
 func (st *encodeState) release() {
 	st.out.release()
-	if cap(st.frags) > maxPooledFragments || cap(st.next) > maxPooledFragments || !st.spm.small() || !st.bpe.small() || cap(st.buf) > 4*maxPooledSymbols {
+	if cap(st.frags) > maxPooledFragments || cap(st.next) > maxPooledFragments || !st.spm.small() || !st.bpe.small() || !st.wpm.small() || cap(st.buf) > 4*maxPooledSymbols {
 		return
 	}
 	encodeStates.Put(st)
@@ -252,6 +253,9 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 		if opts.AddSpecial && t.vocab.AddEOS {
 			c.limit.room-- // EOS comes last
 		}
+		if opts.AddSpecial && t.vocab.AddSEP {
+			c.limit.room-- // and SEP after it
+		}
 	}
 	st := encodeStates.Get().(*encodeState)
 	defer st.release()
@@ -284,9 +288,12 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 		}
 		piece := text[f.start:f.end]
 		var ok bool
-		if t.bpe != nil {
+		switch {
+		case t.wpm != nil:
+			ok = t.encodeWPM(st, piece, &c)
+		case t.bpe != nil:
 			ok = t.encodeBPE(st, piece, &c)
-		} else {
+		default:
 			ok = t.encodeSPM(st, piece, t.vocab.AddSpacePrefix && prevSpecial, &c)
 		}
 		if !ok {
@@ -296,6 +303,9 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 	}
 	if opts.AddSpecial && t.vocab.AddEOS {
 		st.out.push(t.vocab.EOS)
+	}
+	if opts.AddSpecial && t.vocab.AddSEP {
+		st.out.push(t.vocab.SEP)
 	}
 	return st.out.take(), nil
 }
