@@ -138,6 +138,9 @@ func (v *Vocab) validate() error {
 			return fmt.Errorf("end-of-generation token id %d outside the vocabulary of %d tokens", id, n)
 		}
 	}
+	if v.Model == ModelBERT && v.UNK < 0 {
+		return fmt.Errorf("wordpiece vocabulary has no unknown token")
+	}
 	if v.AddBOS && v.BOS < 0 {
 		return fmt.Errorf("vocabulary asks to add a bos token but has none")
 	}
@@ -146,9 +149,6 @@ func (v *Vocab) validate() error {
 	}
 	if v.AddSEP && v.SEP < 0 {
 		return fmt.Errorf("vocabulary asks to add a sep token but has none")
-	}
-	if v.Model == ModelBERT && v.UNK < 0 {
-		return fmt.Errorf("wordpiece vocabulary has no unknown token")
 	}
 	for _, id := range append(slices.Clip(v.LStrip), v.RStrip...) {
 		if id < 0 || id >= n {
