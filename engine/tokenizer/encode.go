@@ -94,7 +94,7 @@ func overlaps(spans []Span, start, end int) bool {
 // spells (including invalid UTF-8) falls back to byte tokens, or to UNK where
 // the vocabulary has no byte token for a byte.
 //
-// Common to both models, as llama.cpp applies them:
+// Common to all models, as llama.cpp applies them:
 //   - With ParseSpecial the text is first cut at special-token texts, longest
 //     token first, leftmost occurrences first; with it off only UserDefined
 //     tokens cut. A token in Vocab.LStrip or Vocab.RStrip drops the ASCII
@@ -122,6 +122,18 @@ func overlaps(spans []Span, start, end int) bool {
 //   - A word that is itself a token is that token when Vocab.IgnoreMerges
 //     is set. Otherwise its bytes are the symbols, and adjacent symbols
 //     merge, lowest merge rank first, the leftmost pair on ties.
+//
+// WordPiece ("bert"):
+//   - BOS ([CLS]) and SEP ([SEP]) frame the text with AddSpecial (Vocab.AddBOS,
+//     Vocab.AddSEP); no space prefix.
+//   - Each piece of text is normalised and split into words (see
+//     Vocab.Lowercase, Vocab.StripAccents): whitespace separates words;
+//     punctuation, ASCII symbols and CJK ideographs are words of their own;
+//     NUL, U+FFFD (so invalid UTF-8) and control and format characters
+//     vanish.
+//   - Each word, with U+2581 before it, is cut from its start into the
+//     longest tokens that match; a word that cannot be cut to its end is
+//     one UNK.
 func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int {
 	opts.MaxTokens = 0
 	ids, _ := t.encode(context.Background(), text, opts)
@@ -173,6 +185,10 @@ const CheckBytes = 4 << 10
 // Figures: 48 for Llama 2 and Phi-3, 93 for Gemma 4, 128 for Llama 3 and
 // Qwen 2, 512 for Command-R (the longest texts are runs of spaces or
 // dashes).
+//
+// WordPiece ("bert") has no such bound: a word that cannot be cut into
+// tokens is one UNK however long it is, and control characters and accents
+// vanish. MaxTokenBytes is math.MaxInt32 there.
 //
 // EncodeOptions.MaxTokens applies this bound itself, without the
 // exceptions (it bounds the text between special tokens, after stripping,
