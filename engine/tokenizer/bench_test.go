@@ -108,9 +108,10 @@ const benchBytes = 1 << 20
 
 // BenchmarkEncodeVocab measures encoding speed (tokens/s) and the bytes
 // allocated per input byte on 1 MiB of the corpus, for SentencePiece
-// (llama-spm) and byte-level BPE (llama-bpe, qwen2) vocabularies.
+// (llama-spm), byte-level BPE (llama-bpe, qwen2) and WordPiece (bert-bge)
+// vocabularies.
 func BenchmarkEncodeVocab(b *testing.B) {
-	for _, set := range []string{"llama-spm", "llama-bpe", "qwen2"} {
+	for _, set := range []string{"llama-spm", "llama-bpe", "qwen2", "bert-bge"} {
 		b.Run(set, func(b *testing.B) {
 			tk := loadVocab(b, set)
 			text := corpus(b, benchBytes)
@@ -141,7 +142,7 @@ func TestEncodeBoundedMemory(t *testing.T) {
 		t.Skip("encodes 8 MiB per vocabulary")
 	}
 	text := corpus(t, 8<<20)
-	for _, set := range []string{"llama-spm", "llama-bpe", "qwen2"} {
+	for _, set := range []string{"llama-spm", "llama-bpe", "qwen2", "bert-bge"} {
 		tk := loadVocab(t, set)
 		tk.Encode(text[:1<<20], EncodeOptions{}) // build the lazy tables
 		var before, after runtime.MemStats

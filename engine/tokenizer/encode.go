@@ -94,7 +94,7 @@ func overlaps(spans []Span, start, end int) bool {
 // spells (including invalid UTF-8) falls back to byte tokens, or to UNK where
 // the vocabulary has no byte token for a byte.
 //
-// Common to both models, as llama.cpp applies them:
+// Common to all models, as llama.cpp applies them:
 //   - With ParseSpecial the text is first cut at special-token texts, longest
 //     token first, leftmost occurrences first; with it off only UserDefined
 //     tokens cut. A token in Vocab.LStrip or Vocab.RStrip drops the ASCII
@@ -122,6 +122,18 @@ func overlaps(spans []Span, start, end int) bool {
 //   - A word that is itself a token is that token when Vocab.IgnoreMerges
 //     is set. Otherwise its bytes are the symbols, and adjacent symbols
 //     merge, lowest merge rank first, the leftmost pair on ties.
+//
+// WordPiece ("bert"):
+//   - BOS ([CLS]) and SEP ([SEP]) frame the text with AddSpecial (Vocab.AddBOS,
+//     Vocab.AddSEP); no space prefix.
+//   - Each piece of text is normalised and split into words (see
+//     Vocab.Lowercase, Vocab.StripAccents): whitespace separates words;
+//     punctuation, ASCII symbols and CJK ideographs are words of their own;
+//     NUL, U+FFFD (so invalid UTF-8) and control and format characters
+//     vanish.
+//   - Each word, with U+2581 before it, is cut from its start into the
+//     longest tokens that match; a word that cannot be cut to its end is
+//     one UNK.
 func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int {
 	opts.MaxTokens = 0
 	ids, _ := t.encode(context.Background(), text, opts)
@@ -174,6 +186,10 @@ const CheckBytes = 4 << 10
 // Qwen 2, 512 for Command-R (the longest texts are runs of spaces or
 // dashes).
 //
+// WordPiece ("bert") has no such bound: a word that cannot be cut into
+// tokens is one UNK however long it is, and control characters and accents
+// vanish. MaxTokenBytes is math.MaxInt32 there.
+//
 // EncodeOptions.MaxTokens applies this bound itself, without the
 // exceptions (it bounds the text between special tokens, after stripping,
 // and leaves out bytes a vocabulary can drop), together with finer ones.
@@ -187,6 +203,7 @@ type encodeState struct {
 	out   idBuffer
 	spm   spmSession
 	bpe   bpeSession
+	wpm   wpmSession
 	buf   []byte
 }
 
@@ -197,7 +214,7 @@ const maxPooledFragments = 1 << 12
 
 func (st *encodeState) release() {
 	st.out.release()
-	if cap(st.frags) > maxPooledFragments || cap(st.next) > maxPooledFragments || !st.spm.small() || !st.bpe.small() || cap(st.buf) > 4*maxPooledSymbols {
+	if cap(st.frags) > maxPooledFragments || cap(st.next) > maxPooledFragments || !st.spm.small() || !st.bpe.small() || !st.wpm.small() || cap(st.buf) > 4*maxPooledSymbols {
 		return
 	}
 	encodeStates.Put(st)
@@ -252,6 +269,9 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 		if opts.AddSpecial && t.vocab.AddEOS {
 			c.limit.room-- // EOS comes last
 		}
+		if opts.AddSpecial && t.vocab.AddSEP {
+			c.limit.room-- // and SEP after it
+		}
 	}
 	st := encodeStates.Get().(*encodeState)
 	defer st.release()
@@ -284,9 +304,12 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 		}
 		piece := text[f.start:f.end]
 		var ok bool
-		if t.bpe != nil {
+		switch {
+		case t.wpm != nil:
+			ok = t.encodeWPM(st, piece, &c)
+		case t.bpe != nil:
 			ok = t.encodeBPE(st, piece, &c)
-		} else {
+		default:
 			ok = t.encodeSPM(st, piece, t.vocab.AddSpacePrefix && prevSpecial, &c)
 		}
 		if !ok {
@@ -296,6 +319,9 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 	}
 	if opts.AddSpecial && t.vocab.AddEOS {
 		st.out.push(t.vocab.EOS)
+	}
+	if opts.AddSpecial && t.vocab.AddSEP {
+		st.out.push(t.vocab.SEP)
 	}
 	return st.out.take(), nil
 }

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -103,6 +104,13 @@ func TestMaxTokenBytes(t *testing.T) {
 		t.Run(set, func(t *testing.T) {
 			t.Parallel()
 			tk := loadVocab(t, set)
+			if tk.Vocab().Model == ModelBERT {
+				// One [UNK] stands for a whole word: no bound.
+				if got := tk.MaxTokenBytes(); got != math.MaxInt32 {
+					t.Errorf("MaxTokenBytes = %d, want math.MaxInt32 for WordPiece", got)
+				}
+				return
+			}
 			want := 0
 			for id, text := range tk.Vocab().Tokens {
 				n := len(text)

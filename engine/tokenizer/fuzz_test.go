@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -78,6 +80,46 @@ func FuzzSPMCuts(f *testing.F) {
 		got, want := tk.Encode(text, EncodeOptions{}), whole.Encode(text, EncodeOptions{})
 		if !slices.Equal(got, want) {
 			t.Errorf("Encode(%q) in chunks = %v, whole = %v", text, got, want)
+		}
+	})
+}
+
+// FuzzEncodeWPM encodes arbitrary text with the WordPiece vocabulary
+// (bert-bge): it never panics, gives valid ids, and is word-local, as
+// WordPiece is: text, a space and more text encode to the two encodings
+// one after the other. EncodeContext agrees with Encode and honours a
+// token limit of one less.
+func FuzzEncodeWPM(f *testing.F) {
+	for _, c := range readVocabCasesTB(f, "bert-bge") {
+		f.Add(c.text, "x")
+	}
+	f.Add("a\xffb\xc0\x80 \xed\xa0\x80\xf4\x90\x80\x80  \u3000\n", "\xe2\x96")
+	f.Add("[CLS]hello[SEP]", "Ǆ\u0301漢\U0002B820")
+	tk := loadVocab(f, "bert-bge")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ids := tk.Encode(a, EncodeOptions{AddSpecial: true})
+		for _, id := range ids {
+			if !tk.Valid(id) {
+				t.Fatalf("Encode(%q) gave invalid id %d", a, id)
+			}
+		}
+		if len(ids) < 2 || ids[0] != tk.BOS() || ids[len(ids)-1] != tk.Vocab().SEP {
+			t.Fatalf("Encode(%q) = %v, want [CLS] ... [SEP]", a, ids)
+		}
+		if d := tk.Decode(ids); !utf8.ValidString(d) {
+			t.Errorf("Decode gave invalid UTF-8 %q", d)
+		}
+		joined := tk.Encode(a+" "+b, EncodeOptions{})
+		apart := append(tk.Encode(a, EncodeOptions{}), tk.Encode(b, EncodeOptions{})...)
+		if !slices.Equal(joined, apart) {
+			t.Errorf("Encode(%q + \" \" + %q) = %v, apart %v", a, b, joined, apart)
+		}
+		got, err := tk.EncodeContext(context.Background(), a, EncodeOptions{AddSpecial: true, MaxTokens: len(ids)})
+		if err != nil || !slices.Equal(got, ids) {
+			t.Errorf("EncodeContext(%q, MaxTokens %d) = %v, %v; want %v", a, len(ids), got, err, ids)
+		}
+		if _, err := tk.EncodeContext(context.Background(), a, EncodeOptions{AddSpecial: true, MaxTokens: len(ids) - 1}); !errors.Is(err, ErrTooManyTokens) {
+			t.Errorf("EncodeContext(%q, MaxTokens %d): error %v, want ErrTooManyTokens", a, len(ids)-1, err)
 		}
 	})
 }

@@ -21,6 +21,8 @@ const (
 	keyAddBOS         = "tokenizer.ggml.add_bos_token"
 	keyAddEOS         = "tokenizer.ggml.add_eos_token"
 	keyAddSpacePrefix = "tokenizer.ggml.add_space_prefix"
+	keyLowercase      = "tokenizer.ggml.normalizer.lowercase"
+	keyStripAccents   = "tokenizer.ggml.normalizer.strip_accents"
 )
 
 // role is a special token llama.cpp's loader knows: read from its metadata
@@ -40,6 +42,7 @@ const (
 	roleFIMPad
 	roleFIMRep
 	roleFIMSep
+	roleSEP
 	nRoles
 )
 
@@ -55,6 +58,7 @@ var roleKeys = []struct {
 	{"tokenizer.ggml.eot_token_id", roleEOT},
 	{"tokenizer.ggml.eom_token_id", roleEOM},
 	{"tokenizer.ggml.unknown_token_id", roleUNK},
+	{"tokenizer.ggml.seperator_token_id", roleSEP}, // sic
 	{"tokenizer.ggml.padding_token_id", rolePAD},
 	{"tokenizer.ggml.fim_pre_token_id", roleFIMPre},
 	{"tokenizer.ggml.fim_suf_token_id", roleFIMSuf},
@@ -118,6 +122,13 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 //     the others, add_eos_token false, when the keys are absent;
 //     IgnoreMerges for the llama-bpe family. Other models, and pre-tokenizers
 //     this package does not implement, are an "unsupported" error.
+//   - model "bert" (WordPiece): BOS ([CLS]) 101, UNK 100, SEP 102, PAD 0
+//     and no EOS unless their keys say otherwise (tokenizer.ggml.cls_token_id
+//     is not read, as in llama.cpp); AddBOS and AddSEP always and AddEOS
+//     never, whatever the add_*_token keys say, since llama.cpp's WordPiece
+//     encoder ignores them; Lowercase from
+//     tokenizer.ggml.normalizer.lowercase (absent: true) and StripAccents
+//     from tokenizer.ggml.normalizer.strip_accents (absent: as Lowercase).
 //   - scores absent: all 0 (FLOAT32 or INT32 arrays accepted); token_type
 //     absent: all Normal. Arrays shorter than the token list are an error,
 //     longer ones are cut to it.
@@ -179,6 +190,15 @@ func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 			return Vocab{}, nil, fmt.Errorf("%s is missing", keyMerges)
 		}
 		v = Vocab{Model: model, Pre: pre, Merges: merges, IgnoreMerges: spec.ignoreMerges, AddBOS: spec.addBOS}
+	case ModelBERT:
+		v = Vocab{Model: model, Lowercase: true}
+		if err := optionalBool(md, keyLowercase, &v.Lowercase); err != nil {
+			return Vocab{}, nil, err
+		}
+		v.StripAccents = v.Lowercase
+		if err := optionalBool(md, keyStripAccents, &v.StripAccents); err != nil {
+			return Vocab{}, nil, err
+		}
 	default:
 		return Vocab{}, nil, fmt.Errorf("unsupported tokenizer model %q", model)
 	}
@@ -222,17 +242,17 @@ func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 		key string
 		dst *bool
 	}{{keyAddSpacePrefix, &v.AddSpacePrefix}, {keyAddBOS, &v.AddBOS}, {keyAddEOS, &v.AddEOS}} {
-		if _, present := md.Value(k.key); !present {
-			continue
+		if err := optionalBool(md, k.key, k.dst); err != nil {
+			return Vocab{}, nil, err
 		}
-		b, ok := md.Bool(k.key)
-		if !ok {
-			return Vocab{}, nil, fmt.Errorf("%s is not a bool", k.key)
-		}
-		*k.dst = b
 	}
 	if v.Pre == "gemma4" {
 		v.AddBOS = true // llama.cpp overrides add_bos_token=false for Gemma 4
+	}
+	if model == ModelBERT {
+		// llama.cpp's WordPiece encoder adds [CLS] and [SEP] whatever
+		// the keys say.
+		v.AddBOS, v.AddEOS, v.AddSEP, v.AddSpacePrefix = true, false, true, false
 	}
 
 	ids, err := readRoles(md, model, n)
@@ -240,7 +260,7 @@ func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 		return Vocab{}, nil, err
 	}
 	detectRoles(&v, &ids, seen)
-	v.BOS, v.EOS, v.UNK, v.PAD, v.EOT = ids[roleBOS], ids[roleEOS], ids[roleUNK], ids[rolePAD], ids[roleEOT]
+	v.BOS, v.EOS, v.UNK, v.PAD, v.EOT, v.SEP = ids[roleBOS], ids[roleEOS], ids[roleUNK], ids[rolePAD], ids[roleEOT], ids[roleSEP]
 
 	name, err := optionalString(md, keyName)
 	if err != nil {
@@ -261,6 +281,19 @@ func optionalString(md *gguf.Metadata, key string) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// optionalBool reads a bool key into *dst when it is present.
+func optionalBool(md *gguf.Metadata, key string, dst *bool) error {
+	if _, present := md.Value(key); !present {
+		return nil
+	}
+	b, ok := md.Bool(key)
+	if !ok {
+		return fmt.Errorf("%s is not a bool", key)
+	}
+	*dst = b
+	return nil
 }
 
 // setPhi3Strip gives v llama.cpp's Phi-3 strip attributes.
@@ -343,6 +376,8 @@ func readRoles(md *gguf.Metadata, model string, n int) ([nRoles]int, error) {
 		ids[roleBOS], ids[roleEOS] = 11, 11
 	case ModelLlama:
 		ids[roleBOS], ids[roleEOS], ids[roleUNK] = 1, 2, 0
+	case ModelBERT:
+		ids[roleBOS], ids[roleUNK], ids[roleSEP], ids[rolePAD] = 101, 100, 102, 0
 	}
 	for r, id := range ids {
 		if id >= n {

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -36,6 +37,8 @@ type Tokenizer struct {
 	// spmCuts says where SentencePiece text can be merged in independent
 	// chunks (see encodeSPM).
 	spmCuts spmCuts
+	// wpm is the WordPiece encoder; nil for the other models.
+	wpm *wpmModel
 	// canonicalFrom is the length from which valid text is merged in
 	// canonical form (see appendMerged): canonicalBytes; tests lower it.
 	canonicalFrom int
@@ -67,6 +70,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		}
 	case ModelGemma4:
 		spec = preNames["gemma4"]
+	case ModelBERT:
 	default:
 		return nil, fmt.Errorf("unsupported tokenizer model %q", v.Model)
 	}
@@ -128,18 +132,27 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 	for _, id := range v.RStrip {
 		t.strip[id] |= stripRight
 	}
-	if v.Model != ModelLlama {
+	switch v.Model {
+	case ModelLlama:
+		t.spmCuts = newSPMCuts(v.Tokens)
+	case ModelBERT:
+		t.wpm = newWPM(&v)
+	default:
 		var err error
 		if t.bpe, err = newBPE(t, spec, v.Merges, v.IgnoreMerges); err != nil {
 			return nil, err
 		}
-	} else {
-		t.spmCuts = newSPMCuts(v.Tokens)
 	}
 	for b := range 256 {
 		t.byteToken[b] = t.lookupByte(byte(b))
 	}
 	t.computeBounds()
+	if t.wpm != nil {
+		// One UNK can stand for a word of any length, and control
+		// characters and accents vanish: no bound on bytes per token.
+		t.boundsHold = false
+		t.maxTokenBytes = math.MaxInt32
+	}
 	for _, id := range append([]int{v.EOS, v.EOT}, v.EOG...) {
 		if id >= 0 {
 			t.eog[id] = true

@@ -1,11 +1,13 @@
 // Package tokenizer turns text into token ids and back for the vocabularies
 // that GGUF files describe in their tokenizer.ggml.* metadata.
 //
-// Three tokenizer models are implemented: SentencePiece ("llama": scores,
+// Four tokenizer models are implemented: SentencePiece ("llama": scores,
 // byte fallback, a space prefix), byte-level BPE ("gpt2": GPT-2's byte-to-
 // unicode mapping, merges by rank, and the pre-tokenizer split rules that
-// tokenizer.ggml.pre names) and Gemma 4's BPE ("gemma4": merges over
-// characters with U+2581 for spaces and <0xXX> byte fallback). Encoding
+// tokenizer.ggml.pre names), Gemma 4's BPE ("gemma4": merges over
+// characters with U+2581 for spaces and <0xXX> byte fallback) and BERT's
+// WordPiece ("bert": lowercasing and accent stripping, words split at
+// whitespace and punctuation, each cut greedily into the longest pieces). Encoding
 // follows llama.cpp (src/llama-vocab.cpp, src/unicode.cpp) token for token:
 // the same special-token partitioning, the same space-prefix rule, the same
 // pre-tokenizer splits and the same merge order, so that prompt token
@@ -46,6 +48,7 @@ const (
 	ModelLlama  = "llama"  // SentencePiece with scores and byte fallback
 	ModelGPT2   = "gpt2"   // byte-level BPE with merges and a pre-tokenizer
 	ModelGemma4 = "gemma4" // BPE over characters with U+2581 for spaces and byte fallback (Gemma 4)
+	ModelBERT   = "bert"   // WordPiece: greedy longest match per word (BERT and its embedding models)
 )
 
 // Vocab is a vocabulary with everything needed to encode and decode. Token ids
@@ -54,7 +57,8 @@ const (
 // Special ids are -1 when the vocabulary has none; note that 0 is a valid id,
 // so a Vocab built by hand must set unused ids to -1 explicitly.
 type Vocab struct {
-	// Model is tokenizer.ggml.model: ModelLlama, ModelGPT2 or ModelGemma4.
+	// Model is tokenizer.ggml.model: ModelLlama, ModelGPT2, ModelGemma4 or
+	// ModelBERT.
 	Model string
 	// Pre names the pre-tokenizer of a ModelGPT2 vocabulary
 	// (tokenizer.ggml.pre: "llama-bpe", "qwen2", "gpt-2", ...; see
@@ -77,6 +81,8 @@ type Vocab struct {
 	Types []TokenType
 
 	BOS, EOS, UNK, PAD, EOT int
+	// SEP is the separator token ([SEP] for BERT), which AddSEP appends.
+	SEP int
 	// EOG lists further end-of-generation ids beyond EOS and EOT (an EOM
 	// token, fill-in-the-middle pad/repo/separator tokens, tokens llama.cpp
 	// recognises by their text). It may be nil.
@@ -86,6 +92,14 @@ type Vocab struct {
 	// EOS last. AddSpacePrefix makes the SentencePiece encoder put a space
 	// before text that starts the input or follows a special token.
 	AddBOS, AddEOS, AddSpacePrefix bool
+	// AddSEP makes Encode with AddSpecial put SEP last (after EOS, if that
+	// is added too): BERT's "[CLS] text [SEP]".
+	AddSEP bool
+	// Lowercase and StripAccents are a ModelBERT vocabulary's normaliser
+	// options: lowercase every character; reduce every character to the
+	// first code point of its canonical decomposition and drop combining
+	// marks. Other models ignore them.
+	Lowercase, StripAccents bool
 
 	// LStrip and RStrip list special tokens that swallow the ASCII
 	// whitespace (space, \t, \n, \v, \f, \r) to their left or right when
@@ -113,7 +127,7 @@ func (v *Vocab) validate() error {
 	ids := []struct {
 		name string
 		id   int
-	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unk", v.UNK}, {"pad", v.PAD}, {"eot", v.EOT}}
+	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unk", v.UNK}, {"pad", v.PAD}, {"eot", v.EOT}, {"sep", v.SEP}}
 	for _, s := range ids {
 		if s.id < -1 || s.id >= n {
 			return fmt.Errorf("%s token id %d outside the vocabulary of %d tokens", s.name, s.id, n)
@@ -124,11 +138,17 @@ func (v *Vocab) validate() error {
 			return fmt.Errorf("end-of-generation token id %d outside the vocabulary of %d tokens", id, n)
 		}
 	}
+	if v.Model == ModelBERT && v.UNK < 0 {
+		return fmt.Errorf("wordpiece vocabulary has no unknown token")
+	}
 	if v.AddBOS && v.BOS < 0 {
 		return fmt.Errorf("vocabulary asks to add a bos token but has none")
 	}
 	if v.AddEOS && v.EOS < 0 {
 		return fmt.Errorf("vocabulary asks to add an eos token but has none")
+	}
+	if v.AddSEP && v.SEP < 0 {
+		return fmt.Errorf("vocabulary asks to add a sep token but has none")
 	}
 	for _, id := range append(slices.Clip(v.LStrip), v.RStrip...) {
 		if id < 0 || id >= n {

@@ -45,3 +45,22 @@ export const common = [
     "</s>   after and before   </s>",
     "<<s>> <s > < s>",
 ];
+
+// WordPiece (BERT) extras: what its normaliser drops or splits off (control
+// and format characters, U+FFFD, accents, CJK ideographs of every block,
+// ASCII and other symbols), case folding beyond ASCII, and words that match
+// in part or not at all (one [UNK] for the whole word).
+export const wordpiece = [
+    "a\u0000b\u0001c\u200bd\ufeffe\ufffdf\u00adg h\ue000i",
+    "ÀÉÎÕÜ àéîõü Çç Ññ Øø Åå ǅ ǈ İstanbul ΆΈΉ",
+    "x\u0301y \u0300 \u0301\u0301 q\u20dd",
+    "漢字 㐀 𠀀 𪜀 𫝀 𫠠 𬺰 豈 丽 ㄅ ｶﾀｶﾅ",
+    "a+b=c <tag> ^_^ ~`| €£¥ © ° ± × ÷ ™",
+    "supercalifragilisticexpialidocious unaffable embeddings tokenization",
+    "abc😀def 😀 naïve résumé",
+    "[CLS] hello [SEP] [MASK] [PAD] [UNK] [unused0] ##ing ▁x",
+    "[CLS]hello[SEP]world[MASK]",
+    "UPPER lower MiXeD 123abc abc123 a1b2c3",
+    "x".repeat(300),
+    "ab".repeat(150) + " end",
+];

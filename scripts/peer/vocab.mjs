@@ -8,16 +8,20 @@
 // add_eos and the end-of-generation ids.
 //
 // llama.cpp comes from node-llama-cpp 3.21.1 (see README.md); models load
-// with vocabOnly, so no weights are needed.
+// with vocabOnly, so no weights are needed. WordPiece vocabularies also get
+// the WordPiece strings of hardstrings.mjs.
 //
-//   PEER_DIR=/work/peer node scripts/peer/vocab.mjs \
+//   PEER_DIR=/work/peer [VOCAB_SETS=bert-bge,...] node scripts/peer/vocab.mjs \
 //     [vocab dir, default ../shared/models/vocab] \
 //     [output, default engine/tokenizer/testdata/llamacpp_vocab.json]
+//
+// VOCAB_SETS records only the sets it names and keeps the other entries of
+// an existing output file as they are.
 
 import path from "node:path";
 import fs from "node:fs";
 import {loadPeer} from "./llamacpp.mjs";
-import {common} from "./hardstrings.mjs";
+import {common, wordpiece} from "./hardstrings.mjs";
 
 const vocabDir = process.argv[2] ?? "../shared/models/vocab";
 const outPath = process.argv[3] ?? "engine/tokenizer/testdata/llamacpp_vocab.json";
@@ -25,7 +29,12 @@ const outPath = process.argv[3] ?? "engine/tokenizer/testdata/llamacpp_vocab.jso
 const sets = [
     "llama-spm", "phi-3", "llama-bpe", "qwen2", "qwen35", "starcoder", "gpt-2",
     "deepseek-llm", "deepseek-coder", "falcon", "mpt", "refact", "command-r", "gemma-4",
+    "bert-bge",
 ];
+const only = process.env.VOCAB_SETS ? process.env.VOCAB_SETS.split(",") : null;
+for (const set of only ?? []) {
+    if (!sets.includes(set)) throw new Error(`VOCAB_SETS: unknown set ${set}`);
+}
 
 
 // specialTexts returns a few special token texts of the vocabulary, so that
@@ -45,7 +54,11 @@ const out = {
     note: "ids: llama_tokenize with add_special=false and parse_special as given; eog: every id llama_vocab_is_eog accepts",
     vocabs: {},
 };
+if (only && fs.existsSync(outPath)) {
+    out.vocabs = JSON.parse(fs.readFileSync(outPath, "utf8")).vocabs;
+}
 for (const set of sets) {
+    if (only && !only.includes(set)) continue;
     const file = path.join(vocabDir, `ggml-vocab-${set}.gguf`);
     const model = await llama.loadModel({modelPath: file, vocabOnly: true});
     const m = model._model;
@@ -57,6 +70,7 @@ for (const set of sets) {
     }
     const own = specialTexts(ggml.tokens, ggml.token_type ?? []);
     const texts = [...common, own.join(""), own.map(t => ` ${t} x`).join("\n")];
+    if (ggml.model === "bert") texts.push(...wordpiece);
     const entry = {
         n_tokens: n,
         bos: model.tokens.bos ?? -1,
