@@ -1,0 +1,173 @@
+package testmodel
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"rill/engine/gguf"
+	"rill/engine/quant"
+)
+
+// BertSpec is the shape of a test encoder of architecture "bert" (bge,
+// e5, all-MiniLM), laid out as llama.cpp reads it: token, position and
+// token-type embeddings, LayerNorms with biases, biased projections, and
+// for a reranker the classification head cls and cls.output.
+//
+// Its vocabulary is the test models' SentencePiece one (llama.cpp's bert
+// loads any vocabulary); tests that compare numbers give token ids.
+type BertSpec struct {
+	Name                    string
+	Embd, Layers, Heads, FF int
+	Context                 int
+	Type                    quant.Type // type of the 2-D weights; vectors are F32
+	Seed                    uint64
+	// Pooling is bert.pooling_type: 1 mean, 2 cls, 4 rank (0: not
+	// written, llama.cpp's default, mean for bert).
+	Pooling uint32
+	// Reranker adds the classification head (cls, cls.output of one
+	// label).
+	Reranker bool
+	// FusedQKV writes one attn_qkv projection instead of three.
+	FusedQKV bool
+}
+
+// TinyBert is a 2-layer mean-pooled bert encoder of width 32.
+func TinyBert() BertSpec {
+	return BertSpec{Name: "tiny-bert", Embd: 32, Layers: 2, Heads: 4, FF: 64, Context: 64, Type: quant.F32, Seed: 11, Pooling: 1}
+}
+
+// TinyBertReranker is TinyBert with a classification head and rank
+// pooling, fused query-key-value projections.
+func TinyBertReranker() BertSpec {
+	s := TinyBert()
+	s.Name, s.Seed, s.Pooling, s.Reranker, s.FusedQKV = "tiny-bert-reranker", 12, 4, true, true
+	return s
+}
+
+// WriteBertFile writes the GGUF file of s to path.
+func WriteBertFile(path string, s BertSpec) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteBert(f, s); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// WriteBert writes the GGUF file of s.
+func WriteBert(w io.Writer, s BertSpec) error {
+	if s.Heads <= 0 || s.Embd%s.Heads != 0 || s.Layers <= 0 || s.FF <= 0 || s.Context <= 0 {
+		return fmt.Errorf("test bert shape %+v", s)
+	}
+	v, err := vocab()
+	if err != nil {
+		return err
+	}
+	types := make([]int32, len(v.Types))
+	for i, t := range v.Types {
+		types[i] = int32(t)
+	}
+	const arch = "bert"
+	gw := gguf.NewWriter()
+	meta := []struct {
+		k string
+		v any
+	}{
+		{"general.architecture", arch},
+		{"general.name", s.Name},
+		{"general.file_type", fileType(s.Type)},
+		{arch + ".context_length", uint32(s.Context)},
+		{arch + ".embedding_length", uint32(s.Embd)},
+		{arch + ".block_count", uint32(s.Layers)},
+		{arch + ".feed_forward_length", uint32(s.FF)},
+		{arch + ".attention.head_count", uint32(s.Heads)},
+		{arch + ".attention.layer_norm_epsilon", float32(1e-12)},
+		{arch + ".attention.causal", false},
+		{"tokenizer.ggml.model", "llama"},
+		{"tokenizer.ggml.tokens", v.Tokens},
+		{"tokenizer.ggml.scores", v.Scores},
+		{"tokenizer.ggml.token_type", types},
+		{"tokenizer.ggml.token_type_count", uint32(2)},
+		{"tokenizer.ggml.bos_token_id", uint32(v.BOS)},
+		{"tokenizer.ggml.eos_token_id", uint32(v.EOS)},
+		{"tokenizer.ggml.unknown_token_id", uint32(v.UNK)},
+		{"tokenizer.ggml.add_bos_token", true},
+		{"tokenizer.ggml.add_eos_token", true},
+	}
+	if s.Pooling != 0 {
+		meta = append(meta, struct {
+			k string
+			v any
+		}{arch + ".pooling_type", s.Pooling})
+	}
+	for _, kv := range meta {
+		if err := gw.Set(kv.k, kv.v); err != nil {
+			return fmt.Errorf("metadata %s: %w", kv.k, err)
+		}
+	}
+	d, ff := s.Embd, s.FF
+	wstd := 1 / math.Sqrt(float64(d))
+	mat := func(name string, rows, cols int, std float64) error {
+		return addMatrix(gw, name, s.Type, rows, cols, gaussian(s.Seed, name, rows*cols, std))
+	}
+	vec := func(name string, n int, mean, std float64) error {
+		x := gaussian(s.Seed, name, n, std)
+		for i := range x {
+			x[i] += float32(mean)
+		}
+		return addVector(gw, name, x)
+	}
+	norm := func(name string) error {
+		if err := vec(name+".weight", d, 1, 0.1); err != nil {
+			return err
+		}
+		return vec(name+".bias", d, 0, 0.1)
+	}
+	lin := func(name string, rows, cols int) error {
+		if err := mat(name+".weight", rows, cols, 1/math.Sqrt(float64(cols))); err != nil {
+			return err
+		}
+		return vec(name+".bias", rows, 0, 0.1)
+	}
+	steps := []func() error{
+		func() error { return mat("token_embd.weight", len(v.Tokens), d, 1) },
+		func() error { return mat("token_types.weight", 2, d, 0.5) },
+		func() error { return mat("position_embd.weight", s.Context, d, 0.5) },
+		func() error { return norm("token_embd_norm") },
+	}
+	for i := 0; i < s.Layers; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		if s.FusedQKV {
+			steps = append(steps, func() error { return lin(p+"attn_qkv", 3*d, d) })
+		} else {
+			steps = append(steps,
+				func() error { return lin(p+"attn_q", d, d) },
+				func() error { return lin(p+"attn_k", d, d) },
+				func() error { return lin(p+"attn_v", d, d) })
+		}
+		steps = append(steps,
+			func() error { return lin(p+"attn_output", d, d) },
+			func() error { return norm(p + "attn_output_norm") },
+			func() error { return lin(p+"ffn_up", ff, d) },
+			func() error { return lin(p+"ffn_down", d, ff) },
+			func() error { return norm(p + "layer_output_norm") })
+	}
+	if s.Reranker {
+		steps = append(steps,
+			func() error { return lin("cls", d, d) },
+			func() error { return mat("cls.output.weight", 1, d, 3*wstd) },
+			func() error { return vec("cls.output.bias", 1, 0, 0.1) })
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	_, err = gw.WriteTo(w)
+	return err
+}
