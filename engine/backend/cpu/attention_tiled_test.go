@@ -25,24 +25,31 @@ func TestTileKernelsSIMD(t *testing.T) {
 				cnt := 1 + r.IntN(tileLen)
 				src := make([]uint16, tileLen*rd)
 				f32ToF16Generic(src, randFloats(r, len(src), 1))
-				for _, chunked := range []bool{true, false} {
-					got, want := make([]float32, tileLen*rd16), make([]float32, tileLen*rd16)
-					halfTile(got, src, cnt, rd, rd16, chunked, true)
-					halfTile(want, src, cnt, rd, rd16, chunked, false)
-					sameBits(t, fmt.Sprintf("halfTile chunked=%v", chunked), got, want)
+				for _, transposed := range []bool{true, false} {
+					// Stale data in the scratch: the transposed keys
+					// overwrite all of it.
+					got, want := randFloats(r, tileLen*rd16, 1), randFloats(r, tileLen*rd16, 1)
+					if !transposed {
+						copy(got, want)
+					}
+					halfTile(got, src, cnt, rd, rd16, transposed, true)
+					halfTile(want, src, cnt, rd, rd16, transposed, false)
+					sameBits(t, fmt.Sprintf("halfTile transposed=%v", transposed), got, want)
 				}
 				k, v := make([]float32, tileLen*rd16), make([]float32, tileLen*rd16)
 				halfTile(k, src, tileLen, rd, rd16, true, false)
 				f32ToF16Generic(src, randFloats(r, len(src), 1))
 				halfTile(v, src, tileLen, rd, rd16, false, false)
-				q := make([]float32, rows*rd16)
+				blocks := (rows + tiledQBlock - 1) / tiledQBlock
+				q := make([]float32, blocks*tiledQBlock*rd16)
 				for i := range rows {
-					copy(q[i*rd16:], randFloats(r, rd, 3))
+					blockQuery(q, i, rd16, randFloats(r, rd, 3))
 				}
-				gs, ss := make([]float32, rows*tileLen), make([]float32, rows*tileLen)
-				tileScores(ss, q, k, rows, rd16, 0.125, true)
-				tileScoresGeneric(gs, q, k, rows, rd16, 0.125)
+				gs, ss := make([]float32, blocks*tiledQBlock*tileLen), make([]float32, blocks*tiledQBlock*tileLen)
+				tileScores(ss, q, k, blocks, rd16, 0.125, true)
+				tileScoresGeneric(gs, q, k, blocks, rd16, 0.125)
 				sameBits(t, "tileScores", ss, gs)
+				gs, ss = gs[:rows*tileLen], ss[:rows*tileLen]
 
 				rng := make([]int32, 2*tokens)
 				for i := range tokens {

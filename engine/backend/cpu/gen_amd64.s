@@ -32459,24 +32459,6 @@ DATA attntiota<>+56(SB)/4, $0x0000000e
 DATA attntiota<>+60(SB)/4, $0x0000000f
 GLOBL attntiota<>(SB), RODATA|NOPTR, $64
 
-DATA attntperm<>+0(SB)/4, $0x00000000
-DATA attntperm<>+4(SB)/4, $0x00000002
-DATA attntperm<>+8(SB)/4, $0x00000001
-DATA attntperm<>+12(SB)/4, $0x00000003
-DATA attntperm<>+16(SB)/4, $0x00000008
-DATA attntperm<>+20(SB)/4, $0x0000000a
-DATA attntperm<>+24(SB)/4, $0x00000009
-DATA attntperm<>+28(SB)/4, $0x0000000b
-DATA attntperm<>+32(SB)/4, $0x00000004
-DATA attntperm<>+36(SB)/4, $0x00000006
-DATA attntperm<>+40(SB)/4, $0x00000005
-DATA attntperm<>+44(SB)/4, $0x00000007
-DATA attntperm<>+48(SB)/4, $0x0000000c
-DATA attntperm<>+52(SB)/4, $0x0000000e
-DATA attntperm<>+56(SB)/4, $0x0000000d
-DATA attntperm<>+60(SB)/4, $0x0000000f
-GLOBL attntperm<>(SB), RODATA|NOPTR, $64
-
 DATA expfc<>+0(SB)/4, $0xc2d00000
 DATA expfc<>+4(SB)/4, $0x42b20000
 DATA expfc<>+8(SB)/4, $0x3fb8aa3b
@@ -32492,25 +32474,20 @@ DATA expfc<>+44(SB)/4, $0x3f800000
 DATA expfc<>+48(SB)/4, $0x3f800000
 GLOBL expfc<>(SB), RODATA|NOPTR, $52
 
-// func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, chunked int)
+// func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, transposed int)
 // Requires: AVX, AVX512F, F16C
 TEXT ·halfTileZ(SB), NOSPLIT, $0-48
-	MOVQ  dst+0(FP), DI
-	MOVQ  src+8(FP), SI
-	MOVQ  cnt+16(FP), CX
-	MOVQ  rd+24(FP), DX
-	MOVQ  rd16+32(FP), R8
-	MOVQ  chunked+40(FP), R9
-	MOVQ  $0x00000040, R10
-	MOVQ  R8, R11
-	SHLQ  $0x02, R11
-	TESTQ R9, R9
-	JZ    ht_rows
-	MOVQ  $0x00000400, R10
-	MOVQ  $0x00000040, R11
-
-ht_rows:
+	MOVQ   dst+0(FP), DI
+	MOVQ   src+8(FP), SI
+	MOVQ   cnt+16(FP), CX
+	MOVQ   rd+24(FP), DX
+	MOVQ   rd16+32(FP), R8
+	MOVQ   transposed+40(FP), R9
 	VPXORD Z1, Z1, Z1
+	TESTQ  R9, R9
+	JNZ    ht_t
+	MOVQ   R8, R11
+	SHLQ   $0x02, R11
 
 ht_row:
 	MOVQ SI, AX
@@ -32523,7 +32500,7 @@ ht_chunk:
 	VCVTPH2PS (AX), Z0
 	VMOVUPS   Z0, (BX)
 	ADDQ      $0x20, AX
-	ADDQ      R10, BX
+	ADDQ      $0x40, BX
 	SUBQ      $0x10, R12
 	JNZ       ht_chunk
 	JMP       ht_next
@@ -32541,18 +32518,58 @@ ht_next:
 	VZEROUPPER
 	RET
 
-// func tileScoresZ(s *float32, q *float32, k *float32, rows int, rd16 int, scale float32)
+ht_t:
+	MOVL         $0x00000001, AX
+	SHLL         CL, AX
+	DECL         AX
+	KMOVW        AX, K1
+	MOVQ         DX, AX
+	SHLQ         $0x01, AX
+	VPBROADCASTD AX, Z6
+	VMOVDQU32    attntiota<>+0(SB), Z5
+	VPMULLD      Z6, Z5, Z5
+	MOVQ         DX, BX
+	SHRQ         $0x01, BX
+
+ht_pair:
+	VPXORD     Z0, Z0, Z0
+	KMOVW      K1, K2
+	VPGATHERDD (SI)(Z5*1), K2, Z0
+	VPMOVDW    Z0, Y2
+	VCVTPH2PS  Y2, Z3
+	VMOVUPS    Z3, (DI)
+	VPSRLD     $0x10, Z0, Z0
+	VPMOVDW    Z0, Y2
+	VCVTPH2PS  Y2, Z3
+	VMOVUPS    Z3, 64(DI)
+	ADDQ       $0x04, SI
+	ADDQ       $0x00000080, DI
+	DECQ       BX
+	JNZ        ht_pair
+	SUBQ       DX, R8
+	JZ         ht_done
+
+ht_pad:
+	VMOVUPS Z1, (DI)
+	ADDQ    $0x40, DI
+	DECQ    R8
+	JNZ     ht_pad
+
+ht_done:
+	VZEROUPPER
+	RET
+
+// func tileScoresZ(s *float32, q *float32, k *float32, blocks int, rd16 int, scale float32)
 // Requires: AVX, AVX512F
 TEXT ·tileScoresZ(SB), NOSPLIT, $0-44
 	MOVQ         s+0(FP), DI
 	MOVQ         q+8(FP), SI
-	MOVQ         rows+24(FP), CX
+	MOVQ         blocks+24(FP), CX
 	MOVQ         rd16+32(FP), DX
-	SHRQ         $0x04, DX
+	SHRQ         $0x01, DX
 	VBROADCASTSS scale+40(FP), Z30
-	VMOVDQU32    attntperm<>+0(SB), Z31
 
-ts_row:
+ts_block:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -32561,90 +32578,51 @@ ts_row:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
 	MOVQ   k+16(FP), AX
 	MOVQ   DX, BX
 
-ts_chunk:
-	VMOVUPS     (SI), Z16
-	VFMADD231PS (AX), Z16, Z0
-	VFMADD231PS 64(AX), Z16, Z1
-	VFMADD231PS 128(AX), Z16, Z2
-	VFMADD231PS 192(AX), Z16, Z3
-	VFMADD231PS 256(AX), Z16, Z4
-	VFMADD231PS 320(AX), Z16, Z5
-	VFMADD231PS 384(AX), Z16, Z6
-	VFMADD231PS 448(AX), Z16, Z7
-	VFMADD231PS 512(AX), Z16, Z8
-	VFMADD231PS 576(AX), Z16, Z9
-	VFMADD231PS 640(AX), Z16, Z10
-	VFMADD231PS 704(AX), Z16, Z11
-	VFMADD231PS 768(AX), Z16, Z12
-	VFMADD231PS 832(AX), Z16, Z13
-	VFMADD231PS 896(AX), Z16, Z14
-	VFMADD231PS 960(AX), Z16, Z15
-	ADDQ        $0x00000400, AX
-	ADDQ        $0x40, SI
-	DECQ        BX
-	JNZ         ts_chunk
-	VSHUFF32X4  $0x44, Z8, Z0, Z16
-	VSHUFF32X4  $0xee, Z8, Z0, Z17
-	VADDPS      Z17, Z16, Z0
-	VSHUFF32X4  $0x44, Z9, Z1, Z16
-	VSHUFF32X4  $0xee, Z9, Z1, Z17
-	VADDPS      Z17, Z16, Z1
-	VSHUFF32X4  $0x44, Z10, Z2, Z16
-	VSHUFF32X4  $0xee, Z10, Z2, Z17
-	VADDPS      Z17, Z16, Z2
-	VSHUFF32X4  $0x44, Z11, Z3, Z16
-	VSHUFF32X4  $0xee, Z11, Z3, Z17
-	VADDPS      Z17, Z16, Z3
-	VSHUFF32X4  $0x44, Z12, Z4, Z16
-	VSHUFF32X4  $0xee, Z12, Z4, Z17
-	VADDPS      Z17, Z16, Z4
-	VSHUFF32X4  $0x44, Z13, Z5, Z16
-	VSHUFF32X4  $0xee, Z13, Z5, Z17
-	VADDPS      Z17, Z16, Z5
-	VSHUFF32X4  $0x44, Z14, Z6, Z16
-	VSHUFF32X4  $0xee, Z14, Z6, Z17
-	VADDPS      Z17, Z16, Z6
-	VSHUFF32X4  $0x44, Z15, Z7, Z16
-	VSHUFF32X4  $0xee, Z15, Z7, Z17
-	VADDPS      Z17, Z16, Z7
-	VSHUFF32X4  $0x88, Z4, Z0, Z16
-	VSHUFF32X4  $0xdd, Z4, Z0, Z17
-	VADDPS      Z17, Z16, Z0
-	VSHUFF32X4  $0x88, Z5, Z1, Z16
-	VSHUFF32X4  $0xdd, Z5, Z1, Z17
-	VADDPS      Z17, Z16, Z1
-	VSHUFF32X4  $0x88, Z6, Z2, Z16
-	VSHUFF32X4  $0xdd, Z6, Z2, Z17
-	VADDPS      Z17, Z16, Z2
-	VSHUFF32X4  $0x88, Z7, Z3, Z16
-	VSHUFF32X4  $0xdd, Z7, Z3, Z17
-	VADDPS      Z17, Z16, Z3
-	VUNPCKLPD   Z2, Z0, Z16
-	VUNPCKHPD   Z2, Z0, Z17
-	VADDPS      Z17, Z16, Z0
-	VUNPCKLPD   Z3, Z1, Z16
-	VUNPCKHPD   Z3, Z1, Z17
-	VADDPS      Z17, Z16, Z1
-	VSHUFPS     $0x88, Z1, Z0, Z16
-	VSHUFPS     $0xdd, Z1, Z0, Z17
-	VADDPS      Z17, Z16, Z16
-	VPERMPS     Z16, Z31, Z16
-	VMULPS      Z30, Z16, Z16
-	VMOVUPS     Z16, (DI)
-	ADDQ        $0x40, DI
-	DECQ        CX
-	JNZ         ts_row
+ts_pair:
+	VMOVUPS          (AX), Z16
+	VMOVUPS          64(AX), Z17
+	VFMADD231PS.BCST (SI), Z16, Z0
+	VFMADD231PS.BCST 4(SI), Z16, Z1
+	VFMADD231PS.BCST 8(SI), Z16, Z2
+	VFMADD231PS.BCST 12(SI), Z16, Z3
+	VFMADD231PS.BCST 16(SI), Z16, Z4
+	VFMADD231PS.BCST 20(SI), Z16, Z5
+	VFMADD231PS.BCST 24(SI), Z16, Z6
+	VFMADD231PS.BCST 28(SI), Z16, Z7
+	VFMADD231PS.BCST 32(SI), Z17, Z0
+	VFMADD231PS.BCST 36(SI), Z17, Z1
+	VFMADD231PS.BCST 40(SI), Z17, Z2
+	VFMADD231PS.BCST 44(SI), Z17, Z3
+	VFMADD231PS.BCST 48(SI), Z17, Z4
+	VFMADD231PS.BCST 52(SI), Z17, Z5
+	VFMADD231PS.BCST 56(SI), Z17, Z6
+	VFMADD231PS.BCST 60(SI), Z17, Z7
+	ADDQ             $0x00000080, AX
+	ADDQ             $0x40, SI
+	DECQ             BX
+	JNZ              ts_pair
+	VMULPS           Z30, Z0, Z0
+	VMOVUPS          Z0, (DI)
+	VMULPS           Z30, Z1, Z1
+	VMOVUPS          Z1, 64(DI)
+	VMULPS           Z30, Z2, Z2
+	VMOVUPS          Z2, 128(DI)
+	VMULPS           Z30, Z3, Z3
+	VMOVUPS          Z3, 192(DI)
+	VMULPS           Z30, Z4, Z4
+	VMOVUPS          Z4, 256(DI)
+	VMULPS           Z30, Z5, Z5
+	VMOVUPS          Z5, 320(DI)
+	VMULPS           Z30, Z6, Z6
+	VMOVUPS          Z6, 384(DI)
+	VMULPS           Z30, Z7, Z7
+	VMOVUPS          Z7, 448(DI)
+	ADDQ             $0x00000200, DI
+	DECQ             CX
+	JNZ              ts_block
 	VZEROUPPER
 	RET
 

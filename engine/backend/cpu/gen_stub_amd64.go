@@ -972,12 +972,12 @@ func expF64AVX(x *float32, n int)
 // halfTileZ converts a tile's keys or values from half precision (see internal/gen/attnt.go).
 //
 //go:noescape
-func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, chunked int)
+func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, transposed int)
 
-// tileScoresZ computes one tile's scores for rows of queries (see internal/gen/attnt.go).
+// tileScoresZ computes one tile's scores for blocks of 8 rows of queries (see internal/gen/attnt.go).
 //
 //go:noescape
-func tileScoresZ(s *float32, q *float32, k *float32, rows int, rd16 int, scale float32)
+func tileScoresZ(s *float32, q *float32, k *float32, blocks int, rd16 int, scale float32)
 
 // tileSoftmaxZ runs one tile's online softmax and value accumulation (see internal/gen/attnt.go).
 //

@@ -15,9 +15,9 @@ import (
 //	tileScoresZ  the 16 scores of each row
 //	tileSoftmaxZ the online softmax of each row and its value accumulation
 
-// The kernels' vector constants (attnTConsts): lane numbers, where the
-// score reduction leaves each position, expTile's constants.
-var attnTIota, attnTPerm, expfC Mem
+// The kernels' vector constants (attnTConsts): lane numbers and expTile's
+// constants.
+var attnTIota, expfC Mem
 
 // expfVals are expTile's constants (attention_tiled.go), as float32 bits:
 // the clamp, log2(e), ln2 in two parts, then 1/j! for j = 7 down to 0.
@@ -34,11 +34,6 @@ func attnTConsts() {
 	attnTIota = GLOBL("attntiota", RODATA|NOPTR)
 	for i := 0; i < 16; i++ {
 		DATA(4*i, U32(uint32(i)))
-	}
-	// Where the score reduction leaves position p: lane perm[p].
-	attnTPerm = GLOBL("attntperm", RODATA|NOPTR)
-	for i, p := range []uint32{0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15} {
-		DATA(4*i, U32(p))
 	}
 	expfC = GLOBL("expfc", RODATA|NOPTR)
 	for i, v := range expfVals {
@@ -75,33 +70,29 @@ func attnTFamily() {
 
 // halfTileZ generates
 //
-//	halfTileZ(dst *float32, src *uint16, cnt, rd, rd16 int, chunked int)
+//	halfTileZ(dst *float32, src *uint16, cnt, rd, rd16 int, transposed int)
 //
 // converting cnt rows of rd halves (rd a positive multiple of 8) to float32
-// rows of rd16 (rd rounded up to 16), the padding zero. chunked != 0 writes
-// the keys' layout, chunk-major: element 16c+j of row p at dst[(16c+p)*16+j]
-// (the 16 rows of a tile side by side per chunk); else row p at
-// dst[p*rd16:].
+// rows of rd16 (rd rounded up to 16), the padding zero. transposed != 0
+// writes the keys' layout: element d of row p at dst[16d+p], positions in
+// the lanes of one vector per element, lanes cnt..15 and elements
+// rd..rd16-1 zero (the halves gathered two at a time, a dword per
+// position); else row p at dst[p*rd16:].
 func halfTileZ() {
-	text("halfTileZ", NOSPLIT, "func(dst *float32, src *uint16, cnt, rd, rd16 int, chunked int)")
+	text("halfTileZ", NOSPLIT, "func(dst *float32, src *uint16, cnt, rd, rd16 int, transposed int)")
 	Doc("halfTileZ converts a tile's keys or values from half precision (see internal/gen/attnt.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
 	Load(Param("cnt"), RCX)
 	Load(Param("rd"), RDX)
 	Load(Param("rd16"), R8)
-	Load(Param("chunked"), R9)
-	// R10: the step between a row's chunks in dst (bytes), R11: between
-	// rows.
-	MOVQ(U32(64), R10)
+	Load(Param("transposed"), R9)
+	VPXORD(Z1, Z1, Z1)
+	TESTQ(R9, R9)
+	JNZ(LabelRef("ht_t"))
+	// R11: the bytes between rows of dst.
 	MOVQ(R8, R11)
 	SHLQ(U8(2), R11)
-	TESTQ(R9, R9)
-	JZ(LabelRef("ht_rows"))
-	MOVQ(U32(1024), R10)
-	MOVQ(U32(64), R11)
-	Label("ht_rows")
-	VPXORD(Z1, Z1, Z1)
 	Label("ht_row")
 	MOVQ(RSI, RAX) // source element
 	MOVQ(RDI, RBX) // destination chunk
@@ -112,7 +103,7 @@ func halfTileZ() {
 	VCVTPH2PS(Mem{Base: RAX}, Z0)
 	VMOVUPS(Z0, Mem{Base: RBX})
 	ADDQ(U8(32), RAX)
-	ADDQ(R10, RBX)
+	ADDQ(U8(64), RBX)
 	SUBQ(U8(16), R12)
 	JNZ(LabelRef("ht_chunk"))
 	JMP(LabelRef("ht_next"))
@@ -127,72 +118,94 @@ func halfTileZ() {
 	JNZ(LabelRef("ht_row"))
 	VZEROUPPER()
 	RET()
+
+	Label("ht_t")
+	// K1: the cnt positions' lanes; Z5: each position's byte offset.
+	MOVL(U32(1), EAX)
+	SHLL(CL, EAX)
+	DECL(EAX)
+	KMOVW(EAX, K1)
+	MOVQ(RDX, RAX)
+	SHLQ(U8(1), RAX)
+	VPBROADCASTD(EAX, Z6)
+	VMOVDQU32(attnTIota, Z5)
+	VPMULLD(Z6, Z5, Z5)
+	MOVQ(RDX, RBX)
+	SHRQ(U8(1), RBX) // pairs of elements
+	Label("ht_pair")
+	VPXORD(Z0, Z0, Z0)
+	KMOVW(K1, K2) // the gather clears its mask
+	VPGATHERDD(Mem{Base: RSI, Index: Z5, Scale: 1}, K2, Z0)
+	VPMOVDW(Z0, Y2)
+	VCVTPH2PS(Y2, Z3)
+	VMOVUPS(Z3, Mem{Base: RDI})
+	VPSRLD(U8(16), Z0, Z0)
+	VPMOVDW(Z0, Y2)
+	VCVTPH2PS(Y2, Z3)
+	VMOVUPS(Z3, Mem{Base: RDI, Disp: 64})
+	ADDQ(U8(4), RSI)
+	ADDQ(U32(128), RDI)
+	DECQ(RBX)
+	JNZ(LabelRef("ht_pair"))
+	SUBQ(RDX, R8) // padding elements
+	JZ(LabelRef("ht_done"))
+	Label("ht_pad")
+	VMOVUPS(Z1, Mem{Base: RDI})
+	ADDQ(U8(64), RDI)
+	DECQ(R8)
+	JNZ(LabelRef("ht_pad"))
+	Label("ht_done")
+	VZEROUPPER()
+	RET()
 }
 
 // tileScoresZ generates
 //
-//	tileScoresZ(s *float32, q *float32, k *float32, rows, rd16 int, scale float32)
+//	tileScoresZ(s *float32, q *float32, k *float32, blocks, rd16 int, scale float32)
 //
-// s[16r+p] = scale * (q_r . k_p) for rows r < rows and the tile's 16
-// positions: q rows of rd16 floats, k in halfTileZ's chunk-major layout.
-// Each dot keeps 16 lanes (lane j sums elements j, j+16, ... in order, by
-// fused multiply-adds from zero), then adds lanes j and j+8, j and j+4, j
-// and j+2, j and j+1: a reduction done for the 16 positions at once.
+// s[16r+p] = scale * (q_r . k_p) for the rows r of blocks blocks of 8 and
+// the tile's 16 positions: q in blocks of 8 rows, element d of a block's
+// row i at q[8d+i] (blocks 8*rd16 floats apart), k in halfTileZ's
+// transposed layout. Each dot is one chain of fused multiply-adds over d
+// from zero, for the 16 positions of a row at once (the query element
+// broadcast against the keys' vector of element d): llama.cpp's tiled
+// product, with no reduction across lanes.
 func tileScoresZ() {
-	text("tileScoresZ", NOSPLIT, "func(s *float32, q *float32, k *float32, rows, rd16 int, scale float32)")
-	Doc("tileScoresZ computes one tile's scores for rows of queries (see internal/gen/attnt.go).")
+	text("tileScoresZ", NOSPLIT, "func(s *float32, q *float32, k *float32, blocks, rd16 int, scale float32)")
+	Doc("tileScoresZ computes one tile's scores for blocks of 8 rows of queries (see internal/gen/attnt.go).")
 	Load(Param("s"), RDI)
 	Load(Param("q"), RSI)
-	Load(Param("rows"), RCX)
+	Load(Param("blocks"), RCX)
 	Load(Param("rd16"), RDX)
-	SHRQ(U8(4), RDX) // chunks per row
+	SHRQ(U8(1), RDX) // pairs of elements
 	VBROADCASTSS(NewParamAddr("scale", 40), Z30)
-	VMOVDQU32(attnTPerm, Z31)
-	a := func(p int) VecPhysical { return zreg(p) }
-	Label("ts_row")
-	for p := 0; p < 16; p++ {
-		VPXORD(a(p), a(p), a(p))
+	a := func(r int) VecPhysical { return zreg(r) }
+	Label("ts_block")
+	for r := 0; r < 8; r++ {
+		VPXORD(a(r), a(r), a(r))
 	}
 	Load(Param("k"), RAX)
 	MOVQ(RDX, RBX)
-	Label("ts_chunk")
-	VMOVUPS(Mem{Base: RSI}, Z16)
-	for p := 0; p < 16; p++ {
-		VFMADD231PS(Mem{Base: RAX, Disp: 64 * p}, Z16, a(p))
+	Label("ts_pair")
+	VMOVUPS(Mem{Base: RAX}, Z16)
+	VMOVUPS(Mem{Base: RAX, Disp: 64}, Z17)
+	for r := 0; r < 8; r++ {
+		VFMADD231PS_BCST(Mem{Base: RSI, Disp: 4 * r}, Z16, a(r))
 	}
-	ADDQ(U32(1024), RAX)
+	for r := 0; r < 8; r++ {
+		VFMADD231PS_BCST(Mem{Base: RSI, Disp: 32 + 4*r}, Z17, a(r))
+	}
+	ADDQ(U32(128), RAX)
 	ADDQ(U8(64), RSI)
 	DECQ(RBX)
-	JNZ(LabelRef("ts_chunk"))
-	// Lanes j+8 onto j: X_p (in a(p)) holds position p in lanes 0-7 and
-	// p+8 in lanes 8-15.
-	for p := 0; p < 8; p++ {
-		VSHUFF32X4(U8(0x44), a(p+8), a(p), Z16)
-		VSHUFF32X4(U8(0xee), a(p+8), a(p), Z17)
-		VADDPS(Z17, Z16, a(p))
+	JNZ(LabelRef("ts_pair"))
+	for r := 0; r < 8; r++ {
+		VMULPS(Z30, a(r), a(r))
+		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
 	}
-	// Lanes j+4 onto j: Y_p (in a(p)), quarters p, p+8, p+4, p+12.
-	for p := 0; p < 4; p++ {
-		VSHUFF32X4(U8(0x88), a(p+4), a(p), Z16)
-		VSHUFF32X4(U8(0xdd), a(p+4), a(p), Z17)
-		VADDPS(Z17, Z16, a(p))
-	}
-	// Lanes j+2 onto j.
-	for p := 0; p < 2; p++ {
-		VUNPCKLPD(a(p+2), a(p), Z16)
-		VUNPCKHPD(a(p+2), a(p), Z17)
-		VADDPS(Z17, Z16, a(p))
-	}
-	// Lane j+1 onto j, then positions into lane order.
-	VSHUFPS(U8(0x88), a(1), a(0), Z16)
-	VSHUFPS(U8(0xdd), a(1), a(0), Z17)
-	VADDPS(Z17, Z16, Z16)
-	VPERMPS(Z16, Z31, Z16)
-	VMULPS(Z30, Z16, Z16)
-	VMOVUPS(Z16, Mem{Base: RDI})
-	ADDQ(U8(64), RDI)
+	ADDQ(U32(512), RDI)
 	DECQ(RCX)
-	JNZ(LabelRef("ts_row"))
+	JNZ(LabelRef("ts_block"))
 	VZEROUPPER()
 	RET()
 }
