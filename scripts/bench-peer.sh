@@ -4,6 +4,7 @@
 #
 #   scripts/bench-peer.sh [--threads N] [--reps N] [--pp N] [--tg N] [--depth N]
 #                         [--types "F16 Q8_0 ..."] [--models DIR]
+#                         [--depths "0 8192 16384 32768"] [--depth-pp N]
 #
 # It writes the 245M benchmark model as F16 (scripts/testmodel), quantises it
 # with llama-quantize to each type (DIR keeps the files between runs; default
@@ -27,9 +28,17 @@
 # shared: run it when `uptime` shows little load, and read the ratios.
 # Its ratios are the per-type table of docs/performance.md: a rerun updates
 # that page (with the commit it ran at), not the README.
+#
+# With --depths, it measures attention at long context instead: for each
+# type and each depth D of the list, prefill of --depth-pp tokens (default
+# 512) and generation of 32 tokens after D tokens in the cache (llama-bench
+# -d D; the same for rillbench), and each engine's prefill rate at D over
+# its rate at the list's first depth (give 0 first for the short-prompt
+# rate). Filling the cache takes most of the time: a 32k depth runs for
+# many minutes per repetition on 2 threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=2 reps=3 pp=494 tg=128 depth=2048
+threads=2 reps=3 pp=494 tg=128 depth=2048 depths="" dpp=512
 types="F16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
 models=""
 while [ $# -gt 0 ]; do
@@ -41,7 +50,9 @@ while [ $# -gt 0 ]; do
     --depth) depth=$2; shift 2 ;;
     --types) types=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
-    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+    --depths) depths=$2; shift 2 ;;
+    --depth-pp) dpp=$2; shift 2 ;;
+    *) sed -n '2,21p' "$0" >&2; exit 2 ;;
   esac
 done
 bin=${LLAMA_BUILD_DIR:-/work/llama-build}/bin
@@ -83,6 +94,31 @@ ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/flo
 bw=$("$tmp/rillbench" -bandwidth -t "$threads" | python3 -c "import json,sys; print(json.load(sys.stdin)['gb_s'])")
 echo "# $(date -u +%FT%TZ) threads=$threads, best of $reps alternating runs, load: $(cut -d' ' -f1-3 /proc/loadavg), read bandwidth: $bw GB/s"
 echo "# llama.cpp: $(cat "$bin/COMMIT" 2>/dev/null || echo unknown) (llama-bench -fa 1, OpenMP); rill: $(git rev-parse --short HEAD)"
+if [ -n "$depths" ]; then
+  # Attention at depth: pp$dpp and tg32 after each depth, alternating.
+  printf '%-8s %6s | %9s %9s %6s | %6s %6s | %9s %9s %6s\n' type depth "pp$dpp" llama ratio "rill/0" "llama/0" tg32 llama ratio
+  for t in $types; do
+    m=$models/rill-bench-245m-$t.gguf
+    if [ "$t" != F16 ] && [ ! -f "$m" ]; then
+      "$bin/llama-quantize" "$f16" "$m" "$t" > "$tmp/quantize.log" 2>&1 || { cat "$tmp/quantize.log" >&2; exit 1; }
+    fi
+    rp0="" lp0=""
+    for d in $depths; do
+      : > "$tmp/ld.json"; : > "$tmp/rd.json"
+      for rep in $(seq "$reps"); do
+        "$bin/llama-bench" -m "$m" -t "$threads" -r 1 -fa 1 -p "$dpp" -n 32 -d "$d" -o jsonl >> "$tmp/ld.json" 2> "$tmp/l.err"
+        "$tmp/rillbench" -model "$m" -t "$threads" -r 1 -p "$dpp" -n 32 -d "$d" >> "$tmp/rd.json"
+      done
+      rp=$(json "$tmp/rd.json" avg_ts "$dpp" 0 "$d"); lp=$(json "$tmp/ld.json" avg_ts "$dpp" 0 "$d")
+      rt=$(json "$tmp/rd.json" avg_ts 0 32 "$d"); lt=$(json "$tmp/ld.json" avg_ts 0 32 "$d")
+      [ -n "$rp0" ] || { rp0=$rp; lp0=$lp; }
+      printf '%-8s %6s | %9s %9s %6s | %6s %6s | %9s %9s %6s\n' "$t" "$d" "$rp" "$lp" "$(ratio "$rp" "$lp")" \
+        "$(ratio "$rp" "$rp0")" "$(ratio "$lp" "$lp0")" "$rt" "$lt" "$(ratio "$rt" "$lt")"
+    done
+  done
+  echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' type MiB "pp$pp" llama ratio "tg$tg" llama ratio bw% "tg32@$depth" llama ratio
 for t in $types; do
   m=$models/rill-bench-245m-$t.gguf
