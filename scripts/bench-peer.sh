@@ -5,6 +5,7 @@
 #   scripts/bench-peer.sh [--threads N] [--reps N] [--pp N] [--tg N] [--depth N]
 #                         [--types "F16 Q8_0 ..."] [--models DIR]
 #                         [--depths "0 8192 16384 32768"] [--depth-pp N]
+#                         [--shape 245m|llama3.2-1b|qwen3-1.7b]
 #
 # It writes the 245M benchmark model as F16 (scripts/testmodel), quantises it
 # with llama-quantize to each type (DIR keeps the files between runs; default
@@ -29,6 +30,10 @@
 # Its ratios are the per-type table of docs/performance.md: a rerun updates
 # that page (with the commit it ran at), not the README.
 #
+# --shape picks the benchmark model: the 245M one (default), or one with the
+# shape and vocabulary size of Llama 3.2 1B or Qwen3 1.7B (scripts/testmodel
+# -model bench-llama3.2-1b, bench-qwen3-1.7b; 2.5 and 3.4 GB as F16).
+#
 # With --depths, it measures attention at long context instead: for each
 # type and each depth D of the list, prefill of --depth-pp tokens (default
 # 512) and generation of 32 tokens after D tokens in the cache (llama-bench
@@ -38,7 +43,7 @@
 # many minutes per repetition on 2 threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=2 reps=3 pp=494 tg=128 depth=2048 depths="" dpp=512
+threads=2 reps=3 pp=494 tg=128 depth=2048 depths="" dpp=512 shape=245m
 types="F16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
 models=""
 while [ $# -gt 0 ]; do
@@ -52,7 +57,8 @@ while [ $# -gt 0 ]; do
     --models) models=$2; shift 2 ;;
     --depths) depths=$2; shift 2 ;;
     --depth-pp) dpp=$2; shift 2 ;;
-    *) sed -n '2,21p' "$0" >&2; exit 2 ;;
+    --shape) shape=$2; shift 2 ;;
+    *) sed -n '2,22p' "$0" >&2; exit 2 ;;
   esac
 done
 bin=${LLAMA_BUILD_DIR:-/work/llama-build}/bin
@@ -68,8 +74,13 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$models"
 go build -o "$tmp/rillbench" ./scripts/rillbench
 
-f16=$models/rill-bench-245m-F16.gguf
-[ -f "$f16" ] || go run ./scripts/testmodel -model bench -type F16 -out "$f16"
+case "$shape" in
+  245m) spec=bench ;;
+  llama3.2-1b | qwen3-1.7b) spec=bench-$shape ;;
+  *) echo "--shape $shape: want 245m, llama3.2-1b or qwen3-1.7b" >&2; exit 2 ;;
+esac
+f16=$models/rill-bench-$shape-F16.gguf
+[ -f "$f16" ] || go run ./scripts/testmodel -model "$spec" -type F16 -out "$f16"
 
 # json FILE KEY N_PROMPT N_GEN N_DEPTH: the best (largest) KEY of the
 # matching records (llama-bench's -o jsonl lines, or rillbench's).
@@ -98,7 +109,7 @@ if [ -n "$depths" ]; then
   # Attention at depth: pp$dpp and tg32 after each depth, alternating.
   printf '%-8s %6s | %9s %9s %6s | %6s %6s | %9s %9s %6s\n' type depth "pp$dpp" llama ratio "rill/0" "llama/0" tg32 llama ratio
   for t in $types; do
-    m=$models/rill-bench-245m-$t.gguf
+    m=$models/rill-bench-$shape-$t.gguf
     if [ "$t" != F16 ] && [ ! -f "$m" ]; then
       "$bin/llama-quantize" "$f16" "$m" "$t" > "$tmp/quantize.log" 2>&1 || { cat "$tmp/quantize.log" >&2; exit 1; }
     fi
@@ -121,7 +132,7 @@ if [ -n "$depths" ]; then
 fi
 printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' type MiB "pp$pp" llama ratio "tg$tg" llama ratio bw% "tg32@$depth" llama ratio
 for t in $types; do
-  m=$models/rill-bench-245m-$t.gguf
+  m=$models/rill-bench-$shape-$t.gguf
   if [ "$t" != F16 ] && [ ! -f "$m" ]; then
     "$bin/llama-quantize" "$f16" "$m" "$t" > "$tmp/quantize.log" 2>&1 || { cat "$tmp/quantize.log" >&2; exit 1; }
   fi
