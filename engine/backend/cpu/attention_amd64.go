@@ -233,10 +233,10 @@ func tileScoresSIMD(s, q, k []float32, blocks, rd16 int, scale float32) {
 }
 
 // tileSoftmaxSIMD: see tileSoftmax.
-func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int) {
+func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, masks []uint16, tokens, gn, rd16 int) {
 	rows := tokens * gn
 	if tokens <= 0 || gn <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(acc) < rows*rd16 ||
-		len(ms) < 4*rows || len(rng) < 2*tokens || len(v) < tileLen*rd16 {
+		len(ms) < 2*tiledMaxRows+rows || len(rng) < 2*tokens || len(masks) < rows || len(v) < tileLen*rd16 {
 		panic("cpu: tileSoftmaxSIMD: bad lengths")
 	}
 	for t := range tokens {
@@ -244,5 +244,5 @@ func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int)
 			panic("cpu: tileSoftmaxSIMD: bad position range")
 		}
 	}
-	tileSoftmaxZ(&s[0], &v[0], &acc[0], &ms[0], &rng[0], tokens, gn, rd16)
+	tileSoftmaxZ(&s[0], &v[0], &acc[0], &ms[0], &rng[0], &masks[0], tokens, gn, rd16)
 }

@@ -59,10 +59,11 @@ type tiledScratch struct {
 	q   [tiledRowFloats + tiledQBlock*MaxAttnHeadDim]float32 // [block][rd16][8] queries, zero padded
 	acc [tiledRowFloats]float32                              // [row][rd16] accumulators
 	s   [(tiledMaxRows + tiledQBlock) * tileLen]float32      // [row][16] scores, then weights
-	ms  [tiledMaxRows * 4]float32                            // [row]: m, S, c, unused
+	ms  [3 * tiledMaxRows]float32                            // m, S and c: [3][row]
 	k   [tileLen * MaxAttnHeadDim]float32                    // the tile's keys, [rd16][p]
 	v   [tileLen * MaxAttnHeadDim]float32                    // the tile's values, [p][rd16]
 	rng [2 * tiledMaxRows]int32                              // [token]: first and end position in the tile
+	msk [tiledMaxRows]uint16                                 // [row]: the positions of the tile it sees
 }
 
 var tiledScratches freeList[tiledScratch]
@@ -119,9 +120,9 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 		}
 		lo, hi = min(lo, int(tq.start[t])), max(hi, int(tq.n[t]))
 	}
-	ms := sc.ms[:4*rows]
+	ms := sc.ms[:]
 	for r := range rows {
-		ms[4*r], ms[4*r+1] = float32(math.Inf(-1)), 0
+		ms[r], ms[tiledMaxRows+r] = float32(math.Inf(-1)), 0
 	}
 	scale := cappedScale(tq.scale, tq.softCap)
 	bs := l.BlockSize
@@ -159,7 +160,8 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 			if tq.softCap != 0 {
 				capScores(s, tq.softCap)
 			}
-			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[4*r0:4*r1], sc.rng[:2*(t1-t0)], t1-t0, gn, rd16, tq.assembler)
+			tileMasks(sc.msk[:r1-r0], sc.rng[:2*(t1-t0)], gn)
+			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[r0:], sc.rng[:2*(t1-t0)], sc.msk[:r1-r0], t1-t0, gn, rd16, tq.assembler)
 			t0 = t1
 		}
 		p0 += cnt
@@ -168,9 +170,9 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 		for i := range gn {
 			r := t*gn + i
 			if tq.sinks != nil {
-				foldSink(acc[r*rd16:][:hd], &ms[4*r], &ms[4*r+1], tq.sinks[i])
+				foldSink(acc[r*rd16:][:hd], &ms[r], &ms[tiledMaxRows+r], tq.sinks[i])
 			}
-			inv := 1 / ms[4*r+1]
+			inv := 1 / ms[tiledMaxRows+r]
 			o, a := tq.out[t*tq.stride+i*hd:][:hd], acc[r*rd16:][:hd]
 			for d := range o {
 				o[d] = a[d] * inv
@@ -258,13 +260,24 @@ func halves16(a *[16]float32) float32 {
 	return (c0 + c2) + (c1 + c3)
 }
 
+// tileMasks sets masks[r], for the rows of tokens of gn rows each, to the
+// bits of the positions its token sees: rng[2t] <= p < rng[2t+1].
+func tileMasks(masks []uint16, rng []int32, gn int) {
+	for r := range masks {
+		lo, hi := rng[2*(r/gn)], rng[2*(r/gn)+1]
+		masks[r] = uint16(1<<hi-1) &^ uint16(1<<lo-1)
+	}
+}
+
 // tileSoftmax runs the online softmax of one tile for tokens x gn rows
 // and their value accumulation: s holds the rows' scores (overwritten by
-// the weights), ms their m, S and c, rng each token's first and end
-// position in the tile (at least one).
-func tileSoftmax(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int, asm bool) {
+// the weights); ms their m, S and c, row r's at ms[r], ms[tiledMaxRows+r]
+// and ms[2*tiledMaxRows+r]; rng each token's first and end position in the
+// tile (at least one), masks the same per row (tileMasks). With m' the new
+// maximum, c is 1 when m' == m, else e^(m-m').
+func tileSoftmax(s, v, acc, ms []float32, rng []int32, masks []uint16, tokens, gn, rd16 int, asm bool) {
 	if asm {
-		tileSoftmaxSIMD(s, v, acc, ms, rng, tokens, gn, rd16)
+		tileSoftmaxSIMD(s, v, acc, ms, rng, masks, tokens, gn, rd16)
 		return
 	}
 	tileSoftmaxGeneric(s, v, acc, ms, rng, tokens, gn, rd16)
@@ -284,16 +297,19 @@ func tileSoftmaxGeneric(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 i
 				}
 				tmax = max(tmax, x[p])
 			}
-			m := ms[4*r]
+			m := ms[r]
 			m1 := m
 			if tmax > m {
 				m1 = tmax
 			}
-			c := expTile(m - m1)
+			c := float32(1)
+			if m1 != m {
+				c = expTile(m - m1)
+			}
 			for p := range x {
 				x[p] = expTile(x[p] - m1)
 			}
-			ms[4*r], ms[4*r+1], ms[4*r+2] = m1, float32(ms[4*r+1]*c)+halves16(x), c
+			ms[r], ms[tiledMaxRows+r], ms[2*tiledMaxRows+r] = m1, float32(ms[tiledMaxRows+r]*c)+halves16(x), c
 			a := acc[r*rd16 : (r+1)*rd16]
 			for d := range a {
 				a[d] = float32(a[d] * c)

@@ -18,7 +18,7 @@ func TestTileKernelsSIMD(t *testing.T) {
 	r := newRand(t, 21)
 	for _, rd := range []int{8, 16, 24, 40, 64, 72, 128, 136, 256} {
 		rd16 := tiledRow(rd)
-		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {1, 3}} {
+		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {1, 3}, {5, 4}, {16, 4}, {11, 3}} {
 			tokens, gn := shape[0], shape[1]
 			rows := tokens * gn
 			t.Run(fmt.Sprintf("rd=%d/tokens=%d/gn=%d", rd, tokens, gn), func(t *testing.T) {
@@ -56,16 +56,18 @@ func TestTileKernelsSIMD(t *testing.T) {
 					lo := r.IntN(cnt)
 					rng[2*i], rng[2*i+1] = int32(lo), int32(lo+1+r.IntN(cnt-lo))
 				}
-				ms := make([]float32, 4*rows)
+				ms := make([]float32, 3*tiledMaxRows)
 				acc := randFloats(r, rows*rd16, 1)
 				for i := range rows {
-					ms[4*i], ms[4*i+1] = float32(r.NormFloat64()*2), float32(1+r.Float64())
+					ms[i], ms[tiledMaxRows+i] = float32(r.NormFloat64()*2), float32(1+r.Float64())
 					if i%3 == 0 {
-						ms[4*i], ms[4*i+1] = float32(math.Inf(-1)), 0
+						ms[i], ms[tiledMaxRows+i] = float32(math.Inf(-1)), 0
 					}
 				}
 				gms, gacc := slices.Clone(ms), slices.Clone(acc)
-				tileSoftmax(ss, v, acc, ms, rng, tokens, gn, rd16, true)
+				masks := make([]uint16, rows)
+				tileMasks(masks, rng, gn)
+				tileSoftmax(ss, v, acc, ms, rng, masks, tokens, gn, rd16, true)
 				tileSoftmaxGeneric(gs, v, gacc, gms, rng, tokens, gn, rd16)
 				sameBits(t, "weights", ss, gs)
 				sameBits(t, "ms", ms, gms)

@@ -982,7 +982,7 @@ func tileScoresZ(s *float32, q *float32, k *float32, blocks int, rd16 int, scale
 // tileSoftmaxZ runs one tile's online softmax and value accumulation (see internal/gen/attnt.go).
 //
 //go:noescape
-func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens int, group int, rd16 int)
+func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens int, group int, rd16 int)
 
 // dotRowsF32AVX computes out[r] = dot(weight row r, x) for r < rows, F32 rows wstride bytes apart (see internal/gen/frows.go).
 //

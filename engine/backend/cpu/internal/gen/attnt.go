@@ -15,9 +15,9 @@ import (
 //	tileScoresZ  the 16 scores of each row
 //	tileSoftmaxZ the online softmax of each row and its value accumulation
 
-// The kernels' vector constants (attnTConsts): lane numbers and expTile's
-// constants.
-var attnTIota, expfC Mem
+// The kernels' vector constants (attnTConsts): lane numbers, where
+// reduce16 leaves each row, expTile's constants.
+var attnTIota, attnTPerm, expfC Mem
 
 // expfVals are expTile's constants (attention_tiled.go), as float32 bits:
 // the clamp, log2(e), ln2 in two parts, then 1/j! for j = 7 down to 0.
@@ -34,6 +34,11 @@ func attnTConsts() {
 	attnTIota = GLOBL("attntiota", RODATA|NOPTR)
 	for i := 0; i < 16; i++ {
 		DATA(4*i, U32(uint32(i)))
+	}
+	// Where reduce16 leaves row r: lane perm[r].
+	attnTPerm = GLOBL("attntperm", RODATA|NOPTR)
+	for i, p := range []uint32{0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15} {
+		DATA(4*i, U32(p))
 	}
 	expfC = GLOBL("expfc", RODATA|NOPTR)
 	for i, v := range expfVals {
@@ -212,48 +217,82 @@ func tileScoresZ() {
 
 // tileSoftmaxZ generates
 //
-//	tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens, group, rd16 int)
+//	tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens, group, rd16 int)
 //
 // the online softmax of rows = tokens*group rows of scores (s, 16 per row;
 // overwritten by the weights) and their value accumulation: token t's rows
-// t*group.. see positions rng[2t] <= p < rng[2t+1] of the tile; per row, ms
-// holds 4 floats (the running maximum m, the running sum, then the tile's
-// rescale factor c); acc rows of rd16 floats; v the tile's values, row p at
-// v[p*rd16:]. For one row, with x the masked scores (-Inf outside the
-// token's positions):
+// t*group.. see positions rng[2t] <= p < rng[2t+1] of the tile, row r the
+// positions whose bits are set in masks[r]; ms holds, a row each, the
+// running maxima m, then tiledMaxRows floats on the running sums, then as
+// far on the tile's rescale factors c; acc rows of rd16 floats; v the
+// tile's values, row p at v[p*rd16:]. For one row, with x the masked
+// scores (-Inf outside the token's positions):
 //
-//	m' = max(m, max(x)); c = e^(m-m'); w = e^(x-m')
-//	S = float32(S*c) + sum(w)  (the lanes added as the scores' reduction)
+//	m' = max(m, max(x)); c = 1 if m' == m, else e^(m-m'); w = e^(x-m')
+//	S = float32(S*c) + sum(w)  (the lanes added by halves)
 //	acc = acc*c, then acc = fma(w_p, v_p, acc) for p in order
 //
-// Four rows of a token at a time share the value loads.
+// The softmax goes 16 rows at a time: their maxima and sums come out of
+// one transposing reduction (lane r of the result is row r's), and m, S
+// and c are updated as vectors; the rows past the last 16 go one at a
+// time. Then the values, four rows of a token at a time sharing the value
+// loads.
 func tileSoftmaxZ() {
-	text("tileSoftmaxZ", NOSPLIT, "func(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens, group, rd16 int)")
+	text("tileSoftmaxZ", NOSPLIT, "func(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens, group, rd16 int)")
 	Doc("tileSoftmaxZ runs one tile's online softmax and value accumulation (see internal/gen/attnt.go).")
 	Load(Param("s"), RDI)
-	Load(Param("acc"), R8)
 	Load(Param("ms"), R9)
-	Load(Param("rng"), R10)
-	Load(Param("tokens"), R11)
-	Load(Param("rd16"), R12)
-	SHLQ(U8(2), R12) // bytes per row of values and accumulators
-	VMOVDQU32(attnTIota, Z31)
+	Load(Param("masks"), RSI)
+	Load(Param("tokens"), RCX)
+	Load(Param("group"), RAX)
+	IMULQ(RAX, RCX)            // rows
 	MOVL(U32(0xff800000), EAX) // -Inf
 	VPBROADCASTD(EAX, Z30)
-	// EAX is scratch from here on.
+	VMOVDQU32(attnTPerm, Z31)
+	a := func(r int) VecPhysical { return zreg(r) }
+	one := expfC.Offset(4 * 12)
 
-	Label("sm_token")
-	// K1: the token's lanes.
-	VPBROADCASTD(Mem{Base: R10}, Z29)
-	VPBROADCASTD(Mem{Base: R10, Disp: 4}, Z28)
-	VPCMPD(U8(5), Z29, Z31, K1) // iota >= lo
-	VPCMPD(U8(1), Z28, Z31, K2) // iota < hi
-	KANDW(K2, K1, K1)
-	// Softmax of the token's rows: RDI and R9 walk them, RBX counts.
-	MOVQ(RDI, R13) // the token's first row of weights
-	MOVQ(R9, R14)  // and of ms
-	Load(Param("group"), RBX)
-	Label("sm_row")
+	Label("sm_block")
+	CMPQ(RCX, U8(16))
+	JL(LabelRef("sm_rows"))
+	for r := 0; r < 16; r++ {
+		KMOVW(Mem{Base: RSI, Disp: 2 * r}, K1)
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
+		VBLENDMPS(a(r), Z30, K1, a(r)) // masked lanes -Inf
+		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
+	}
+	reduce16(func(x, y, z VecPhysical) { VMAXPS(x, y, z) })
+	VMOVUPS(Mem{Base: R9}, Z18) // m
+	VMAXPS(Z16, Z18, Z19)       // m' = m > max ? m : max
+	VMOVUPS(Z19, Mem{Base: R9})
+	VSUBPS(Z19, Z18, Z20) // m - m'
+	expf16(Z20, Z16, Z17)
+	VCMPPS(U8(0), Z19, Z18, K2) // m == m' (ordered)
+	VBROADCASTSS(one, Z21)
+	VBLENDMPS(Z21, Z20, K2, Z20) // c
+	VMOVUPS(Z20, Mem{Base: R9, Disp: 2 * msStride})
+	for r := 0; r < 16; r++ {
+		VBROADCASTSS(Mem{Base: R9, Disp: 4 * r}, Z18)
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r)) // the masked scores again
+		VSUBPS(Z18, a(r), a(r))                     // x - m'
+		expf16(a(r), Z16, Z17)
+		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
+	}
+	reduce16(func(x, y, z VecPhysical) { VADDPS(x, y, z) })
+	VMOVUPS(Mem{Base: R9, Disp: msStride}, Z18)
+	VMULPS(Z20, Z18, Z18) // S*c
+	VADDPS(Z16, Z18, Z18)
+	VMOVUPS(Z18, Mem{Base: R9, Disp: msStride})
+	ADDQ(U32(16*64), RDI)
+	ADDQ(U8(16*4), R9)
+	ADDQ(U8(16*2), RSI)
+	SUBQ(U8(16), RCX)
+	JMP(LabelRef("sm_block"))
+
+	Label("sm_rows")
+	TESTQ(RCX, RCX)
+	JZ(LabelRef("sm_values"))
+	KMOVW(Mem{Base: RSI}, K1)
 	VMOVUPS(Mem{Base: RDI}, Z0)
 	VBLENDMPS(Z0, Z30, K1, Z0) // masked lanes -Inf
 	// Max over the lanes.
@@ -268,10 +307,8 @@ func tileSoftmaxZ() {
 	VMOVSS(Mem{Base: R9}, X2) // m
 	VMAXSS(X1, X2, X1)        // m' = max(m, tile max)
 	VMOVSS(X1, Mem{Base: R9})
-	// c = e^(m-m'): 1 when the maximum stays (e^0 is exactly 1), else
-	// computed.
-	MOVL(U32(0x3f800000), EAX)
-	VMOVD(EAX, X3)
+	// c = e^(m-m'): 1 when the maximum stays, else computed.
+	VMOVSS(one, X3)
 	VUCOMISS(X1, X2)
 	JNE(LabelRef("sm_exp"))
 	JNP(LabelRef("sm_same")) // equal, not NaN
@@ -280,12 +317,12 @@ func tileSoftmaxZ() {
 	VBROADCASTSS(X2, Z3)
 	expf16(Z3, Z4, Z5) // c in every lane
 	Label("sm_same")
-	VMOVSS(X3, Mem{Base: R9, Disp: 8})
+	VMOVSS(X3, Mem{Base: R9, Disp: 2 * msStride})
 	VBROADCASTSS(X1, Z1)
 	VSUBPS(Z1, Z0, Z0) // x - m'
 	expf16(Z0, Z4, Z5)
 	VMOVUPS(Z0, Mem{Base: RDI})
-	// Sum of the weights.
+	// Sum of the weights, by halves.
 	VEXTRACTF32X8(U8(1), Z0, Y1)
 	VADDPS(Y1, Y0, Y1)
 	VEXTRACTF128(U8(1), Y1, X2)
@@ -294,18 +331,29 @@ func tileSoftmaxZ() {
 	VADDPS(X2, X1, X1)
 	VPERMILPS(U8(0xb1), X1, X2)
 	VADDSS(X2, X1, X1)
-	VMOVSS(Mem{Base: R9, Disp: 4}, X2)
+	VMOVSS(Mem{Base: R9, Disp: msStride}, X2)
 	VMULSS(X3, X2, X2) // S*c
 	VADDSS(X1, X2, X2)
-	VMOVSS(X2, Mem{Base: R9, Disp: 4})
+	VMOVSS(X2, Mem{Base: R9, Disp: msStride})
 	ADDQ(U8(64), RDI)
-	ADDQ(U8(16), R9)
-	DECQ(RBX)
-	JNZ(LabelRef("sm_row"))
+	ADDQ(U8(4), R9)
+	ADDQ(U8(2), RSI)
+	DECQ(RCX)
+	JMP(LabelRef("sm_rows"))
 
-	// Value accumulation of the token's rows, four at a time, then one
-	// at a time. RDX: the token's first position (bytes into v), RCX: its
-	// count.
+	// Value accumulation of each token's rows, four at a time, then one at
+	// a time. RDI: the token's first row of weights, R14 its m, RDX its
+	// first position (bytes into v), RCX its count.
+	Label("sm_values")
+	Load(Param("s"), RDI)
+	Load(Param("acc"), R8)
+	Load(Param("ms"), R14)
+	Load(Param("rng"), R10)
+	Load(Param("tokens"), R11)
+	Load(Param("rd16"), R12)
+	SHLQ(U8(2), R12) // bytes per row of values and accumulators
+	Label("sm_token")
+	MOVQ(RDI, R13)
 	MOVLQSX(Mem{Base: R10}, RDX)
 	MOVLQSX(Mem{Base: R10, Disp: 4}, RCX)
 	SUBQ(RDX, RCX)
@@ -319,7 +367,7 @@ func tileSoftmaxZ() {
 	JL(LabelRef("sm_single"))
 	vaccT(4, "q")
 	ADDQ(U32(4*64), R13)
-	ADDQ(U8(4*16), R14)
+	ADDQ(U8(4*4), R14)
 	SUBQ(U8(4), RBX)
 	JMP(LabelRef("sm_quad"))
 	Label("sm_single")
@@ -327,12 +375,14 @@ func tileSoftmaxZ() {
 	JZ(LabelRef("sm_next"))
 	vaccT(1, "s")
 	ADDQ(U8(64), R13)
-	ADDQ(U8(16), R14)
+	ADDQ(U8(4), R14)
 	DECQ(RBX)
 	JMP(LabelRef("sm_single"))
 
 	Label("sm_next")
-	MOVQ(R14, R9) // the next token's ms (vaccT used R9)
+	Load(Param("group"), RAX)
+	SHLQ(U8(6), RAX)
+	ADDQ(RAX, RDI)
 	ADDQ(U8(8), R10)
 	DECQ(R11)
 	JNZ(LabelRef("sm_token"))
@@ -340,8 +390,43 @@ func tileSoftmaxZ() {
 	RET()
 }
 
+// msStride is the bytes between the arrays of tileSoftmaxZ's ms (m, S, c):
+// tiledMaxRows floats.
+const msStride = 4 * 256
+
+// reduce16 reduces each of Z0..Z15 over its 16 lanes with op(a, b, dst)
+// (dst = b op a), adding lanes j and j+8, then j and j+4, j and j+2, j and
+// j+1 (halves16's order), and leaves the results in Z16, lane r holding
+// Zr's; Z17 is scratch and Z0..Z15 are clobbered. Z31 must hold attnTPerm.
+func reduce16(op func(x, y, z VecPhysical)) {
+	a := func(r int) VecPhysical { return zreg(r) }
+	// Lanes j+8 onto j: a(r) holds row r in lanes 0-7 and r+8 in 8-15.
+	for r := 0; r < 8; r++ {
+		VSHUFF32X4(U8(0x44), a(r+8), a(r), Z16)
+		VSHUFF32X4(U8(0xee), a(r+8), a(r), Z17)
+		op(Z17, Z16, a(r))
+	}
+	// Lanes j+4 onto j: quarters r, r+8, r+4, r+12.
+	for r := 0; r < 4; r++ {
+		VSHUFF32X4(U8(0x88), a(r+4), a(r), Z16)
+		VSHUFF32X4(U8(0xdd), a(r+4), a(r), Z17)
+		op(Z17, Z16, a(r))
+	}
+	// Lanes j+2 onto j.
+	for r := 0; r < 2; r++ {
+		VUNPCKLPD(a(r+2), a(r), Z16)
+		VUNPCKHPD(a(r+2), a(r), Z17)
+		op(Z17, Z16, a(r))
+	}
+	// Lane j+1 onto j, then rows into lane order.
+	VSHUFPS(U8(0x88), a(1), a(0), Z16)
+	VSHUFPS(U8(0xdd), a(1), a(0), Z17)
+	op(Z17, Z16, Z16)
+	VPERMPS(Z16, Z31, Z16)
+}
+
 // vaccT emits the value accumulation of R rows of one token: R13 points at
-// the first row's first weight (rows 64 bytes apart), R14 at its ms, R8 at
+// the first row's first weight (rows 64 bytes apart), R14 at its m, R8 at
 // the first row's accumulators (advanced past the R rows on exit), RDX is
 // the byte offset of the token's first position in v, RCX its positions
 // (at least 1), R12 the bytes of a row. The accumulators go in chunks of
@@ -351,7 +436,7 @@ func vaccT(R int, tag string) {
 	vv := func(i int) VecPhysical { return zreg(16 + i) }
 	cs := func(r int) VecPhysical { return zreg(20 + r) }
 	for r := 0; r < R; r++ {
-		VBROADCASTSS(Mem{Base: R14, Disp: 16*r + 8}, cs(r))
+		VBROADCASTSS(Mem{Base: R14, Disp: 4*r + 2*msStride}, cs(r))
 	}
 	XORQ(R15, R15) // byte offset of the chunk in a row
 	for _, w := range []int{4, 1} {
