@@ -4,6 +4,8 @@
 #
 #   scripts/bench-peer.sh [--threads N] [--reps N] [--pp N] [--tg N] [--depth N]
 #                         [--types "F16 Q8_0 ..."] [--models DIR] [--moe]
+#                         [--depths "0 8192 16384 32768"] [--depth-pp N]
+#                         [--shape 245m|llama3.2-1b|qwen3-1.7b]
 #
 # --moe runs the mixture-of-experts benchmark model instead (testmodel's
 # BenchMoE, qwen3moe shaped like Qwen3-30B-A3B: 64 experts, 8 used per
@@ -34,9 +36,21 @@
 # shared: run it when `uptime` shows little load, and read the ratios.
 # Its ratios are the per-type table of docs/performance.md: a rerun updates
 # that page (with the commit it ran at), not the README.
+#
+# --shape picks the benchmark model: the 245M one (default), or one with the
+# shape and vocabulary size of Llama 3.2 1B or Qwen3 1.7B (scripts/testmodel
+# -model bench-llama3.2-1b, bench-qwen3-1.7b; 2.5 and 3.4 GB as F16).
+#
+# With --depths, it measures attention at long context instead: for each
+# type and each depth D of the list, prefill of --depth-pp tokens (default
+# 512) and generation of 32 tokens after D tokens in the cache (llama-bench
+# -d D; the same for rillbench), and each engine's prefill rate at D over
+# its rate at the list's first depth (give 0 first for the short-prompt
+# rate). Filling the cache takes most of the time: a 32k depth runs for
+# many minutes per repetition on 2 threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=2 reps=3 pp=494 tg=128 depth=2048
+threads=2 reps=3 pp=494 tg=128 depth=2048 depths="" dpp=512 shape=245m
 types="F16 BF16 Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K IQ4_XS"
 models="" moe=0 typesset=0
 while [ $# -gt 0 ]; do
@@ -49,7 +63,10 @@ while [ $# -gt 0 ]; do
     --depth) depth=$2; shift 2 ;;
     --types) types=$2; typesset=1; shift 2 ;;
     --models) models=$2; shift 2 ;;
-    *) sed -n '2,27p' "$0" >&2; exit 2 ;;
+    --depths) depths=$2; shift 2 ;;
+    --depth-pp) dpp=$2; shift 2 ;;
+    --shape) shape=$2; shift 2 ;;
+    *) sed -n '2,50p' "$0" >&2; exit 2 ;;
   esac
 done
 bin=${LLAMA_BUILD_DIR:-/work/llama-build}/bin
@@ -65,7 +82,12 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$models"
 go build -o "$tmp/rillbench" ./scripts/rillbench
 
-base=rill-bench-245m spec=bench
+case "$shape" in
+  245m) spec=bench ;;
+  llama3.2-1b | qwen3-1.7b) spec=bench-$shape ;;
+  *) echo "--shape $shape: want 245m, llama3.2-1b or qwen3-1.7b" >&2; exit 2 ;;
+esac
+base=rill-bench-$shape
 if [ "$moe" = 1 ]; then
   base=rill-bench-moe spec=bench-moe
   [ "$typesset" = 1 ] || types="Q8_0 Q4_0 Q4_K_M Q6_K"
@@ -96,6 +118,31 @@ ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/flo
 bw=$("$tmp/rillbench" -bandwidth -t "$threads" | python3 -c "import json,sys; print(json.load(sys.stdin)['gb_s'])")
 echo "# $(date -u +%FT%TZ) threads=$threads, best of $reps alternating runs, load: $(cut -d' ' -f1-3 /proc/loadavg), read bandwidth: $bw GB/s"
 echo "# llama.cpp: $(cat "$bin/COMMIT" 2>/dev/null || echo unknown) (llama-bench -fa 1, OpenMP); rill: $(git rev-parse --short HEAD)"
+if [ -n "$depths" ]; then
+  # Attention at depth: pp$dpp and tg32 after each depth, alternating.
+  printf '%-8s %6s | %9s %9s %6s | %6s %6s | %9s %9s %6s\n' type depth "pp$dpp" llama ratio "rill/0" "llama/0" tg32 llama ratio
+  for t in $types; do
+    m=$models/$base-$t.gguf
+    if [ "$t" != F16 ] && [ ! -f "$m" ]; then
+      "$bin/llama-quantize" "$f16" "$m" "$t" > "$tmp/quantize.log" 2>&1 || { cat "$tmp/quantize.log" >&2; exit 1; }
+    fi
+    rp0="" lp0=""
+    for d in $depths; do
+      : > "$tmp/ld.json"; : > "$tmp/rd.json"
+      for rep in $(seq "$reps"); do
+        "$bin/llama-bench" -m "$m" -t "$threads" -r 1 -fa 1 -p "$dpp" -n 32 -d "$d" -o jsonl >> "$tmp/ld.json" 2> "$tmp/l.err"
+        "$tmp/rillbench" -model "$m" -t "$threads" -r 1 -p "$dpp" -n 32 -d "$d" >> "$tmp/rd.json"
+      done
+      rp=$(json "$tmp/rd.json" avg_ts "$dpp" 0 "$d"); lp=$(json "$tmp/ld.json" avg_ts "$dpp" 0 "$d")
+      rt=$(json "$tmp/rd.json" avg_ts 0 32 "$d"); lt=$(json "$tmp/ld.json" avg_ts 0 32 "$d")
+      [ -n "$rp0" ] || { rp0=$rp; lp0=$lp; }
+      printf '%-8s %6s | %9s %9s %6s | %6s %6s | %9s %9s %6s\n' "$t" "$d" "$rp" "$lp" "$(ratio "$rp" "$lp")" \
+        "$(ratio "$rp" "$rp0")" "$(ratio "$lp" "$lp0")" "$rt" "$lt" "$(ratio "$rt" "$lt")"
+    done
+  done
+  echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 printf '%-8s %8s | %9s %9s %6s | %9s %9s %6s %6s | %9s %9s %6s\n' type MiB "pp$pp" llama ratio "tg$tg" llama ratio bw% "tg32@$depth" llama ratio
 for t in $types; do
   m=$models/$base-$t.gguf

@@ -79,6 +79,15 @@ type Spec struct {
 	// MXFP4Experts stores the experts' 3-D weights as MXFP4, as gpt-oss
 	// ships them, whatever Type the other matrices have.
 	MXFP4Experts bool
+
+	// Shapes of real models for benchmarks (BenchLlama32, BenchQwen3):
+	// Vocab pads the vocabulary to that many tokens (0, or at most
+	// VocabSize: the embedded 512) with unused ones, whose embeddings are
+	// random and whose output rows are zero, so that the embedding and
+	// output matrices have a real vocabulary's size; TiedOutput drops
+	// output.weight, the token embedding serving as the output projection.
+	Vocab      int
+	TiedOutput bool
 }
 
 // moe reports whether s's feed-forward is a mixture of experts.
@@ -265,6 +274,38 @@ func Bench(t quant.Type) Spec {
 	return Spec{Name: "rill-bench-245m", Embd: 1024, Layers: 22, Heads: 16, KV: 4, FF: 2816, Context: 2048, Type: t, Seed: 2}
 }
 
+// BenchLlama32 has the shape of Llama 3.2 1B (1.24B parameters): width
+// 2048, 16 layers, 32 query heads of 64 over 8 KV heads, feed-forward 8192,
+// a 128,256-token vocabulary (the embedded one padded) and tied
+// embeddings. For benchmarks at a real model's size and attention shape;
+// write it to a temporary folder, never commit it.
+func BenchLlama32(t quant.Type) Spec {
+	return Spec{Name: "rill-bench-llama3.2-1b", Embd: 2048, Layers: 16, Heads: 32, KV: 8, HeadDim: 64, FF: 8192,
+		Context: 131072, Type: t, Seed: 31, RopeBase: 500000, Vocab: 128256, TiedOutput: true}
+}
+
+// BenchQwen3 has the shape of Qwen3 1.7B (1.72B parameters with tied
+// embeddings): width 2048, 28 layers, 16 query heads of 128 over 8 KV
+// heads with per-head query and key norms, feed-forward 6144, a
+// 151,936-token vocabulary (the embedded one padded) and tied embeddings.
+// As BenchLlama32, for benchmarks only.
+func BenchQwen3(t quant.Type) Spec {
+	return Spec{Name: "rill-bench-qwen3-1.7b", Arch: "qwen3", Embd: 2048, Layers: 28, Heads: 16, KV: 8, HeadDim: 128, FF: 6144,
+		Context: 40960, Type: t, Seed: 32, RopeBase: 1000000, Vocab: 151936, TiedOutput: true}
+}
+
+// padVocab returns v with unused tokens appended up to n (their pieces
+// "<unused%d>", never produced by tokenizing text).
+func padVocab(v tokenizer.Vocab, n int) tokenizer.Vocab {
+	v.Tokens, v.Scores, v.Types = slices.Clone(v.Tokens), slices.Clone(v.Scores), slices.Clone(v.Types)
+	for i := len(v.Tokens); i < n; i++ {
+		v.Tokens = append(v.Tokens, fmt.Sprintf("<unused%d>", i))
+		v.Scores = append(v.Scores, 0)
+		v.Types = append(v.Types, tokenizer.Unused)
+	}
+	return v
+}
+
 // Bytes returns the GGUF file of s.
 func Bytes(s Spec) ([]byte, error) {
 	var b bytes.Buffer
@@ -320,6 +361,11 @@ func Write(w io.Writer, s Spec) error {
 	tok, err := tokenizer.New(v)
 	if err != nil {
 		return fmt.Errorf("test vocabulary: %w", err)
+	}
+	nv := VocabSize
+	if s.Vocab > VocabSize {
+		nv = s.Vocab
+		v = padVocab(v, nv)
 	}
 	gw := gguf.NewWriter()
 	arch, headDim := s.arch(), s.headDim()
@@ -409,11 +455,15 @@ func Write(w io.Writer, s Spec) error {
 			embd[i] *= scale
 		}
 	}
-	if err := addMatrix(gw, "token_embd.weight", s.Type, VocabSize, d, embd); err != nil {
+	if nv > VocabSize {
+		embd = append(embd, gaussian(s.Seed, "token_embd.weight.pad", (nv-VocabSize)*d, 1)...)
+		out = append(out, make([]float32, (nv-VocabSize)*d)...)
+	}
+	if err := addMatrix(gw, "token_embd.weight", s.Type, nv, d, embd); err != nil {
 		return err
 	}
 	if !s.tiedOutput() {
-		if err := addMatrix(gw, "output.weight", s.Type, VocabSize, d, out); err != nil {
+		if err := addMatrix(gw, "output.weight", s.Type, nv, d, out); err != nil {
 			return err
 		}
 	}
@@ -497,7 +547,7 @@ func (s Spec) gemma() bool {
 // (Their greedy text echoes the last token; gemma3 keeps the bigram output
 // so that its text does not.)
 func (s Spec) tiedOutput() bool {
-	return s.arch() == "gemma" || s.arch() == "gemma2"
+	return s.TiedOutput || s.arch() == "gemma" || s.arch() == "gemma2"
 }
 
 // addPhi3Fused adds phi3's fused weights of layer prefix p: attn_qkv (the

@@ -217,3 +217,77 @@ func TestGptOssExperts(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchShapes: the real-model-shaped benchmark specs have their
+// models' parameter counts (Llama 3.2 1B: 1.24B, Qwen3 1.7B: 1.72B, tied
+// embeddings counted once), and a padded vocabulary with tied embeddings
+// writes the padded size everywhere, its extra tokens unused, no
+// output.weight, and tokenises text as the embedded vocabulary does.
+func TestBenchShapes(t *testing.T) {
+	t.Parallel()
+	params := func(s Spec) float64 {
+		hd := s.headDim()
+		qd, kvd := s.Heads*hd, s.KV*hd
+		layer := s.Embd*(2*qd+2*kvd) + 3*s.Embd*s.FF + 2*s.Embd
+		if s.arch() == "qwen3" {
+			layer += 2 * hd
+		}
+		return float64(s.Vocab*s.Embd + s.Layers*layer + s.Embd)
+	}
+	for _, c := range []struct {
+		spec Spec
+		want float64
+	}{{BenchLlama32(quant.F16), 1.236e9}, {BenchQwen3(quant.F16), 1.721e9}} {
+		if got := params(c.spec); math.Abs(got/c.want-1) > 0.005 {
+			t.Errorf("%s: %.4g parameters, want %.4g", c.spec.Name, got, c.want)
+		}
+		if !c.spec.TiedOutput || c.spec.Vocab <= VocabSize {
+			t.Errorf("%s: vocabulary %d, tied %v", c.spec.Name, c.spec.Vocab, c.spec.TiedOutput)
+		}
+	}
+
+	s := BenchLlama32(quant.F32)
+	s.Embd, s.Layers, s.Heads, s.KV, s.HeadDim, s.FF, s.Vocab = 64, 1, 4, 2, 16, 128, 2000
+	data, err := Bytes(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := map[string][]int{}
+	for _, ti := range f.Tensors {
+		shapes[ti.Name] = ti.Shape
+	}
+	if sh := shapes["token_embd.weight"]; !slices.Equal(sh, []int{64, 2000}) {
+		t.Fatalf("token_embd.weight shape %v, want [64 2000]", sh)
+	}
+	if _, ok := shapes["output.weight"]; ok {
+		t.Fatal("output.weight written with tied embeddings")
+	}
+	v, err := tokenizer.VocabFromGGUF(f.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Tokens) != 2000 || v.Types[VocabSize-1] == tokenizer.Unused || v.Types[VocabSize] != tokenizer.Unused || v.Types[1999] != tokenizer.Unused {
+		t.Fatalf("padded vocabulary: %d tokens, types %v at %d..", len(v.Tokens), v.Types[VocabSize-1:VocabSize+1], VocabSize-1)
+	}
+	padded, err := tokenizer.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := vocab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := tokenizer.New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, para := range corpus[:3] {
+		if a, b := padded.Encode(para, tokenizer.EncodeOptions{}), plain.Encode(para, tokenizer.EncodeOptions{}); !slices.Equal(a, b) {
+			t.Fatalf("padded vocabulary tokenises %q as %v, embedded as %v", para[:20], a, b)
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 )
 
 func main() {
-	which := flag.String("model", "target", "target, draft, qwen2, qwen3, qwen2moe, qwen3moe, gpt-oss, llama3, llama-linear, llama-yarn, mistral, phi3, gemma, gemma2, gemma3, bench (245M parameters) or bench-moe (qwen3moe, 610M parameters, 105M active)")
+	which := flag.String("model", "target", "target, draft, qwen2, qwen3, qwen2moe, qwen3moe, gpt-oss, llama3, llama-linear, llama-yarn, mistral, phi3, gemma, gemma2, gemma3, bench (245M parameters), bench-moe (qwen3moe, 610M parameters, 105M active), bench-llama3.2-1b or bench-qwen3-1.7b (those models' shapes and vocabulary sizes)")
 	typ := flag.String("type", "F32", "weight type: F32, F16, BF16, Q8_0 or Q4_0")
 	out := flag.String("out", "", "output file (required)")
 	flag.Parse()
@@ -43,6 +43,7 @@ func run(which, typ, out string) error {
 		"llama3": testmodel.Llama3, "llama-linear": testmodel.LlamaLinear, "llama-yarn": testmodel.LlamaYaRN,
 		"mistral": testmodel.Mistral, "phi3": testmodel.Phi3,
 		"gemma": testmodel.Gemma, "gemma2": testmodel.Gemma2, "gemma3": testmodel.Gemma3,
+		"bench-llama3.2-1b": testmodel.BenchLlama32, "bench-qwen3-1.7b": testmodel.BenchQwen3,
 	}
 	spec, ok := specs[which]
 	if !ok {

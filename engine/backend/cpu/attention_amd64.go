@@ -212,30 +212,31 @@ func sharedRows(voff []int) bool {
 
 // halfTileSIMD: see halfTile. rd a positive multiple of 8, rd16 it rounded
 // up to 16, 0 < cnt <= 16.
-func halfTileSIMD(dst []float32, src []uint16, cnt, rd, rd16 int, chunked bool) {
+func halfTileSIMD(dst []float32, src []uint16, cnt, rd, rd16 int, transposed bool) {
 	if cnt <= 0 || cnt > tileLen || rd <= 0 || rd%8 != 0 || rd16 != (rd+15)&^15 || len(src) < cnt*rd || len(dst) < tileLen*rd16 {
 		panic("cpu: halfTileSIMD: bad lengths")
 	}
 	c := 0
-	if chunked {
+	if transposed {
 		c = 1
 	}
 	halfTileZ(&dst[0], &src[0], cnt, rd, rd16, c)
 }
 
 // tileScoresSIMD: see tileScores.
-func tileScoresSIMD(s, q, k []float32, rows, rd16 int, scale float32) {
-	if rows <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(q) < rows*rd16 || len(k) < tileLen*rd16 {
+func tileScoresSIMD(s, q, k []float32, blocks, rd16 int, scale float32) {
+	rows := blocks * tiledQBlock
+	if blocks <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(q) < rows*rd16 || len(k) < tileLen*rd16 {
 		panic("cpu: tileScoresSIMD: bad lengths")
 	}
-	tileScoresZ(&s[0], &q[0], &k[0], rows, rd16, scale)
+	tileScoresZ(&s[0], &q[0], &k[0], blocks, rd16, scale)
 }
 
 // tileSoftmaxSIMD: see tileSoftmax.
-func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int) {
+func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, masks []uint16, tokens, gn, rd16 int) {
 	rows := tokens * gn
 	if tokens <= 0 || gn <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(acc) < rows*rd16 ||
-		len(ms) < 4*rows || len(rng) < 2*tokens || len(v) < tileLen*rd16 {
+		len(ms) < 2*tiledMaxRows+rows || len(rng) < 2*tokens || len(masks) < rows || len(v) < tileLen*rd16 {
 		panic("cpu: tileSoftmaxSIMD: bad lengths")
 	}
 	for t := range tokens {
@@ -243,5 +244,5 @@ func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int)
 			panic("cpu: tileSoftmaxSIMD: bad position range")
 		}
 	}
-	tileSoftmaxZ(&s[0], &v[0], &acc[0], &ms[0], &rng[0], tokens, gn, rd16)
+	tileSoftmaxZ(&s[0], &v[0], &acc[0], &ms[0], &rng[0], &masks[0], tokens, gn, rd16)
 }

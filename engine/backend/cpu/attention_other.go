@@ -24,10 +24,12 @@ func scoresPairs(s []float32, q, k []float64, n, rd int, scale float32) {
 	panic("cpu: no AVX-512 here")
 }
 
-func halfTileSIMD(dst []float32, src []uint16, cnt, rd, rd16 int, chunked bool) {
+func halfTileSIMD(dst []float32, src []uint16, cnt, rd, rd16 int, transposed bool) {
 	panic("cpu: no AVX-512 here")
 }
-func tileScoresSIMD(s, q, k []float32, rows, rd16 int, scale float32) { panic("cpu: no AVX-512 here") }
-func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int) {
+func tileScoresSIMD(s, q, k []float32, blocks, rd16 int, scale float32) {
+	panic("cpu: no AVX-512 here")
+}
+func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, masks []uint16, tokens, gn, rd16 int) {
 	panic("cpu: no AVX-512 here")
 }

@@ -16,16 +16,18 @@ import (
 // tile's bounds depend on positions only. For one query head, with m the
 // running maximum, S the running sum and acc the float32 accumulators:
 //
-//	s_p = scale * dot(q, k_p)  for the tile's positions the query sees,
+//	s_p = dot(q, k_p) * scale  for the tile's positions the query sees,
 //	      -Inf for the others (before its window, after its own position)
 //	m' = max(m, max_p s_p); c = e^(m-m'); w_p = e^(s_p-m')
 //	S = float32(S*c) + sum_p w_p; acc = acc*c, then
 //	acc = fma(w_p, v_p, acc) for the positions seen, in order
 //
-// and out = acc * (1/S). A dot keeps 16 lanes, lane j summing elements j,
-// j+16, ... by fused multiply-adds from zero, and adds them by halves
-// (lanes j and j+8, then j and j+4, j+2, j+1); sum_p adds the 16 weights
-// the same way; e^x is expTile's, a float32 evaluation within a few ulps.
+// and out = acc * (1/S). A dot is one chain of fused multiply-adds over
+// the elements in order, from zero (llama.cpp's tiled product: the
+// kernels compute a row's 16 scores at once, one vector of positions per
+// element, with no reduction across lanes); sum_p adds the 16 weights by
+// halves (lanes j and j+8, then j and j+4, j+2, j+1); e^x is expTile's, a
+// float32 evaluation within a few ulps.
 // Scores are soft-capped between the dot and the softmax where the model
 // asks (softCap * tanh).
 //
@@ -46,18 +48,22 @@ const (
 	tiledRowFloats = 16384
 	// tiledMaxRows bounds the rows (query heads x tokens) of one call.
 	tiledMaxRows = 256
+	// tiledQBlock is the rows of one block of the queries' layout: the
+	// scores are computed a block at a time.
+	tiledQBlock = 8
 )
 
 // tiledScratch is the working memory of one tiled call, kept on a free
 // list (tiledScratches) as attnScratch is.
 type tiledScratch struct {
-	q   [tiledRowFloats]float32           // [row][rd16] queries, zero padded
-	acc [tiledRowFloats]float32           // [row][rd16] accumulators
-	s   [tiledMaxRows * tileLen]float32   // [row][16] scores, then weights
-	ms  [tiledMaxRows * 4]float32         // [row]: m, S, c, unused
-	k   [tileLen * MaxAttnHeadDim]float32 // the tile's keys, chunk-major
-	v   [tileLen * MaxAttnHeadDim]float32 // the tile's values, [p][rd16]
-	rng [2 * tiledMaxRows]int32           // [token]: first and end position in the tile
+	q   [tiledRowFloats + tiledQBlock*MaxAttnHeadDim]float32 // [block][rd16][8] queries, zero padded
+	acc [tiledRowFloats]float32                              // [row][rd16] accumulators
+	s   [(tiledMaxRows + tiledQBlock) * tileLen]float32      // [row][16] scores, then weights
+	ms  [3 * tiledMaxRows]float32                            // m, S and c: [3][row]
+	k   [tileLen * MaxAttnHeadDim]float32                    // the tile's keys, [rd16][p]
+	v   [tileLen * MaxAttnHeadDim]float32                    // the tile's values, [p][rd16]
+	rng [2 * tiledMaxRows]int32                              // [token]: first and end position in the tile
+	msk [tiledMaxRows]uint16                                 // [row]: the positions of the tile it sees
 }
 
 var tiledScratches freeList[tiledScratch]
@@ -104,19 +110,19 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 	hd, rd, rd16 := l.HeadDim, l.RowDim(), tiledRow(l.HeadDim)
 	T, gn := len(tq.start), tq.gn
 	rows := T * gn
-	qs, acc := sc.q[:rows*rd16], sc.acc[:rows*rd16]
+	qs, acc := sc.q[:(rows+tiledQBlock-1)/tiledQBlock*tiledQBlock*rd16], sc.acc[:rows*rd16]
 	clear(qs)
 	clear(acc)
 	lo, hi := int(tq.start[0]), int(tq.n[0])
 	for t := range T {
 		for i := range gn {
-			copy(qs[(t*gn+i)*rd16:], tq.q[t*tq.stride+i*hd:][:hd])
+			blockQuery(qs, t*gn+i, rd16, tq.q[t*tq.stride+i*hd:][:hd])
 		}
 		lo, hi = min(lo, int(tq.start[t])), max(hi, int(tq.n[t]))
 	}
-	ms := sc.ms[:4*rows]
+	ms := sc.ms[:]
 	for r := range rows {
-		ms[4*r], ms[4*r+1] = float32(math.Inf(-1)), 0
+		ms[r], ms[tiledMaxRows+r] = float32(math.Inf(-1)), 0
 	}
 	scale := cappedScale(tq.scale, tq.softCap)
 	bs := l.BlockSize
@@ -145,12 +151,17 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 			r0, r1 := t0*gn, t1*gn
 			halfTile(sc.k[:tileLen*rd16], k[row:row+seen*rd], seen, rd, rd16, true, tq.assembler)
 			halfTile(sc.v[:tileLen*rd16], v[row:row+seen*rd], seen, rd, rd16, false, tq.assembler)
+			// Scores go by whole blocks of rows: those of the blocks'
+			// other rows are not read.
+			b0, b1 := r0/tiledQBlock, (r1+tiledQBlock-1)/tiledQBlock
+			tileScores(sc.s[b0*tiledQBlock*tileLen:b1*tiledQBlock*tileLen], qs[b0*tiledQBlock*rd16:b1*tiledQBlock*rd16],
+				sc.k[:tileLen*rd16], b1-b0, rd16, scale, tq.assembler)
 			s := sc.s[r0*tileLen : r1*tileLen]
-			tileScores(s, qs[r0*rd16:r1*rd16], sc.k[:tileLen*rd16], r1-r0, rd16, scale, tq.assembler)
 			if tq.softCap != 0 {
 				capScores(s, tq.softCap)
 			}
-			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[4*r0:4*r1], sc.rng[:2*(t1-t0)], t1-t0, gn, rd16, tq.assembler)
+			tileMasks(sc.msk[:r1-r0], sc.rng[:2*(t1-t0)], gn)
+			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[r0:], sc.rng[:2*(t1-t0)], sc.msk[:r1-r0], t1-t0, gn, rd16, tq.assembler)
 			t0 = t1
 		}
 		p0 += cnt
@@ -159,9 +170,9 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 		for i := range gn {
 			r := t*gn + i
 			if tq.sinks != nil {
-				foldSink(acc[r*rd16:][:hd], &ms[4*r], &ms[4*r+1], tq.sinks[i])
+				foldSink(acc[r*rd16:][:hd], &ms[r], &ms[tiledMaxRows+r], tq.sinks[i])
 			}
-			inv := 1 / ms[4*r+1]
+			inv := 1 / ms[tiledMaxRows+r]
 			o, a := tq.out[t*tq.stride+i*hd:][:hd], acc[r*rd16:][:hd]
 			for d := range o {
 				o[d] = a[d] * inv
@@ -176,13 +187,28 @@ func tileSeen(tq *tiledQueries, t, p0, cnt int) bool {
 	return int(tq.start[t]) < p0+cnt && int(tq.n[t]) > p0
 }
 
+// blockQuery writes query row r (its hd values, zero padded to rd16) into
+// the blocked layout of the scores' queries qs: blocks of tiledQBlock rows,
+// element d of the block's row i at [d*tiledQBlock+i], so that the kernel
+// broadcasts the rows' elements from consecutive floats.
+func blockQuery(qs []float32, r, rd16 int, q []float32) {
+	b := qs[r/tiledQBlock*tiledQBlock*rd16:][:tiledQBlock*rd16]
+	for d, x := range q {
+		b[d*tiledQBlock+r%tiledQBlock] = x
+	}
+}
+
 // halfTile widens cnt rows of rd halves into rows of rd16 floats, the
-// padding zero: chunk-major (element 16c+j of row p at dst[(16c+p)*16+j])
-// for keys, row-major for values.
-func halfTile(dst []float32, src []uint16, cnt, rd, rd16 int, chunked, asm bool) {
+// padding zero: for keys transposed (element d of row p at dst[16d+p],
+// every lane of the tile written, the rows past cnt zero), for values
+// row-major (rows past cnt untouched).
+func halfTile(dst []float32, src []uint16, cnt, rd, rd16 int, transposed, asm bool) {
 	if asm {
-		halfTileSIMD(dst, src, cnt, rd, rd16, chunked)
+		halfTileSIMD(dst, src, cnt, rd, rd16, transposed)
 		return
+	}
+	if transposed {
+		clear(dst[:tileLen*rd16])
 	}
 	for p := range cnt {
 		for d := range rd16 {
@@ -190,8 +216,8 @@ func halfTile(dst []float32, src []uint16, cnt, rd, rd16 int, chunked, asm bool)
 			if d < rd {
 				x = quant.F16ToF32(src[p*rd+d])
 			}
-			if chunked {
-				dst[(d/16*16+p)*16+d%16] = x
+			if transposed {
+				dst[d*tileLen+p] = x
 			} else {
 				dst[p*rd16+d] = x
 			}
@@ -199,28 +225,26 @@ func halfTile(dst []float32, src []uint16, cnt, rd, rd16 int, chunked, asm bool)
 	}
 }
 
-// tileScores sets s[16r+p] = scale * dot(q_r, k_p) for rows r < rows and
-// the tile's 16 positions (see the top of this file for the order).
-func tileScores(s, q, k []float32, rows, rd16 int, scale float32, asm bool) {
+// tileScores sets s[16r+p] = dot(q_r, k_p) * scale for the rows r of
+// blocks blocks of the blocked queries q (blockQuery) and the tile's 16
+// transposed keys k (see the top of this file for the order).
+func tileScores(s, q, k []float32, blocks, rd16 int, scale float32, asm bool) {
 	if asm {
-		tileScoresSIMD(s, q, k, rows, rd16, scale)
+		tileScoresSIMD(s, q, k, blocks, rd16, scale)
 		return
 	}
-	tileScoresGeneric(s, q, k, rows, rd16, scale)
+	tileScoresGeneric(s, q, k, blocks, rd16, scale)
 }
 
-func tileScoresGeneric(s, q, k []float32, rows, rd16 int, scale float32) {
-	for r := range rows {
-		qr := q[r*rd16 : (r+1)*rd16]
+func tileScoresGeneric(s, q, k []float32, blocks, rd16 int, scale float32) {
+	for r := range blocks * tiledQBlock {
+		qb := q[r/tiledQBlock*tiledQBlock*rd16:][:tiledQBlock*rd16]
 		for p := range tileLen {
-			var a [16]float32
-			for c := 0; c < rd16; c += 16 {
-				kc := k[(c+p)*16:][:16]
-				for j := range a {
-					a[j] = fmaF32(qr[c+j], kc[j], a[j])
-				}
+			var a float32
+			for d := range rd16 {
+				a = fmaF32(qb[d*tiledQBlock+r%tiledQBlock], k[d*tileLen+p], a)
 			}
-			s[r*tileLen+p] = halves16(&a) * scale
+			s[r*tileLen+p] = a * scale
 		}
 	}
 }
@@ -236,13 +260,24 @@ func halves16(a *[16]float32) float32 {
 	return (c0 + c2) + (c1 + c3)
 }
 
+// tileMasks sets masks[r], for the rows of tokens of gn rows each, to the
+// bits of the positions its token sees: rng[2t] <= p < rng[2t+1].
+func tileMasks(masks []uint16, rng []int32, gn int) {
+	for r := range masks {
+		lo, hi := rng[2*(r/gn)], rng[2*(r/gn)+1]
+		masks[r] = uint16(1<<hi-1) &^ uint16(1<<lo-1)
+	}
+}
+
 // tileSoftmax runs the online softmax of one tile for tokens x gn rows
 // and their value accumulation: s holds the rows' scores (overwritten by
-// the weights), ms their m, S and c, rng each token's first and end
-// position in the tile (at least one).
-func tileSoftmax(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 int, asm bool) {
+// the weights); ms their m, S and c, row r's at ms[r], ms[tiledMaxRows+r]
+// and ms[2*tiledMaxRows+r]; rng each token's first and end position in the
+// tile (at least one), masks the same per row (tileMasks). With m' the new
+// maximum, c is 1 when m' == m, else e^(m-m').
+func tileSoftmax(s, v, acc, ms []float32, rng []int32, masks []uint16, tokens, gn, rd16 int, asm bool) {
 	if asm {
-		tileSoftmaxSIMD(s, v, acc, ms, rng, tokens, gn, rd16)
+		tileSoftmaxSIMD(s, v, acc, ms, rng, masks, tokens, gn, rd16)
 		return
 	}
 	tileSoftmaxGeneric(s, v, acc, ms, rng, tokens, gn, rd16)
@@ -262,16 +297,19 @@ func tileSoftmaxGeneric(s, v, acc, ms []float32, rng []int32, tokens, gn, rd16 i
 				}
 				tmax = max(tmax, x[p])
 			}
-			m := ms[4*r]
+			m := ms[r]
 			m1 := m
 			if tmax > m {
 				m1 = tmax
 			}
-			c := expTile(m - m1)
+			c := float32(1)
+			if m1 != m {
+				c = expTile(m - m1)
+			}
 			for p := range x {
 				x[p] = expTile(x[p] - m1)
 			}
-			ms[4*r], ms[4*r+1], ms[4*r+2] = m1, float32(ms[4*r+1]*c)+halves16(x), c
+			ms[r], ms[tiledMaxRows+r], ms[2*tiledMaxRows+r] = m1, float32(ms[tiledMaxRows+r]*c)+halves16(x), c
 			a := acc[r*rd16 : (r+1)*rd16]
 			for d := range a {
 				a[d] = float32(a[d] * c)

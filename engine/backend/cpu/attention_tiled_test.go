@@ -18,47 +18,56 @@ func TestTileKernelsSIMD(t *testing.T) {
 	r := newRand(t, 21)
 	for _, rd := range []int{8, 16, 24, 40, 64, 72, 128, 136, 256} {
 		rd16 := tiledRow(rd)
-		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {1, 3}} {
+		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {1, 3}, {5, 4}, {16, 4}, {11, 3}} {
 			tokens, gn := shape[0], shape[1]
 			rows := tokens * gn
 			t.Run(fmt.Sprintf("rd=%d/tokens=%d/gn=%d", rd, tokens, gn), func(t *testing.T) {
 				cnt := 1 + r.IntN(tileLen)
 				src := make([]uint16, tileLen*rd)
 				f32ToF16Generic(src, randFloats(r, len(src), 1))
-				for _, chunked := range []bool{true, false} {
-					got, want := make([]float32, tileLen*rd16), make([]float32, tileLen*rd16)
-					halfTile(got, src, cnt, rd, rd16, chunked, true)
-					halfTile(want, src, cnt, rd, rd16, chunked, false)
-					sameBits(t, fmt.Sprintf("halfTile chunked=%v", chunked), got, want)
+				for _, transposed := range []bool{true, false} {
+					// Stale data in the scratch: the transposed keys
+					// overwrite all of it.
+					got, want := randFloats(r, tileLen*rd16, 1), randFloats(r, tileLen*rd16, 1)
+					if !transposed {
+						copy(got, want)
+					}
+					halfTile(got, src, cnt, rd, rd16, transposed, true)
+					halfTile(want, src, cnt, rd, rd16, transposed, false)
+					sameBits(t, fmt.Sprintf("halfTile transposed=%v", transposed), got, want)
 				}
 				k, v := make([]float32, tileLen*rd16), make([]float32, tileLen*rd16)
 				halfTile(k, src, tileLen, rd, rd16, true, false)
 				f32ToF16Generic(src, randFloats(r, len(src), 1))
 				halfTile(v, src, tileLen, rd, rd16, false, false)
-				q := make([]float32, rows*rd16)
+				blocks := (rows + tiledQBlock - 1) / tiledQBlock
+				q := make([]float32, blocks*tiledQBlock*rd16)
 				for i := range rows {
-					copy(q[i*rd16:], randFloats(r, rd, 3))
+					blockQuery(q, i, rd16, randFloats(r, rd, 3))
 				}
-				gs, ss := make([]float32, rows*tileLen), make([]float32, rows*tileLen)
-				tileScores(ss, q, k, rows, rd16, 0.125, true)
-				tileScoresGeneric(gs, q, k, rows, rd16, 0.125)
+				gs, ss := make([]float32, blocks*tiledQBlock*tileLen), make([]float32, blocks*tiledQBlock*tileLen)
+				tileScores(ss, q, k, blocks, rd16, 0.125, true)
+				tileScoresGeneric(gs, q, k, blocks, rd16, 0.125)
 				sameBits(t, "tileScores", ss, gs)
+				gs, ss = gs[:rows*tileLen], ss[:rows*tileLen]
 
 				rng := make([]int32, 2*tokens)
 				for i := range tokens {
 					lo := r.IntN(cnt)
 					rng[2*i], rng[2*i+1] = int32(lo), int32(lo+1+r.IntN(cnt-lo))
 				}
-				ms := make([]float32, 4*rows)
+				ms := make([]float32, 3*tiledMaxRows)
 				acc := randFloats(r, rows*rd16, 1)
 				for i := range rows {
-					ms[4*i], ms[4*i+1] = float32(r.NormFloat64()*2), float32(1+r.Float64())
+					ms[i], ms[tiledMaxRows+i] = float32(r.NormFloat64()*2), float32(1+r.Float64())
 					if i%3 == 0 {
-						ms[4*i], ms[4*i+1] = float32(math.Inf(-1)), 0
+						ms[i], ms[tiledMaxRows+i] = float32(math.Inf(-1)), 0
 					}
 				}
 				gms, gacc := slices.Clone(ms), slices.Clone(acc)
-				tileSoftmax(ss, v, acc, ms, rng, tokens, gn, rd16, true)
+				masks := make([]uint16, rows)
+				tileMasks(masks, rng, gn)
+				tileSoftmax(ss, v, acc, ms, rng, masks, tokens, gn, rd16, true)
 				tileSoftmaxGeneric(gs, v, gacc, gms, rng, tokens, gn, rd16)
 				sameBits(t, "weights", ss, gs)
 				sameBits(t, "ms", ms, gms)

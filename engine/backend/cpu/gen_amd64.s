@@ -37806,25 +37806,20 @@ DATA expfc<>+44(SB)/4, $0x3f800000
 DATA expfc<>+48(SB)/4, $0x3f800000
 GLOBL expfc<>(SB), RODATA|NOPTR, $52
 
-// func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, chunked int)
+// func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, transposed int)
 // Requires: AVX, AVX512F, F16C
 TEXT ·halfTileZ(SB), NOSPLIT, $0-48
-	MOVQ  dst+0(FP), DI
-	MOVQ  src+8(FP), SI
-	MOVQ  cnt+16(FP), CX
-	MOVQ  rd+24(FP), DX
-	MOVQ  rd16+32(FP), R8
-	MOVQ  chunked+40(FP), R9
-	MOVQ  $0x00000040, R10
-	MOVQ  R8, R11
-	SHLQ  $0x02, R11
-	TESTQ R9, R9
-	JZ    ht_rows
-	MOVQ  $0x00000400, R10
-	MOVQ  $0x00000040, R11
-
-ht_rows:
+	MOVQ   dst+0(FP), DI
+	MOVQ   src+8(FP), SI
+	MOVQ   cnt+16(FP), CX
+	MOVQ   rd+24(FP), DX
+	MOVQ   rd16+32(FP), R8
+	MOVQ   transposed+40(FP), R9
 	VPXORD Z1, Z1, Z1
+	TESTQ  R9, R9
+	JNZ    ht_t
+	MOVQ   R8, R11
+	SHLQ   $0x02, R11
 
 ht_row:
 	MOVQ SI, AX
@@ -37837,7 +37832,7 @@ ht_chunk:
 	VCVTPH2PS (AX), Z0
 	VMOVUPS   Z0, (BX)
 	ADDQ      $0x20, AX
-	ADDQ      R10, BX
+	ADDQ      $0x40, BX
 	SUBQ      $0x10, R12
 	JNZ       ht_chunk
 	JMP       ht_next
@@ -37855,18 +37850,58 @@ ht_next:
 	VZEROUPPER
 	RET
 
-// func tileScoresZ(s *float32, q *float32, k *float32, rows int, rd16 int, scale float32)
+ht_t:
+	MOVL         $0x00000001, AX
+	SHLL         CL, AX
+	DECL         AX
+	KMOVW        AX, K1
+	MOVQ         DX, AX
+	SHLQ         $0x01, AX
+	VPBROADCASTD AX, Z6
+	VMOVDQU32    attntiota<>+0(SB), Z5
+	VPMULLD      Z6, Z5, Z5
+	MOVQ         DX, BX
+	SHRQ         $0x01, BX
+
+ht_pair:
+	VPXORD     Z0, Z0, Z0
+	KMOVW      K1, K2
+	VPGATHERDD (SI)(Z5*1), K2, Z0
+	VPMOVDW    Z0, Y2
+	VCVTPH2PS  Y2, Z3
+	VMOVUPS    Z3, (DI)
+	VPSRLD     $0x10, Z0, Z0
+	VPMOVDW    Z0, Y2
+	VCVTPH2PS  Y2, Z3
+	VMOVUPS    Z3, 64(DI)
+	ADDQ       $0x04, SI
+	ADDQ       $0x00000080, DI
+	DECQ       BX
+	JNZ        ht_pair
+	SUBQ       DX, R8
+	JZ         ht_done
+
+ht_pad:
+	VMOVUPS Z1, (DI)
+	ADDQ    $0x40, DI
+	DECQ    R8
+	JNZ     ht_pad
+
+ht_done:
+	VZEROUPPER
+	RET
+
+// func tileScoresZ(s *float32, q *float32, k *float32, blocks int, rd16 int, scale float32)
 // Requires: AVX, AVX512F
 TEXT ·tileScoresZ(SB), NOSPLIT, $0-44
 	MOVQ         s+0(FP), DI
 	MOVQ         q+8(FP), SI
-	MOVQ         rows+24(FP), CX
+	MOVQ         blocks+24(FP), CX
 	MOVQ         rd16+32(FP), DX
-	SHRQ         $0x04, DX
+	SHRQ         $0x01, DX
 	VBROADCASTSS scale+40(FP), Z30
-	VMOVDQU32    attntperm<>+0(SB), Z31
 
-ts_row:
+ts_block:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -37875,118 +37910,601 @@ ts_row:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
 	MOVQ   k+16(FP), AX
 	MOVQ   DX, BX
 
-ts_chunk:
-	VMOVUPS     (SI), Z16
-	VFMADD231PS (AX), Z16, Z0
-	VFMADD231PS 64(AX), Z16, Z1
-	VFMADD231PS 128(AX), Z16, Z2
-	VFMADD231PS 192(AX), Z16, Z3
-	VFMADD231PS 256(AX), Z16, Z4
-	VFMADD231PS 320(AX), Z16, Z5
-	VFMADD231PS 384(AX), Z16, Z6
-	VFMADD231PS 448(AX), Z16, Z7
-	VFMADD231PS 512(AX), Z16, Z8
-	VFMADD231PS 576(AX), Z16, Z9
-	VFMADD231PS 640(AX), Z16, Z10
-	VFMADD231PS 704(AX), Z16, Z11
-	VFMADD231PS 768(AX), Z16, Z12
-	VFMADD231PS 832(AX), Z16, Z13
-	VFMADD231PS 896(AX), Z16, Z14
-	VFMADD231PS 960(AX), Z16, Z15
-	ADDQ        $0x00000400, AX
-	ADDQ        $0x40, SI
-	DECQ        BX
-	JNZ         ts_chunk
-	VSHUFF32X4  $0x44, Z8, Z0, Z16
-	VSHUFF32X4  $0xee, Z8, Z0, Z17
-	VADDPS      Z17, Z16, Z0
-	VSHUFF32X4  $0x44, Z9, Z1, Z16
-	VSHUFF32X4  $0xee, Z9, Z1, Z17
-	VADDPS      Z17, Z16, Z1
-	VSHUFF32X4  $0x44, Z10, Z2, Z16
-	VSHUFF32X4  $0xee, Z10, Z2, Z17
-	VADDPS      Z17, Z16, Z2
-	VSHUFF32X4  $0x44, Z11, Z3, Z16
-	VSHUFF32X4  $0xee, Z11, Z3, Z17
-	VADDPS      Z17, Z16, Z3
-	VSHUFF32X4  $0x44, Z12, Z4, Z16
-	VSHUFF32X4  $0xee, Z12, Z4, Z17
-	VADDPS      Z17, Z16, Z4
-	VSHUFF32X4  $0x44, Z13, Z5, Z16
-	VSHUFF32X4  $0xee, Z13, Z5, Z17
-	VADDPS      Z17, Z16, Z5
-	VSHUFF32X4  $0x44, Z14, Z6, Z16
-	VSHUFF32X4  $0xee, Z14, Z6, Z17
-	VADDPS      Z17, Z16, Z6
-	VSHUFF32X4  $0x44, Z15, Z7, Z16
-	VSHUFF32X4  $0xee, Z15, Z7, Z17
-	VADDPS      Z17, Z16, Z7
-	VSHUFF32X4  $0x88, Z4, Z0, Z16
-	VSHUFF32X4  $0xdd, Z4, Z0, Z17
-	VADDPS      Z17, Z16, Z0
-	VSHUFF32X4  $0x88, Z5, Z1, Z16
-	VSHUFF32X4  $0xdd, Z5, Z1, Z17
-	VADDPS      Z17, Z16, Z1
-	VSHUFF32X4  $0x88, Z6, Z2, Z16
-	VSHUFF32X4  $0xdd, Z6, Z2, Z17
-	VADDPS      Z17, Z16, Z2
-	VSHUFF32X4  $0x88, Z7, Z3, Z16
-	VSHUFF32X4  $0xdd, Z7, Z3, Z17
-	VADDPS      Z17, Z16, Z3
-	VUNPCKLPD   Z2, Z0, Z16
-	VUNPCKHPD   Z2, Z0, Z17
-	VADDPS      Z17, Z16, Z0
-	VUNPCKLPD   Z3, Z1, Z16
-	VUNPCKHPD   Z3, Z1, Z17
-	VADDPS      Z17, Z16, Z1
-	VSHUFPS     $0x88, Z1, Z0, Z16
-	VSHUFPS     $0xdd, Z1, Z0, Z17
-	VADDPS      Z17, Z16, Z16
-	VPERMPS     Z16, Z31, Z16
-	VMULPS      Z30, Z16, Z16
-	VMOVUPS     Z16, (DI)
-	ADDQ        $0x40, DI
-	DECQ        CX
-	JNZ         ts_row
+ts_pair:
+	VMOVUPS          (AX), Z16
+	VMOVUPS          64(AX), Z17
+	VFMADD231PS.BCST (SI), Z16, Z0
+	VFMADD231PS.BCST 4(SI), Z16, Z1
+	VFMADD231PS.BCST 8(SI), Z16, Z2
+	VFMADD231PS.BCST 12(SI), Z16, Z3
+	VFMADD231PS.BCST 16(SI), Z16, Z4
+	VFMADD231PS.BCST 20(SI), Z16, Z5
+	VFMADD231PS.BCST 24(SI), Z16, Z6
+	VFMADD231PS.BCST 28(SI), Z16, Z7
+	VFMADD231PS.BCST 32(SI), Z17, Z0
+	VFMADD231PS.BCST 36(SI), Z17, Z1
+	VFMADD231PS.BCST 40(SI), Z17, Z2
+	VFMADD231PS.BCST 44(SI), Z17, Z3
+	VFMADD231PS.BCST 48(SI), Z17, Z4
+	VFMADD231PS.BCST 52(SI), Z17, Z5
+	VFMADD231PS.BCST 56(SI), Z17, Z6
+	VFMADD231PS.BCST 60(SI), Z17, Z7
+	ADDQ             $0x00000080, AX
+	ADDQ             $0x40, SI
+	DECQ             BX
+	JNZ              ts_pair
+	VMULPS           Z30, Z0, Z0
+	VMOVUPS          Z0, (DI)
+	VMULPS           Z30, Z1, Z1
+	VMOVUPS          Z1, 64(DI)
+	VMULPS           Z30, Z2, Z2
+	VMOVUPS          Z2, 128(DI)
+	VMULPS           Z30, Z3, Z3
+	VMOVUPS          Z3, 192(DI)
+	VMULPS           Z30, Z4, Z4
+	VMOVUPS          Z4, 256(DI)
+	VMULPS           Z30, Z5, Z5
+	VMOVUPS          Z5, 320(DI)
+	VMULPS           Z30, Z6, Z6
+	VMOVUPS          Z6, 384(DI)
+	VMULPS           Z30, Z7, Z7
+	VMOVUPS          Z7, 448(DI)
+	ADDQ             $0x00000200, DI
+	DECQ             CX
+	JNZ              ts_block
 	VZEROUPPER
 	RET
 
-// func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens int, group int, rd16 int)
+// func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens int, group int, rd16 int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·tileSoftmaxZ(SB), NOSPLIT, $0-64
+TEXT ·tileSoftmaxZ(SB), NOSPLIT, $0-72
 	MOVQ         s+0(FP), DI
-	MOVQ         acc+16(FP), R8
 	MOVQ         ms+24(FP), R9
-	MOVQ         rng+32(FP), R10
-	MOVQ         tokens+40(FP), R11
-	MOVQ         rd16+56(FP), R12
-	SHLQ         $0x02, R12
-	VMOVDQU32    attntiota<>+0(SB), Z31
+	MOVQ         masks+40(FP), SI
+	MOVQ         tokens+48(FP), CX
+	MOVQ         group+56(FP), AX
+	IMULQ        AX, CX
 	MOVL         $0xff800000, AX
 	VPBROADCASTD AX, Z30
+	VMOVDQU32    attntperm<>+0(SB), Z31
 
-sm_token:
-	VPBROADCASTD (R10), Z29
-	VPBROADCASTD 4(R10), Z28
-	VPCMPD       $0x05, Z29, Z31, K1
-	VPCMPD       $0x01, Z28, Z31, K2
-	KANDW        K2, K1, K1
-	MOVQ         DI, R13
-	MOVQ         R9, R14
-	MOVQ         group+48(FP), BX
+sm_block:
+	CMPQ              CX, $0x10
+	JL                sm_rows
+	KMOVW             (SI), K1
+	VMOVUPS           (DI), Z0
+	VBLENDMPS         Z0, Z30, K1, Z0
+	VMOVUPS           Z0, (DI)
+	KMOVW             2(SI), K1
+	VMOVUPS           64(DI), Z1
+	VBLENDMPS         Z1, Z30, K1, Z1
+	VMOVUPS           Z1, 64(DI)
+	KMOVW             4(SI), K1
+	VMOVUPS           128(DI), Z2
+	VBLENDMPS         Z2, Z30, K1, Z2
+	VMOVUPS           Z2, 128(DI)
+	KMOVW             6(SI), K1
+	VMOVUPS           192(DI), Z3
+	VBLENDMPS         Z3, Z30, K1, Z3
+	VMOVUPS           Z3, 192(DI)
+	KMOVW             8(SI), K1
+	VMOVUPS           256(DI), Z4
+	VBLENDMPS         Z4, Z30, K1, Z4
+	VMOVUPS           Z4, 256(DI)
+	KMOVW             10(SI), K1
+	VMOVUPS           320(DI), Z5
+	VBLENDMPS         Z5, Z30, K1, Z5
+	VMOVUPS           Z5, 320(DI)
+	KMOVW             12(SI), K1
+	VMOVUPS           384(DI), Z6
+	VBLENDMPS         Z6, Z30, K1, Z6
+	VMOVUPS           Z6, 384(DI)
+	KMOVW             14(SI), K1
+	VMOVUPS           448(DI), Z7
+	VBLENDMPS         Z7, Z30, K1, Z7
+	VMOVUPS           Z7, 448(DI)
+	KMOVW             16(SI), K1
+	VMOVUPS           512(DI), Z8
+	VBLENDMPS         Z8, Z30, K1, Z8
+	VMOVUPS           Z8, 512(DI)
+	KMOVW             18(SI), K1
+	VMOVUPS           576(DI), Z9
+	VBLENDMPS         Z9, Z30, K1, Z9
+	VMOVUPS           Z9, 576(DI)
+	KMOVW             20(SI), K1
+	VMOVUPS           640(DI), Z10
+	VBLENDMPS         Z10, Z30, K1, Z10
+	VMOVUPS           Z10, 640(DI)
+	KMOVW             22(SI), K1
+	VMOVUPS           704(DI), Z11
+	VBLENDMPS         Z11, Z30, K1, Z11
+	VMOVUPS           Z11, 704(DI)
+	KMOVW             24(SI), K1
+	VMOVUPS           768(DI), Z12
+	VBLENDMPS         Z12, Z30, K1, Z12
+	VMOVUPS           Z12, 768(DI)
+	KMOVW             26(SI), K1
+	VMOVUPS           832(DI), Z13
+	VBLENDMPS         Z13, Z30, K1, Z13
+	VMOVUPS           Z13, 832(DI)
+	KMOVW             28(SI), K1
+	VMOVUPS           896(DI), Z14
+	VBLENDMPS         Z14, Z30, K1, Z14
+	VMOVUPS           Z14, 896(DI)
+	KMOVW             30(SI), K1
+	VMOVUPS           960(DI), Z15
+	VBLENDMPS         Z15, Z30, K1, Z15
+	VMOVUPS           Z15, 960(DI)
+	VSHUFF32X4        $0x44, Z8, Z0, Z16
+	VSHUFF32X4        $0xee, Z8, Z0, Z17
+	VMAXPS            Z17, Z16, Z0
+	VSHUFF32X4        $0x44, Z9, Z1, Z16
+	VSHUFF32X4        $0xee, Z9, Z1, Z17
+	VMAXPS            Z17, Z16, Z1
+	VSHUFF32X4        $0x44, Z10, Z2, Z16
+	VSHUFF32X4        $0xee, Z10, Z2, Z17
+	VMAXPS            Z17, Z16, Z2
+	VSHUFF32X4        $0x44, Z11, Z3, Z16
+	VSHUFF32X4        $0xee, Z11, Z3, Z17
+	VMAXPS            Z17, Z16, Z3
+	VSHUFF32X4        $0x44, Z12, Z4, Z16
+	VSHUFF32X4        $0xee, Z12, Z4, Z17
+	VMAXPS            Z17, Z16, Z4
+	VSHUFF32X4        $0x44, Z13, Z5, Z16
+	VSHUFF32X4        $0xee, Z13, Z5, Z17
+	VMAXPS            Z17, Z16, Z5
+	VSHUFF32X4        $0x44, Z14, Z6, Z16
+	VSHUFF32X4        $0xee, Z14, Z6, Z17
+	VMAXPS            Z17, Z16, Z6
+	VSHUFF32X4        $0x44, Z15, Z7, Z16
+	VSHUFF32X4        $0xee, Z15, Z7, Z17
+	VMAXPS            Z17, Z16, Z7
+	VSHUFF32X4        $0x88, Z4, Z0, Z16
+	VSHUFF32X4        $0xdd, Z4, Z0, Z17
+	VMAXPS            Z17, Z16, Z0
+	VSHUFF32X4        $0x88, Z5, Z1, Z16
+	VSHUFF32X4        $0xdd, Z5, Z1, Z17
+	VMAXPS            Z17, Z16, Z1
+	VSHUFF32X4        $0x88, Z6, Z2, Z16
+	VSHUFF32X4        $0xdd, Z6, Z2, Z17
+	VMAXPS            Z17, Z16, Z2
+	VSHUFF32X4        $0x88, Z7, Z3, Z16
+	VSHUFF32X4        $0xdd, Z7, Z3, Z17
+	VMAXPS            Z17, Z16, Z3
+	VUNPCKLPD         Z2, Z0, Z16
+	VUNPCKHPD         Z2, Z0, Z17
+	VMAXPS            Z17, Z16, Z0
+	VUNPCKLPD         Z3, Z1, Z16
+	VUNPCKHPD         Z3, Z1, Z17
+	VMAXPS            Z17, Z16, Z1
+	VSHUFPS           $0x88, Z1, Z0, Z16
+	VSHUFPS           $0xdd, Z1, Z0, Z17
+	VMAXPS            Z17, Z16, Z16
+	VPERMPS           Z16, Z31, Z16
+	VMOVUPS           (R9), Z18
+	VMAXPS            Z16, Z18, Z19
+	VMOVUPS           Z19, (R9)
+	VSUBPS            Z19, Z18, Z20
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z20, Z16, Z20
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z20, Z16, Z20
+	VMULPS.BCST       expfc<>+8(SB), Z20, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z20
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z20
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z20, Z17
+	VSCALEFPS         Z16, Z17, Z20
+	VCMPPS            $0x00, Z19, Z18, K2
+	VBROADCASTSS      expfc<>+48(SB), Z21
+	VBLENDMPS         Z21, Z20, K2, Z20
+	VMOVUPS           Z20, 2048(R9)
+	VBROADCASTSS      (R9), Z18
+	VMOVUPS           (DI), Z0
+	VSUBPS            Z18, Z0, Z0
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z0, Z16, Z0
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z0, Z16, Z0
+	VMULPS.BCST       expfc<>+8(SB), Z0, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z0
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z0
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z17
+	VSCALEFPS         Z16, Z17, Z0
+	VMOVUPS           Z0, (DI)
+	VBROADCASTSS      4(R9), Z18
+	VMOVUPS           64(DI), Z1
+	VSUBPS            Z18, Z1, Z1
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z1, Z16, Z1
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z1, Z16, Z1
+	VMULPS.BCST       expfc<>+8(SB), Z1, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z1
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z1
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z1, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z1, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z1, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z1, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z1, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z1, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z1, Z17
+	VSCALEFPS         Z16, Z17, Z1
+	VMOVUPS           Z1, 64(DI)
+	VBROADCASTSS      8(R9), Z18
+	VMOVUPS           128(DI), Z2
+	VSUBPS            Z18, Z2, Z2
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z2, Z16, Z2
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z2, Z16, Z2
+	VMULPS.BCST       expfc<>+8(SB), Z2, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z2
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z2
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z2, Z17
+	VSCALEFPS         Z16, Z17, Z2
+	VMOVUPS           Z2, 128(DI)
+	VBROADCASTSS      12(R9), Z18
+	VMOVUPS           192(DI), Z3
+	VSUBPS            Z18, Z3, Z3
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z3, Z16, Z3
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z3, Z16, Z3
+	VMULPS.BCST       expfc<>+8(SB), Z3, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z3
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z3
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z3, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z3, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z3, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z3, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z3, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z3, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z3, Z17
+	VSCALEFPS         Z16, Z17, Z3
+	VMOVUPS           Z3, 192(DI)
+	VBROADCASTSS      16(R9), Z18
+	VMOVUPS           256(DI), Z4
+	VSUBPS            Z18, Z4, Z4
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z4, Z16, Z4
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z4, Z16, Z4
+	VMULPS.BCST       expfc<>+8(SB), Z4, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z4
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z4
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z4, Z17
+	VSCALEFPS         Z16, Z17, Z4
+	VMOVUPS           Z4, 256(DI)
+	VBROADCASTSS      20(R9), Z18
+	VMOVUPS           320(DI), Z5
+	VSUBPS            Z18, Z5, Z5
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z5, Z16, Z5
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z5, Z16, Z5
+	VMULPS.BCST       expfc<>+8(SB), Z5, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z5
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z5
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z5, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z5, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z5, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z5, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z5, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z5, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z5, Z17
+	VSCALEFPS         Z16, Z17, Z5
+	VMOVUPS           Z5, 320(DI)
+	VBROADCASTSS      24(R9), Z18
+	VMOVUPS           384(DI), Z6
+	VSUBPS            Z18, Z6, Z6
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z6, Z16, Z6
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z6, Z16, Z6
+	VMULPS.BCST       expfc<>+8(SB), Z6, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z6
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z6
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z6, Z17
+	VSCALEFPS         Z16, Z17, Z6
+	VMOVUPS           Z6, 384(DI)
+	VBROADCASTSS      28(R9), Z18
+	VMOVUPS           448(DI), Z7
+	VSUBPS            Z18, Z7, Z7
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z7, Z16, Z7
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z7, Z16, Z7
+	VMULPS.BCST       expfc<>+8(SB), Z7, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z7
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z7
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z7, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z7, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z7, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z7, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z7, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z7, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z7, Z17
+	VSCALEFPS         Z16, Z17, Z7
+	VMOVUPS           Z7, 448(DI)
+	VBROADCASTSS      32(R9), Z18
+	VMOVUPS           512(DI), Z8
+	VSUBPS            Z18, Z8, Z8
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z8, Z16, Z8
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z8, Z16, Z8
+	VMULPS.BCST       expfc<>+8(SB), Z8, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z8
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z8
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z8, Z17
+	VSCALEFPS         Z16, Z17, Z8
+	VMOVUPS           Z8, 512(DI)
+	VBROADCASTSS      36(R9), Z18
+	VMOVUPS           576(DI), Z9
+	VSUBPS            Z18, Z9, Z9
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z9, Z16, Z9
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z9, Z16, Z9
+	VMULPS.BCST       expfc<>+8(SB), Z9, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z9
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z9
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z9, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z9, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z9, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z9, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z9, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z9, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z9, Z17
+	VSCALEFPS         Z16, Z17, Z9
+	VMOVUPS           Z9, 576(DI)
+	VBROADCASTSS      40(R9), Z18
+	VMOVUPS           640(DI), Z10
+	VSUBPS            Z18, Z10, Z10
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z10, Z16, Z10
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z10, Z16, Z10
+	VMULPS.BCST       expfc<>+8(SB), Z10, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z10
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z10
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z10, Z17
+	VSCALEFPS         Z16, Z17, Z10
+	VMOVUPS           Z10, 640(DI)
+	VBROADCASTSS      44(R9), Z18
+	VMOVUPS           704(DI), Z11
+	VSUBPS            Z18, Z11, Z11
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z11, Z16, Z11
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z11, Z16, Z11
+	VMULPS.BCST       expfc<>+8(SB), Z11, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z11
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z11
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z11, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z11, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z11, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z11, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z11, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z11, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z11, Z17
+	VSCALEFPS         Z16, Z17, Z11
+	VMOVUPS           Z11, 704(DI)
+	VBROADCASTSS      48(R9), Z18
+	VMOVUPS           768(DI), Z12
+	VSUBPS            Z18, Z12, Z12
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z12, Z16, Z12
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z12, Z16, Z12
+	VMULPS.BCST       expfc<>+8(SB), Z12, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z12
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z12
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z12, Z17
+	VSCALEFPS         Z16, Z17, Z12
+	VMOVUPS           Z12, 768(DI)
+	VBROADCASTSS      52(R9), Z18
+	VMOVUPS           832(DI), Z13
+	VSUBPS            Z18, Z13, Z13
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z13, Z16, Z13
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z13, Z16, Z13
+	VMULPS.BCST       expfc<>+8(SB), Z13, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z13
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z13
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z13, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z13, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z13, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z13, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z13, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z13, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z13, Z17
+	VSCALEFPS         Z16, Z17, Z13
+	VMOVUPS           Z13, 832(DI)
+	VBROADCASTSS      56(R9), Z18
+	VMOVUPS           896(DI), Z14
+	VSUBPS            Z18, Z14, Z14
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z14, Z16, Z14
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z14, Z16, Z14
+	VMULPS.BCST       expfc<>+8(SB), Z14, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z14
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z14
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z14, Z17
+	VSCALEFPS         Z16, Z17, Z14
+	VMOVUPS           Z14, 896(DI)
+	VBROADCASTSS      60(R9), Z18
+	VMOVUPS           960(DI), Z15
+	VSUBPS            Z18, Z15, Z15
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z15, Z16, Z15
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z15, Z16, Z15
+	VMULPS.BCST       expfc<>+8(SB), Z15, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z15
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z15
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z15, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z15, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z15, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z15, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z15, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z15, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z15, Z17
+	VSCALEFPS         Z16, Z17, Z15
+	VMOVUPS           Z15, 960(DI)
+	VSHUFF32X4        $0x44, Z8, Z0, Z16
+	VSHUFF32X4        $0xee, Z8, Z0, Z17
+	VADDPS            Z17, Z16, Z0
+	VSHUFF32X4        $0x44, Z9, Z1, Z16
+	VSHUFF32X4        $0xee, Z9, Z1, Z17
+	VADDPS            Z17, Z16, Z1
+	VSHUFF32X4        $0x44, Z10, Z2, Z16
+	VSHUFF32X4        $0xee, Z10, Z2, Z17
+	VADDPS            Z17, Z16, Z2
+	VSHUFF32X4        $0x44, Z11, Z3, Z16
+	VSHUFF32X4        $0xee, Z11, Z3, Z17
+	VADDPS            Z17, Z16, Z3
+	VSHUFF32X4        $0x44, Z12, Z4, Z16
+	VSHUFF32X4        $0xee, Z12, Z4, Z17
+	VADDPS            Z17, Z16, Z4
+	VSHUFF32X4        $0x44, Z13, Z5, Z16
+	VSHUFF32X4        $0xee, Z13, Z5, Z17
+	VADDPS            Z17, Z16, Z5
+	VSHUFF32X4        $0x44, Z14, Z6, Z16
+	VSHUFF32X4        $0xee, Z14, Z6, Z17
+	VADDPS            Z17, Z16, Z6
+	VSHUFF32X4        $0x44, Z15, Z7, Z16
+	VSHUFF32X4        $0xee, Z15, Z7, Z17
+	VADDPS            Z17, Z16, Z7
+	VSHUFF32X4        $0x88, Z4, Z0, Z16
+	VSHUFF32X4        $0xdd, Z4, Z0, Z17
+	VADDPS            Z17, Z16, Z0
+	VSHUFF32X4        $0x88, Z5, Z1, Z16
+	VSHUFF32X4        $0xdd, Z5, Z1, Z17
+	VADDPS            Z17, Z16, Z1
+	VSHUFF32X4        $0x88, Z6, Z2, Z16
+	VSHUFF32X4        $0xdd, Z6, Z2, Z17
+	VADDPS            Z17, Z16, Z2
+	VSHUFF32X4        $0x88, Z7, Z3, Z16
+	VSHUFF32X4        $0xdd, Z7, Z3, Z17
+	VADDPS            Z17, Z16, Z3
+	VUNPCKLPD         Z2, Z0, Z16
+	VUNPCKHPD         Z2, Z0, Z17
+	VADDPS            Z17, Z16, Z0
+	VUNPCKLPD         Z3, Z1, Z16
+	VUNPCKHPD         Z3, Z1, Z17
+	VADDPS            Z17, Z16, Z1
+	VSHUFPS           $0x88, Z1, Z0, Z16
+	VSHUFPS           $0xdd, Z1, Z0, Z17
+	VADDPS            Z17, Z16, Z16
+	VPERMPS           Z16, Z31, Z16
+	VMOVUPS           1024(R9), Z18
+	VMULPS            Z20, Z18, Z18
+	VADDPS            Z16, Z18, Z18
+	VMOVUPS           Z18, 1024(R9)
+	ADDQ              $0x00000400, DI
+	ADDQ              $0x40, R9
+	ADDQ              $0x20, SI
+	SUBQ              $0x10, CX
+	JMP               sm_block
 
-sm_row:
+sm_rows:
+	TESTQ         CX, CX
+	JZ            sm_values
+	KMOVW         (SI), K1
 	VMOVUPS       (DI), Z0
 	VBLENDMPS     Z0, Z30, K1, Z0
 	VEXTRACTF32X8 $0x01, Z0, Y1
@@ -38000,8 +38518,7 @@ sm_row:
 	VMOVSS        (R9), X2
 	VMAXSS        X1, X2, X1
 	VMOVSS        X1, (R9)
-	MOVL          $0x3f800000, AX
-	VMOVD         AX, X3
+	VMOVSS        expfc<>+48(SB), X3
 	VUCOMISS      X1, X2
 	JNE           sm_exp
 	JNP           sm_same
@@ -38028,7 +38545,7 @@ sm_exp:
 	VSCALEFPS         Z4, Z5, Z3
 
 sm_same:
-	VMOVSS            X3, 8(R9)
+	VMOVSS            X3, 2048(R9)
 	VBROADCASTSS      X1, Z1
 	VSUBPS            Z1, Z0, Z0
 	VBROADCASTSS      expfc<>+0(SB), Z4
@@ -38057,30 +38574,43 @@ sm_same:
 	VADDPS            X2, X1, X1
 	VPERMILPS         $0xb1, X1, X2
 	VADDSS            X2, X1, X1
-	VMOVSS            4(R9), X2
+	VMOVSS            1024(R9), X2
 	VMULSS            X3, X2, X2
 	VADDSS            X1, X2, X2
-	VMOVSS            X2, 4(R9)
+	VMOVSS            X2, 1024(R9)
 	ADDQ              $0x40, DI
-	ADDQ              $0x10, R9
-	DECQ              BX
-	JNZ               sm_row
-	MOVLQSX           (R10), DX
-	MOVLQSX           4(R10), CX
-	SUBQ              DX, CX
-	MOVQ              DX, AX
-	IMULQ             R12, DX
-	SHLQ              $0x02, AX
-	ADDQ              AX, R13
-	MOVQ              group+48(FP), BX
+	ADDQ              $0x04, R9
+	ADDQ              $0x02, SI
+	DECQ              CX
+	JMP               sm_rows
+
+sm_values:
+	MOVQ s+0(FP), DI
+	MOVQ acc+16(FP), R8
+	MOVQ ms+24(FP), R14
+	MOVQ rng+32(FP), R10
+	MOVQ tokens+48(FP), R11
+	MOVQ rd16+64(FP), R12
+	SHLQ $0x02, R12
+
+sm_token:
+	MOVQ    DI, R13
+	MOVLQSX (R10), DX
+	MOVLQSX 4(R10), CX
+	SUBQ    DX, CX
+	MOVQ    DX, AX
+	IMULQ   R12, DX
+	SHLQ    $0x02, AX
+	ADDQ    AX, R13
+	MOVQ    group+56(FP), BX
 
 sm_quad:
 	CMPQ         BX, $0x04
 	JL           sm_single
-	VBROADCASTSS 8(R14), Z20
-	VBROADCASTSS 24(R14), Z21
-	VBROADCASTSS 40(R14), Z22
-	VBROADCASTSS 56(R14), Z23
+	VBROADCASTSS 2048(R14), Z20
+	VBROADCASTSS 2052(R14), Z21
+	VBROADCASTSS 2056(R14), Z22
+	VBROADCASTSS 2060(R14), Z23
 	XORQ         R15, R15
 
 sm_qchunk4:
@@ -38229,14 +38759,14 @@ sm_qchunkdone1:
 	ADDQ R12, R8
 	ADDQ R12, R8
 	ADDQ $0x00000100, R13
-	ADDQ $0x40, R14
+	ADDQ $0x10, R14
 	SUBQ $0x04, BX
 	JMP  sm_quad
 
 sm_single:
 	TESTQ        BX, BX
 	JZ           sm_next
-	VBROADCASTSS 8(R14), Z20
+	VBROADCASTSS 2048(R14), Z20
 	XORQ         R15, R15
 
 sm_schunk4:
@@ -38301,12 +38831,14 @@ sm_schunk1p:
 sm_schunkdone1:
 	ADDQ R12, R8
 	ADDQ $0x40, R13
-	ADDQ $0x10, R14
+	ADDQ $0x04, R14
 	DECQ BX
 	JMP  sm_single
 
 sm_next:
-	MOVQ R14, R9
+	MOVQ group+56(FP), AX
+	SHLQ $0x06, AX
+	ADDQ AX, DI
 	ADDQ $0x08, R10
 	DECQ R11
 	JNZ  sm_token

@@ -1097,17 +1097,17 @@ func expF64AVX(x *float32, n int)
 // halfTileZ converts a tile's keys or values from half precision (see internal/gen/attnt.go).
 //
 //go:noescape
-func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, chunked int)
+func halfTileZ(dst *float32, src *uint16, cnt int, rd int, rd16 int, transposed int)
 
-// tileScoresZ computes one tile's scores for rows of queries (see internal/gen/attnt.go).
+// tileScoresZ computes one tile's scores for blocks of 8 rows of queries (see internal/gen/attnt.go).
 //
 //go:noescape
-func tileScoresZ(s *float32, q *float32, k *float32, rows int, rd16 int, scale float32)
+func tileScoresZ(s *float32, q *float32, k *float32, blocks int, rd16 int, scale float32)
 
 // tileSoftmaxZ runs one tile's online softmax and value accumulation (see internal/gen/attnt.go).
 //
 //go:noescape
-func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens int, group int, rd16 int)
+func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens int, group int, rd16 int)
 
 // vaccQ8_0Z1 adds 1 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
 //

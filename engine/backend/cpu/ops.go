@@ -341,7 +341,7 @@ func (j *attnJob) runPerToken(lo, hi int) {
 // tiledChunk is the most tokens of one tiled attention job: enough that
 // converting a tile's keys and values once is cheap next to the tokens'
 // work, few enough that a prompt makes many jobs for the threads to share.
-const tiledChunk = 16
+const tiledChunk = 64
 
 // tiledMinPrompt is the shortest prompt whose tokens get the tiled
 // arithmetic: llama.cpp's tile of queries (GGML_FA_TILE_Q), below which its

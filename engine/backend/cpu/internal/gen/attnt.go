@@ -15,8 +15,8 @@ import (
 //	tileScoresZ  the 16 scores of each row
 //	tileSoftmaxZ the online softmax of each row and its value accumulation
 
-// The kernels' vector constants (attnTConsts): lane numbers, where the
-// score reduction leaves each position, expTile's constants.
+// The kernels' vector constants (attnTConsts): lane numbers, where
+// reduce16 leaves each row, expTile's constants.
 var attnTIota, attnTPerm, expfC Mem
 
 // expfVals are expTile's constants (attention_tiled.go), as float32 bits:
@@ -35,7 +35,7 @@ func attnTConsts() {
 	for i := 0; i < 16; i++ {
 		DATA(4*i, U32(uint32(i)))
 	}
-	// Where the score reduction leaves position p: lane perm[p].
+	// Where reduce16 leaves row r: lane perm[r].
 	attnTPerm = GLOBL("attntperm", RODATA|NOPTR)
 	for i, p := range []uint32{0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15} {
 		DATA(4*i, U32(p))
@@ -75,33 +75,29 @@ func attnTFamily() {
 
 // halfTileZ generates
 //
-//	halfTileZ(dst *float32, src *uint16, cnt, rd, rd16 int, chunked int)
+//	halfTileZ(dst *float32, src *uint16, cnt, rd, rd16 int, transposed int)
 //
 // converting cnt rows of rd halves (rd a positive multiple of 8) to float32
-// rows of rd16 (rd rounded up to 16), the padding zero. chunked != 0 writes
-// the keys' layout, chunk-major: element 16c+j of row p at dst[(16c+p)*16+j]
-// (the 16 rows of a tile side by side per chunk); else row p at
-// dst[p*rd16:].
+// rows of rd16 (rd rounded up to 16), the padding zero. transposed != 0
+// writes the keys' layout: element d of row p at dst[16d+p], positions in
+// the lanes of one vector per element, lanes cnt..15 and elements
+// rd..rd16-1 zero (the halves gathered two at a time, a dword per
+// position); else row p at dst[p*rd16:].
 func halfTileZ() {
-	text("halfTileZ", NOSPLIT, "func(dst *float32, src *uint16, cnt, rd, rd16 int, chunked int)")
+	text("halfTileZ", NOSPLIT, "func(dst *float32, src *uint16, cnt, rd, rd16 int, transposed int)")
 	Doc("halfTileZ converts a tile's keys or values from half precision (see internal/gen/attnt.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
 	Load(Param("cnt"), RCX)
 	Load(Param("rd"), RDX)
 	Load(Param("rd16"), R8)
-	Load(Param("chunked"), R9)
-	// R10: the step between a row's chunks in dst (bytes), R11: between
-	// rows.
-	MOVQ(U32(64), R10)
+	Load(Param("transposed"), R9)
+	VPXORD(Z1, Z1, Z1)
+	TESTQ(R9, R9)
+	JNZ(LabelRef("ht_t"))
+	// R11: the bytes between rows of dst.
 	MOVQ(R8, R11)
 	SHLQ(U8(2), R11)
-	TESTQ(R9, R9)
-	JZ(LabelRef("ht_rows"))
-	MOVQ(U32(1024), R10)
-	MOVQ(U32(64), R11)
-	Label("ht_rows")
-	VPXORD(Z1, Z1, Z1)
 	Label("ht_row")
 	MOVQ(RSI, RAX) // source element
 	MOVQ(RDI, RBX) // destination chunk
@@ -112,7 +108,7 @@ func halfTileZ() {
 	VCVTPH2PS(Mem{Base: RAX}, Z0)
 	VMOVUPS(Z0, Mem{Base: RBX})
 	ADDQ(U8(32), RAX)
-	ADDQ(R10, RBX)
+	ADDQ(U8(64), RBX)
 	SUBQ(U8(16), R12)
 	JNZ(LabelRef("ht_chunk"))
 	JMP(LabelRef("ht_next"))
@@ -127,120 +123,176 @@ func halfTileZ() {
 	JNZ(LabelRef("ht_row"))
 	VZEROUPPER()
 	RET()
+
+	Label("ht_t")
+	// K1: the cnt positions' lanes; Z5: each position's byte offset.
+	MOVL(U32(1), EAX)
+	SHLL(CL, EAX)
+	DECL(EAX)
+	KMOVW(EAX, K1)
+	MOVQ(RDX, RAX)
+	SHLQ(U8(1), RAX)
+	VPBROADCASTD(EAX, Z6)
+	VMOVDQU32(attnTIota, Z5)
+	VPMULLD(Z6, Z5, Z5)
+	MOVQ(RDX, RBX)
+	SHRQ(U8(1), RBX) // pairs of elements
+	Label("ht_pair")
+	VPXORD(Z0, Z0, Z0)
+	KMOVW(K1, K2) // the gather clears its mask
+	VPGATHERDD(Mem{Base: RSI, Index: Z5, Scale: 1}, K2, Z0)
+	VPMOVDW(Z0, Y2)
+	VCVTPH2PS(Y2, Z3)
+	VMOVUPS(Z3, Mem{Base: RDI})
+	VPSRLD(U8(16), Z0, Z0)
+	VPMOVDW(Z0, Y2)
+	VCVTPH2PS(Y2, Z3)
+	VMOVUPS(Z3, Mem{Base: RDI, Disp: 64})
+	ADDQ(U8(4), RSI)
+	ADDQ(U32(128), RDI)
+	DECQ(RBX)
+	JNZ(LabelRef("ht_pair"))
+	SUBQ(RDX, R8) // padding elements
+	JZ(LabelRef("ht_done"))
+	Label("ht_pad")
+	VMOVUPS(Z1, Mem{Base: RDI})
+	ADDQ(U8(64), RDI)
+	DECQ(R8)
+	JNZ(LabelRef("ht_pad"))
+	Label("ht_done")
+	VZEROUPPER()
+	RET()
 }
 
 // tileScoresZ generates
 //
-//	tileScoresZ(s *float32, q *float32, k *float32, rows, rd16 int, scale float32)
+//	tileScoresZ(s *float32, q *float32, k *float32, blocks, rd16 int, scale float32)
 //
-// s[16r+p] = scale * (q_r . k_p) for rows r < rows and the tile's 16
-// positions: q rows of rd16 floats, k in halfTileZ's chunk-major layout.
-// Each dot keeps 16 lanes (lane j sums elements j, j+16, ... in order, by
-// fused multiply-adds from zero), then adds lanes j and j+8, j and j+4, j
-// and j+2, j and j+1: a reduction done for the 16 positions at once.
+// s[16r+p] = scale * (q_r . k_p) for the rows r of blocks blocks of 8 and
+// the tile's 16 positions: q in blocks of 8 rows, element d of a block's
+// row i at q[8d+i] (blocks 8*rd16 floats apart), k in halfTileZ's
+// transposed layout. Each dot is one chain of fused multiply-adds over d
+// from zero, for the 16 positions of a row at once (the query element
+// broadcast against the keys' vector of element d): llama.cpp's tiled
+// product, with no reduction across lanes.
 func tileScoresZ() {
-	text("tileScoresZ", NOSPLIT, "func(s *float32, q *float32, k *float32, rows, rd16 int, scale float32)")
-	Doc("tileScoresZ computes one tile's scores for rows of queries (see internal/gen/attnt.go).")
+	text("tileScoresZ", NOSPLIT, "func(s *float32, q *float32, k *float32, blocks, rd16 int, scale float32)")
+	Doc("tileScoresZ computes one tile's scores for blocks of 8 rows of queries (see internal/gen/attnt.go).")
 	Load(Param("s"), RDI)
 	Load(Param("q"), RSI)
-	Load(Param("rows"), RCX)
+	Load(Param("blocks"), RCX)
 	Load(Param("rd16"), RDX)
-	SHRQ(U8(4), RDX) // chunks per row
+	SHRQ(U8(1), RDX) // pairs of elements
 	VBROADCASTSS(NewParamAddr("scale", 40), Z30)
-	VMOVDQU32(attnTPerm, Z31)
-	a := func(p int) VecPhysical { return zreg(p) }
-	Label("ts_row")
-	for p := 0; p < 16; p++ {
-		VPXORD(a(p), a(p), a(p))
+	a := func(r int) VecPhysical { return zreg(r) }
+	Label("ts_block")
+	for r := 0; r < 8; r++ {
+		VPXORD(a(r), a(r), a(r))
 	}
 	Load(Param("k"), RAX)
 	MOVQ(RDX, RBX)
-	Label("ts_chunk")
-	VMOVUPS(Mem{Base: RSI}, Z16)
-	for p := 0; p < 16; p++ {
-		VFMADD231PS(Mem{Base: RAX, Disp: 64 * p}, Z16, a(p))
+	Label("ts_pair")
+	VMOVUPS(Mem{Base: RAX}, Z16)
+	VMOVUPS(Mem{Base: RAX, Disp: 64}, Z17)
+	for r := 0; r < 8; r++ {
+		VFMADD231PS_BCST(Mem{Base: RSI, Disp: 4 * r}, Z16, a(r))
 	}
-	ADDQ(U32(1024), RAX)
+	for r := 0; r < 8; r++ {
+		VFMADD231PS_BCST(Mem{Base: RSI, Disp: 32 + 4*r}, Z17, a(r))
+	}
+	ADDQ(U32(128), RAX)
 	ADDQ(U8(64), RSI)
 	DECQ(RBX)
-	JNZ(LabelRef("ts_chunk"))
-	// Lanes j+8 onto j: X_p (in a(p)) holds position p in lanes 0-7 and
-	// p+8 in lanes 8-15.
-	for p := 0; p < 8; p++ {
-		VSHUFF32X4(U8(0x44), a(p+8), a(p), Z16)
-		VSHUFF32X4(U8(0xee), a(p+8), a(p), Z17)
-		VADDPS(Z17, Z16, a(p))
+	JNZ(LabelRef("ts_pair"))
+	for r := 0; r < 8; r++ {
+		VMULPS(Z30, a(r), a(r))
+		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
 	}
-	// Lanes j+4 onto j: Y_p (in a(p)), quarters p, p+8, p+4, p+12.
-	for p := 0; p < 4; p++ {
-		VSHUFF32X4(U8(0x88), a(p+4), a(p), Z16)
-		VSHUFF32X4(U8(0xdd), a(p+4), a(p), Z17)
-		VADDPS(Z17, Z16, a(p))
-	}
-	// Lanes j+2 onto j.
-	for p := 0; p < 2; p++ {
-		VUNPCKLPD(a(p+2), a(p), Z16)
-		VUNPCKHPD(a(p+2), a(p), Z17)
-		VADDPS(Z17, Z16, a(p))
-	}
-	// Lane j+1 onto j, then positions into lane order.
-	VSHUFPS(U8(0x88), a(1), a(0), Z16)
-	VSHUFPS(U8(0xdd), a(1), a(0), Z17)
-	VADDPS(Z17, Z16, Z16)
-	VPERMPS(Z16, Z31, Z16)
-	VMULPS(Z30, Z16, Z16)
-	VMOVUPS(Z16, Mem{Base: RDI})
-	ADDQ(U8(64), RDI)
+	ADDQ(U32(512), RDI)
 	DECQ(RCX)
-	JNZ(LabelRef("ts_row"))
+	JNZ(LabelRef("ts_block"))
 	VZEROUPPER()
 	RET()
 }
 
 // tileSoftmaxZ generates
 //
-//	tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens, group, rd16 int)
+//	tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens, group, rd16 int)
 //
 // the online softmax of rows = tokens*group rows of scores (s, 16 per row;
 // overwritten by the weights) and their value accumulation: token t's rows
-// t*group.. see positions rng[2t] <= p < rng[2t+1] of the tile; per row, ms
-// holds 4 floats (the running maximum m, the running sum, then the tile's
-// rescale factor c); acc rows of rd16 floats; v the tile's values, row p at
-// v[p*rd16:]. For one row, with x the masked scores (-Inf outside the
-// token's positions):
+// t*group.. see positions rng[2t] <= p < rng[2t+1] of the tile, row r the
+// positions whose bits are set in masks[r]; ms holds, a row each, the
+// running maxima m, then tiledMaxRows floats on the running sums, then as
+// far on the tile's rescale factors c; acc rows of rd16 floats; v the
+// tile's values, row p at v[p*rd16:]. For one row, with x the masked
+// scores (-Inf outside the token's positions):
 //
-//	m' = max(m, max(x)); c = e^(m-m'); w = e^(x-m')
-//	S = float32(S*c) + sum(w)  (the lanes added as the scores' reduction)
+//	m' = max(m, max(x)); c = 1 if m' == m, else e^(m-m'); w = e^(x-m')
+//	S = float32(S*c) + sum(w)  (the lanes added by halves)
 //	acc = acc*c, then acc = fma(w_p, v_p, acc) for p in order
 //
-// Four rows of a token at a time share the value loads.
+// The softmax goes 16 rows at a time: their maxima and sums come out of
+// one transposing reduction (lane r of the result is row r's), and m, S
+// and c are updated as vectors; the rows past the last 16 go one at a
+// time. Then the values, four rows of a token at a time sharing the value
+// loads.
 func tileSoftmaxZ() {
-	text("tileSoftmaxZ", NOSPLIT, "func(s *float32, v *float32, acc *float32, ms *float32, rng *int32, tokens, group, rd16 int)")
+	text("tileSoftmaxZ", NOSPLIT, "func(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens, group, rd16 int)")
 	Doc("tileSoftmaxZ runs one tile's online softmax and value accumulation (see internal/gen/attnt.go).")
 	Load(Param("s"), RDI)
-	Load(Param("acc"), R8)
 	Load(Param("ms"), R9)
-	Load(Param("rng"), R10)
-	Load(Param("tokens"), R11)
-	Load(Param("rd16"), R12)
-	SHLQ(U8(2), R12) // bytes per row of values and accumulators
-	VMOVDQU32(attnTIota, Z31)
+	Load(Param("masks"), RSI)
+	Load(Param("tokens"), RCX)
+	Load(Param("group"), RAX)
+	IMULQ(RAX, RCX)            // rows
 	MOVL(U32(0xff800000), EAX) // -Inf
 	VPBROADCASTD(EAX, Z30)
-	// EAX is scratch from here on.
+	VMOVDQU32(attnTPerm, Z31)
+	a := func(r int) VecPhysical { return zreg(r) }
+	one := expfC.Offset(4 * 12)
 
-	Label("sm_token")
-	// K1: the token's lanes.
-	VPBROADCASTD(Mem{Base: R10}, Z29)
-	VPBROADCASTD(Mem{Base: R10, Disp: 4}, Z28)
-	VPCMPD(U8(5), Z29, Z31, K1) // iota >= lo
-	VPCMPD(U8(1), Z28, Z31, K2) // iota < hi
-	KANDW(K2, K1, K1)
-	// Softmax of the token's rows: RDI and R9 walk them, RBX counts.
-	MOVQ(RDI, R13) // the token's first row of weights
-	MOVQ(R9, R14)  // and of ms
-	Load(Param("group"), RBX)
-	Label("sm_row")
+	Label("sm_block")
+	CMPQ(RCX, U8(16))
+	JL(LabelRef("sm_rows"))
+	for r := 0; r < 16; r++ {
+		KMOVW(Mem{Base: RSI, Disp: 2 * r}, K1)
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
+		VBLENDMPS(a(r), Z30, K1, a(r)) // masked lanes -Inf
+		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
+	}
+	reduce16(func(x, y, z VecPhysical) { VMAXPS(x, y, z) })
+	VMOVUPS(Mem{Base: R9}, Z18) // m
+	VMAXPS(Z16, Z18, Z19)       // m' = m > max ? m : max
+	VMOVUPS(Z19, Mem{Base: R9})
+	VSUBPS(Z19, Z18, Z20) // m - m'
+	expf16(Z20, Z16, Z17)
+	VCMPPS(U8(0), Z19, Z18, K2) // m == m' (ordered)
+	VBROADCASTSS(one, Z21)
+	VBLENDMPS(Z21, Z20, K2, Z20) // c
+	VMOVUPS(Z20, Mem{Base: R9, Disp: 2 * msStride})
+	for r := 0; r < 16; r++ {
+		VBROADCASTSS(Mem{Base: R9, Disp: 4 * r}, Z18)
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r)) // the masked scores again
+		VSUBPS(Z18, a(r), a(r))                     // x - m'
+		expf16(a(r), Z16, Z17)
+		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
+	}
+	reduce16(func(x, y, z VecPhysical) { VADDPS(x, y, z) })
+	VMOVUPS(Mem{Base: R9, Disp: msStride}, Z18)
+	VMULPS(Z20, Z18, Z18) // S*c
+	VADDPS(Z16, Z18, Z18)
+	VMOVUPS(Z18, Mem{Base: R9, Disp: msStride})
+	ADDQ(U32(16*64), RDI)
+	ADDQ(U8(16*4), R9)
+	ADDQ(U8(16*2), RSI)
+	SUBQ(U8(16), RCX)
+	JMP(LabelRef("sm_block"))
+
+	Label("sm_rows")
+	TESTQ(RCX, RCX)
+	JZ(LabelRef("sm_values"))
+	KMOVW(Mem{Base: RSI}, K1)
 	VMOVUPS(Mem{Base: RDI}, Z0)
 	VBLENDMPS(Z0, Z30, K1, Z0) // masked lanes -Inf
 	// Max over the lanes.
@@ -255,10 +307,8 @@ func tileSoftmaxZ() {
 	VMOVSS(Mem{Base: R9}, X2) // m
 	VMAXSS(X1, X2, X1)        // m' = max(m, tile max)
 	VMOVSS(X1, Mem{Base: R9})
-	// c = e^(m-m'): 1 when the maximum stays (e^0 is exactly 1), else
-	// computed.
-	MOVL(U32(0x3f800000), EAX)
-	VMOVD(EAX, X3)
+	// c = e^(m-m'): 1 when the maximum stays, else computed.
+	VMOVSS(one, X3)
 	VUCOMISS(X1, X2)
 	JNE(LabelRef("sm_exp"))
 	JNP(LabelRef("sm_same")) // equal, not NaN
@@ -267,12 +317,12 @@ func tileSoftmaxZ() {
 	VBROADCASTSS(X2, Z3)
 	expf16(Z3, Z4, Z5) // c in every lane
 	Label("sm_same")
-	VMOVSS(X3, Mem{Base: R9, Disp: 8})
+	VMOVSS(X3, Mem{Base: R9, Disp: 2 * msStride})
 	VBROADCASTSS(X1, Z1)
 	VSUBPS(Z1, Z0, Z0) // x - m'
 	expf16(Z0, Z4, Z5)
 	VMOVUPS(Z0, Mem{Base: RDI})
-	// Sum of the weights.
+	// Sum of the weights, by halves.
 	VEXTRACTF32X8(U8(1), Z0, Y1)
 	VADDPS(Y1, Y0, Y1)
 	VEXTRACTF128(U8(1), Y1, X2)
@@ -281,18 +331,29 @@ func tileSoftmaxZ() {
 	VADDPS(X2, X1, X1)
 	VPERMILPS(U8(0xb1), X1, X2)
 	VADDSS(X2, X1, X1)
-	VMOVSS(Mem{Base: R9, Disp: 4}, X2)
+	VMOVSS(Mem{Base: R9, Disp: msStride}, X2)
 	VMULSS(X3, X2, X2) // S*c
 	VADDSS(X1, X2, X2)
-	VMOVSS(X2, Mem{Base: R9, Disp: 4})
+	VMOVSS(X2, Mem{Base: R9, Disp: msStride})
 	ADDQ(U8(64), RDI)
-	ADDQ(U8(16), R9)
-	DECQ(RBX)
-	JNZ(LabelRef("sm_row"))
+	ADDQ(U8(4), R9)
+	ADDQ(U8(2), RSI)
+	DECQ(RCX)
+	JMP(LabelRef("sm_rows"))
 
-	// Value accumulation of the token's rows, four at a time, then one
-	// at a time. RDX: the token's first position (bytes into v), RCX: its
-	// count.
+	// Value accumulation of each token's rows, four at a time, then one at
+	// a time. RDI: the token's first row of weights, R14 its m, RDX its
+	// first position (bytes into v), RCX its count.
+	Label("sm_values")
+	Load(Param("s"), RDI)
+	Load(Param("acc"), R8)
+	Load(Param("ms"), R14)
+	Load(Param("rng"), R10)
+	Load(Param("tokens"), R11)
+	Load(Param("rd16"), R12)
+	SHLQ(U8(2), R12) // bytes per row of values and accumulators
+	Label("sm_token")
+	MOVQ(RDI, R13)
 	MOVLQSX(Mem{Base: R10}, RDX)
 	MOVLQSX(Mem{Base: R10, Disp: 4}, RCX)
 	SUBQ(RDX, RCX)
@@ -306,7 +367,7 @@ func tileSoftmaxZ() {
 	JL(LabelRef("sm_single"))
 	vaccT(4, "q")
 	ADDQ(U32(4*64), R13)
-	ADDQ(U8(4*16), R14)
+	ADDQ(U8(4*4), R14)
 	SUBQ(U8(4), RBX)
 	JMP(LabelRef("sm_quad"))
 	Label("sm_single")
@@ -314,12 +375,14 @@ func tileSoftmaxZ() {
 	JZ(LabelRef("sm_next"))
 	vaccT(1, "s")
 	ADDQ(U8(64), R13)
-	ADDQ(U8(16), R14)
+	ADDQ(U8(4), R14)
 	DECQ(RBX)
 	JMP(LabelRef("sm_single"))
 
 	Label("sm_next")
-	MOVQ(R14, R9) // the next token's ms (vaccT used R9)
+	Load(Param("group"), RAX)
+	SHLQ(U8(6), RAX)
+	ADDQ(RAX, RDI)
 	ADDQ(U8(8), R10)
 	DECQ(R11)
 	JNZ(LabelRef("sm_token"))
@@ -327,8 +390,43 @@ func tileSoftmaxZ() {
 	RET()
 }
 
+// msStride is the bytes between the arrays of tileSoftmaxZ's ms (m, S, c):
+// tiledMaxRows floats.
+const msStride = 4 * 256
+
+// reduce16 reduces each of Z0..Z15 over its 16 lanes with op(a, b, dst)
+// (dst = b op a), adding lanes j and j+8, then j and j+4, j and j+2, j and
+// j+1 (halves16's order), and leaves the results in Z16, lane r holding
+// Zr's; Z17 is scratch and Z0..Z15 are clobbered. Z31 must hold attnTPerm.
+func reduce16(op func(x, y, z VecPhysical)) {
+	a := func(r int) VecPhysical { return zreg(r) }
+	// Lanes j+8 onto j: a(r) holds row r in lanes 0-7 and r+8 in 8-15.
+	for r := 0; r < 8; r++ {
+		VSHUFF32X4(U8(0x44), a(r+8), a(r), Z16)
+		VSHUFF32X4(U8(0xee), a(r+8), a(r), Z17)
+		op(Z17, Z16, a(r))
+	}
+	// Lanes j+4 onto j: quarters r, r+8, r+4, r+12.
+	for r := 0; r < 4; r++ {
+		VSHUFF32X4(U8(0x88), a(r+4), a(r), Z16)
+		VSHUFF32X4(U8(0xdd), a(r+4), a(r), Z17)
+		op(Z17, Z16, a(r))
+	}
+	// Lanes j+2 onto j.
+	for r := 0; r < 2; r++ {
+		VUNPCKLPD(a(r+2), a(r), Z16)
+		VUNPCKHPD(a(r+2), a(r), Z17)
+		op(Z17, Z16, a(r))
+	}
+	// Lane j+1 onto j, then rows into lane order.
+	VSHUFPS(U8(0x88), a(1), a(0), Z16)
+	VSHUFPS(U8(0xdd), a(1), a(0), Z17)
+	op(Z17, Z16, Z16)
+	VPERMPS(Z16, Z31, Z16)
+}
+
 // vaccT emits the value accumulation of R rows of one token: R13 points at
-// the first row's first weight (rows 64 bytes apart), R14 at its ms, R8 at
+// the first row's first weight (rows 64 bytes apart), R14 at its m, R8 at
 // the first row's accumulators (advanced past the R rows on exit), RDX is
 // the byte offset of the token's first position in v, RCX its positions
 // (at least 1), R12 the bytes of a row. The accumulators go in chunks of
@@ -338,7 +436,7 @@ func vaccT(R int, tag string) {
 	vv := func(i int) VecPhysical { return zreg(16 + i) }
 	cs := func(r int) VecPhysical { return zreg(20 + r) }
 	for r := 0; r < R; r++ {
-		VBROADCASTSS(Mem{Base: R14, Disp: 16*r + 8}, cs(r))
+		VBROADCASTSS(Mem{Base: R14, Disp: 4*r + 2*msStride}, cs(r))
 	}
 	XORQ(R15, R15) // byte offset of the chunk in a row
 	for _, w := range []int{4, 1} {
