@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 
@@ -123,7 +124,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request, info *
 	}
 	em, ok := s.engine.(engine.Embedder)
 	if !ok {
-		s.fail(w, r, info, embeddingError(engine.ErrUnsupported, body.Model))
+		s.fail(w, r, info, embeddingError(fmt.Errorf("%w: the engine serves no embeddings", engine.ErrUnsupported), body.Model))
 		return
 	}
 	res, err := em.Embed(r.Context(), req)
