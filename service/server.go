@@ -260,6 +260,8 @@ func findRoute(path string) *route {
 		return &routeChat
 	case "/v1/completions":
 		return &routeCompletions
+	case pathEmbeddings:
+		return &routeEmbeddings
 	case "/tokenize":
 		return &routeTokenize
 	case "/detokenize":

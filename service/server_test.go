@@ -98,7 +98,7 @@ func TestErrors(t *testing.T) {
 		{"context length streaming", "POST", chat, `{"model":"long",` + user + `,"stream":true}`, 400, "messages", engine.CodeContextLengthExceeded},
 		{"overloaded", "POST", comp, `{"model":"busy","prompt":"x"}`, 503, "-", "engine_overloaded"},
 		{"oversized body", "POST", chat, `{"model":"tiny","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "-", "request_too_large"},
-		{"unknown path", "POST", "/v1/embeddings", `{}`, 404, "-", "unknown_url"},
+		{"unknown path", "POST", "/v1/audio/speech", `{}`, 404, "-", "unknown_url"},
 		{"unknown root path", "GET", "/nope", ``, 404, "-", "unknown_url"},
 		{"wrong method", "GET", chat, ``, 405, "-", "method_not_allowed"},
 		{"wrong method models", "POST", "/v1/models", `{}`, 405, "-", "method_not_allowed"},

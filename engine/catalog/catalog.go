@@ -637,6 +637,26 @@ func (c *Catalog) tokenizer(ctx context.Context, model string) (engine.Tokenizer
 	return t, done, nil
 }
 
+var _ engine.Embedder = (*Catalog)(nil)
+
+// Embed implements engine.Embedder, loading the model as Generate does.
+func (c *Catalog) Embed(ctx context.Context, req *engine.EmbedRequest) (*engine.EmbedResult, error) {
+	e, ok := c.byID[req.Model]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, req.Model)
+	}
+	eng, _, done, err := c.acquire(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	em, ok := eng.(engine.Embedder)
+	if !ok {
+		return nil, fmt.Errorf("%w: model %q does not serve embeddings", engine.ErrUnsupported, req.Model)
+	}
+	return em.Embed(ctx, req)
+}
+
 // Close stops the janitor, waits for a load in progress, and unloads every
 // model at once (their engines' Close ends the requests still in flight).
 // Later Generate calls fail with ErrClosed. Later calls of Close do nothing.

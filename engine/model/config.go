@@ -33,6 +33,9 @@ type Config struct {
 	RopeFreqScale float32 // 1/linear scaling factor
 	RopeNeox      bool    // rotate (x[i], x[i+d/2]) instead of adjacent pairs
 	NormEps       float32
+	// Pooling is {arch}.pooling_type: how an embedding model pools its
+	// hidden states (PoolNone for a text generator).
+	Pooling Pooling
 
 	// RopeScaling is rope.scaling.type: "none", "linear" (the default, as
 	// in llama.cpp), "yarn" or "longrope".
@@ -181,6 +184,10 @@ func ConfigFromGGUF(md *gguf.Metadata) (Config, error) {
 		if err := u(f.key, f.dst, f.required); err != nil {
 			return Config{}, err
 		}
+	}
+	var err error
+	if c.Pooling, err = poolingFromGGUF(md, arch); err != nil {
+		return Config{}, err
 	}
 	if c.HeadsKV == 0 {
 		c.HeadsKV = c.Heads

@@ -75,37 +75,6 @@ type EncoderBackend interface {
 	EncoderAttention(out, q, k, v []float32, seqStart []int32, heads, headsKV, headDim int, scale float32)
 }
 
-// Pooling is how an Encoder makes one vector of a sequence's hidden
-// states; its values are llama.cpp's pooling_type.
-type Pooling int
-
-const (
-	// PoolDefault is the file's pooling_type.
-	PoolDefault Pooling = -1
-	// PoolMean averages the hidden states of the sequence's tokens.
-	PoolMean Pooling = 1
-	// PoolCLS takes the first token's hidden state (its [CLS] token).
-	PoolCLS Pooling = 2
-	// PoolRank takes the first token's hidden state through the
-	// classification head: ClassOut scores, a reranker's relevance
-	// first.
-	PoolRank Pooling = 4
-)
-
-func (p Pooling) String() string {
-	switch p {
-	case PoolDefault:
-		return "default"
-	case PoolMean:
-		return "mean"
-	case PoolCLS:
-		return "cls"
-	case PoolRank:
-		return "rank"
-	}
-	return fmt.Sprintf("pooling(%d)", int(p))
-}
-
 // IsEncoder reports whether arch (general.architecture) is one an Encoder
 // runs rather than a Model.
 func IsEncoder(arch string) bool { return arch == "bert" }

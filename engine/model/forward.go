@@ -170,12 +170,24 @@ func (r *Runner) Model() *Model { return r.m }
 // rows of VocabSize floats (none when b.Logits is empty). The returned slice
 // is owned by the Runner and valid until the next call.
 func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
-	if err := r.check(b, kv); err != nil {
+	if err := r.hidden(b, kv); err != nil {
 		return nil, err
+	}
+	if len(b.Logits) == 0 {
+		return nil, nil // a prompt chunk that does not reach its end: keys and values only
+	}
+	return r.output(b.Logits), nil
+}
+
+// hidden checks b and runs it through every layer, leaving the hidden
+// states of its tokens (before the final norm) in r.x.
+func (r *Runner) hidden(b *Batch, kv *KV) error {
+	if err := r.check(b, kv); err != nil {
+		return err
 	}
 	T, E := len(b.Tokens), r.m.Config.Embd
 	if err := r.be.Embed(r.x[:T*E], r.m.tokEmbd, b.Tokens); err != nil {
-		return nil, fmt.Errorf("embedding: %w", err)
+		return fmt.Errorf("embedding: %w", err)
 	}
 	if s := r.m.Config.EmbedScale; s != 0 {
 		r.be.Scale(r.x[:T*E], r.x[:T*E], s)
@@ -190,14 +202,11 @@ func (r *Runner) Forward(b *Batch, kv *KV) ([]float32, error) {
 			p = pgWin
 		}
 		if err := r.attention(li, slot, T, mem, p); err != nil {
-			return nil, fmt.Errorf("layer %d: %w", li, err)
+			return fmt.Errorf("layer %d: %w", li, err)
 		}
 		r.feedForward(li, T)
 	}
-	if len(b.Logits) == 0 {
-		return nil, nil // a prompt chunk that does not reach its end: keys and values only
-	}
-	return r.output(b.Logits), nil
+	return nil
 }
 
 // attention is the attention half of layer li over the T tokens of the

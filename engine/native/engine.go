@@ -163,6 +163,7 @@ type Engine struct {
 	disk        *diskTier // nil without Options.PromptCache
 
 	submit    chan *request
+	embeds    chan *embedJob
 	wake      chan struct{} // cap 1: a request was cancelled or a consumer caught up
 	quit      chan struct{}
 	done      chan struct{} // closed when Run returns
@@ -303,6 +304,7 @@ func New(m *model.Model, c Compute, opts Options) (*Engine, error) {
 		toolFormat: toolcall.Detect(src), markers: markerTokens(tok),
 		compute: c, runner: runner, cache: cache, window: window, draft: o.Draft, draftRunner: draftRunner, disk: disk,
 		submit: make(chan *request),
+		embeds: make(chan *embedJob),
 		wake:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),

@@ -68,7 +68,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		default:
 		}
-		e.admitPending()
+		e.admitPending(ctx)
 		e.reap()
 		if l.paused > 0 {
 			e.resumeCaughtUp()
@@ -79,6 +79,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			select {
 			case r := <-e.submit:
 				e.admit(r)
+			case j := <-e.embeds:
+				e.runEmbed(ctx, j)
 			case <-e.wake:
 			case <-e.quit:
 				return nil
@@ -91,12 +93,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// admitPending admits the requests Generate is handing over, without waiting.
-func (e *Engine) admitPending() {
+// admitPending admits the requests Generate is handing over, and runs the
+// embedding jobs Embed is, without waiting.
+func (e *Engine) admitPending(ctx context.Context) {
 	for {
 		select {
 		case r := <-e.submit:
 			e.admit(r)
+		case j := <-e.embeds:
+			// Between steps: the loop owns the runner and the cache.
+			e.runEmbed(ctx, j)
 		default:
 			return
 		}

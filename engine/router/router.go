@@ -191,3 +191,20 @@ func (r *Router) tokenizer(model string) (engine.Tokenizer, error) {
 	}
 	return t, nil
 }
+
+var _ engine.Embedder = (*Router)(nil)
+
+// Embed implements engine.Embedder by handing req to the engine that
+// serves req.Model; an engine that cannot embed gives (a wrapped)
+// engine.ErrUnsupported.
+func (r *Router) Embed(ctx context.Context, req *engine.EmbedRequest) (*engine.EmbedResult, error) {
+	e, ok := r.byID[req.Model]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, req.Model)
+	}
+	em, ok := e.(engine.Embedder)
+	if !ok {
+		return nil, fmt.Errorf("%w: model %q does not serve embeddings", engine.ErrUnsupported, req.Model)
+	}
+	return em.Embed(ctx, req)
+}

@@ -88,6 +88,9 @@ type Spec struct {
 	// output.weight, the token embedding serving as the output projection.
 	Vocab      int
 	TiedOutput bool
+	// Pooling is pooling_type (0: not written, a text generator): 1
+	// mean, 2 cls, 3 last, as llama.cpp numbers them.
+	Pooling uint32
 }
 
 // moe reports whether s's feed-forward is a mixture of experts.
@@ -138,6 +141,14 @@ func Qwen2(t quant.Type) Spec {
 func Qwen3(t quant.Type) Spec {
 	s := Target(t)
 	s.Name, s.Arch, s.Seed, s.HeadDim = "rill-tiny-qwen3", "qwen3", 4, 32
+	return s
+}
+
+// Qwen3Embedding is Qwen3 as a decoder embedder, as Qwen3-Embedding
+// ships: pooling_type 3, the last token's final-normed state.
+func Qwen3Embedding(t quant.Type) Spec {
+	s := Qwen3(t)
+	s.Name, s.Pooling = "rill-tiny-qwen3-embedding", 3
 	return s
 }
 
@@ -419,6 +430,9 @@ func Write(w io.Writer, s Spec) error {
 	}
 	if s.arch() == "phi3" && s.RopeOrigContext != 0 {
 		meta = append(meta, keyValue{arch + ".rope.scaling.attn_factor", longRopeAttnFactor(s)})
+	}
+	if s.Pooling != 0 {
+		meta = append(meta, keyValue{arch + ".pooling_type", s.Pooling})
 	}
 	if s.SlidingWindow != 0 {
 		meta = append(meta, keyValue{arch + ".attention.sliding_window", uint32(s.SlidingWindow)})

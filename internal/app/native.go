@@ -209,6 +209,15 @@ func (es *Engines) Detokenize(ctx context.Context, req *engine.DetokenizeRequest
 	return t.Detokenize(ctx, req)
 }
 
+// Embed implements engine.Embedder with the engine it wraps (/v1/embeddings).
+func (es *Engines) Embed(ctx context.Context, req *engine.EmbedRequest) (*engine.EmbedResult, error) {
+	em, ok := es.Engine.(engine.Embedder)
+	if !ok {
+		return nil, fmt.Errorf("%w: the engine serves no embeddings", engine.ErrUnsupported)
+	}
+	return em.Embed(ctx, req)
+}
+
 // Natives returns the native engines among es, in the order they were
 // opened (the configuration file's order); the caller must not close them.
 func (es *Engines) Natives() []*native.Engine {

@@ -98,3 +98,9 @@ func (r *runner) ReadBlock(dst []byte, id int) { r.host.ReadBlock(dst, id) }
 
 // WriteBlock implements native.BlockTransfer.
 func (r *runner) WriteBlock(id int, src []byte) { r.host.WriteBlock(id, src) }
+
+// Pool implements native.Pooler. A pass on the CPU is not interrupted:
+// ctx is not consulted.
+func (r *runner) Pool(_ context.Context, b *model.Batch, how model.Pooling) ([]float32, error) {
+	return r.r.Pool(b, r.kv, how)
+}
