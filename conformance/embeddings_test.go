@@ -42,7 +42,7 @@ func findEmbedder(ctx context.Context, e *suiteEnv) (*target, string) {
 		Expect(t.ResolveModel(ctx)).To(Succeed(), "%s", conformance.EnvEmbeddingModel)
 	}
 	if ok, why := conformance.ProbeEmbeddings(ctx, &t, t.Model); !ok {
-		return nil, "the target embeds with no listed model: " + why
+		return nil, "the target has no model that embeds: " + why
 	}
 	return &target{Target: &t}, ""
 }
