@@ -2,9 +2,12 @@ package conformance_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,11 +43,14 @@ const envBroken = "RILL_CONFORMANCE_SELFTEST_BROKEN"
 //   - messages-cache-in-input: on /v1/messages, input_tokens counts the
 //     tokens read from the cache too (SGLang does this), so that input,
 //     cache read and cache creation no longer add up to the prompt.
+//   - embeddings-doubles: on /v1/embeddings, encoding_format base64
+//     carries float64s instead of float32s (a server that encodes its
+//     own float type), so clients decode twice as many wrong values.
 //
 // .ci/run runs the suite once per mode and requires it to fail;
 // TestCIRunsEveryBrokenMode keeps its list and this one the same.
 var brokenModes = []string{"usage-everywhere", "no-usage-chunk", "one-choice", "cached-everything", "continuous-total",
-	"tool-calls-stop", "messages-cache-in-input"}
+	"tool-calls-stop", "messages-cache-in-input", "embeddings-doubles"}
 
 // breakHandler wraps h so that its POST answers are rewritten as mode says.
 // It buffers each answer whole, which is fine for the suite (it reads
@@ -78,6 +84,11 @@ func breakHandler(mode string, h http.Handler) (http.Handler, error) {
 		out := rec.body.Bytes()
 		switch {
 		case rec.status != 0 && rec.status != http.StatusOK:
+		case mode == "embeddings-doubles":
+			// Embeddings only; every other answer passes untouched.
+			if r.URL.Path == conformance.EmbeddingsPath {
+				out = base64Float64(out)
+			}
 		case mode == "messages-cache-in-input":
 			// Anthropic's answers only; OpenAI's pass untouched.
 			if r.URL.Path == conformance.MessagesPath {
@@ -135,6 +146,33 @@ func countCacheInInput(body []byte) []byte {
 		lines[i] = append([]byte("data: "), encode(doc)...)
 	}
 	return bytes.Join(lines, []byte("\n"))
+}
+
+// base64Float64 re-encodes every base64 vector of an embeddings answer as
+// little-endian float64s.
+func base64Float64(body []byte) []byte {
+	doc, err := decode(body)
+	if err != nil {
+		return body
+	}
+	data, _ := doc["data"].([]any)
+	for _, d := range data {
+		item, _ := d.(map[string]any)
+		s, isString := item["embedding"].(string)
+		if !isString {
+			continue
+		}
+		v, err := conformance.DecodeEmbedding(json.RawMessage(strconv.Quote(s)))
+		if err != nil {
+			continue
+		}
+		b := make([]byte, 8*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(float64(x)))
+		}
+		item["embedding"] = base64.StdEncoding.EncodeToString(b)
+	}
+	return encode(doc)
 }
 
 // bufferWriter is an http.ResponseWriter that keeps everything.

@@ -24,6 +24,8 @@
 //   - MessageTranscript, CheckMessageStream, CheckMessagesUsage and
 //     CheckMessagesError: the same for Anthropic's Messages API
 //     (messages.go, messages_checks.go; docs/design.md §3 rule 13).
+//   - ParseEmbeddings, DecodeEmbedding and ProbeEmbeddings: the shape of
+//     POST /v1/embeddings answers, float or base64 (embeddings.go).
 //   - Probe and ProbeReasoning: what a target can do (WebSocket, prefix
 //     cache, drafting, a model that reasons), so
 //     that specs it cannot pass for lack of a feature are skipped with the

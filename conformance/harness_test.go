@@ -203,3 +203,48 @@ func startDouble() (*running, error) {
 	var d engine.Engine = newDouble()
 	return serve(service.New(service.Options{Engine: d, Logger: slog.New(slog.DiscardHandler)}), doubleModel)
 }
+
+// startEmbedder starts a rill over the native engine on the tiny qwen3
+// decoder embedder (pooling last, as Qwen3-Embedding), for the
+// embeddings specs. A non-empty broken mode breaks it as startRill does.
+func startEmbedder(broken string) (*running, error) {
+	data, err := testmodel.Bytes(testmodel.Qwen3Embedding(quant.F32))
+	if err != nil {
+		return nil, fmt.Errorf("embedded embedding model: %w", err)
+	}
+	gf, err := gguf.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("embedded embedding model: %w", err)
+	}
+	m, err := model.Load(gf)
+	if err != nil {
+		return nil, fmt.Errorf("embedded embedding model: %w", err)
+	}
+	compute := cpurun.New(cpu.Options{})
+	e, err := native.New(m, compute, native.Options{Logger: slog.New(slog.DiscardHandler),
+		Description: "tiny random qwen3 embedder, pooling last (conformance harness)"})
+	if err != nil {
+		_ = compute.Close()
+		_ = m.Close()
+		return nil, fmt.Errorf("native engine: %w", err)
+	}
+	go e.Run(context.Background()) // Close stops it
+	var h http.Handler = service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler)})
+	if broken != "" {
+		if h, err = breakHandler(broken, h); err != nil {
+			_ = e.Close()
+			return nil, err
+		}
+	}
+	r, err := serve(h, e.Models()[0].ID)
+	if err != nil {
+		_ = e.Close()
+		return nil, err
+	}
+	stop := r.stop
+	r.stop = func() {
+		stop()
+		_ = e.Close()
+	}
+	return r, nil
+}

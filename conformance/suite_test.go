@@ -53,6 +53,10 @@ type suiteEnv struct {
 	// with a real vocabulary from ../shared); nil: reasoningSkip says why.
 	reasoning     *target
 	reasoningSkip string
+	// embedder serves a model that embeds (in-process: a rill on the tiny
+	// qwen3 embedder); nil: embedderSkip says why.
+	embedder     *target
+	embedderSkip string
 }
 
 var env *suiteEnv
@@ -78,6 +82,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			e.reasoning = &target{Target: rr.target}
 		}
 		e.reasoningSkip = why
+		er, err := startEmbedder(broken)
+		Expect(err).NotTo(HaveOccurred(), "start rill with an embedding model")
+		DeferCleanup(er.stop)
+		e.embedder = &target{Target: er.target}
 	} else {
 		Expect(broken).To(BeEmpty(), "%s applies to the in-process rill only; unset %s or %s", envBroken, envBroken, conformance.EnvURL)
 		e.main = &target{Target: conformance.NewTarget(cfg.URL, cfg.Model, cfg.APIKey)}
@@ -114,6 +122,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		e.reasoning.responses = probeResponses(ctx, e.reasoning.Target, e.reasoning.caps.CacheMeasured)
 		e.reasoning.messages = probeMessages(ctx, e.reasoning.Target)
 	}
+	e.embedder, e.embedderSkip = findEmbedder(ctx, e)
 	if d := e.double; d != nil {
 		// The double's prompts are scripts, so only its transport is probed.
 		d.caps.WebSocket, d.caps.WebSocketReason = conformance.ProbeWebSocket(ctx, d.Target)
@@ -129,6 +138,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		AddReportEntry("reasoning target", fmt.Sprintf("%s model %q", e.reasoning.BaseURL, e.reasoning.Model))
 	} else {
 		AddReportEntry("reasoning target", "none: "+e.reasoningSkip)
+	}
+	if e.embedder != nil {
+		AddReportEntry("embedding target", fmt.Sprintf("%s model %q", e.embedder.BaseURL, e.embedder.Model))
+	} else {
+		AddReportEntry("embedding target", "none: "+e.embedderSkip)
 	}
 	env = e
 })

@@ -55,6 +55,9 @@ type Config struct {
 	// ReasoningModel is a model of the target that reasons; empty: see
 	// EnvReasoningModel.
 	ReasoningModel string
+	// EmbeddingModel is a model of the target that embeds; empty: see
+	// EnvEmbeddingModel.
+	EmbeddingModel string
 }
 
 // InProcess reports whether the suite starts rill itself.
@@ -71,6 +74,7 @@ func ConfigFromEnv() (Config, error) {
 		DraftK: DefaultDraftK,
 
 		ReasoningModel: strings.TrimSpace(os.Getenv(EnvReasoningModel)),
+		EmbeddingModel: strings.TrimSpace(os.Getenv(EnvEmbeddingModel)),
 	}
 	if c.InProcess() {
 		c.BlockSize = DefaultBlockSize

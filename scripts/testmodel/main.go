@@ -18,7 +18,7 @@ import (
 )
 
 func main() {
-	which := flag.String("model", "target", "target, draft, qwen2, qwen3, qwen2moe, qwen3moe, gpt-oss, llama3, llama-linear, llama-yarn, mistral, phi3, gemma, gemma2, gemma3, bench (245M parameters), bench-moe (qwen3moe, 610M parameters, 105M active), bench-llama3.2-1b or bench-qwen3-1.7b (those models' shapes and vocabulary sizes)")
+	which := flag.String("model", "target", "target, draft, qwen2, qwen3, qwen3-embedding (qwen3 pooling last), qwen2moe, qwen3moe, gpt-oss, llama3, llama-linear, llama-yarn, mistral, phi3, gemma, gemma2, gemma3, bench (245M parameters), bench-moe (qwen3moe, 610M parameters, 105M active), bench-llama3.2-1b or bench-qwen3-1.7b (those models' shapes and vocabulary sizes)")
 	typ := flag.String("type", "F32", "weight type: F32, F16, BF16, Q8_0 or Q4_0")
 	out := flag.String("out", "", "output file (required)")
 	flag.Parse()
@@ -38,7 +38,7 @@ func run(which, typ, out string) error {
 	}
 	specs := map[string]func(quant.Type) testmodel.Spec{
 		"target": testmodel.Target, "draft": testmodel.Draft, "bench": testmodel.Bench,
-		"qwen2": testmodel.Qwen2, "qwen3": testmodel.Qwen3,
+		"qwen2": testmodel.Qwen2, "qwen3": testmodel.Qwen3, "qwen3-embedding": testmodel.Qwen3Embedding,
 		"qwen2moe": testmodel.Qwen2MoE, "qwen3moe": testmodel.Qwen3MoE, "gpt-oss": testmodel.GptOss, "bench-moe": testmodel.BenchMoE,
 		"llama3": testmodel.Llama3, "llama-linear": testmodel.LlamaLinear, "llama-yarn": testmodel.LlamaYaRN,
 		"mistral": testmodel.Mistral, "phi3": testmodel.Phi3,
