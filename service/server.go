@@ -262,6 +262,8 @@ func findRoute(path string) *route {
 		return &routeCompletions
 	case pathEmbeddings:
 		return &routeEmbeddings
+	case pathRerank, pathRerankAlias:
+		return &routeRerank
 	case "/tokenize":
 		return &routeTokenize
 	case "/detokenize":

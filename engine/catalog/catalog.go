@@ -657,6 +657,26 @@ func (c *Catalog) Embed(ctx context.Context, req *engine.EmbedRequest) (*engine.
 	return em.Embed(ctx, req)
 }
 
+var _ engine.Reranker = (*Catalog)(nil)
+
+// Rerank implements engine.Reranker, loading the model as Generate does.
+func (c *Catalog) Rerank(ctx context.Context, req *engine.RerankRequest) (*engine.RerankResult, error) {
+	e, ok := c.byID[req.Model]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, req.Model)
+	}
+	eng, _, done, err := c.acquire(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rr, ok := eng.(engine.Reranker)
+	if !ok {
+		return nil, fmt.Errorf("%w: model %q does not rerank", engine.ErrUnsupported, req.Model)
+	}
+	return rr.Rerank(ctx, req)
+}
+
 // Close stops the janitor, waits for a load in progress, and unloads every
 // model at once (their engines' Close ends the requests still in flight).
 // Later Generate calls fail with ErrClosed. Later calls of Close do nothing.

@@ -208,3 +208,20 @@ func (r *Router) Embed(ctx context.Context, req *engine.EmbedRequest) (*engine.E
 	}
 	return em.Embed(ctx, req)
 }
+
+var _ engine.Reranker = (*Router)(nil)
+
+// Rerank implements engine.Reranker by handing req to the engine that
+// serves req.Model; an engine that cannot rerank gives (a wrapped)
+// engine.ErrUnsupported.
+func (r *Router) Rerank(ctx context.Context, req *engine.RerankRequest) (*engine.RerankResult, error) {
+	e, ok := r.byID[req.Model]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, req.Model)
+	}
+	rr, ok := e.(engine.Reranker)
+	if !ok {
+		return nil, fmt.Errorf("%w: model %q does not rerank", engine.ErrUnsupported, req.Model)
+	}
+	return rr.Rerank(ctx, req)
+}

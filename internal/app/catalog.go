@@ -112,12 +112,14 @@ func catalogModel(m *config.Model, parts int, caches map[string]*promptcache.Dir
 			if parts > 1 {
 				return nil, fmt.Errorf("%s is the first of %d parts of a split GGUF, which rill cannot load yet: merge them into one file (llama-gguf-split --merge)", m.Native.Model, parts)
 			}
-			e, err := openNative(m, caches, log)
+			e, nat, err := openLocal(m, caches, log)
 			if err != nil {
 				return nil, err
 			}
-			// Close stops the loop and waits for it.
-			go runNative(e, log)
+			if nat != nil {
+				// Close stops the loop and waits for it.
+				go runNative(nat, log)
+			}
 			return e, nil
 		},
 	}

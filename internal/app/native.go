@@ -218,6 +218,15 @@ func (es *Engines) Embed(ctx context.Context, req *engine.EmbedRequest) (*engine
 	return em.Embed(ctx, req)
 }
 
+// Rerank implements engine.Reranker with the engine it wraps (/v1/rerank).
+func (es *Engines) Rerank(ctx context.Context, req *engine.RerankRequest) (*engine.RerankResult, error) {
+	rr, ok := es.Engine.(engine.Reranker)
+	if !ok {
+		return nil, fmt.Errorf("%w: the engine does no reranking", engine.ErrUnsupported)
+	}
+	return rr.Rerank(ctx, req)
+}
+
 // Natives returns the native engines among es, in the order they were
 // opened (the configuration file's order); the caller must not close them.
 func (es *Engines) Natives() []*native.Engine {
@@ -256,11 +265,15 @@ func openFlags(ctx context.Context, m *config.Model, log *slog.Logger) (*Engines
 	if err != nil {
 		return nil, err
 	}
-	e, err := openNative(m, caches, log)
+	e, nat, err := openLocal(m, caches, log)
 	if err != nil {
 		return nil, err
 	}
-	return &Engines{Engine: e, Closer: e, natives: []*native.Engine{e}}, nil
+	es := &Engines{Engine: e, Closer: e}
+	if nat != nil {
+		es.natives = []*native.Engine{nat}
+	}
+	return es, nil
 }
 
 // OpenConfig opens the engines of the configuration file at path, native
@@ -317,12 +330,14 @@ func openConfig(ctx context.Context, path string, flags config.Catalog, log *slo
 	for i := range f.Models {
 		m := &f.Models[i]
 		if m.Native != nil {
-			e, err := openNative(m, caches, log)
+			e, nat, err := openLocal(m, caches, log)
 			if err != nil {
 				return fail(fmt.Errorf("model %q: %w", m.ID, err))
 			}
 			all = append(all, e)
-			natives = append(natives, e)
+			if nat != nil {
+				natives = append(natives, nat)
+			}
 			continue
 		}
 		e, err := upstream.New(m.UpstreamOptions(log))
