@@ -109,9 +109,9 @@ const benchBytes = 1 << 20
 // BenchmarkEncodeVocab measures encoding speed (tokens/s) and the bytes
 // allocated per input byte on 1 MiB of the corpus, for SentencePiece
 // (llama-spm), byte-level BPE (llama-bpe, qwen2) and WordPiece (bert-bge)
-// vocabularies.
+// vocabularies, and unigram (nomic-bert-moe).
 func BenchmarkEncodeVocab(b *testing.B) {
-	for _, set := range []string{"llama-spm", "llama-bpe", "qwen2", "bert-bge"} {
+	for _, set := range []string{"llama-spm", "llama-bpe", "qwen2", "bert-bge", "nomic-bert-moe"} {
 		b.Run(set, func(b *testing.B) {
 			tk := loadVocab(b, set)
 			text := corpus(b, benchBytes)

@@ -204,6 +204,7 @@ type encodeState struct {
 	spm   spmSession
 	bpe   bpeSession
 	wpm   wpmSession
+	ugm   ugmSession
 	buf   []byte
 }
 
@@ -214,7 +215,7 @@ const maxPooledFragments = 1 << 12
 
 func (st *encodeState) release() {
 	st.out.release()
-	if cap(st.frags) > maxPooledFragments || cap(st.next) > maxPooledFragments || !st.spm.small() || !st.bpe.small() || !st.wpm.small() || cap(st.buf) > 4*maxPooledSymbols {
+	if cap(st.frags) > maxPooledFragments || cap(st.next) > maxPooledFragments || !st.spm.small() || !st.bpe.small() || !st.wpm.small() || !st.ugm.small() || cap(st.buf) > 4*maxPooledSymbols {
 		return
 	}
 	encodeStates.Put(st)
@@ -307,6 +308,8 @@ func (t *Tokenizer) encode(ctx context.Context, text string, opts EncodeOptions)
 		switch {
 		case t.wpm != nil:
 			ok = t.encodeWPM(st, piece, &c)
+		case t.ugm != nil:
+			ok = t.encodeUGM(st, piece, t.vocab.AddSpacePrefix && prevSpecial, &c)
 		case t.bpe != nil:
 			ok = t.encodeBPE(st, piece, &c)
 		default:

@@ -23,6 +23,8 @@ const (
 	keyAddSpacePrefix = "tokenizer.ggml.add_space_prefix"
 	keyLowercase      = "tokenizer.ggml.normalizer.lowercase"
 	keyStripAccents   = "tokenizer.ggml.normalizer.strip_accents"
+	keyCharsmap       = "tokenizer.ggml.precompiled_charsmap"
+	keyRemoveExtraWS  = "tokenizer.ggml.remove_extra_whitespaces"
 )
 
 // role is a special token llama.cpp's loader knows: read from its metadata
@@ -129,6 +131,12 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 //     encoder ignores them; Lowercase from
 //     tokenizer.ggml.normalizer.lowercase (absent: true) and StripAccents
 //     from tokenizer.ggml.normalizer.strip_accents (absent: as Lowercase).
+//   - model "t5" (SentencePiece unigram): EOS 1, UNK 2, PAD 0 and no BOS
+//     unless their keys say otherwise; add_bos_token false, add_eos_token
+//     true, add_space_prefix and remove_extra_whitespaces false when the
+//     keys are absent; the normaliser from
+//     tokenizer.ggml.precompiled_charsmap (uint8 or int8 array; absent:
+//     none).
 //   - scores absent: all 0 (FLOAT32 or INT32 arrays accepted); token_type
 //     absent: all Normal. Arrays shorter than the token list are an error,
 //     longer ones are cut to it.
@@ -197,6 +205,16 @@ func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 		}
 		v.StripAccents = v.Lowercase
 		if err := optionalBool(md, keyStripAccents, &v.StripAccents); err != nil {
+			return Vocab{}, nil, err
+		}
+	case ModelT5:
+		v = Vocab{Model: model, AddEOS: true}
+		cm, err := readCharsmap(md)
+		if err != nil {
+			return Vocab{}, nil, err
+		}
+		v.Charsmap = cm
+		if err := optionalBool(md, keyRemoveExtraWS, &v.RemoveExtraWhitespaces); err != nil {
 			return Vocab{}, nil, err
 		}
 	default:
@@ -270,6 +288,26 @@ func vocabFromGGUF(md *gguf.Metadata) (Vocab, map[string]int, error) {
 		setPhi3Strip(&v, seen)
 	}
 	return v, seen, nil
+}
+
+// readCharsmap reads tokenizer.ggml.precompiled_charsmap, an array of
+// uint8 or int8; absent is nil. Its layout is checked by New.
+func readCharsmap(md *gguf.Metadata) ([]byte, error) {
+	val, present := md.Value(keyCharsmap)
+	if !present {
+		return nil, nil
+	}
+	switch x := val.Any().(type) {
+	case []uint8:
+		return x, nil
+	case []int8:
+		b := make([]byte, len(x))
+		for i, c := range x {
+			b[i] = byte(c)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("%s is not an array of uint8 or int8", keyCharsmap)
 }
 
 // optionalString reads a string key that may be absent ("").
@@ -378,6 +416,8 @@ func readRoles(md *gguf.Metadata, model string, n int) ([nRoles]int, error) {
 		ids[roleBOS], ids[roleEOS], ids[roleUNK] = 1, 2, 0
 	case ModelBERT:
 		ids[roleBOS], ids[roleUNK], ids[roleSEP], ids[rolePAD] = 101, 100, 102, 0
+	case ModelT5:
+		ids[roleEOS], ids[roleUNK], ids[rolePAD] = 1, 2, 0
 	}
 	for r, id := range ids {
 		if id >= n {

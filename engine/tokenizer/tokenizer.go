@@ -39,6 +39,8 @@ type Tokenizer struct {
 	spmCuts spmCuts
 	// wpm is the WordPiece encoder; nil for the other models.
 	wpm *wpmModel
+	// ugm is the unigram encoder; nil for the other models.
+	ugm *ugmModel
 	// canonicalFrom is the length from which valid text is merged in
 	// canonical form (see appendMerged): canonicalBytes; tests lower it.
 	canonicalFrom int
@@ -70,7 +72,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		}
 	case ModelGemma4:
 		spec = preNames["gemma4"]
-	case ModelBERT:
+	case ModelBERT, ModelT5:
 	default:
 		return nil, fmt.Errorf("unsupported tokenizer model %q", v.Model)
 	}
@@ -84,6 +86,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 	v.Merges = slices.Clone(v.Merges)
 	v.LStrip = slices.Clone(v.LStrip)
 	v.RStrip = slices.Clone(v.RStrip)
+	v.Charsmap = slices.Clone(v.Charsmap)
 
 	n := len(v.Tokens)
 	t := &Tokenizer{
@@ -137,6 +140,11 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		t.spmCuts = newSPMCuts(v.Tokens)
 	case ModelBERT:
 		t.wpm = newWPM(&v)
+	case ModelT5:
+		var err error
+		if t.ugm, err = newUGM(&v); err != nil {
+			return nil, err
+		}
 	default:
 		var err error
 		if t.bpe, err = newBPE(t, spec, v.Merges, v.IgnoreMerges); err != nil {
@@ -147,7 +155,7 @@ func newTokenizer(v Vocab, byText map[string]int) (*Tokenizer, error) {
 		t.byteToken[b] = t.lookupByte(byte(b))
 	}
 	t.computeBounds()
-	if t.wpm != nil {
+	if t.wpm != nil || t.ugm != nil {
 		// One UNK can stand for a word of any length, and control
 		// characters and accents vanish: no bound on bytes per token.
 		t.boundsHold = false

@@ -49,6 +49,7 @@ const (
 	ModelGPT2   = "gpt2"   // byte-level BPE with merges and a pre-tokenizer
 	ModelGemma4 = "gemma4" // BPE over characters with U+2581 for spaces and byte fallback (Gemma 4)
 	ModelBERT   = "bert"   // WordPiece: greedy longest match per word (BERT and its embedding models)
+	ModelT5     = "t5"     // SentencePiece unigram: normalised text cut along the best-scoring path (T5, nomic-bert-moe)
 )
 
 // Vocab is a vocabulary with everything needed to encode and decode. Token ids
@@ -100,6 +101,13 @@ type Vocab struct {
 	// first code point of its canonical decomposition and drop combining
 	// marks. Other models ignore them.
 	Lowercase, StripAccents bool
+	// Charsmap is a ModelT5 vocabulary's precompiled normaliser
+	// (tokenizer.ggml.precompiled_charsmap, SentencePiece's double-array
+	// trie of replacements); nil for none. RemoveExtraWhitespaces
+	// (tokenizer.ggml.remove_extra_whitespaces) drops leading and trailing
+	// spaces and collapses runs of them. Other models ignore both.
+	Charsmap               []byte
+	RemoveExtraWhitespaces bool
 
 	// LStrip and RStrip list special tokens that swallow the ASCII
 	// whitespace (space, \t, \n, \v, \f, \r) to their left or right when
@@ -140,6 +148,9 @@ func (v *Vocab) validate() error {
 	}
 	if v.Model == ModelBERT && v.UNK < 0 {
 		return fmt.Errorf("wordpiece vocabulary has no unknown token")
+	}
+	if v.Model == ModelT5 && v.UNK < 0 {
+		return fmt.Errorf("unigram vocabulary has no unknown token")
 	}
 	if v.AddBOS && v.BOS < 0 {
 		return fmt.Errorf("vocabulary asks to add a bos token but has none")

@@ -16,7 +16,10 @@ func TestNewRejects(t *testing.T) {
 		mutate func(v *Vocab)
 		want   string
 	}{
-		{"other model", func(v *Vocab) { v.Model = "t5" }, `unsupported tokenizer model "t5"`},
+		{"other model", func(v *Vocab) { v.Model = "rwkv" }, `unsupported tokenizer model "rwkv"`},
+		{"unigram without unk", func(v *Vocab) { v.Model, v.UNK = ModelT5, -1 }, "unigram vocabulary has no unknown token"},
+		{"charsmap without header", func(v *Vocab) { v.Model, v.Charsmap = ModelT5, []byte{1, 0} }, "no size header"},
+		{"charsmap trie overruns", func(v *Vocab) { v.Model, v.Charsmap = ModelT5, []byte{8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8} }, "overruns"},
 		{"unknown pre-tokenizer", func(v *Vocab) { v.Model, v.Pre = ModelGPT2, "no-such-pre" }, `unsupported pre-tokenizer "no-such-pre"`},
 		{"strip id out of range", func(v *Vocab) { v.RStrip = []int{len(v.Tokens)} }, "strip token id"},
 		{"no tokens", func(v *Vocab) { v.Tokens, v.Scores, v.Types = nil, nil, nil }, "no tokens"},
@@ -365,7 +368,13 @@ func TestVocabFromGGUFErrors(t *testing.T) {
 	}{
 		{"no model", func(kv map[string]any) { delete(kv, "tokenizer.ggml.model") }, "tokenizer.ggml.model is missing"},
 		{"model not a string", func(kv map[string]any) { kv["tokenizer.ggml.model"] = uint32(1) }, "tokenizer.ggml.model is not a string"},
-		{"t5 model", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "t5" }, `unsupported tokenizer model "t5"`},
+		{"rwkv model", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "rwkv" }, `unsupported tokenizer model "rwkv"`},
+		{"t5 charsmap of another type", func(kv map[string]any) {
+			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.precompiled_charsmap"] = "t5", []int32{1}
+		}, "tokenizer.ggml.precompiled_charsmap is not an array of uint8 or int8"},
+		{"t5 remove_extra_whitespaces not a bool", func(kv map[string]any) {
+			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.remove_extra_whitespaces"] = "t5", "yes"
+		}, "tokenizer.ggml.remove_extra_whitespaces is not a bool"},
 		{"gpt2 without merges", func(kv map[string]any) { kv["tokenizer.ggml.model"] = "gpt2" }, "tokenizer.ggml.merges is missing"},
 		{"gpt2 with an unknown pre-tokenizer", func(kv map[string]any) {
 			kv["tokenizer.ggml.model"], kv["tokenizer.ggml.merges"], kv["tokenizer.ggml.pre"] = "gpt2", []string{"a b"}, "tekken"

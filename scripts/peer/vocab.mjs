@@ -29,7 +29,7 @@ const outPath = process.argv[3] ?? "engine/tokenizer/testdata/llamacpp_vocab.jso
 const sets = [
     "llama-spm", "phi-3", "llama-bpe", "qwen2", "qwen35", "starcoder", "gpt-2",
     "deepseek-llm", "deepseek-coder", "falcon", "mpt", "refact", "command-r", "gemma-4",
-    "bert-bge",
+    "bert-bge", "nomic-bert-moe",
 ];
 const only = process.env.VOCAB_SETS ? process.env.VOCAB_SETS.split(",") : null;
 for (const set of only ?? []) {
