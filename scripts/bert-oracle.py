@@ -8,8 +8,15 @@ Run three llama-servers on files written by testmodel.WriteBertFile
   llama-server -m bert.gguf --embeddings --pooling cls  --port 18933
   llama-server -m reranker.gguf --reranking            --port 18932
 then: python3 scripts/bert-oracle.py > engine/model/testdata/llamacpp_bert.json
+
+With the argument nomic it records TinyNomicBert (written to nomic.gguf)
+instead, embeddings only:
+  llama-server -m nomic.gguf --embeddings --pooling mean --port 18941
+  llama-server -m nomic.gguf --embeddings --pooling cls  --port 18942
+then: python3 scripts/bert-oracle.py nomic > engine/model/testdata/llamacpp_nomic_bert.json
 """
 import json
+import sys
 import urllib.request
 
 
@@ -26,6 +33,15 @@ def embeddings(port):
     r = post(port, "/embeddings", {"content": SEQS})
     return [e["embedding"][0] for e in sorted(r, key=lambda e: e["index"])]
 
+
+if sys.argv[1:] == ["nomic"]:
+    json.dump({
+        "note": "llama-server (llama.cpp v0.4.0 80fb11a) on testmodel.TinyNomicBert; embeddings L2-normalised by the server",
+        "sequences": SEQS,
+        "mean": embeddings(18941),
+        "cls": embeddings(18942),
+    }, open(1, "w"), indent=1)
+    sys.exit(0)
 
 QUERY = "the cat"
 DOCS = ["a dog ran", "the cat sat on the mat", "hello world", "cat cat cat", "the"]

@@ -19,6 +19,11 @@ import (
 // attention with biases, residual add and LayerNorm, a GELU feed-forward
 // with biases, residual add and LayerNorm.
 //
+// It also runs llama.cpp's "nomic-bert" (nomic-embed-text v1 and v1.5),
+// the same graph with three differences: no position embeddings, but
+// NeoX RoPE (rope.freq_base) on the queries and keys; and a SwiGLU
+// feed-forward, down(silu(gate(x)) * up(x)), without biases.
+//
 // An Encoder is safe for one call at a time: it runs on one
 // EncoderBackend, which runs one pass at a time.
 type Encoder struct {
@@ -33,7 +38,8 @@ type Encoder struct {
 	file     *gguf.File
 	b        EncoderBackend
 	tokEmbd  tensor.Matrix // VocabSize rows of Embd
-	posEmbd  tensor.Matrix // ContextLength rows of Embd
+	posEmbd  tensor.Matrix // ContextLength rows of Embd; zero Rows with RoPE
+	rope     bool          // rotate queries and keys (nomic-bert)
 	typeEmbd tensor.Matrix // token-type rows of Embd; zero Rows when absent
 	normW    []float32
 	normB    []float32
@@ -47,6 +53,7 @@ type encoderLayer struct {
 	q, k, v, o             linear
 	attnNormW, attnNormB   []float32
 	up, down               linear
+	gate                   linear // SwiGLU's gate (nomic-bert); zero w.Rows for GELU
 	layerNormW, layerNormB []float32
 }
 
@@ -58,6 +65,8 @@ type EncoderBackend interface {
 	Embed(dst []float32, table tensor.Matrix, rows []int32) error
 	Add(dst, a, b []float32)
 	AddBias(x, bias []float32)
+	RoPE(x []float32, pos []int32, heads, headDim int, rope tensor.RoPE)
+	SwiGLU(dst, gate, up []float32)
 
 	// LayerNorm sets each row of len(weight) values of x to
 	// (x-mean)/sqrt(var+eps)*weight + bias (bias may be nil); dst may be
@@ -77,7 +86,7 @@ type EncoderBackend interface {
 
 // IsEncoder reports whether arch (general.architecture) is one an Encoder
 // runs rather than a Model.
-func IsEncoder(arch string) bool { return arch == "bert" }
+func IsEncoder(arch string) bool { return arch == "bert" || arch == "nomic-bert" }
 
 // OpenEncoder memory-maps and loads the encoder GGUF at path, to run on b.
 func OpenEncoder(path string, b EncoderBackend) (*Encoder, error) {
@@ -98,7 +107,7 @@ func (e *Encoder) Close() error { return e.file.Close() }
 
 // LoadEncoder reads an encoder from an open GGUF file, which it takes
 // ownership of, to run on b. It reads the metadata and tensors llama.cpp
-// reads for the "bert" architecture.
+// reads for the "bert" and "nomic-bert" architectures.
 func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	c, err := encoderConfig(f.Metadata)
 	if err != nil {
@@ -116,8 +125,13 @@ func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	if e.tokEmbd, err = matrix(f, "token_embd.weight", c.VocabSize, c.Embd); err != nil {
 		return nil, err
 	}
-	if e.posEmbd, err = matrix(f, "position_embd.weight", c.ContextLength, c.Embd); err != nil {
-		return nil, err
+	// bert learns absolute positions; nomic-bert rotates instead.
+	if c.Arch == "bert" {
+		if e.posEmbd, err = matrix(f, "position_embd.weight", c.ContextLength, c.Embd); err != nil {
+			return nil, err
+		}
+	} else {
+		e.rope = true
 	}
 	if t, ok := f.Tensor("token_types.weight"); ok {
 		if len(t.Shape) != 2 || t.Shape[1] < 1 {
@@ -130,12 +144,13 @@ func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	if e.normW, e.normB, err = layerNorm(f, "token_embd_norm", c.Embd); err != nil {
 		return nil, err
 	}
-	if _, ok := f.Tensor("cls.weight"); ok {
+	// llama.cpp reads a classification head for bert only.
+	if _, ok := f.Tensor("cls.weight"); ok && c.Arch == "bert" {
 		if e.cls, err = linearLayer(f, "cls", c.Embd, c.Embd); err != nil {
 			return nil, err
 		}
 	}
-	if t, ok := f.Tensor("cls.output.weight"); ok {
+	if t, ok := f.Tensor("cls.output.weight"); ok && c.Arch == "bert" {
 		if len(t.Shape) != 2 {
 			return nil, fmt.Errorf("tensor cls.output.weight has shape %v", t.Shape)
 		}
@@ -167,7 +182,7 @@ func encoderConfig(md *gguf.Metadata) (Config, error) {
 		return Config{}, errors.New("gguf: general.architecture is missing")
 	}
 	if !IsEncoder(arch) {
-		return Config{}, fmt.Errorf("architecture %q is not an encoder (supported: bert)", arch)
+		return Config{}, fmt.Errorf("architecture %q is not an encoder (supported: bert, nomic-bert)", arch)
 	}
 	c := Config{Arch: arch}
 	c.Name, _ = md.String("general.name")
@@ -222,7 +237,32 @@ func encoderConfig(md *gguf.Metadata) (Config, error) {
 		return Config{}, fmt.Errorf("gguf: %s.attention.causal is true: causal encoders are not supported", arch)
 	}
 	c.AttnScale = invSqrt(c.HeadDim)
+	if arch == "nomic-bert" {
+		if err := encoderRoPE(md, &c); err != nil {
+			return Config{}, err
+		}
+	}
 	return c, nil
+}
+
+// encoderRoPE reads the rotation of nomic-bert: NeoX pairs (llama.cpp's
+// rope type for the architecture), rope.freq_base (default 10000) and
+// rope.dimension_count (default the head size), unscaled.
+func encoderRoPE(md *gguf.Metadata, c *Config) error {
+	c.RopeNeox, c.RopeFreqScale, c.RopeBase, c.RopeDims = true, 1, 10000, c.HeadDim
+	if v, ok := md.Float(c.Arch + ".rope.freq_base"); ok {
+		c.RopeBase = float32(v)
+		if !(c.RopeBase > 0) || math.IsInf(float64(c.RopeBase), 0) {
+			return fmt.Errorf("gguf: %s.rope.freq_base = %g: want a positive finite number", c.Arch, v)
+		}
+	}
+	if v, ok := md.Uint(c.Arch + ".rope.dimension_count"); ok {
+		if v == 0 || v > uint64(c.HeadDim) || v%2 != 0 {
+			return fmt.Errorf("gguf: %s.rope.dimension_count %d does not fit head size %d", c.Arch, v, c.HeadDim)
+		}
+		c.RopeDims = int(v)
+	}
+	return nil
 }
 
 // layerNorm reads the weight and bias of the LayerNorm name, n values each.
@@ -269,6 +309,14 @@ func (e *Encoder) loadLayer(i int) error {
 	}
 	if l.down, err = linearLayer(f, p+"ffn_down", c.Embd, c.FF); err != nil {
 		return err
+	}
+	if c.Arch == "nomic-bert" {
+		if l.gate, err = linearLayer(f, p+"ffn_gate", c.FF, c.Embd); err != nil {
+			return err
+		}
+		// llama.cpp's nomic-bert graph applies no feed-forward bias even
+		// when the file has one; the numbers follow it.
+		l.up.bias, l.down.bias, l.gate.bias = nil, nil, nil
 	}
 	l.layerNormW, l.layerNormB, err = layerNorm(f, p+"layer_output_norm", c.Embd)
 	return err
@@ -328,15 +376,22 @@ func (e *Encoder) Hidden(ctx context.Context, seqs [][]int32) ([][]float32, erro
 		}
 		e.b.AddBias(x, type0)
 	}
-	if err := e.b.Embed(tmp, e.posEmbd, pos); err != nil {
-		return nil, err
+	if e.posEmbd.Rows > 0 {
+		if err := e.b.Embed(tmp, e.posEmbd, pos); err != nil {
+			return nil, err
+		}
+		e.b.Add(x, tmp, x)
 	}
-	e.b.Add(x, tmp, x)
 	e.b.LayerNorm(x, x, e.normW, e.normB, c.NormEps)
 
 	q, attn := make([]float32, T*d), make([]float32, T*d)
 	k, v := make([]float32, T*kvd), make([]float32, T*kvd)
 	ff := make([]float32, T*c.FF)
+	var up []float32
+	if e.layers[0].gate.w.Rows > 0 {
+		up = make([]float32, T*c.FF)
+	}
+	rope := tensor.RoPE{Dims: c.RopeDims, Base: c.RopeBase, FreqScale: c.RopeFreqScale, Neox: c.RopeNeox}
 	for i := range e.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -345,13 +400,23 @@ func (e *Encoder) Hidden(ctx context.Context, seqs [][]int32) ([][]float32, erro
 		e.project(q, l.q, x, T)
 		e.project(k, l.k, x, T)
 		e.project(v, l.v, x, T)
+		if e.rope {
+			e.b.RoPE(q, pos, c.Heads, c.HeadDim, rope)
+			e.b.RoPE(k, pos, c.HeadsKV, c.HeadDim, rope)
+		}
 		e.b.EncoderAttention(attn, q, k, v, seqStart, c.Heads, c.HeadsKV, c.HeadDim, c.AttnScale)
 		e.project(tmp, l.o, attn, T)
 		e.b.Add(tmp, tmp, x)
 		e.b.LayerNorm(tmp, tmp, l.attnNormW, l.attnNormB, c.NormEps)
 		// tmp is the feed-forward's input and its residual.
-		e.project(ff, l.up, tmp, T)
-		e.b.GELU(ff, ff)
+		if l.gate.w.Rows > 0 {
+			e.project(ff, l.gate, tmp, T)
+			e.project(up, l.up, tmp, T)
+			e.b.SwiGLU(ff, ff, up)
+		} else {
+			e.project(ff, l.up, tmp, T)
+			e.b.GELU(ff, ff)
+		}
 		e.project(x, l.down, ff, T)
 		e.b.Add(x, x, tmp)
 		e.b.LayerNorm(x, x, l.layerNormW, l.layerNormB, c.NormEps)

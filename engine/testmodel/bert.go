@@ -15,10 +15,17 @@ import (
 // token-type embeddings, LayerNorms with biases, biased projections, and
 // for a reranker the classification head cls and cls.output.
 //
+// With Arch "nomic-bert" it is laid out as nomic-embed-text: no position
+// embeddings but RoPE (rope.freq_base RopeBase), a SwiGLU feed-forward
+// (ffn_gate, ffn_up, ffn_down), and no biases on any projection.
+//
 // Its vocabulary is the test models' SentencePiece one (llama.cpp's bert
 // loads any vocabulary); tests that compare numbers give token ids.
 type BertSpec struct {
-	Name                    string
+	Name string
+	// Arch is general.architecture: "bert" (the default when empty) or
+	// "nomic-bert".
+	Arch                    string
 	Embd, Layers, Heads, FF int
 	Context                 int
 	Type                    quant.Type // type of the 2-D weights; vectors are F32
@@ -31,6 +38,9 @@ type BertSpec struct {
 	Reranker bool
 	// FusedQKV writes one attn_qkv projection instead of three.
 	FusedQKV bool
+	// RopeBase is nomic-bert's rope.freq_base (0: not written, llama.cpp's
+	// default 10000).
+	RopeBase float32
 }
 
 // TinyBert is a 2-layer mean-pooled bert encoder of width 32.
@@ -44,6 +54,13 @@ func TinyBertReranker() BertSpec {
 	s := TinyBert()
 	s.Name, s.Seed, s.Pooling, s.Reranker, s.FusedQKV = "tiny-bert-reranker", 12, 4, true, true
 	return s
+}
+
+// TinyNomicBert is a 2-layer mean-pooled nomic-bert encoder of width 32
+// with fused query-key-value projections and RoPE base 1000, as
+// nomic-embed-text v1.5 has.
+func TinyNomicBert() BertSpec {
+	return BertSpec{Name: "tiny-nomic-bert", Arch: "nomic-bert", Embd: 32, Layers: 2, Heads: 4, FF: 48, Context: 64, Type: quant.F32, Seed: 13, Pooling: 1, FusedQKV: true, RopeBase: 1000}
 }
 
 // WriteBertFile writes the GGUF file of s to path.
@@ -72,7 +89,18 @@ func WriteBert(w io.Writer, s BertSpec) error {
 	for i, t := range v.Types {
 		types[i] = int32(t)
 	}
-	const arch = "bert"
+	arch := s.Arch
+	switch arch {
+	case "":
+		arch = "bert"
+	case "bert", "nomic-bert":
+	default:
+		return fmt.Errorf("test bert architecture %q", arch)
+	}
+	nomic := arch == "nomic-bert"
+	if nomic && s.Reranker {
+		return fmt.Errorf("test nomic-bert has no classification head")
+	}
 	gw := gguf.NewWriter()
 	meta := []struct {
 		k string
@@ -105,6 +133,12 @@ func WriteBert(w io.Writer, s BertSpec) error {
 			v any
 		}{arch + ".pooling_type", s.Pooling})
 	}
+	if s.RopeBase != 0 {
+		meta = append(meta, struct {
+			k string
+			v any
+		}{arch + ".rope.freq_base", s.RopeBase})
+	}
 	for _, kv := range meta {
 		if err := gw.Set(kv.k, kv.v); err != nil {
 			return fmt.Errorf("metadata %s: %w", kv.k, err)
@@ -132,14 +166,19 @@ func WriteBert(w io.Writer, s BertSpec) error {
 		if err := mat(name+".weight", rows, cols, 1/math.Sqrt(float64(cols))); err != nil {
 			return err
 		}
+		if nomic {
+			return nil
+		}
 		return vec(name+".bias", rows, 0, 0.1)
 	}
 	steps := []func() error{
 		func() error { return mat("token_embd.weight", len(v.Tokens), d, 1) },
 		func() error { return mat("token_types.weight", 2, d, 0.5) },
-		func() error { return mat("position_embd.weight", s.Context, d, 0.5) },
-		func() error { return norm("token_embd_norm") },
 	}
+	if !nomic {
+		steps = append(steps, func() error { return mat("position_embd.weight", s.Context, d, 0.5) })
+	}
+	steps = append(steps, func() error { return norm("token_embd_norm") })
 	for i := 0; i < s.Layers; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		if s.FusedQKV {
@@ -156,6 +195,9 @@ func WriteBert(w io.Writer, s BertSpec) error {
 			func() error { return lin(p+"ffn_up", ff, d) },
 			func() error { return lin(p+"ffn_down", d, ff) },
 			func() error { return norm(p + "layer_output_norm") })
+		if nomic {
+			steps = append(steps, func() error { return lin(p+"ffn_gate", ff, d) })
+		}
 	}
 	if s.Reranker {
 		steps = append(steps,
