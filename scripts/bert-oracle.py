@@ -14,6 +14,9 @@ instead, embeddings only:
   llama-server -m nomic.gguf --embeddings --pooling mean --port 18941
   llama-server -m nomic.gguf --embeddings --pooling cls  --port 18942
 then: python3 scripts/bert-oracle.py nomic > engine/model/testdata/llamacpp_nomic_bert.json
+
+With nomic-moe, TinyNomicBertMoE (written to moe.gguf), ports 18943 (mean)
+and 18944 (cls), into llamacpp_nomic_bert_moe.json.
 """
 import json
 import sys
@@ -34,12 +37,14 @@ def embeddings(port):
     return [e["embedding"][0] for e in sorted(r, key=lambda e: e["index"])]
 
 
-if sys.argv[1:] == ["nomic"]:
+NOMIC = {"nomic": ("TinyNomicBert", 18941, 18942), "nomic-moe": ("TinyNomicBertMoE", 18943, 18944)}
+if sys.argv[1:2] and sys.argv[1] in NOMIC:
+    name, mean, cls = NOMIC[sys.argv[1]]
     json.dump({
-        "note": "llama-server (llama.cpp v0.4.0 80fb11a) on testmodel.TinyNomicBert; embeddings L2-normalised by the server",
+        "note": f"llama-server (llama.cpp v0.4.0 80fb11a) on testmodel.{name}; embeddings L2-normalised by the server",
         "sequences": SEQS,
-        "mean": embeddings(18941),
-        "cls": embeddings(18942),
+        "mean": embeddings(mean),
+        "cls": embeddings(cls),
     }, open(1, "w"), indent=1)
     sys.exit(0)
 

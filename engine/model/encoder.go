@@ -22,7 +22,11 @@ import (
 // It also runs llama.cpp's "nomic-bert" (nomic-embed-text v1 and v1.5),
 // the same graph with three differences: no position embeddings, but
 // NeoX RoPE (rope.freq_base) on the queries and keys; and a SwiGLU
-// feed-forward, down(silu(gate(x)) * up(x)), without biases.
+// feed-forward, down(silu(gate(x)) * up(x)), without biases. And
+// "nomic-bert-moe" (nomic-embed-text v2): nomic-bert's RoPE with bert's
+// GELU feed-forward, which every moe_every_n_layers-th layer (the layers
+// i with i%n == 1) replaces by a mixture of GELU experts: a softmax
+// router chooses expert_used_count of expert_count, unnormalised weights.
 //
 // An Encoder is safe for one call at a time: it runs on one
 // EncoderBackend, which runs one pass at a time.
@@ -40,6 +44,7 @@ type Encoder struct {
 	tokEmbd  tensor.Matrix // VocabSize rows of Embd
 	posEmbd  tensor.Matrix // ContextLength rows of Embd; zero Rows with RoPE
 	rope     bool          // rotate queries and keys (nomic-bert)
+	routing  tensor.Routing
 	typeEmbd tensor.Matrix // token-type rows of Embd; zero Rows when absent
 	normW    []float32
 	normB    []float32
@@ -50,10 +55,14 @@ type Encoder struct {
 }
 
 type encoderLayer struct {
-	q, k, v, o             linear
-	attnNormW, attnNormB   []float32
-	up, down               linear
-	gate                   linear // SwiGLU's gate (nomic-bert); zero w.Rows for GELU
+	q, k, v, o           linear
+	attnNormW, attnNormB []float32
+	up, down             linear
+	gate                 linear // SwiGLU's gate (nomic-bert); zero w.Rows for GELU
+	// router, expUp and expDown make the feed-forward a mixture of GELU
+	// experts (nomic-bert-moe); expUp is nil in a dense layer.
+	router                 linear
+	expUp, expDown         []linear
 	layerNormW, layerNormB []float32
 }
 
@@ -67,6 +76,7 @@ type EncoderBackend interface {
 	AddBias(x, bias []float32)
 	RoPE(x []float32, pos []int32, heads, headDim int, rope tensor.RoPE)
 	SwiGLU(dst, gate, up []float32)
+	Route(ids []int32, weights []float32, logits []float32, r tensor.Routing)
 
 	// LayerNorm sets each row of len(weight) values of x to
 	// (x-mean)/sqrt(var+eps)*weight + bias (bias may be nil); dst may be
@@ -86,7 +96,9 @@ type EncoderBackend interface {
 
 // IsEncoder reports whether arch (general.architecture) is one an Encoder
 // runs rather than a Model.
-func IsEncoder(arch string) bool { return arch == "bert" || arch == "nomic-bert" }
+func IsEncoder(arch string) bool {
+	return arch == "bert" || arch == "nomic-bert" || arch == "nomic-bert-moe"
+}
 
 // OpenEncoder memory-maps and loads the encoder GGUF at path, to run on b.
 func OpenEncoder(path string, b EncoderBackend) (*Encoder, error) {
@@ -107,7 +119,7 @@ func (e *Encoder) Close() error { return e.file.Close() }
 
 // LoadEncoder reads an encoder from an open GGUF file, which it takes
 // ownership of, to run on b. It reads the metadata and tensors llama.cpp
-// reads for the "bert" and "nomic-bert" architectures.
+// reads for the "bert", "nomic-bert" and "nomic-bert-moe" architectures.
 func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	c, err := encoderConfig(f.Metadata)
 	if err != nil {
@@ -164,9 +176,21 @@ func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	case e.cls.w.Rows > 0:
 		e.ClassOut = c.Embd
 	}
+	moeEvery := 0
+	if c.Arch == "nomic-bert-moe" {
+		v, _ := f.Metadata.Uint(c.Arch + ".moe_every_n_layers")
+		if v > uint64(c.Layers) {
+			return nil, fmt.Errorf("gguf: %s.moe_every_n_layers = %d is out of range", c.Arch, v)
+		}
+		moeEvery = int(v)
+		e.routing = tensor.Routing{Experts: c.Experts, Used: c.ExpertsUsed, Gating: tensor.GatingSoftmax, Scale: 1}
+		if v, ok := f.Metadata.Float(c.Arch + ".expert_weights_scale"); ok {
+			e.routing.Scale = float32(v)
+		}
+	}
 	e.layers = make([]encoderLayer, c.Layers)
 	for i := range e.layers {
-		if err := e.loadLayer(i); err != nil {
+		if err := e.loadLayer(i, moeEvery > 0 && i%moeEvery == 1); err != nil {
 			return nil, err
 		}
 	}
@@ -182,7 +206,7 @@ func encoderConfig(md *gguf.Metadata) (Config, error) {
 		return Config{}, errors.New("gguf: general.architecture is missing")
 	}
 	if !IsEncoder(arch) {
-		return Config{}, fmt.Errorf("architecture %q is not an encoder (supported: bert, nomic-bert)", arch)
+		return Config{}, fmt.Errorf("architecture %q is not an encoder (supported: bert, nomic-bert, nomic-bert-moe)", arch)
 	}
 	c := Config{Arch: arch}
 	c.Name, _ = md.String("general.name")
@@ -237,9 +261,24 @@ func encoderConfig(md *gguf.Metadata) (Config, error) {
 		return Config{}, fmt.Errorf("gguf: %s.attention.causal is true: causal encoders are not supported", arch)
 	}
 	c.AttnScale = invSqrt(c.HeadDim)
-	if arch == "nomic-bert" {
+	if arch != "bert" {
 		if err := encoderRoPE(md, &c); err != nil {
 			return Config{}, err
+		}
+	}
+	if arch == "nomic-bert-moe" {
+		for _, f := range []struct {
+			key string
+			dst *int
+		}{{"expert_count", &c.Experts}, {"expert_used_count", &c.ExpertsUsed}} {
+			v, ok := md.Uint(arch + "." + f.key)
+			if !ok || v == 0 || v > MaxExperts {
+				return Config{}, fmt.Errorf("gguf: %s.%s is missing or out of range (1 to %d)", arch, f.key, MaxExperts)
+			}
+			*f.dst = int(v)
+		}
+		if c.ExpertsUsed > c.Experts {
+			return Config{}, fmt.Errorf("gguf: %d experts used of %d", c.ExpertsUsed, c.Experts)
 		}
 	}
 	return c, nil
@@ -276,7 +315,7 @@ func layerNorm(f *gguf.File, name string, n int) (w, b []float32, err error) {
 	return w, b, nil
 }
 
-func (e *Encoder) loadLayer(i int) error {
+func (e *Encoder) loadLayer(i int, moe bool) error {
 	c, f, l := &e.Config, e.file, &e.layers[i]
 	p := fmt.Sprintf("blk.%d.", i)
 	qDim, kvDim := c.Embd, c.KVDim()
@@ -302,6 +341,23 @@ func (e *Encoder) loadLayer(i int) error {
 		return err
 	}
 	if l.attnNormW, l.attnNormB, err = layerNorm(f, p+"attn_output_norm", c.Embd); err != nil {
+		return err
+	}
+	if moe {
+		// llama.cpp reads no bias for the router or the experts.
+		if l.router.w, err = matrix(f, p+"ffn_gate_inp.weight", c.Experts, c.Embd); err != nil {
+			return err
+		}
+		if l.expUp, err = expertLayers(f, p+"ffn_up_exps", c.Experts, c.FF, c.Embd); err != nil {
+			return err
+		}
+		if l.expDown, err = expertLayers(f, p+"ffn_down_exps", c.Experts, c.Embd, c.FF); err != nil {
+			return err
+		}
+		for j := range l.expUp {
+			l.expUp[j].bias, l.expDown[j].bias = nil, nil
+		}
+		l.layerNormW, l.layerNormB, err = layerNorm(f, p+"layer_output_norm", c.Embd)
 		return err
 	}
 	if l.up, err = linearLayer(f, p+"ffn_up", c.FF, c.Embd); err != nil {
@@ -409,15 +465,19 @@ func (e *Encoder) Hidden(ctx context.Context, seqs [][]int32) ([][]float32, erro
 		e.b.Add(tmp, tmp, x)
 		e.b.LayerNorm(tmp, tmp, l.attnNormW, l.attnNormB, c.NormEps)
 		// tmp is the feed-forward's input and its residual.
-		if l.gate.w.Rows > 0 {
+		switch {
+		case l.expUp != nil:
+			e.mixture(x, l, tmp, T)
+		case l.gate.w.Rows > 0:
 			e.project(ff, l.gate, tmp, T)
 			e.project(up, l.up, tmp, T)
 			e.b.SwiGLU(ff, ff, up)
-		} else {
+			e.project(x, l.down, ff, T)
+		default:
 			e.project(ff, l.up, tmp, T)
 			e.b.GELU(ff, ff)
+			e.project(x, l.down, ff, T)
 		}
-		e.project(x, l.down, ff, T)
 		e.b.Add(x, x, tmp)
 		e.b.LayerNorm(x, x, l.layerNormW, l.layerNormB, c.NormEps)
 	}
@@ -426,6 +486,33 @@ func (e *Encoder) Hidden(ctx context.Context, seqs [][]int32) ([][]float32, erro
 		out[i] = x[int(seqStart[i])*d : int(seqStart[i+1])*d : int(seqStart[i+1])*d]
 	}
 	return out, nil
+}
+
+// mixture sets dst to the mixture-of-experts feed-forward of the T rows of
+// x: each token's chosen experts, up, GELU and down, summed with the
+// router's weights. It runs one token and expert at a time: an encoder
+// pass is one batch, and the experts of nomic-bert-moe are small.
+func (e *Encoder) mixture(dst []float32, l *encoderLayer, x []float32, T int) {
+	c, r := &e.Config, e.routing
+	d, k := c.Embd, r.Used
+	logits := make([]float32, T*r.Experts)
+	e.b.Linear(logits, l.router.w, x, T)
+	ids, w := make([]int32, T*k), make([]float32, T*k)
+	e.b.Route(ids, w, logits, r)
+	h, out := make([]float32, c.FF), make([]float32, d)
+	clear(dst[:T*d])
+	for t := range T {
+		xt, yt := x[t*d:(t+1)*d], dst[t*d:(t+1)*d]
+		for j := range k {
+			ex := ids[t*k+j]
+			e.b.Linear(h, l.expUp[ex].w, xt, 1)
+			e.b.GELU(h, h)
+			e.b.Linear(out, l.expDown[ex].w, h, 1)
+			for i, v := range out {
+				yt[i] += w[t*k+j] * v
+			}
+		}
+	}
 }
 
 // Embed runs the encoder over sequences of token ids and pools each

@@ -131,7 +131,20 @@ func TestEncoderOracle(t *testing.T) {
 // recorded by scripts/bert-oracle.py nomic: mean and cls embeddings within
 // a cosine distance of 1e-4 (measured when recorded: at most 1.4e-7).
 func TestNomicBertOracle(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("testdata", "llamacpp_nomic_bert.json"))
+	checkEmbeddingOracle(t, testmodel.TinyNomicBert(), "llamacpp_nomic_bert.json")
+}
+
+// TestNomicBertMoEOracle is TestNomicBertOracle for nomic-bert-moe (its
+// mixture-of-experts layers; scripts/bert-oracle.py nomic-moe): measured
+// when recorded, at most 5e-7.
+func TestNomicBertMoEOracle(t *testing.T) {
+	checkEmbeddingOracle(t, testmodel.TinyNomicBertMoE(), "llamacpp_nomic_bert_moe.json")
+}
+
+// checkEmbeddingOracle checks the mean and cls embeddings of the test
+// encoder s against llama.cpp's in testdata/file: cosine distance < 1e-4.
+func checkEmbeddingOracle(t *testing.T, s testmodel.BertSpec, file string) {
+	raw, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +152,7 @@ func TestNomicBertOracle(t *testing.T) {
 	if err := json.Unmarshal(raw, &o); err != nil {
 		t.Fatal(err)
 	}
-	enc := loadBert(t, testmodel.TinyNomicBert())
+	enc := loadBert(t, s)
 	for _, tc := range []struct {
 		how  model.Pooling
 		want [][]float64
