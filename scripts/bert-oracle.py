@@ -8,8 +8,18 @@ Run three llama-servers on files written by testmodel.WriteBertFile
   llama-server -m bert.gguf --embeddings --pooling cls  --port 18933
   llama-server -m reranker.gguf --reranking            --port 18932
 then: python3 scripts/bert-oracle.py > engine/model/testdata/llamacpp_bert.json
+
+With the argument nomic it records TinyNomicBert (written to nomic.gguf)
+instead, embeddings only:
+  llama-server -m nomic.gguf --embeddings --pooling mean --port 18941
+  llama-server -m nomic.gguf --embeddings --pooling cls  --port 18942
+then: python3 scripts/bert-oracle.py nomic > engine/model/testdata/llamacpp_nomic_bert.json
+
+With nomic-moe, TinyNomicBertMoE (written to moe.gguf), ports 18943 (mean)
+and 18944 (cls), into llamacpp_nomic_bert_moe.json.
 """
 import json
+import sys
 import urllib.request
 
 
@@ -26,6 +36,17 @@ def embeddings(port):
     r = post(port, "/embeddings", {"content": SEQS})
     return [e["embedding"][0] for e in sorted(r, key=lambda e: e["index"])]
 
+
+NOMIC = {"nomic": ("TinyNomicBert", 18941, 18942), "nomic-moe": ("TinyNomicBertMoE", 18943, 18944)}
+if sys.argv[1:2] and sys.argv[1] in NOMIC:
+    name, mean, cls = NOMIC[sys.argv[1]]
+    json.dump({
+        "note": f"llama-server (llama.cpp v0.4.0 80fb11a) on testmodel.{name}; embeddings L2-normalised by the server",
+        "sequences": SEQS,
+        "mean": embeddings(mean),
+        "cls": embeddings(cls),
+    }, open(1, "w"), indent=1)
+    sys.exit(0)
 
 QUERY = "the cat"
 DOCS = ["a dog ran", "the cat sat on the mat", "hello world", "cat cat cat", "the"]

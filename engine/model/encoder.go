@@ -19,6 +19,15 @@ import (
 // attention with biases, residual add and LayerNorm, a GELU feed-forward
 // with biases, residual add and LayerNorm.
 //
+// It also runs llama.cpp's "nomic-bert" (nomic-embed-text v1 and v1.5),
+// the same graph with three differences: no position embeddings, but
+// NeoX RoPE (rope.freq_base) on the queries and keys; and a SwiGLU
+// feed-forward, down(silu(gate(x)) * up(x)), without biases. And
+// "nomic-bert-moe" (nomic-embed-text v2): nomic-bert's RoPE with bert's
+// GELU feed-forward, which every moe_every_n_layers-th layer (the layers
+// i with i%n == 1) replaces by a mixture of GELU experts: a softmax
+// router chooses expert_used_count of expert_count, unnormalised weights.
+//
 // An Encoder is safe for one call at a time: it runs on one
 // EncoderBackend, which runs one pass at a time.
 type Encoder struct {
@@ -33,7 +42,9 @@ type Encoder struct {
 	file     *gguf.File
 	b        EncoderBackend
 	tokEmbd  tensor.Matrix // VocabSize rows of Embd
-	posEmbd  tensor.Matrix // ContextLength rows of Embd
+	posEmbd  tensor.Matrix // ContextLength rows of Embd; zero Rows with RoPE
+	rope     bool          // rotate queries and keys (nomic-bert)
+	routing  tensor.Routing
 	typeEmbd tensor.Matrix // token-type rows of Embd; zero Rows when absent
 	normW    []float32
 	normB    []float32
@@ -44,9 +55,14 @@ type Encoder struct {
 }
 
 type encoderLayer struct {
-	q, k, v, o             linear
-	attnNormW, attnNormB   []float32
-	up, down               linear
+	q, k, v, o           linear
+	attnNormW, attnNormB []float32
+	up, down             linear
+	gate                 linear // SwiGLU's gate (nomic-bert); zero w.Rows for GELU
+	// router, expUp and expDown make the feed-forward a mixture of GELU
+	// experts (nomic-bert-moe); expUp is nil in a dense layer.
+	router                 linear
+	expUp, expDown         []linear
 	layerNormW, layerNormB []float32
 }
 
@@ -58,6 +74,9 @@ type EncoderBackend interface {
 	Embed(dst []float32, table tensor.Matrix, rows []int32) error
 	Add(dst, a, b []float32)
 	AddBias(x, bias []float32)
+	RoPE(x []float32, pos []int32, heads, headDim int, rope tensor.RoPE)
+	SwiGLU(dst, gate, up []float32)
+	Route(ids []int32, weights []float32, logits []float32, r tensor.Routing)
 
 	// LayerNorm sets each row of len(weight) values of x to
 	// (x-mean)/sqrt(var+eps)*weight + bias (bias may be nil); dst may be
@@ -77,7 +96,9 @@ type EncoderBackend interface {
 
 // IsEncoder reports whether arch (general.architecture) is one an Encoder
 // runs rather than a Model.
-func IsEncoder(arch string) bool { return arch == "bert" }
+func IsEncoder(arch string) bool {
+	return arch == "bert" || arch == "nomic-bert" || arch == "nomic-bert-moe"
+}
 
 // OpenEncoder memory-maps and loads the encoder GGUF at path, to run on b.
 func OpenEncoder(path string, b EncoderBackend) (*Encoder, error) {
@@ -98,7 +119,7 @@ func (e *Encoder) Close() error { return e.file.Close() }
 
 // LoadEncoder reads an encoder from an open GGUF file, which it takes
 // ownership of, to run on b. It reads the metadata and tensors llama.cpp
-// reads for the "bert" architecture.
+// reads for the "bert", "nomic-bert" and "nomic-bert-moe" architectures.
 func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	c, err := encoderConfig(f.Metadata)
 	if err != nil {
@@ -116,8 +137,13 @@ func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	if e.tokEmbd, err = matrix(f, "token_embd.weight", c.VocabSize, c.Embd); err != nil {
 		return nil, err
 	}
-	if e.posEmbd, err = matrix(f, "position_embd.weight", c.ContextLength, c.Embd); err != nil {
-		return nil, err
+	// bert learns absolute positions; nomic-bert rotates instead.
+	if c.Arch == "bert" {
+		if e.posEmbd, err = matrix(f, "position_embd.weight", c.ContextLength, c.Embd); err != nil {
+			return nil, err
+		}
+	} else {
+		e.rope = true
 	}
 	if t, ok := f.Tensor("token_types.weight"); ok {
 		if len(t.Shape) != 2 || t.Shape[1] < 1 {
@@ -130,12 +156,13 @@ func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	if e.normW, e.normB, err = layerNorm(f, "token_embd_norm", c.Embd); err != nil {
 		return nil, err
 	}
-	if _, ok := f.Tensor("cls.weight"); ok {
+	// llama.cpp reads a classification head for bert only.
+	if _, ok := f.Tensor("cls.weight"); ok && c.Arch == "bert" {
 		if e.cls, err = linearLayer(f, "cls", c.Embd, c.Embd); err != nil {
 			return nil, err
 		}
 	}
-	if t, ok := f.Tensor("cls.output.weight"); ok {
+	if t, ok := f.Tensor("cls.output.weight"); ok && c.Arch == "bert" {
 		if len(t.Shape) != 2 {
 			return nil, fmt.Errorf("tensor cls.output.weight has shape %v", t.Shape)
 		}
@@ -149,9 +176,21 @@ func LoadEncoder(f *gguf.File, b EncoderBackend) (*Encoder, error) {
 	case e.cls.w.Rows > 0:
 		e.ClassOut = c.Embd
 	}
+	moeEvery := 0
+	if c.Arch == "nomic-bert-moe" {
+		v, _ := f.Metadata.Uint(c.Arch + ".moe_every_n_layers")
+		if v > uint64(c.Layers) {
+			return nil, fmt.Errorf("gguf: %s.moe_every_n_layers = %d is out of range", c.Arch, v)
+		}
+		moeEvery = int(v)
+		e.routing = tensor.Routing{Experts: c.Experts, Used: c.ExpertsUsed, Gating: tensor.GatingSoftmax, Scale: 1}
+		if v, ok := f.Metadata.Float(c.Arch + ".expert_weights_scale"); ok {
+			e.routing.Scale = float32(v)
+		}
+	}
 	e.layers = make([]encoderLayer, c.Layers)
 	for i := range e.layers {
-		if err := e.loadLayer(i); err != nil {
+		if err := e.loadLayer(i, moeEvery > 0 && i%moeEvery == 1); err != nil {
 			return nil, err
 		}
 	}
@@ -167,7 +206,7 @@ func encoderConfig(md *gguf.Metadata) (Config, error) {
 		return Config{}, errors.New("gguf: general.architecture is missing")
 	}
 	if !IsEncoder(arch) {
-		return Config{}, fmt.Errorf("architecture %q is not an encoder (supported: bert)", arch)
+		return Config{}, fmt.Errorf("architecture %q is not an encoder (supported: bert, nomic-bert, nomic-bert-moe)", arch)
 	}
 	c := Config{Arch: arch}
 	c.Name, _ = md.String("general.name")
@@ -222,7 +261,47 @@ func encoderConfig(md *gguf.Metadata) (Config, error) {
 		return Config{}, fmt.Errorf("gguf: %s.attention.causal is true: causal encoders are not supported", arch)
 	}
 	c.AttnScale = invSqrt(c.HeadDim)
+	if arch != "bert" {
+		if err := encoderRoPE(md, &c); err != nil {
+			return Config{}, err
+		}
+	}
+	if arch == "nomic-bert-moe" {
+		for _, f := range []struct {
+			key string
+			dst *int
+		}{{"expert_count", &c.Experts}, {"expert_used_count", &c.ExpertsUsed}} {
+			v, ok := md.Uint(arch + "." + f.key)
+			if !ok || v == 0 || v > MaxExperts {
+				return Config{}, fmt.Errorf("gguf: %s.%s is missing or out of range (1 to %d)", arch, f.key, MaxExperts)
+			}
+			*f.dst = int(v)
+		}
+		if c.ExpertsUsed > c.Experts {
+			return Config{}, fmt.Errorf("gguf: %d experts used of %d", c.ExpertsUsed, c.Experts)
+		}
+	}
 	return c, nil
+}
+
+// encoderRoPE reads the rotation of nomic-bert: NeoX pairs (llama.cpp's
+// rope type for the architecture), rope.freq_base (default 10000) and
+// rope.dimension_count (default the head size), unscaled.
+func encoderRoPE(md *gguf.Metadata, c *Config) error {
+	c.RopeNeox, c.RopeFreqScale, c.RopeBase, c.RopeDims = true, 1, 10000, c.HeadDim
+	if v, ok := md.Float(c.Arch + ".rope.freq_base"); ok {
+		c.RopeBase = float32(v)
+		if !(c.RopeBase > 0) || math.IsInf(float64(c.RopeBase), 0) {
+			return fmt.Errorf("gguf: %s.rope.freq_base = %g: want a positive finite number", c.Arch, v)
+		}
+	}
+	if v, ok := md.Uint(c.Arch + ".rope.dimension_count"); ok {
+		if v == 0 || v > uint64(c.HeadDim) || v%2 != 0 {
+			return fmt.Errorf("gguf: %s.rope.dimension_count %d does not fit head size %d", c.Arch, v, c.HeadDim)
+		}
+		c.RopeDims = int(v)
+	}
+	return nil
 }
 
 // layerNorm reads the weight and bias of the LayerNorm name, n values each.
@@ -236,7 +315,7 @@ func layerNorm(f *gguf.File, name string, n int) (w, b []float32, err error) {
 	return w, b, nil
 }
 
-func (e *Encoder) loadLayer(i int) error {
+func (e *Encoder) loadLayer(i int, moe bool) error {
 	c, f, l := &e.Config, e.file, &e.layers[i]
 	p := fmt.Sprintf("blk.%d.", i)
 	qDim, kvDim := c.Embd, c.KVDim()
@@ -264,11 +343,36 @@ func (e *Encoder) loadLayer(i int) error {
 	if l.attnNormW, l.attnNormB, err = layerNorm(f, p+"attn_output_norm", c.Embd); err != nil {
 		return err
 	}
+	if moe {
+		// llama.cpp reads no bias for the router or the experts.
+		if l.router.w, err = matrix(f, p+"ffn_gate_inp.weight", c.Experts, c.Embd); err != nil {
+			return err
+		}
+		if l.expUp, err = expertLayers(f, p+"ffn_up_exps", c.Experts, c.FF, c.Embd); err != nil {
+			return err
+		}
+		if l.expDown, err = expertLayers(f, p+"ffn_down_exps", c.Experts, c.Embd, c.FF); err != nil {
+			return err
+		}
+		for j := range l.expUp {
+			l.expUp[j].bias, l.expDown[j].bias = nil, nil
+		}
+		l.layerNormW, l.layerNormB, err = layerNorm(f, p+"layer_output_norm", c.Embd)
+		return err
+	}
 	if l.up, err = linearLayer(f, p+"ffn_up", c.FF, c.Embd); err != nil {
 		return err
 	}
 	if l.down, err = linearLayer(f, p+"ffn_down", c.Embd, c.FF); err != nil {
 		return err
+	}
+	if c.Arch == "nomic-bert" {
+		if l.gate, err = linearLayer(f, p+"ffn_gate", c.FF, c.Embd); err != nil {
+			return err
+		}
+		// llama.cpp's nomic-bert graph applies no feed-forward bias even
+		// when the file has one; the numbers follow it.
+		l.up.bias, l.down.bias, l.gate.bias = nil, nil, nil
 	}
 	l.layerNormW, l.layerNormB, err = layerNorm(f, p+"layer_output_norm", c.Embd)
 	return err
@@ -328,15 +432,22 @@ func (e *Encoder) Hidden(ctx context.Context, seqs [][]int32) ([][]float32, erro
 		}
 		e.b.AddBias(x, type0)
 	}
-	if err := e.b.Embed(tmp, e.posEmbd, pos); err != nil {
-		return nil, err
+	if e.posEmbd.Rows > 0 {
+		if err := e.b.Embed(tmp, e.posEmbd, pos); err != nil {
+			return nil, err
+		}
+		e.b.Add(x, tmp, x)
 	}
-	e.b.Add(x, tmp, x)
 	e.b.LayerNorm(x, x, e.normW, e.normB, c.NormEps)
 
 	q, attn := make([]float32, T*d), make([]float32, T*d)
 	k, v := make([]float32, T*kvd), make([]float32, T*kvd)
 	ff := make([]float32, T*c.FF)
+	var up []float32
+	if e.layers[0].gate.w.Rows > 0 {
+		up = make([]float32, T*c.FF)
+	}
+	rope := tensor.RoPE{Dims: c.RopeDims, Base: c.RopeBase, FreqScale: c.RopeFreqScale, Neox: c.RopeNeox}
 	for i := range e.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -345,14 +456,28 @@ func (e *Encoder) Hidden(ctx context.Context, seqs [][]int32) ([][]float32, erro
 		e.project(q, l.q, x, T)
 		e.project(k, l.k, x, T)
 		e.project(v, l.v, x, T)
+		if e.rope {
+			e.b.RoPE(q, pos, c.Heads, c.HeadDim, rope)
+			e.b.RoPE(k, pos, c.HeadsKV, c.HeadDim, rope)
+		}
 		e.b.EncoderAttention(attn, q, k, v, seqStart, c.Heads, c.HeadsKV, c.HeadDim, c.AttnScale)
 		e.project(tmp, l.o, attn, T)
 		e.b.Add(tmp, tmp, x)
 		e.b.LayerNorm(tmp, tmp, l.attnNormW, l.attnNormB, c.NormEps)
 		// tmp is the feed-forward's input and its residual.
-		e.project(ff, l.up, tmp, T)
-		e.b.GELU(ff, ff)
-		e.project(x, l.down, ff, T)
+		switch {
+		case l.expUp != nil:
+			e.mixture(x, l, tmp, T)
+		case l.gate.w.Rows > 0:
+			e.project(ff, l.gate, tmp, T)
+			e.project(up, l.up, tmp, T)
+			e.b.SwiGLU(ff, ff, up)
+			e.project(x, l.down, ff, T)
+		default:
+			e.project(ff, l.up, tmp, T)
+			e.b.GELU(ff, ff)
+			e.project(x, l.down, ff, T)
+		}
 		e.b.Add(x, x, tmp)
 		e.b.LayerNorm(x, x, l.layerNormW, l.layerNormB, c.NormEps)
 	}
@@ -361,6 +486,33 @@ func (e *Encoder) Hidden(ctx context.Context, seqs [][]int32) ([][]float32, erro
 		out[i] = x[int(seqStart[i])*d : int(seqStart[i+1])*d : int(seqStart[i+1])*d]
 	}
 	return out, nil
+}
+
+// mixture sets dst to the mixture-of-experts feed-forward of the T rows of
+// x: each token's chosen experts, up, GELU and down, summed with the
+// router's weights. It runs one token and expert at a time: an encoder
+// pass is one batch, and the experts of nomic-bert-moe are small.
+func (e *Encoder) mixture(dst []float32, l *encoderLayer, x []float32, T int) {
+	c, r := &e.Config, e.routing
+	d, k := c.Embd, r.Used
+	logits := make([]float32, T*r.Experts)
+	e.b.Linear(logits, l.router.w, x, T)
+	ids, w := make([]int32, T*k), make([]float32, T*k)
+	e.b.Route(ids, w, logits, r)
+	h, out := make([]float32, c.FF), make([]float32, d)
+	clear(dst[:T*d])
+	for t := range T {
+		xt, yt := x[t*d:(t+1)*d], dst[t*d:(t+1)*d]
+		for j := range k {
+			ex := ids[t*k+j]
+			e.b.Linear(h, l.expUp[ex].w, xt, 1)
+			e.b.GELU(h, h)
+			e.b.Linear(out, l.expDown[ex].w, h, 1)
+			for i, v := range out {
+				yt[i] += w[t*k+j] * v
+			}
+		}
+	}
 }
 
 // Embed runs the encoder over sequences of token ids and pools each

@@ -126,6 +126,57 @@ func TestEncoderOracle(t *testing.T) {
 	})
 }
 
+// TestNomicBertOracle checks the nomic-bert encoder (RoPE, SwiGLU, no
+// position embeddings) against llama-server on the same tiny file,
+// recorded by scripts/bert-oracle.py nomic: mean and cls embeddings within
+// a cosine distance of 1e-4 (measured when recorded: at most 1.4e-7).
+func TestNomicBertOracle(t *testing.T) {
+	checkEmbeddingOracle(t, testmodel.TinyNomicBert(), "llamacpp_nomic_bert.json")
+}
+
+// TestNomicBertMoEOracle is TestNomicBertOracle for nomic-bert-moe (its
+// mixture-of-experts layers; scripts/bert-oracle.py nomic-moe): measured
+// when recorded, at most 5e-7.
+func TestNomicBertMoEOracle(t *testing.T) {
+	checkEmbeddingOracle(t, testmodel.TinyNomicBertMoE(), "llamacpp_nomic_bert_moe.json")
+}
+
+// checkEmbeddingOracle checks the mean and cls embeddings of the test
+// encoder s against llama.cpp's in testdata/file: cosine distance < 1e-4.
+func checkEmbeddingOracle(t *testing.T, s testmodel.BertSpec, file string) {
+	raw, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o bertOracle
+	if err := json.Unmarshal(raw, &o); err != nil {
+		t.Fatal(err)
+	}
+	enc := loadBert(t, s)
+	for _, tc := range []struct {
+		how  model.Pooling
+		want [][]float64
+	}{{model.PoolMean, o.Mean}, {model.PoolCLS, o.CLS}} {
+		t.Run(tc.how.String(), func(t *testing.T) {
+			got, err := enc.Embed(context.Background(), o.Sequences, tc.how)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d embeddings, llama.cpp %d", len(got), len(tc.want))
+			}
+			worst := 0.0
+			for i := range got {
+				worst = max(worst, cosineDistance(got[i], tc.want[i]))
+			}
+			t.Logf("largest cosine distance from llama.cpp: %.2g", worst)
+			if worst > 1e-4 {
+				t.Errorf("largest cosine distance %g, want < 1e-4", worst)
+			}
+		})
+	}
+}
+
 func cmpF(a, b float64) int {
 	switch {
 	case a < b:
@@ -190,6 +241,10 @@ func TestLoadEncoderConfig(t *testing.T) {
 	c := enc.Config
 	if c.Arch != "bert" || c.Embd != 32 || c.Layers != 2 || c.Heads != 4 || c.HeadDim != 8 || c.FF != 64 || c.NormEps != float32(1e-12) || enc.Pooling != model.PoolMean || enc.ClassOut != 0 {
 		t.Errorf("config %+v, pooling %s, class outputs %d", c, enc.Pooling, enc.ClassOut)
+	}
+	nb := loadBert(t, testmodel.TinyNomicBert())
+	if c := nb.Config; c.Arch != "nomic-bert" || c.RopeBase != 1000 || !c.RopeNeox || c.RopeDims != 8 || c.RopeFreqScale != 1 || c.FF != 48 || nb.Pooling != model.PoolMean {
+		t.Errorf("nomic-bert config %+v, pooling %s", c, nb.Pooling)
 	}
 	rr := loadBert(t, testmodel.TinyBertReranker())
 	if rr.Pooling != model.PoolRank || rr.ClassOut != 1 {
