@@ -70,13 +70,17 @@ type arch struct {
 	// soft-capping, the attention scale) into c after the common keys;
 	// md keeps the first error.
 	hparams func(c *Config, md *meta)
+	// rankSoftmax: rank pooling ends in a softmax over the classification
+	// head's outputs (Qwen3-Reranker's "yes" and "no" rows, so the first
+	// output is P(yes)), as llama.cpp's graph does for qwen3.
+	rankSoftmax bool
 }
 
 // archs are the architectures engine/model runs, by general.architecture.
 var archs = map[string]arch{
 	"llama": {ropeFactors: true},
 	"qwen2": {ropeNeox: true},
-	"qwen3": {ropeNeox: true, qkNorm: true},
+	"qwen3": {ropeNeox: true, qkNorm: true, rankSoftmax: true},
 	// llama.cpp renormalises Qwen3-MoE's chosen weights and not
 	// Qwen2-MoE's, whatever the file says (neither reads
 	// expert_weights_norm or expert_weights_scale).

@@ -21,6 +21,9 @@ type Model struct {
 	layers  []layer
 	outNorm []float32
 	output  linear // VocabSize rows of Embd; tokEmbd when tied
+	// clsOut is the classification head of rank pooling (cls.output):
+	// ClassOut rows of Embd, loaded only for a PoolRank file.
+	clsOut linear
 
 	// RoPE frequency factors (RopeDims/2 values), nil when the file has
 	// none: Llama 3's rope_freqs for every context, or Phi-3's long and
@@ -85,6 +88,11 @@ func Load(f *gguf.File) (*Model, error) {
 	} else {
 		m.output.w = m.tokEmbd // tied embeddings
 		if m.output.bias, err = optionalVector(f, "output.bias", c.VocabSize); err != nil {
+			return nil, err
+		}
+	}
+	if c.Pooling == PoolRank {
+		if err := m.loadClassHead(); err != nil {
 			return nil, err
 		}
 	}

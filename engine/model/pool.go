@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 
 	"rill/engine/gguf"
 )
@@ -53,18 +54,64 @@ func poolingFromGGUF(md *gguf.Metadata, arch string) (Pooling, error) {
 	return Pooling(v), nil
 }
 
+// loadClassHead loads the classification head of a rank-pooled decoder:
+// cls.output, ClassOut rows of Embd (Qwen3-Reranker's GGUF holds the "yes"
+// and "no" rows of its LM head there). The dense cls layer some encoder
+// rerankers put before it is not part of any decoder reranker and is
+// refused rather than ignored.
+func (m *Model) loadClassHead() error {
+	if _, ok := m.File.Tensor("cls.weight"); ok {
+		return fmt.Errorf("gguf: a %s reranker with a dense cls layer is not supported (only cls.output)", m.Config.Arch)
+	}
+	t, ok := m.File.Tensor("cls.output.weight")
+	if !ok {
+		return fmt.Errorf("gguf: %s.pooling_type is rank but the file has no cls.output.weight", m.Config.Arch)
+	}
+	if len(t.Shape) != 2 || t.Shape[1] < 1 {
+		return fmt.Errorf("gguf: tensor cls.output.weight has shape %v", t.Shape)
+	}
+	var err error
+	m.clsOut, err = linearLayer(m.File, "cls.output", int(t.Shape[1]), m.Config.Embd)
+	return err
+}
+
+// ClassOut is the number of outputs of the model's classification head:
+// the values rank pooling gives per sequence (0 for a model not pooled by
+// rank).
+func (m *Model) ClassOut() int { return m.clsOut.w.Rows }
+
+// PoolWidth is the number of values Runner.Pool gives per sequence for
+// how: Embd, or ClassOut for PoolRank.
+func (m *Model) PoolWidth(how Pooling) int {
+	if how == PoolRank {
+		return m.ClassOut()
+	}
+	return m.Config.Embd
+}
+
 // Pool runs b through the model as Forward does, writing its keys and
-// values into kv, and returns, for each sequence of b (len(b.Tables)), one
-// vector of Embd floats pooled from the final-normed hidden states of that
+// values into kv, and returns, for each sequence of b (len(b.Tables)),
+// PoolWidth(how) values pooled from the final-normed hidden states of that
 // sequence's tokens in this batch: their mean (PoolMean), the state of its
 // position 0 (PoolCLS; zeros when the batch lacks it) or of its last token
-// in the batch (PoolLast). A sequence without tokens in b gets zeros. The
-// vectors are not normalised. A caller that splits a sequence over several
-// batches combines their results: means weighted by their token counts,
-// the first batch's CLS, the last batch's last state. The returned slice is
-// the Runner's, valid until its next call. b.Logits is ignored.
+// in the batch (PoolLast). PoolRank (a file with a classification head)
+// takes the last token's state, as a decoder reranker reads its verdict
+// after the whole pair, through the head, then for architectures whose
+// llama.cpp graph does so (qwen3) through a softmax: Qwen3-Reranker's
+// first value is then P("yes"). A sequence without tokens in b gets zeros.
+// The vectors are not normalised. A caller that splits a sequence over
+// several batches combines their results: means weighted by their token
+// counts, the first batch's CLS, the last batch's last state or rank. The
+// returned slice is the Runner's, valid until its next call. b.Logits is
+// ignored.
 func (r *Runner) Pool(b *Batch, kv *KV, how Pooling) ([]float32, error) {
-	if how != PoolMean && how != PoolCLS && how != PoolLast {
+	switch how {
+	case PoolMean, PoolCLS, PoolLast:
+	case PoolRank:
+		if r.m.ClassOut() == 0 {
+			return nil, fmt.Errorf("pool: rank pooling needs a classification head, which model %q lacks", r.m.Config.Name)
+		}
+	default:
 		return nil, fmt.Errorf("pool: %s pooling is not supported", how)
 	}
 	if err := r.hidden(b, kv); err != nil {
@@ -93,12 +140,13 @@ func (r *Runner) Pool(b *Batch, kv *KV, how Pooling) ([]float32, error) {
 			if b.Pos[i] == 0 {
 				copy(dst, row)
 			}
-		case PoolLast:
+		case PoolLast, PoolRank:
 			copy(dst, row) // tokens of a sequence come in position order
 		}
 		counts[s]++
 	}
-	if how == PoolMean {
+	switch how {
+	case PoolMean:
 		for s, n := range counts {
 			if n > 0 {
 				inv := 1 / float32(n)
@@ -107,6 +155,47 @@ func (r *Runner) Pool(b *Batch, kv *KV, how Pooling) ([]float32, error) {
 				}
 			}
 		}
+	case PoolRank:
+		return r.rank(out, counts), nil
 	}
 	return out, nil
+}
+
+// rank puts the last states hid (one row of Embd per sequence) through
+// the classification head, into r.logits; a sequence without tokens
+// (counts) gets zeros.
+func (r *Runner) rank(hid []float32, counts []int) []float32 {
+	S, n := len(counts), r.m.ClassOut()
+	if cap(r.logits) < S*n {
+		r.logits = make([]float32, S*n)
+	}
+	scores := r.logits[:S*n]
+	r.linear(scores, &r.m.clsOut, hid, S)
+	for s, c := range counts {
+		row := scores[s*n : (s+1)*n]
+		switch {
+		case c == 0:
+			clear(row)
+		case archs[r.m.Config.Arch].rankSoftmax:
+			softmax(row)
+		}
+	}
+	return scores
+}
+
+// softmax turns v into probabilities, in place.
+func softmax(v []float32) {
+	m := v[0]
+	for _, x := range v[1:] {
+		m = max(m, x)
+	}
+	sum := 0.0
+	for i, x := range v {
+		e := math.Exp(float64(x - m))
+		v[i] = float32(e)
+		sum += e
+	}
+	for i := range v {
+		v[i] = float32(float64(v[i]) / sum)
+	}
 }

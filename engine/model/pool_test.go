@@ -1,12 +1,14 @@
 package model_test
 
 import (
+	"encoding/binary"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
 	"rill/engine/backend/cpu"
+	"rill/engine/gguf"
 	"rill/engine/model"
 	"rill/engine/quant"
 	"rill/engine/testmodel"
@@ -109,4 +111,105 @@ func maxDiff(a, b []float32) float64 {
 		d = max(d, math.Abs(float64(a[i]-b[i])))
 	}
 	return d
+}
+
+// TestPoolRank checks rank pooling of a decoder reranker against a direct
+// computation: each sequence's last state (PoolLast of the sequence alone)
+// times the file's cls.output rows, through a softmax (qwen3). Two
+// sequences share one batch, so each must get its own last token.
+func TestPoolRank(t *testing.T) {
+	t.Parallel()
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	m := fromSpec(t, testmodel.Qwen3Reranker(quant.F32))
+	if m.Config.Pooling != model.PoolRank || m.ClassOut() != 2 || m.PoolWidth(model.PoolRank) != 2 {
+		t.Fatalf("pooling %s, %d class outputs, width %d: want rank, 2, 2", m.Config.Pooling, m.ClassOut(), m.PoolWidth(model.PoolRank))
+	}
+	tw, ok := m.File.Tensor("cls.output.weight")
+	if !ok {
+		t.Fatal("no cls.output.weight")
+	}
+	E := m.Config.Embd
+	head := make([]float32, 2*E)
+	for i := range head {
+		head[i] = math.Float32frombits(binary.LittleEndian.Uint32(tw.Data[4*i:]))
+	}
+	prompts := [][]int32{{5, 80, 81, 200, 7, 9, 300}, {40, 41, 42}}
+	run := model.NewRunner(m, be, 16)
+	newKV := func() *model.KV {
+		kv, err := model.NewKV(&m.Config, model.KVF16, 4, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv
+	}
+	b := &model.Batch{}
+	for s, p := range prompts {
+		b.Tables = append(b.Tables, []int32{int32(s)})
+		for i, tok := range p {
+			b.Tokens, b.Pos, b.Seq = append(b.Tokens, tok), append(b.Pos, int32(i)), append(b.Seq, int32(s))
+		}
+	}
+	got, err := run.Pool(b, newKV(), model.PoolRank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = slices.Clone(got)
+	if len(got) != 2*len(prompts) {
+		t.Fatalf("%d values, want %d", len(got), 2*len(prompts))
+	}
+	for s, p := range prompts {
+		one := &model.Batch{Tables: [][]int32{{0}}}
+		for i, tok := range p {
+			one.Tokens, one.Pos, one.Seq = append(one.Tokens, tok), append(one.Pos, int32(i)), append(one.Seq, 0)
+		}
+		last, err := run.Pool(one, newKV(), model.PoolLast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var z [2]float64
+		for k := range z {
+			for j := range E {
+				z[k] += float64(head[k*E+j]) * float64(last[j])
+			}
+		}
+		pYes := 1 / (1 + math.Exp(z[1]-z[0]))
+		want := []float64{pYes, 1 - pYes}
+		for k := range want {
+			if d := math.Abs(float64(got[2*s+k]) - want[k]); d > 1e-5 {
+				t.Errorf("sequence %d output %d: %g, want %g", s, k, got[2*s+k], want[k])
+			}
+		}
+	}
+}
+
+// TestPoolRankRefused checks that rank pooling needs a classification
+// head: a model without one refuses it, and a rank file without
+// cls.output does not load.
+func TestPoolRankRefused(t *testing.T) {
+	t.Parallel()
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	m := fromSpec(t, testmodel.Qwen3Embedding(quant.F32))
+	kv, err := model.NewKV(&m.Config, model.KVF16, 1, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &model.Batch{Tokens: []int32{5, 6}, Pos: []int32{0, 1}, Seq: []int32{0, 0}, Tables: [][]int32{{0}}}
+	if _, err := model.NewRunner(m, be, 4).Pool(b, kv, model.PoolRank); err == nil || !strings.Contains(err.Error(), "classification head") {
+		t.Errorf("rank pooling without a head: %v, want a refusal naming the classification head", err)
+	}
+	s := testmodel.Qwen3(quant.F32)
+	s.Pooling = 4
+	data, err := testmodel.Bytes(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := model.Load(f); err == nil || !strings.Contains(err.Error(), "cls.output.weight") {
+		t.Errorf("rank file without cls.output loaded: %v", err)
+	}
 }

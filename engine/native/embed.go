@@ -20,16 +20,18 @@ var _ engine.Embedder = (*Engine)(nil)
 // backend. Runners without it serve no embeddings.
 type Pooler interface {
 	// Pool is model.Runner.Pool over the runner's KV cache: one vector of
-	// Embd floats per sequence of b, owned by the runner until its next
-	// call.
+	// Model.PoolWidth(how) floats per sequence of b (Embd, or the
+	// classification head's outputs for rank), owned by the runner until
+	// its next call.
 	Pool(ctx context.Context, b *model.Batch, how model.Pooling) ([]float32, error)
 }
 
-// embedJob is an Embed call's work for the loop: its inputs' tokens, and
-// where the loop answers.
+// embedJob is an Embed or Rerank call's work for the loop: its inputs'
+// tokens, how to pool them, and where the loop answers.
 type embedJob struct {
 	stop   <-chan struct{} // the caller's context's Done: it left
 	inputs [][]int32
+	how    model.Pooling    // the file's: mean, cls, last, or rank (Rerank)
 	done   chan embedAnswer // cap 1: the loop never waits for the caller
 }
 
@@ -71,7 +73,21 @@ func (e *Engine) Embed(ctx context.Context, req *engine.EmbedRequest) (*engine.E
 	if err != nil {
 		return nil, err
 	}
-	job := &embedJob{stop: ctx.Done(), inputs: inputs, done: make(chan embedAnswer, 1)}
+	vectors, err := e.pool(ctx, inputs, c.Pooling)
+	if err != nil {
+		return nil, err
+	}
+	if !req.Raw {
+		for _, v := range vectors {
+			normalize(v)
+		}
+	}
+	return &engine.EmbedResult{Vectors: vectors, PromptTokens: total}, nil
+}
+
+// pool has the loop pool inputs by how and waits for its answer.
+func (e *Engine) pool(ctx context.Context, inputs [][]int32, how model.Pooling) ([][]float32, error) {
+	job := &embedJob{stop: ctx.Done(), inputs: inputs, how: how, done: make(chan embedAnswer, 1)}
 	select {
 	case e.embeds <- job:
 	case <-ctx.Done():
@@ -89,15 +105,7 @@ func (e *Engine) Embed(ctx context.Context, req *engine.EmbedRequest) (*engine.E
 	case <-e.done:
 		return nil, ErrClosed
 	}
-	if ans.err != nil {
-		return nil, ans.err
-	}
-	if !req.Raw {
-		for _, v := range ans.vectors {
-			normalize(v)
-		}
-	}
-	return &engine.EmbedResult{Vectors: ans.vectors, PromptTokens: total}, nil
+	return ans.vectors, ans.err
 }
 
 // embedTokens tokenises req's inputs and applies its truncation; it
@@ -184,8 +192,8 @@ type embedSeq struct {
 // allow. An input longer than the budget runs over several passes, its
 // pooled parts combined as model.Runner.Pool describes.
 func (e *Engine) embed(ctx context.Context, job *embedJob) ([][]float32, error) {
-	how := e.model.Config.Pooling
-	E := e.model.Config.Embd
+	how := job.how
+	E := e.model.PoolWidth(how)
 	pooler := e.runner.(Pooler)
 	budget := e.opts.MaxBatchTokens
 	out := make([][]float32, len(job.inputs))
@@ -264,7 +272,7 @@ func (e *Engine) embed(ctx context.Context, job *embedJob) ([][]float32, error) 
 				if s.done == 0 {
 					copy(acc, v)
 				}
-			case model.PoolLast:
+			case model.PoolLast, model.PoolRank:
 				if s.done+n == total {
 					copy(acc, v)
 				}

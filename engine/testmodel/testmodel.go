@@ -89,9 +89,20 @@ type Spec struct {
 	Vocab      int
 	TiedOutput bool
 	// Pooling is pooling_type (0: not written, a text generator): 1
-	// mean, 2 cls, 3 last, as llama.cpp numbers them.
+	// mean, 2 cls, 3 last, 4 rank, as llama.cpp numbers them.
 	Pooling uint32
+	// Reranker shapes the file as llama.cpp converts Qwen3-Reranker: no
+	// output.weight, a cls.output.weight of two rows (the output rows of
+	// the first tokens of "yes" and "no"), classifier.output_labels and
+	// the RerankTemplate as tokenizer.chat_template.rerank. Set Pooling
+	// to 4 with it.
+	Reranker bool
 }
+
+// RerankTemplate is the rerank prompt of the Reranker test models, in
+// the form llama.cpp's converter writes for Qwen3-Reranker: the query and
+// the document go where {query} and {document} stand.
+const RerankTemplate = "<|im_start|>system\nJudge whether the Document meets the requirements. Answer yes or no.<|im_end|>\n<|im_start|>user\n<Query>: {query}\n<Document>: {document}<|im_end|>\n<|im_start|>assistant\n"
 
 // moe reports whether s's feed-forward is a mixture of experts.
 func (s Spec) moe() bool {
@@ -149,6 +160,15 @@ func Qwen3(t quant.Type) Spec {
 func Qwen3Embedding(t quant.Type) Spec {
 	s := Qwen3(t)
 	s.Name, s.Pooling = "rill-tiny-qwen3-embedding", 3
+	return s
+}
+
+// Qwen3Reranker is Qwen3 as a decoder reranker, as llama.cpp converts
+// Qwen3-Reranker: rank pooling of the last token through a two-row
+// "yes"/"no" head (see Spec.Reranker).
+func Qwen3Reranker(t quant.Type) Spec {
+	s := Qwen3(t)
+	s.Name, s.Pooling, s.Reranker = "rill-tiny-qwen3-reranker", 4, true
 	return s
 }
 
@@ -443,6 +463,10 @@ func Write(w io.Writer, s Spec) error {
 	if s.FinalSoftCap != 0 {
 		meta = append(meta, keyValue{arch + ".final_logit_softcapping", s.FinalSoftCap})
 	}
+	if s.Reranker {
+		meta = append(meta, keyValue{arch + ".classifier.output_labels", []string{"yes", "no"}},
+			keyValue{"tokenizer.chat_template.rerank", RerankTemplate})
+	}
 	if s.moe() {
 		meta = append(meta, keyValue{arch + ".expert_count", uint32(s.Experts)},
 			keyValue{arch + ".expert_used_count", uint32(s.ExpertsUsed)},
@@ -478,6 +502,16 @@ func Write(w io.Writer, s Spec) error {
 	}
 	if !s.tiedOutput() {
 		if err := addMatrix(gw, "output.weight", s.Type, nv, d, out); err != nil {
+			return err
+		}
+	}
+	if s.Reranker {
+		var rows []float32
+		for _, word := range []string{"yes", "no"} {
+			id := tok.Encode(word, tokenizer.EncodeOptions{})[0]
+			rows = append(rows, out[id*d:(id+1)*d]...)
+		}
+		if err := addMatrix(gw, "cls.output.weight", s.Type, 2, d, rows); err != nil {
 			return err
 		}
 	}
@@ -561,7 +595,7 @@ func (s Spec) gemma() bool {
 // (Their greedy text echoes the last token; gemma3 keeps the bigram output
 // so that its text does not.)
 func (s Spec) tiedOutput() bool {
-	return s.TiedOutput || s.arch() == "gemma" || s.arch() == "gemma2"
+	return s.TiedOutput || s.Reranker || s.arch() == "gemma" || s.arch() == "gemma2"
 }
 
 // addPhi3Fused adds phi3's fused weights of layer prefix p: attn_qkv (the
