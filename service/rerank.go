@@ -11,7 +11,7 @@ import (
 	"rill/engine"
 )
 
-// POST /v1/rerank (and /rerank, llama.cpp's alias), in the shape Jina,
+// POST /v1/rerank (and /rerank, llama.cpp's alias, and /v2/rerank, Cohere's v2 path), in the shape Jina,
 // Cohere, llama.cpp and vLLM share:
 //
 //	{"model", "query", "documents": [string | {"text"}], "top_n", "return_documents"}
@@ -24,6 +24,10 @@ import (
 const (
 	pathRerank      = "/v1/rerank"
 	pathRerankAlias = "/rerank"
+	// pathRerankV2 is Cohere's v2 path (CohereClientV2.rerank posts
+	// there; vLLM serves it too): the same request, whose documents are
+	// strings.
+	pathRerankV2 = "/v2/rerank"
 )
 
 var routeRerank = route{methods: "POST", post: (*Server).handleRerank}

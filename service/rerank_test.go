@@ -58,6 +58,7 @@ func TestRerankEndpoint(t *testing.T) {
 	}{
 		{"all", "/v1/rerank", ``, []int{2, 3, 0, 1, 4}, true},
 		{"alias", "/rerank", ``, []int{2, 3, 0, 1, 4}, true},
+		{"cohere v2 path", "/v2/rerank", ``, []int{2, 3, 0, 1, 4}, true},
 		{"top_n", "/v1/rerank", `,"top_n":2`, []int{2, 3}, true},
 		{"top_n 0 is all", "/v1/rerank", `,"top_n":0`, []int{2, 3, 0, 1, 4}, true},
 		{"top_n past the end", "/v1/rerank", `,"top_n":9`, []int{2, 3, 0, 1, 4}, true},

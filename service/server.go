@@ -262,7 +262,7 @@ func findRoute(path string) *route {
 		return &routeCompletions
 	case pathEmbeddings:
 		return &routeEmbeddings
-	case pathRerank, pathRerankAlias:
+	case pathRerank, pathRerankAlias, pathRerankV2:
 		return &routeRerank
 	case "/tokenize":
 		return &routeTokenize
