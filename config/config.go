@@ -53,6 +53,10 @@ type Catalog struct {
 	// Memory caps the memory of the loaded models (each counted as its
 	// files plus its kv_cache_mem); 0: no budget.
 	Memory Bytes `yaml:"memory"`
+	// UnloadGrace is how long an unload lets a model's streams finish
+	// before it cuts them; 0: the catalogue's default (30s). It does not
+	// by itself turn the catalogue on.
+	UnloadGrace Duration `yaml:"unload_grace"`
 }
 
 // On reports whether c asks for models loaded on demand.
@@ -255,8 +259,8 @@ func (f *File) check(lookupEnv func(string) (string, bool)) []error {
 		return []error{errors.New("models: none configured (and no catalog.models_dir)")}
 	}
 	var errs []error
-	if f.Catalog.MaxLoaded < 0 || f.Catalog.TTL < 0 || f.Catalog.Memory < 0 {
-		errs = append(errs, errors.New("catalog: max_loaded, ttl and memory must not be negative"))
+	if f.Catalog.MaxLoaded < 0 || f.Catalog.TTL < 0 || f.Catalog.Memory < 0 || f.Catalog.UnloadGrace < 0 {
+		errs = append(errs, errors.New("catalog: max_loaded, ttl, memory and unload_grace must not be negative"))
 	}
 	ids := make(map[string]int)
 	for i := range f.Models {

@@ -157,6 +157,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown keys and bad values do not hide the rest",
 			"models:\n  - id: a\n    natve: {model: embedded}\n  - id: a\n    native: {model: embedded, kv_cache_mem: lots, draft_tokens: 99, max_queued_requests: -1, max_sed: 4}",
 			[]string{"field natve not found", "field max_sed not found", "not a size", "native.draft_tokens 99", "native.max_queued_requests must not be negative", "models[0] (a): needs either", "is also the id"}},
+		{"negative unload_grace", "catalog: {models_dir: m, unload_grace: -1s}\nmodels: []", []string{"unload_grace must not be negative"}},
 		{"negative max_seqs", "models:\n  - id: m\n    native: {model: embedded, max_seqs: -4}", []string{"native.max_seqs must not be negative"}},
 		{"negative prompt_cache_size", "models:\n  - id: m\n    native: {model: embedded, prompt_cache_dir: kv, prompt_cache_size: -1GiB}", []string{"native.prompt_cache_size must not be negative"}},
 	}

@@ -71,8 +71,7 @@ func OpenCatalog(ctx context.Context, f *config.File, template *config.Native, l
 		lazy = append(lazy, catalogModel(m, split[m.ID], caches, log))
 	}
 	if len(lazy) > 0 {
-		c, err := catalog.New(lazy, catalog.Options{MaxLoaded: f.Catalog.MaxLoaded, MemoryBudget: int64(f.Catalog.Memory),
-			TTL: f.Catalog.TTL.D(), Logger: log})
+		c, err := catalog.New(lazy, catalogOptions(f.Catalog, log))
 		if err != nil {
 			return fail(err)
 		}
@@ -156,4 +155,11 @@ func (es *Engines) Lifecycle() []engine.ModelLifecycle {
 		return lr.Lifecycle()
 	}
 	return nil
+}
+
+// catalogOptions are the catalogue's options from the configuration's
+// catalog section (flags merged in).
+func catalogOptions(c config.Catalog, log *slog.Logger) catalog.Options {
+	return catalog.Options{MaxLoaded: c.MaxLoaded, MemoryBudget: int64(c.Memory), TTL: c.TTL.D(),
+		Grace: c.UnloadGrace.D(), Logger: log}
 }

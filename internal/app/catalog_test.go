@@ -94,3 +94,27 @@ func TestCatalogUnloadCutsNativeStream(t *testing.T) {
 		break
 	}
 }
+
+// TestCatalogOptions: the catalog section (with serve's flags merged in)
+// reaches the catalogue, its unload grace included, which OpenCatalog once
+// left at the default whatever was asked.
+func TestCatalogOptions(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		in   config.Catalog
+		want catalog.Options
+	}{
+		{"defaults", config.Catalog{ModelsDir: "m"}, catalog.Options{}},
+		{"everything", config.Catalog{ModelsDir: "m", MaxLoaded: 2, TTL: config.Duration(time.Minute), Memory: 1 << 30, UnloadGrace: config.Duration(2 * time.Second)},
+			catalog.Options{MaxLoaded: 2, TTL: time.Minute, MemoryBudget: 1 << 30, Grace: 2 * time.Second}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := catalogOptions(tc.in, nil)
+			if got.MaxLoaded != tc.want.MaxLoaded || got.TTL != tc.want.TTL || got.MemoryBudget != tc.want.MemoryBudget || got.Grace != tc.want.Grace {
+				t.Errorf("options %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -298,6 +298,7 @@ func openConfig(ctx context.Context, path string, flags config.Catalog, log *slo
 	f.Catalog.MaxLoaded = cmp.Or(flags.MaxLoaded, f.Catalog.MaxLoaded)
 	f.Catalog.TTL = cmp.Or(flags.TTL, f.Catalog.TTL)
 	f.Catalog.Memory = cmp.Or(flags.Memory, f.Catalog.Memory)
+	f.Catalog.UnloadGrace = cmp.Or(flags.UnloadGrace, f.Catalog.UnloadGrace)
 	ms := make([]*config.Model, len(f.Models))
 	for i := range f.Models {
 		ms[i] = &f.Models[i]

@@ -46,6 +46,7 @@ func Serve(ctx context.Context, args []string) error {
 	fs.IntVar(&cat.MaxLoaded, "models-max-loaded", 0, "most native models loaded at once; loading another unloads the least recently used (not pinned) first (default 0: no cap; any --models-* flag loads native models on demand)")
 	modelsTTL := fs.Duration("models-ttl", 0, "unload a native model idle this long (default 0: never; a configured model's ttl overrides it)")
 	fs.Var(&cat.Memory, "models-memory", "memory budget of the loaded native models, each counted as its GGUF files plus its --kv-cache-mem: bytes, or a size such as 16GiB; loading past it unloads the least recently used first (default: none)")
+	unloadGrace := fs.Duration("models-unload-grace", 0, "how long an unload lets the model's streams finish before it cuts them with a retryable 503 (default 0: 30s)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,8 +54,9 @@ func Serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cat.TTL = config.Duration(*modelsTTL)
-	if cat.MaxLoaded < 0 || cat.TTL < 0 {
-		return errors.New("--models-max-loaded and --models-ttl must not be negative")
+	cat.UnloadGrace = config.Duration(*unloadGrace)
+	if cat.MaxLoaded < 0 || cat.TTL < 0 || cat.UnloadGrace < 0 {
+		return errors.New("--models-max-loaded, --models-ttl and --models-unload-grace must not be negative")
 	}
 	if *responsesStore < 0 {
 		return fmt.Errorf("--responses-store %d: want 0 (keep none) or more", *responsesStore)
