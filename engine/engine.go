@@ -375,9 +375,20 @@ type ModelLoad struct {
 	// blocks that no sequence holds count as free, as in vLLM). Nil: not
 	// measured (engines behind HTTP).
 	KVCacheUsage *float64
+	// PromptCacheDisk counts the blocks of the prompt cache's disk tier
+	// since the engine started; nil without a disk tier.
+	PromptCacheDisk *DiskCacheCounts
 	// Replicas holds the state of each replica of a model behind HTTP, in
 	// configuration order; nil for native models.
 	Replicas []ReplicaLoad
+}
+
+// DiskCacheCounts are cumulative block counts of a prompt cache's disk
+// tier: blocks loaded instead of computed, files refused (corrupt,
+// truncated or foreign, then deleted), blocks written, and blocks not
+// written (the write queue was full, or a write failed).
+type DiskCacheCounts struct {
+	Loaded, Refused, Saved, Dropped int64
 }
 
 // ReplicaLoad is the state of one replica of a model behind HTTP.

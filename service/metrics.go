@@ -49,6 +49,7 @@ const (
 	metricRunning     = metricsPrefix + "num_requests_running"
 	metricWaiting     = metricsPrefix + "num_requests_waiting"
 	metricKVUsage     = metricsPrefix + "kv_cache_usage_perc"
+	metricDiskBlocks  = metricsPrefix + "prompt_cache_disk_blocks_total"
 	metricReplicaUp   = metricsPrefix + "upstream_replica_healthy"
 	metricReplicaBusy = metricsPrefix + "upstream_replica_requests_in_flight"
 )
@@ -306,6 +307,8 @@ var (
 		"Choices queued in rill for a slot in the batch.", []string{labelModel}, nil)
 	descKVUsage = prometheus.NewDesc(metricKVUsage,
 		"Fraction of KV cache blocks in use, 0 to 1 (1 means 100 percent), as vLLM reports it.", []string{labelModel}, nil)
+	descDiskBlocks = prometheus.NewDesc(metricDiskBlocks,
+		"Blocks of the prompt cache's disk tier by event: loaded instead of computed, refused (bad files, deleted), saved, dropped (not written).", []string{labelModel, "event"}, nil)
 	descReplicaUp = prometheus.NewDesc(metricReplicaUp,
 		"1 when the health checker counts the replica as up, 0 when it is out of rotation.", []string{labelModel, labelReplica}, nil)
 	descReplicaBusy = prometheus.NewDesc(metricReplicaBusy,
@@ -314,7 +317,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *loadCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descReplicaUp, descReplicaBusy} {
+	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descDiskBlocks, descReplicaUp, descReplicaBusy} {
 		ch <- d
 	}
 }
@@ -326,6 +329,14 @@ func (c *loadCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(l.Waiting), l.Model)
 		if l.KVCacheUsage != nil {
 			ch <- prometheus.MustNewConstMetric(descKVUsage, prometheus.GaugeValue, *l.KVCacheUsage, l.Model)
+		}
+		if d := l.PromptCacheDisk; d != nil {
+			for _, ev := range []struct {
+				name string
+				n    int64
+			}{{"loaded", d.Loaded}, {"refused", d.Refused}, {"saved", d.Saved}, {"dropped", d.Dropped}} {
+				ch <- prometheus.MustNewConstMetric(descDiskBlocks, prometheus.CounterValue, float64(ev.n), l.Model, ev.name)
+			}
 		}
 		for _, r := range l.Replicas {
 			up := 0.0

@@ -12,5 +12,10 @@ func (e *Engine) Load() []engine.ModelLoad {
 	if st.Cache.BlocksTotal > 0 {
 		usage = float64(st.Cache.BlocksUsed) / float64(st.Cache.BlocksTotal)
 	}
-	return []engine.ModelLoad{{Model: e.info.ID, Running: st.Running + st.Paused, Waiting: st.Waiting, KVCacheUsage: &usage}}
+	l := engine.ModelLoad{Model: e.info.ID, Running: st.Running + st.Paused, Waiting: st.Waiting, KVCacheUsage: &usage}
+	if d := e.disk; d != nil {
+		l.PromptCacheDisk = &engine.DiskCacheCounts{Loaded: d.loaded.Load(), Refused: d.refused.Load(),
+			Saved: d.saved.Load(), Dropped: d.dropped.Load() + d.failed.Load()}
+	}
+	return []engine.ModelLoad{l}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,7 @@ func TestServePromptCacheDir(t *testing.T) {
 	type answer struct {
 		text           string
 		prompt, cached int64
+		metrics        string // /metrics after the request
 	}
 	serveOnce := func(t *testing.T) answer {
 		addr := freeAddr(t)
@@ -52,6 +54,12 @@ func TestServePromptCacheDir(t *testing.T) {
 		resp, err := client.Completions.New(context.Background(), openai.CompletionNewParams{
 			Model: "rill-tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)},
 			MaxTokens: openai.Int(8), Temperature: openai.Float(0)})
+		var metrics string
+		if mresp, merr := http.Get("http://" + addr + "/metrics"); merr == nil {
+			body, _ := io.ReadAll(mresp.Body)
+			mresp.Body.Close()
+			metrics = string(body)
+		}
 		// A shutdown saves the cache before Serve returns.
 		cancel()
 		if serr := <-errc; serr != nil {
@@ -60,15 +68,29 @@ func TestServePromptCacheDir(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return answer{resp.Choices[0].Text, resp.Usage.PromptTokens, resp.Usage.PromptTokensDetails.CachedTokens}
+		return answer{resp.Choices[0].Text, resp.Usage.PromptTokens, resp.Usage.PromptTokensDetails.CachedTokens, metrics}
 	}
 	first := serveOnce(t)
 	if first.cached != 0 {
 		t.Fatalf("the first server: cached_tokens %d, want 0", first.cached)
 	}
 	second := serveOnce(t)
-	if want := (first.prompt - 1) / 16 * 16; second.cached != want || second.text != first.text {
+	want := (first.prompt - 1) / 16 * 16
+	if second.cached != want || second.text != first.text {
 		t.Fatalf("after a restart: cached_tokens %d of %d, want %d; text %q, want %q",
 			second.cached, second.prompt, want, second.text, first.text)
+	}
+	// /metrics counts the disk tier's blocks: the second server loaded
+	// exactly the cached blocks and refused none.
+	for _, line := range []string{
+		fmt.Sprintf(`rill_prompt_cache_disk_blocks_total{event="loaded",model_name="rill-tiny"} %d`, want/16),
+		`rill_prompt_cache_disk_blocks_total{event="refused",model_name="rill-tiny"} 0`,
+	} {
+		if !strings.Contains(second.metrics, line+"\n") {
+			t.Errorf("/metrics after the restart lacks %q", line)
+		}
+	}
+	if !strings.Contains(first.metrics, `rill_prompt_cache_disk_blocks_total{event="loaded",model_name="rill-tiny"} 0`) {
+		t.Errorf("/metrics of the first server lacks its disk counters")
 	}
 }
