@@ -18,6 +18,13 @@ import (
 // module (a pseudo-version from the VCS, or "(devel)").
 var Version string
 
+// Revision is the commit stamped by release builds (-X
+// rill/internal/buildinfo.Revision=...), used when the toolchain recorded
+// none: Go records vcs.revision only for a build inside a VCS checkout
+// whose .git is a folder, so not in a git worktree, nor with
+// -buildvcs=false.
+var Revision string
+
 // Unknown stands for a field the binary does not record (a build outside
 // a VCS checkout, or with -buildvcs=false, has no revision).
 const Unknown = "unknown"
@@ -45,13 +52,17 @@ func Read() Info {
 	if !ok {
 		bi = nil
 	}
-	return fromBuildInfo(bi, Version)
+	return fromBuildInfo(bi, Version, Revision)
 }
 
 // fromBuildInfo assembles an Info from what the toolchain recorded (bi, nil
-// when the binary has none) and the stamped version (empty when none).
-func fromBuildInfo(bi *debug.BuildInfo, stamped string) Info {
-	info := Info{Version: stamped, Revision: Unknown, GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+// when the binary has none) and the stamped version and revision (empty
+// when none).
+func fromBuildInfo(bi *debug.BuildInfo, stamped, revision string) Info {
+	if revision == "" {
+		revision = Unknown
+	}
+	info := Info{Version: stamped, Revision: revision, GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
 	if bi == nil {
 		if info.Version == "" {
 			info.Version = Unknown

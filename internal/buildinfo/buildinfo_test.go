@@ -22,23 +22,26 @@ func TestFromBuildInfo(t *testing.T) {
 		name    string
 		bi      *debug.BuildInfo
 		stamped string
+		rev     string
 		want    Info
 	}{
-		{"vcs build", vcs, "", Info{
+		{"vcs build", vcs, "", "", Info{
 			Version: "v0.0.0-20250102030405-0123456789ab+dirty", Revision: "0123456789abcdef0123456789abcdef01234567",
 			Time: "2025-01-02T03:04:05Z", Modified: true, GoVersion: "go1.99.1", OS: "darwin", Arch: "arm64"}},
-		{"stamped release wins over the module version", vcs, "v1.2.3", Info{
+		{"stamped release wins over the module version; the recorded revision over the stamped", vcs, "v1.2.3", "fedcba", Info{
 			Version: "v1.2.3", Revision: "0123456789abcdef0123456789abcdef01234567",
 			Time: "2025-01-02T03:04:05Z", Modified: true, GoVersion: "go1.99.1", OS: "darwin", Arch: "arm64"}},
 		{"no vcs settings", &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Path: "rill", Version: "(devel)"},
-			Settings: []debug.BuildSetting{{Key: "vcs.modified", Value: "false"}}}, "", Info{
+			Settings: []debug.BuildSetting{{Key: "vcs.modified", Value: "false"}}}, "", "", Info{
 			Version: "(devel)", Revision: Unknown, GoVersion: "go1.99.1", OS: runtime.GOOS, Arch: runtime.GOARCH}},
-		{"no build info", nil, "", Info{Version: Unknown, Revision: Unknown, GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}},
-		{"no build info, stamped", nil, "v2.0.0", Info{Version: "v2.0.0", Revision: Unknown, GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}},
+		{"no vcs settings, stamped revision", &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Path: "rill", Version: "(devel)"}},
+			"v1.0.0", "fedcba", Info{Version: "v1.0.0", Revision: "fedcba", GoVersion: "go1.99.1", OS: runtime.GOOS, Arch: runtime.GOARCH}},
+		{"no build info", nil, "", "", Info{Version: Unknown, Revision: Unknown, GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}},
+		{"no build info, stamped", nil, "v2.0.0", "fedcba", Info{Version: "v2.0.0", Revision: "fedcba", GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := fromBuildInfo(tt.bi, tt.stamped); got != tt.want {
+			if got := fromBuildInfo(tt.bi, tt.stamped, tt.rev); got != tt.want {
 				t.Errorf("fromBuildInfo = %+v, want %+v", got, tt.want)
 			}
 		})
