@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,5 +92,48 @@ func TestVersionStamped(t *testing.T) {
 	}
 	if got.Revision != rev {
 		t.Errorf("revision %q, want the stamped %q", got.Revision, rev)
+	}
+}
+
+// TestServeLogsBuildFirst: the first line `rill serve` logs names the
+// build (version, revision, Go version), and its /metrics has
+// rill_build_info with the same labels.
+func TestServeLogsBuildFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs rill serve in a subprocess")
+	}
+	t.Parallel()
+	p := startServe(t)
+	want := buildinfo.Read()
+	first, _, _ := strings.Cut(p.log.String(), "\n")
+	// The values are plain words: slog's text handler writes them unquoted.
+	attrs := map[string]string{}
+	for _, kv := range strings.Fields(first) {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			attrs[k] = v
+		}
+	}
+	for k, v := range map[string]string{"version": want.Version, "revision": want.Revision,
+		"go_version": want.GoVersion, "platform": want.OS + "/" + want.Arch} {
+		if v == "" || attrs[k] != v {
+			t.Errorf("first log line %q: %s=%q, want %q", first, k, attrs[k], v)
+		}
+	}
+	if !strings.Contains(first, `msg="rill starting"`) {
+		t.Errorf("first log line %q is not the start line", first)
+	}
+
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metric := fmt.Sprintf(`rill_build_info{goversion=%q,revision=%q,version=%q} 1`, want.GoVersion, want.Revision, want.Version)
+	if !strings.Contains(string(body), metric+"\n") {
+		t.Errorf("/metrics lacks %s", metric)
 	}
 }
