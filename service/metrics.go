@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"rill/engine"
+	"rill/internal/buildinfo"
 )
 
 // Prometheus metrics (GET /metrics). The names mirror vLLM's (vllm:X is
@@ -52,6 +53,7 @@ const (
 	metricDiskBlocks  = metricsPrefix + "prompt_cache_disk_blocks_total"
 	metricReplicaUp   = metricsPrefix + "upstream_replica_healthy"
 	metricReplicaBusy = metricsPrefix + "upstream_replica_requests_in_flight"
+	metricBuildInfo   = metricsPrefix + "build_info"
 )
 
 // Histogram buckets. The latency buckets are vLLM's, with finer ones below
@@ -155,12 +157,28 @@ func newMetrics(e engine.Engine) *metrics {
 	if lr, ok := e.(engine.LifecycleReporter); ok {
 		reg.MustRegister(&lifecycleCollector{engine: lr})
 	}
+	reg.MustRegister(buildInfoGauge(buildinfo.Read()))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, md := range e.Models() {
 		m.model(md.ID)
 	}
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
+}
+
+// buildInfoGauge is rill_build_info, always 1, whose labels say which
+// build is running (Prometheus' convention, as go_build_info): a query
+// joins on it to break a series down by version.
+func buildInfoGauge(info buildinfo.Info) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricBuildInfo,
+		Help: "A metric with a constant 1 whose labels are the version, VCS revision and Go version rill was built with.",
+		ConstLabels: prometheus.Labels{
+			"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion,
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // model returns the series of model id, making them on first use.

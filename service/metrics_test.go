@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rill/engine"
+	"rill/internal/buildinfo"
 )
 
 func TestTokenBuckets(t *testing.T) {
@@ -98,5 +100,26 @@ func TestMetricsUnknownModel(t *testing.T) {
 	}
 	if !strings.Contains(body.String(), `rill_prompt_tokens_total{model_name="tiny"} 1`) {
 		t.Errorf("/metrics lacks the served model's count:\n%.2000s", body.String())
+	}
+}
+
+// TestMetricsBuildInfo: /metrics has rill_build_info at 1 with the
+// running binary's version, revision and Go version as labels.
+func TestMetricsBuildInfo(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, &fakeEngine{}, Options{})
+	r, err := ts.Client().Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var body strings.Builder
+	if _, err := io.Copy(&body, r.Body); err != nil {
+		t.Fatal(err)
+	}
+	info := buildinfo.Read()
+	want := fmt.Sprintf(`rill_build_info{goversion=%q,revision=%q,version=%q} 1`, info.GoVersion, info.Revision, info.Version)
+	if !strings.Contains(body.String(), want+"\n") {
+		t.Errorf("/metrics lacks %s:\n%.3000s", want, body.String())
 	}
 }

@@ -3,6 +3,7 @@
 //	rill [serve] [flags]       run the server (the default command)
 //	rill generate [flags]      run one prompt on the native engine and print it
 //	rill pull ORG/REPO[:QUANT] download a GGUF from the Hugging Face Hub
+//	rill version [-json]       print the version, commit and toolchain
 package main
 
 import (
@@ -20,6 +21,9 @@ import (
 func main() {
 	args := os.Args[1:]
 	cmd := "serve"
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args[0] = "version"
+	}
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
@@ -33,6 +37,8 @@ func main() {
 		err = app.Generate(ctx, args)
 	case "pull":
 		err = app.Pull(ctx, args)
+	case "version":
+		err = app.Version(args, os.Stdout)
 	case "help":
 		usage()
 		return
@@ -57,6 +63,8 @@ func usage() {
   rill pull [flags] ORG/REPO[:QUANT]
                           download a GGUF model from the Hugging Face Hub
                           into its cache and print its path
+  rill version [-json]    print the version, commit and Go toolchain
+                          (also rill --version)
 Run "rill <command> -h" for the flags of a command.
 `)
 }

@@ -6,7 +6,7 @@
 //
 // It is the one package that sees both sides: it hands the engines it
 // opens to the service as an engine.Engine, and neither learns of the
-// other. Serve and Generate are the commands; Engines and OpenFlags are
+// other. Serve, Generate, Pull and Version are the commands; Engines and OpenFlags are
 // exported for the end-to-end tests (package e2e), which serve what the
 // flags open without a process of their own.
 package app

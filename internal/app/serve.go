@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rill/config"
+	"rill/internal/buildinfo"
 	"rill/service"
 )
 
@@ -65,6 +66,12 @@ func Serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The first line says which build this is, so that a log read later
+	// (or a bug report) names the code that wrote it.
+	info := buildinfo.Read()
+	log.Info("rill starting", slog.String("version", info.Version), slog.String("revision", info.Revision),
+		slog.Bool("modified", info.Modified), slog.String("go_version", info.GoVersion),
+		slog.String("platform", info.OS+"/"+info.Arch))
 	origins, err := service.ParseOriginPatterns(*wsOrigins)
 	if err != nil {
 		return fmt.Errorf("--ws-allowed-origins: %w", err)
