@@ -184,6 +184,7 @@ type embedSeq struct {
 	idx  int // the input's index
 	kv   kvcache.Seq
 	done int // tokens already run
+	step int // tokens in the pass being run
 }
 
 // embed runs job's inputs through the pooling pass. Inputs are taken in
@@ -241,6 +242,7 @@ func (e *Engine) embed(ctx context.Context, job *embedJob) ([][]float32, error) 
 				b.Tokens, b.Pos, b.Seq = append(b.Tokens, toks[p]), append(b.Pos, int32(p)), append(b.Seq, seq)
 			}
 			used += n
+			s.step = n
 			inBatch = append(inBatch, s)
 		}
 		vs, err := pooler.Pool(ctx, &b, how)
@@ -249,13 +251,7 @@ func (e *Engine) embed(ctx context.Context, job *embedJob) ([][]float32, error) 
 		}
 		kept := live[:0]
 		for i, s := range inBatch {
-			v := vs[i*E : (i+1)*E]
-			n := 0
-			for _, q := range b.Seq {
-				if int(q) == i {
-					n++
-				}
-			}
+			v, n := vs[i*E:(i+1)*E], s.step
 			total := len(job.inputs[s.idx])
 			acc := out[s.idx]
 			if acc == nil {
