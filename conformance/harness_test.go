@@ -84,6 +84,34 @@ type running struct {
 	stop   func()
 }
 
+// serveEngine serves e's first model over rill's service (broken by the
+// mode unless it is empty, see breakHandler); stopping the server closes
+// e, and so does a failure to start it.
+func serveEngine(e interface {
+	engine.Engine
+	Close() error
+}, broken string) (*running, error) {
+	var h http.Handler = service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler)})
+	if broken != "" {
+		var err error
+		if h, err = breakHandler(broken, h); err != nil {
+			_ = e.Close()
+			return nil, err
+		}
+	}
+	r, err := serve(h, e.Models()[0].ID)
+	if err != nil {
+		_ = e.Close()
+		return nil, err
+	}
+	stop := r.stop
+	r.stop = func() {
+		stop()
+		_ = e.Close()
+	}
+	return r, nil
+}
+
 // serve starts h on 127.0.0.1:0 and returns a target for model.
 func serve(h http.Handler, modelID string) (*running, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,24 +150,7 @@ func startRill(cfg conformance.Config, broken string) (*running, error) {
 	if err != nil {
 		return nil, err
 	}
-	var h http.Handler = service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler)})
-	if broken != "" {
-		if h, err = breakHandler(broken, h); err != nil {
-			_ = e.Close()
-			return nil, err
-		}
-	}
-	r, err := serve(h, e.Models()[0].ID)
-	if err != nil {
-		_ = e.Close()
-		return nil, err
-	}
-	stop := r.stop
-	r.stop = func() {
-		stop()
-		_ = e.Close()
-	}
-	return r, nil
+	return serveEngine(e, broken)
 }
 
 // reasoningTemplate is the chat template of the in-process reasoning model:
@@ -185,17 +196,8 @@ func startReasoning() (*running, string, error) {
 		return nil, "", err
 	}
 	go e.Run(context.Background()) // Close stops it
-	r, err := serve(service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler)}), e.Models()[0].ID)
-	if err != nil {
-		_ = e.Close()
-		return nil, "", err
-	}
-	stop := r.stop
-	r.stop = func() {
-		stop()
-		_ = e.Close()
-	}
-	return r, "", nil
+	r, err := serveEngine(e, "")
+	return r, "", err
 }
 
 // startDouble starts a second rill over the engine double (double_test.go).
@@ -229,22 +231,5 @@ func startEmbedder(broken string) (*running, error) {
 		return nil, fmt.Errorf("native engine: %w", err)
 	}
 	go e.Run(context.Background()) // Close stops it
-	var h http.Handler = service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler)})
-	if broken != "" {
-		if h, err = breakHandler(broken, h); err != nil {
-			_ = e.Close()
-			return nil, err
-		}
-	}
-	r, err := serve(h, e.Models()[0].ID)
-	if err != nil {
-		_ = e.Close()
-		return nil, err
-	}
-	stop := r.stop
-	r.stop = func() {
-		stop()
-		_ = e.Close()
-	}
-	return r, nil
+	return serveEngine(e, broken)
 }
