@@ -1,0 +1,15 @@
+package store_test
+
+import (
+	"testing"
+
+	"rill/store"
+	"rill/store/storetest"
+)
+
+func TestMemory(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T, keep store.Retention) store.Store { return store.NewMemory(keep) },
+	})
+}
