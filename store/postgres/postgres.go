@@ -35,7 +35,7 @@ var schema = []string{
 		visible SMALLINT NOT NULL,
 		stored BIGINT NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS responses_parent ON responses (parent)`,
-	`CREATE INDEX IF NOT EXISTS responses_stored ON responses (visible, stored)`,
+	`CREATE INDEX IF NOT EXISTS responses_stored ON responses (stored)`,
 	`CREATE INDEX IF NOT EXISTS responses_created ON responses (visible, created)`,
 	`CREATE TABLE IF NOT EXISTS items (
 		item TEXT PRIMARY KEY,
@@ -58,6 +58,7 @@ var schema = []string{
 var dialect = sqlstore.Dialect{
 	Name:       "postgres",
 	Dollar:     true,
+	Position:   `strpos(%[2]s, %[1]s)`,
 	NextStored: `nextval('rill_stored')`,
 	LockStream: `FOR UPDATE`,
 }

@@ -45,7 +45,7 @@ var schema = []string{
 		visible INTEGER NOT NULL,
 		stored INTEGER NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS responses_parent ON responses (parent)`,
-	`CREATE INDEX IF NOT EXISTS responses_stored ON responses (visible, stored)`,
+	`CREATE INDEX IF NOT EXISTS responses_stored ON responses (stored)`,
 	`CREATE INDEX IF NOT EXISTS responses_created ON responses (visible, created)`,
 	`CREATE TABLE IF NOT EXISTS items (
 		item TEXT PRIMARY KEY,
@@ -67,6 +67,7 @@ var schema = []string{
 
 var dialect = sqlstore.Dialect{
 	Name:       "sqlite",
+	Position:   `instr(%[2]s, %[1]s)`,
 	NextStored: `(SELECT COALESCE(MAX(stored), 0) + 1 FROM responses)`,
 	// A write transaction is BEGIN IMMEDIATE (see Open): it already keeps
 	// every other writer out.

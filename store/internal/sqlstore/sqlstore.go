@@ -37,6 +37,9 @@ type Dialect struct {
 	// NextStored is the SQL expression for the next value of the stored
 	// counter (responses.stored).
 	NextStored string
+	// Position is the SQL of the position of substring %[1]s in %[2]s, 0
+	// for none, as a format for fmt.Sprintf.
+	Position string
 	// LockStream is appended to the query that reads a stream's row before
 	// appending to its log, to keep two writers of one stream apart ("FOR
 	// UPDATE"); empty where a write transaction already excludes others.
@@ -83,13 +86,13 @@ func makeQueries(d Dialect) queries {
 		delItemsOf:  `DELETE FROM items WHERE response = ?`,
 		insItem:     `INSERT INTO items (item, response) VALUES (?, ?) ON CONFLICT (item) DO UPDATE SET response = excluded.response`,
 		hide:        `UPDATE responses SET visible = 0 WHERE id = ? AND visible = 1`,
-		// The chain is at most every held response long: that bound ends a
-		// cycle that replaced responses could close.
-		lineage: `WITH RECURSIVE chain (id, parent, items, data, created, depth) AS (
-			SELECT id, parent, items, data, created, 1 FROM responses WHERE id = ? AND visible = 1
+		// The path of ids walked so far ends a cycle that replaced
+		// responses could close: a response met again is not followed.
+		lineage: `WITH RECURSIVE chain (id, parent, items, data, created, depth, path) AS (
+			SELECT id, parent, items, data, created, 1, ',' || id || ',' FROM responses WHERE id = ? AND visible = 1
 			UNION ALL
-			SELECT r.id, r.parent, r.items, r.data, r.created, c.depth + 1 FROM responses r JOIN chain c ON r.id = c.parent
-			WHERE c.parent <> '' AND c.depth < CAST(? AS BIGINT) AND c.depth < (SELECT COUNT(*) FROM responses))
+			SELECT r.id, r.parent, r.items, r.data, r.created, c.depth + 1, c.path || r.id || ',' FROM responses r JOIN chain c ON r.id = c.parent
+			WHERE c.parent <> '' AND c.depth < CAST(? AS BIGINT) AND ` + fmt.Sprintf(d.Position, "',' || r.id || ','", "c.path") + ` = 0)
 			SELECT id, parent, items, data, created FROM chain ORDER BY depth`,
 		collectable: `SELECT id, COALESCE(LENGTH(data), 0) FROM responses r WHERE visible = 0 AND NOT EXISTS (SELECT 1 FROM responses c WHERE c.parent = r.id AND c.id <> r.id)`,
 		delResp:     `DELETE FROM responses WHERE id = ?`,
@@ -448,16 +451,20 @@ func (s *Store) DeleteStream(ctx context.Context, id string) error {
 	})
 }
 
+// dropStream deletes stream id and its events. The stream's row goes
+// first: that waits for an append under way (which holds the row), so the
+// events it adds are deleted too, not left to a stream made again later.
 func (s *Store) dropStream(ctx context.Context, tx *sql.Tx, id string) (bool, error) {
-	if _, err := tx.ExecContext(ctx, s.q.delEvents, id); err != nil {
-		return false, err
-	}
 	res, err := tx.ExecContext(ctx, s.q.delStream, id)
 	if err != nil {
 		return false, err
 	}
 	n, err := res.RowsAffected()
-	return n > 0, err
+	if err != nil || n == 0 {
+		return false, err
+	}
+	_, err = tx.ExecContext(ctx, s.q.delEvents, id)
+	return true, err
 }
 
 // Sweep implements store.Store: in one transaction, MaxAge, then
