@@ -89,3 +89,11 @@ func BenchmarkStore(b *testing.B) {
 	pg := testserver.StartPostgres(b, true)
 	storetest.Bench(b, func(b *testing.B) store.Store { return open(b, pg.NewDatabase(b), store.Retention{}) })
 }
+
+func TestShared(t *testing.T) {
+	url := testserver.StartPostgres(t, false).NewDatabase(t)
+	a, b := open(t, url, store.Retention{}), open(t, url, store.Retention{})
+	defer a.Close()
+	defer b.Close()
+	storetest.RunShared(t, a, b)
+}

@@ -147,3 +147,11 @@ func TestBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestShared(t *testing.T) {
+	srv := testserver.StartRedis(t, testserver.RedisOptions{})
+	a, b := open(t, srv.URL(0), store.Retention{}), open(t, srv.URL(0), store.Retention{})
+	defer a.Close()
+	defer b.Close()
+	storetest.RunShared(t, a, b)
+}

@@ -202,3 +202,20 @@ func BenchmarkStore(b *testing.B) {
 		return s
 	})
 }
+
+// TestShared: two stores over one file, as two processes on one host
+// would hold it, see each other's writes.
+func TestShared(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Open(context.Background(), dir, store.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(context.Background(), dir, store.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	storetest.RunShared(t, a, b)
+}
