@@ -219,3 +219,33 @@ func TestShared(t *testing.T) {
 	defer b.Close()
 	storetest.RunShared(t, a, b)
 }
+
+// TestLargeAppend appends more events in one call than one INSERT takes.
+func TestLargeAppend(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, t.TempDir(), store.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutStream(ctx, store.Stream{ID: "s", Status: "in_progress"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1201, 3} { // the second call repeats 1198..1200 and adds nothing
+		evs := make([]store.Event, n)
+		for i := range evs {
+			seq := int64(i)
+			if n == 3 {
+				seq += 1198
+			}
+			evs[i] = store.Event{Seq: seq, Data: []byte(strconv.FormatInt(seq, 10))}
+		}
+		if err := s.AppendEvents(ctx, "s", evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := s.Events(ctx, "s", -1, 0)
+	if err != nil || len(evs) != 1201 || evs[1200].Seq != 1200 || string(evs[600].Data) != "600" {
+		t.Fatalf("%d events, %v", len(evs), err)
+	}
+}

@@ -66,13 +66,13 @@ func New(db *sql.DB, d Dialect, keep store.Retention) *Store {
 func (s *Store) DB() *sql.DB { return s.db }
 
 type queries struct {
-	getResp, visibleResp, itemResp, oldResp, insResp, updResp              string
-	delItemsOf, insItem, hide, lineage, collectable, delResp               string
-	getStream, insStream, updStream, lockStream, lastSeq, insEvent, events string
-	streamExists, delEvents, delStream                                     string
-	countVisible, oldestVisible, oldestIDs, visibleBefore, streamsBefore   string
-	oldestStream                                                           string
-	totalBytes, streamBytes                                                string
+	getResp, visibleResp, itemResp, oldResp, insResp, updResp            string
+	delItemsOf, insItem, hide, lineage, collectable, delResp             string
+	getStream, insStream, updStream, lockStream, insEvents, events       string
+	streamExists, delEvents, delStream                                   string
+	countVisible, oldestVisible, oldestIDs, visibleBefore, streamsBefore string
+	oldestStream                                                         string
+	totalBytes, streamBytes                                              string
 }
 
 func makeQueries(d Dialect) queries {
@@ -100,9 +100,8 @@ func makeQueries(d Dialect) queries {
 		getStream:    `SELECT id, status, data, created, updated FROM streams WHERE id = ?`,
 		insStream:    `INSERT INTO streams (id, status, data, created, updated) VALUES (?, ?, ?, ?, ?)`,
 		updStream:    `UPDATE streams SET status = ?, data = ?, updated = ? WHERE id = ?`,
-		lockStream:   `SELECT 1 FROM streams WHERE id = ? ` + d.LockStream,
-		lastSeq:      `SELECT MAX(seq) FROM events WHERE stream = ?`,
-		insEvent:     `INSERT INTO events (stream, seq, data) VALUES (?, ?, ?)`,
+		lockStream:   `SELECT (SELECT MAX(seq) FROM events WHERE stream = ?) FROM streams WHERE id = ? ` + d.LockStream,
+		insEvents:    `INSERT INTO events (stream, seq, data) VALUES `,
 		events:       `SELECT seq, data FROM events WHERE stream = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		streamExists: `SELECT 1 FROM streams WHERE id = ?`,
 		delEvents:    `DELETE FROM events WHERE stream = ?`,
@@ -121,7 +120,7 @@ func makeQueries(d Dialect) queries {
 	if d.Dollar {
 		for _, p := range []*string{&q.getResp, &q.visibleResp, &q.itemResp, &q.oldResp, &q.insResp, &q.updResp,
 			&q.delItemsOf, &q.insItem, &q.hide, &q.lineage, &q.collectable, &q.delResp,
-			&q.getStream, &q.insStream, &q.updStream, &q.lockStream, &q.lastSeq, &q.insEvent, &q.events,
+			&q.getStream, &q.insStream, &q.updStream, &q.lockStream, &q.events,
 			&q.streamExists, &q.delEvents, &q.delStream,
 			&q.countVisible, &q.oldestVisible, &q.oldestIDs, &q.visibleBefore, &q.streamsBefore, &q.oldestStream,
 			&q.totalBytes, &q.streamBytes} {
@@ -384,29 +383,51 @@ func (s *Store) GetStream(ctx context.Context, id string) (store.Stream, error) 
 	return st, nil
 }
 
-// AppendEvents implements store.Store.
+// AppendEvents implements store.Store: one statement reads (and, where
+// the dialect locks, locks) the stream and its last seq, one inserts the
+// new events.
 func (s *Store) AppendEvents(ctx context.Context, id string, events []store.Event) error {
 	return s.tx(ctx, "append events", func(tx *sql.Tx) error {
-		var one int
-		if err := tx.QueryRowContext(ctx, s.q.lockStream, id).Scan(&one); err != nil {
+		var last sql.NullInt64
+		if err := tx.QueryRowContext(ctx, s.q.lockStream, id, id).Scan(&last); err != nil {
 			return notFound(err)
 		}
-		var last sql.NullInt64
-		if err := tx.QueryRowContext(ctx, s.q.lastSeq, id).Scan(&last); err != nil {
-			return err
-		}
+		var fresh []store.Event
 		for _, ev := range events {
-			if last.Valid && ev.Seq <= last.Int64 {
-				continue
+			if !last.Valid || ev.Seq > last.Int64 {
+				fresh = append(fresh, ev)
+				last = sql.NullInt64{Int64: ev.Seq, Valid: true}
 			}
-			if _, err := tx.ExecContext(ctx, s.q.insEvent, id, ev.Seq, nonNil(ev.Data)); err != nil {
+		}
+		// A statement's placeholders are bounded (32,766 in SQLite):
+		// insertBatch events a statement.
+		for len(fresh) > 0 {
+			n := min(len(fresh), insertBatch)
+			var b strings.Builder
+			b.WriteString(s.q.insEvents)
+			args := make([]any, 0, 3*n)
+			for i, ev := range fresh[:n] {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString("(?, ?, ?)")
+				args = append(args, id, ev.Seq, nonNil(ev.Data))
+			}
+			q := b.String()
+			if s.d.Dollar {
+				q = dollar(q)
+			}
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 				return err
 			}
-			last = sql.NullInt64{Int64: ev.Seq, Valid: true}
+			fresh = fresh[n:]
 		}
 		return nil
 	})
 }
+
+// insertBatch is how many events one INSERT writes.
+const insertBatch = 500
 
 // Events implements store.Store.
 func (s *Store) Events(ctx context.Context, id string, after int64, limit int) ([]store.Event, error) {
