@@ -81,10 +81,18 @@ type Store struct {
 // Open opens (creating it and dir if need be) the database dir/rill.db and
 // returns a store over it that keeps keep.
 func Open(ctx context.Context, dir string, keep store.Retention) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Stored responses are people's conversations: the directory and the
+	// database (whose permissions SQLite gives its -wal and -shm files)
+	// are the user's alone.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite store: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	} else {
+		f.Close()
+	}
 	// BEGIN IMMEDIATE takes the write lock at the start of a transaction,
 	// so two writers wait on busy_timeout instead of one failing when it
 	// upgrades a read to a write.

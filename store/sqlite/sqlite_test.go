@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -80,6 +81,11 @@ func TestSchemaVersion(t *testing.T) {
 			var v int
 			if err := s.DB().QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
 				t.Errorf("user_version %d, %v; want %d", v, err, schemaVersion)
+			}
+			for _, name := range []string{FileName, FileName + "-wal"} {
+				if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: %v, %v; want mode 0600", name, fi.Mode().Perm(), err)
+				}
 			}
 			var mode string
 			if err := s.DB().QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
