@@ -62,7 +62,28 @@ func Open(ctx context.Context, rawURL string, keep store.Retention) (*Store, err
 		c.Close()
 		return nil, fmt.Errorf("redis store: %s: %w", u.Redacted(), err)
 	}
+	if err := checkEviction(ctx, c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redis store: %s: %w", u.Redacted(), err)
+	}
 	return &Store{c: c, prefix: prefix, keep: keep}, nil
+}
+
+// checkEviction refuses a server that evicts keys without a TTL when it
+// is full (maxmemory-policy allkeys-*): an evicted key would tear the
+// store's indexes apart (a response gone but its items left, a log gone
+// under its stream). The store sets no TTLs, so noeviction (Redis's
+// default) and the volatile-* policies never evict its keys. A server
+// that refuses CONFIG GET (managed services often do) is taken on trust.
+func checkEviction(ctx context.Context, c *redis.Client) error {
+	v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return nil
+	}
+	if p := v["maxmemory-policy"]; strings.HasPrefix(p, "allkeys-") {
+		return fmt.Errorf("maxmemory-policy is %s, which would evict the store's keys when memory is full: use noeviction (the default)", p)
+	}
+	return nil
 }
 
 func (s *Store) wrap(op string, err error) error {

@@ -155,3 +155,30 @@ func TestShared(t *testing.T) {
 	defer b.Close()
 	storetest.RunShared(t, a, b)
 }
+
+// TestEviction: a server that evicts any key when full is refused; one
+// that evicts only keys with a TTL (the store sets none) is not.
+func TestEviction(t *testing.T) {
+	for _, tc := range []struct {
+		policy  string
+		wantErr bool
+	}{
+		{"noeviction", false},
+		{"volatile-lru", false},
+		{"allkeys-lru", true},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			srv := testserver.StartRedis(t, testserver.RedisOptions{Args: []string{"--maxmemory-policy", tc.policy}})
+			s, err := Open(context.Background(), srv.URL(0), store.Retention{})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("open: %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "maxmemory-policy is "+tc.policy) {
+				t.Errorf("error %q does not name the policy", err)
+			}
+			if s != nil {
+				s.Close()
+			}
+		})
+	}
+}

@@ -184,6 +184,9 @@ type RedisOptions struct {
 	// AppendOnly turns the append-only file on (fsync every write), so
 	// that what was written survives Restart.
 	AppendOnly bool
+	// Args are more arguments of redis-server ("--maxmemory-policy",
+	// "allkeys-lru").
+	Args []string
 }
 
 // StartRedis starts a redis-server for t and stops it when t ends.
@@ -203,7 +206,7 @@ func StartRedis(t testing.TB, o RedisOptions) *Redis {
 	} else {
 		r.args = append(r.args, "--appendonly", "no")
 	}
-	r.args = append([]string{bin}, r.args...)
+	r.args = append(append([]string{bin}, r.args...), o.Args...)
 	r.start(t)
 	t.Cleanup(func() { stop(r.cmd, syscall.SIGTERM) })
 	return r
