@@ -66,8 +66,8 @@ func New(db *sql.DB, d Dialect, keep store.Retention) *Store {
 func (s *Store) DB() *sql.DB { return s.db }
 
 type queries struct {
-	getResp, visibleResp, itemResp, oldResp, insResp, updResp            string
-	delItemsOf, insItem, hide, lineage, collectable, delResp             string
+	getResp, itemResp, oldResp, insResp, updResp                         string
+	delItemsOf, insItem, hide, lineage, collect, delResp                 string
 	getStream, insStream, updStream, lockStream, insEvents, events       string
 	streamExists, delEvents, delStream                                   string
 	countVisible, oldestVisible, oldestIDs, visibleBefore, streamsBefore string
@@ -77,15 +77,14 @@ type queries struct {
 
 func makeQueries(d Dialect) queries {
 	q := queries{
-		getResp:     `SELECT id, parent, items, data, created FROM responses WHERE id = ? AND visible = 1`,
-		visibleResp: `SELECT 1 FROM responses WHERE id = ? AND visible = 1`,
-		itemResp:    `SELECT r.id, r.parent, r.items, r.data, r.created FROM items i JOIN responses r ON r.id = i.response WHERE i.item = ? AND r.visible = 1`,
-		oldResp:     `SELECT parent FROM responses WHERE id = ?`,
-		insResp:     `INSERT INTO responses (id, parent, items, data, created, visible, stored) VALUES (?, ?, ?, ?, ?, 1, ` + d.NextStored + `)`,
-		updResp:     `UPDATE responses SET parent = ?, items = ?, data = ?, created = ?, visible = 1, stored = ` + d.NextStored + ` WHERE id = ?`,
-		delItemsOf:  `DELETE FROM items WHERE response = ?`,
-		insItem:     `INSERT INTO items (item, response) VALUES (?, ?) ON CONFLICT (item) DO UPDATE SET response = excluded.response`,
-		hide:        `UPDATE responses SET visible = 0 WHERE id = ? AND visible = 1`,
+		getResp:    `SELECT id, parent, items, data, created FROM responses WHERE id = ? AND visible = 1`,
+		itemResp:   `SELECT r.id, r.parent, r.items, r.data, r.created FROM items i JOIN responses r ON r.id = i.response WHERE i.item = ? AND r.visible = 1`,
+		oldResp:    `SELECT parent FROM responses WHERE id = ?`,
+		insResp:    `INSERT INTO responses (id, parent, items, data, created, visible, stored) VALUES (?, ?, ?, ?, ?, 1, ` + d.NextStored + `)`,
+		updResp:    `UPDATE responses SET parent = ?, items = ?, data = ?, created = ?, visible = 1, stored = ` + d.NextStored + ` WHERE id = ?`,
+		delItemsOf: `DELETE FROM items WHERE response = ?`,
+		insItem:    `INSERT INTO items (item, response) VALUES (?, ?) ON CONFLICT (item) DO UPDATE SET response = excluded.response`,
+		hide:       `UPDATE responses SET visible = 0 WHERE id = ? AND visible = 1`,
 		// The path of ids walked so far ends a cycle that replaced
 		// responses could close: a response met again is not followed.
 		lineage: `WITH RECURSIVE chain (id, parent, items, data, created, depth, path) AS (
@@ -94,8 +93,10 @@ func makeQueries(d Dialect) queries {
 			SELECT r.id, r.parent, r.items, r.data, r.created, c.depth + 1, c.path || r.id || ',' FROM responses r JOIN chain c ON r.id = c.parent
 			WHERE c.parent <> '' AND c.depth < CAST(? AS BIGINT) AND ` + fmt.Sprintf(d.Position, "',' || r.id || ','", "c.path") + ` = 0)
 			SELECT id, parent, items, data, created FROM chain ORDER BY depth`,
-		collectable: `SELECT id, COALESCE(LENGTH(data), 0) FROM responses r WHERE visible = 0 AND NOT EXISTS (SELECT 1 FROM responses c WHERE c.parent = r.id AND c.id <> r.id)`,
-		delResp:     `DELETE FROM responses WHERE id = ?`,
+		collect: `DELETE FROM responses WHERE id = ? AND visible = 0
+			AND NOT EXISTS (SELECT 1 FROM responses c WHERE c.parent = responses.id AND c.id <> responses.id)
+			RETURNING parent, COALESCE(LENGTH(data), 0)`,
+		delResp: `DELETE FROM responses WHERE id = ?`,
 
 		getStream:    `SELECT id, status, data, created, updated FROM streams WHERE id = ?`,
 		insStream:    `INSERT INTO streams (id, status, data, created, updated) VALUES (?, ?, ?, ?, ?)`,
@@ -118,8 +119,8 @@ func makeQueries(d Dialect) queries {
 		streamBytes: `SELECT (SELECT COALESCE(LENGTH(data), 0) FROM streams WHERE id = ?) + (SELECT COALESCE(SUM(LENGTH(data)), 0) FROM events WHERE stream = ?)`,
 	}
 	if d.Dollar {
-		for _, p := range []*string{&q.getResp, &q.visibleResp, &q.itemResp, &q.oldResp, &q.insResp, &q.updResp,
-			&q.delItemsOf, &q.insItem, &q.hide, &q.lineage, &q.collectable, &q.delResp,
+		for _, p := range []*string{&q.getResp, &q.itemResp, &q.oldResp, &q.insResp, &q.updResp,
+			&q.delItemsOf, &q.insItem, &q.hide, &q.lineage, &q.collect, &q.delResp,
 			&q.getStream, &q.insStream, &q.updStream, &q.lockStream, &q.events,
 			&q.streamExists, &q.delEvents, &q.delStream,
 			&q.countVisible, &q.oldestVisible, &q.oldestIDs, &q.visibleBefore, &q.streamsBefore, &q.oldestStream,
@@ -234,8 +235,8 @@ func (s *Store) PutResponse(ctx context.Context, r store.Response) error {
 				return err
 			}
 		}
-		if oldParent != "" && oldParent != r.Parent {
-			_, err := s.collect(ctx, tx)
+		if oldParent != "" && oldParent != r.Parent && oldParent != r.ID {
+			_, err := s.collect(ctx, tx, oldParent)
 			return err
 		}
 		return nil
@@ -271,7 +272,7 @@ func (s *Store) DeleteResponse(ctx context.Context, id string) error {
 		if !ok {
 			return store.ErrNotFound
 		}
-		_, err = s.collect(ctx, tx)
+		_, err = s.collect(ctx, tx, id)
 		return err
 	})
 }
@@ -289,37 +290,28 @@ func (s *Store) hide(ctx context.Context, tx *sql.Tx, id string) (bool, error) {
 	return true, err
 }
 
-// collect removes for good the hidden responses that no held response
-// names as Parent, round after round, since removing one may leave its own
-// parent unnamed; it returns the bytes of Data it freed.
-func (s *Store) collect(ctx context.Context, tx *sql.Tx) (int64, error) {
+// collect removes response id for good if it is hidden and no held
+// response names it as Parent, then its parent if that leaves it so, and
+// on up; it returns the bytes of Data it freed.
+func (s *Store) collect(ctx context.Context, tx *sql.Tx, id string) (int64, error) {
 	var freed int64
-	for {
-		rows, err := tx.QueryContext(ctx, s.q.collectable)
+	for id != "" {
+		var parent string
+		var n int64
+		err := tx.QueryRowContext(ctx, s.q.collect, id).Scan(&parent, &n)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
 		if err != nil {
 			return freed, err
 		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			var n int64
-			if err := rows.Scan(&id, &n); err != nil {
-				rows.Close()
-				return freed, err
-			}
-			ids = append(ids, id)
-			freed += n
+		freed += n
+		if parent == id {
+			break
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
-			return freed, err
-		}
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, s.q.delResp, id); err != nil {
-				return freed, err
-			}
-		}
+		id = parent
 	}
+	return freed, nil
 }
 
 // Lineage implements store.Store.
@@ -504,6 +496,9 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (responses, streams in
 				} else if ok {
 					responses++
 				}
+				if _, err := s.collect(ctx, tx, id); err != nil {
+					return err
+				}
 			}
 			if ids, err = column[string](ctx, tx, s.q.streamsBefore, cut); err != nil {
 				return err
@@ -531,11 +526,11 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (responses, streams in
 						return err
 					}
 					responses++
+					if _, err := s.collect(ctx, tx, id); err != nil {
+						return err
+					}
 				}
 			}
-		}
-		if _, err := s.collect(ctx, tx); err != nil {
-			return err
 		}
 		if s.keep.MaxBytes > 0 {
 			r, n, err := s.enforceBytes(ctx, tx)
@@ -575,7 +570,7 @@ func (s *Store) enforceBytes(ctx context.Context, tx *sql.Tx) (responses, stream
 				return responses, streams, err
 			}
 			responses++
-			freed, err := s.collect(ctx, tx)
+			freed, err := s.collect(ctx, tx, rid)
 			if err != nil {
 				return responses, streams, err
 			}
