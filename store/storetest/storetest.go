@@ -169,6 +169,25 @@ func testLineage(t *testing.T, s store.Store) {
 	}
 	check("d", 0, "d")
 	check("a", 0, "a")
+	// A hidden response kept for its child goes once the child, replaced,
+	// names another parent.
+	for _, r := range []store.Response{resp("p", ""), resp("q", "p")} {
+		if err := s.PutResponse(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteResponse(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	check("q", 0, "q", "p")
+	if err := s.PutResponse(ctx, resp("q", "a")); err != nil {
+		t.Fatal(err)
+	}
+	check("q", 0, "q", "a")
+	if err := s.PutResponse(ctx, resp("r", "p")); err != nil {
+		t.Fatal(err)
+	}
+	check("r", 0, "r")
 }
 
 // testLineageCycle: replacing responses can close a cycle of parents; a
