@@ -18,6 +18,8 @@ func open(t testing.TB, url string, keep store.Retention) *Store {
 	return s
 }
 
+// TestContract runs the contract with a database each; Reopen crashes
+// and restarts the server between Close and Open.
 func TestContract(t *testing.T) {
 	pg := testserver.StartPostgres(t, false)
 	var mu sync.Mutex
@@ -41,6 +43,7 @@ func TestContract(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
+			pg.Crash(t) // what was committed survives the server's crash too
 			return remember(open(t, url, keep), url, keep)
 		},
 	})

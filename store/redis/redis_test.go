@@ -22,9 +22,9 @@ func open(t testing.TB, url string, keep store.Retention) *Store {
 }
 
 // TestContract runs the contract against one server with an append-only
-// file; each test has a key prefix of its own, and Reopen restarts the
-// server between Close and Open, so what was stored must come back from
-// the server's disk.
+// file; each test has a key prefix of its own, and Reopen kills the
+// server (SIGKILL) and starts it again between Close and Open, so what was
+// stored must come back from the server's disk.
 func TestContract(t *testing.T) {
 	srv := testserver.StartRedis(t, testserver.RedisOptions{AppendOnly: true})
 	var n atomic.Int64
@@ -49,7 +49,7 @@ func TestContract(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			srv.Restart(t)
+			srv.Crash(t)
 			return remember(open(t, url, keep), url, keep)
 		},
 	})

@@ -55,6 +55,10 @@ func stop(cmd *exec.Cmd, sig os.Signal) {
 type Postgres struct {
 	port int
 	n    atomic.Int64
+	dir  string
+	args []string
+	cred *syscall.Credential
+	cmd  *exec.Cmd
 }
 
 // pgBin finds the directory of initdb and postgres: $RILL_PG_BIN, else the
@@ -83,7 +87,8 @@ func pgBin() string {
 // StartPostgres starts a PostgreSQL server (trust authentication, user
 // postgres) for t and stops it when t ends. PostgreSQL refuses to run as
 // root: as root, it runs the server as the user nobody. Durable false turns
-// fsync off, which tests do not need and which makes them faster.
+// fsync off, which tests do not need (they crash the server, not the OS)
+// and which makes them faster.
 func StartPostgres(t testing.TB, durable bool) *Postgres {
 	t.Helper()
 	bin := pgBin()
@@ -117,37 +122,55 @@ func StartPostgres(t testing.TB, durable bool) *Postgres {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Skipf("initdb cannot make a cluster here: %v\n%s", err, out)
 	}
-	p := &Postgres{port: freePort(t)}
-	args := []string{"-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(p.port), "-k", dir,
+	p := &Postgres{port: freePort(t), dir: dir, cred: cred}
+	p.args = []string{filepath.Join(bin, "postgres"), "-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(p.port), "-k", dir,
 		"-c", "max_connections=200", "-c", "shared_buffers=32MB"}
 	if !durable {
-		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+		// A commit still writes its WAL before it returns (to the OS,
+		// unsynced), so what was committed survives Crash; with
+		// synchronous_commit=off it would not, and Reopen fails.
+		p.args = append(p.args, "-c", "fsync=off", "-c", "full_page_writes=off")
 	}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	log, err := os.Create(filepath.Join(dir, "log"))
+	p.start(t)
+	t.Cleanup(func() { stop(p.cmd, syscall.SIGINT) }) // fast shutdown
+	return p
+}
+
+func (p *Postgres) start(t testing.TB) {
+	t.Helper()
+	p.cmd = exec.Command(p.args[0], p.args[1:]...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	log, err := os.OpenFile(filepath.Join(p.dir, "log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start postgres: %v", err)
 	}
-	t.Cleanup(func() { stop(cmd, syscall.SIGINT) }) // fast shutdown
 	ctx := context.Background()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		c, err := pgx.Connect(ctx, p.url("postgres"))
 		if err == nil {
 			c.Close(ctx)
-			return p
+			return
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "log"))
+			b, _ := os.ReadFile(filepath.Join(p.dir, "log"))
 			t.Fatalf("postgres did not accept connections in 30 s: %v\n%s", err, b)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Crash stops the server as a crash would (SIGQUIT: immediate shutdown,
+// no checkpoint; the next start recovers from the WAL) and starts it
+// again on the same port and data.
+func (p *Postgres) Crash(t testing.TB) {
+	t.Helper()
+	stop(p.cmd, syscall.SIGQUIT)
+	p.start(t)
 }
 
 func (p *Postgres) url(db string) string {
@@ -182,7 +205,7 @@ type Redis struct {
 // RedisOptions configure StartRedis.
 type RedisOptions struct {
 	// AppendOnly turns the append-only file on (fsync every write), so
-	// that what was written survives Restart.
+	// that what was written survives Crash.
 	AppendOnly bool
 	// Args are more arguments of redis-server ("--maxmemory-policy",
 	// "allkeys-lru").
@@ -233,11 +256,11 @@ func (r *Redis) start(t testing.TB) {
 	}
 }
 
-// Restart stops the server (SIGTERM: it writes what it must and exits)
+// Crash kills the server (SIGKILL: no shutdown, nothing more written)
 // and starts it again on the same port and directory.
-func (r *Redis) Restart(t testing.TB) {
+func (r *Redis) Crash(t testing.TB) {
 	t.Helper()
-	stop(r.cmd, syscall.SIGTERM)
+	stop(r.cmd, syscall.SIGKILL)
 	r.start(t)
 }
 
