@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"rill/store"
@@ -63,5 +65,23 @@ func RunShared(t *testing.T, a, b store.Store) {
 	}
 	if evs, err := a.Events(ctx, "s", -1, 0); err != nil || !slices.Equal(seqs(evs), []int64{0, 1, 2, 3}) {
 		t.Errorf("events on the first replica: %v, %v", seqs(evs), err)
+	}
+
+	// Both replicas make the same new streams at the same moment: each
+	// put succeeds, one after the other.
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for round := range 20 {
+		id := fmt.Sprintf("new%d", round)
+		for _, s := range []store.Store{a, b} {
+			wg.Go(func() { errs <- s.PutStream(ctx, store.Stream{ID: id, Status: "queued"}) })
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a stream put by both replicas at once: %v", err)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 type queries struct {
 	getResp, itemResp, oldResp, insResp, updResp                         string
 	delItemsOf, insItem, hide, lineage, collect, delResp                 string
-	getStream, insStream, updStream, lockStream, insEvents, events       string
+	getStream, putStream, lockStream, insEvents, events                  string
 	streamExists, delEvents, delStream                                   string
 	countVisible, oldestVisible, oldestIDs, visibleBefore, streamsBefore string
 	oldestStream                                                         string
@@ -98,9 +98,9 @@ func makeQueries(d Dialect) queries {
 			RETURNING parent, COALESCE(LENGTH(data), 0)`,
 		delResp: `DELETE FROM responses WHERE id = ?`,
 
-		getStream:    `SELECT id, status, data, created, updated FROM streams WHERE id = ?`,
-		insStream:    `INSERT INTO streams (id, status, data, created, updated) VALUES (?, ?, ?, ?, ?)`,
-		updStream:    `UPDATE streams SET status = ?, data = ?, updated = ? WHERE id = ?`,
+		getStream: `SELECT id, status, data, created, updated FROM streams WHERE id = ?`,
+		putStream: `INSERT INTO streams (id, status, data, created, updated) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET status = excluded.status, data = excluded.data, updated = excluded.updated`,
 		lockStream:   `SELECT (SELECT MAX(seq) FROM events WHERE stream = ?) FROM streams WHERE id = ? ` + d.LockStream,
 		insEvents:    `INSERT INTO events (stream, seq, data) VALUES `,
 		events:       `SELECT seq, data FROM events WHERE stream = ? AND seq > ? ORDER BY seq LIMIT ?`,
@@ -121,7 +121,7 @@ func makeQueries(d Dialect) queries {
 	if d.Dollar {
 		for _, p := range []*string{&q.getResp, &q.itemResp, &q.oldResp, &q.insResp, &q.updResp,
 			&q.delItemsOf, &q.insItem, &q.hide, &q.lineage, &q.collect, &q.delResp,
-			&q.getStream, &q.insStream, &q.updStream, &q.lockStream, &q.events,
+			&q.getStream, &q.putStream, &q.lockStream, &q.events,
 			&q.streamExists, &q.delEvents, &q.delStream,
 			&q.countVisible, &q.oldestVisible, &q.oldestIDs, &q.visibleBefore, &q.streamsBefore, &q.oldestStream,
 			&q.totalBytes, &q.streamBytes} {
@@ -350,17 +350,10 @@ func (s *Store) PutStream(ctx context.Context, st store.Stream) error {
 	if st.Created.IsZero() {
 		st.Created = st.Updated
 	}
-	return s.tx(ctx, "put stream", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q.updStream, st.Status, nonNil(st.Data), st.Updated.UnixNano(), st.ID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, s.q.insStream, st.ID, st.Status, nonNil(st.Data), st.Created.UnixNano(), st.Updated.UnixNano())
-		return err
-	})
+	// One upsert, which keeps an existing stream's created: two replicas
+	// putting a new stream at once do not collide.
+	_, err := s.db.ExecContext(ctx, s.q.putStream, st.ID, st.Status, nonNil(st.Data), st.Created.UnixNano(), st.Updated.UnixNano())
+	return s.wrap("put stream", err)
 }
 
 // GetStream implements store.Store.
