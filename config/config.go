@@ -33,6 +33,33 @@ type File struct {
 	// Catalog loads native models on demand and unloads them; its zero
 	// value keeps every model loaded from start to end.
 	Catalog Catalog `yaml:"catalog"`
+	// DataDir is the server's data directory (relative paths are relative
+	// to the file): the embedded store's database lives there. serve's
+	// --data-dir overrides it.
+	DataDir string `yaml:"data_dir"`
+	// Store is where the server keeps what outlives a request.
+	Store Store `yaml:"store"`
+}
+
+// Store says where the server keeps stored responses and the event logs of
+// background and resumable streams, and how much: serve's --store,
+// --store-max-age, --store-max-bytes and --responses-store flags write into
+// it too, and a flag given overrides its key. Zero values mean serve's
+// defaults.
+type Store struct {
+	// Backend is "memory" (nothing survives a restart), "sqlite" (a
+	// database under DataDir), or the URL of a shared store
+	// (redis://host:port/db, postgres://user@host:port/db); empty: sqlite
+	// when there is a DataDir, else memory.
+	Backend string `yaml:"backend"`
+	// MaxAge hides responses and drops streams older than this; 0: none.
+	MaxAge Duration `yaml:"max_age"`
+	// MaxBytes bounds the data the store keeps; the oldest go first; 0:
+	// none.
+	MaxBytes Bytes `yaml:"max_bytes"`
+	// MaxResponses bounds the responses kept (--responses-store); 0: the
+	// flag's default.
+	MaxResponses int `yaml:"max_responses"`
 }
 
 // Catalog is the catalogue of models loaded on demand: serve's
@@ -207,6 +234,7 @@ func Load(path string) (*File, error) {
 		}
 	}
 	f.Catalog.ModelsDir = resolve(dir, f.Catalog.ModelsDir)
+	f.DataDir = resolve(dir, f.DataDir)
 	return f, nil
 }
 
@@ -261,6 +289,9 @@ func (f *File) check(lookupEnv func(string) (string, bool)) []error {
 	var errs []error
 	if f.Catalog.MaxLoaded < 0 || f.Catalog.TTL < 0 || f.Catalog.Memory < 0 || f.Catalog.UnloadGrace < 0 {
 		errs = append(errs, errors.New("catalog: max_loaded, ttl, memory and unload_grace must not be negative"))
+	}
+	if f.Store.MaxAge < 0 || f.Store.MaxBytes < 0 || f.Store.MaxResponses < 0 {
+		errs = append(errs, errors.New("store: max_age, max_bytes and max_responses must not be negative"))
 	}
 	ids := make(map[string]int)
 	for i := range f.Models {

@@ -158,6 +158,9 @@ func TestParseErrors(t *testing.T) {
 			"models:\n  - id: a\n    natve: {model: embedded}\n  - id: a\n    native: {model: embedded, kv_cache_mem: lots, draft_tokens: 99, max_queued_requests: -1, max_sed: 4}",
 			[]string{"field natve not found", "field max_sed not found", "not a size", "native.draft_tokens 99", "native.max_queued_requests must not be negative", "models[0] (a): needs either", "is also the id"}},
 		{"negative unload_grace", "catalog: {models_dir: m, unload_grace: -1s}\nmodels: []", []string{"unload_grace must not be negative"}},
+		{"negative store max_age", "models: [{id: m, native: {model: embedded}}]\nstore: {max_age: -1h}", []string{"store: max_age, max_bytes and max_responses must not be negative"}},
+		{"negative store max_bytes", "models: [{id: m, native: {model: embedded}}]\nstore: {max_bytes: -1GiB}", []string{"store: max_age"}},
+		{"unknown store key", "models: [{id: m, native: {model: embedded}}]\nstore: {url: 'redis://h'}", []string{"field url not found"}},
 		{"negative max_seqs", "models:\n  - id: m\n    native: {model: embedded, max_seqs: -4}", []string{"native.max_seqs must not be negative"}},
 		{"negative prompt_cache_size", "models:\n  - id: m\n    native: {model: embedded, prompt_cache_dir: kv, prompt_cache_size: -1GiB}", []string{"native.prompt_cache_size must not be negative"}},
 	}
@@ -182,7 +185,8 @@ func TestLoadResolvesPaths(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rill.yaml")
 	body := "models:\n  - id: a\n    native: {model: models/a.gguf, draft_model: /abs/d.gguf, chat_template_file: t/a.jinja, prompt_cache_dir: kv}\n  - id: b\n    native: {model: embedded}\n" +
-		"  - id: c\n    native: {model: 'hf://org/repo:Q8_0'}\n"
+		"  - id: c\n    native: {model: 'hf://org/repo:Q8_0'}\n" +
+		"data_dir: data\nstore: {backend: sqlite, max_age: 24h, max_bytes: 1GiB, max_responses: 5000}\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +197,12 @@ func TestLoadResolvesPaths(t *testing.T) {
 	if got := f.Models[0].Native; got.Model != filepath.Join(dir, "models/a.gguf") || got.DraftModel != "/abs/d.gguf" ||
 		got.ChatTemplateFile != filepath.Join(dir, "t/a.jinja") || got.PromptCacheDir != filepath.Join(dir, "kv") {
 		t.Errorf("paths %q %q %q %q", got.Model, got.DraftModel, got.ChatTemplateFile, got.PromptCacheDir)
+	}
+	if f.DataDir != filepath.Join(dir, "data") {
+		t.Errorf("data_dir %q", f.DataDir)
+	}
+	if st := f.Store; st.Backend != "sqlite" || time.Duration(st.MaxAge) != 24*time.Hour || st.MaxBytes != 1<<30 || st.MaxResponses != 5000 {
+		t.Errorf("store %+v", st)
 	}
 	if f.Models[1].Native.Model != Embedded {
 		t.Errorf("embedded became %q", f.Models[1].Native.Model)

@@ -13,3 +13,7 @@ func TestMemory(t *testing.T) {
 		Open: func(t *testing.T, keep store.Retention) store.Store { return store.NewMemory(keep) },
 	})
 }
+
+func BenchmarkMemory(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Store { return store.NewMemory(store.Retention{}) })
+}

@@ -41,6 +41,7 @@ func Serve(ctx context.Context, args []string) error {
 	maxChoices := fs.Int("max-choices", service.DefaultMaxChoices, "most choices (prompts × n) one request may ask for")
 	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
 	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses to keep in memory for previous_response_id and GET /v1/responses/{id} (least recently used out; 0 keeps none; nothing survives a restart)")
+	storeFlags := registerStoreFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
 	var cat config.Catalog
 	fs.StringVar(&cat.ModelsDir, "models-dir", "", "folder of GGUF models to serve by file name (a split GGUF as one), each loaded when a request first names it, with the native flags' settings; --model's model is then loaded at start and never unloaded")
@@ -87,6 +88,12 @@ func Serve(ctx context.Context, args []string) error {
 	if *maxChoices < 1 {
 		return fmt.Errorf("--max-choices %d: want at least 1", *maxChoices)
 	}
+	st, closeStore, err := openServeStore(ctx, fs, storeFlags, *configFile, *responsesStore, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore() // after the engines' close below: the last to go
+	_ = st             // service.Options.Store, once the service takes one (issue 29)
 	var e *Engines
 	if *configFile != "" {
 		native := config.NativeFlagNames()

@@ -35,6 +35,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Responses", store.Retention{}, testResponses},
 		{"Lineage", store.Retention{}, testLineage},
+		{"LineageCycle", store.Retention{}, testLineageCycle},
 		{"Streams", store.Retention{}, testStreams},
 		{"Events", store.Retention{}, testEvents},
 		{"MaxResponses", store.Retention{MaxResponses: 2}, testMaxResponses},
@@ -168,6 +169,40 @@ func testLineage(t *testing.T, s store.Store) {
 	}
 	check("d", 0, "d")
 	check("a", 0, "a")
+	// A hidden response kept for its child goes once the child, replaced,
+	// names another parent.
+	for _, r := range []store.Response{resp("p", ""), resp("q", "p")} {
+		if err := s.PutResponse(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteResponse(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	check("q", 0, "q", "p")
+	if err := s.PutResponse(ctx, resp("q", "a")); err != nil {
+		t.Fatal(err)
+	}
+	check("q", 0, "q", "a")
+	if err := s.PutResponse(ctx, resp("r", "p")); err != nil {
+		t.Fatal(err)
+	}
+	check("r", 0, "r")
+}
+
+// testLineageCycle: replacing responses can close a cycle of parents; a
+// walk along it ends instead of running for ever.
+func testLineageCycle(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, r := range []store.Response{resp("p", ""), resp("q", "p"), resp("p", "q")} {
+		if err := s.PutResponse(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Lineage(ctx, "p", 0)
+	if err != nil || !slices.Equal(ids(got), []string{"p", "q"}) {
+		t.Errorf("lineage along a cycle: %v, %v; want [p q]", ids(got), err)
+	}
 }
 
 func testStreams(t *testing.T, s store.Store) {
