@@ -91,8 +91,8 @@ func BenchmarkChunkWriter(b *testing.B) {
 		conn := acceptDiscard(b)
 		ctx, cancel := context.WithCancel(context.Background())
 		out := newOutbox(ctx.Done(), DefaultWriteIdleTimeout)
-		drained := make(chan error, 1)
-		go func() { drained <- out.drain(conn) }()
+		failed := make(chan error, 1)
+		out.writeTo(conn, nil, func(fn func()) { go fn() }, func(err error) { failed <- err })
 		w := newWSWriter(out, nil, "r1", func() {})
 		for b.Loop() {
 			if err := w.chunk(data); err != nil {
@@ -100,11 +100,13 @@ func BenchmarkChunkWriter(b *testing.B) {
 			}
 		}
 		// Count the messages still queued too.
-		wait.For(b, "the queued messages to be written", func() bool { return len(out.data) == 0 })
-		cancel()
-		if err := <-drained; err != nil {
+		wait.For(b, "the queued messages to be written", func() bool { return len(out.data) == 0 && !out.active.Load() })
+		select {
+		case err := <-failed:
 			b.Fatal(err)
+		default:
 		}
+		cancel()
 		_ = conn.CloseNow()
 	})
 }

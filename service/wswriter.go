@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -36,23 +37,37 @@ func putFrame(f *wsFrame) {
 }
 
 // outbox is the bounded queue of one connection's outgoing messages and the
-// loop that writes them. Senders block while it is full, so a client that
+// writer that sends them. Senders block while it is full, so a client that
 // reads slowly holds back only its own connection's requests (which stop
-// pulling from their engine streams). put and finish are safe for
-// concurrent use; drain runs in one goroutine.
+// pulling from their engine streams). The writer is a goroutine that runs
+// while messages are queued and ends when the queue is empty: an idle
+// connection has none. put and finish are safe for concurrent use.
 type outbox struct {
 	data chan *wsFrame // the requests' messages; FIFO keeps each request's order
 	ctrl chan *wsFrame // the reader's answers to bad messages, written first
-	// closed is closed when the connection ends; done when drain returns.
-	// Nothing waits past either.
+	// closed is closed when the connection ends; done when the writer has
+	// ended for good (a write failed, or finish's close was sent). Nothing
+	// waits past either.
 	closed <-chan struct{}
 	done   chan struct{}
-	// finishing asks drain to write what is queued, then close the
+	// finishing asks the writer to write what is queued, then close the
 	// connection with 1001 (shutdown).
 	finishing chan struct{}
 	finishOne sync.Once
 	// writeIdle bounds each write (0: unbounded).
 	writeIdle time.Duration
+
+	// Set by writeTo; conn is nil for a queue nobody writes out (tests).
+	conn  *websocket.Conn
+	cork  *corkWriter // gathers each message into one write; may be nil
+	spawn func(func())
+	ended func(error)
+	// active is set while a writer goroutine runs (or is being started).
+	active atomic.Bool
+	// The writer's: a write that makes no progress for writeIdle (a peer
+	// that reads nothing) is ended by closing conn; stalled says so.
+	watchdog *time.Timer
+	stalled  atomic.Bool
 }
 
 func newOutbox(closed <-chan struct{}, writeIdle time.Duration) *outbox {
@@ -60,11 +75,20 @@ func newOutbox(closed <-chan struct{}, writeIdle time.Duration) *outbox {
 		done: make(chan struct{}), finishing: make(chan struct{}), writeIdle: writeIdle}
 }
 
+// writeTo makes o write its messages to conn, each through cork (when not
+// nil) in one write. spawn runs the writer goroutine, when there is
+// something to write; ended is called once, from the writer, with the
+// error that ended it for good (nil after finish's close).
+func (o *outbox) writeTo(conn *websocket.Conn, cork *corkWriter, spawn func(func()), ended func(error)) {
+	o.conn, o.cork, o.spawn, o.ended = conn, cork, spawn, ended
+}
+
 // put queues f on q, waiting for room until stop or the connection closes.
 // It takes f either way; errWSEnded means f was dropped.
 func (o *outbox) put(q chan<- *wsFrame, f *wsFrame, stop <-chan struct{}) error {
 	select {
 	case q <- f:
+		o.kick()
 		return nil
 	case <-stop:
 	case <-o.closed:
@@ -74,43 +98,60 @@ func (o *outbox) put(q chan<- *wsFrame, f *wsFrame, stop <-chan struct{}) error 
 	return errWSEnded
 }
 
-// finish asks drain to write the messages queued so far and then close the
-// connection with 1001 (going away). Messages queued later may be lost.
-func (o *outbox) finish() { o.finishOne.Do(func() { close(o.finishing) }) }
+// finish asks the writer to write the messages queued so far and then close
+// the connection with 1001 (going away). Messages queued later may be lost.
+func (o *outbox) finish() {
+	o.finishOne.Do(func() { close(o.finishing) })
+	o.kick()
+}
 
-// drain writes queued messages to conn, control answers first, until the
-// connection closes, a write fails (the peer is gone), or finish was
-// called and the queue is empty. Writes run without a context so that they
-// do not allocate; a write that makes no progress for writeIdle (a peer
-// that reads nothing) is ended by closing conn, and drain then returns
-// errWriteIdle.
-func (o *outbox) drain(conn *websocket.Conn) error {
-	defer close(o.done)
-	var stalled atomic.Bool
-	var watchdog *time.Timer
-	if o.writeIdle > 0 {
-		watchdog = time.AfterFunc(time.Hour, func() {
-			stalled.Store(true)
-			_ = conn.CloseNow()
-		})
-		watchdog.Stop()
-		defer watchdog.Stop()
+// kick starts the writer unless one runs.
+func (o *outbox) kick() {
+	if o.conn != nil && o.active.CompareAndSwap(false, true) {
+		o.spawn(o.run)
 	}
-	ctx := context.Background()
-	write := func(f *wsFrame) error {
-		if watchdog != nil {
-			watchdog.Reset(o.writeIdle)
-		}
-		err := conn.Write(ctx, websocket.MessageText, f.b)
-		if watchdog != nil {
-			watchdog.Stop()
-		}
-		putFrame(f)
-		if err != nil && stalled.Load() {
-			return errWriteIdle
-		}
-		return err
+}
+
+// pending reports whether a writer has something to do.
+func (o *outbox) pending() bool {
+	if len(o.ctrl) > 0 || len(o.data) > 0 {
+		return true
 	}
+	select {
+	case <-o.finishing:
+		return true
+	case <-o.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// run is the writer: it writes what is queued and returns when the queue
+// is empty, or ends the outbox for good (see writeQueued).
+func (o *outbox) run() {
+	for {
+		over, err := o.writeQueued()
+		if over {
+			close(o.done)
+			o.ended(err)
+			return // active stays set: no writer starts again
+		}
+		o.active.Store(false)
+		// A message queued after the queue was found empty, but before
+		// active was cleared, started no writer: this one carries on.
+		if !o.pending() || !o.active.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// writeQueued writes queued messages, control answers first, until the
+// queue is empty (over is false), or the outbox is over: the connection
+// closed, a write failed (the peer is gone, or stalled: errWriteIdle), or
+// finish was called and its close frame sent. Writes run without a
+// context so that they do not allocate.
+func (o *outbox) writeQueued() (over bool, err error) {
 	for {
 		var f *wsFrame
 		select {
@@ -120,29 +161,61 @@ func (o *outbox) drain(conn *websocket.Conn) error {
 			case f = <-o.ctrl:
 			case f = <-o.data:
 			case <-o.closed:
-				return nil
+				return true, nil
 			case <-o.finishing:
-				return o.closeQueued(conn, write)
+				return true, o.closeQueued()
+			default:
+				return false, nil
 			}
 		}
-		if err := write(f); err != nil {
-			return err
+		if err := o.write(f); err != nil {
+			return true, err
 		}
 	}
 }
 
+// write sends one message and gives f back to the pool.
+func (o *outbox) write(f *wsFrame) error {
+	if o.writeIdle > 0 {
+		if o.watchdog == nil {
+			conn := o.conn
+			o.watchdog = time.AfterFunc(o.writeIdle, func() {
+				o.stalled.Store(true)
+				_ = conn.CloseNow()
+			})
+		} else {
+			o.watchdog.Reset(o.writeIdle)
+		}
+	}
+	if o.cork != nil {
+		o.cork.cork()
+	}
+	err := o.conn.Write(context.Background(), websocket.MessageText, f.b)
+	if o.cork != nil {
+		err = cmp.Or(err, o.cork.uncork())
+	}
+	if o.watchdog != nil {
+		o.watchdog.Stop()
+	}
+	putFrame(f)
+	if err != nil && o.stalled.Load() {
+		return errWriteIdle
+	}
+	return err
+}
+
 // closeQueued writes what is queued, then closes conn with 1001 and waits
 // for the close handshake (the library bounds it).
-func (o *outbox) closeQueued(conn *websocket.Conn, write func(*wsFrame) error) error {
+func (o *outbox) closeQueued() error {
 	for {
 		var f *wsFrame
 		select {
 		case f = <-o.ctrl:
 		case f = <-o.data:
 		default:
-			return conn.Close(websocket.StatusGoingAway, "server shutting down")
+			return o.conn.Close(websocket.StatusGoingAway, "server shutting down")
 		}
-		if err := write(f); err != nil {
+		if err := o.write(f); err != nil {
 			return err
 		}
 	}
