@@ -100,7 +100,11 @@ func BenchmarkChunkWriter(b *testing.B) {
 			}
 		}
 		// Count the messages still queued too.
-		wait.For(b, "the queued messages to be written", func() bool { return len(out.data) == 0 && !out.active.Load() })
+		wait.For(b, "the queued messages to be written", func() bool {
+			out.mu.Lock()
+			defer out.mu.Unlock()
+			return len(out.data.frames) == 0 && !out.active
+		})
 		select {
 		case err := <-failed:
 			b.Fatal(err)
@@ -133,7 +137,7 @@ func TestChunkWriterFraming(t *testing.T) {
 	if err := w.chunk(data); err != nil {
 		t.Fatal(err)
 	}
-	f := <-out.data
+	f := out.data.pop()
 	if got, want := string(f.b), `{"type":"chunk","request_id":"r\"1","chunk":`+string(data)+`}`; got != want {
 		t.Errorf("websocket %q, want %q", got, want)
 	}
