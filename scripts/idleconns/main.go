@@ -278,6 +278,10 @@ func goStats(addr string) runtimeStats {
 	return g
 }
 
+// ipBindAddressNoPort is Linux's IP_BIND_ADDRESS_NO_PORT (4.2 and later),
+// which package syscall does not name.
+const ipBindAddressNoPort = 24
+
 // handshake is the upgrade every connection sends.
 const handshake = "GET /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
 	"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
@@ -293,6 +297,10 @@ func dial(src [4]byte, port int) (int, error) {
 		_ = syscall.Close(fd)
 		return -1, fmt.Errorf("%s: %w", what, err)
 	}
+	// Choose the port at connect, by the whole 4-tuple: a port chosen at
+	// bind must be free of every bound socket, a search that slows down as
+	// thousands are held.
+	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_IP, ipBindAddressNoPort, 1)
 	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: src}); err != nil {
 		return fail("bind "+net.IP(src[:]).String(), err)
 	}
