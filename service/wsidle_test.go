@@ -112,3 +112,61 @@ func TestWSEarlyMessage(t *testing.T) {
 		})
 	}
 }
+
+// writesConn records each Write it gets.
+type writesConn struct {
+	net.Conn
+	writes []string
+}
+
+func (c *writesConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, string(p))
+	return len(p), nil
+}
+
+// TestCorkWriter: what is written while corked goes out in one write at
+// uncork; otherwise writes go straight through.
+func TestCorkWriter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		run  func(w *corkWriter) error
+		want []string
+	}{
+		{"corked", func(w *corkWriter) error {
+			w.cork()
+			_, _ = w.Write([]byte("\x81\x05"))
+			_, _ = w.Write([]byte("hello"))
+			return w.uncork()
+		}, []string{"\x81\x05hello"}},
+		{"through", func(w *corkWriter) error {
+			_, err := w.Write([]byte("\x8a\x00"))
+			return err
+		}, []string{"\x8a\x00"}},
+		{"through after uncork", func(w *corkWriter) error {
+			w.cork()
+			_, _ = w.Write([]byte("a"))
+			if err := w.uncork(); err != nil {
+				return err
+			}
+			_, err := w.Write([]byte("b"))
+			return err
+		}, []string{"a", "b"}},
+		{"uncork with nothing gathered", func(w *corkWriter) error {
+			w.cork()
+			return w.uncork()
+		}, nil},
+		{"uncork without cork", func(w *corkWriter) error { return w.uncork() }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &writesConn{}
+			if err := tt.run(&corkWriter{conn: c}); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprintf("%q", c.writes) != fmt.Sprintf("%q", tt.want) {
+				t.Errorf("writes %q, want %q", c.writes, tt.want)
+			}
+		})
+	}
+}
