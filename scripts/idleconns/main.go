@@ -307,16 +307,38 @@ func dial(src [4]byte, port int) (int, error) {
 	// Bound the handshake: a server that stops answering fails it.
 	tv := syscall.Timeval{Sec: 10}
 	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
-	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port}); err != nil {
-		return fail("connect", err)
+	// Blocking calls here may be interrupted by the runtime's preemption
+	// signal (EINTR): each is retried. An interrupted connect goes on in
+	// the kernel; retried, it says so (EALREADY) until it is done.
+	for {
+		err := syscall.Connect(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: port})
+		if err == nil || errors.Is(err, syscall.EISCONN) {
+			break
+		}
+		if errors.Is(err, syscall.EALREADY) {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if !errors.Is(err, syscall.EINTR) {
+			return fail("connect", err)
+		}
 	}
-	if _, err := syscall.Write(fd, []byte(handshake)); err != nil {
-		return fail("write handshake", err)
+	for {
+		_, err := syscall.Write(fd, []byte(handshake))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EINTR) {
+			return fail("write handshake", err)
+		}
 	}
 	var buf [512]byte
 	var got []byte
 	for !bytes.Contains(got, []byte("\r\n\r\n")) {
 		m, err := syscall.Read(fd, buf[:])
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
 		if err != nil {
 			return fail("read handshake", err)
 		}
@@ -389,6 +411,9 @@ func (p *poller) loop() {
 func (p *poller) readable(fd int, buf []byte) {
 	for {
 		m, err := syscall.Read(fd, buf)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
 		if errors.Is(err, syscall.EAGAIN) {
 			return
 		}
@@ -418,7 +443,11 @@ func (p *poller) readable(fd int, buf []byte) {
 			switch op {
 			case 0x9: // ping
 				p.pings.Add(1)
-				if _, err := syscall.Write(fd, pongFrame(payload)); err != nil {
+				_, err := syscall.Write(fd, pongFrame(payload))
+				for errors.Is(err, syscall.EINTR) {
+					_, err = syscall.Write(fd, pongFrame(payload))
+				}
+				if err != nil {
 					p.readErrs.Add(1)
 					p.drop(fd)
 					return
