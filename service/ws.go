@@ -102,11 +102,20 @@ func (s *Server) handleWebSocket(w http.ResponseWriter, r *http.Request, info *r
 	if r.URL.Path == pathResponses {
 		c.onMessage = newResponsesWS(c).handle
 	}
+	s.wsConns.add()
 	if s.shutdown == nil {
+		defer s.wsConns.done()
 		c.serve(r.Context(), afterContext(r.Context()), hj.cork)
 		return
 	}
-	go c.serve(r.Context(), s.afterShutdown, hj.cork)
+	go func() {
+		defer s.wsConns.done()
+		// No handler's recover is above this goroutine: a panic in
+		// serve's setup (serve recovers its reader's) ends the
+		// connection, not the process.
+		defer c.recoverConn("serve")
+		c.serve(r.Context(), s.afterShutdown, hj.cork)
+	}()
 }
 
 // checkHandshake refuses, in OpenAI's error shape, the malformed upgrades

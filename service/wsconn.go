@@ -79,11 +79,12 @@ var errWriteIdle = errors.New("write idle timeout: the client stopped reading")
 // the connection its values (its cancellation is not used); cork is what
 // the connection's writer writes to (nil: writes go straight out).
 //
+// The caller counts the connection in s.wsConns, before serve if serve
+// runs on a goroutine of its own, so that WaitConnections cannot miss it.
+//
 // An idle connection holds one goroutine, its reader: the writer runs
 // only while messages are queued, and pings and shutdown are timers.
 func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func() bool, cork *corkWriter) {
-	c.s.wsConns.add()
-	defer c.s.wsConns.done()
 	// ctx is the connection's life: it ends when the reader does. Requests
 	// run under reqCtx, which shutdown and a stalled peer end first, each
 	// with its cause.
