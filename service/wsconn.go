@@ -505,7 +505,7 @@ func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w 
 			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, reason: reason})
 	}()
 
-	run, e := start()
+	run, e := apart(start)
 	if e != nil {
 		switch {
 		case req.wasCancelled():
