@@ -22,7 +22,7 @@ const maxRequestIDLen = 256
 
 // wsConn is one WebSocket connection. Its goroutines, all owned by serve:
 // the reader (serve's own), the writer (outbox.run, while messages are
-// queued), the wsPinger (while a ping waits for its pong), the shutdown
+// queued), the pinger (while a ping waits for its pong), the shutdown
 // (once the server shuts down) and one per request in flight. All of them
 // end before serve returns; a panic in any of them (a bug) is logged with
 // its stack and ends the connection with 1011, not the process.
