@@ -17,7 +17,9 @@ import (
 //     answered with a 503 server_shutting_down (an SSE error event, a
 //     WebSocket error message, or a plain error response) and logged as
 //     cut by the shutdown, and every WebSocket connection is closed with
-//     1001 (going away) after its last messages.
+//     1001 (going away) after its last messages. Connections served apart
+//     from their handshakes hear it through Options.Shutdown, which serve
+//     sets to that context's Done.
 //  3. WaitConnections, so that the close handshakes complete before the
 //     process exits (http.Server.Shutdown does not wait for upgraded
 //     connections); then close the engine.

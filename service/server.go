@@ -116,7 +116,7 @@ type Options struct {
 	// with a small stack and small buffers) instead of net/http's state for
 	// a request in progress. Nil: each connection is served by its
 	// handshake's handler, and the end of that request's context (the
-	// BaseContext's) closes it.
+	// BaseContext's) closes it. One goroutine of the Server waits for it.
 	Shutdown <-chan struct{}
 }
 
