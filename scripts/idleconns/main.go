@@ -89,6 +89,7 @@ func run(rill, model string, n int, hold time.Duration, parallel int) error {
 	}
 	time.Sleep(time.Second) // let start-up settle
 	rss0 := rssKB(pid)
+	tcp0 := tcpMemPages()
 	go0 := goStats(addr)
 	fmt.Printf("rill serve (pid %d) on %s: RSS %.1f MiB before any connection; %s\n", pid, addr, float64(rss0)/1024, go0)
 
@@ -145,7 +146,8 @@ func run(rill, model string, n int, hold time.Duration, parallel int) error {
 			p.pings.Load(), p.closed.Load(), p.unexpected.Load(), p.readErrs.Load())
 		if alive > 0 {
 			g := goStats(addr)
-			fmt.Printf("  per connection: %s\n", g.per(go0, alive))
+			fmt.Printf("  per connection: %s; kernel TCP buffers %.0f B (both ends, not in RSS)\n", g.per(go0, alive),
+				float64(tcpMemPages()-tcp0)*float64(os.Getpagesize())/float64(alive))
 		}
 	}
 	report("open")
@@ -218,6 +220,28 @@ func waitHealthy(addr string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("rill serve did not become healthy in 30 s")
+}
+
+// tcpMemPages is the memory of all TCP sockets' buffers, in pages
+// (/proc/net/sockstat), which no process's RSS counts.
+func tcpMemPages() int64 {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, "TCP:") {
+			continue
+		}
+		f := strings.Fields(line)
+		for i := 1; i+1 < len(f); i++ {
+			if f[i] == "mem" {
+				n, _ := strconv.ParseInt(f[i+1], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // rssKB is the resident set of process pid, in KiB.
