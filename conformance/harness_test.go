@@ -91,7 +91,10 @@ func serveEngine(e interface {
 	engine.Engine
 	Close() error
 }, broken string) (*running, error) {
-	var h http.Handler = service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler)})
+	// WebSocket connections are served apart from their handshakes, as
+	// rill serve serves them; stopping the server closes them.
+	shutdown := make(chan struct{})
+	var h http.Handler = service.New(service.Options{Engine: e, Logger: slog.New(slog.DiscardHandler), Shutdown: shutdown})
 	if broken != "" {
 		var err error
 		if h, err = breakHandler(broken, h); err != nil {
@@ -107,6 +110,7 @@ func serveEngine(e interface {
 	stop := r.stop
 	r.stop = func() {
 		stop()
+		close(shutdown)
 		_ = e.Close()
 	}
 	return r, nil

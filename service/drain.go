@@ -17,10 +17,62 @@ import (
 //     answered with a 503 server_shutting_down (an SSE error event, a
 //     WebSocket error message, or a plain error response) and logged as
 //     cut by the shutdown, and every WebSocket connection is closed with
-//     1001 (going away) after its last messages.
+//     1001 (going away) after its last messages. Connections served apart
+//     from their handshakes hear it through Options.Shutdown, which serve
+//     sets to that context's Done.
 //  3. WaitConnections, so that the close handshakes complete before the
 //     process exits (http.Server.Shutdown does not wait for upgraded
 //     connections); then close the engine.
+
+// afterShutdown runs f on a goroutine of its own once Options.Shutdown is
+// closed (at once if it is already), and returns a stop that unregisters f
+// and reports whether f was still waiting, as context.AfterFunc's does. It
+// is how detached WebSocket connections hear of the shutdown with no
+// goroutine of their own waiting for it: one goroutine per Server waits.
+func (s *Server) afterShutdown(f func()) (stop func() bool) {
+	h := &s.shutdownHooks
+	h.watch.Do(func() {
+		go func() {
+			<-s.shutdown
+			h.mu.Lock()
+			h.fired = true
+			hooks := h.hooks
+			h.hooks = nil
+			h.mu.Unlock()
+			for _, f := range hooks {
+				go f()
+			}
+		}()
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fired {
+		go f()
+		return func() bool { return false }
+	}
+	if h.hooks == nil {
+		h.hooks = make(map[uint64]func())
+	}
+	id := h.next
+	h.next++
+	h.hooks[id] = f
+	return func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		_, waiting := h.hooks[id]
+		delete(h.hooks, id)
+		return waiting
+	}
+}
+
+// shutdownHooks are the functions afterShutdown runs.
+type shutdownHooks struct {
+	watch sync.Once // starts the goroutine that waits for Options.Shutdown
+	mu    sync.Mutex
+	hooks map[uint64]func()
+	next  uint64
+	fired bool
+}
 
 // ErrShutdown is the cause (context.WithCancelCause) with which the
 // server's base context is cancelled when the grace period is over.

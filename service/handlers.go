@@ -107,7 +107,10 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		writeError(w, e)
 		return
 	}
-	g, e := s.start(r.Context(), r.URL.Path, body, info.id, asRequested)
+	// Apart: the handler's goroutine may wait for the engine for long.
+	g, e := apart(func() (*generation, *apiError) {
+		return s.start(r.Context(), r.URL.Path, body, info.id, asRequested)
+	})
 	if e != nil {
 		s.fail(w, r, info, e)
 		return

@@ -16,9 +16,10 @@ import (
 
 // What an idle stream costs the server: N streams whose engine never
 // produces a token, held open by raw clients (a socket and a few bytes of
-// buffer each, so that the figure is mostly the server's). The goal is
-// under 100 KB a stream (10,000 streams in under 1 GB);
-// scripts/idlestreams measures the process's RSS for 10,000 of them.
+// buffer each, so that the figure is mostly the server's), and N WebSocket
+// connections with nothing in flight. The goal is 10 KB a connection
+// (100,000 idle connections in 1 GB); scripts/idlestreams measures the
+// process's RSS for streams, scripts/idleconns for connections.
 
 // idleStreams is how many streams one benchmark iteration holds open.
 const idleStreams = 500
@@ -78,6 +79,25 @@ func openIdleWS(addr string) (net.Conn, error) {
 	return c, nil
 }
 
+// openIdleWSConn opens a WebSocket connection on a raw socket and sends
+// nothing: a connection with nothing in flight.
+func openIdleWSConn(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(c, "GET /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, "\r\n\r\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // maskedTextFrame frames payload as a client's text message (RFC 6455:
 // clients mask; a zero mask key leaves the payload as it is).
 func maskedTextFrame(payload []byte) []byte {
@@ -110,24 +130,31 @@ func readUntil(c net.Conn, marker string) error {
 	return nil
 }
 
-// liveBytes is the heap and stacks in use after a collection.
-func liveBytes() uint64 {
+// liveBytes is the heap and stacks in use after collections (three: the
+// pools' buffers go in the second, and what they held in the third).
+func liveBytes() (heap, stack uint64) {
+	runtime.GC()
+	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapInuse + m.StackInuse
+	return m.HeapInuse, m.StackInuse
 }
 
-// BenchmarkIdleStreams reports the heap and stack bytes per idle stream,
-// SSE and WebSocket, the raw clients included. Run it with -benchtime=1x.
+// BenchmarkIdleStreams reports the heap and stack bytes (B/stream, and
+// both apart) and the goroutines per idle stream, SSE and WebSocket, the
+// raw clients included, and per WebSocket connection with nothing in
+// flight (websocket-conn). WebSocket connections are served as serve
+// serves them, apart from their handshake's handler (Options.Shutdown).
+// Run it with -benchtime=1x.
 func BenchmarkIdleStreams(b *testing.B) {
 	for _, tr := range []struct {
 		name string
 		open func(addr string) (net.Conn, error)
-	}{{"sse", openIdleSSE}, {"websocket", openIdleWS}} {
+	}{{"sse", openIdleSSE}, {"websocket", openIdleWS}, {"websocket-conn", openIdleWSConn}} {
 		b.Run(tr.name, func(b *testing.B) {
 			e := neverEngine()
-			ts := newTestServer(b, e, Options{})
+			ts := newTestServer(b, e, Options{Shutdown: make(chan struct{})})
 			addr := ts.Listener.Addr().String()
 			// Warm up: the first stream pays for pools and code paths.
 			if c, err := tr.open(addr); err != nil {
@@ -135,9 +162,10 @@ func BenchmarkIdleStreams(b *testing.B) {
 			} else {
 				c.Close()
 			}
-			var perStream float64
+			var heap, stack, goroutines float64
 			for b.Loop() {
-				before := liveBytes()
+				heap0, stack0 := liveBytes()
+				g0 := runtime.NumGoroutine()
 				conns := make([]net.Conn, 0, idleStreams)
 				for range idleStreams {
 					c, err := tr.open(addr)
@@ -146,13 +174,18 @@ func BenchmarkIdleStreams(b *testing.B) {
 					}
 					conns = append(conns, c)
 				}
-				after := liveBytes()
-				perStream = float64(after-before) / idleStreams
+				heap1, stack1 := liveBytes()
+				heap = (float64(heap1) - float64(heap0)) / idleStreams
+				stack = (float64(stack1) - float64(stack0)) / idleStreams
+				goroutines = float64(runtime.NumGoroutine()-g0) / idleStreams
 				for _, c := range conns {
 					c.Close()
 				}
 			}
-			b.ReportMetric(perStream, "B/stream")
+			b.ReportMetric(heap+stack, "B/stream")
+			b.ReportMetric(heap, "heapB/stream")
+			b.ReportMetric(stack, "stackB/stream")
+			b.ReportMetric(goroutines, "goroutines/stream")
 			b.ReportMetric(0, "ns/op")
 		})
 	}

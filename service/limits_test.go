@@ -264,7 +264,7 @@ func TestWSConnPanic(t *testing.T) {
 		}
 		c := newWSConn(s, conn, "/v1/chat/completions", "conn")
 		conns.Store(c)
-		c.serve(r.Context())
+		c.serve(r.Context(), afterContext(r.Context()), nil)
 	}))
 	t.Cleanup(ts.Close)
 	c := dialWS(t, ts, "/v1/chat/completions", nil)

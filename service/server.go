@@ -107,6 +107,17 @@ type Options struct {
 	// recently used first out. Zero means DefaultResponsesStore; negative
 	// keeps none.
 	ResponsesStore int
+	// Shutdown, closed when a shutdown's grace period is over (serve
+	// passes the Done of the http.Server's BaseContext, which it cancels
+	// with ErrShutdown then), closes the WebSocket connections still open
+	// with 1001 after cutting their requests. With it set, an upgraded
+	// connection is served apart from its handshake's handler, which
+	// returns at once, and an idle connection costs a few KB (one goroutine
+	// with a small stack and small buffers) instead of net/http's state for
+	// a request in progress. Nil: each connection is served by its
+	// handshake's handler, and the end of that request's context (the
+	// BaseContext's) closes it. One goroutine of the Server waits for it.
+	Shutdown <-chan struct{}
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use;
@@ -134,6 +145,9 @@ type Server struct {
 	draining   bool
 	wsRequests inflight
 	wsConns    inflight
+	// shutdown is Options.Shutdown; shutdownHooks are what it runs.
+	shutdown      <-chan struct{}
+	shutdownHooks shutdownHooks
 
 	metrics *metrics
 	// responses keeps stored responses; nil keeps none.
@@ -158,6 +172,7 @@ func New(opts Options) *Server {
 		maxBody:   opts.MaxBodyBytes,
 		validator: v,
 		metrics:   newMetrics(opts.Engine),
+		shutdown:  opts.Shutdown,
 	}
 	if opts.ResponsesStore == 0 {
 		opts.ResponsesStore = DefaultResponsesStore

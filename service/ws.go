@@ -69,6 +69,13 @@ func keyProtocol(r *http.Request) string {
 // ServeHTTP. A browser that sent it as a subprotocol gets that subprotocol
 // echoed, as the handshake requires (browsers fail a handshake that offered
 // subprotocols and got none back).
+//
+// With Options.Shutdown the connection is served on a goroutine of its own
+// and the handler returns at once, so that net/http lets go of the
+// connection's state (its buffers, the request, the goroutine's grown
+// stack): the access line of the upgrade is then written at the upgrade.
+// Without it, the handler serves the connection and its request's context
+// carries the shutdown.
 func (s *Server) handleWebSocket(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	if s.isDraining() {
 		writeError(w, errDraining)
@@ -84,7 +91,8 @@ func (s *Server) handleWebSocket(w http.ResponseWriter, r *http.Request, info *r
 	if p := keyProtocol(r); p != "" {
 		opts.Subprotocols = []string{p}
 	}
-	conn, err := websocket.Accept(w, r, opts)
+	hj := &smallHijacker{ResponseWriter: w}
+	conn, err := websocket.Accept(hj, r, opts)
 	if err != nil {
 		// Accept has answered the malformed handshake.
 		s.log.Debug("websocket handshake failed", "id", info.id, "err", err)
@@ -94,7 +102,20 @@ func (s *Server) handleWebSocket(w http.ResponseWriter, r *http.Request, info *r
 	if r.URL.Path == pathResponses {
 		c.onMessage = newResponsesWS(c).handle
 	}
-	c.serve(r.Context())
+	s.wsConns.add()
+	if s.shutdown == nil {
+		defer s.wsConns.done()
+		c.serve(r.Context(), afterContext(r.Context()), hj.cork)
+		return
+	}
+	go func() {
+		defer s.wsConns.done()
+		// No handler's recover is above this goroutine: a panic in
+		// serve's setup (serve recovers its reader's) ends the
+		// connection, not the process.
+		defer c.recoverConn("serve")
+		c.serve(r.Context(), s.afterShutdown, hj.cork)
+	}()
 }
 
 // checkHandshake refuses, in OpenAI's error shape, the malformed upgrades

@@ -44,7 +44,8 @@ func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // acceptDiscard returns the server side of a WebSocket over a discardConn.
-func acceptDiscard(tb testing.TB) *websocket.Conn {
+// It has the buffers handleWebSocket gives it, and its cork.
+func acceptDiscard(tb testing.TB) (*websocket.Conn, *corkWriter) {
 	tb.Helper()
 	r, _ := http.NewRequest("GET", "/v1/chat/completions", nil)
 	for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
@@ -52,11 +53,12 @@ func acceptDiscard(tb testing.TB) *websocket.Conn {
 		r.Header.Set(k, v)
 	}
 	w := &hijackWriter{discardWriter: discardWriter{h: http.Header{}}, conn: newDiscardConn()}
-	c, err := websocket.Accept(w, r, nil)
+	hj := &smallHijacker{ResponseWriter: w}
+	c, err := websocket.Accept(hj, r, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return c
+	return c, hj.cork
 }
 
 // benchChunk is a typical chat content chunk, as the chunker makes it.
@@ -88,11 +90,11 @@ func BenchmarkChunkWriter(b *testing.B) {
 	})
 	b.Run("websocket", func(b *testing.B) {
 		b.ReportAllocs()
-		conn := acceptDiscard(b)
+		conn, cork := acceptDiscard(b)
 		ctx, cancel := context.WithCancel(context.Background())
 		out := newOutbox(ctx.Done(), DefaultWriteIdleTimeout)
-		drained := make(chan error, 1)
-		go func() { drained <- out.drain(conn) }()
+		failed := make(chan error, 1)
+		out.writeTo(conn, cork, func(fn func()) { go fn() }, func(err error) { failed <- err })
 		w := newWSWriter(out, nil, "r1", func() {})
 		for b.Loop() {
 			if err := w.chunk(data); err != nil {
@@ -100,11 +102,17 @@ func BenchmarkChunkWriter(b *testing.B) {
 			}
 		}
 		// Count the messages still queued too.
-		wait.For(b, "the queued messages to be written", func() bool { return len(out.data) == 0 })
-		cancel()
-		if err := <-drained; err != nil {
+		wait.For(b, "the queued messages to be written", func() bool {
+			out.mu.Lock()
+			defer out.mu.Unlock()
+			return len(out.data.frames) == 0 && !out.active
+		})
+		select {
+		case err := <-failed:
 			b.Fatal(err)
+		default:
 		}
+		cancel()
 		_ = conn.CloseNow()
 	})
 }
@@ -131,7 +139,7 @@ func TestChunkWriterFraming(t *testing.T) {
 	if err := w.chunk(data); err != nil {
 		t.Fatal(err)
 	}
-	f := <-out.data
+	f := out.data.pop()
 	if got, want := string(f.b), `{"type":"chunk","request_id":"r\"1","chunk":`+string(data)+`}`; got != want {
 		t.Errorf("websocket %q, want %q", got, want)
 	}

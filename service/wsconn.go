@@ -21,8 +21,9 @@ import (
 const maxRequestIDLen = 256
 
 // wsConn is one WebSocket connection. Its goroutines, all owned by serve:
-// the reader (serve's own, which runs the handler), the writer (outbox.drain),
-// the keeper (pings, shutdown) and one per request in flight. All of them
+// the reader (serve's own), the writer (outbox.run, while messages are
+// queued), the pinger (while a ping waits for its pong), the shutdown
+// (once the server shuts down) and one per request in flight. All of them
 // end before serve returns; a panic in any of them (a bug) is logged with
 // its stack and ends the connection with 1011, not the process.
 type wsConn struct {
@@ -69,45 +70,59 @@ var errWriteIdle = errors.New("write idle timeout: the client stopped reading")
 
 // serve runs the connection until the peer leaves, a write fails or makes
 // no progress for the write idle timeout, a ping goes unanswered, or
-// parent ends (server shutdown: requests in flight are cut with a 503
-// error message, then the peer gets a close frame "going away"). Ending the
-// connection cancels every request in flight on it; serve returns when all
-// of its goroutines have, the close handshake included.
-func (c *wsConn) serve(parent context.Context) {
-	c.s.wsConns.add()
-	defer c.s.wsConns.done()
+// afterShutdown runs its function (the server shuts down: requests in
+// flight are cut with a 503 error message, then the peer gets a close frame
+// "going away"; the returned func unregisters it and reports whether it was
+// still waiting, as context.AfterFunc's stop does). Ending
+// the connection cancels every request in flight on it; serve returns when
+// all of its goroutines have, the close handshake included. parent gives
+// the connection its values (its cancellation is not used); cork is what
+// the connection's writer writes to (nil: writes go straight out).
+//
+// The caller counts the connection in s.wsConns, before serve if serve
+// runs on a goroutine of its own, so that WaitConnections cannot miss it.
+//
+// An idle connection holds one goroutine, its reader: the writer runs
+// only while messages are queued, and pings and shutdown are timers.
+func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func() bool, cork *corkWriter) {
 	// ctx is the connection's life: it ends when the reader does. Requests
 	// run under reqCtx, which shutdown and a stalled peer end first, each
 	// with its cause.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	c.out = newOutbox(ctx.Done(), c.s.writeIdle)
+	c.out.writeTo(c.conn, cork, func(fn func()) { c.spawn("writer", fn) }, func(err error) {
+		if err == nil {
+			return
+		}
+		if errors.Is(err, errWriteIdle) {
+			cancelReqs(errWriteIdle)
+			c.s.log.Info("websocket peer stopped reading", "id", c.connID, "timeout", c.s.writeIdle)
+		} else {
+			c.s.log.Debug("websocket write failed", "id", c.connID, "err", err)
+		}
+		_ = c.conn.CloseNow()
+	})
 	// The library's limit closes the connection; ours answers instead.
 	c.conn.SetReadLimit(-1)
+	p := c.startPings(ctx)
+	stopShutdown := c.onShutdown(afterShutdown, cancelReqs)
 	defer func() {
 		cancel()
 		// Unblocks a write stuck on a peer that reads nothing; the
 		// connection is already closed in every other case.
 		_ = c.conn.CloseNow()
+		p.stop()
+		stopShutdown()
 		c.wg.Wait()
 	}()
 	defer c.recoverConn("reader")
-	c.spawn("writer", func() {
-		if err := c.out.drain(c.conn); err != nil {
-			if errors.Is(err, errWriteIdle) {
-				cancelReqs(errWriteIdle)
-				c.s.log.Info("websocket peer stopped reading", "id", c.connID, "timeout", c.s.writeIdle)
-			} else {
-				c.s.log.Debug("websocket write failed", "id", c.connID, "err", err)
-			}
-			_ = c.conn.CloseNow()
-		}
-	})
-	c.spawn("keeper", func() { c.keep(ctx, parent, cancelReqs) })
 	c.read(ctx, reqCtx)
 }
 
 // spawn runs fn on a goroutine of the connection, recovering a panic.
+// It is called by goroutines of the connection only (or before serve
+// waits for them), so that wg never grows from zero while serve waits.
 func (c *wsConn) spawn(name string, fn func()) {
 	c.wg.Go(func() {
 		defer c.recoverConn(name)
@@ -128,36 +143,94 @@ func (c *wsConn) recoverConn(name string) {
 	_ = c.conn.Close(websocket.StatusInternalError, "internal server error")
 }
 
-// keep pings the peer every ping interval and closes the connection when a
-// pong has not come back by the next one; when parent ends it shuts the
-// connection down.
-func (c *wsConn) keep(ctx, parent context.Context, cancelReqs context.CancelCauseFunc) {
-	var tick <-chan time.Time
-	if c.s.ping > 0 {
-		t := time.NewTicker(c.s.ping)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-parent.Done():
-			c.shutdown(cancelReqs)
-			return
-		case <-tick:
-			pctx, cancel := context.WithTimeout(ctx, c.s.ping)
-			err := c.conn.Ping(pctx)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					c.s.log.Debug("websocket peer did not answer a ping", "id", c.connID, "err", err)
-					_ = c.conn.CloseNow()
-				}
-				return
-			}
+// onShutdown arranges, through afterShutdown, for the connection to shut
+// down when the server does, without a goroutine waiting for it. The
+// returned stop, called when the connection ends, waits for a shutdown that
+// began.
+func (c *wsConn) onShutdown(afterShutdown func(func()) func() bool, cancelReqs context.CancelCauseFunc) (stop func()) {
+	ended := make(chan struct{})
+	unregister := afterShutdown(func() {
+		defer close(ended)
+		defer c.recoverConn("shutdown")
+		c.shutdown(cancelReqs)
+	})
+	return func() {
+		if !unregister() {
+			<-ended
 		}
 	}
+}
+
+// afterContext is the afterShutdown of a connection that ctx's end shuts
+// down: its handler's request context, which ends with the server's base
+// context.
+func afterContext(ctx context.Context) func(func()) func() bool {
+	return func(f func()) func() bool { return context.AfterFunc(ctx, f) }
+}
+
+// wsPinger pings the connection's peer every ping interval on a timer, and
+// closes the connection when a pong has not come back by the next one. A
+// goroutine exists only while a ping waits for its pong.
+type wsPinger struct {
+	c   *wsConn
+	ctx context.Context
+
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+	running sync.WaitGroup // a ping in progress; Add under mu while !stopped
+}
+
+// startPings starts the pings of the connection whose life is ctx.
+func (c *wsConn) startPings(ctx context.Context) *wsPinger {
+	p := &wsPinger{c: c, ctx: ctx}
+	if c.s.ping > 0 {
+		p.mu.Lock()
+		p.t = time.AfterFunc(c.s.ping, p.ping)
+		p.mu.Unlock()
+	}
+	return p
+}
+
+// ping sends one ping and waits for its pong (the reader reads it), up to
+// a ping interval; then it sets the timer for the next one.
+func (p *wsPinger) ping() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.running.Add(1)
+	p.mu.Unlock()
+	defer p.running.Done()
+	defer p.c.recoverConn("pinger")
+	pctx, cancel := context.WithTimeout(p.ctx, p.c.s.ping)
+	err := p.c.conn.Ping(pctx)
+	cancel()
+	if err != nil {
+		if p.ctx.Err() == nil {
+			p.c.s.log.Debug("websocket peer did not answer a ping", "id", p.c.connID, "err", err)
+			_ = p.c.conn.CloseNow()
+		}
+		return
+	}
+	p.mu.Lock()
+	if !p.stopped {
+		p.t.Reset(p.c.s.ping)
+	}
+	p.mu.Unlock()
+}
+
+// stop ends the pings and waits for one in progress (the connection is
+// closed by then, which ends its wait for a pong).
+func (p *wsPinger) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	if p.t != nil {
+		p.t.Stop()
+	}
+	p.mu.Unlock()
+	p.running.Wait()
 }
 
 // shutdown ends the connection for a server shutdown, in the order that
@@ -432,7 +505,7 @@ func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w 
 			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, reason: reason})
 	}()
 
-	run, e := start()
+	run, e := apart(start)
 	if e != nil {
 		switch {
 		case req.wasCancelled():

@@ -501,41 +501,52 @@ func streamOnce(ctx context.Context, ts *httptest.Server, id string) error {
 
 // TestWSShutdown: when the server's base context ends, requests in flight
 // are cancelled and answered with a 503, and then the connection is closed
-// with "going away".
+// with "going away": whether the upgrade's handler serves the connection
+// (the base context reaches it through the request's) or, with
+// Options.Shutdown, the connection is served apart from it.
 func TestWSShutdown(t *testing.T) {
 	t.Parallel()
-	e := newCancelEngine()
-	e.models = testModels
-	base, stop := context.WithCancel(context.Background())
-	defer stop()
-	ts := httptest.NewUnstartedServer(New(Options{Engine: &e.fakeEngine, Logger: slog.New(slog.DiscardHandler), PingInterval: -1}))
-	ts.Config.BaseContext = func(net.Listener) context.Context { return base }
-	ts.Start()
-	defer ts.Close()
-	c := dialWS(t, ts, "/v1/chat/completions", nil)
-	sendWS(t, c, createMsg("h", chatBody("hang shutdown")))
-	waitFirst(t, c, "h")
-	stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var last []byte
-	for {
-		_, data, err := c.Read(ctx)
-		if err != nil {
-			if status := websocket.CloseStatus(err); status != websocket.StatusGoingAway {
-				t.Errorf("read after shutdown: %v (status %v), want going away", err, status)
+	for _, detached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("detached=%v", detached), func(t *testing.T) {
+			t.Parallel()
+			e := newCancelEngine()
+			e.models = testModels
+			base, stop := context.WithCancel(context.Background())
+			defer stop()
+			opts := Options{Engine: &e.fakeEngine, Logger: slog.New(slog.DiscardHandler), PingInterval: -1}
+			if detached {
+				opts.Shutdown = base.Done()
 			}
-			break
-		}
-		last = data
-	}
-	if !bytes.Contains(last, []byte(`"request_id":"h","status":503`)) || !bytes.Contains(last, []byte(`"server_shutting_down"`)) {
-		t.Errorf("last message before the close: %s, want a 503 for h", last)
-	}
-	select {
-	case <-e.channel("hang shutdown"):
-	case <-time.After(5 * time.Second):
-		t.Fatal("request not cancelled at shutdown")
+			ts := httptest.NewUnstartedServer(New(opts))
+			ts.Config.BaseContext = func(net.Listener) context.Context { return base }
+			ts.Start()
+			defer ts.Close()
+			c := dialWS(t, ts, "/v1/chat/completions", nil)
+			sendWS(t, c, createMsg("h", chatBody("hang shutdown")))
+			waitFirst(t, c, "h")
+			stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var last []byte
+			for {
+				_, data, err := c.Read(ctx)
+				if err != nil {
+					if status := websocket.CloseStatus(err); status != websocket.StatusGoingAway {
+						t.Errorf("read after shutdown: %v (status %v), want going away", err, status)
+					}
+					break
+				}
+				last = data
+			}
+			if !bytes.Contains(last, []byte(`"request_id":"h","status":503`)) || !bytes.Contains(last, []byte(`"server_shutting_down"`)) {
+				t.Errorf("last message before the close: %s, want a 503 for h", last)
+			}
+			select {
+			case <-e.channel("hang shutdown"):
+			case <-time.After(5 * time.Second):
+				t.Fatal("request not cancelled at shutdown")
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -36,116 +37,243 @@ func putFrame(f *wsFrame) {
 }
 
 // outbox is the bounded queue of one connection's outgoing messages and the
-// loop that writes them. Senders block while it is full, so a client that
+// writer that sends them. Senders block while it is full, so a client that
 // reads slowly holds back only its own connection's requests (which stop
-// pulling from their engine streams). put and finish are safe for
-// concurrent use; drain runs in one goroutine.
+// pulling from their engine streams). The writer is a goroutine that runs
+// while messages are queued and ends when the queue is empty, and an empty
+// queue holds no memory: an idle connection costs only the struct. put and
+// finish are safe for concurrent use.
 type outbox struct {
-	data chan *wsFrame // the requests' messages; FIFO keeps each request's order
-	ctrl chan *wsFrame // the reader's answers to bad messages, written first
-	// closed is closed when the connection ends; done when drain returns.
-	// Nothing waits past either.
+	// data holds the requests' messages (FIFO keeps each request's order),
+	// ctrl the reader's answers to bad messages, written first. They point
+	// at dataQ and ctrlQ.
+	data, ctrl *frameQueue
+	// closed is closed when the connection ends. Nothing waits past it.
 	closed <-chan struct{}
-	done   chan struct{}
-	// finishing asks drain to write what is queued, then close the
-	// connection with 1001 (shutdown).
-	finishing chan struct{}
-	finishOne sync.Once
 	// writeIdle bounds each write (0: unbounded).
 	writeIdle time.Duration
+
+	// Set by writeTo; conn is nil for a queue nobody writes out (tests).
+	conn  *websocket.Conn
+	cork  *corkWriter // gathers each message into one write; may be nil
+	spawn func(func())
+	ended func(error)
+
+	mu           sync.Mutex
+	dataQ, ctrlQ frameQueue
+	// room, made by a sender that waits for room, is closed (and
+	// forgotten) when a message leaves the queue or the outbox is over.
+	room chan struct{}
+	// active: a writer goroutine runs (or is being started).
+	active bool
+	// finishing asks the writer to write what is queued, then close the
+	// connection with 1001 (shutdown).
+	finishing bool
+	// over: the writer ended for good (a write failed, or finish's close
+	// was sent); nothing more is queued.
+	over bool
+
+	// The writer's: a write that makes no progress for writeIdle (a peer
+	// that reads nothing) is ended by closing conn; stalled says so.
+	watchdog *time.Timer
+	stalled  atomic.Bool
+}
+
+// frameQueue is one of an outbox's queues; its slice is dropped when it
+// empties, so that an idle connection keeps no backing array.
+type frameQueue struct {
+	frames []*wsFrame
+	limit  int
+}
+
+func (q *frameQueue) pop() *wsFrame {
+	if len(q.frames) == 0 {
+		return nil
+	}
+	f := q.frames[0]
+	q.frames[0] = nil
+	q.frames = q.frames[1:]
+	if len(q.frames) == 0 {
+		q.frames = nil
+	}
+	return f
 }
 
 func newOutbox(closed <-chan struct{}, writeIdle time.Duration) *outbox {
-	return &outbox{data: make(chan *wsFrame, wsQueueLen), ctrl: make(chan *wsFrame, wsCtrlLen), closed: closed,
-		done: make(chan struct{}), finishing: make(chan struct{}), writeIdle: writeIdle}
+	o := &outbox{closed: closed, writeIdle: writeIdle}
+	o.dataQ.limit, o.ctrlQ.limit = wsQueueLen, wsCtrlLen
+	o.data, o.ctrl = &o.dataQ, &o.ctrlQ
+	return o
 }
 
-// put queues f on q, waiting for room until stop or the connection closes.
-// It takes f either way; errWSEnded means f was dropped.
-func (o *outbox) put(q chan<- *wsFrame, f *wsFrame, stop <-chan struct{}) error {
-	select {
-	case q <- f:
-		return nil
-	case <-stop:
-	case <-o.closed:
-	case <-o.done:
+// writeTo makes o write its messages to conn, each through cork (when not
+// nil) in one write. spawn runs the writer goroutine, when there is
+// something to write; ended is called once, from the writer, with the
+// error that ended it for good (nil after finish's close).
+func (o *outbox) writeTo(conn *websocket.Conn, cork *corkWriter, spawn func(func()), ended func(error)) {
+	o.conn, o.cork, o.spawn, o.ended = conn, cork, spawn, ended
+}
+
+// put queues f on q (o.data or o.ctrl), waiting for room until stop or
+// the connection closes. It takes f either way; errWSEnded means f was
+// dropped.
+func (o *outbox) put(q *frameQueue, f *wsFrame, stop <-chan struct{}) error {
+	for {
+		select {
+		case <-stop:
+			putFrame(f)
+			return errWSEnded
+		case <-o.closed:
+			putFrame(f)
+			return errWSEnded
+		default:
+		}
+		o.mu.Lock()
+		if o.over {
+			o.mu.Unlock()
+			putFrame(f)
+			return errWSEnded
+		}
+		if len(q.frames) < q.limit {
+			q.frames = append(q.frames, f)
+			start := o.wake()
+			o.mu.Unlock()
+			if start {
+				o.spawn(o.run)
+			}
+			return nil
+		}
+		if o.room == nil {
+			o.room = make(chan struct{})
+		}
+		room := o.room
+		o.mu.Unlock()
+		select {
+		case <-room:
+		case <-stop:
+		case <-o.closed:
+		}
+	}
+}
+
+// wake reports whether a writer must be started, and marks it started.
+// Called with mu held.
+func (o *outbox) wake() bool {
+	if o.conn == nil || o.active || o.over {
+		return false
+	}
+	o.active = true
+	return true
+}
+
+// finish asks the writer to write the messages queued so far and then close
+// the connection with 1001 (going away). Messages queued later may be lost.
+func (o *outbox) finish() {
+	o.mu.Lock()
+	o.finishing = true
+	start := o.wake()
+	o.mu.Unlock()
+	if start {
+		o.spawn(o.run)
+	}
+}
+
+// run is the writer: it writes what is queued and returns when the queue
+// is empty, or ends the outbox for good (see writeQueued).
+func (o *outbox) run() {
+	over, err := o.writeQueued()
+	if !over {
+		return
+	}
+	o.mu.Lock()
+	o.over = true
+	o.freeRoom()
+	o.mu.Unlock()
+	o.ended(err)
+}
+
+// freeRoom wakes the senders that wait for room. Called with mu held.
+func (o *outbox) freeRoom() {
+	if o.room != nil {
+		close(o.room)
+		o.room = nil
+	}
+}
+
+// next takes the next message to write, control answers first; nil with
+// finishing when the queue is empty and finish was called. With neither,
+// the writer is done: active is cleared under the same lock, so that a
+// message queued after it starts a new writer.
+func (o *outbox) next() (f *wsFrame, finishing bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if f = o.ctrlQ.pop(); f == nil {
+		f = o.dataQ.pop()
+	}
+	if f != nil {
+		o.freeRoom()
+		return f, false
+	}
+	if !o.finishing {
+		o.active = false
+	}
+	return nil, o.finishing
+}
+
+// writeQueued writes queued messages until the queue is empty (over is
+// false), or the outbox is over: the connection closed, a write failed (the
+// peer is gone, or stalled: errWriteIdle), or finish was called and its
+// close frame sent. Writes run without a context so that they do not
+// allocate.
+func (o *outbox) writeQueued() (over bool, err error) {
+	for {
+		select {
+		case <-o.closed:
+			return true, nil
+		default:
+		}
+		f, finishing := o.next()
+		switch {
+		case f != nil:
+			if err := o.write(f); err != nil {
+				return true, err
+			}
+		case finishing:
+			return true, o.conn.Close(websocket.StatusGoingAway, "server shutting down")
+		default:
+			return false, nil
+		}
+	}
+}
+
+// write sends one message and gives f back to the pool.
+func (o *outbox) write(f *wsFrame) error {
+	if o.writeIdle > 0 {
+		if o.watchdog == nil {
+			conn := o.conn
+			o.watchdog = time.AfterFunc(o.writeIdle, func() {
+				o.stalled.Store(true)
+				_ = conn.CloseNow()
+			})
+		} else {
+			o.watchdog.Reset(o.writeIdle)
+		}
+	}
+	if o.cork != nil {
+		o.cork.cork()
+	}
+	err := o.conn.Write(context.Background(), websocket.MessageText, f.b)
+	if o.cork != nil {
+		err = cmp.Or(err, o.cork.uncork())
+	}
+	if o.watchdog != nil {
+		o.watchdog.Stop()
 	}
 	putFrame(f)
-	return errWSEnded
-}
-
-// finish asks drain to write the messages queued so far and then close the
-// connection with 1001 (going away). Messages queued later may be lost.
-func (o *outbox) finish() { o.finishOne.Do(func() { close(o.finishing) }) }
-
-// drain writes queued messages to conn, control answers first, until the
-// connection closes, a write fails (the peer is gone), or finish was
-// called and the queue is empty. Writes run without a context so that they
-// do not allocate; a write that makes no progress for writeIdle (a peer
-// that reads nothing) is ended by closing conn, and drain then returns
-// errWriteIdle.
-func (o *outbox) drain(conn *websocket.Conn) error {
-	defer close(o.done)
-	var stalled atomic.Bool
-	var watchdog *time.Timer
-	if o.writeIdle > 0 {
-		watchdog = time.AfterFunc(time.Hour, func() {
-			stalled.Store(true)
-			_ = conn.CloseNow()
-		})
-		watchdog.Stop()
-		defer watchdog.Stop()
+	if err != nil && o.stalled.Load() {
+		return errWriteIdle
 	}
-	ctx := context.Background()
-	write := func(f *wsFrame) error {
-		if watchdog != nil {
-			watchdog.Reset(o.writeIdle)
-		}
-		err := conn.Write(ctx, websocket.MessageText, f.b)
-		if watchdog != nil {
-			watchdog.Stop()
-		}
-		putFrame(f)
-		if err != nil && stalled.Load() {
-			return errWriteIdle
-		}
-		return err
-	}
-	for {
-		var f *wsFrame
-		select {
-		case f = <-o.ctrl:
-		default:
-			select {
-			case f = <-o.ctrl:
-			case f = <-o.data:
-			case <-o.closed:
-				return nil
-			case <-o.finishing:
-				return o.closeQueued(conn, write)
-			}
-		}
-		if err := write(f); err != nil {
-			return err
-		}
-	}
-}
-
-// closeQueued writes what is queued, then closes conn with 1001 and waits
-// for the close handshake (the library bounds it).
-func (o *outbox) closeQueued(conn *websocket.Conn, write func(*wsFrame) error) error {
-	for {
-		var f *wsFrame
-		select {
-		case f = <-o.ctrl:
-		case f = <-o.data:
-		default:
-			return conn.Close(websocket.StatusGoingAway, "server shutting down")
-		}
-		if err := write(f); err != nil {
-			return err
-		}
-	}
+	return err
 }
 
 // wsWriter is the chunkWriter of one request on a connection: it wraps each

@@ -147,6 +147,9 @@ func Serve(ctx context.Context, args []string) error {
 		WriteIdleTimeout: flagTimeout(*writeIdle),
 		MaxChoices:       *maxChoices,
 		ResponsesStore:   cmp.Or(*responsesStore, -1),
+		// Cancelling base cuts what still runs; WebSocket connections,
+		// served apart from their handshakes, hear it here.
+		Shutdown: base.Done(),
 	})
 	srv := &http.Server{
 		Handler:           api,

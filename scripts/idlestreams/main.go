@@ -100,7 +100,10 @@ func serve() error {
 	if err != nil {
 		return err
 	}
-	api := service.New(service.Options{Engine: neverEngine{}, Logger: slog.New(slog.DiscardHandler)})
+	// WebSocket connections served apart from their handshakes, as rill
+	// serve serves them (the child never shuts down gracefully).
+	api := service.New(service.Options{Engine: neverEngine{}, Logger: slog.New(slog.DiscardHandler),
+		Shutdown: make(chan struct{})})
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.HandleFunc("/goroutines", func(w http.ResponseWriter, _ *http.Request) {
