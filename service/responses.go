@@ -113,16 +113,18 @@ func (w *warnings) add(format string, args ...any) {
 // conversations resolves what a request refers to: stored responses and
 // their output items (messages and function calls), each as the message it
 // stands for in a conversation.
+// store.ErrNotFound is an id it does not know; another error is the
+// store's failure.
 type conversations interface {
-	response(id string) (*storedResponse, bool)
-	item(id string) (engine.Message, bool)
+	response(ctx context.Context, id string) (*storedResponse, error)
+	item(ctx context.Context, id string) (engine.Message, error)
 }
 
 // responsesPlan converts a Responses request. It checks what the schema
 // cannot and refuses what rill does not support (responsesUnsupported;
 // tool types and input items it lacks are refused where they are read).
 // storeOn says whether the server keeps responses at all.
-func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*responseJob, *apiError) {
+func responsesPlan(ctx context.Context, r *responseRequest, conv conversations, storeOn bool) (*responseJob, *apiError) {
 	if e := responsesUnsupported(r); e != nil {
 		return nil, e
 	}
@@ -140,8 +142,11 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 
 	if r.PreviousResponseID != nil && *r.PreviousResponseID != "" {
 		id := *r.PreviousResponseID
-		parent, ok := conv.response(id)
-		if !ok {
+		parent, err := conv.response(ctx, id)
+		if err != nil && !isNotFound(err) {
+			return nil, storeFailed()
+		}
+		if err != nil {
 			msg := fmt.Sprintf("Previous response with id '%s' not found.", clip(id, maxEchoBytes))
 			if !storeOn {
 				msg += " This server stores no responses (--responses-store 0)."
@@ -154,7 +159,7 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 	if p.parent != nil {
 		history = p.parent.history()
 	}
-	input, e := responseInput(r.Input, conv, history, &p.warnings)
+	input, e := responseInput(ctx, r.Input, conv, history, &p.warnings)
 	if e != nil {
 		return nil, e
 	}
@@ -246,20 +251,20 @@ type serverConversations struct {
 	last  *storedResponse // nil outside a WebSocket connection
 }
 
-func (c serverConversations) response(id string) (*storedResponse, bool) {
+func (c serverConversations) response(ctx context.Context, id string) (*storedResponse, error) {
 	if c.last != nil && c.last.id == id {
-		return c.last, true
+		return c.last, nil
 	}
-	return c.store.get(id)
+	return c.store.get(ctx, id)
 }
 
-func (c serverConversations) item(id string) (engine.Message, bool) {
+func (c serverConversations) item(ctx context.Context, id string) (engine.Message, error) {
 	if c.last != nil {
 		if m, ok := c.last.item(id); ok {
-			return m, true
+			return m, nil
 		}
 	}
-	return c.store.item(id)
+	return c.store.item(ctx, id)
 }
 
 // startResponse validates and converts body and starts its generation; the
@@ -274,7 +279,7 @@ func (s *Server) startResponse(ctx context.Context, body []byte, last *storedRes
 	if e := decodeBody(body, &req); e != nil {
 		return nil, nil, e
 	}
-	rp, e := responsesPlan(&req, serverConversations{store: s.responses, last: last}, s.responses.enabled())
+	rp, e := responsesPlan(ctx, &req, serverConversations{store: s.responses, last: last}, s.responses.enabled())
 	if e != nil {
 		return nil, nil, e
 	}
@@ -369,7 +374,7 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 		}
 		info.usage = u
 		if rp.store {
-			s.responses.put(st)
+			s.keep(r.Context(), st)
 		}
 		writeJSON(w, r, append(enc.response(), '\n'))
 		return
@@ -385,8 +390,19 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 		info.status = statusClientClosed
 	}
 	if st != nil && rp.store {
-		s.responses.put(st)
+		s.keep(r.Context(), st)
 	}
+}
+
+// keep stores a completed response, before st is shared. A store that fails loses the response
+// for previous_response_id and GET, not the answer the client already has:
+// it is logged, not sent. The store's write is not the client's to cancel.
+func (s *Server) keep(ctx context.Context, st *storedResponse) {
+	if err := s.responses.put(context.WithoutCancel(ctx), st); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "response not stored", slog.String("response", st.id), slog.Any("err", err))
+		return
+	}
+	st.inStore = true
 }
 
 // warningValue is an HTTP Warning header value for text, on the Responses
@@ -427,9 +443,9 @@ func (s responseSSE) event(typ string, data []byte) error {
 // handleGetResponse serves GET /v1/responses/{id}: the stored response.
 func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request, _ *requestInfo) {
 	id := strings.TrimPrefix(r.URL.Path, pathResponses+"/")
-	st, ok := s.responses.get(id)
-	if !ok {
-		writeError(w, responseNotFound(id, s.responses.enabled()))
+	st, err := s.responses.one(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, id, err)
 		return
 	}
 	writeJSON(w, r, append(st.body[:len(st.body):len(st.body)], '\n'))
@@ -438,12 +454,23 @@ func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request, _ *re
 // handleDeleteResponse serves DELETE /v1/responses/{id}.
 func (s *Server) handleDeleteResponse(w http.ResponseWriter, r *http.Request, _ *requestInfo) {
 	id := strings.TrimPrefix(r.URL.Path, pathResponses+"/")
-	if !s.responses.delete(id) {
-		writeError(w, responseNotFound(id, s.responses.enabled()))
+	if err := s.responses.delete(r.Context(), id); err != nil {
+		s.storeError(w, r, id, err)
 		return
 	}
 	b := append([]byte(`{"id":`), appendString(nil, id)...)
 	writeJSON(w, r, append(b, `,"object":"response.deleted","deleted":true}`+"\n"...))
+}
+
+// storeError answers a store's err about response id: a 404 for an id it
+// does not hold, a 503 (logged) when it failed.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if isNotFound(err) {
+		writeError(w, responseNotFound(id, s.responses.enabled()))
+		return
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelError, "response store failed", slog.String("response", id), slog.Any("err", err))
+	writeError(w, storeFailed())
 }
 
 func responseNotFound(id string, storeOn bool) *apiError {

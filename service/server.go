@@ -8,6 +8,7 @@
 package service
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"rill/engine"
 	"rill/openapi"
+	"rill/store"
 )
 
 // Defaults for zero Options fields.
@@ -102,10 +104,17 @@ type Options struct {
 	// is answered with an error message and discarded, and the connection
 	// stays open. Zero means MaxBodyBytes.
 	WSMaxMessageBytes int64
-	// ResponsesStore is how many responses of the Responses API are kept in
-	// memory for previous_response_id and GET /v1/responses/{id}, least
-	// recently used first out. Zero means DefaultResponsesStore; negative
-	// keeps none.
+	// Store keeps what outlives a request: stored responses of the
+	// Responses API (previous_response_id, GET /v1/responses/{id}) and the
+	// event logs of background responses and resumable streams. Nil means
+	// a store.Memory of ResponsesStore responses. The caller that made a
+	// Store closes it, after the server's shutdown.
+	Store store.Store
+	// ResponsesStore is how many responses of the Responses API the
+	// default memory store keeps (when Store is nil), least recently
+	// stored first out. Zero means DefaultResponsesStore; negative keeps
+	// none, and turns off what needs a store (background responses,
+	// resumable streams).
 	ResponsesStore int
 }
 
@@ -159,10 +168,13 @@ func New(opts Options) *Server {
 		validator: v,
 		metrics:   newMetrics(opts.Engine),
 	}
-	if opts.ResponsesStore == 0 {
-		opts.ResponsesStore = DefaultResponsesStore
+	switch {
+	case opts.Store != nil:
+		s.responses = &responseStore{st: opts.Store}
+	case opts.ResponsesStore >= 0:
+		s.responses = &responseStore{st: store.NewMemory(store.Retention{
+			MaxResponses: cmp.Or(opts.ResponsesStore, DefaultResponsesStore)})}
 	}
-	s.responses = newResponseStore(opts.ResponsesStore)
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
 	}
