@@ -137,7 +137,7 @@ func TestEventLogFlushBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.end(statusCompleted, nil)
-	l.append(0, []byte("x")) // one event alone: no full batch hurries it
+	l.append(0, []byte("x"))                             // one event alone: no full batch hurries it
 	deadline := time.Now().Add(flushDelay + time.Second) // a loaded machine's slack
 	for {
 		evs, err := st.Events(context.Background(), "s", -1, 0)

@@ -67,11 +67,16 @@ type responseJob struct {
 	// streamID is the WebSocket lane the response.create named ("": none).
 	streamID string
 
-	instructions    *string
-	previousID      string
-	parent          *storedResponse // the conversation it continues
-	input           []engine.Message
-	store           bool
+	instructions *string
+	previousID   string
+	parent       *storedResponse // the conversation it continues
+	input        []engine.Message
+	store        bool
+	// background: the response runs on without its client (background.go).
+	background bool
+	// inputList is the input as GET …/input_items lists it, made once by
+	// inputItems so that its ids stay the same.
+	inputList       []json.RawMessage
 	maxOutputTokens int // 0: none
 	temperature     float64
 	topP            float64
@@ -139,6 +144,18 @@ func responsesPlan(ctx context.Context, r *responseRequest, conv conversations, 
 		clientTools: map[string]clientTool{},
 	}
 	p.stream = r.Stream != nil && *r.Stream
+	if r.Background != nil && *r.Background {
+		// As OpenAI: a background response is read back from the store,
+		// so it needs one.
+		switch {
+		case !storeOn:
+			return nil, invalid("background", "invalid_request",
+				"Background responses need the response store; this server stores no responses (--responses-store 0).")
+		case !p.store:
+			return nil, invalid("background", "invalid_request", "Background responses require store to be true.")
+		}
+		p.background = true
+	}
 
 	if r.PreviousResponseID != nil && *r.PreviousResponseID != "" {
 		id := *r.PreviousResponseID
@@ -225,8 +242,6 @@ func responsesUnsupported(r *responseRequest) *apiError {
 		return invalid(param, "unsupported_parameter", "%s not supported by this server yet.", what)
 	}
 	switch {
-	case r.Background != nil && *r.Background:
-		return notYet("background", "Background responses are")
 	case !isNull(r.Conversation):
 		return notYet("conversation", "Conversations are")
 	case !isNull(r.Prompt):
@@ -267,25 +282,39 @@ func (c serverConversations) item(ctx context.Context, id string) (engine.Messag
 	return c.store.item(ctx, id)
 }
 
-// startResponse validates and converts body and starts its generation; the
-// caller owns the generation (it must run it or cancel it). last is a
-// WebSocket connection's last response, or nil.
-func (s *Server) startResponse(ctx context.Context, body []byte, last *storedResponse) (*responseJob, *generation, *apiError) {
-	begun := time.Now()
+// planResponse validates and converts body; last is a WebSocket
+// connection's last response, or nil.
+func (s *Server) planResponse(ctx context.Context, body []byte, last *storedResponse) (*responseJob, *apiError) {
 	if err := s.validator.ValidateBody(ctx, http.MethodPost, pathResponses, body); err != nil {
-		return nil, nil, fromValidation(err)
+		return nil, fromValidation(err)
 	}
 	var req responseRequest
 	if e := decodeBody(body, &req); e != nil {
-		return nil, nil, e
+		return nil, e
 	}
 	rp, e := responsesPlan(ctx, &req, serverConversations{store: s.responses, last: last}, s.responses.enabled())
 	if e != nil {
-		return nil, nil, e
+		return nil, e
 	}
 	for _, w := range rp.warnings {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "responses request: "+w,
 			slog.String("response", rp.id), slog.String("model", rp.model))
+	}
+	return rp, nil
+}
+
+// startResponse plans body and starts its generation under ctx, for a
+// WebSocket connection (last is its last response); the caller owns the
+// generation (it must run it or cancel it).
+func (s *Server) startResponse(ctx context.Context, body []byte, last *storedResponse) (*responseJob, *generation, *apiError) {
+	begun := time.Now()
+	rp, e := s.planResponse(ctx, body, last)
+	if e != nil {
+		return nil, nil, e
+	}
+	if rp.background {
+		return nil, nil, invalid("background", "unsupported_parameter",
+			"Background responses are not supported on a WebSocket yet; use POST /v1/responses.")
 	}
 	g, e := s.launch(ctx, rp.job, rp.id, begun)
 	if e != nil {
@@ -344,7 +373,8 @@ func (rp *responseJob) stored(enc *responseEncoder) *storedResponse {
 	}
 	reply.NullContent = reply.Content == "" && len(reply.ToolCalls) > 0
 	turn = append(turn, reply)
-	return &storedResponse{id: rp.id, body: enc.response(), turn: turn, parent: rp.parent, items: items}
+	return &storedResponse{id: rp.id, body: enc.response(), turn: turn, parent: rp.parent, items: items,
+		inputItems: rp.inputItems()}
 }
 
 // handleCreateResponse serves POST /v1/responses.
@@ -354,9 +384,19 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 		writeError(w, e)
 		return
 	}
-	rp, g, e := s.startResponse(r.Context(), body, nil)
+	begun := time.Now()
+	rp, e := s.planResponse(r.Context(), body, nil)
 	if e != nil {
 		s.fail(w, r, info, e)
+		return
+	}
+	if rp.background {
+		s.createBackground(w, r, info, rp, begun)
+		return
+	}
+	g, e := s.launch(r.Context(), rp.job, rp.id, begun)
+	if e != nil {
+		s.fail(w, r, info, responsesError(e))
 		return
 	}
 	defer g.cancel()
@@ -438,17 +478,6 @@ func (s responseSSE) event(typ string, data []byte) error {
 	b = append(b, data...)
 	s.buf = append(b, '\n', '\n')
 	return s.write()
-}
-
-// handleGetResponse serves GET /v1/responses/{id}: the stored response.
-func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request, _ *requestInfo) {
-	id := strings.TrimPrefix(r.URL.Path, pathResponses+"/")
-	st, err := s.responses.one(r.Context(), id)
-	if err != nil {
-		s.storeError(w, r, id, err)
-		return
-	}
-	writeJSON(w, r, append(st.body[:len(st.body):len(st.body)], '\n'))
 }
 
 // handleDeleteResponse serves DELETE /v1/responses/{id}.

@@ -341,7 +341,7 @@ func TestResponsesPlanRejects(t *testing.T) {
 		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"s"}}}`, "text.format.schema", "missing_required_parameter"},
 		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"s","schema":true}}}`, "text.format.schema", "invalid_type"},
 		{`{"model":"m","input":"x","text":{"format":{"type":"grammar"}}}`, "text.format.type", "invalid_value"},
-		{`{"model":"m","input":"x","background":true}`, "background", "unsupported_parameter"},
+		{`{"model":"m","input":"x","background":true,"store":false}`, "background", "invalid_request"},
 		{`{"model":"m","input":"x","conversation":"conv_1"}`, "conversation", "unsupported_parameter"},
 		{`{"model":"m","input":"x","prompt":{"id":"p"}}`, "prompt", "unsupported_parameter"},
 	}
@@ -673,7 +673,10 @@ func TestResponsesErrors(t *testing.T) {
 		{"store off: GET", "GET", "/v1/responses/resp_1", ``, 404, "", "response_not_found"},
 		{"PUT", "PUT", "/v1/responses/resp_1", ``, 405, "", "method_not_allowed"},
 		{"GET without upgrade", "GET", "/v1/responses", ``, 405, "", "method_not_allowed"},
-		{"nested path", "GET", "/v1/responses/resp_1/input_items", ``, 404, "", "unknown_url"},
+		{"nested path", "GET", "/v1/responses/resp_1/outputs", ``, 404, "", "unknown_url"},
+		{"input items of an unknown response", "GET", "/v1/responses/resp_1/input_items", ``, 404, "", "response_not_found"},
+		{"cancel of an unknown response", "POST", "/v1/responses/resp_1/cancel", ``, 404, "", "response_not_found"},
+		{"bad starting_after", "GET", "/v1/responses/resp_1?stream=true&starting_after=x", ``, 400, "starting_after", "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -147,6 +147,10 @@ type Server struct {
 	metrics *metrics
 	// responses keeps stored responses; nil keeps none.
 	responses *responseStore
+	// logs are the event logs of background responses and resumable
+	// streams; nil without a store. bg runs their generations.
+	logs *eventLogs
+	bg   detached
 }
 
 // New returns a Server for opts. It panics if opts.Engine is nil or the
@@ -180,6 +184,9 @@ func New(opts Options) *Server {
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.responses != nil {
+		s.logs = newEventLogs(s.responses.st, s.log)
 	}
 	if s.ping == 0 {
 		s.ping = DefaultPingInterval
@@ -250,6 +257,9 @@ var (
 	// The Responses API (responses.go, responses_ws.go).
 	routeResponses = route{methods: "POST", post: (*Server).handleCreateResponse, upgrade: (*Server).handleWebSocket}
 	routeResponse  = route{methods: "GET, HEAD, DELETE", get: (*Server).handleGetResponse, del: (*Server).handleDeleteResponse}
+	// Background responses (background.go).
+	routeCancelResponse = route{methods: "POST", post: (*Server).handleCancelResponse}
+	routeInputItems     = route{methods: "GET, HEAD", get: (*Server).handleInputItems}
 	// Anthropic's Messages API (anthropic*.go).
 	routeMessages    = route{methods: "POST", post: (*Server).handleMessages, upgrade: (*Server).handleWebSocket}
 	routeCountTokens = route{methods: "POST", post: (*Server).handleCountTokens}
@@ -291,8 +301,17 @@ func findRoute(path string) *route {
 	case pathUnloadModel:
 		return &routeUnloadModel
 	}
-	if id, ok := strings.CutPrefix(path, pathResponses+"/"); ok && id != "" && !strings.Contains(id, "/") {
-		return &routeResponse
+	if rest, ok := strings.CutPrefix(path, pathResponses+"/"); ok {
+		id, sub, _ := strings.Cut(rest, "/")
+		switch {
+		case id == "" || strings.Contains(sub, "/"):
+		case sub == "" && !strings.HasSuffix(rest, "/"):
+			return &routeResponse
+		case sub == "cancel":
+			return &routeCancelResponse
+		case sub == "input_items":
+			return &routeInputItems
+		}
 	}
 	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
 		return &routeModel
