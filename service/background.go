@@ -100,13 +100,23 @@ func encodeBackground(obj []byte, input []json.RawMessage) []byte {
 // logEvents is the eventWriter of a background response: its log. Events
 // are numbered as the encoder numbers them, from 0.
 type logEvents struct {
-	l   *eventLog
-	seq int64
+	l     *eventLog
+	seq   int64
+	input []json.RawMessage
 }
 
-func (w *logEvents) event(_ string, data []byte) error {
+func (w *logEvents) event(typ string, data []byte) error {
 	w.l.append(w.seq, data)
 	w.seq++
+	if typ == "response.in_progress" {
+		// What a poll answers from now on.
+		var ev struct {
+			Response json.RawMessage `json:"response"`
+		}
+		if json.Unmarshal(data, &ev) == nil {
+			w.l.update(statusInProgress, encodeBackground(ev.Response, w.input))
+		}
+	}
 	return nil
 }
 
@@ -140,7 +150,7 @@ func (s *Server) createBackground(w http.ResponseWriter, r *http.Request, info *
 		writeError(w, storeFailed())
 		return
 	}
-	enc.w = &logEvents{l: l}
+	enc.w = &logEvents{l: l, input: rp.inputItems()}
 	go s.runBackground(ctx, rp, g, enc, l, release)
 	if !rp.stream {
 		writeJSON(w, r, append(obj, '\n'))

@@ -176,7 +176,10 @@ func TestBackgroundCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // some text first
+	time.Sleep(100 * time.Millisecond) // some text first, and the store's copy (flushDelay)
+	if r, err := client.Responses.Get(ctx, created.ID, responses.ResponseGetParams{}); err != nil || r.Status != responses.ResponseStatusInProgress {
+		t.Errorf("GET while running: %v %v", r, err)
+	}
 	for i := range 2 {
 		r, err := client.Responses.Cancel(ctx, created.ID)
 		if err != nil {

@@ -41,6 +41,9 @@ type job struct {
 	// wire index p*n+j.
 	n    int
 	reqs []*engine.Request
+	// resumable is stream_options.resumable (resumable.go), honoured only
+	// on SSE: a stream that survives its connection.
+	resumable bool
 }
 
 // forceStream makes p a streamed request whatever its body said about
@@ -219,6 +222,7 @@ func applyCommon(c *commonRequest, req *engine.Request, p *job) *apiError {
 	p.continuousAsked = o != nil && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
 	p.continuousUsage = p.includeUsage && p.continuousAsked
 	req.ContinuousUsage = p.continuousUsage
+	p.resumable = p.stream && o != nil && o.Resumable != nil && *o.Resumable
 
 	s := engine.Sampling{Temperature: 1, TopP: 1}
 	if c.Temperature != nil {

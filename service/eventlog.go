@@ -160,19 +160,27 @@ func (l *eventLog) append(seq int64, data []byte) {
 	}
 }
 
-// update sets the stream's status and data, written with the next batch.
+// update sets the stream's status and data (nil: the data as it was),
+// written with the next batch.
 func (l *eventLog) update(status string, data []byte) {
 	l.mu.Lock()
-	l.status, l.data, l.dirty = status, data, true
+	if data != nil {
+		l.data = data
+	}
+	l.status, l.dirty = status, true
 	l.mu.Unlock()
 	l.signal()
 }
 
-// end ends the stream with its final status and data: followers get what
-// is left and return, and the flusher writes the rest and leaves.
+// end ends the stream with its final status and data (nil: the data as
+// it was): followers get what is left and return, and the flusher writes
+// the rest and leaves.
 func (l *eventLog) end(status string, data []byte) {
 	l.mu.Lock()
-	l.status, l.data, l.dirty, l.ended = status, data, true, true
+	if data != nil {
+		l.data = data
+	}
+	l.status, l.dirty, l.ended = status, true, true
 	if l.timer != nil {
 		l.timer.Stop()
 		l.timer = nil

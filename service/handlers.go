@@ -107,7 +107,22 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		writeError(w, e)
 		return
 	}
-	g, e := s.start(r.Context(), r.URL.Path, body, info.id, asRequested)
+	begun := time.Now()
+	p, e := s.parse(r.Context(), r.URL.Path, body)
+	if e != nil {
+		s.fail(w, r, info, e)
+		return
+	}
+	if p.resumable {
+		if s.logs == nil {
+			s.fail(w, r, info, invalid("stream_options.resumable", "invalid_request",
+				"Resumable streams need the store; this server stores nothing (--responses-store 0)."))
+			return
+		}
+		s.generateResumable(w, r, info, p, begun)
+		return
+	}
+	g, e := s.launch(r.Context(), p, wirePrefix(p)+info.id, begun)
 	if e != nil {
 		s.fail(w, r, info, e)
 		return

@@ -116,6 +116,11 @@ type Options struct {
 	// none, and turns off what needs a store (background responses,
 	// resumable streams).
 	ResponsesStore int
+	// ResumeGrace is how long a resumable stream (stream_options.resumable)
+	// that nobody follows keeps generating before it stops and frees its
+	// KV, waiting for its client to reconnect. Zero means
+	// DefaultResumeGrace; negative stops it as soon as nobody follows.
+	ResumeGrace time.Duration
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use;
@@ -149,8 +154,9 @@ type Server struct {
 	responses *responseStore
 	// logs are the event logs of background responses and resumable
 	// streams; nil without a store. bg runs their generations.
-	logs *eventLogs
-	bg   detached
+	logs        *eventLogs
+	bg          detached
+	resumeGrace time.Duration
 }
 
 // New returns a Server for opts. It panics if opts.Engine is nil or the
@@ -194,6 +200,7 @@ func New(opts Options) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	s.resumeGrace = orDefault(opts.ResumeGrace, DefaultResumeGrace)
 	s.bodyTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
 	s.writeIdle = orDefault(opts.WriteIdleTimeout, DefaultWriteIdleTimeout)
 	s.maxChoices = opts.MaxChoices
@@ -252,8 +259,10 @@ var (
 	routeModel       = route{methods: "GET, HEAD", get: (*Server).handleModel}
 	routeChat        = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
 	routeCompletions = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
-	routeTokenize    = route{methods: "POST", post: (*Server).handleTokenize}
-	routeDetokenize  = route{methods: "POST", post: (*Server).handleDetokenize}
+	// A resumable stream's reconnection (resumable.go).
+	routeResumeStream = route{methods: "GET, HEAD", get: (*Server).handleResumeStream}
+	routeTokenize     = route{methods: "POST", post: (*Server).handleTokenize}
+	routeDetokenize   = route{methods: "POST", post: (*Server).handleDetokenize}
 	// The Responses API (responses.go, responses_ws.go).
 	routeResponses = route{methods: "POST", post: (*Server).handleCreateResponse, upgrade: (*Server).handleWebSocket}
 	routeResponse  = route{methods: "GET, HEAD, DELETE", get: (*Server).handleGetResponse, del: (*Server).handleDeleteResponse}
@@ -311,6 +320,11 @@ func findRoute(path string) *route {
 			return &routeCancelResponse
 		case sub == "input_items":
 			return &routeInputItems
+		}
+	}
+	for _, base := range []string{"/v1/chat/completions/", "/v1/completions/"} {
+		if id, ok := strings.CutPrefix(path, base); ok && id != "" && !strings.Contains(id, "/") {
+			return &routeResumeStream
 		}
 	}
 	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
