@@ -42,8 +42,10 @@ type job struct {
 	n    int
 	reqs []*engine.Request
 	// resumable is stream_options.resumable (resumable.go), honoured only
-	// on SSE: a stream that survives its connection.
-	resumable bool
+	// when streamed: a stream that survives its connection.
+	// resumableAsked is it as the body says it.
+	resumable      bool
+	resumableAsked bool
 }
 
 // forceStream makes p a streamed request whatever its body said about
@@ -51,6 +53,7 @@ type job struct {
 // stream_options.include_usage then applies as it does on SSE.
 func (p *job) forceStream() {
 	p.stream = true
+	p.resumable = p.resumableAsked
 	p.includeUsage = p.usageAsked
 	p.setContinuousUsage()
 }
@@ -222,7 +225,8 @@ func applyCommon(c *commonRequest, req *engine.Request, p *job) *apiError {
 	p.continuousAsked = o != nil && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
 	p.continuousUsage = p.includeUsage && p.continuousAsked
 	req.ContinuousUsage = p.continuousUsage
-	p.resumable = p.stream && o != nil && o.Resumable != nil && *o.Resumable
+	p.resumableAsked = o != nil && o.Resumable != nil && *o.Resumable
+	p.resumable = p.stream && p.resumableAsked
 
 	s := engine.Sampling{Temperature: 1, TopP: 1}
 	if c.Temperature != nil {

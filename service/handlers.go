@@ -114,11 +114,6 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		return
 	}
 	if p.resumable {
-		if s.logs == nil {
-			s.fail(w, r, info, invalid("stream_options.resumable", "invalid_request",
-				"Resumable streams need the store; this server stores nothing (--responses-store 0)."))
-			return
-		}
 		s.generateResumable(w, r, info, p, begun)
 		return
 	}

@@ -76,50 +76,76 @@ func chunkObject(p *job) string {
 	return "chat.completion.chunk"
 }
 
-// generateResumable serves a resumable streamed request: it starts the
-// generation under a context of its own, writing to a log, and follows
-// the log.
-func (s *Server) generateResumable(w http.ResponseWriter, r *http.Request, info *requestInfo, p *job, begun time.Time) {
+// resumableRun is a resumable stream started: its id and log, which the
+// starter follows (it counts as a follower until it calls leave), and
+// the usage its generation sends to done when it ends.
+type resumableRun struct {
+	id    string
+	model string
+	l     *eventLog
+	done  chan *Usage
+}
+
+// startResumable starts a resumable stream of p: its generation under a
+// context of its own, writing to a log. The caller follows the log and
+// then calls run.l.leave.
+func (s *Server) startResumable(ctx context.Context, p *job, begun time.Time) (*resumableRun, *apiError) {
+	if s.logs == nil {
+		return nil, invalid("stream_options.resumable", "invalid_request",
+			"Resumable streams need the store; this server stores nothing (--responses-store 0).")
+	}
 	if s.isDraining() {
-		writeError(w, errDraining)
-		return
+		return nil, errDraining
 	}
 	// A random id: whoever knows it may read the stream.
 	id := newObjectID(wirePrefix(p))
-	ctx, release := s.bg.start(id)
-	g, e := s.launch(ctx, p, id, begun)
+	gctx, release := s.bg.start(id)
+	g, e := s.launch(gctx, p, id, begun)
 	if e != nil {
 		release()
+		return nil, e
+	}
+	data, _ := json.Marshal(chatStreamRecord{Object: chunkObject(p)})
+	l, err := s.logs.open(ctx, id, statusInProgress, data)
+	if err != nil {
+		g.cancel()
+		release()
+		s.log.LogAttrs(ctx, slog.LevelError, "resumable stream: store failed", slog.String("stream", id), slog.Any("err", err))
+		return nil, storeFailed()
+	}
+	// The starter follows from the start: counted before the grace
+	// period is armed, which a zero grace would end at once.
+	l.join()
+	l.whenAbandoned(s.resumeGrace, func() { s.bg.cancel(id, errAbandoned) })
+	run := &resumableRun{id: id, model: g.model, l: l, done: make(chan *Usage, 1)}
+	go s.runResumable(gctx, g, l, release, run.done)
+	return run, nil
+}
+
+// usage is the stream's usage once its generation ended, else nil.
+func (run *resumableRun) usage() *Usage {
+	select {
+	case u := <-run.done:
+		run.done <- u
+		return u
+	default:
+		return nil
+	}
+}
+
+// generateResumable serves a resumable streamed request over SSE.
+func (s *Server) generateResumable(w http.ResponseWriter, r *http.Request, info *requestInfo, p *job, begun time.Time) {
+	run, e := s.startResumable(r.Context(), p, begun)
+	if e != nil {
 		s.fail(w, r, info, e)
 		return
 	}
 	// Not info.obs: the generation's metrics are its goroutine's, which
 	// may outlive this request.
-	info.model = g.model
-	data, _ := json.Marshal(chatStreamRecord{Object: chunkObject(p)})
-	l, err := s.logs.open(r.Context(), id, statusInProgress, data)
-	if err != nil {
-		g.cancel()
-		release()
-		s.log.LogAttrs(r.Context(), slog.LevelError, "resumable stream: store failed", slog.String("stream", id), slog.Any("err", err))
-		writeError(w, storeFailed())
-		return
-	}
-	// This request follows from the start: counted before the grace
-	// period is armed, which a zero grace would end at once.
-	l.join()
-	l.whenAbandoned(s.resumeGrace, func() { s.bg.cancel(id, errAbandoned) })
-	done := make(chan *Usage, 1)
-	go s.runResumable(ctx, g, l, release, done)
-	s.followChunks(w, r, info, id, -1)
-	l.leave()
-	// The request's log line reports the usage when the generation ended
-	// while it was followed.
-	select {
-	case u := <-done:
-		info.usage = u
-	default:
-	}
+	info.model = run.model
+	s.followChunks(w, r, info, run.id, -1)
+	run.l.leave()
+	info.usage = run.usage()
 }
 
 // runResumable runs a resumable stream's generation to its end and ends its
@@ -219,26 +245,8 @@ func (s *Server) handleResumeStream(w http.ResponseWriter, r *http.Request, info
 		}
 		after = n
 	}
-	notFound := &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "stream_not_found",
-		Message: "No resumable stream with id '" + clip(id, maxEchoBytes) + "'."}
-	if s.logs == nil {
-		notFound.Message += " This server stores no streams (--responses-store 0)."
-		writeError(w, notFound)
-		return
-	}
-	st, err := s.logs.st.GetStream(r.Context(), id)
-	if err != nil {
-		if isNotFound(err) {
-			writeError(w, notFound)
-			return
-		}
-		s.log.LogAttrs(r.Context(), slog.LevelError, "stream store failed", slog.String("stream", id), slog.Any("err", err))
-		writeError(w, storeFailed())
-		return
-	}
-	var rec chatStreamRecord
-	if json.Unmarshal(st.Data, &rec) != nil || rec.Object != object {
-		writeError(w, notFound)
+	if e := s.checkResumable(r.Context(), id, object); e != nil {
+		writeError(w, e)
 		return
 	}
 	s.followChunks(w, r, info, id, after)

@@ -284,3 +284,83 @@ func TestResumableRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestResumableWebSocket: a resumable create over WebSocket whose
+// connection drops after k chunks, resumed on a new connection with a
+// resume message naming the stream and the last seq, gives the text and
+// usage of an uninterrupted stream, its seqs without gap or duplicate; a
+// resume of an unknown stream is a 404 error for that request.
+func TestResumableWebSocket(t *testing.T) {
+	t.Parallel()
+	const n, k = 16, 5
+	fake := &fakeEngine{respond: slowPieces(n, 10*time.Millisecond, nil)}
+	ts := newTestServer(t, fake, Options{})
+	body := `{"model":"tiny","messages":[{"role":"user","content":"count"}],"stream_options":{"include_usage":true,"resumable":true}}`
+	type seqChunk struct {
+		Seq   *int64 `json:"seq"`
+		Chunk struct {
+			ID      string `json:"id"`
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage json.RawMessage `json:"usage"`
+		} `json:"chunk"`
+	}
+	var text, usage, id string
+	next := int64(0)
+	take := func(m wsMsg) {
+		t.Helper()
+		var c seqChunk
+		if err := json.Unmarshal(m.raw, &c); err != nil || c.Seq == nil {
+			t.Fatalf("chunk without seq: %s", m.raw)
+		}
+		if *c.Seq != next {
+			t.Fatalf("chunk seq %d, want %d", *c.Seq, next)
+		}
+		next++
+		id = c.Chunk.ID
+		for _, ch := range c.Chunk.Choices {
+			text += ch.Delta.Content
+		}
+		if len(c.Chunk.Usage) > 0 && string(c.Chunk.Usage) != "null" {
+			usage = string(c.Chunk.Usage)
+		}
+	}
+
+	first := dialWS(t, ts, "/v1/chat/completions", nil)
+	sendWS(t, first, createMsg("r1", body))
+	for range k {
+		m := readWS(t, first)
+		if m.Type != "chunk" {
+			t.Fatalf("before the drop: %s", m.raw)
+		}
+		take(m)
+	}
+	_ = first.CloseNow()
+
+	second := dialWS(t, ts, "/v1/chat/completions", nil)
+	sendWS(t, second, `{"type":"resume","request_id":"r2","stream_id":"`+id+`","last_seq":`+strconv.FormatInt(next-1, 10)+`}`)
+	for {
+		m := readWS(t, second)
+		if m.id() != "r2" {
+			t.Fatalf("message of another request: %s", m.raw)
+		}
+		if m.Type != "chunk" {
+			if m.Type != "done" {
+				t.Fatalf("resumed request ended with %s", m.raw)
+			}
+			break
+		}
+		take(m)
+	}
+	if text != piecesText(n) || !strings.Contains(usage, `"completion_tokens":16`) {
+		t.Errorf("resumed over WebSocket: text %q usage %s", text, usage)
+	}
+
+	sendWS(t, second, `{"type":"resume","request_id":"r3","stream_id":"chatcmpl-nope"}`)
+	if m := readWS(t, second); m.Type != "error" || m.id() != "r3" || m.Status != http.StatusNotFound {
+		t.Errorf("resume of an unknown stream: %s", m.raw)
+	}
+}
