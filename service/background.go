@@ -307,18 +307,18 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, info *request
 		writeError(w, responseNotFound(id, false))
 		return
 	}
-	if s.logs.lookup(id) == nil {
-		if _, _, err := s.backgroundRecord(r.Context(), id); err != nil {
-			if isNotFound(err) {
-				if _, err2 := s.responses.one(r.Context(), id); err2 == nil {
-					writeError(w, invalid("stream", "invalid_request",
-						"Response '%s' was not created with background: true; only background responses can be streamed.", clip(id, maxEchoBytes)))
-					return
-				}
+	// The store, not the live logs, says what id is: a resumable chat
+	// stream's log is not a response's.
+	if _, _, err := s.backgroundRecord(r.Context(), id); err != nil {
+		if isNotFound(err) {
+			if _, err2 := s.responses.one(r.Context(), id); err2 == nil {
+				writeError(w, invalid("stream", "invalid_request",
+					"Response '%s' was not created with background: true; only background responses can be streamed.", clip(id, maxEchoBytes)))
+				return
 			}
-			s.storeError(w, r, id, err)
-			return
 		}
+		s.storeError(w, r, id, err)
+		return
 	}
 	sw := newSSEWriter(w)
 	if err := sw.start(); err != nil {
@@ -376,13 +376,14 @@ func (s *Server) handleCancelResponse(w http.ResponseWriter, r *http.Request, _ 
 		writeError(w, responseNotFound(id, false))
 		return
 	}
-	if l := s.logs.lookup(id); l != nil && s.bg.cancel(id, errCancelRequested) {
+	rec, status, err := s.backgroundRecord(r.Context(), id)
+	if l := s.logs.lookup(id); err == nil && !isFinal(status) && l != nil && s.bg.cancel(id, errCancelRequested) {
 		if err := l.wait(r.Context()); err != nil {
 			return // the client left
 		}
+		rec, status, err = s.backgroundRecord(r.Context(), id)
 	}
 	var obj []byte
-	rec, status, err := s.backgroundRecord(r.Context(), id)
 	switch {
 	case err == nil:
 		obj = rec.Response

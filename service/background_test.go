@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -346,5 +347,44 @@ func TestBackgroundShutdown(t *testing.T) {
 	}
 	if last != "response.failed" {
 		t.Errorf("last event %q (%v)", last, s.Err())
+	}
+}
+
+// TestBackgroundPathsKeepToResponses: the Responses paths do not reach a
+// resumable chat stream by its id: no cancel (the stream runs on), no
+// stream, no object.
+func TestBackgroundPathsKeepToResponses(t *testing.T) {
+	t.Parallel()
+	cancelled := make(chan struct{})
+	fake := &fakeEngine{respond: slowPieces(50, 10*time.Millisecond, cancelled)}
+	ts := newTestServer(t, fake, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp := postStream(t, ctx, ts.URL+"/v1/chat/completions",
+		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"resumable":true}}`)
+	defer resp.Body.Close()
+	head := readIDEvents(t, resp.Body, 1)
+	var c struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal([]byte(head[0].data), &c)
+	for _, req := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/responses/" + c.ID + "/cancel"},
+		{http.MethodGet, "/v1/responses/" + c.ID + "?stream=true"},
+		{http.MethodGet, "/v1/responses/" + c.ID},
+	} {
+		r, _ := http.NewRequestWithContext(ctx, req.method, ts.URL+req.path, nil)
+		res, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			t.Errorf("%s %s: %d, want 404", req.method, req.path, res.StatusCode)
+		}
+	}
+	text, _, done := streamText(t, append(head, readIDEvents(t, resp.Body, 0)...))
+	if !done || text != piecesText(50) {
+		t.Errorf("the chat stream after the Responses calls: done %v, text %q", done, text)
 	}
 }
