@@ -283,7 +283,9 @@ func (s *Server) responseObject(ctx context.Context, id string) ([]byte, []json.
 	return rec.Response, rec.Input, nil
 }
 
-// backgroundRecord reads background response id's stream.
+// backgroundRecord reads background response id's stream. A response
+// whose process died while it ran (not live here, and its stream not
+// updated for staleAfter) is answered failed: nobody will finish it.
 func (s *Server) backgroundRecord(ctx context.Context, id string) (backgroundRecord, string, error) {
 	var rec backgroundRecord
 	stream, err := s.logs.st.GetStream(ctx, id)
@@ -295,7 +297,25 @@ func (s *Server) backgroundRecord(ctx context.Context, id string) (backgroundRec
 		// a response.
 		return rec, "", store.ErrNotFound
 	}
+	if !isFinal(stream.Status) && time.Since(stream.Updated) > staleAfter && s.logs.lookup(id) == nil {
+		if obj, ok := markLost(rec.Response); ok {
+			return backgroundRecord{Response: obj, Input: rec.Input}, statusFailed, nil
+		}
+	}
 	return rec, stream.Status, nil
+}
+
+// markLost returns response object obj failed, with the error that says its
+// server stopped.
+func markLost(obj []byte) ([]byte, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return nil, false
+	}
+	m["status"] = json.RawMessage(`"failed"`)
+	m["error"] = json.RawMessage(`{"code":"server_error","message":"The server that ran this response stopped before it finished; retry it."}`)
+	out, err := json.Marshal(m)
+	return out, err == nil
 }
 
 // streamLog streams the events of background response id after seq after,

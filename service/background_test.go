@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"rill/engine"
+	"rill/store"
 )
 
 // slowPieces answers every request with n pieces "w0 ", "w1 ", ..., one
@@ -386,5 +387,43 @@ func TestBackgroundPathsKeepToResponses(t *testing.T) {
 	text, _, done := streamText(t, append(head, readIDEvents(t, resp.Body, 0)...))
 	if !done || text != piecesText(50) {
 		t.Errorf("the chat stream after the Responses calls: done %v, text %q", done, text)
+	}
+}
+
+// TestBackgroundLost: a background response whose process died while it
+// ran (its stream in progress, not updated for long, run by nobody here)
+// polls as failed, and its stream ends, instead of waiting for ever; a
+// fresh one that runs elsewhere still polls in progress.
+func TestBackgroundLost(t *testing.T) {
+	t.Parallel()
+	st := store.NewMemory(store.Retention{})
+	ts := newTestServer(t, &fakeEngine{respond: slowPieces(1, 0, nil)}, Options{Store: st})
+	ctx := context.Background()
+	client := backgroundClient(ts.URL)
+	obj := `{"id":"resp_%s","object":"response","created_at":1,"status":"in_progress","background":true,"error":null,"incomplete_details":null,"model":"tiny","output":[]}`
+	for _, tt := range []struct {
+		id      string
+		updated time.Time
+		want    responses.ResponseStatus
+	}{
+		{"lost", time.Now().Add(-2 * staleAfter), responses.ResponseStatusFailed},
+		{"alive", time.Now(), responses.ResponseStatusInProgress},
+	} {
+		data := encodeBackground([]byte(fmt.Sprintf(obj, tt.id)), nil)
+		if err := st.PutStream(ctx, store.Stream{ID: "resp_" + tt.id, Status: statusInProgress, Data: data, Updated: tt.updated}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := client.Responses.Get(ctx, "resp_"+tt.id, responses.ResponseGetParams{})
+		if err != nil || r.Status != tt.want {
+			t.Errorf("%s: %v %v, want %s", tt.id, r, err, tt.want)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s := client.Responses.GetStreaming(sctx, "resp_lost", responses.ResponseGetParams{})
+	for s.Next() {
+	}
+	if sctx.Err() != nil {
+		t.Error("the stream of a lost response did not end")
 	}
 }
