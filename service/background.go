@@ -151,6 +151,7 @@ func (s *Server) createBackground(w http.ResponseWriter, r *http.Request, info *
 		return
 	}
 	enc.w = &logEvents{l: l, input: rp.inputItems()}
+	l.whenCancelled(func() { s.bg.cancel(rp.id, errCancelRequested) })
 	go s.runBackground(ctx, rp, g, enc, l, release)
 	if !rp.stream {
 		writeJSON(w, r, append(obj, '\n'))
@@ -397,9 +398,16 @@ func (s *Server) handleCancelResponse(w http.ResponseWriter, r *http.Request, _ 
 		return
 	}
 	rec, status, err := s.backgroundRecord(r.Context(), id)
-	if l := s.logs.lookup(id); err == nil && !isFinal(status) && l != nil && s.bg.cancel(id, errCancelRequested) {
-		if err := l.wait(r.Context()); err != nil {
-			return // the client left
+	if err == nil && !isFinal(status) {
+		if l := s.logs.lookup(id); l != nil && s.bg.cancel(id, errCancelRequested) {
+			if err := l.wait(r.Context()); err != nil {
+				return // the client left
+			}
+		} else if err := s.cancelElsewhere(r.Context(), id); err != nil {
+			if r.Context().Err() == nil {
+				s.storeError(w, r, id, err)
+			}
+			return
 		}
 		rec, status, err = s.backgroundRecord(r.Context(), id)
 	}
@@ -427,12 +435,46 @@ func (s *Server) handleCancelResponse(w http.ResponseWriter, r *http.Request, _ 
 		obj, status = st.body, statusCompleted
 	}
 	if !isFinal(status) {
-		// Live, but not in this process: its process cancels it.
+		// Its process did not answer the request in time.
 		writeError(w, &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "response_elsewhere",
-			Message: fmt.Sprintf("Response '%s' runs on another server of this deployment; cancel it there.", clip(id, maxEchoBytes))})
+			Message: fmt.Sprintf("Response '%s' runs on another server of this deployment, which has not cancelled it yet; retry.", clip(id, maxEchoBytes))})
 		return
 	}
 	writeJSON(w, r, append(obj[:len(obj):len(obj)], '\n'))
+}
+
+// cancelWait bounds how long a cancel waits for another process to stop
+// the response it runs.
+const cancelWait = 10 * time.Second
+
+// cancelElsewhere asks the process that runs background response id to
+// cancel it (it looks every cancelPoll) and waits, bounded by cancelWait,
+// until its stream ended.
+func (s *Server) cancelElsewhere(ctx context.Context, id string) error {
+	if err := s.logs.requestCancel(ctx, id); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, cancelWait)
+	defer cancel()
+	for {
+		st, err := s.logs.st.GetStream(wctx, id)
+		switch {
+		case err != nil && wctx.Err() != nil && ctx.Err() == nil:
+			return nil // the caller reads the status again and answers
+		case err != nil:
+			return err
+		case isFinal(st.Status) || time.Since(st.Updated) > staleAfter:
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 // inputItems is the job's input as GET …/input_items lists it: messages

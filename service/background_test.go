@@ -427,3 +427,38 @@ func TestBackgroundLost(t *testing.T) {
 		t.Error("the stream of a lost response did not end")
 	}
 }
+
+// TestBackgroundCancelElsewhere: two servers share a store; a background
+// response runs on the first, the second cancels it (through the store)
+// and answers it cancelled, and the first's engine stream stops; polls
+// and streams on either server find it cancelled.
+func TestBackgroundCancelElsewhere(t *testing.T) {
+	t.Parallel()
+	st := store.NewMemory(store.Retention{})
+	cancelled := make(chan struct{})
+	a := newTestServer(t, &fakeEngine{respond: slowPieces(1000, 20*time.Millisecond, cancelled)}, Options{Store: st})
+	b := newTestServer(t, &fakeEngine{respond: slowPieces(1, 0, nil)}, Options{Store: st})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ca, cb := backgroundClient(a.URL), backgroundClient(b.URL)
+	created, err := ca.Responses.New(ctx, responses.ResponseNewParams{Model: "tiny", Background: openai.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("count")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	r, err := cb.Responses.Cancel(ctx, created.ID)
+	if err != nil || r.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("cancel on the other server: %v %v", r, err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Error("the engine stream on the first server was not cancelled")
+	}
+	for _, client := range []openai.Client{ca, cb} {
+		if r, err := client.Responses.Get(ctx, created.ID, responses.ResponseGetParams{}); err != nil || r.Status != responses.ResponseStatusCancelled {
+			t.Errorf("GET: %v %v", r, err)
+		}
+	}
+}

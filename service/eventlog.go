@@ -38,7 +38,15 @@ const (
 	pollInterval = 100 * time.Millisecond
 	// storeWait bounds each of a log's own calls to the store.
 	storeWait = 5 * time.Second
+	// cancelPoll is how often a live log that may be cancelled from
+	// another process looks for the request (cancelKey) in the store.
+	cancelPoll = time.Second
 )
+
+// cancelKey is the id of the store stream by which another process asks
+// for stream id to be cancelled: a record of its own, which the running
+// process never writes over.
+func cancelKey(id string) string { return id + "#cancel" }
 
 // Stream statuses in the store, the Responses API's words: a stream is
 // live while queued or in progress; any other status is final.
@@ -89,6 +97,9 @@ type eventLog struct {
 	grace     time.Duration
 	abandon   func()
 	timer     *time.Timer
+	// onCancel, when set, runs (once) when another process asked for the
+	// stream's cancel (cancelKey).
+	onCancel func()
 
 	kick    chan struct{} // cap 1: the flusher has something to do
 	written chan struct{} // closed when the flusher is done
@@ -114,6 +125,37 @@ func (ls *eventLogs) lookup(id string) *eventLog {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.live[id]
+}
+
+// whenCancelled runs cancel once another process asks for the stream's
+// cancel through the store (requestCancel), checked every cancelPoll.
+func (l *eventLog) whenCancelled(cancel func()) {
+	l.mu.Lock()
+	l.onCancel = cancel
+	l.mu.Unlock()
+}
+
+// requestCancel asks the process that runs stream id to cancel it.
+func (ls *eventLogs) requestCancel(ctx context.Context, id string) error {
+	return ls.st.PutStream(ctx, store.Stream{ID: cancelKey(id), Status: statusCancelled})
+}
+
+// checkCancel runs onCancel if another process asked for it.
+func (l *eventLog) checkCancel() {
+	l.mu.Lock()
+	f := l.onCancel
+	l.mu.Unlock()
+	if f == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeWait)
+	defer cancel()
+	if _, err := l.ls.st.GetStream(ctx, cancelKey(l.id)); err == nil {
+		l.mu.Lock()
+		l.onCancel = nil
+		l.mu.Unlock()
+		f()
+	}
 }
 
 // whenAbandoned runs abandon once nobody has followed the stream for
@@ -219,9 +261,14 @@ func (l *eventLog) flusher() {
 	defer close(l.written)
 	beat := time.NewTicker(heartbeat)
 	defer beat.Stop()
+	watch := time.NewTicker(cancelPoll)
+	defer watch.Stop()
 	failures := 0
 	for {
 		select {
+		case <-watch.C:
+			l.checkCancel()
+			continue
 		case <-l.kick:
 			// Gather for flushDelay unless the batch is full or the log
 			// ended: a later kick says so.
@@ -261,6 +308,10 @@ func (l *eventLog) flusher() {
 				delete(l.ls.live, l.id)
 			}
 			l.ls.mu.Unlock()
+			// A cancel request that came too late has nothing left to stop.
+			ctx, cancel := context.WithTimeout(context.Background(), storeWait)
+			_ = l.ls.st.DeleteStream(ctx, cancelKey(l.id))
+			cancel()
 			return
 		}
 	}
