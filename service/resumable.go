@@ -210,6 +210,10 @@ func (s *Server) followChunks(w http.ResponseWriter, r *http.Request, info *requ
 		if status == statusCompleted {
 			_ = sw.done()
 		}
+	case wrote == nil && isShutdown(r.Context()):
+		// The client is still there: tell it why its stream ends here.
+		info.status, info.reason = errShutdownCut.Status, reasonShutdown
+		_ = sw.fail(errShutdownCut)
 	case wrote != nil || r.Context().Err() != nil:
 		s.transportFailed(r, info, err)
 	case errors.Is(err, errStreamLost):

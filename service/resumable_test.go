@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -362,5 +365,33 @@ func TestResumableWebSocket(t *testing.T) {
 	sendWS(t, second, `{"type":"resume","request_id":"r3","stream_id":"chatcmpl-nope"}`)
 	if m := readWS(t, second); m.Type != "error" || m.id() != "r3" || m.Status != http.StatusNotFound {
 		t.Errorf("resume of an unknown stream: %s", m.raw)
+	}
+}
+
+// TestResumableShutdown: when the grace period of a shutdown runs out, a
+// client following a resumable stream is told why its stream ends (503
+// server_shutting_down), as on a stream that is not resumable.
+func TestResumableShutdown(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{models: testModels, respond: slowPieces(1000, 10*time.Millisecond, nil)}
+	api := New(Options{Engine: fake, Logger: slog.New(slog.DiscardHandler)})
+	base, cut := context.WithCancelCause(context.Background())
+	ts := httptest.NewUnstartedServer(api)
+	ts.Config.BaseContext = func(net.Listener) context.Context { return base }
+	ts.Start()
+	defer ts.Close()
+	resp := postStream(t, context.Background(), ts.URL+"/v1/chat/completions",
+		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"resumable":true}}`)
+	defer resp.Body.Close()
+	readIDEvents(t, resp.Body, 2)
+	cut(ErrShutdown)
+	rest := readIDEvents(t, resp.Body, 0)
+	if len(rest) == 0 || !strings.Contains(rest[len(rest)-1].data, "server_shutting_down") {
+		t.Errorf("the stream ends with %v", rest)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := api.WaitConnections(ctx); err != nil {
+		t.Error(err)
 	}
 }
