@@ -15,6 +15,11 @@ import (
 // keeps when Options.ResponsesStore is 0.
 const DefaultResponsesStore = 1024
 
+// DefaultMemoryStoreBytes bounds what the default memory store holds:
+// responses and the event logs of streams together, oldest out first.
+// Streams have no other bound there (a durable store has its retention).
+const DefaultMemoryStoreBytes = 256 << 20
+
 // storedResponse is a finished response as the service keeps it: the body
 // GET answers with, and its place in a conversation. It is immutable once
 // made, so it may be read without a lock by whoever holds it.

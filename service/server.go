@@ -107,7 +107,8 @@ type Options struct {
 	// Store keeps what outlives a request: stored responses of the
 	// Responses API (previous_response_id, GET /v1/responses/{id}) and the
 	// event logs of background responses and resumable streams. Nil means
-	// a store.Memory of ResponsesStore responses. The caller that made a
+	// a store.Memory of ResponsesStore responses and DefaultMemoryStoreBytes
+	// in all (the oldest responses and streams go first). The caller that made a
 	// Store closes it, after the server's shutdown.
 	Store store.Store
 	// ResponsesStore is how many responses of the Responses API the
@@ -183,7 +184,7 @@ func New(opts Options) *Server {
 		s.responses = &responseStore{st: opts.Store}
 	case opts.ResponsesStore >= 0:
 		s.responses = &responseStore{st: store.NewMemory(store.Retention{
-			MaxResponses: cmp.Or(opts.ResponsesStore, DefaultResponsesStore)})}
+			MaxResponses: cmp.Or(opts.ResponsesStore, DefaultResponsesStore), MaxBytes: DefaultMemoryStoreBytes})}
 	}
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
