@@ -357,6 +357,15 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, info *request
 	})
 	switch {
 	case err == nil:
+	case wrote == nil && isShutdown(r.Context()):
+		// The client is still there: tell it why its stream ends here (the
+		// response runs on until the shutdown cuts it, and may be polled).
+		info.status, info.reason = errShutdownCut.Status, reasonShutdown
+		sw.buf = append(sw.buf[:0], "event: error\ndata: "...)
+		sw.buf = append(sw.buf, `{"type":"error","code":"server_shutting_down","message":`...)
+		sw.buf = appendString(sw.buf, errShutdownCut.Message)
+		sw.buf = append(sw.buf, `,"param":null}`+"\n\n"...)
+		_ = sw.write()
 	case wrote != nil || r.Context().Err() != nil:
 		s.transportFailed(r, info, err)
 	case errors.Is(err, errStreamLost):

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3/responses"
+
 	"rill/store"
 )
 
@@ -50,7 +52,7 @@ func readIDEvents(t *testing.T, body io.Reader, max int) []idEvent {
 			cur.id = n
 		case strings.HasPrefix(line, "data: "):
 			cur.data = line[6:]
-		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, ":"), strings.HasPrefix(line, "event: "):
 		default:
 			t.Fatalf("unexpected SSE line %q", line)
 		}
@@ -393,5 +395,44 @@ func TestResumableShutdown(t *testing.T) {
 	defer cancel()
 	if err := api.WaitConnections(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestBackgroundStreamShutdown: a client streaming a background response
+// when the grace period of a shutdown runs out gets an error event that
+// says so, and the response ends failed with server_shutting_down.
+func TestBackgroundStreamShutdown(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{models: testModels, respond: slowPieces(1000, 10*time.Millisecond, nil)}
+	api := New(Options{Engine: fake, Logger: slog.New(slog.DiscardHandler)})
+	base, cut := context.WithCancelCause(context.Background())
+	ts := httptest.NewUnstartedServer(api)
+	ts.Config.BaseContext = func(net.Listener) context.Context { return base }
+	ts.Start()
+	defer ts.Close()
+	resp := postStream(t, context.Background(), ts.URL+"/v1/responses",
+		`{"model":"tiny","input":"x","stream":true,"background":true}`)
+	defer resp.Body.Close()
+	head := readIDEvents(t, resp.Body, 2)
+	cut(ErrShutdown)
+	rest := readIDEvents(t, resp.Body, 0)
+	if len(rest) == 0 || !strings.Contains(rest[len(rest)-1].data, `"type":"error","code":"server_shutting_down"`) {
+		t.Errorf("the stream ends with %v", rest)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := api.WaitConnections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Response struct {
+			ID string `json:"id"`
+		} `json:"response"`
+	}
+	_ = json.Unmarshal([]byte(head[0].data), &created)
+	client := backgroundClient(ts.URL)
+	r, err := client.Responses.Get(ctx, created.Response.ID, responses.ResponseGetParams{})
+	if err != nil || r.Status != responses.ResponseStatusFailed || r.Error.Code != "server_shutting_down" {
+		t.Errorf("after the shutdown: %v %v", r, err)
 	}
 }
