@@ -350,3 +350,80 @@ func outputText(r *conformance.ResponseObject) string {
 	}
 	return b.String()
 }
+
+var _ = Describe("WebSocket /v1/chat/completions with a resumable create", Label("resume", "websocket"), func() {
+	Context("a connection that drops after a few chunks", func() {
+		It("resumes on a new connection with a resume message after the last seq: the text of an uninterrupted run", func(sctx SpecContext) {
+			if !env.main.caps.WebSocket {
+				Skip(env.main.caps.WebSocketReason)
+			}
+			ctx, cancel := context.WithTimeout(sctx, conformance.RequestTimeout)
+			defer cancel()
+			body := map[string]any{"model": env.main.Model, "messages": []map[string]any{{"role": "user", "content": shortPrompt()}},
+				"temperature": 0, "max_tokens": resumeOut}
+
+			body["stream"] = true // for the uninterrupted run over SSE; implied on WebSocket
+			plain, why := openStream(ctx, conformance.Chat.Path, body)
+			Expect(why).To(BeEmpty())
+			whole, err := readEvents(plain.Body, 0)
+			plain.Body.Close()
+			Expect(err).NotTo(HaveOccurred())
+			want, _, _, _ := chunkText(whole)
+
+			body["stream_options"] = map[string]any{"resumable": true}
+			type seqChunk struct {
+				Seq   *int64 `json:"seq"`
+				Chunk struct {
+					ID      string `json:"id"`
+					Choices []struct {
+						Delta struct {
+							Content string `json:"content"`
+						} `json:"delta"`
+					} `json:"choices"`
+				} `json:"chunk"`
+			}
+			var text strings.Builder
+			var id string
+			last := int64(-1)
+			take := func(m *conformance.ServerMessage) {
+				GinkgoHelper()
+				var c seqChunk
+				Expect(json.Unmarshal(m.Raw, &c)).To(Succeed())
+				needFeature(c.Seq != nil, "the target's resumable chunks carry no seq")
+				Expect(*c.Seq).To(BeNumerically(">", last), "seq after %d", last)
+				last, id = *c.Seq, c.Chunk.ID
+				for _, ch := range c.Chunk.Choices {
+					text.WriteString(ch.Delta.Content)
+				}
+			}
+			first, err := conformance.DialWebSocket(ctx, env.main.Target, conformance.Chat.Path)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(first.Create(ctx, "r1", body)).To(Succeed())
+			for range 3 {
+				m, err := first.Next(ctx)
+				Expect(err).NotTo(HaveOccurred())
+				needFeature(m.Type == "chunk", fmt.Sprintf("a resumable create was answered %s", m.Raw))
+				take(m)
+			}
+			first.Close()
+
+			second, err := conformance.DialWebSocket(ctx, env.main.Target, conformance.Chat.Path)
+			Expect(err).NotTo(HaveOccurred())
+			defer second.Close()
+			resume, _ := json.Marshal(map[string]any{"type": "resume", "request_id": "r2", "stream_id": id, "last_seq": last})
+			Expect(second.SendRaw(ctx, resume)).To(Succeed())
+			for {
+				m, err := second.Next(ctx)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(m.RequestID).NotTo(BeNil(), "message %s", m.Raw)
+				Expect(*m.RequestID).To(Equal("r2"))
+				if m.Type != "chunk" {
+					Expect(m.Type).To(Equal("done"), "the resumed request ends with %s", m.Raw)
+					break
+				}
+				take(m)
+			}
+			Expect(text.String()).To(Equal(want), "text of the dropped and resumed stream")
+		})
+	})
+})
