@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -459,6 +460,72 @@ func TestBackgroundCancelElsewhere(t *testing.T) {
 	for _, client := range []openai.Client{ca, cb} {
 		if r, err := client.Responses.Get(ctx, created.ID, responses.ResponseGetParams{}); err != nil || r.Status != responses.ResponseStatusCancelled {
 			t.Errorf("GET: %v %v", r, err)
+		}
+	}
+}
+
+// TestInputItems: GET /v1/responses/{id}/input_items lists a stored
+// response's input items (messages, calls and their outputs), newest first
+// by default, in pages of limit after an item id, as openai-go's auto
+// pager reads them; bad parameters are 400s that name them.
+func TestInputItems(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, &fakeEngine{respond: slowPieces(1, 0, nil)}, Options{})
+	input := `[{"role":"developer","content":"be brief"},{"role":"user","content":"one"},` +
+		`{"type":"function_call","call_id":"call_1","name":"f","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"call_1","output":"42"},{"role":"user","content":"two"}]`
+	resp, body := post(t, http.DefaultClient, ts.URL+"/v1/responses", `{"model":"tiny","input":`+input+`}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var created struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(body, &created)
+	client := backgroundClient(ts.URL)
+	ctx := context.Background()
+	want := []string{"message:developer:be brief", "message:user:one", "function_call:call_1", "function_call_output:call_1", "message:user:two"}
+	describe := func(it responses.ResponseItemUnion) string {
+		switch it.Type {
+		case "message":
+			m := it.AsMessage()
+			return "message:" + string(m.Role) + ":" + m.Content[0].Text
+		case "function_call":
+			return "function_call:" + it.AsFunctionCall().CallID
+		case "function_call_output":
+			return "function_call_output:" + it.AsFunctionCallOutput().CallID
+		}
+		return it.Type
+	}
+	for _, tt := range []struct {
+		order responses.InputItemListParamsOrder
+		limit int64
+	}{{"", 2}, {"asc", 2}, {"asc", 100}, {"desc", 1}} {
+		p := responses.InputItemListParams{Order: tt.order, Limit: openai.Int(tt.limit)}
+		pager := client.Responses.InputItems.ListAutoPaging(ctx, created.ID, p)
+		var got []string
+		for pager.Next() {
+			got = append(got, describe(pager.Current()))
+		}
+		if err := pager.Err(); err != nil {
+			t.Fatal(err)
+		}
+		exp := slices.Clone(want)
+		if tt.order != "asc" {
+			slices.Reverse(exp)
+		}
+		if !slices.Equal(got, exp) {
+			t.Errorf("order %q limit %d: %q, want %q", tt.order, tt.limit, got, exp)
+		}
+	}
+	for _, q := range []string{"limit=0", "limit=101", "order=up", "after=msg_nope"} {
+		resp, err := http.Get(ts.URL + "/v1/responses/" + created.ID + "/input_items?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, resp.StatusCode)
 		}
 	}
 }

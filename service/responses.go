@@ -18,10 +18,12 @@ import (
 )
 
 // OpenAI's Responses API: POST /v1/responses (plain JSON or SSE),
-// GET and DELETE /v1/responses/{id}, and the WebSocket mode (responses_ws.go).
-// A request becomes a chat job of one choice, so it runs on every engine
-// as chat does; its events are made by responseEncoder (responses_events.go)
-// and its conversation kept by responseStore (responses_store.go).
+// DELETE /v1/responses/{id}, the WebSocket mode (responses_ws.go), and
+// background responses with GET /v1/responses/{id}, its cancel and
+// input_items (background.go). A request becomes a chat job of one choice,
+// so it runs on every engine as chat does; its events are made by
+// responseEncoder (responses_events.go) and its conversation kept in the
+// server's store.Store through responseStore (responses_store.go).
 
 const pathResponses = "/v1/responses"
 
