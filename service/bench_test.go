@@ -107,14 +107,20 @@ func BenchmarkStreamPerToken(b *testing.B) {
 
 // BenchmarkStreamLoopback streams over a real loopback connection, client
 // included, with and without the per-write deadline of WriteIdleTimeout
-// (one SetWriteDeadline per event), to show what the deadline costs.
+// (one SetWriteDeadline per event), to show what the deadline costs, and
+// as a resumable stream (stream_options.resumable: the event log, its
+// batches to the memory store, and the follower between engine and
+// socket).
 func BenchmarkStreamLoopback(b *testing.B) {
 	events := benchEvents()
-	const body = `{"model":"tiny","messages":[{"role":"user","content":"Once upon a time"}],"stream":true}`
+	const plain = `{"model":"tiny","messages":[{"role":"user","content":"Once upon a time"}],"stream":true}`
+	const resumable = `{"model":"tiny","messages":[{"role":"user","content":"Once upon a time"}],"stream":true,"stream_options":{"resumable":true}}`
 	for _, tt := range []struct {
 		name      string
 		writeIdle time.Duration
-	}{{"write-deadline=on", 0}, {"write-deadline=off", -1}} {
+		body      string
+	}{{"write-deadline=on", 0, plain}, {"write-deadline=off", -1, plain}, {"resumable", 0, resumable}} {
+		body := tt.body
 		b.Run(tt.name, func(b *testing.B) {
 			b.ReportAllocs()
 			fake := &fakeEngine{models: testModels, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {

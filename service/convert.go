@@ -41,6 +41,11 @@ type job struct {
 	// wire index p*n+j.
 	n    int
 	reqs []*engine.Request
+	// resumable is stream_options.resumable (resumable.go), honoured only
+	// when streamed: a stream that survives its connection.
+	// resumableAsked is it as the body says it.
+	resumable      bool
+	resumableAsked bool
 }
 
 // forceStream makes p a streamed request whatever its body said about
@@ -48,6 +53,7 @@ type job struct {
 // stream_options.include_usage then applies as it does on SSE.
 func (p *job) forceStream() {
 	p.stream = true
+	p.resumable = p.resumableAsked
 	p.includeUsage = p.usageAsked
 	p.setContinuousUsage()
 }
@@ -219,6 +225,8 @@ func applyCommon(c *commonRequest, req *engine.Request, p *job) *apiError {
 	p.continuousAsked = o != nil && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
 	p.continuousUsage = p.includeUsage && p.continuousAsked
 	req.ContinuousUsage = p.continuousUsage
+	p.resumableAsked = o != nil && o.Resumable != nil && *o.Resumable
+	p.resumable = p.stream && p.resumableAsked
 
 	s := engine.Sampling{Temperature: 1, TopP: 1}
 	if c.Temperature != nil {

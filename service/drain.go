@@ -85,21 +85,32 @@ func isShutdown(ctx context.Context) bool {
 	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown)
 }
 
-// Drain lets WebSocket requests in flight finish before shutdown: from now
-// on new creates on open connections, and new upgrades, are refused with a
-// 503, and Drain returns when the last running request has ended or ctx is
-// done.
+// Drain lets WebSocket requests and detached generations (background
+// responses, resumable streams in their grace period) in flight finish
+// before shutdown: from now on new creates on open connections, new
+// upgrades and new background responses are refused with a 503, and Drain
+// returns when the last of them has ended or ctx is done.
 func (s *Server) Drain(ctx context.Context) error {
 	s.wsMu.Lock()
 	s.draining = true
 	s.wsMu.Unlock()
-	return s.wsRequests.wait(ctx)
+	if err := s.wsRequests.wait(ctx); err != nil {
+		return err
+	}
+	return s.bg.running.wait(ctx)
 }
 
-// WaitConnections returns when every WebSocket connection has ended, or
-// ctx is done. Call it after cancelling the base context, which closes
-// them with a close handshake, so that the handshakes complete.
+// WaitConnections cuts the detached generations still running (a
+// background response ends failed, with server_shutting_down, its events
+// written to the store) and returns when they and every WebSocket
+// connection have ended, or ctx is done. Call it after cancelling the base
+// context, which closes the connections with a close handshake, so that
+// the handshakes complete.
 func (s *Server) WaitConnections(ctx context.Context) error {
+	s.bg.cancelAll(ErrShutdown)
+	if err := s.bg.running.wait(ctx); err != nil {
+		return err
+	}
 	return s.wsConns.wait(ctx)
 }
 

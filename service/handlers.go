@@ -107,10 +107,21 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		writeError(w, e)
 		return
 	}
-	// Apart: the handler's goroutine may wait for the engine for long.
+	begun := time.Now()
+	// Apart: the handler's goroutine may wait for the engine for long, and
+	// should not keep the stack that validation and templating grew.
+	var p *job
 	g, e := apart(func() (*generation, *apiError) {
-		return s.start(r.Context(), r.URL.Path, body, info.id, asRequested)
+		var e *apiError
+		if p, e = s.parse(r.Context(), r.URL.Path, body); e != nil || p.resumable {
+			return nil, e
+		}
+		return s.launch(r.Context(), p, wirePrefix(p)+info.id, begun)
 	})
+	if e == nil && p.resumable {
+		s.generateResumable(w, r, info, p, begun)
+		return
+	}
 	if e != nil {
 		s.fail(w, r, info, e)
 		return

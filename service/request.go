@@ -73,6 +73,9 @@ type streamOptions struct {
 	// ContinuousUsageStats is vLLM's extension: running usage on every
 	// chunk with choices (honoured with include_usage only).
 	ContinuousUsageStats *bool `json:"continuous_usage_stats"`
+	// Resumable is rill's extension: the stream survives its connection
+	// (resumable.go).
+	Resumable *bool `json:"resumable"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.

@@ -18,10 +18,12 @@ import (
 )
 
 // OpenAI's Responses API: POST /v1/responses (plain JSON or SSE),
-// GET and DELETE /v1/responses/{id}, and the WebSocket mode (responses_ws.go).
-// A request becomes a chat job of one choice, so it runs on every engine
-// as chat does; its events are made by responseEncoder (responses_events.go)
-// and its conversation kept by responseStore (responses_store.go).
+// DELETE /v1/responses/{id}, the WebSocket mode (responses_ws.go), and
+// background responses with GET /v1/responses/{id}, its cancel and
+// input_items (background.go). A request becomes a chat job of one choice,
+// so it runs on every engine as chat does; its events are made by
+// responseEncoder (responses_events.go) and its conversation kept in the
+// server's store.Store through responseStore (responses_store.go).
 
 const pathResponses = "/v1/responses"
 
@@ -67,11 +69,16 @@ type responseJob struct {
 	// streamID is the WebSocket lane the response.create named ("": none).
 	streamID string
 
-	instructions    *string
-	previousID      string
-	parent          *storedResponse // the conversation it continues
-	input           []engine.Message
-	store           bool
+	instructions *string
+	previousID   string
+	parent       *storedResponse // the conversation it continues
+	input        []engine.Message
+	store        bool
+	// background: the response runs on without its client (background.go).
+	background bool
+	// inputList is the input as GET …/input_items lists it, made once by
+	// inputItems so that its ids stay the same.
+	inputList       []json.RawMessage
 	maxOutputTokens int // 0: none
 	temperature     float64
 	topP            float64
@@ -113,16 +120,18 @@ func (w *warnings) add(format string, args ...any) {
 // conversations resolves what a request refers to: stored responses and
 // their output items (messages and function calls), each as the message it
 // stands for in a conversation.
+// store.ErrNotFound is an id it does not know; another error is the
+// store's failure.
 type conversations interface {
-	response(id string) (*storedResponse, bool)
-	item(id string) (engine.Message, bool)
+	response(ctx context.Context, id string) (*storedResponse, error)
+	item(ctx context.Context, id string) (engine.Message, error)
 }
 
 // responsesPlan converts a Responses request. It checks what the schema
 // cannot and refuses what rill does not support (responsesUnsupported;
 // tool types and input items it lacks are refused where they are read).
 // storeOn says whether the server keeps responses at all.
-func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*responseJob, *apiError) {
+func responsesPlan(ctx context.Context, r *responseRequest, conv conversations, storeOn bool) (*responseJob, *apiError) {
 	if e := responsesUnsupported(r); e != nil {
 		return nil, e
 	}
@@ -137,11 +146,26 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 		clientTools: map[string]clientTool{},
 	}
 	p.stream = r.Stream != nil && *r.Stream
+	if r.Background != nil && *r.Background {
+		// As OpenAI: a background response is read back from the store,
+		// so it needs one.
+		switch {
+		case !storeOn:
+			return nil, invalid("background", "invalid_request",
+				"Background responses need the response store; this server stores no responses (--responses-store 0).")
+		case !p.store:
+			return nil, invalid("background", "invalid_request", "Background responses require store to be true.")
+		}
+		p.background = true
+	}
 
 	if r.PreviousResponseID != nil && *r.PreviousResponseID != "" {
 		id := *r.PreviousResponseID
-		parent, ok := conv.response(id)
-		if !ok {
+		parent, err := conv.response(ctx, id)
+		if err != nil && !isNotFound(err) {
+			return nil, storeFailed()
+		}
+		if err != nil {
 			msg := fmt.Sprintf("Previous response with id '%s' not found.", clip(id, maxEchoBytes))
 			if !storeOn {
 				msg += " This server stores no responses (--responses-store 0)."
@@ -154,7 +178,7 @@ func responsesPlan(r *responseRequest, conv conversations, storeOn bool) (*respo
 	if p.parent != nil {
 		history = p.parent.history()
 	}
-	input, e := responseInput(r.Input, conv, history, &p.warnings)
+	input, e := responseInput(ctx, r.Input, conv, history, &p.warnings)
 	if e != nil {
 		return nil, e
 	}
@@ -220,8 +244,6 @@ func responsesUnsupported(r *responseRequest) *apiError {
 		return invalid(param, "unsupported_parameter", "%s not supported by this server yet.", what)
 	}
 	switch {
-	case r.Background != nil && *r.Background:
-		return notYet("background", "Background responses are")
 	case !isNull(r.Conversation):
 		return notYet("conversation", "Conversations are")
 	case !isNull(r.Prompt):
@@ -246,41 +268,55 @@ type serverConversations struct {
 	last  *storedResponse // nil outside a WebSocket connection
 }
 
-func (c serverConversations) response(id string) (*storedResponse, bool) {
+func (c serverConversations) response(ctx context.Context, id string) (*storedResponse, error) {
 	if c.last != nil && c.last.id == id {
-		return c.last, true
+		return c.last, nil
 	}
-	return c.store.get(id)
+	return c.store.get(ctx, id)
 }
 
-func (c serverConversations) item(id string) (engine.Message, bool) {
+func (c serverConversations) item(ctx context.Context, id string) (engine.Message, error) {
 	if c.last != nil {
 		if m, ok := c.last.item(id); ok {
-			return m, true
+			return m, nil
 		}
 	}
-	return c.store.item(id)
+	return c.store.item(ctx, id)
 }
 
-// startResponse validates and converts body and starts its generation; the
-// caller owns the generation (it must run it or cancel it). last is a
-// WebSocket connection's last response, or nil.
-func (s *Server) startResponse(ctx context.Context, body []byte, last *storedResponse) (*responseJob, *generation, *apiError) {
-	begun := time.Now()
+// planResponse validates and converts body; last is a WebSocket
+// connection's last response, or nil.
+func (s *Server) planResponse(ctx context.Context, body []byte, last *storedResponse) (*responseJob, *apiError) {
 	if err := s.validator.ValidateBody(ctx, http.MethodPost, pathResponses, body); err != nil {
-		return nil, nil, fromValidation(err)
+		return nil, fromValidation(err)
 	}
 	var req responseRequest
 	if e := decodeBody(body, &req); e != nil {
-		return nil, nil, e
+		return nil, e
 	}
-	rp, e := responsesPlan(&req, serverConversations{store: s.responses, last: last}, s.responses.enabled())
+	rp, e := responsesPlan(ctx, &req, serverConversations{store: s.responses, last: last}, s.responses.enabled())
 	if e != nil {
-		return nil, nil, e
+		return nil, e
 	}
 	for _, w := range rp.warnings {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "responses request: "+w,
 			slog.String("response", rp.id), slog.String("model", rp.model))
+	}
+	return rp, nil
+}
+
+// startResponse plans body and starts its generation under ctx, for a
+// WebSocket connection (last is its last response); the caller owns the
+// generation (it must run it or cancel it).
+func (s *Server) startResponse(ctx context.Context, body []byte, last *storedResponse) (*responseJob, *generation, *apiError) {
+	begun := time.Now()
+	rp, e := s.planResponse(ctx, body, last)
+	if e != nil {
+		return nil, nil, e
+	}
+	if rp.background {
+		return nil, nil, invalid("background", "unsupported_parameter",
+			"Background responses are not supported on a WebSocket yet; use POST /v1/responses.")
 	}
 	g, e := s.launch(ctx, rp.job, rp.id, begun)
 	if e != nil {
@@ -339,7 +375,8 @@ func (rp *responseJob) stored(enc *responseEncoder) *storedResponse {
 	}
 	reply.NullContent = reply.Content == "" && len(reply.ToolCalls) > 0
 	turn = append(turn, reply)
-	return &storedResponse{id: rp.id, body: enc.response(), turn: turn, parent: rp.parent, items: items}
+	return &storedResponse{id: rp.id, body: enc.response(), turn: turn, parent: rp.parent, items: items,
+		inputItems: rp.inputItems()}
 }
 
 // handleCreateResponse serves POST /v1/responses.
@@ -349,9 +386,19 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 		writeError(w, e)
 		return
 	}
-	rp, g, e := s.startResponse(r.Context(), body, nil)
+	begun := time.Now()
+	rp, e := s.planResponse(r.Context(), body, nil)
 	if e != nil {
 		s.fail(w, r, info, e)
+		return
+	}
+	if rp.background {
+		s.createBackground(w, r, info, rp, begun)
+		return
+	}
+	g, e := s.launch(r.Context(), rp.job, rp.id, begun)
+	if e != nil {
+		s.fail(w, r, info, responsesError(e))
 		return
 	}
 	defer g.cancel()
@@ -369,7 +416,7 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 		}
 		info.usage = u
 		if rp.store {
-			s.responses.put(st)
+			s.keep(r.Context(), st)
 		}
 		writeJSON(w, r, append(enc.response(), '\n'))
 		return
@@ -385,8 +432,19 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 		info.status = statusClientClosed
 	}
 	if st != nil && rp.store {
-		s.responses.put(st)
+		s.keep(r.Context(), st)
 	}
+}
+
+// keep stores a completed response, before st is shared. A store that fails loses the response
+// for previous_response_id and GET, not the answer the client already has:
+// it is logged, not sent. The store's write is not the client's to cancel.
+func (s *Server) keep(ctx context.Context, st *storedResponse) {
+	if err := s.responses.put(context.WithoutCancel(ctx), st); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "response not stored", slog.String("response", st.id), slog.Any("err", err))
+		return
+	}
+	st.inStore = true
 }
 
 // warningValue is an HTTP Warning header value for text, on the Responses
@@ -424,26 +482,26 @@ func (s responseSSE) event(typ string, data []byte) error {
 	return s.write()
 }
 
-// handleGetResponse serves GET /v1/responses/{id}: the stored response.
-func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request, _ *requestInfo) {
-	id := strings.TrimPrefix(r.URL.Path, pathResponses+"/")
-	st, ok := s.responses.get(id)
-	if !ok {
-		writeError(w, responseNotFound(id, s.responses.enabled()))
-		return
-	}
-	writeJSON(w, r, append(st.body[:len(st.body):len(st.body)], '\n'))
-}
-
 // handleDeleteResponse serves DELETE /v1/responses/{id}.
 func (s *Server) handleDeleteResponse(w http.ResponseWriter, r *http.Request, _ *requestInfo) {
 	id := strings.TrimPrefix(r.URL.Path, pathResponses+"/")
-	if !s.responses.delete(id) {
-		writeError(w, responseNotFound(id, s.responses.enabled()))
+	if err := s.responses.delete(r.Context(), id); err != nil {
+		s.storeError(w, r, id, err)
 		return
 	}
 	b := append([]byte(`{"id":`), appendString(nil, id)...)
 	writeJSON(w, r, append(b, `,"object":"response.deleted","deleted":true}`+"\n"...))
+}
+
+// storeError answers a store's err about response id: a 404 for an id it
+// does not hold, a 503 (logged) when it failed.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if isNotFound(err) {
+		writeError(w, responseNotFound(id, s.responses.enabled()))
+		return
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelError, "response store failed", slog.String("response", id), slog.Any("err", err))
+	writeError(w, storeFailed())
 }
 
 func responseNotFound(id string, storeOn bool) *apiError {

@@ -231,11 +231,13 @@ func (e *responseEncoder) sendResponse(typ string) error {
 	return e.send(typ)
 }
 
-// opening sends response.created and response.in_progress.
+// opening sends response.created and response.in_progress; a queued
+// response (a background one) is created queued.
 func (e *responseEncoder) opening() error {
 	if err := e.sendResponse("response.created"); err != nil {
 		return err
 	}
+	e.status = statusInProgress
 	return e.sendResponse("response.in_progress")
 }
 

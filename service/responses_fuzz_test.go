@@ -37,7 +37,7 @@ func FuzzResponsesRequest(f *testing.F) {
 			checkClientError(t, e)
 			return
 		}
-		rp, e := responsesPlan(&req, serverConversations{store: s.responses}, true)
+		rp, e := responsesPlan(ctx, &req, serverConversations{store: s.responses}, true)
 		if e != nil {
 			checkClientError(t, e)
 			return

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -62,7 +63,7 @@ type responseInputItem struct {
 //     items they name.
 //
 // Other item types and content parts other than text are refused.
-func responseInput(raw json.RawMessage, conv conversations, history []engine.Message, warn *warnings) ([]engine.Message, *apiError) {
+func responseInput(ctx context.Context, raw json.RawMessage, conv conversations, history []engine.Message, warn *warnings) ([]engine.Message, *apiError) {
 	switch firstByte(raw) {
 	case 0, 'n':
 		return nil, nil
@@ -113,8 +114,10 @@ func responseInput(raw json.RawMessage, conv conversations, history []engine.Mes
 			}
 			m = engine.Message{Role: engine.RoleAssistant, ReasoningContent: text}
 		case "item_reference":
-			var ok bool
-			if m, ok = conv.item(it.ID); !ok {
+			var err error
+			if m, err = conv.item(ctx, it.ID); err != nil && !isNotFound(err) {
+				return nil, storeFailed()
+			} else if err != nil {
 				return nil, invalid(param+".id", "item_not_found", "Item with id '%s' not found.", clip(it.ID, maxEchoBytes))
 			}
 		default:

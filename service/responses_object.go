@@ -186,7 +186,9 @@ func (e *responseEncoder) appendResponse(b []byte) []byte {
 	b = appendInt(b, int(r.createdAt))
 	b = append(b, `,"status":"`...)
 	b = append(b, e.status...)
-	b = append(b, `","background":false,"completed_at":`...)
+	b = append(b, `","background":`...)
+	b = strconv.AppendBool(b, r.background)
+	b = append(b, `,"completed_at":`...)
 	if e.completedAt != 0 {
 		b = appendInt(b, int(e.completedAt))
 	} else {

@@ -1,19 +1,28 @@
 package service
 
 import (
-	"container/list"
-	"sync"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 
 	"rill/engine"
+	"rill/store"
 )
 
-// DefaultResponsesStore is how many responses the store keeps when
-// Options.ResponsesStore is 0.
+// DefaultResponsesStore is how many responses the default memory store
+// keeps when Options.ResponsesStore is 0.
 const DefaultResponsesStore = 1024
 
-// storedResponse is a finished response as the store keeps it: the body GET
-// answers with, and its place in a conversation. It is immutable once made,
-// so it may be read without a lock by whoever holds it.
+// DefaultMemoryStoreBytes bounds what the default memory store holds:
+// responses and the event logs of streams together, oldest out first.
+// Streams have no other bound there (a durable store has its retention).
+const DefaultMemoryStoreBytes = 256 << 20
+
+// storedResponse is a finished response as the service keeps it: the body
+// GET answers with, and its place in a conversation. It is immutable once
+// made, so it may be read without a lock by whoever holds it.
 type storedResponse struct {
 	id   string
 	body []byte // the final response object, as the last event carried it
@@ -21,13 +30,19 @@ type storedResponse struct {
 	// messages (instructions excluded: they are not carried over) and its
 	// reply, one assistant message with its text and tool calls.
 	turn []engine.Message
-	// parent is the response it continued, nil for none. A chain is kept
-	// alive by its newest response even when older ones left the store, so
-	// that a conversation stays whole; it costs the messages once, however
-	// long the chain.
+	// parent is the response it continued, nil for none. Read from the
+	// store, it is the store's Lineage, hidden responses included, so that
+	// a conversation stays whole when older responses left the store.
 	parent *storedResponse
 	// items are its output items, in order, for item_reference.
 	items []storedItem
+	// inputItems are its input items as GET …/input_items lists them,
+	// each a JSON object with its id, in input order.
+	inputItems []json.RawMessage
+	// inStore: the response was read from, or written to, the store, so
+	// that a response continuing it may name it as its Parent there. A
+	// WebSocket connection's last response with store false is not.
+	inStore bool
 }
 
 // storedItem is one output item of a stored response: its id ("msg_…",
@@ -63,112 +78,206 @@ func (r *storedResponse) item(id string) (engine.Message, bool) {
 	return engine.Message{}, false
 }
 
-// responseStore keeps the most recently stored responses in memory, at most
-// limit of them, evicting the least recently used (stored or read). Nothing
-// survives a restart. Safe for concurrent use.
-type responseStore struct {
-	limit int
-
-	mu    sync.Mutex
-	lru   *list.List               // of *storedResponse, most recent first
-	byID  map[string]*list.Element // response id -> element
-	items map[string]*list.Element // output item id -> its response's element
+// responseRecord is the encoding of a storedResponse in store.Response.Data.
+// Its field names are a stored format: a durable store holds them across
+// versions, so they are only ever added to.
+type responseRecord struct {
+	Body  json.RawMessage `json:"body"`
+	Turn  []messageRecord `json:"turn"`
+	Items []struct {
+		ID      string        `json:"id"`
+		Message messageRecord `json:"message"`
+	} `json:"items"`
+	Input []json.RawMessage `json:"input,omitempty"`
 }
 
-// newResponseStore returns a store of at most limit responses; limit <= 0
-// returns nil, which stores nothing (every method of a nil store is safe).
-func newResponseStore(limit int) *responseStore {
-	if limit <= 0 {
-		return nil
+// messageRecord is an engine.Message as a stored record holds it.
+type messageRecord struct {
+	Role        string       `json:"role"`
+	Content     string       `json:"content,omitempty"`
+	NullContent bool         `json:"null_content,omitempty"`
+	Name        string       `json:"name,omitempty"`
+	Reasoning   string       `json:"reasoning,omitempty"`
+	ToolCalls   []callRecord `json:"tool_calls,omitempty"`
+	ToolCallID  string       `json:"tool_call_id,omitempty"`
+}
+
+type callRecord struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+func toMessageRecord(m engine.Message) messageRecord {
+	r := messageRecord{Role: string(m.Role), Content: m.Content, NullContent: m.NullContent, Name: m.Name,
+		Reasoning: m.ReasoningContent, ToolCallID: m.ToolCallID}
+	for _, c := range m.ToolCalls {
+		r.ToolCalls = append(r.ToolCalls, callRecord(c))
 	}
-	return &responseStore{limit: limit, lru: list.New(),
-		byID: make(map[string]*list.Element), items: make(map[string]*list.Element)}
+	return r
+}
+
+func (r messageRecord) message() engine.Message {
+	m := engine.Message{Role: engine.Role(r.Role), Content: r.Content, NullContent: r.NullContent, Name: r.Name,
+		ReasoningContent: r.Reasoning, ToolCallID: r.ToolCallID}
+	for _, c := range r.ToolCalls {
+		m.ToolCalls = append(m.ToolCalls, engine.ToolCall(c))
+	}
+	return m
+}
+
+// encodeResponse is r as the store keeps it. A parent the store does not
+// hold (a WebSocket connection's unstored last response) cannot be named
+// as Parent: its conversation is folded into r's turn instead, so that r's
+// conversation stays whole.
+func encodeResponse(r *storedResponse) (store.Response, error) {
+	turn, parent := r.turn, r.parent
+	if parent != nil && !parent.inStore {
+		turn = append(parent.history(), turn...)
+		parent = nil
+	}
+	rec := responseRecord{Body: r.body, Input: r.inputItems}
+	for _, m := range turn {
+		rec.Turn = append(rec.Turn, toMessageRecord(m))
+	}
+	ids := make([]string, 0, len(r.items))
+	for _, it := range r.items {
+		rec.Items = append(rec.Items, struct {
+			ID      string        `json:"id"`
+			Message messageRecord `json:"message"`
+		}{it.id, toMessageRecord(it.message)})
+		ids = append(ids, it.id)
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return store.Response{}, fmt.Errorf("encode response %s: %w", r.id, err)
+	}
+	out := store.Response{ID: r.id, Items: ids, Data: data}
+	if parent != nil {
+		out.Parent = parent.id
+	}
+	return out, nil
+}
+
+// decodeResponse reads one stored response, without its parent.
+func decodeResponse(sr store.Response) (*storedResponse, error) {
+	var rec responseRecord
+	if err := json.Unmarshal(sr.Data, &rec); err != nil {
+		return nil, fmt.Errorf("decode stored response %s: %w", sr.ID, err)
+	}
+	r := &storedResponse{id: sr.ID, body: rec.Body, inputItems: rec.Input, inStore: true}
+	for _, m := range rec.Turn {
+		r.turn = append(r.turn, m.message())
+	}
+	for _, it := range rec.Items {
+		r.items = append(r.items, storedItem{id: it.ID, message: it.Message.message()})
+	}
+	return r, nil
+}
+
+// responseStore is the service's view of a store.Store: stored responses
+// as storedResponse. A nil *responseStore keeps nothing (--responses-store
+// 0): every method is safe on it and finds nothing.
+type responseStore struct {
+	st store.Store
 }
 
 // enabled reports whether the store keeps anything.
 func (s *responseStore) enabled() bool { return s != nil }
 
-// put stores r, evicting the least recently used beyond the limit.
-func (s *responseStore) put(r *storedResponse) {
+// put stores r.
+func (s *responseStore) put(ctx context.Context, r *storedResponse) error {
 	if s == nil {
-		return
+		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if el, ok := s.byID[r.id]; ok {
-		s.remove(el)
+	sr, err := encodeResponse(r)
+	if err != nil {
+		return err
 	}
-	el := s.lru.PushFront(r)
-	s.byID[r.id] = el
-	for _, it := range r.items {
-		s.items[it.id] = el
+	if err := s.st.PutResponse(ctx, sr); err != nil {
+		return fmt.Errorf("store response %s: %w", r.id, err)
 	}
-	for s.lru.Len() > s.limit {
-		s.remove(s.lru.Back())
-	}
+	return nil
 }
 
-// get returns response id and marks it recently used.
-func (s *responseStore) get(id string) (*storedResponse, bool) {
+// get returns response id with its conversation (its parents, as far as
+// the store's Lineage reaches). A response the store does not hold is
+// store.ErrNotFound.
+func (s *responseStore) get(ctx context.Context, id string) (*storedResponse, error) {
 	if s == nil {
-		return nil, false
+		return nil, store.ErrNotFound
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	el, ok := s.byID[id]
+	chain, err := s.st.Lineage(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	var head, last *storedResponse
+	for _, sr := range chain {
+		r, err := decodeResponse(sr)
+		if err != nil {
+			return nil, err
+		}
+		if last == nil {
+			head = r
+		} else {
+			last.parent = r
+		}
+		last = r
+	}
+	if head == nil {
+		return nil, store.ErrNotFound
+	}
+	return head, nil
+}
+
+// one returns response id alone, without its conversation: what GET and
+// input_items need.
+func (s *responseStore) one(ctx context.Context, id string) (*storedResponse, error) {
+	if s == nil {
+		return nil, store.ErrNotFound
+	}
+	sr, err := s.st.GetResponse(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return decodeResponse(sr)
+}
+
+// item returns the message of the output item whose id is id.
+func (s *responseStore) item(ctx context.Context, id string) (engine.Message, error) {
+	if s == nil {
+		return engine.Message{}, store.ErrNotFound
+	}
+	sr, err := s.st.ResponseByItem(ctx, id)
+	if err != nil {
+		return engine.Message{}, err
+	}
+	r, err := decodeResponse(sr)
+	if err != nil {
+		return engine.Message{}, err
+	}
+	m, ok := r.item(id)
 	if !ok {
-		return nil, false
+		return engine.Message{}, store.ErrNotFound
 	}
-	s.lru.MoveToFront(el)
-	return el.Value.(*storedResponse), true
+	return m, nil
 }
 
-// item returns the message of the output item whose id is id, and marks
-// its response recently used.
-func (s *responseStore) item(id string) (engine.Message, bool) {
+// delete hides response id; responses that continued it keep their
+// conversation (the store's hidden responses).
+func (s *responseStore) delete(ctx context.Context, id string) error {
 	if s == nil {
-		return engine.Message{}, false
+		return store.ErrNotFound
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	el, ok := s.items[id]
-	if !ok {
-		return engine.Message{}, false
-	}
-	s.lru.MoveToFront(el)
-	return el.Value.(*storedResponse).item(id)
+	return s.st.DeleteResponse(ctx, id)
 }
 
-// delete removes response id; it reports whether it was stored. Responses
-// that continued it keep their conversation.
-func (s *responseStore) delete(id string) bool {
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	el, ok := s.byID[id]
-	if ok {
-		s.remove(el)
-	}
-	return ok
+// storeFailed answers a request the store could not serve: the server's
+// fault, and likely passing (a shared store out of reach), so retryable.
+func storeFailed() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "store_unavailable", RetryAfter: 1,
+		Message: "The response store could not be reached; retry later."}
 }
 
-// len is the number of stored responses.
-func (s *responseStore) len() int {
-	if s == nil {
-		return 0
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lru.Len()
-}
-
-func (s *responseStore) remove(el *list.Element) {
-	r := el.Value.(*storedResponse)
-	s.lru.Remove(el)
-	delete(s.byID, r.id)
-	for _, it := range r.items {
-		delete(s.items, it.id)
-	}
-}
+// isNotFound reports whether err is the store's not found.
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

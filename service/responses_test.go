@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"rill/engine"
+	"rill/store"
 )
 
 // TestResponseUsageOf pins the Responses usage's shape (docs/design.md §3 rule 12):
@@ -74,18 +75,20 @@ type fakeConversations struct {
 	responses map[string]*storedResponse
 }
 
-func (f fakeConversations) response(id string) (*storedResponse, bool) {
-	r, ok := f.responses[id]
-	return r, ok
+func (f fakeConversations) response(_ context.Context, id string) (*storedResponse, error) {
+	if r, ok := f.responses[id]; ok {
+		return r, nil
+	}
+	return nil, store.ErrNotFound
 }
 
-func (f fakeConversations) item(id string) (engine.Message, bool) {
+func (f fakeConversations) item(_ context.Context, id string) (engine.Message, error) {
 	for _, r := range f.responses {
 		if m, ok := r.item(id); ok {
-			return m, true
+			return m, nil
 		}
 	}
-	return engine.Message{}, false
+	return engine.Message{}, store.ErrNotFound
 }
 
 func responsePlanOf(t *testing.T, body string, conv conversations) (*responseJob, *apiError) {
@@ -94,7 +97,7 @@ func responsePlanOf(t *testing.T, body string, conv conversations) (*responseJob
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}
-	return responsesPlan(&r, conv, true)
+	return responsesPlan(context.Background(), &r, conv, true)
 }
 
 func TestResponsesPlan(t *testing.T) {
@@ -338,7 +341,7 @@ func TestResponsesPlanRejects(t *testing.T) {
 		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"s"}}}`, "text.format.schema", "missing_required_parameter"},
 		{`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"s","schema":true}}}`, "text.format.schema", "invalid_type"},
 		{`{"model":"m","input":"x","text":{"format":{"type":"grammar"}}}`, "text.format.type", "invalid_value"},
-		{`{"model":"m","input":"x","background":true}`, "background", "unsupported_parameter"},
+		{`{"model":"m","input":"x","background":true,"store":false}`, "background", "invalid_request"},
 		{`{"model":"m","input":"x","conversation":"conv_1"}`, "conversation", "unsupported_parameter"},
 		{`{"model":"m","input":"x","prompt":{"id":"p"}}`, "prompt", "unsupported_parameter"},
 	}
@@ -354,46 +357,92 @@ func TestResponsesPlanRejects(t *testing.T) {
 	}
 }
 
+// TestResponseStore: stored responses go through a store.Store and come
+// back whole: a conversation read from its newest response, output items
+// by id, and the conversation of a response whose parent was evicted or
+// deleted (the store's hidden responses), or whose parent a WebSocket
+// connection never stored.
 func TestResponseStore(t *testing.T) {
 	t.Parallel()
-	s := newResponseStore(2)
+	ctx := context.Background()
+	s := &responseStore{st: store.NewMemory(store.Retention{MaxResponses: 2})}
 	mk := func(id string, parent *storedResponse) *storedResponse {
 		return &storedResponse{id: id, items: []storedItem{{"msg_" + id, engine.Message{Role: engine.RoleAssistant, Content: "a" + id}}},
-			parent: parent, body: []byte(`{}`),
-			turn: []engine.Message{{Role: engine.RoleUser, Content: "q" + id}, {Role: engine.RoleAssistant, Content: "a" + id}}}
+			parent: parent, body: []byte(`{"id":"` + id + `"}`),
+			turn: []engine.Message{{Role: engine.RoleUser, Content: "q" + id}, {Role: engine.RoleAssistant, Content: "a" + id,
+				ToolCalls: []engine.ToolCall{{ID: "call_" + id, Name: "f", Arguments: "{}"}}}}}
+	}
+	history := func(r *storedResponse) string {
+		var contents []string
+		for _, m := range r.history() {
+			contents = append(contents, m.Content)
+		}
+		return strings.Join(contents, " ")
+	}
+	put := func(r *storedResponse) {
+		t.Helper()
+		if err := s.put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		r.inStore = true
 	}
 	a := mk("a", nil)
-	s.put(a)
+	put(a)
 	b := mk("b", a)
-	s.put(b)
-	if _, ok := s.get("a"); !ok { // a is now the most recent
-		t.Fatal("a missing")
-	}
+	put(b)
 	c := mk("c", b)
-	s.put(c) // evicts b, the least recently used
-	if _, ok := s.get("b"); ok {
-		t.Error("b survived eviction")
+	put(c) // evicts a, the least recently stored
+	if _, err := s.get(ctx, "a"); !isNotFound(err) {
+		t.Errorf("a after eviction: %v", err)
 	}
-	if _, ok := s.item("msg_b"); ok {
-		t.Error("b's output message survived eviction")
+	if _, err := s.item(ctx, "msg_a"); !isNotFound(err) {
+		t.Errorf("a's output message after eviction: %v", err)
 	}
-	if m, ok := s.item("msg_c"); !ok || m.Content != "ac" || m.Role != engine.RoleAssistant {
-		t.Errorf("item msg_c: %+v %v", m, ok)
+	if m, err := s.item(ctx, "msg_c"); err != nil || m.Content != "ac" || m.Role != engine.RoleAssistant ||
+		len(m.ToolCalls) != 0 {
+		t.Errorf("item msg_c: %+v %v", m, err)
 	}
-	// c's conversation is whole although b left the store.
-	var contents []string
-	for _, m := range c.history() {
-		contents = append(contents, m.Content)
+	got, err := s.get(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := strings.Join(contents, " "); got != "qa aa qb ab qc ac" {
-		t.Errorf("history %q", got)
+	// c's conversation is whole although a left the store, and b too now.
+	if err := s.delete(ctx, "b"); err != nil {
+		t.Fatal(err)
 	}
-	if !s.delete("a") || s.delete("a") || s.len() != 1 {
-		t.Errorf("delete: len %d", s.len())
+	if got, err = s.get(ctx, "c"); err != nil {
+		t.Fatal(err)
 	}
-	var off *responseStore = newResponseStore(0)
-	off.put(a)
-	if _, ok := off.get("a"); ok || off.enabled() || off.delete("a") || off.len() != 0 {
+	if h := history(got); h != "qa aa qb ab qc ac" {
+		t.Errorf("history %q", h)
+	}
+	if last := got.history()[5]; len(last.ToolCalls) != 1 || last.ToolCalls[0].ID != "call_c" {
+		t.Errorf("c's reply lost its call: %+v", last)
+	}
+	if one, err := s.one(ctx, "c"); err != nil || string(one.body) != `{"id":"c"}` {
+		t.Errorf("one(c) = %v, %v", one, err)
+	}
+	if err := s.delete(ctx, "b"); !isNotFound(err) {
+		t.Errorf("second delete of b: %v", err)
+	}
+	// d continues an unstored response (store false on a WebSocket), which
+	// continued c: d's conversation is whole all the same.
+	unstored := mk("u", got)
+	d := mk("d", unstored)
+	put(d)
+	gd, err := s.get(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := history(gd); h != "qa aa qb ab qc ac qu au qd ad" {
+		t.Errorf("history of d %q", h)
+	}
+
+	var off *responseStore
+	if err := off.put(ctx, a); err != nil {
+		t.Error(err)
+	}
+	if _, err := off.get(ctx, "a"); !isNotFound(err) || off.enabled() || !isNotFound(off.delete(ctx, "a")) {
 		t.Error("a disabled store kept something")
 	}
 }
@@ -624,7 +673,10 @@ func TestResponsesErrors(t *testing.T) {
 		{"store off: GET", "GET", "/v1/responses/resp_1", ``, 404, "", "response_not_found"},
 		{"PUT", "PUT", "/v1/responses/resp_1", ``, 405, "", "method_not_allowed"},
 		{"GET without upgrade", "GET", "/v1/responses", ``, 405, "", "method_not_allowed"},
-		{"nested path", "GET", "/v1/responses/resp_1/input_items", ``, 404, "", "unknown_url"},
+		{"nested path", "GET", "/v1/responses/resp_1/outputs", ``, 404, "", "unknown_url"},
+		{"input items of an unknown response", "GET", "/v1/responses/resp_1/input_items", ``, 404, "", "response_not_found"},
+		{"cancel of an unknown response", "POST", "/v1/responses/resp_1/cancel", ``, 404, "", "response_not_found"},
+		{"bad starting_after", "GET", "/v1/responses/resp_1?stream=true&starting_after=x", ``, 400, "starting_after", "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -293,12 +293,12 @@ func (w *responsesWS) run(ctx context.Context, streamID string, run *runningResp
 	usage = u
 	switch {
 	case err == nil:
+		if rp.store {
+			w.c.s.keep(ctx, st) // before st is shared: keep marks it stored
+		}
 		w.mu.Lock()
 		w.last = st
 		w.mu.Unlock()
-		if rp.store {
-			w.c.s.responses.put(st)
-		}
 	case wasCancelled():
 		status = statusClientClosed
 		ev.final(appendResponseWSError(nil, errResponseCancelled, streamID, enc.seq))

@@ -8,6 +8,7 @@
 package service
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"rill/engine"
 	"rill/openapi"
+	"rill/store"
 )
 
 // Defaults for zero Options fields.
@@ -102,10 +104,18 @@ type Options struct {
 	// is answered with an error message and discarded, and the connection
 	// stays open. Zero means MaxBodyBytes.
 	WSMaxMessageBytes int64
-	// ResponsesStore is how many responses of the Responses API are kept in
-	// memory for previous_response_id and GET /v1/responses/{id}, least
-	// recently used first out. Zero means DefaultResponsesStore; negative
-	// keeps none.
+	// Store keeps what outlives a request: stored responses of the
+	// Responses API (previous_response_id, GET /v1/responses/{id}) and the
+	// event logs of background responses and resumable streams. Nil means
+	// a store.Memory of ResponsesStore responses and DefaultMemoryStoreBytes
+	// in all (the oldest responses and streams go first). The caller that made a
+	// Store closes it, after the server's shutdown.
+	Store store.Store
+	// ResponsesStore is how many responses of the Responses API the
+	// default memory store keeps (when Store is nil), least recently
+	// stored first out. Zero means DefaultResponsesStore; negative keeps
+	// none, and turns off what needs a store (background responses,
+	// resumable streams).
 	ResponsesStore int
 	// Shutdown, closed when a shutdown's grace period is over (serve
 	// passes the Done of the http.Server's BaseContext, which it cancels
@@ -118,6 +128,11 @@ type Options struct {
 	// handshake's handler, and the end of that request's context (the
 	// BaseContext's) closes it. One goroutine of the Server waits for it.
 	Shutdown <-chan struct{}
+	// ResumeGrace is how long a resumable stream (stream_options.resumable)
+	// that nobody follows keeps generating before it stops and frees its
+	// KV, waiting for its client to reconnect. Zero means
+	// DefaultResumeGrace; negative stops it as soon as nobody follows.
+	ResumeGrace time.Duration
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use;
@@ -152,6 +167,11 @@ type Server struct {
 	metrics *metrics
 	// responses keeps stored responses; nil keeps none.
 	responses *responseStore
+	// logs are the event logs of background responses and resumable
+	// streams; nil without a store. bg runs their generations.
+	logs        *eventLogs
+	bg          detached
+	resumeGrace time.Duration
 }
 
 // New returns a Server for opts. It panics if opts.Engine is nil or the
@@ -174,15 +194,21 @@ func New(opts Options) *Server {
 		metrics:   newMetrics(opts.Engine),
 		shutdown:  opts.Shutdown,
 	}
-	if opts.ResponsesStore == 0 {
-		opts.ResponsesStore = DefaultResponsesStore
+	switch {
+	case opts.Store != nil:
+		s.responses = &responseStore{st: opts.Store}
+	case opts.ResponsesStore >= 0:
+		s.responses = &responseStore{st: store.NewMemory(store.Retention{
+			MaxResponses: cmp.Or(opts.ResponsesStore, DefaultResponsesStore), MaxBytes: DefaultMemoryStoreBytes})}
 	}
-	s.responses = newResponseStore(opts.ResponsesStore)
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.responses != nil {
+		s.logs = newEventLogs(s.responses.st, s.log)
 	}
 	if s.ping == 0 {
 		s.ping = DefaultPingInterval
@@ -190,6 +216,7 @@ func New(opts Options) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	s.resumeGrace = orDefault(opts.ResumeGrace, DefaultResumeGrace)
 	s.bodyTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
 	s.writeIdle = orDefault(opts.WriteIdleTimeout, DefaultWriteIdleTimeout)
 	s.maxChoices = opts.MaxChoices
@@ -248,11 +275,16 @@ var (
 	routeModel       = route{methods: "GET, HEAD", get: (*Server).handleModel}
 	routeChat        = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
 	routeCompletions = route{methods: "POST", post: (*Server).handleGenerate, upgrade: (*Server).handleWebSocket}
-	routeTokenize    = route{methods: "POST", post: (*Server).handleTokenize}
-	routeDetokenize  = route{methods: "POST", post: (*Server).handleDetokenize}
+	// A resumable stream's reconnection (resumable.go).
+	routeResumeStream = route{methods: "GET, HEAD", get: (*Server).handleResumeStream}
+	routeTokenize     = route{methods: "POST", post: (*Server).handleTokenize}
+	routeDetokenize   = route{methods: "POST", post: (*Server).handleDetokenize}
 	// The Responses API (responses.go, responses_ws.go).
 	routeResponses = route{methods: "POST", post: (*Server).handleCreateResponse, upgrade: (*Server).handleWebSocket}
 	routeResponse  = route{methods: "GET, HEAD, DELETE", get: (*Server).handleGetResponse, del: (*Server).handleDeleteResponse}
+	// Background responses (background.go).
+	routeCancelResponse = route{methods: "POST", post: (*Server).handleCancelResponse}
+	routeInputItems     = route{methods: "GET, HEAD", get: (*Server).handleInputItems}
 	// Anthropic's Messages API (anthropic*.go).
 	routeMessages    = route{methods: "POST", post: (*Server).handleMessages, upgrade: (*Server).handleWebSocket}
 	routeCountTokens = route{methods: "POST", post: (*Server).handleCountTokens}
@@ -294,8 +326,22 @@ func findRoute(path string) *route {
 	case pathUnloadModel:
 		return &routeUnloadModel
 	}
-	if id, ok := strings.CutPrefix(path, pathResponses+"/"); ok && id != "" && !strings.Contains(id, "/") {
-		return &routeResponse
+	if rest, ok := strings.CutPrefix(path, pathResponses+"/"); ok {
+		id, sub, _ := strings.Cut(rest, "/")
+		switch {
+		case id == "" || strings.Contains(sub, "/"):
+		case sub == "" && !strings.HasSuffix(rest, "/"):
+			return &routeResponse
+		case sub == "cancel":
+			return &routeCancelResponse
+		case sub == "input_items":
+			return &routeInputItems
+		}
+	}
+	for _, base := range []string{"/v1/chat/completions/", "/v1/completions/"} {
+		if id, ok := strings.CutPrefix(path, base); ok && id != "" && !strings.Contains(id, "/") {
+			return &routeResumeStream
+		}
 	}
 	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
 		return &routeModel

@@ -284,13 +284,21 @@ type wsMessage struct {
 	Type      json.RawMessage `json:"type"`
 	RequestID json.RawMessage `json:"request_id"`
 	Body      json.RawMessage `json:"body"`
+	// A resume's: the resumable stream's id and the last seq its client
+	// saw (resumable.go).
+	StreamID json.RawMessage `json:"stream_id"`
+	LastSeq  json.RawMessage `json:"last_seq"`
 }
 
 // wsCommand is a client message that parseWSMessage accepted.
 type wsCommand struct {
-	create bool // else cancel
+	create bool // else cancel, or resume
+	resume bool
 	id     string
 	body   json.RawMessage // of a create; may be absent or null, which create answers
+	// A resume's stream and the seq it continues after (-1: from the start).
+	streamID string
+	after    int64
 }
 
 // parseWSMessage decodes and checks one client message. Its errors are
@@ -310,15 +318,27 @@ func parseWSMessage(data []byte) (wsCommand, *apiError) {
 	if firstByte(m.Type) != '"' || json.Unmarshal(m.Type, &typ) != nil {
 		return wsCommand{}, invalid("type", "invalid_type", "Invalid type for 'type': expected a string.")
 	}
-	if typ != "create" && typ != "cancel" {
+	if typ != "create" && typ != "cancel" && typ != "resume" {
 		return wsCommand{}, invalid("type", "invalid_value",
-			"Invalid value for 'type': %q; expected 'create' or 'cancel'.", clip(typ, maxEchoBytes))
+			"Invalid value for 'type': %q; expected 'create', 'cancel' or 'resume'.", clip(typ, maxEchoBytes))
 	}
 	id, e := requestIDOf(m.RequestID)
 	if e != nil {
 		return wsCommand{}, e
 	}
-	return wsCommand{create: typ == "create", id: id, body: m.Body}, nil
+	cmd := wsCommand{create: typ == "create", resume: typ == "resume", id: id, body: m.Body, after: -1}
+	if cmd.resume {
+		if firstByte(m.StreamID) != '"' || json.Unmarshal(m.StreamID, &cmd.streamID) != nil || cmd.streamID == "" {
+			return wsCommand{}, invalid("stream_id", "missing_required_parameter",
+				"A resume needs 'stream_id': the id of the resumable stream's chunks.")
+		}
+		if !isNull(m.LastSeq) {
+			if json.Unmarshal(m.LastSeq, &cmd.after) != nil || cmd.after < -1 {
+				return wsCommand{}, invalid("last_seq", "invalid_type", "Invalid type for 'last_seq': expected an integer.")
+			}
+		}
+	}
+	return cmd, nil
 }
 
 // handle dispatches one client message. Errors about a message that ends no
@@ -331,6 +351,8 @@ func (c *wsConn) handle(ctx, reqCtx context.Context, data []byte) {
 		c.reject(ctx, nil, e)
 	case cmd.create:
 		c.create(ctx, reqCtx, cmd.id, cmd.body)
+	case cmd.resume:
+		c.resume(ctx, reqCtx, cmd.id, cmd.streamID, cmd.after)
 	default:
 		c.cancel(ctx, cmd.id)
 	}
@@ -357,46 +379,63 @@ func requestIDOf(raw json.RawMessage) (string, *apiError) {
 // the connection is at its limit.
 // ctx is the connection's (for the answers), reqCtx the requests' parent.
 func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMessage) {
-	c.mu.Lock()
-	if _, dup := c.reqs[id]; dup {
-		c.mu.Unlock()
-		c.reject(ctx, nil, &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Param: "request_id",
-			Code: "duplicate_request_id", Message: fmt.Sprintf("Request %q is still in flight on this connection.", clip(id, maxEchoBytes))})
-		return
-	}
 	if isNull(body) {
+		c.mu.Lock()
+		_, dup := c.reqs[id]
 		c.mu.Unlock()
-		c.reject(ctx, appendString(nil, id), invalid("body", "missing_required_parameter",
-			"Missing required parameter: 'body'."))
+		if !dup {
+			c.reject(ctx, appendString(nil, id), invalid("body", "missing_required_parameter",
+				"Missing required parameter: 'body'."))
+			return
+		}
+	}
+	rctx, req, release, ok := c.admit(ctx, reqCtx, id)
+	if !ok {
 		return
 	}
-	if len(c.reqs) >= c.s.wsReqs {
-		c.mu.Unlock()
-		c.reject(ctx, appendString(nil, id), &apiError{Status: http.StatusTooManyRequests, Type: typeInvalidRequest,
-			Code: "too_many_requests", Message: fmt.Sprintf(
-				"This connection already has %d requests in flight; wait for one to end or open another connection.", c.s.wsReqs)})
-		return
-	}
-	if c.closing || !c.s.beginWS() {
-		c.mu.Unlock()
-		c.reject(ctx, appendString(nil, id), errDraining)
-		return
-	}
-	rctx, cancel := context.WithCancel(reqCtx)
-	req := &wsRequest{cancel: cancel}
-	c.reqs[id] = req
-	c.running.Add(1)
-	c.mu.Unlock()
 	c.wg.Go(func() {
-		defer c.running.Done()
-		defer c.s.endWS()
-		defer cancel()
+		defer release()
 		if c.path == pathMessages {
 			c.runMessage(rctx, id, req, body) // anthropic_ws.go
 			return
 		}
 		c.run(rctx, id, req, body)
 	})
+}
+
+// admit takes request id on the books, unless the id is in flight already,
+// the connection is at its limit or shutting down (each answered here). The
+// request's goroutine must call release when it ends.
+func (c *wsConn) admit(ctx, reqCtx context.Context, id string) (context.Context, *wsRequest, func(), bool) {
+	c.mu.Lock()
+	if _, dup := c.reqs[id]; dup {
+		c.mu.Unlock()
+		c.reject(ctx, nil, &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Param: "request_id",
+			Code: "duplicate_request_id", Message: fmt.Sprintf("Request %q is still in flight on this connection.", clip(id, maxEchoBytes))})
+		return nil, nil, nil, false
+	}
+	if len(c.reqs) >= c.s.wsReqs {
+		c.mu.Unlock()
+		c.reject(ctx, appendString(nil, id), &apiError{Status: http.StatusTooManyRequests, Type: typeInvalidRequest,
+			Code: "too_many_requests", Message: fmt.Sprintf(
+				"This connection already has %d requests in flight; wait for one to end or open another connection.", c.s.wsReqs)})
+		return nil, nil, nil, false
+	}
+	if c.closing || !c.s.beginWS() {
+		c.mu.Unlock()
+		c.reject(ctx, appendString(nil, id), errDraining)
+		return nil, nil, nil, false
+	}
+	rctx, cancel := context.WithCancel(reqCtx)
+	req := &wsRequest{cancel: cancel}
+	c.reqs[id] = req
+	c.running.Add(1)
+	c.mu.Unlock()
+	return rctx, req, func() {
+		cancel()
+		c.s.endWS()
+		c.running.Done()
+	}, true
 }
 
 // cancel stops request id at once: its engine context ends now; its
@@ -453,11 +492,28 @@ var errCancelled = &apiError{Status: statusClientClosed, Type: typeInvalidReques
 func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte) {
 	w := newWSWriter(c.out, ctx.Done(), id, func() { c.release(id, req) })
 	c.serveRequest(ctx, id, req, w, func() (*wsRun, *apiError) {
-		g, e := c.s.start(ctx, c.path, body, uuid.NewString(), alwaysStreamed)
+		begun := time.Now()
+		p, e := c.s.parse(ctx, c.path, body)
 		if e != nil {
 			return nil, e
 		}
-		return &wsRun{g: g, stream: func() (*Usage, error) { return g.streamTo(ctx, w, 0) }}, nil
+		p.forceStream()
+		if p.resumable {
+			run, e := c.s.startResumable(ctx, p, begun)
+			if e != nil {
+				return nil, e
+			}
+			return &wsRun{model: run.model, stream: func() (*Usage, error) {
+				defer run.l.leave()
+				err := c.followWS(ctx, w, run.id, -1)
+				return run.usage(), err
+			}}, nil
+		}
+		g, e := c.s.launch(ctx, p, wirePrefix(p)+uuid.NewString(), begun)
+		if e != nil {
+			return nil, e
+		}
+		return &wsRun{g: g, model: g.model, stream: func() (*Usage, error) { return g.streamTo(ctx, w, 0) }}, nil
 	})
 }
 
@@ -476,7 +532,8 @@ type wsReply interface {
 // wsRun is a WebSocket request's generation, started, and how it streams
 // to its writer (sending the engine's error itself, if one ends it).
 type wsRun struct {
-	g      *generation
+	g      *generation // nil for a resumable stream, whose generation is the server's
+	model  string
 	stream func() (*Usage, error)
 }
 
@@ -519,15 +576,18 @@ func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w 
 		_ = w.fail(e)
 		return
 	}
-	defer run.g.cancel()
-	model, obs = run.g.model, run.g.obs
+	model = run.model
+	if run.g != nil {
+		defer run.g.cancel()
+		obs = run.g.obs
+	}
 	u, err := run.stream()
 	usage = u
 	switch {
 	case err == nil:
 	case w.finished():
 		// The stream sent the engine's error.
-		e := fromEngine(err, run.g.model)
+		e := fromEngine(err, model)
 		status, reason = e.Status, reasonOf(e)
 	case req.wasCancelled():
 		status = statusClientClosed

@@ -37,10 +37,11 @@ func Serve(ctx context.Context, args []string) error {
 	wsOrigins := fs.String("ws-allowed-origins", "", "comma-separated host patterns (e.g. *.example.com, https://app.example.com) of browser pages on other origins that may use the server (open a WebSocket, send requests)")
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host name patterns (e.g. rill.internal, *.example.com) clients may address the server by, besides localhost and loopback IPs; checked (against DNS rebinding) when listening on loopback or when given")
 	readTimeout := fs.Duration("read-timeout", service.DefaultReadTimeout, "how long a request body may take to arrive after its headers (408 after that); 0 turns the limit off")
+	resumeGrace := fs.Duration("resume-grace", service.DefaultResumeGrace, "how long a resumable stream (stream_options.resumable) whose client is gone keeps generating, waiting for a reconnect, before it stops; 0 stops it at once")
 	writeIdle := fs.Duration("write-idle-timeout", service.DefaultWriteIdleTimeout, "how long a write to a client may make no progress before its request (or WebSocket connection) is ended and its engine work cancelled; 0 turns the limit off")
 	maxChoices := fs.Int("max-choices", service.DefaultMaxChoices, "most choices (prompts × n) one request may ask for")
 	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
-	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses to keep in memory for previous_response_id and GET /v1/responses/{id} (least recently used out; 0 keeps none; nothing survives a restart)")
+	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses the store keeps for previous_response_id and GET /v1/responses/{id} (least recently stored hidden first; 0 keeps none and turns off background responses and resumable streams)")
 	storeFlags := registerStoreFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
 	var cat config.Catalog
@@ -93,7 +94,6 @@ func Serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeStore() // after the engines' close below: the last to go
-	_ = st             // service.Options.Store, once the service takes one (issue 29)
 	var e *Engines
 	if *configFile != "" {
 		native := config.NativeFlagNames()
@@ -147,9 +147,11 @@ func Serve(ctx context.Context, args []string) error {
 		WriteIdleTimeout: flagTimeout(*writeIdle),
 		MaxChoices:       *maxChoices,
 		ResponsesStore:   cmp.Or(*responsesStore, -1),
+		Store:            serveStore(st, *responsesStore),
 		// Cancelling base cuts what still runs; WebSocket connections,
 		// served apart from their handshakes, hear it here.
-		Shutdown: base.Done(),
+		Shutdown:    base.Done(),
+		ResumeGrace: flagTimeout(*resumeGrace),
 	})
 	srv := &http.Server{
 		Handler:           api,

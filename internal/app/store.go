@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rill/config"
+	"rill/service"
 	"rill/store"
 	"rill/store/postgres"
 	redisstore "rill/store/redis"
@@ -46,7 +47,11 @@ func OpenStore(ctx context.Context, spec StoreSpec) (store.Store, string, error)
 		if spec.DataDir != "" {
 			return nil, "", errors.New("store memory keeps nothing in the data directory: leave out the data directory, or choose store sqlite")
 		}
-		return store.NewMemory(spec.Keep), "memory", nil
+		keep := spec.Keep
+		// As the service's own default: the event logs of ended streams
+		// must not grow without end in memory.
+		keep.MaxBytes = cmp.Or(keep.MaxBytes, service.DefaultMemoryStoreBytes)
+		return store.NewMemory(keep), "memory", nil
 	case "sqlite":
 		if spec.DataDir == "" {
 			return nil, "", errors.New("store sqlite needs a data directory (--data-dir) for its database")
@@ -174,4 +179,14 @@ func sweepStore(s store.Store, every time.Duration, log *slog.Logger) (stop func
 		cancel()
 		wg.Wait()
 	}
+}
+
+// serveStore is the store serve hands the service: none when
+// --responses-store is 0, which keeps nothing (and turns off what needs a
+// store); the store is still opened and closed, its flags checked.
+func serveStore(st store.Store, responsesStore int) store.Store {
+	if responsesStore == 0 {
+		return nil
+	}
+	return st
 }

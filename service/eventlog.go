@@ -1,0 +1,476 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"rill/store"
+)
+
+// Event logs: the events of a stream that must outlive its connection (a
+// background response, a resumable stream), kept so that a client may
+// follow the stream from any point, now or after it reconnected.
+//
+// One goroutine, the producer, appends a stream's events as it makes them.
+// The log keeps them all in memory while the stream lives, for the
+// followers in this process, and writes them to the Store in batches: an
+// event waits at most flushDelay, or until flushBatch events wait, before
+// its batch is written. A kill -9 loses what was not written yet: at most
+// the last flushDelay (50 ms) of events, or flushBatch (64) events if they
+// came faster, and the batch being written. Once the stream ended and its
+// last batch is written, the log leaves memory: followers read the store
+// from then on, as do those in other processes (which poll it).
+
+const (
+	flushDelay = 50 * time.Millisecond
+	flushBatch = 64
+	// heartbeat: a live stream's Updated moves at least this often, so that
+	// a follower polling the store can tell a stream whose process died
+	// (staleAfter without a move) from one that is only slow.
+	heartbeat  = 10 * time.Second
+	staleAfter = 3 * heartbeat
+	// pollInterval is how often a follower of another process's stream
+	// asks the store for new events.
+	pollInterval = 100 * time.Millisecond
+	// storeWait bounds each of a log's own calls to the store.
+	storeWait = 5 * time.Second
+	// cancelPoll is how often a live log that may be cancelled from
+	// another process looks for the request (cancelKey) in the store.
+	cancelPoll = time.Second
+)
+
+// cancelKey is the id of the store stream by which another process asks
+// for stream id to be cancelled: a record of its own, which the running
+// process never writes over.
+func cancelKey(id string) string { return id + "#cancel" }
+
+// Stream statuses in the store, the Responses API's words: a stream is
+// live while queued or in progress; any other status is final.
+const (
+	statusQueued    = "queued"
+	statusCancelled = "cancelled"
+)
+
+// isFinal reports whether a stream with status has ended.
+func isFinal(status string) bool { return status != statusQueued && status != statusInProgress }
+
+// errStreamLost ends a follower of a stream whose producer stopped writing
+// without ending it (its process died).
+var errStreamLost = errors.New("stream lost: its producer stopped without ending it")
+
+// eventLogs are the live logs of this process, by stream id. Safe for
+// concurrent use.
+type eventLogs struct {
+	st  store.Store
+	log *slog.Logger
+
+	mu   sync.Mutex
+	live map[string]*eventLog
+}
+
+func newEventLogs(st store.Store, log *slog.Logger) *eventLogs {
+	return &eventLogs{st: st, log: log, live: make(map[string]*eventLog)}
+}
+
+// eventLog is one live stream's log. The producer calls append, update and
+// end; followers call follow. Its flusher goroutine is started by open and
+// ends once end was called and everything is written (or given up on).
+type eventLog struct {
+	ls *eventLogs
+	id string
+
+	mu      sync.Mutex
+	events  []store.Event // every event so far; never changed once appended
+	flushed int           // events[:flushed] are in the store
+	status  string
+	data    []byte
+	dirty   bool          // status or data changed since the last write
+	ended   bool          // end was called
+	wake    chan struct{} // closed and replaced when an event comes or the log ends
+	// followers counts those following now; when it drops to zero while
+	// the stream lives, abandon runs after grace, unless one comes back.
+	followers int
+	grace     time.Duration
+	abandon   func()
+	timer     *time.Timer
+	// onCancel, when set, runs (once) when another process asked for the
+	// stream's cancel (cancelKey).
+	onCancel func()
+
+	kick    chan struct{} // cap 1: the flusher has something to do
+	written chan struct{} // closed when the flusher is done
+}
+
+// open creates stream id in the store with status and data, and its live
+// log here. The caller must end the log.
+func (ls *eventLogs) open(ctx context.Context, id, status string, data []byte) (*eventLog, error) {
+	if err := ls.st.PutStream(ctx, store.Stream{ID: id, Status: status, Data: data}); err != nil {
+		return nil, err
+	}
+	l := &eventLog{ls: ls, id: id, status: status, data: data,
+		wake: make(chan struct{}), kick: make(chan struct{}, 1), written: make(chan struct{})}
+	ls.mu.Lock()
+	ls.live[id] = l
+	ls.mu.Unlock()
+	go l.flusher()
+	return l, nil
+}
+
+// lookup returns the live log of stream id in this process, or nil.
+func (ls *eventLogs) lookup(id string) *eventLog {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.live[id]
+}
+
+// whenCancelled runs cancel once another process asks for the stream's
+// cancel through the store (requestCancel), checked every cancelPoll.
+func (l *eventLog) whenCancelled(cancel func()) {
+	l.mu.Lock()
+	l.onCancel = cancel
+	l.mu.Unlock()
+}
+
+// requestCancel asks the process that runs stream id to cancel it.
+func (ls *eventLogs) requestCancel(ctx context.Context, id string) error {
+	return ls.st.PutStream(ctx, store.Stream{ID: cancelKey(id), Status: statusCancelled})
+}
+
+// checkCancel runs onCancel if another process asked for it.
+func (l *eventLog) checkCancel() {
+	l.mu.Lock()
+	f := l.onCancel
+	l.mu.Unlock()
+	if f == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeWait)
+	defer cancel()
+	if _, err := l.ls.st.GetStream(ctx, cancelKey(l.id)); err == nil {
+		l.mu.Lock()
+		l.onCancel = nil
+		l.mu.Unlock()
+		f()
+	}
+}
+
+// whenAbandoned runs abandon once nobody has followed the stream for
+// grace (counted from now if nobody follows now), unless the stream ended
+// first. A resumable stream's producer stops with it.
+func (l *eventLog) whenAbandoned(grace time.Duration, abandon func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.grace, l.abandon = grace, abandon
+	if l.followers == 0 && !l.ended {
+		l.timer = time.AfterFunc(grace, abandon)
+	}
+}
+
+func (l *eventLog) join() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.followers++
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
+
+func (l *eventLog) leave() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.followers--
+	if l.followers == 0 && !l.ended && l.abandon != nil {
+		l.timer = time.AfterFunc(l.grace, l.abandon)
+	}
+}
+
+// append adds the event seq, data to the log; seq must be above the last
+// one's. data is copied.
+func (l *eventLog) append(seq int64, data []byte) {
+	l.mu.Lock()
+	l.events = append(l.events, store.Event{Seq: seq, Data: slices.Clone(data)})
+	n := len(l.events) - l.flushed
+	l.wakeLocked()
+	l.mu.Unlock()
+	if n == 1 || n >= flushBatch {
+		l.signal()
+	}
+}
+
+// update sets the stream's status and data (nil: the data as it was),
+// written with the next batch.
+func (l *eventLog) update(status string, data []byte) {
+	l.mu.Lock()
+	if data != nil {
+		l.data = data
+	}
+	l.status, l.dirty = status, true
+	l.mu.Unlock()
+	l.signal()
+}
+
+// end ends the stream with its final status and data (nil: the data as
+// it was): followers get what is left and return, and the flusher writes
+// the rest and leaves.
+func (l *eventLog) end(status string, data []byte) {
+	l.mu.Lock()
+	if data != nil {
+		l.data = data
+	}
+	l.status, l.dirty, l.ended = status, true, true
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	l.wakeLocked()
+	l.mu.Unlock()
+	l.signal()
+}
+
+// wait returns when the log's last batch is written, or ctx ends.
+func (l *eventLog) wait(ctx context.Context) error {
+	select {
+	case <-l.written:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *eventLog) wakeLocked() {
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+func (l *eventLog) signal() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// flusher writes the log to the store in batches until it ended. Its
+// store calls are bounded by storeWait each; a failed write is retried with
+// the next batch, and given up on (logged) after the stream ended.
+func (l *eventLog) flusher() {
+	defer close(l.written)
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	watch := time.NewTicker(cancelPoll)
+	defer watch.Stop()
+	failures := 0
+	for {
+		select {
+		case <-watch.C:
+			l.checkCancel()
+			continue
+		case <-l.kick:
+			// Gather for flushDelay unless the batch is full or the log
+			// ended: a later kick says so.
+			l.mu.Lock()
+			urgent := l.ended || len(l.events)-l.flushed >= flushBatch
+			l.mu.Unlock()
+			if !urgent {
+				t := time.NewTimer(flushDelay)
+				select {
+				case <-t.C:
+				case <-l.kick:
+				}
+				t.Stop()
+			}
+		case <-beat.C:
+			l.mu.Lock()
+			l.dirty = true // moves Updated: the stream is alive
+			l.mu.Unlock()
+		}
+		done, err := l.flush()
+		if err != nil {
+			failures++
+			l.ls.log.Warn("event log: store write failed", slog.String("stream", l.id),
+				slog.Int("failures", failures), slog.Any("err", err))
+			if !done {
+				continue // the next batch retries it
+			}
+			if failures <= 3 {
+				time.Sleep(flushDelay) // the stream ended: retry soon, a few times
+				l.signal()
+				continue
+			}
+		}
+		if done {
+			l.ls.mu.Lock()
+			if l.ls.live[l.id] == l {
+				delete(l.ls.live, l.id)
+			}
+			l.ls.mu.Unlock()
+			// A cancel request that came too late has nothing left to stop.
+			ctx, cancel := context.WithTimeout(context.Background(), storeWait)
+			_ = l.ls.st.DeleteStream(ctx, cancelKey(l.id))
+			cancel()
+			return
+		}
+	}
+}
+
+// flush writes the events and state not yet written; done reports that the
+// log ended and nothing is left (or, after failures, that it ended).
+func (l *eventLog) flush() (done bool, err error) {
+	l.mu.Lock()
+	batch := l.events[l.flushed:]
+	status, data, dirty, ended := l.status, l.data, l.dirty, l.ended
+	l.dirty = false
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), storeWait)
+	defer cancel()
+	if len(batch) > 0 {
+		if err := l.ls.st.AppendEvents(ctx, l.id, batch); err != nil {
+			l.mu.Lock()
+			l.dirty = l.dirty || dirty
+			l.mu.Unlock()
+			return ended, err
+		}
+		l.mu.Lock()
+		l.flushed += len(batch)
+		l.mu.Unlock()
+	}
+	if dirty {
+		// After the events: a follower that sees a final status has the
+		// stream's every event in the store.
+		if err := l.ls.st.PutStream(ctx, store.Stream{ID: l.id, Status: status, Data: data}); err != nil {
+			l.mu.Lock()
+			l.dirty = true
+			l.mu.Unlock()
+			return ended, err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended && l.flushed == len(l.events) && !l.dirty, nil
+}
+
+// follow calls send with each event of stream id whose Seq is above after,
+// in order, with no gap and none twice, until the stream ended; it returns
+// the stream's final status and data. A stream live in this process is
+// followed in memory; another's is polled in the store. When nothing was
+// sent for a ping interval, ping is called (if ping > 0 and idle is not
+// nil). It returns early with ctx's error, send's, idle's, the store's
+// (store.ErrNotFound: no such stream), or errStreamLost.
+func (ls *eventLogs) follow(ctx context.Context, id string, after int64, ping time.Duration,
+	send func(store.Event) error, idle func() error) (string, []byte, error) {
+	var tick <-chan time.Time
+	if ping > 0 && idle != nil {
+		t := time.NewTicker(ping)
+		defer t.Stop()
+		tick = t.C
+	}
+	if l := ls.lookup(id); l != nil {
+		return l.follow(ctx, after, tick, send, idle)
+	}
+	return ls.poll(ctx, id, after, tick, send, idle)
+}
+
+func (l *eventLog) follow(ctx context.Context, after int64, tick <-chan time.Time,
+	send func(store.Event) error, idle func() error) (string, []byte, error) {
+	l.join()
+	defer l.leave()
+	sent := false
+	for {
+		l.mu.Lock()
+		i, _ := slices.BinarySearchFunc(l.events, after+1, cmpSeq)
+		evs := l.events[i:len(l.events):len(l.events)]
+		ended, status, data, wake := l.ended, l.status, l.data, l.wake
+		l.mu.Unlock()
+		for _, ev := range evs {
+			if err := send(ev); err != nil {
+				return "", nil, err
+			}
+			after, sent = ev.Seq, true
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		if ended {
+			return status, data, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return "", nil, ctx.Err()
+		case <-tick:
+			if !sent {
+				if err := idle(); err != nil {
+					return "", nil, err
+				}
+			}
+			sent = false
+		}
+	}
+}
+
+// poll follows stream id in the store.
+func (ls *eventLogs) poll(ctx context.Context, id string, after int64, tick <-chan time.Time,
+	send func(store.Event) error, idle func() error) (string, []byte, error) {
+	const page = 256
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	sent := false
+	final := false // the last look at the stream found it ended
+	for {
+		evs, err := ls.st.Events(ctx, id, after, page)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, ev := range evs {
+			if err := send(ev); err != nil {
+				return "", nil, err
+			}
+			after, sent = ev.Seq, true
+		}
+		if len(evs) == page {
+			continue
+		}
+		if final {
+			// The stream had ended before this read: it saw every event.
+			s, err := ls.st.GetStream(ctx, id)
+			return s.Status, s.Data, err
+		}
+		s, err := ls.st.GetStream(ctx, id)
+		if err != nil {
+			return "", nil, err
+		}
+		if isFinal(s.Status) {
+			final = true // one more read: events written before the status
+			continue
+		}
+		if time.Since(s.Updated) > staleAfter {
+			return "", nil, errStreamLost
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return "", nil, ctx.Err()
+		case <-tick:
+			if !sent {
+				if err := idle(); err != nil {
+					return "", nil, err
+				}
+			}
+			sent = false
+		}
+	}
+}
+
+func cmpSeq(e store.Event, seq int64) int {
+	switch {
+	case e.Seq < seq:
+		return -1
+	case e.Seq > seq:
+		return 1
+	}
+	return 0
+}
