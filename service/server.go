@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"rill/engine"
 	"rill/openapi"
@@ -102,6 +104,9 @@ type Options struct {
 	// is answered with an error message and discarded, and the connection
 	// stays open. Zero means MaxBodyBytes.
 	WSMaxMessageBytes int64
+	// TracerProvider makes the spans of requests (see trace.go). Nil means
+	// otel's global provider, which does nothing unless one was installed.
+	TracerProvider trace.TracerProvider
 	// ResponsesStore is how many responses of the Responses API are kept in
 	// memory for previous_response_id and GET /v1/responses/{id}, least
 	// recently used first out. Zero means DefaultResponsesStore; negative
@@ -122,6 +127,7 @@ type Server struct {
 	writeIdle   time.Duration // 0: no write deadline
 	maxChoices  int
 	validator   *openapi.Validator
+	tracer      trace.Tracer
 
 	browser  *browserPolicy
 	cors     []string // valid CORSAllowedOrigins, for preflights and CORS headers
@@ -163,6 +169,11 @@ func New(opts Options) *Server {
 		opts.ResponsesStore = DefaultResponsesStore
 	}
 	s.responses = newResponseStore(opts.ResponsesStore)
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	s.tracer = tp.Tracer(tracerName)
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
 	}
@@ -296,6 +307,7 @@ type requestInfo struct {
 	id    string
 	model string
 	obs   *requestMetrics // the generation's, for its time to first token
+	span  trace.Span      // the request's (trace.go)
 	usage *Usage
 	// status overrides the written status in the log (499: the client left).
 	status int
@@ -345,6 +357,7 @@ func logLevel(status int, reason string) slog.Level {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &requestInfo{id: requestID(r.Header.Get("X-Request-Id"))}
+	r, info.span = s.startRequestSpan(r, info.id)
 	rec := newRecorder(w, s.writeIdle)
 	rec.Header().Set("X-Request-Id", info.id)
 	if isMessagesPath(r.URL.Path) {

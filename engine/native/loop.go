@@ -191,6 +191,10 @@ func (e *Engine) end(r *request, err error) {
 	r.live = 0
 	r.out.End(err)
 	r.unwatch()
+	if err == nil && r.cancelled.Load() {
+		err = context.Canceled
+	}
+	r.trace.end(err)
 }
 
 // resumeCaughtUp resumes paused requests whose consumer took their stream

@@ -39,11 +39,13 @@ func (e *Engine) step(ctx context.Context) error {
 		return err
 	}
 	e.build(plan)
+	e.markStarted(plan)
 	logits, err := e.runner.Forward(ctx, &e.loop.batch)
 	if err != nil {
 		return err
 	}
 	e.loop.steps++
+	e.reportProgress(plan)
 	outs := e.outcomes(plan)
 	vocab := e.model.Config.VocabSize
 	for i := range plan.Seqs {
@@ -191,6 +193,10 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	c.emitted++
 	if c.emitted == 1 {
 		c.first = time.Now()
+		if r.first.IsZero() {
+			r.first = c.first
+			r.trace.decode(r.first)
+		}
 	}
 	c.shaper.accept(tok)
 
@@ -382,7 +388,7 @@ func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 	c.release()
 	st := c.stats(true)
 	if !c.first.IsZero() {
-		st.PromptTime = c.first.Sub(r.arrival)
+		st.PromptTime = c.first.Sub(r.started)
 		st.GenerationTime = time.Now().Sub(c.first)
 	}
 	ev := engine.Event{Choice: c.index, Final: true, FinishReason: reason, Stats: st}

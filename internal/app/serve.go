@@ -42,6 +42,7 @@ func Serve(ctx context.Context, args []string) error {
 	corsOrigins := fs.String("cors-allowed-origins", "", "comma-separated origin patterns (as --ws-allowed-origins) of browser pages on other origins that may call the HTTP API (CORS); they may open a WebSocket too")
 	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses to keep in memory for previous_response_id and GET /v1/responses/{id} (least recently used out; 0 keeps none; nothing survives a restart)")
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "export OpenTelemetry traces over OTLP/HTTP to this receiver's base URL (e.g. http://localhost:4318; traces go to its /v1/traces); default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT when set, else no tracing")
 	var cat config.Catalog
 	fs.StringVar(&cat.ModelsDir, "models-dir", "", "folder of GGUF models to serve by file name (a split GGUF as one), each loaded when a request first names it, with the native flags' settings; --model's model is then loaded at start and never unloaded")
 	fs.IntVar(&cat.MaxLoaded, "models-max-loaded", 0, "most native models loaded at once; loading another unloads the least recently used (not pinned) first (default 0: no cap; any --models-* flag loads native models on demand)")
@@ -86,6 +87,20 @@ func Serve(ctx context.Context, args []string) error {
 	}
 	if *maxChoices < 1 {
 		return fmt.Errorf("--max-choices %d: want at least 1", *maxChoices)
+	}
+	tr, err := newTracing(ctx, *otlpEndpoint, environ, info.Version)
+	if err != nil {
+		return err
+	}
+	// Deferred first, so run last: after the server and the engines, whose
+	// last spans it exports.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), traceFlushWait)
+		defer cancel()
+		tr.shutdown(sctx, log)
+	}()
+	if tr.on() {
+		log.Info("exporting traces over OTLP/HTTP")
 	}
 	var e *Engines
 	if *configFile != "" {
@@ -140,6 +155,7 @@ func Serve(ctx context.Context, args []string) error {
 		WriteIdleTimeout: flagTimeout(*writeIdle),
 		MaxChoices:       *maxChoices,
 		ResponsesStore:   cmp.Or(*responsesStore, -1),
+		TracerProvider:   tr.tracerProvider(),
 	})
 	srv := &http.Server{
 		Handler:           api,
@@ -187,6 +203,9 @@ func Serve(ctx context.Context, args []string) error {
 // their last event, and WebSocket close handshakes (the library gives a
 // peer 5 s to answer a close frame).
 const closeWait = 10 * time.Second
+
+// traceFlushWait bounds the export of the last spans at exit.
+const traceFlushWait = 5 * time.Second
 
 // shutdown stops srv and api in the order service's drain.go describes:
 // new work is refused at once, HTTP streams and WebSocket requests in
