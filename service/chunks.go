@@ -257,13 +257,48 @@ func appendDeltaText(b []byte, ev *engine.Event) []byte {
 	return appendString(b, ev.Text)
 }
 
-// usage sends the last chunk of an include_usage stream: no choices, the
-// usage of the whole request.
-func (c *chunker) usage(u *Usage) error {
+// usage sends the last chunk of a stream that asked for its usage
+// (include_usage) or its timings (t, nil when not asked): no choices, the
+// usage of the whole request, and the timings.
+func (c *chunker) usage(u *Usage, t *Timings) error {
 	c.begin()
-	c.buf = append(c.buf, `],"usage":`...)
-	c.buf = u.AppendJSON(c.buf)
+	c.buf = append(c.buf, ']')
+	if c.g.includeUsage {
+		c.buf = append(c.buf, `,"usage":`...)
+		c.buf = u.AppendJSON(c.buf)
+	}
+	if t != nil {
+		c.buf = append(c.buf, `,"timings":`...)
+		c.buf = t.AppendJSON(c.buf)
+	}
 	c.buf = append(c.buf, '}')
+	return c.w.chunk(c.buf)
+}
+
+// progress sends a prompt_progress chunk (return_progress): no choices,
+// and how far the processing of prompt p has come, in llama.cpp's shape
+// {"total","cache","processed","time_ms"}, with "index" naming the prompt
+// when the request has several. It goes before the first token of its
+// prompt; include_usage's "usage": null is on it too.
+func (c *chunker) progress(p int, pr *engine.Progress) error {
+	c.begin()
+	c.buf = append(c.buf, ']')
+	if c.g.includeUsage {
+		c.buf = append(c.buf, `,"usage":null`...)
+	}
+	c.buf = append(c.buf, `,"prompt_progress":{"total":`...)
+	c.buf = appendInt(c.buf, pr.Total)
+	c.buf = append(c.buf, `,"cache":`...)
+	c.buf = appendInt(c.buf, pr.Cached)
+	c.buf = append(c.buf, `,"processed":`...)
+	c.buf = appendInt(c.buf, pr.Processed)
+	c.buf = append(c.buf, `,"time_ms":`...)
+	c.buf = appendInt(c.buf, int(pr.Elapsed.Milliseconds()))
+	if len(c.g.reqs) > 1 {
+		c.buf = append(c.buf, `,"index":`...)
+		c.buf = appendInt(c.buf, p)
+	}
+	c.buf = append(c.buf, "}}"...)
 	return c.w.chunk(c.buf)
 }
 

@@ -37,6 +37,11 @@ type job struct {
 	continuousAsked bool
 	// logprobs asks for logprobs in the response shape of kind.
 	logprobs bool
+	// timings asks for the timings object (timings.go). progressAsked is
+	// return_progress as the body says it; the engine requests ask for
+	// progress only when the answer streams.
+	timings       bool
+	progressAsked bool
 	// n is the number of choices per prompt; choice j of prompt p has the
 	// wire index p*n+j.
 	n    int
@@ -50,6 +55,9 @@ func (p *job) forceStream() {
 	p.stream = true
 	p.includeUsage = p.usageAsked
 	p.setContinuousUsage()
+	for _, r := range p.reqs {
+		r.Progress = p.progressAsked
+	}
 }
 
 // setContinuousUsage applies continuous_usage_stats as the stream and
@@ -219,6 +227,9 @@ func applyCommon(c *commonRequest, req *engine.Request, p *job) *apiError {
 	p.continuousAsked = o != nil && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
 	p.continuousUsage = p.includeUsage && p.continuousAsked
 	req.ContinuousUsage = p.continuousUsage
+	p.timings = c.Timings != nil && *c.Timings
+	p.progressAsked = c.ReturnProgress != nil && *c.ReturnProgress
+	req.Progress = p.stream && p.progressAsked
 
 	s := engine.Sampling{Temperature: 1, TopP: 1}
 	if c.Temperature != nil {

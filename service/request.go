@@ -29,6 +29,11 @@ type commonRequest struct {
 	FrequencyPenalty *float64           `json:"frequency_penalty"`
 	LogitBias        map[string]float64 `json:"logit_bias"`
 	ResponseFormat   *responseFormat    `json:"response_format"`
+	// Timings asks for llama.cpp's timings object (rill's extension,
+	// timings.go); ReturnProgress, llama.cpp's return_progress, for
+	// prompt_progress chunks while a stream's prompt is processed.
+	Timings        *bool `json:"timings"`
+	ReturnProgress *bool `json:"return_progress"`
 	extensions
 }
 
