@@ -189,12 +189,14 @@ func (e *Engine) end(r *request, err error) {
 		l.paused--
 	}
 	r.live = 0
+	// The trace first: a consumer that saw the stream end sees its spans.
+	if err == nil && r.cancelled.Load() {
+		r.trace.end(context.Canceled)
+	} else {
+		r.trace.end(err)
+	}
 	r.out.End(err)
 	r.unwatch()
-	if err == nil && r.cancelled.Load() {
-		err = context.Canceled
-	}
-	r.trace.end(err)
 }
 
 // resumeCaughtUp resumes paused requests whose consumer took their stream
