@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"rill/engine"
@@ -105,7 +104,8 @@ type Options struct {
 	// stays open. Zero means MaxBodyBytes.
 	WSMaxMessageBytes int64
 	// TracerProvider makes the spans of requests (see trace.go). Nil means
-	// otel's global provider, which does nothing unless one was installed.
+	// no tracing: no span is made, and a client's traceparent is only
+	// passed on to engines behind HTTP.
 	TracerProvider trace.TracerProvider
 	// ResponsesStore is how many responses of the Responses API are kept in
 	// memory for previous_response_id and GET /v1/responses/{id}, least
@@ -127,7 +127,7 @@ type Server struct {
 	writeIdle   time.Duration // 0: no write deadline
 	maxChoices  int
 	validator   *openapi.Validator
-	tracer      trace.Tracer
+	tracer      trace.Tracer // nil: tracing is off
 
 	browser  *browserPolicy
 	cors     []string // valid CORSAllowedOrigins, for preflights and CORS headers
@@ -169,11 +169,9 @@ func New(opts Options) *Server {
 		opts.ResponsesStore = DefaultResponsesStore
 	}
 	s.responses = newResponseStore(opts.ResponsesStore)
-	tp := opts.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
 	}
-	s.tracer = tp.Tracer(tracerName)
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
 	}

@@ -17,8 +17,9 @@ import (
 // request's span a child of the client's; the span rides the request's
 // context into the engine, whose own spans (queueing, prefill, decode, an
 // upstream call) are its children, and an engine behind HTTP passes it on
-// in its calls' traceparent. With Options.TracerProvider unset and no
-// global provider installed, every span is a no-op.
+// in its calls' traceparent. With Options.TracerProvider unset, tracing
+// is off and costs next to nothing: no span is made, and only a client's
+// traceparent rides the context, for engines behind HTTP to pass on.
 //
 // Attributes follow OpenTelemetry's semantic conventions for HTTP and
 // generative AI where they name the thing; rill's own start with rill.
@@ -51,10 +52,17 @@ const (
 
 // startRequestSpan starts the span of HTTP request r, a child of the
 // client's trace when r carries a traceparent, and returns r with the
-// span in its context. Its name is the method and the route, or the
+// span in its context. With tracing off it makes none (nil) and puts
+// only the client's span context there, if it sent one. Its name is the method and the route, or the
 // method alone for a path rill does not serve (a path is the client's
 // to choose, and span names must not be).
 func (s *Server) startRequestSpan(r *http.Request, id string) (*http.Request, trace.Span) {
+	if s.tracer == nil {
+		if r.Header.Get("Traceparent") == "" {
+			return r, nil
+		}
+		return r.WithContext(traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))), nil
+	}
 	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	name := r.Method
 	attrs := []attribute.KeyValue{attrMethod.String(r.Method), attrRequestID.String(id)}
@@ -66,15 +74,15 @@ func (s *Server) startRequestSpan(r *http.Request, id string) (*http.Request, tr
 		}
 	}
 	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-	if !span.SpanContext().IsValid() {
-		return r, span // nothing to carry: no provider and no client trace
-	}
 	return r.WithContext(ctx), span
 }
 
 // startWSSpan starts the span of one request of the WebSocket connection
-// on path, as a child of ctx's (the connection's).
+// on path, as a child of ctx's (the connection's); nil when tracing is off.
 func (s *Server) startWSSpan(ctx context.Context, path string) (context.Context, trace.Span) {
+	if s.tracer == nil {
+		return ctx, nil
+	}
 	attrs := []attribute.KeyValue{attrRoute.String(path), attrTransport.String("websocket")}
 	if op := operationOf(path); op != "" {
 		attrs = append(attrs, attrOperation.String(op))

@@ -3,7 +3,9 @@ package service
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -121,6 +123,42 @@ func TestRequestSpans(t *testing.T) {
 			}
 			if _, ok := spanAttr(span, attrAccepted); ok {
 				t.Errorf("%s present without drafting", attrAccepted)
+			}
+		})
+	}
+}
+
+// BenchmarkRequestTracing serves a short non-streamed chat completion
+// through ServeHTTP with tracing off (otel's no-op global provider), off
+// with a client's traceparent (passed on, nothing recorded), and on (an
+// SDK provider recording every span in memory), to show what the
+// request's span costs.
+func BenchmarkRequestTracing(b *testing.B) {
+	const body = `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
+	for _, tt := range []struct {
+		name        string
+		provider    trace.TracerProvider
+		traceparent string
+	}{
+		{name: "off"},
+		{name: "off,traceparent", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{name: "on", provider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			fake := &fakeEngine{models: testModels, respond: replay([]string{"a", "b"}, engine.FinishStop, plainStats(3, 2))}
+			s := New(Options{Engine: fake, Logger: slog.New(slog.DiscardHandler), TracerProvider: tt.provider})
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				if tt.traceparent != "" {
+					r.Header.Set("traceparent", tt.traceparent)
+				}
+				w := httptest.NewRecorder()
+				s.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					b.Fatalf("status %d", w.Code)
+				}
 			}
 		})
 	}

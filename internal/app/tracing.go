@@ -34,7 +34,7 @@ type tracing struct {
 // OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and its argument, the
 // batch processor's OTEL_BSP_*). OTEL_SDK_DISABLED=true or
 // OTEL_TRACES_EXPORTER=none turn it off whatever else is set. Off, it
-// starts nothing: no exporter, no goroutine, and requests get otel's no-op
+// starts nothing: no exporter, no goroutine, and the service makes no
 // spans. getenv reads the environment (os.Getenv; tests pass their own).
 func newTracing(ctx context.Context, flagURL string, getenv func(string) string, version string) (*tracing, error) {
 	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
@@ -87,8 +87,7 @@ func newTracing(ctx context.Context, flagURL string, getenv func(string) string,
 // on reports whether spans are exported.
 func (t *tracing) on() bool { return t.provider != nil }
 
-// tracerProvider is the provider for the service's Options; nil when off,
-// which means otel's no-op global.
+// tracerProvider is the provider for the service's Options; nil when off.
 func (t *tracing) tracerProvider() trace.TracerProvider {
 	if t.provider == nil {
 		return nil
