@@ -73,9 +73,10 @@ func checkTimings(t *testing.T, tm llamaTimings, u openai.CompletionUsage) {
 // 32-token prefill budget behind rill's HTTP service, driven by openai-go:
 // "timings": true gives llama.cpp's timings, equal to the usage, on a
 // response and on a stream's last chunk, cold and with the prompt cached;
-// "return_progress": true on a stream of a prompt several chunks long gives
-// prompt_progress chunks before the first token, growing to the whole
-// prompt.
+// "timings_per_token" and "return_progress" on a stream of a prompt
+// several chunks long (as llama.cpp's web UI sends them) give running
+// timings on every content chunk and prompt_progress chunks before the
+// first token, growing to the whole prompt.
 func TestTimingsAndProgress(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
@@ -109,8 +110,9 @@ func TestTimingsAndProgress(t *testing.T) {
 	// A new prompt (so that little of it is cached), streamed.
 	params.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once more: " + prompt)}
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	// As llama.cpp's web UI asks: timings on every chunk, and progress.
 	stream := client.Chat.Completions.NewStreaming(ctx, params,
-		option.WithJSONSet("timings", true), option.WithJSONSet("return_progress", true))
+		option.WithJSONSet("timings_per_token", true), option.WithJSONSet("return_progress", true))
 	type progress struct{ Total, Cache, Processed, TimeMS int }
 	var seen []progress
 	var last openai.ChatCompletionChunk
@@ -131,6 +133,10 @@ func TestTimingsAndProgress(t *testing.T) {
 		}
 		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
 			content = true
+			var running llamaTimings
+			if !extra(t, chunk.JSON.ExtraFields, "timings", &running) || running.PredictedN == nil || *running.PredictedN < 1 {
+				t.Fatalf("a content chunk without running timings: %s", chunk.RawJSON())
+			}
 		}
 		last = chunk
 	}

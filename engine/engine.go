@@ -158,7 +158,8 @@ type Request struct {
 	// ContinuousUsage asks for running Stats on every event that carries
 	// output: every non-final event with Text or Logprobs then carries the
 	// Stats of its choice so far (PromptTokens, CachedTokens,
-	// CompletionTokens, and DraftAccepted/DraftRejected when drafting).
+	// CompletionTokens, DraftAccepted/DraftRejected when drafting, and the
+	// times so far where the engine measures them).
 	// Final events carry the totals either way; without ContinuousUsage
 	// non-final events carry no Stats.
 	ContinuousUsage bool
@@ -331,7 +332,8 @@ type Stats struct {
 	// PromptTime is how long the prompt took to process: from the first
 	// forward pass that computed part of it (after any wait for
 	// admission) to the first token. GenerationTime runs from the first
-	// token to the last. Zero: not measured (no token came).
+	// token to the last (to now, in running Stats). Zero: not measured
+	// (no token came yet).
 	PromptTime     time.Duration
 	GenerationTime time.Duration
 }

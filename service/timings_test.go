@@ -229,3 +229,79 @@ func TestPromptProgressChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestTimingsPerToken: llama.cpp's "timings_per_token": true on a stream
+// asks the engine for running Stats and puts the running timings on every
+// chunk that carries choices (once the engine reported any), their counts
+// the running usage's, and the final timings on the last chunk; it does
+// not turn include_usage on. Without it no chunk has timings.
+func TestTimingsPerToken(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		var evs []engine.Event
+		for k := 1; k <= 3; k++ {
+			ev := engine.Event{Text: "w"}
+			if req.ContinuousUsage {
+				ev.Stats = &engine.Stats{PromptTokens: 5, CompletionTokens: k,
+					PromptTime: 10 * time.Millisecond, GenerationTime: time.Duration(k-1) * 4 * time.Millisecond}
+			}
+			evs = append(evs, ev)
+		}
+		st := engine.Stats{PromptTokens: 5, CompletionTokens: 3, PromptTime: 10 * time.Millisecond, GenerationTime: 8 * time.Millisecond}
+		evs = append(evs, engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &st})
+		return &fakeStream{ctx: ctx, events: evs}, nil
+	}}
+	ts := newTestServer(t, fake, Options{})
+	tests := []struct {
+		name, path, body, schema string
+		perToken                 bool
+	}{
+		{"chat", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":true,"timings_per_token":true}`, "CreateChatCompletionStreamResponse", true},
+		{"completion", "/v1/completions", `{"model":"tiny","prompt":"hi","stream":true,"timings_per_token":true}`, "CreateCompletionStreamResponse", true},
+		{"chat, not asked", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":true}`, "CreateChatCompletionStreamResponse", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(fake.requests())
+			resp, data := post(t, ts.Client(), ts.URL+tt.path, tt.body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, data)
+			}
+			if got := fake.requests()[before].ContinuousUsage; got != tt.perToken {
+				t.Fatalf("engine request ContinuousUsage %v, want %v", got, tt.perToken)
+			}
+			chunks := dataEvents(t, parseSSE(t, data))
+			var predicted []float64
+			for i, c := range chunks {
+				mustValidate(t, tt.schema, c)
+				if strings.Contains(string(c), `"usage"`) {
+					t.Fatalf("chunk %d has a usage key without include_usage: %s", i, c)
+				}
+				tm := timingsOf(t, c)
+				content := strings.Contains(string(c), `"w"`)
+				switch {
+				case !tt.perToken && tm != nil:
+					t.Fatalf("chunk %d has timings without asking: %s", i, c)
+				case tt.perToken && content && tm == nil:
+					t.Fatalf("content chunk %d has no timings: %s", i, c)
+				case tm != nil:
+					if tm["prompt_n"] != 5 || tm["prompt_ms"] != 10 {
+						t.Errorf("chunk %d: timings %v, want prompt_n 5, prompt_ms 10", i, tm)
+					}
+					predicted = append(predicted, tm["predicted_n"])
+				}
+			}
+			if !tt.perToken {
+				return
+			}
+			// Three content chunks, then the finish chunk (chat: with the
+			// counts of the last event), then the last chunk's totals.
+			if len(predicted) < 4 || predicted[0] != 1 || predicted[1] != 2 || predicted[2] != 3 || predicted[len(predicted)-1] != 3 {
+				t.Fatalf("predicted_n over the chunks %v, want 1, 2, 3, ... 3", predicted)
+			}
+			if last := timingsOf(t, chunks[len(chunks)-1]); last["predicted_ms"] != 8 {
+				t.Errorf("last chunk's timings %v, want the final predicted_ms 8", last)
+			}
+		})
+	}
+}

@@ -170,3 +170,41 @@ func TestRequestPhaseSpans(t *testing.T) {
 		t.Fatalf("engine spans %v, want queue, prefill, decode", names)
 	}
 }
+
+// TestRunningTimes: with ContinuousUsage the running Stats carry the
+// prompt's time, fixed from the first token on, and the generation time
+// so far, growing; the final event's match them.
+func TestRunningTimes(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Options{MaxBatchTokens: 32})
+	st, err := e.Generate(context.Background(), &engine.Request{Model: e.Models()[0].ID,
+		Prompt: strings.Repeat("A song of stones. ", 10), MaxTokens: 8, IgnoreEOS: true, ContinuousUsage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats []engine.Stats
+	for {
+		ev, err := engine.Recv(st)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Stats == nil {
+			t.Fatalf("an event without Stats under ContinuousUsage: %+v", ev)
+		}
+		stats = append(stats, *ev.Stats)
+	}
+	for i, s := range stats {
+		if s.PromptTime <= 0 || s.PromptTime != stats[0].PromptTime {
+			t.Errorf("event %d: prompt time %v, want the first event's %v, above 0", i, s.PromptTime, stats[0].PromptTime)
+		}
+		if i > 0 && s.GenerationTime < stats[i-1].GenerationTime {
+			t.Errorf("event %d: generation time %v after %v", i, s.GenerationTime, stats[i-1].GenerationTime)
+		}
+	}
+	if last := stats[len(stats)-1]; last.GenerationTime <= 0 {
+		t.Errorf("final generation time %v over %d tokens", last.GenerationTime, last.CompletionTokens)
+	}
+}
