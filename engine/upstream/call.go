@@ -32,6 +32,9 @@ type call struct {
 	predicted bool   // the client sent a prediction
 	// continuous: the client asked for running counts (ContinuousUsage).
 	continuous bool
+	// progress: the request asked for prompt progress and the body asks
+	// the upstream for it (return_progress).
+	progress bool
 	// responses: the upstream speaks the Responses API for this call; its
 	// events are read with decodeResponseEvent.
 	responses bool
