@@ -305,3 +305,44 @@ func TestTimingsPerToken(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressAndTimingsOverWebSocket: a WebSocket request, streamed
+// whatever its body says, gets its prompt_progress chunks and its timings
+// on the last chunk as SSE does.
+func TestProgressAndTimingsOverWebSocket(t *testing.T) {
+	t.Parallel()
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		var evs []engine.Event
+		if req.Progress {
+			evs = append(evs, engine.Event{Progress: &engine.Progress{Total: 8, Processed: 8, Elapsed: time.Millisecond}})
+		}
+		st := engine.Stats{PromptTokens: 8, CompletionTokens: 1, PromptTime: time.Millisecond, GenerationTime: time.Millisecond}
+		evs = append(evs, engine.Event{Text: "x"}, engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &st})
+		return &fakeStream{ctx: ctx, events: evs}, nil
+	}}
+	ts := newTestServer(t, fake, Options{})
+	c := dialWS(t, ts, "/v1/chat/completions", nil)
+	sendWS(t, c, createMsg("r1", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"return_progress":true,"timings":true}`))
+	msgs := collectWS(t, c, 1)
+	if last := msgs[len(msgs)-1]; last.Type != "done" {
+		t.Fatalf("ended with %s", last.raw)
+	}
+	var progress, timings int
+	for i, m := range msgs[:len(msgs)-1] {
+		if strings.Contains(string(m.Chunk), `"prompt_progress":{"total":8,"cache":0,"processed":8,"time_ms":1}`) {
+			progress++
+			if i > 1 { // after chat's opening chunk
+				t.Errorf("progress chunk at message %d, after the first token", i)
+			}
+		}
+		if timingsOf(t, m.Chunk) != nil {
+			timings++
+			if i != len(msgs)-2 {
+				t.Errorf("timings on message %d, not on the last chunk", i)
+			}
+		}
+	}
+	if progress != 1 || timings != 1 {
+		t.Fatalf("%d progress chunks and %d with timings, want 1 and 1", progress, timings)
+	}
+}
