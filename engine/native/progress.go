@@ -7,6 +7,19 @@ import (
 	"rill/engine/sched"
 )
 
+// reportStart queues the first progress event of r, if it asked for
+// progress, as its processing begins: nothing computed yet beyond the
+// cached prefix, as llama.cpp's first prompt_progress says, so that a
+// client learns that its request left the queue.
+func (e *Engine) reportStart(r *request) {
+	if !r.req.Progress {
+		return
+	}
+	cached := r.group.CachedTokens()
+	r.progressed = cached
+	e.push(r, engine.Event{Progress: &engine.Progress{Total: len(r.prompt), Cached: cached, Processed: cached}})
+}
+
 // reportProgress queues a progress event (engine.Progress) for each
 // request of plan that asked for one and whose prompt this step computed
 // a part of, before any token the step samples from it: how many of the

@@ -56,11 +56,11 @@ func runProgress(t *testing.T, e *Engine, req *engine.Request) progressRun {
 
 // TestPromptProgress: a prompt several prefill chunks long, on the test
 // model with a 32-token budget per forward pass, reports its progress
-// when asked: one event per chunk, all before the first output, processed
-// growing strictly from past the cached prefix to the whole prompt, which
-// is the prompt less its cached tokens computed; a repeated prompt reports
-// its cached prefix. Not asked, no progress event comes, and the output is
-// the same.
+// when asked: one event as processing begins (the cached prefix, after 0
+// ms), then one per chunk, all before the first output, processed growing
+// strictly to the whole prompt, which is the prompt less its cached
+// tokens computed; a repeated prompt reports its cached prefix. Not
+// asked, no progress event comes.
 func TestPromptProgress(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, Options{MaxBatchTokens: 32})
@@ -96,22 +96,25 @@ func TestPromptProgress(t *testing.T) {
 			if chunks < 2 && !tt.cached {
 				t.Fatalf("a prompt of %d tokens is not several chunks of 32", st.PromptTokens)
 			}
-			if len(r.progress) != chunks {
-				t.Fatalf("%d progress events, want one per chunk: %d; %+v", len(r.progress), chunks, r.progress)
+			if len(r.progress) != 1+chunks {
+				t.Fatalf("%d progress events, want one at the start and one per chunk: %d; %+v", len(r.progress), 1+chunks, r.progress)
+			}
+			if first := r.progress[0]; first.Processed != cached || first.Elapsed != 0 {
+				t.Fatalf("first progress %+v: want the cached prefix, %d tokens, at 0", first, cached)
 			}
 			if r.firstOutput < len(r.progress) {
 				t.Fatalf("output at event %d, before the last progress event (%d)", r.firstOutput, len(r.progress))
 			}
 			prev := cached
-			for i, p := range r.progress {
+			for i, p := range r.progress[1:] {
 				if p.Total != st.PromptTokens || p.Cached != cached {
-					t.Errorf("progress %d: total %d, cache %d; want %d, %d", i, p.Total, p.Cached, st.PromptTokens, cached)
+					t.Errorf("progress %d: total %d, cache %d; want %d, %d", i+1, p.Total, p.Cached, st.PromptTokens, cached)
 				}
 				if p.Processed <= prev || p.Processed > p.Total {
-					t.Errorf("progress %d: processed %d after %d (total %d): not growing", i, p.Processed, prev, p.Total)
+					t.Errorf("progress %d: processed %d after %d (total %d): not growing", i+1, p.Processed, prev, p.Total)
 				}
-				if i > 0 && p.Elapsed < r.progress[i-1].Elapsed {
-					t.Errorf("progress %d: elapsed %v before %v", i, p.Elapsed, r.progress[i-1].Elapsed)
+				if p.Elapsed < r.progress[i].Elapsed { // the one before it
+					t.Errorf("progress %d: elapsed %v before %v", i+1, p.Elapsed, r.progress[i].Elapsed)
 				}
 				prev = p.Processed
 			}

@@ -84,7 +84,8 @@ func (t *requestTrace) end(err error) {
 
 // markStarted notes, for each request of plan whose prompt this step
 // begins to compute, when processing began: the end of its wait in the
-// queue and the start of its prefill, from which Stats.PromptTime counts.
+// queue and the start of its prefill, from which Stats.PromptTime counts,
+// and the first progress report of those that asked for progress.
 func (e *Engine) markStarted(plan *sched.Plan) {
 	var now time.Time
 	for i := range plan.Seqs {
@@ -97,5 +98,6 @@ func (e *Engine) markStarted(plan *sched.Plan) {
 		}
 		r.started = now
 		r.trace.prefill(now, len(r.prompt), r.group.CachedTokens())
+		e.reportStart(r)
 	}
 }
