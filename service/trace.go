@@ -66,9 +66,9 @@ func (s *Server) startRequestSpan(r *http.Request, id string) (*http.Request, tr
 	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	name := r.Method
 	attrs := []attribute.KeyValue{attrMethod.String(r.Method), attrRequestID.String(id)}
-	if findRoute(r.URL.Path) != nil {
-		name += " " + r.URL.Path
-		attrs = append(attrs, attrRoute.String(r.URL.Path))
+	if route := routeOf(r.URL.Path); route != "" {
+		name += " " + route
+		attrs = append(attrs, attrRoute.String(route))
 		if op := operationOf(r.URL.Path); op != "" {
 			attrs = append(attrs, attrOperation.String(op))
 		}
@@ -88,6 +88,23 @@ func (s *Server) startWSSpan(ctx context.Context, path string) (context.Context,
 		attrs = append(attrs, attrOperation.String(op))
 	}
 	return s.tracer.Start(ctx, "websocket "+path, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+}
+
+// routeOf is the route of path as a span names it: the path of a fixed
+// route, a template for the routes with an id in them, "" for a path rill
+// does not serve. The web page's files are one route.
+func routeOf(path string) string {
+	switch rt := findRoute(path); rt {
+	case nil:
+		return ""
+	case &routeResponse:
+		return pathResponses + "/{response_id}"
+	case &routeModel:
+		return "/v1/models/{model}"
+	case &routePage:
+		return "/page"
+	}
+	return path
 }
 
 // operationOf is the GenAI operation name of a generation path; "" for

@@ -163,3 +163,23 @@ func BenchmarkRequestTracing(b *testing.B) {
 		})
 	}
 }
+
+// TestRouteOf: span names never carry an id or a file name from the
+// path, and a path rill does not serve gives none.
+func TestRouteOf(t *testing.T) {
+	tests := []struct{ path, want string }{
+		{"/v1/chat/completions", "/v1/chat/completions"},
+		{"/v1/responses", "/v1/responses"},
+		{"/v1/responses/resp_123", "/v1/responses/{response_id}"},
+		{"/v1/models/some-model", "/v1/models/{model}"},
+		{"/v1/models", "/v1/models"},
+		{"/", "/page"},
+		{"/v1/nothing-here", ""},
+		{"/wp-admin", ""},
+	}
+	for _, tt := range tests {
+		if got := routeOf(tt.path); got != tt.want {
+			t.Errorf("routeOf(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+}
