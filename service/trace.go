@@ -53,10 +53,15 @@ const (
 // startRequestSpan starts the span of HTTP request r, a child of the
 // client's trace when r carries a traceparent, and returns r with the
 // span in its context. With tracing off it makes none (nil) and puts
-// only the client's span context there, if it sent one. Its name is the method and the route, or the
+// only the client's span context there, if it sent one. Health checks
+// and metrics scrapes get no span. Its name is the method and the route, or the
 // method alone for a path rill does not serve (a path is the client's
 // to choose, and span names must not be).
 func (s *Server) startRequestSpan(r *http.Request, id string) (*http.Request, trace.Span) {
+	if r.URL.Path == "/health" || r.URL.Path == "/metrics" {
+		// Probes and scrapes, every few seconds: noise in a trace store.
+		return r, nil
+	}
 	if s.tracer == nil {
 		if r.Header.Get("Traceparent") == "" {
 			return r, nil

@@ -183,3 +183,25 @@ func TestRouteOf(t *testing.T) {
 		}
 	}
 }
+
+// TestNoSpansForProbes: health checks and metrics scrapes, which come
+// every few seconds, make no span; other requests without a model do.
+func TestNoSpansForProbes(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	ts := newTestServer(t, &fakeEngine{}, Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+	for _, path := range []string{"/health", "/metrics", "/v1/models"} {
+		resp, err := ts.Client().Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	wait.For(t, "the /v1/models span", func() bool { return len(rec.Ended()) > 0 })
+	for _, s := range rec.Ended() {
+		if s.Name() != "GET /v1/models" {
+			t.Errorf("a span %q", s.Name())
+		}
+	}
+}

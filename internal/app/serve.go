@@ -100,7 +100,7 @@ func Serve(ctx context.Context, args []string) error {
 		tr.shutdown(sctx, log)
 	}()
 	if tr.on() {
-		log.Info("exporting traces over OTLP/HTTP")
+		log.Info("exporting traces over OTLP/HTTP", slog.String("endpoint", tr.endpoint))
 	}
 	var e *Engines
 	if *configFile != "" {

@@ -24,6 +24,9 @@ const tracesPath = "/v1/traces"
 // are batched and exported over OTLP/HTTP (protobuf), or none.
 type tracing struct {
 	provider *sdktrace.TracerProvider // nil: tracing is off
+	// endpoint is where the spans go, for the log: the flag's URL, or the
+	// variable that named it.
+	endpoint string
 }
 
 // newTracing sets up tracing from serve's --otlp-endpoint (flagURL, the
@@ -48,6 +51,7 @@ func newTracing(ctx context.Context, flagURL string, getenv func(string) string,
 		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%s: rill exports traces over OTLP only (otlp or none)", exp)
 	}
 	var opts []otlptracehttp.Option
+	var endpoint string
 	switch {
 	case flagURL != "":
 		u, err := url.Parse(flagURL)
@@ -55,9 +59,12 @@ func newTracing(ctx context.Context, flagURL string, getenv func(string) string,
 			return nil, fmt.Errorf("--otlp-endpoint %q: want the OTLP/HTTP receiver's base URL, such as http://localhost:4318", flagURL)
 		}
 		u.Path = strings.TrimSuffix(u.Path, "/") + tracesPath
+		endpoint = u.Redacted()
 		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
-	case getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "":
-		// The exporter reads them.
+	case getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "":
+		endpoint = "$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" // the exporter reads it
+	case getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "":
+		endpoint = "$OTEL_EXPORTER_OTLP_ENDPOINT"
 	default:
 		return &tracing{}, nil
 	}
@@ -81,7 +88,7 @@ func newTracing(ctx context.Context, flagURL string, getenv func(string) string,
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("trace resource: %w", err)
 	}
-	return &tracing{provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}, nil
+	return &tracing{provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), endpoint: endpoint}, nil
 }
 
 // on reports whether spans are exported.
