@@ -158,7 +158,8 @@ type Request struct {
 	// ContinuousUsage asks for running Stats on every event that carries
 	// output: every non-final event with Text or Logprobs then carries the
 	// Stats of its choice so far (PromptTokens, CachedTokens,
-	// CompletionTokens, and DraftAccepted/DraftRejected when drafting).
+	// CompletionTokens, DraftAccepted/DraftRejected when drafting, and the
+	// times so far where the engine measures them).
 	// Final events carry the totals either way; without ContinuousUsage
 	// non-final events carry no Stats.
 	ContinuousUsage bool
@@ -198,6 +199,12 @@ type Request struct {
 	// an engine behind HTTP whose server has that API may send it there, so
 	// that the server counts it as that API does. Others treat it as chat.
 	Responses bool
+	// Progress asks for prompt-processing progress: an event with
+	// Progress set after each step that computes part of the prompt,
+	// before the first token (see Progress). Engines that cannot tell
+	// send none.
+	Progress bool
+
 	// MessagesAPI marks a chat request that came through Anthropic's
 	// Messages API, as Responses marks the Responses API's: an engine
 	// behind HTTP whose server has that API may send it there. Others
@@ -266,6 +273,10 @@ type Event struct {
 	// engine does not say which stop string matched (engines behind Chat
 	// Completions, whose wire has no such field).
 	StopSequence string
+	// Progress, when set, makes this a progress event and nothing else:
+	// it belongs to no choice (Choice is 0, every other field is empty)
+	// and is sent only when the request asked for Progress.
+	Progress *Progress
 	// Stats are the choice's totals on its final event. On a non-final event
 	// they are set only when the request asked for ContinuousUsage: the
 	// choice's counts so far (prompt and cached tokens, the completion tokens
@@ -318,8 +329,23 @@ type Stats struct {
 	// ReasoningTokens is nil when the model does not mark reasoning.
 	ReasoningTokens *int
 
+	// PromptTime is how long the prompt took to process: from the first
+	// forward pass that computed part of it (after any wait for
+	// admission) to the first token. GenerationTime runs from the first
+	// token to the last (to now, in running Stats). Zero: not measured
+	// (no token came yet).
 	PromptTime     time.Duration
 	GenerationTime time.Duration
+}
+
+// Progress is how far the processing of a request's prompt has come,
+// in llama.cpp's terms (its prompt_progress): of Total prompt tokens,
+// Cached came from a prefix cache and Processed are in the KV cache
+// now, the cached ones included, so that Processed runs from Cached to
+// Total. Elapsed is the time since processing began.
+type Progress struct {
+	Total, Cached, Processed int
+	Elapsed                  time.Duration
 }
 
 // ErrUnknownModel is returned (wrapped) by Generate for a model it does not serve.

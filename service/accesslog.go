@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The access log: one structured line (slog message "request") per
@@ -52,6 +54,8 @@ type accessEntry struct {
 	// reason says why the request ended early when that was not the
 	// client's doing (reasonShutdown, reasonWriteIdle).
 	reason string
+	// span is the request's span, which ends with its line; nil for none.
+	span trace.Span
 }
 
 // logRequest writes the access line of an HTTP request (ServeHTTP's).
@@ -69,11 +73,12 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, info *requestInfo, s
 	}
 	s.logAccess(r.Context(), &accessEntry{id: info.id, method: r.Method, path: r.URL.Path, transport: transport,
 		model: info.model, status: status, start: start, ttft: info.obs.timeToFirstToken(), bytes: rec.bytes,
-		usage: info.usage, reason: info.reason})
+		usage: info.usage, reason: info.reason, span: info.span})
 }
 
-// logAccess writes e.
+// logAccess writes e, and ends e's span with the same facts.
 func (s *Server) logAccess(ctx context.Context, e *accessEntry) {
+	endSpan(e)
 	level := logLevel(e.status, e.reason)
 	if e.status < 400 && (e.path == "/metrics" || e.path == "/health") {
 		level = slog.LevelDebug

@@ -29,6 +29,11 @@ type chunker struct {
 	seen       []bool
 	byPrompt   [][]engine.Stats
 	openingDue bool
+	// usageRunning: the chunks carry the running usage (continuous usage;
+	// running is also kept for timings_per_token, whose chunks carry the
+	// running timings once a choice has reported, anySeen).
+	usageRunning bool
+	anySeen      bool
 }
 
 func newChunker(g *generation, w chunkWriter) *chunker {
@@ -45,7 +50,8 @@ func newChunker(g *generation, w chunkWriter) *chunker {
 	if g.kind == kindCompletion && g.logprobs {
 		c.tokenRunes = make([]int, g.choices())
 	}
-	if g.continuousUsage {
+	c.usageRunning = g.continuousUsage
+	if g.continuousUsage || g.timingsPerToken {
 		c.running = make([]engine.Stats, g.choices())
 		c.seen = make([]bool, g.choices())
 		c.byPrompt = make([][]engine.Stats, len(g.reqs))
@@ -68,22 +74,35 @@ func appendHeader(b []byte, g *generation, object string) []byte {
 }
 
 // emit frames the choice object in c.buf[len(prefix):] and sends the chunk,
-// with the running usage when the request asked for continuous usage.
+// with the running usage when the request asked for continuous usage, and
+// the running timings when it asked for timings_per_token.
 func (c *chunker) emit() error {
-	if c.running != nil {
-		u := c.runningUsage()
+	timed := c.g.timingsPerToken && c.anySeen
+	if !c.usageRunning && !timed {
+		c.buf = append(c.buf, c.suffix...)
+		return c.w.chunk(c.buf)
+	}
+	u := c.runningUsage()
+	switch {
+	case c.usageRunning:
 		c.buf = append(c.buf, `],"usage":`...)
 		c.buf = u.AppendJSON(c.buf)
-		c.buf = append(c.buf, '}')
-	} else {
-		c.buf = append(c.buf, c.suffix...)
+	default:
+		c.buf = append(c.buf, c.suffix[:len(c.suffix)-1]...) // the suffix less its '}'
 	}
+	if timed {
+		t := AssembleTimings(c.byPrompt, &u)
+		c.buf = append(c.buf, `,"timings":`...)
+		c.buf = t.AppendJSON(c.buf)
+	}
+	c.buf = append(c.buf, '}')
 	return c.w.chunk(c.buf)
 }
 
 // record keeps st as the latest counts of the choice at wire index i.
 func (c *chunker) record(i int, st *engine.Stats) {
 	c.running[i], c.seen[i] = *st, true
+	c.anySeen = true
 }
 
 // runningUsage assembles the usage of the request so far from the latest
@@ -111,7 +130,7 @@ func (c *chunker) opening() error {
 	if c.g.kind != kindChat {
 		return nil
 	}
-	if c.running != nil {
+	if c.usageRunning {
 		c.openingDue = true
 		return nil
 	}
@@ -257,13 +276,48 @@ func appendDeltaText(b []byte, ev *engine.Event) []byte {
 	return appendString(b, ev.Text)
 }
 
-// usage sends the last chunk of an include_usage stream: no choices, the
-// usage of the whole request.
-func (c *chunker) usage(u *Usage) error {
+// usage sends the last chunk of a stream that asked for its usage
+// (include_usage) or its timings (t, nil when not asked): no choices, the
+// usage of the whole request, and the timings.
+func (c *chunker) usage(u *Usage, t *Timings) error {
 	c.begin()
-	c.buf = append(c.buf, `],"usage":`...)
-	c.buf = u.AppendJSON(c.buf)
+	c.buf = append(c.buf, ']')
+	if c.g.includeUsage {
+		c.buf = append(c.buf, `,"usage":`...)
+		c.buf = u.AppendJSON(c.buf)
+	}
+	if t != nil {
+		c.buf = append(c.buf, `,"timings":`...)
+		c.buf = t.AppendJSON(c.buf)
+	}
 	c.buf = append(c.buf, '}')
+	return c.w.chunk(c.buf)
+}
+
+// progress sends a prompt_progress chunk (return_progress): no choices,
+// and how far the processing of prompt p has come, in llama.cpp's shape
+// {"total","cache","processed","time_ms"}, with "index" naming the prompt
+// when the request has several. It goes before the first token of its
+// prompt; include_usage's "usage": null is on it too.
+func (c *chunker) progress(p int, pr *engine.Progress) error {
+	c.begin()
+	c.buf = append(c.buf, ']')
+	if c.g.includeUsage {
+		c.buf = append(c.buf, `,"usage":null`...)
+	}
+	c.buf = append(c.buf, `,"prompt_progress":{"total":`...)
+	c.buf = appendInt(c.buf, pr.Total)
+	c.buf = append(c.buf, `,"cache":`...)
+	c.buf = appendInt(c.buf, pr.Cached)
+	c.buf = append(c.buf, `,"processed":`...)
+	c.buf = appendInt(c.buf, pr.Processed)
+	c.buf = append(c.buf, `,"time_ms":`...)
+	c.buf = appendInt(c.buf, int(pr.Elapsed.Milliseconds()))
+	if len(c.g.reqs) > 1 {
+		c.buf = append(c.buf, `,"index":`...)
+		c.buf = appendInt(c.buf, p)
+	}
+	c.buf = append(c.buf, "}}"...)
 	return c.w.chunk(c.buf)
 }
 

@@ -31,17 +31,23 @@ func (g *generation) collect(ctx context.Context) ([]byte, *Usage, error) {
 			o.final = *ev
 		}
 		return nil
-	}, nil)
+	}, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	u := AssembleUsage(stats)
 	g.obs.finish(&u)
-	return g.appendResponse(make([]byte, 0, 512), out, &u), &u, nil
+	var t *Timings
+	if g.timings {
+		at := AssembleTimings(stats, &u)
+		t = &at
+	}
+	return g.appendResponse(make([]byte, 0, 512), out, &u, t), &u, nil
 }
 
-// appendResponse encodes the non-streamed response of g.
-func (g *generation) appendResponse(b []byte, out []choiceOutput, u *Usage) []byte {
+// appendResponse encodes the non-streamed response of g, with the
+// timings t when the client asked for them (nil otherwise).
+func (g *generation) appendResponse(b []byte, out []choiceOutput, u *Usage, t *Timings) []byte {
 	if g.kind == kindCompletion {
 		b = appendHeader(b, g, "text_completion")
 		for i := range out {
@@ -101,5 +107,9 @@ func (g *generation) appendResponse(b []byte, out []choiceOutput, u *Usage) []by
 	}
 	b = append(b, `],"usage":`...)
 	b = u.AppendJSON(b)
+	if t != nil {
+		b = append(b, `,"timings":`...)
+		b = t.AppendJSON(b)
+	}
 	return append(b, "}\n"...)
 }

@@ -37,6 +37,17 @@ type job struct {
 	continuousAsked bool
 	// logprobs asks for logprobs in the response shape of kind.
 	logprobs bool
+	// timings asks for the timings object (timings.go) on the answer or
+	// its last chunk; timingsPerToken for the running timings on every
+	// chunk that carries choices too (only when streaming; the engine
+	// requests then ask for running Stats). perTokenAsked and
+	// progressAsked are timings_per_token and return_progress as the body
+	// says them; the engine requests ask for progress only when the
+	// answer streams.
+	timings         bool
+	timingsPerToken bool
+	perTokenAsked   bool
+	progressAsked   bool
 	// n is the number of choices per prompt; choice j of prompt p has the
 	// wire index p*n+j.
 	n    int
@@ -56,14 +67,19 @@ func (p *job) forceStream() {
 	p.resumable = p.resumableAsked
 	p.includeUsage = p.usageAsked
 	p.setContinuousUsage()
+	for _, r := range p.reqs {
+		r.Progress = p.progressAsked
+	}
 }
 
 // setContinuousUsage applies continuous_usage_stats as the stream and
-// include_usage allow, to p and to its engine requests.
+// include_usage allow, and timings_per_token as the stream allows, to p
+// and to its engine requests: either needs running Stats.
 func (p *job) setContinuousUsage() {
 	p.continuousUsage = p.includeUsage && p.continuousAsked
+	p.timingsPerToken = p.stream && p.perTokenAsked
 	for _, r := range p.reqs {
-		r.ContinuousUsage = p.continuousUsage
+		r.ContinuousUsage = p.continuousUsage || p.timingsPerToken
 	}
 }
 
@@ -223,8 +239,13 @@ func applyCommon(c *commonRequest, req *engine.Request, p *job) *apiError {
 	p.includeUsage = p.stream && p.usageAsked
 	o := c.StreamOptions
 	p.continuousAsked = o != nil && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
+	p.perTokenAsked = c.TimingsPerToken != nil && *c.TimingsPerToken
+	p.timings = c.Timings != nil && *c.Timings || p.perTokenAsked
 	p.continuousUsage = p.includeUsage && p.continuousAsked
-	req.ContinuousUsage = p.continuousUsage
+	p.timingsPerToken = p.stream && p.perTokenAsked
+	req.ContinuousUsage = p.continuousUsage || p.timingsPerToken
+	p.progressAsked = c.ReturnProgress != nil && *c.ReturnProgress
+	req.Progress = p.stream && p.progressAsked
 	p.resumableAsked = o != nil && o.Resumable != nil && *o.Resumable
 	p.resumable = p.stream && p.resumableAsked
 

@@ -29,6 +29,14 @@ type commonRequest struct {
 	FrequencyPenalty *float64           `json:"frequency_penalty"`
 	LogitBias        map[string]float64 `json:"logit_bias"`
 	ResponseFormat   *responseFormat    `json:"response_format"`
+	// Timings asks for llama.cpp's timings object (rill's extension,
+	// timings.go); TimingsPerToken, llama.cpp's timings_per_token, for it
+	// on every chunk of a stream too; ReturnProgress, llama.cpp's
+	// return_progress, for prompt_progress chunks while a stream's prompt
+	// is processed.
+	Timings         *bool `json:"timings"`
+	TimingsPerToken *bool `json:"timings_per_token"`
+	ReturnProgress  *bool `json:"return_progress"`
 	extensions
 }
 

@@ -248,6 +248,7 @@ var errResponseCancelled = &apiError{Status: statusClientClosed, Type: typeInval
 // a cancel or with the connection.
 func (w *responsesWS) run(ctx context.Context, streamID string, run *runningResponse, body []byte) {
 	start := time.Now()
+	ctx, span := w.c.s.startWSSpan(ctx, w.c.path)
 	ev := &wsEvents{out: w.c.out, stop: ctx.Done()}
 	status := http.StatusOK
 	var usage *Usage
@@ -261,7 +262,7 @@ func (w *responsesWS) run(ctx context.Context, streamID string, run *runningResp
 		}
 		w.c.s.logAccess(context.Background(), &accessEntry{id: w.c.connID, wsRequestID: responseID, method: http.MethodGet,
 			path: w.c.path, transport: "websocket", model: model, status: status, start: start,
-			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage})
+			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, span: span})
 	}()
 	wasCancelled := func() bool {
 		w.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"rill/engine"
 	"rill/openapi"
@@ -111,6 +112,10 @@ type Options struct {
 	// in all (the oldest responses and streams go first). The caller that made a
 	// Store closes it, after the server's shutdown.
 	Store store.Store
+	// TracerProvider makes the spans of requests (see trace.go). Nil means
+	// no tracing: no span is made, and a client's traceparent is only
+	// passed on to engines behind HTTP.
+	TracerProvider trace.TracerProvider
 	// ResponsesStore is how many responses of the Responses API the
 	// default memory store keeps (when Store is nil), least recently
 	// stored first out. Zero means DefaultResponsesStore; negative keeps
@@ -148,6 +153,7 @@ type Server struct {
 	writeIdle   time.Duration // 0: no write deadline
 	maxChoices  int
 	validator   *openapi.Validator
+	tracer      trace.Tracer // nil: tracing is off
 
 	browser  *browserPolicy
 	cors     []string // valid CORSAllowedOrigins, for preflights and CORS headers
@@ -200,6 +206,9 @@ func New(opts Options) *Server {
 	case opts.ResponsesStore >= 0:
 		s.responses = &responseStore{st: store.NewMemory(store.Retention{
 			MaxResponses: cmp.Or(opts.ResponsesStore, DefaultResponsesStore), MaxBytes: DefaultMemoryStoreBytes})}
+	}
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
 	}
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
@@ -357,6 +366,7 @@ type requestInfo struct {
 	id    string
 	model string
 	obs   *requestMetrics // the generation's, for its time to first token
+	span  trace.Span      // the request's (trace.go)
 	usage *Usage
 	// status overrides the written status in the log (499: the client left).
 	status int
@@ -406,6 +416,7 @@ func logLevel(status int, reason string) slog.Level {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &requestInfo{id: requestID(r.Header.Get("X-Request-Id"))}
+	r, info.span = s.startRequestSpan(r, info.id)
 	rec := newRecorder(w, s.writeIdle)
 	rec.Header().Set("X-Request-Id", info.id)
 	if isMessagesPath(r.URL.Path) {

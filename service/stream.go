@@ -86,7 +86,7 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 			return &transportError{err}
 		}
 		return nil
-	}, onIdle)
+	}, nil, onIdle)
 	if err != nil && !isClientGone(err) {
 		if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
 			return nil, &transportError{ferr}
@@ -96,7 +96,9 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 }
 
 // run pulls the events of every stream of g until all completed, calling
-// onEvent with each event and its wire index. When ping > 0 and no event
+// onEvent with each event and its wire index, and onProgress, when not
+// nil, with each progress event (engine.Event.Progress) and the index of
+// its prompt; without onProgress those are dropped. When ping > 0 and no event
 // arrived for a ping interval, it calls onIdle. It returns the Stats of
 // every choice ([prompt][choice]) when the generation completed; otherwise
 // the error of the engine, of onEvent or onIdle, or of ctx (the request's
@@ -108,7 +110,8 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 // engine and the writer. Before it returns it cancels the generation, which
 // stops the engine at once if it is still generating.
 func (g *generation) run(ctx context.Context, ping time.Duration,
-	onEvent func(index int, ev *engine.Event) error, onIdle func() error) ([][]engine.Stats, error) {
+	onEvent func(index int, ev *engine.Event) error, onProgress func(prompt int, pr *engine.Progress) error,
+	onIdle func() error) ([][]engine.Stats, error) {
 	defer func() {
 		g.cancel()
 		g.obs.end()
@@ -143,6 +146,15 @@ func (g *generation) run(ctx context.Context, ping time.Duration,
 				got = true
 			case err != nil:
 				return nil, err
+			case ok && ev.Progress != nil:
+				// It belongs to no choice: neither the checks of the
+				// choices' events nor the time to first token see it.
+				if onProgress != nil {
+					if err := onProgress(p, ev.Progress); err != nil {
+						return nil, err
+					}
+				}
+				got = true
 			case ok:
 				i, err := prog.record(p, &ev)
 				if err != nil {
@@ -262,6 +274,11 @@ func (g *generation) streamTo(ctx context.Context, w chunkWriter, ping time.Dura
 			return &transportError{err}
 		}
 		return nil
+	}, func(prompt int, pr *engine.Progress) error {
+		if err := c.progress(prompt, pr); err != nil {
+			return &transportError{err}
+		}
+		return nil
 	}, func() error {
 		if err := w.ping(); err != nil {
 			return &transportError{err}
@@ -281,8 +298,13 @@ func (g *generation) streamTo(ctx context.Context, w chunkWriter, ping time.Dura
 	}
 	u := AssembleUsage(stats)
 	g.obs.finish(&u)
-	if g.includeUsage {
-		if err := c.usage(&u); err != nil {
+	var t *Timings
+	if g.timings {
+		at := AssembleTimings(stats, &u)
+		t = &at
+	}
+	if g.includeUsage || t != nil {
+		if err := c.usage(&u, t); err != nil {
 			return &u, &transportError{err}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // maxRequestIDLen caps a client's request_id, in bytes.
@@ -393,6 +394,7 @@ func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMes
 	if !ok {
 		return
 	}
+	rctx, _ = c.s.startWSSpan(rctx, c.path) // serveRequest ends it
 	c.wg.Go(func() {
 		defer release()
 		if c.path == pathMessages {
@@ -559,7 +561,7 @@ func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w 
 		w.free()
 		c.s.logAccess(context.Background(), &accessEntry{id: c.connID, wsRequestID: id, method: http.MethodGet,
 			path: c.path, transport: "websocket", model: model, status: status, start: begun,
-			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, reason: reason})
+			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, reason: reason, span: trace.SpanFromContext(ctx)})
 	}()
 
 	run, e := apart(start)

@@ -25,10 +25,18 @@ type request struct {
 	maxTokens int
 	out       *engine.Queue
 	arrival   time.Time
-	group     *sched.Group // set on admission
-	choices   []*choice
-	live      int  // choices not yet finished
-	paused    bool // the scheduler holds the request: its consumer is behind
+	// started is when the first forward pass that computed part of the
+	// prompt began; first when the request's first token came (zero
+	// before). Stats.PromptTime runs between them.
+	started, first time.Time
+	// progressed is how far the prompt's processing was last reported
+	// (Request.Progress).
+	progressed int
+	trace      *requestTrace // nil: not traced
+	group      *sched.Group  // set on admission
+	choices    []*choice
+	live       int  // choices not yet finished
+	paused     bool // the scheduler holds the request: its consumer is behind
 
 	draft      draftKind
 	prediction []int32 // the client's predicted output, tokenised
@@ -111,6 +119,7 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 		constraint: k,
 	}
 	r.out = engine.NewQueue(e.opts.StreamBuffer*n, e.signal)
+	r.trace = newRequestTrace(ctx, e.info.ID, r.arrival)
 	if !req.NoDraft {
 		switch {
 		case req.Prediction != "":
@@ -147,16 +156,20 @@ func (e *Engine) Generate(ctx context.Context, req *engine.Request) (engine.Stre
 	case e.submit <- r:
 	case <-ctx.Done():
 		r.unwatch()
+		r.trace.end(ctx.Err())
 		return nil, ctx.Err()
 	case <-e.quit:
 		r.unwatch()
+		r.trace.end(ErrClosed)
 		return nil, ErrClosed
 	case <-e.done:
 		r.unwatch()
+		r.trace.end(ErrClosed)
 		return nil, ErrClosed
 	}
 	if err := <-r.verdict; err != nil {
 		r.unwatch()
+		r.trace.end(err)
 		return nil, err
 	}
 	return r.out, nil

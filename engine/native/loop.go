@@ -189,6 +189,12 @@ func (e *Engine) end(r *request, err error) {
 		l.paused--
 	}
 	r.live = 0
+	// The trace first: a consumer that saw the stream end sees its spans.
+	if err == nil && r.cancelled.Load() {
+		r.trace.end(context.Canceled)
+	} else {
+		r.trace.end(err)
+	}
 	r.out.End(err)
 	r.unwatch()
 }

@@ -39,11 +39,13 @@ func (e *Engine) step(ctx context.Context) error {
 		return err
 	}
 	e.build(plan)
+	e.markStarted(plan)
 	logits, err := e.runner.Forward(ctx, &e.loop.batch)
 	if err != nil {
 		return err
 	}
 	e.loop.steps++
+	e.reportProgress(plan)
 	outs := e.outcomes(plan)
 	vocab := e.model.Config.VocabSize
 	for i := range plan.Seqs {
@@ -191,6 +193,10 @@ func (e *Engine) emit(c *choice, tok int, row []float32) bool {
 	c.emitted++
 	if c.emitted == 1 {
 		c.first = time.Now()
+		if r.first.IsZero() {
+			r.first = c.first
+			r.trace.decode(r.first)
+		}
 	}
 	c.shaper.accept(tok)
 
@@ -381,10 +387,6 @@ func (e *Engine) finish(c *choice, reason engine.FinishReason) {
 	c.finished = true
 	c.release()
 	st := c.stats(true)
-	if !c.first.IsZero() {
-		st.PromptTime = c.first.Sub(r.arrival)
-		st.GenerationTime = time.Now().Sub(c.first)
-	}
 	ev := engine.Event{Choice: c.index, Final: true, FinishReason: reason, Stats: st}
 	if reason == engine.FinishStop {
 		ev.StopSequence = cmp.Or(c.stop.matched, c.stopReasoning.matched)
@@ -406,13 +408,18 @@ type statsBox struct {
 	reasoning          int
 }
 
-// stats returns c's counts so far; final adds the drafts of the current
-// step that did not make it into the output to the rejected ones.
+// stats returns c's counts and times so far; final adds the drafts of
+// the current step that did not make it into the output to the rejected
+// ones.
 func (c *choice) stats(final bool) *engine.Stats {
 	r := c.r
 	b := &statsBox{cached: float64(r.group.CachedTokens()), written: r.group.CacheWriteTokens()}
 	b.stats = engine.Stats{PromptTokens: len(r.prompt), CachedTokens: &b.cached, CacheWriteTokens: &b.written,
 		CompletionTokens: c.emitted}
+	if !c.first.IsZero() {
+		b.stats.PromptTime = c.first.Sub(r.started)
+		b.stats.GenerationTime = time.Since(c.first)
+	}
 	if r.draft != draftNone {
 		b.accepted, b.rejected = c.accepted, c.rejected
 		if final {

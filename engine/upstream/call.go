@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"rill/engine"
 )
 
@@ -30,6 +32,9 @@ type call struct {
 	predicted bool   // the client sent a prediction
 	// continuous: the client asked for running counts (ContinuousUsage).
 	continuous bool
+	// progress: the request asked for prompt progress and the body asks
+	// the upstream for it (return_progress).
+	progress bool
 	// responses: the upstream speaks the Responses API for this call; its
 	// events are read with decodeResponseEvent.
 	responses bool
@@ -150,6 +155,7 @@ func (c *call) post(r *replica, path string, body []byte) (*attempt, int, error)
 	// connection that the server had already closed (llama.cpp's server
 	// drops them after SSE responses); an empty value is not sent.
 	h["Idempotency-Key"] = nil
+	span := startCallSpan(c.ctx, r, c.e.info.ID, path, h)
 
 	r.inflight.Add(1)
 	resp, err := c.e.client.Do(req)
@@ -162,16 +168,20 @@ func (c *call) post(r *replica, path string, body []byte) (*attempt, int, error)
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, 0, &failure{msg: fmt.Sprintf("replica #%d: %v", r.idx, err), down: true}
+		f := &failure{msg: fmt.Sprintf("replica #%d: %v", r.idx, err), down: true}
+		endCallSpan(span, 0, f)
+		return nil, 0, f
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		r.inflight.Add(-1)
 		cancel(nil)
-		return nil, resp.StatusCode, refusal(r, resp.StatusCode, msg)
+		err := refusal(r, resp.StatusCode, msg)
+		endCallSpan(span, resp.StatusCode, err)
+		return nil, resp.StatusCode, err
 	}
-	a := &attempt{r: r, ctx: actx, cancel: cancel, body: resp.Body, idle: c.e.opts.IdleTimeout}
+	a := &attempt{r: r, ctx: actx, cancel: cancel, body: resp.Body, idle: c.e.opts.IdleTimeout, span: span}
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "application/json" {
 		a.whole = true // the upstream ignored "stream": a complete response
 	} else {
@@ -217,6 +227,7 @@ type attempt struct {
 
 	unwatch     func() bool // stops the release on the request's cancellation
 	releaseOnce sync.Once
+	span        trace.Span // the call's, ended on release
 }
 
 var doneEvent = []byte("[DONE]")
@@ -267,5 +278,6 @@ func (a *attempt) release() {
 		a.cancel(nil)
 		a.body.Close()
 		a.r.inflight.Add(-1)
+		endCallSpan(a.span, http.StatusOK, nil)
 	})
 }

@@ -419,12 +419,14 @@ func (s *scanner) chunk(ch *wireChunk) bool {
 			return s.nested(&ch.Usage)
 		case "timings":
 			return s.nested(&ch.Timings)
+		case "prompt_progress":
+			return s.nested(&ch.Progress)
 		case "error":
 			raw, ok := s.skip()
 			ch.Error = append(json.RawMessage(nil), raw...)
 			return ok
 		}
-		if known(key, "choices", "usage", "timings", "error") {
+		if known(key, "choices", "usage", "timings", "prompt_progress", "error") {
 			return false
 		}
 		_, ok := s.skip()

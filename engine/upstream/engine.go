@@ -300,7 +300,7 @@ func (e *Engine) generate(ctx context.Context, req *engine.Request, key uint64, 
 	}
 	c := &call{e: e, ctx: ctx, path: path, body: body, key: key, haveKey: haveKey,
 		tried: make([]bool, len(e.replicas)), predicted: req.Prediction != "", responses: responses,
-		continuous: req.ContinuousUsage, msgBody: msgBody}
+		continuous: req.ContinuousUsage, msgBody: msgBody, progress: req.Progress && msgBody == nil && !responses}
 	a, err := c.open()
 	if err != nil {
 		return nil, err
@@ -331,6 +331,9 @@ func (e *Engine) fanOut(ctx context.Context, req *engine.Request, key uint64, ha
 	for j := range n {
 		sub := *req
 		sub.N = 1
+		// Progress would come from every choice's prompt, and choice 0's
+		// first event, which lets the others go, must be a token.
+		sub.Progress = false
 		if s := req.Sampling.Seed; s != nil && j > 0 {
 			seed := *s + int64(j)
 			sub.Sampling.Seed = &seed

@@ -84,6 +84,9 @@ type caps struct {
 	// messages: what the kind's server carries on Anthropic's Messages
 	// API, if it has it (messages.go).
 	messages messagesCaps
+	// progress: the kind's server sends llama.cpp's prompt_progress chunks
+	// when a request asks with return_progress.
+	progress bool
 	// forcedTools: the kind enforces tool_choice "required" and named
 	// functions. tabbyAPI treats every tool_choice as "auto", so a forced
 	// one is refused rather than silently not forced. Tools,
@@ -126,7 +129,7 @@ func (k Kind) caps() caps {
 	switch k {
 	case LlamaCpp:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", splitChoices: true, prefixCache: true, forcedTools: true,
-			running: runningTimings, templateKwargs: true, clampsBudget: true,
+			running: runningTimings, templateKwargs: true, clampsBudget: true, progress: true,
 			messages: messagesCaps{ok: true, templateKwargs: true}}
 	case VLLM:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true,
@@ -140,7 +143,7 @@ func (k Kind) caps() caps {
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true,
-			running: runningRequestUsage, templateKwargs: true, cacheKey: true,
+			running: runningRequestUsage, templateKwargs: true, cacheKey: true, progress: true,
 			messages: messagesCaps{ok: true, toolChoice: true, noParallel: true, strict: true, format: true, thinkingOff: true, extensions: true}}
 	}
 	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true, cacheKey: true}

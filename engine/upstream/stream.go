@@ -156,6 +156,10 @@ func (s *stream) step() error {
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
 		return s.errorEvent(ch.Error)
 	}
+	if p := ch.Progress; p != nil && s.c.progress && !s.started {
+		s.queue = append(s.queue, engine.Event{Progress: &engine.Progress{Total: p.Total, Cached: p.Cache,
+			Processed: p.Processed, Elapsed: time.Duration(p.TimeMS) * time.Millisecond}})
+	}
 	var report *engine.Stats
 	if s.running != nil {
 		if ch.opening != nil {

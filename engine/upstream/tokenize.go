@@ -178,7 +178,7 @@ func (e *Engine) postJSON(ctx context.Context, path string, body, out any) error
 }
 
 // postOnce makes one attempt of postJSON on r.
-func (e *Engine) postOnce(ctx context.Context, r *replica, path string, data []byte, out any) error {
+func (e *Engine) postOnce(ctx context.Context, r *replica, path string, data []byte, out any) (err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, bytes.NewReader(data))
 	if err != nil {
 		return &failure{msg: err.Error()}
@@ -190,6 +190,9 @@ func (e *Engine) postOnce(ctx context.Context, r *replica, path string, data []b
 	// As in call.send: the transport may resend the request once on a new
 	// connection when llama.cpp's server dropped the idle one it reused.
 	req.Header["Idempotency-Key"] = nil
+	span := startCallSpan(ctx, r, e.info.ID, path, req.Header)
+	status := 0
+	defer func() { endCallSpan(span, status, err) }()
 	r.inflight.Add(1)
 	defer r.inflight.Add(-1)
 	resp, err := e.client.Do(req)
@@ -197,6 +200,7 @@ func (e *Engine) postOnce(ctx context.Context, r *replica, path string, data []b
 		return &failure{msg: fmt.Sprintf("replica #%d: %v", r.idx, err), down: true}
 	}
 	defer resp.Body.Close()
+	status = resp.StatusCode
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
 		return &failure{msg: fmt.Sprintf("replica #%d: %v", r.idx, err), down: true}

@@ -53,6 +53,8 @@ type wireRequest struct {
 
 	// TimingsPerToken asks llama.cpp for its counters on every chunk.
 	TimingsPerToken bool `json:"timings_per_token,omitempty"`
+	// ReturnProgress asks llama.cpp (or rill) for prompt_progress chunks.
+	ReturnProgress bool `json:"return_progress,omitempty"`
 
 	Prediction  *wirePrediction `json:"prediction,omitempty"`
 	IgnoreEOS   bool            `json:"ignore_eos,omitempty"`
@@ -158,6 +160,9 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 			w.StreamOptions.ContinuousUsageStats = true
 		}
 	}
+	if req.Progress && c.progress {
+		w.ReturnProgress = true
+	}
 	if req.NoDraft && c.noDraft {
 		// Elsewhere there is nothing to turn off that rill can name.
 		w.NoDraft = true
@@ -215,9 +220,10 @@ func unsupported(k Kind, param string) *engine.RequestError {
 // wireChunk is one streamed chunk, or a whole non-streamed response, or an
 // error event. Every member is optional.
 type wireChunk struct {
-	Choices []wireChoice `json:"choices"`
-	Usage   *wireUsage   `json:"usage"`
-	Timings *wireTimings `json:"timings"`
+	Choices  []wireChoice  `json:"choices"`
+	Usage    *wireUsage    `json:"usage"`
+	Timings  *wireTimings  `json:"timings"`
+	Progress *wireProgress `json:"prompt_progress"`
 	// Error is an error event ({"error": {...}}) in the stream.
 	Error json.RawMessage `json:"error"`
 	// opening is the usage a Messages stream's message_start reports: the
@@ -278,6 +284,14 @@ type wireUsage struct {
 type wirePromptDetails struct {
 	CachedTokens     *float64 `json:"cached_tokens"`
 	CacheWriteTokens *float64 `json:"cache_write_tokens"`
+}
+
+// wireProgress is llama.cpp's prompt_progress object (rill's too).
+type wireProgress struct {
+	Total     int   `json:"total"`
+	Cache     int   `json:"cache"`
+	Processed int   `json:"processed"`
+	TimeMS    int64 `json:"time_ms"`
 }
 
 // wireTimings is llama.cpp's timings object.

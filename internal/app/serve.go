@@ -44,6 +44,7 @@ func Serve(ctx context.Context, args []string) error {
 	responsesStore := fs.Int("responses-store", service.DefaultResponsesStore, "how many Responses API responses the store keeps for previous_response_id and GET /v1/responses/{id} (least recently stored hidden first; 0 keeps none and turns off background responses and resumable streams)")
 	storeFlags := registerStoreFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics on this address, without the API key (e.g. 127.0.0.1:9464 for a Prometheus on this host); /metrics on --addr is behind the API key")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "export OpenTelemetry traces over OTLP/HTTP to this receiver's base URL (e.g. http://localhost:4318; traces go to its /v1/traces); default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT when set, else no tracing")
 	var cat config.Catalog
 	fs.StringVar(&cat.ModelsDir, "models-dir", "", "folder of GGUF models to serve by file name (a split GGUF as one), each loaded when a request first names it, with the native flags' settings; --model's model is then loaded at start and never unloaded")
 	fs.IntVar(&cat.MaxLoaded, "models-max-loaded", 0, "most native models loaded at once; loading another unloads the least recently used (not pinned) first (default 0: no cap; any --models-* flag loads native models on demand)")
@@ -94,6 +95,20 @@ func Serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeStore() // after the engines' close below: the last to go
+	tr, err := newTracing(ctx, *otlpEndpoint, environ, info.Version)
+	if err != nil {
+		return err
+	}
+	// Deferred after the store's close, so run before it: after the server
+	// and the engines, whose last spans it exports.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), traceFlushWait)
+		defer cancel()
+		tr.shutdown(sctx, log)
+	}()
+	if tr.on() {
+		log.Info("exporting traces over OTLP/HTTP", slog.String("endpoint", tr.endpoint))
+	}
 	var e *Engines
 	if *configFile != "" {
 		native := config.NativeFlagNames()
@@ -148,6 +163,7 @@ func Serve(ctx context.Context, args []string) error {
 		MaxChoices:       *maxChoices,
 		ResponsesStore:   cmp.Or(*responsesStore, -1),
 		Store:            serveStore(st, *responsesStore),
+		TracerProvider:   tr.tracerProvider(),
 		// Cancelling base cuts what still runs; WebSocket connections,
 		// served apart from their handshakes, hear it here.
 		Shutdown:    base.Done(),
@@ -199,6 +215,9 @@ func Serve(ctx context.Context, args []string) error {
 // their last event, and WebSocket close handshakes (the library gives a
 // peer 5 s to answer a close frame).
 const closeWait = 10 * time.Second
+
+// traceFlushWait bounds the export of the last spans at exit.
+const traceFlushWait = 5 * time.Second
 
 // shutdown stops srv and api in the order service's drain.go describes:
 // new work is refused at once, HTTP streams and WebSocket requests in
