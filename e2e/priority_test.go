@@ -73,11 +73,12 @@ func TestPriorityUnderOverload(t *testing.T) {
 	var wg sync.WaitGroup
 	send := func(prio int) {
 		wg.Go(func() {
-			// Priority 1's answer is long: had it run first, it would end
-			// well after -1's.
+			// Priority 1's answer is long (1000 steps against -1's 4), so
+			// that the order the client sees the answers in is the order
+			// they ran in even on a loaded machine.
 			tokens := 4
 			if prio == 1 {
-				tokens = 200
+				tokens = 1000
 			}
 			body := fmt.Sprintf(`{"model":"rill-tiny","prompt":"The fox","max_tokens":%d,"ignore_eos":true,"priority":%d}`, tokens, prio)
 			resp, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(body))
