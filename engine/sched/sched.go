@@ -6,7 +6,8 @@
 //
 // One rule covers everything: each sequence's computed tokens catch up with
 // its known tokens, within a per-step token budget, running sequences first
-// (decodes cost one token each), then admissions from the waiting queue.
+// (decodes cost one token each), then admissions from the waiting queue,
+// in order of priority (Group.SetPriority, lower first) and arrival.
 // A prompt longer than the budget is computed over several steps (chunked
 // prefill); a prefix found in the cache is computed already (prefix reuse);
 // draft tokens ride on top of a decode and only the verified ones count as
