@@ -24,7 +24,10 @@ type Engine interface {
 	// transport can answer with a plain HTTP error.
 	//
 	// An engine that cannot take more work now returns (a wrapped)
-	// ErrOverloaded; a request it accepted always runs to its end.
+	// ErrOverloaded; a request it accepted runs to its end, except that an
+	// engine that schedules by Request.Priority may shed a request still
+	// waiting to start for one of higher priority: its stream then ends
+	// with (a wrapped) ErrOverloaded before its first event.
 	//
 	// The returned Stream yields events in order until a final event for every
 	// choice. Cancelling ctx stops generation of every choice and frees the
@@ -194,6 +197,13 @@ type Request struct {
 	// sends requests with the same key to the same one, where that prefix
 	// is cached. Empty: the engine keys by the prompt itself.
 	CacheKey string
+
+	// Priority orders requests competing for an engine's capacity, as
+	// vLLM's priority does: a lower value is served earlier (admitted
+	// first, preempted last, shed last when the engine is overloaded);
+	// equal priorities go by arrival. Nil means the default, 0. An engine
+	// behind HTTP passes it to servers that schedule by priority.
+	Priority *int
 
 	// Responses marks a chat request that came through the Responses API:
 	// an engine behind HTTP whose server has that API may send it there, so

@@ -110,6 +110,16 @@ func TestChatPlan(t *testing.T) {
 				t.Errorf("cache key %q", req.CacheKey)
 			}
 		}},
+		{"priority is the request's priority", `{"model":"m",` + user + `,"priority":-3}`, func(t *testing.T, p *job, req *engine.Request) {
+			if req.Priority == nil || *req.Priority != -3 {
+				t.Errorf("priority %v", req.Priority)
+			}
+		}},
+		{"no priority: the default", `{"model":"m",` + user + `}`, func(t *testing.T, p *job, req *engine.Request) {
+			if req.Priority != nil {
+				t.Errorf("priority %v", *req.Priority)
+			}
+		}},
 		{"empty stop strings dropped", `{"model":"m",` + user + `,"stop":["","x"]}`, func(t *testing.T, p *job, req *engine.Request) {
 			if !reflect.DeepEqual(req.Stop, []string{"x"}) {
 				t.Errorf("stop %q", req.Stop)

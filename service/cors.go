@@ -14,7 +14,8 @@ import (
 // the methods and headers the API uses; one from any other origin gets a
 // 403 without CORS headers, so the browser blocks the request. Actual
 // requests from an allowed origin get Access-Control-Allow-Origin (that
-// origin, not "*") and may read X-Request-Id and Retry-After. A preflight
+// origin, not "*") and may read X-Request-Id, Retry-After and the
+// rate-limit headers of a limited key (keys.go). A preflight
 // from an allowed origin may ask for any request headers: the SDKs send
 // their own (Anthropic's x-api-key, anthropic-version and anthropic-beta,
 // the x-stainless-* of the openai and Anthropic JavaScript SDKs), and the
@@ -31,7 +32,9 @@ import (
 const (
 	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
 	corsAllowHeaders  = "Authorization, Content-Type, X-Request-Id"
-	corsExposeHeaders = "X-Request-Id, Retry-After"
+	corsExposeHeaders = "X-Request-Id, Retry-After, " +
+		"X-Ratelimit-Limit-Requests, X-Ratelimit-Remaining-Requests, X-Ratelimit-Reset-Requests, " +
+		"X-Ratelimit-Limit-Tokens, X-Ratelimit-Remaining-Tokens, X-Ratelimit-Reset-Tokens"
 	// corsMaxAge is how long, in seconds, a browser may cache a preflight's
 	// answer (Chromium caps it at 7200).
 	corsMaxAge = "600"

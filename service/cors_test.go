@@ -69,7 +69,8 @@ func TestCORS(t *testing.T) {
 	resp, body := do(http.MethodPost, "/v1/chat/completions", "https://app.example.com",
 		map[string]string{"Authorization": "Bearer sk-cors", "Content-Type": "application/json"}, chat)
 	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
-		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "X-Request-Id") {
+		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "X-Request-Id") ||
+		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "X-Ratelimit-Remaining-Tokens") {
 		t.Errorf("allowed POST: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
 	resp, body = do(http.MethodPost, "/v1/chat/completions", "https://app.example.com", nil, chat)

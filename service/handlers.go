@@ -237,6 +237,11 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 // in. The caller owns the generation as start's caller does.
 func (s *Server) launch(ctx context.Context, p *job, id string, begun time.Time) (*generation, *apiError) {
 	ctx, cancel := context.WithCancel(ctx)
+	client, e := s.admitKey(ctx, p)
+	if e != nil {
+		cancel()
+		return nil, e
+	}
 	g := &generation{job: p, id: id, created: begun.Unix(), cancel: cancel}
 	for _, req := range p.reqs {
 		st, err := s.engine.Generate(ctx, req)
@@ -252,6 +257,9 @@ func (s *Server) launch(ctx context.Context, p *job, id string, begun time.Time)
 	// Only now is the model known to be served: series are never made for
 	// the model names of requests that fail.
 	g.obs = s.metrics.begin(p.model, p.choices(), begun)
+	if client != nil {
+		g.obs.key = &keyUse{client: client, m: s.metrics.key(client.Name())}
+	}
 	return g, nil
 }
 

@@ -97,6 +97,8 @@ type metrics struct {
 
 	mu      sync.RWMutex
 	byModel map[string]*modelMetrics
+
+	keys *keyVecs // per API key of the keys file (keys.go)
 }
 
 // modelMetrics are one model's series, resolved once so that a request
@@ -157,6 +159,7 @@ func newMetrics(e engine.Engine) *metrics {
 	if lr, ok := e.(engine.LifecycleReporter); ok {
 		reg.MustRegister(&lifecycleCollector{engine: lr})
 	}
+	m.keys = newKeyVecs(reg)
 	reg.MustRegister(buildInfoGauge(buildinfo.Read()))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, md := range e.Models() {
@@ -232,6 +235,8 @@ type requestMetrics struct {
 	last                 []time.Duration
 	itl                  latencyTally
 	stopped, lengthLimit int // choices finished, by reason
+	// key is the API key the request is charged to; nil for none.
+	key *keyUse
 }
 
 // event observes one engine event of the choice at wire index i: the time
@@ -295,6 +300,7 @@ func (o *requestMetrics) finish(u *Usage) {
 	}
 	m.finishedStop.Add(float64(o.stopped))
 	m.finishedLength.Add(float64(o.lengthLimit))
+	o.key.charge(u)
 }
 
 // timeToFirstToken is the request's time to its first token, 0 if none

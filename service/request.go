@@ -43,8 +43,8 @@ type commonRequest struct {
 // extensions are the fields chat, legacy completions and the Responses API
 // share beyond OpenAI's temperature and top_p: seed (OpenAI's own on chat
 // and completions, rill's on Responses), prompt_cache_key (OpenAI's on chat
-// and Responses) and rill's extensions top_k, min_p, ignore_eos and
-// no_draft. Each request type embeds them, and apply is their one
+// and Responses), vLLM's priority and rill's extensions top_k, min_p,
+// ignore_eos and no_draft. Each request type embeds them, and apply is their one
 // conversion.
 type extensions struct {
 	Seed      *int64   `json:"seed"`
@@ -55,6 +55,8 @@ type extensions struct {
 	// PromptCacheKey routes requests that share a prefix together
 	// (engine.Request.CacheKey).
 	PromptCacheKey *string `json:"prompt_cache_key"`
+	// Priority is vLLM's request priority (engine.Request.Priority).
+	Priority *int `json:"priority"`
 }
 
 // apply sets what x asks for on req and its sampling s.
@@ -73,6 +75,10 @@ func (x *extensions) apply(req *engine.Request, s *engine.Sampling) {
 	req.NoDraft = x.NoDraft != nil && *x.NoDraft
 	if x.PromptCacheKey != nil {
 		req.CacheKey = *x.PromptCacheKey
+	}
+	if x.Priority != nil {
+		p := *x.Priority
+		req.Priority = &p
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"rill/engine"
+	"rill/keys"
 	"rill/openapi"
 	"rill/store"
 )
@@ -45,6 +46,11 @@ type Options struct {
 	// subprotocol `openai-insecure-api-key.<key>`
 	// (browsers cannot set headers on a WebSocket).
 	APIKey string
+	// Keys, when set, holds further API keys (a keys file), accepted as
+	// APIKey is, each with its own limits: a request over one is answered
+	// 429, and every response to a limited key carries its rate-limit
+	// headers (keys.go). APIKey, if also set, stays valid and unlimited.
+	Keys KeyRing
 	// Logger receives one line per request. Nil means slog.Default().
 	Logger *slog.Logger
 	// PingInterval is how long an SSE stream may stay silent before a
@@ -146,6 +152,7 @@ type Options struct {
 type Server struct {
 	engine      engine.Engine
 	apiKey      []byte
+	keys        KeyRing // nil: no keys file
 	log         *slog.Logger
 	ping        time.Duration
 	maxBody     int64
@@ -213,6 +220,7 @@ func New(opts Options) *Server {
 	if opts.APIKey != "" {
 		s.apiKey = []byte(opts.APIKey)
 	}
+	s.keys = opts.Keys
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -442,10 +450,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// An unknown path under /v1/ asks for the key first, as a known one
 	// does, so that a client without it learns nothing of the API's paths.
 	keyed := rt == nil && strings.HasPrefix(path, "/v1/") || rt != nil && !rt.open
-	if keyed && !s.authorized(r) {
-		writeError(rec, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest,
-			Code: "invalid_api_key", Message: "Missing or incorrect API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'."})
-		return
+	if keyed {
+		client, ok := s.authenticate(r)
+		if !ok {
+			writeError(rec, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest,
+				Code: "invalid_api_key", Message: "Missing or incorrect API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'."})
+			return
+		}
+		if client != nil {
+			// Its limits apply where generations start (launch); its
+			// headers go on whatever this request answers.
+			r = r.WithContext(withClient(r.Context(), client))
+			rec.client = client
+		}
 	}
 	if rt == nil {
 		writeError(rec, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest,
@@ -484,31 +501,41 @@ func (s *Server) armBodyDeadline(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
 }
 
-// authorized reports whether r carries the API key (always, without one):
-// as a Bearer token, as an x-api-key header (Anthropic's clients send it
-// so), or, on a WebSocket handshake, as the subprotocol
-// openai-insecure-api-key.<key>. The comparison takes the same time
-// wherever the keys differ.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.apiKey == nil {
-		return true
+// authenticate reports whether r carries a valid API key (always, with
+// neither Options.APIKey nor Options.Keys), and returns the keys file's
+// client of the key (nil for APIKey, or with no key needed). A key is
+// taken as a Bearer token, as an x-api-key header (Anthropic's clients
+// send it so), or, on a WebSocket handshake, as the subprotocol
+// openai-insecure-api-key.<key>. The comparison with APIKey takes the same
+// time wherever the keys differ; the keys file compares hashes.
+func (s *Server) authenticate(r *http.Request) (*keys.Client, bool) {
+	if s.apiKey == nil && s.keys == nil {
+		return nil, true
 	}
+	var presented []string
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if ok && strings.EqualFold(scheme, "Bearer") &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), s.apiKey) == 1 {
-		return true
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		presented = append(presented, strings.TrimSpace(token))
 	}
-	if key := r.Header.Get("X-Api-Key"); key != "" &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), s.apiKey) == 1 {
-		return true
+	if key := r.Header.Get("X-Api-Key"); key != "" {
+		presented = append(presented, strings.TrimSpace(key))
 	}
 	if isWebSocketUpgrade(r) {
 		if p := keyProtocol(r); p != "" {
-			key := strings.TrimPrefix(p, keyProtocolPrefix)
-			return subtle.ConstantTimeCompare([]byte(key), s.apiKey) == 1
+			presented = append(presented, strings.TrimPrefix(p, keyProtocolPrefix))
 		}
 	}
-	return false
+	for _, key := range presented {
+		if s.apiKey != nil && subtle.ConstantTimeCompare([]byte(key), s.apiKey) == 1 {
+			return nil, true
+		}
+		if s.keys != nil {
+			if c := s.keys.Lookup(key); c != nil {
+				return c, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // requestID keeps a client's X-Request-Id when it is short and plain
@@ -541,6 +568,9 @@ type recorder struct {
 	// anthropic: the request is on a Messages API path, whose errors
 	// writeError writes in Anthropic's shape.
 	anthropic bool
+	// client is the keys file's key of the request, whose rate-limit
+	// headers go on the response (setRateLimitHeaders); nil for none.
+	client *keys.Client
 
 	rc        *http.ResponseController
 	writeIdle time.Duration // 0: no deadlines (disabled, or unsupported by the writer)
@@ -582,6 +612,7 @@ func (r *recorder) armWrite() {
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
+		r.limitHeaders()
 	}
 	r.armWrite()
 	r.ResponseWriter.WriteHeader(code)
@@ -590,6 +621,7 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
+		r.limitHeaders()
 	}
 	r.armWrite()
 	n, err := r.ResponseWriter.Write(p)
@@ -598,3 +630,12 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// limitHeaders sets the rate-limit headers of the request's key, as its
+// limits stand when the response starts (after a generation took its
+// request from them).
+func (r *recorder) limitHeaders() {
+	if r.client != nil {
+		setRateLimitHeaders(r.ResponseWriter.Header(), r.client, r.anthropic)
+	}
+}

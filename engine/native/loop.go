@@ -118,19 +118,40 @@ func (e *Engine) admit(r *request) {
 		ids[i] = e.bind(c)
 	}
 	r.group = sched.NewGroup(r.prompt, ids...)
+	if r.req.Priority != nil {
+		r.group.SetPriority(*r.req.Priority)
+	}
 	for i, seq := range r.group.Seqs() {
 		r.choices[i].seq = seq
 	}
-	if err := e.sched.Add(r.group); err != nil {
+	shed, err := e.sched.Add(r.group)
+	if err != nil {
 		for _, id := range ids {
 			e.unbind(id)
 		}
 		r.verdict <- err
 		return
 	}
+	if shed != nil {
+		e.shed(shed)
+	}
 	r.live = len(r.choices)
 	l.requests = append(l.requests, r)
 	r.verdict <- nil
+}
+
+// shed ends the queued request whose scheduler group g the scheduler took
+// off its queue for one served before it: its stream ends with
+// engine.ErrOverloaded, as Generate would have answered had it come last.
+func (e *Engine) shed(g *sched.Group) {
+	for _, r := range e.loop.requests {
+		if r.group == g && r.live > 0 {
+			e.log.Warn("shed a queued request for one of higher priority",
+				slog.String("model", e.info.ID), slog.Int("priority", g.Priority()))
+			e.end(r, fmt.Errorf("%w: shed from the queue for a request of higher priority", engine.ErrOverloaded))
+			return
+		}
+	}
 }
 
 // bind gives c a slot and returns its id.

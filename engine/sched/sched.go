@@ -6,7 +6,8 @@
 //
 // One rule covers everything: each sequence's computed tokens catch up with
 // its known tokens, within a per-step token budget, running sequences first
-// (decodes cost one token each), then admissions from the waiting queue.
+// (decodes cost one token each), then admissions from the waiting queue,
+// in order of priority (Group.SetPriority, lower first) and arrival.
 // A prompt longer than the budget is computed over several steps (chunked
 // prefill); a prefix found in the cache is computed already (prefix reuse);
 // draft tokens ride on top of a decode and only the verified ones count as
@@ -85,9 +86,13 @@ type Scheduler struct {
 	opts  Options
 
 	running []*Sequence // in admission order: the last is the newest
-	waiting []*Sequence // in order of (re)admission; preempted ones first
-	queued  int         // groups added whose leader has not run yet
-	paused  int         // running sequences of paused groups
+	// waiting is in order of (re)admission: by priority, lowest value
+	// first; within a priority preempted sequences first, then the others
+	// in the order they were queued (see enqueue).
+	waiting  []*Sequence
+	queued   int    // groups added whose leader has not run yet
+	paused   int    // running sequences of paused groups
+	arrivals uint64 // groups added so far: the next one's Group.arrival
 
 	plan        Plan
 	forks       []Fork // Update's result
@@ -211,34 +216,75 @@ func (s *Scheduler) Idle() bool {
 	return true
 }
 
-// Add queues g's leader for admission; its further choices wait to fork.
-// It fails with (a wrapped) engine.ErrOverloaded, and takes nothing, when
-// MaxQueued requests wait to start beyond the running slots free now. A
-// paused sequence gives up its running slot but waits as a queued request
-// does, so stalled readers cannot raise the number admitted past
-// MaxRunning + MaxQueued.
-func (s *Scheduler) Add(g *Group) error {
+// Add queues g's leader for admission, behind the waiting requests of its
+// priority and of lower values; its further choices wait to fork. When
+// MaxQueued requests wait to start beyond the running slots free now, the
+// queued request served last (the highest priority value, the newest of
+// those) makes room for g if g is served before it: Add takes it off the
+// queue (it ends, holding nothing, as after Abort) and returns it as shed,
+// for the caller to fail with engine.ErrOverloaded. Otherwise Add fails
+// with (a wrapped) engine.ErrOverloaded and takes nothing. A paused
+// sequence gives up its running slot but waits as a queued request does,
+// so stalled readers cannot raise the number admitted past MaxRunning +
+// MaxQueued.
+func (s *Scheduler) Add(g *Group) (shed *Group, err error) {
+	s.arrivals++
+	g.arrival = s.arrivals
 	free := max(0, s.opts.MaxRunning-(len(s.running)-s.paused))
 	if s.queued+s.paused >= s.opts.MaxQueued+free {
-		return fmt.Errorf("%w: %d requests are waiting to start, %d sequences paused", engine.ErrOverloaded, s.queued, s.paused)
+		shed = s.lastQueued()
+		if shed == nil || !g.before(shed) {
+			return nil, fmt.Errorf("%w: %d requests are waiting to start, %d sequences paused", engine.ErrOverloaded, s.queued, s.paused)
+		}
+		s.Abort(shed)
 	}
 	for _, seq := range g.seqs[1:] {
 		seq.state = stateForking
 	}
 	g.seqs[0].state = stateWaiting
-	s.waiting = append(s.waiting, g.seqs[0])
+	s.enqueue(g.seqs[0], false)
 	s.queued++
-	return nil
+	return shed, nil
+}
+
+// lastQueued is the queued request (not started yet) that is served last,
+// or nil when none is queued.
+func (s *Scheduler) lastQueued() *Group {
+	var last *Group
+	for _, seq := range s.waiting {
+		if g := seq.group; !g.started && seq.choice == 0 && (last == nil || last.before(g)) {
+			last = g
+		}
+	}
+	return last
+}
+
+// enqueue puts seq on the waiting list among the sequences of its
+// priority: first when front (a preempted sequence), else last.
+func (s *Scheduler) enqueue(seq *Sequence, front bool) {
+	p := seq.group.priority
+	i := slices.IndexFunc(s.waiting, func(w *Sequence) bool {
+		return w.group.priority > p || front && w.group.priority == p
+	})
+	if i < 0 {
+		i = len(s.waiting)
+	}
+	s.waiting = slices.Insert(s.waiting, i, seq)
 }
 
 // Schedule plans the next step: every running sequence computes the known
 // tokens it lacks, as far as the budget goes; a decoding sequence may
 // reserve draft slots on top; then waiting sequences are admitted in order
-// while the budget, the running slots and the cache allow. When the cache
-// runs out of blocks, drafts are dropped first, then paused sequences and
-// then the newest running ones are preempted (freed and requeued first;
-// they recompute, mostly from the prefix cache); a step that preempted
-// admits nobody.
+// (by priority, then arrival) while the budget, the running slots and the
+// cache allow. When the cache runs out of blocks for a running sequence,
+// drafts are dropped first, then sequences are preempted (freed and
+// requeued first among their priority; they recompute, mostly from the
+// prefix cache) in the order victim says: the highest priority value
+// first, paused before running, newest first; a step that preempted so
+// admits nobody. A waiting sequence that finds no blocks may preempt a
+// paused sequence of its priority or a higher value, or a running one of
+// a higher value (which then leaves this step's plan), but never one
+// served before it.
 func (s *Scheduler) Schedule() *Plan {
 	p := &s.plan
 	clear(p.Seqs)
@@ -269,6 +315,9 @@ func (s *Scheduler) Schedule() *Plan {
 				s.exhaust(seq)
 				break
 			}
+			// A victim before seq may be planned already (a lower
+			// priority than seq's): it leaves the plan.
+			budget += s.unplan(victim)
 			if s.preempt(victim) < i {
 				i-- // the victim stood before seq: seq moved down one
 			}
@@ -308,8 +357,10 @@ func (s *Scheduler) Schedule() *Plan {
 		}
 		compute := min(len(seq.Tokens)-seq.Computed, budget)
 		if err := s.reserve(seq, seq.Computed+compute); err != nil {
-			if victim := s.pausedVictim(); victim != nil {
-				// A paused sequence holds blocks it does not use now.
+			if victim := s.displaceable(seq); victim != nil {
+				// A paused sequence holds blocks it does not use now; a
+				// running one of a higher priority value yields them.
+				budget += s.unplan(victim)
 				s.preempt(victim)
 				continue
 			}
@@ -411,25 +462,54 @@ func (s *Scheduler) planForks(sc *Scheduled) {
 	}
 }
 
-// victim is the sequence to preempt when blocks run out: the newest paused
-// one, else the newest running one.
+// victim is the sequence to preempt when blocks run out for a running
+// one: see pick.
 func (s *Scheduler) victim() *Sequence {
-	if v := s.pausedVictim(); v != nil {
-		return v
-	}
-	return s.running[len(s.running)-1]
+	return s.pick(func(*Sequence) bool { return true })
 }
 
-func (s *Scheduler) pausedVictim() *Sequence {
-	if s.paused == 0 {
-		return nil
-	}
+// displaceable is the sequence to preempt so that waiter may be admitted:
+// a paused one not served before it, or a running one of a higher
+// priority value (see pick); nil when there is none.
+func (s *Scheduler) displaceable(waiter *Sequence) *Sequence {
+	p := waiter.group.priority
+	return s.pick(func(q *Sequence) bool {
+		if q.group.paused {
+			return q.group.priority >= p
+		}
+		return q.group.priority > p
+	})
+}
+
+// pick returns, of the running sequences ok accepts, the one to preempt
+// first: the highest priority value (the lowest priority); among equals a
+// paused one (it holds blocks it does not use now), then the newest.
+func (s *Scheduler) pick(ok func(*Sequence) bool) *Sequence {
+	var v *Sequence
 	for i := len(s.running) - 1; i >= 0; i-- {
-		if s.running[i].group.paused {
-			return s.running[i]
+		q := s.running[i]
+		if !ok(q) {
+			continue
+		}
+		if v == nil || q.group.priority > v.group.priority ||
+			q.group.priority == v.group.priority && q.group.paused && !v.group.paused {
+			v = q
 		}
 	}
-	return nil
+	return v
+}
+
+// unplan takes seq out of the plan being made, if it is in it, and
+// returns the budget its entry took.
+func (s *Scheduler) unplan(seq *Sequence) int {
+	p := &s.plan
+	i := slices.IndexFunc(p.Seqs, func(sc Scheduled) bool { return sc.Seq == seq })
+	if i < 0 {
+		return 0
+	}
+	took := p.Seqs[i].Compute + p.Seqs[i].Drafts
+	p.Seqs = slices.Delete(p.Seqs, i, i+1)
+	return took
 }
 
 // preempt takes seq off the running set and frees its blocks; it is
@@ -440,7 +520,7 @@ func (s *Scheduler) preempt(seq *Sequence) int {
 	s.free(seq)
 	seq.Computed, seq.DraftComputed = 0, 0
 	seq.state = stateWaiting
-	s.waiting = slices.Insert(s.waiting, 0, seq)
+	s.enqueue(seq, true)
 	s.preemptions++
 	s.plan.Preempted = append(s.plan.Preempted, seq)
 	return i
@@ -605,7 +685,7 @@ func (s *Scheduler) fork(leader *Sequence, children []*Sequence, outcomes []Outc
 		}
 		if err != nil {
 			c.state = stateWaiting
-			s.waiting = append(s.waiting, c)
+			s.enqueue(c, false)
 			continue
 		}
 		c.KV = *child

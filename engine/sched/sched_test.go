@@ -42,7 +42,7 @@ func group(t *testing.T, s *Scheduler, p []int32, n int) *Group {
 		ids[i] = i
 	}
 	g := NewGroup(p, ids...)
-	if err := s.Add(g); err != nil {
+	if _, err := s.Add(g); err != nil {
 		t.Fatal(err)
 	}
 	return g
@@ -647,7 +647,7 @@ func TestPaused(t *testing.T) {
 	}
 	// It waits as a queued request does: with MaxQueued 1, b and c
 	// running and a paused, nothing more is admitted.
-	if err := s.Add(NewGroup(prompt(30, 3), 1)); !errors.Is(err, engine.ErrOverloaded) {
+	if _, err := s.Add(NewGroup(prompt(30, 3), 1)); !errors.Is(err, engine.ErrOverloaded) {
 		t.Fatalf("Add with a paused sequence holding the queue's place: %v", err)
 	}
 	s.Resume(a)
@@ -694,7 +694,7 @@ func TestAdmissionBound(t *testing.T) {
 			var admitted []*Group
 			for i := range tc.arrive {
 				g := NewGroup(prompt(10*i, 3), i)
-				switch err := s.Add(g); {
+				switch _, err := s.Add(g); {
 				case err == nil:
 					admitted = append(admitted, g)
 				case !errors.Is(err, engine.ErrOverloaded):
@@ -710,7 +710,7 @@ func TestAdmissionBound(t *testing.T) {
 				t.Fatalf("stats %+v", st)
 			}
 			late := NewGroup(prompt(5000, 3), 0)
-			err := s.Add(late)
+			_, err := s.Add(late)
 			if (len(admitted) >= tc.running+tc.queued) != errors.Is(err, engine.ErrOverloaded) {
 				t.Fatalf("with %d admitted: Add = %v", len(admitted), err)
 			}

@@ -73,6 +73,10 @@ func (s *Sequence) Done() bool { return s.state == stateDone }
 type Group struct {
 	seqs      []*Sequence
 	promptLen int
+	// priority orders groups (lower first, see SetPriority); arrival
+	// breaks ties, in the order Add took them.
+	priority int
+	arrival  uint64
 
 	cached    int  // prompt tokens served from the prefix cache at first admission
 	matched   bool // cached is set
@@ -97,6 +101,23 @@ func NewGroup(prompt []int32, ids ...int) *Group {
 	}
 	g.seqs[0].Tokens = prompt
 	return g
+}
+
+// SetPriority sets the group's priority before Add (default 0): a lower
+// value is admitted first, preempted last and shed last (see Add and
+// Schedule), as vLLM's request priority.
+func (g *Group) SetPriority(p int) { g.priority = p }
+
+// Priority is the group's priority.
+func (g *Group) Priority() int { return g.priority }
+
+// before reports whether g is served before h: a lower priority, or the
+// same one and an earlier arrival.
+func (g *Group) before(h *Group) bool {
+	if g.priority != h.priority {
+		return g.priority < h.priority
+	}
+	return g.arrival < h.arrival
 }
 
 // Seqs returns the group's sequences in choice order. The slice is the

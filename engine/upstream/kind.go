@@ -63,6 +63,8 @@ func ParseKind(s string) (Kind, error) {
 // caps are the request fields a kind accepts beyond OpenAI's.
 type caps struct {
 	topK, minP bool
+	// priority is how the kind reads a request's priority.
+	priority priorityField
 	// eosField is the name of the "keep generating past EOS" field, or ""
 	// when the kind has none.
 	eosField   string
@@ -102,6 +104,36 @@ type caps struct {
 	cacheKey bool
 }
 
+// priorityField is how a kind reads engine.Request.Priority.
+type priorityField int
+
+const (
+	// priorityNone: the kind has no request priority; it is not sent.
+	priorityNone priorityField = iota
+	// priorityLowFirst: a "priority" field where a lower value is served
+	// earlier, as rill's own (vLLM, with --scheduling-policy priority;
+	// without it vLLM refuses a priority other than 0).
+	priorityLowFirst
+	// priorityHighFirst: a "priority" field where a higher value is served
+	// earlier: SGLang's default (with --enable-priority-scheduling, and
+	// without --schedule-low-priority-values-first), so rill sends the
+	// value negated.
+	priorityHighFirst
+)
+
+// wire is p as a kind reading priorities as f takes it; nil: not sent.
+func (f priorityField) wire(p *int) *int {
+	switch {
+	case p == nil || f == priorityNone:
+		return nil
+	case f == priorityHighFirst:
+		v := -*p
+		return &v
+	}
+	v := *p
+	return &v
+}
+
 // runningSource is how rill learns a request's counts while it streams
 // (engine.Request.ContinuousUsage).
 type runningSource int
@@ -133,17 +165,17 @@ func (k Kind) caps() caps {
 			messages: messagesCaps{ok: true, templateKwargs: true}}
 	case VLLM:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, responses: true, forcedTools: true,
-			running: runningChoiceUsage, templateKwargs: true,
+			running: runningChoiceUsage, templateKwargs: true, priority: priorityLowFirst,
 			messages: messagesCaps{ok: true, toolChoice: true, strict: true, format: true, templateKwargs: true}}
 	case SGLang:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prefixCache: true, forcedTools: true,
-			running: runningChoiceUsage, templateKwargs: true,
+			running: runningChoiceUsage, templateKwargs: true, priority: priorityHighFirst,
 			messages: messagesCaps{ok: true, toolChoice: true}}
 	case TabbyAPI:
 		return caps{topK: true, minP: true, eosField: "ban_eos_token", prefixCache: true}
 	case Rill:
 		return caps{topK: true, minP: true, eosField: "ignore_eos", prediction: true, noDraft: true, prefixCache: true, responses: true, forcedTools: true,
-			running: runningRequestUsage, templateKwargs: true, cacheKey: true, progress: true,
+			running: runningRequestUsage, templateKwargs: true, cacheKey: true, progress: true, priority: priorityLowFirst,
 			messages: messagesCaps{ok: true, toolChoice: true, noParallel: true, strict: true, format: true, thinkingOff: true, extensions: true}}
 	}
 	return caps{prediction: true, prefixCache: true, responses: true, forcedTools: true, cacheKey: true}

@@ -47,6 +47,7 @@ type wireResponsesRequest struct {
 	IgnoreEOS       bool          `json:"ignore_eos,omitempty"`
 	NoDraft         bool          `json:"no_draft,omitempty"`
 	PromptCacheKey  string        `json:"prompt_cache_key,omitempty"`
+	Priority        *int          `json:"priority,omitempty"` // vLLM's and rill's
 }
 
 // useResponses reports whether req goes to the upstream's /v1/responses.
@@ -86,6 +87,7 @@ func encodeResponsesRequest(k Kind, model string, req *engine.Request) ([]byte, 
 	if c.cacheKey {
 		w.PromptCacheKey = req.CacheKey
 	}
+	w.Priority = c.priority.wire(req.Priority)
 	w.Input = make([]wireMessage, len(req.Messages))
 	for i, m := range req.Messages {
 		content := m.Content // Responses message items always carry text

@@ -67,6 +67,8 @@ type wireRequest struct {
 	ResponseFormat    *wireResponseFormat `json:"response_format,omitempty"`
 	LogitBias         map[string]float64  `json:"logit_bias,omitempty"`
 	PromptCacheKey    string              `json:"prompt_cache_key,omitempty"`
+	// Priority is vLLM's and SGLang's request priority (see priorityField).
+	Priority *int `json:"priority,omitempty"`
 }
 
 type wireMessage struct {
@@ -124,6 +126,7 @@ func encodeRequest(k Kind, model string, req *engine.Request, n int) (path strin
 	if c.cacheKey {
 		w.PromptCacheKey = req.CacheKey
 	}
+	w.Priority = c.priority.wire(req.Priority)
 	s := req.Sampling
 	w.Temperature = s.Temperature
 	if s.TopP > 0 && s.TopP < 1 {

@@ -30,6 +30,7 @@ func Serve(ctx context.Context, args []string) error {
 	flagModel.RegisterNativeFlags(fs)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	apiKey := fs.String("api-key", os.Getenv("RILL_API_KEY"), "require this Bearer key on /v1 (default $RILL_API_KEY)")
+	keysFile := fs.String("api-keys-file", "", "YAML file of further API keys, each with a name and optional limits (requests_per_minute, tokens_per_minute, max_concurrent_streams) and a default priority; reloaded on SIGHUP")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running streams may finish after a shutdown signal")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -109,6 +110,16 @@ func Serve(ctx context.Context, args []string) error {
 	if tr.on() {
 		log.Info("exporting traces over OTLP/HTTP", slog.String("endpoint", tr.endpoint))
 	}
+	var keyRing service.KeyRing
+	if *keysFile != "" {
+		set, err := openKeys(*keysFile, log)
+		if err != nil {
+			return fmt.Errorf("--api-keys-file: %w", err)
+		}
+		keyRing = set
+		defer watchKeys(*keysFile, set, log)()
+	}
+	auth := *apiKey != "" || keyRing != nil
 	var e *Engines
 	if *configFile != "" {
 		native := config.NativeFlagNames()
@@ -150,7 +161,7 @@ func Serve(ctx context.Context, args []string) error {
 	base, cancelBase := context.WithCancelCause(context.Background())
 	defer cancelBase(nil)
 	api := service.New(service.Options{
-		Engine: e, APIKey: *apiKey, Logger: log,
+		Engine: e, APIKey: *apiKey, Keys: keyRing, Logger: log,
 		AllowedOrigins:     origins,
 		CORSAllowedOrigins: cors,
 		// DNS rebinding is a loopback server's problem (a page's own name
@@ -178,14 +189,14 @@ func Serve(ctx context.Context, args []string) error {
 	}
 	if ms := e.Models(); len(ms) == 1 {
 		log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("model", ms[0].ID),
-			slog.Int("context_length", ms[0].ContextLength), slog.Bool("auth", *apiKey != ""))
+			slog.Int("context_length", ms[0].ContextLength), slog.Bool("auth", auth))
 	} else {
 		ids := make([]string, len(ms))
 		for i, m := range ms {
 			ids[i] = m.ID
 		}
 		log.Info("listening", slog.String("addr", ln.Addr().String()), slog.Any("models", ids),
-			slog.Bool("auth", *apiKey != ""))
+			slog.Bool("auth", auth))
 	}
 
 	if *metricsAddr != "" {

@@ -142,7 +142,7 @@ func TestServeTraces(t *testing.T) {
 	spans := rcv.received()
 	reqs := spans["POST /v1/chat/completions"]
 	if len(reqs) != 1 {
-		t.Fatalf("got %d request spans (spans: %v), want 1", len(reqs), keys(spans))
+		t.Fatalf("got %d request spans (spans: %v), want 1", len(reqs), spanNames(spans))
 	}
 	req := reqs[0]
 	if got := hex.EncodeToString(req.TraceId); got != traceID {
@@ -201,7 +201,7 @@ func TestServeTraces(t *testing.T) {
 	}
 }
 
-func keys(m map[string][]*tracepb.Span) []string {
+func spanNames(m map[string][]*tracepb.Span) []string {
 	var ks []string
 	for k := range m {
 		ks = append(ks, k)
