@@ -203,9 +203,11 @@ func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tenso
 //
 // Over an F16 cache with AVX-512, the tokens of prompts of at least
 // tiledMinPrompt tokens (pg.Prompt) take the tiled arithmetic instead
-// (attention_tiled.go), as llama.cpp computes such prompts: a job is then a
-// run of up to tiledChunk consecutive tokens of one sequence and a KV head,
-// so each tile of keys and values is widened once for all of them. Which
+// (attention_tiled.go), as llama.cpp computes such prompts, in float32 or,
+// with the bf16 kernel set, on bf16 dot products (attention_tiled.go's
+// bf16 arithmetic): a job is then a run of up to tiledChunk consecutive
+// tokens of one sequence and a KV head, so each tile of keys and values is
+// widened once for all of them. Which
 // arithmetic a token gets depends on its request (its prompt's length and
 // whether it is a prompt token), never on its batch.
 //
@@ -386,6 +388,7 @@ func (j *attnJob) runTiled(lo, hi int) {
 			tq := tiledQueries{
 				out: j.out[base:], q: j.q[base:], stride: H * hd, gn: i1 - i0, kvh: g, table: table,
 				start: j.start[t0:t1], n: j.ends[t0:t1], scale: j.at.Scale, softCap: j.at.SoftCap, assembler: true,
+				bf16: j.kern.bf16Attn,
 			}
 			if j.at.Sinks != nil {
 				tq.sinks = j.at.Sinks[g*group+i0 : g*group+i1]
