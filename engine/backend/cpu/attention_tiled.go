@@ -158,13 +158,21 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 				t1++
 			}
 			row := l.Row(int(tq.table[p0/bs]), tq.kvh, slot)
-			seen := 0
+			seen, whole := 0, true
 			for t := t0; t < t1; t++ {
 				a, b := max(int(tq.start[t]), p0)-p0, min(int(tq.n[t]), p0+cnt)-p0
 				sc.rng[2*(t-t0)], sc.rng[2*(t-t0)+1] = int32(a), int32(b)
 				seen = max(seen, b)
+				whole = whole && a == 0 && b == tileLen
 			}
 			r0, r1 := t0*gn, t1*gn
+			// The rows' masks: all 16 positions for every row of a tile
+			// all its tokens see whole (most tiles of a long prompt).
+			msk := wholeMasks[:r1-r0]
+			if !whole {
+				msk = sc.msk[:r1-r0]
+				tileMasks(msk, sc.rng[:2*(t1-t0)], gn)
+			}
 			halfTile(sc.k[:tileLen*rd16], k[row:row+seen*rd], seen, rd, rd16, true, tq.assembler)
 			halfTile(sc.v[:tileLen*rd16], v[row:row+seen*rd], seen, rd, rd16, false, tq.assembler)
 			// Scores go by whole blocks of rows: those of the blocks'
@@ -183,8 +191,7 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 				if tq.softCap != 0 {
 					capScores(s, tq.softCap)
 				}
-				tileMasks(sc.msk[:r1-r0], sc.rng[:2*(t1-t0)], gn)
-				tileSoftmaxBF16(s, sc.vb[:tileLen*rd16/2], acc[r0*rd16:r1*rd16], ms[r0:], sc.msk[:r1-r0], sc.wb[:(r1-r0)*tileLen], r1-r0, rd16, tq.assembler)
+				tileSoftmaxBF16(s, sc.vb[:tileLen*rd16/2], acc[r0*rd16:r1*rd16], ms[r0:], msk, sc.wb[:(r1-r0)*tileLen], r1-r0, rd16, tq.assembler)
 				t0 = t1
 				continue
 			}
@@ -194,8 +201,7 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 			if tq.softCap != 0 {
 				capScores(s, tq.softCap)
 			}
-			tileMasks(sc.msk[:r1-r0], sc.rng[:2*(t1-t0)], gn)
-			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[r0:], sc.rng[:2*(t1-t0)], sc.msk[:r1-r0], t1-t0, gn, rd16, tq.assembler)
+			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[r0:], sc.rng[:2*(t1-t0)], msk, t1-t0, gn, rd16, tq.assembler)
 			t0 = t1
 		}
 		p0 += cnt
@@ -294,12 +300,23 @@ func halves16(a *[16]float32) float32 {
 	return (c0 + c2) + (c1 + c3)
 }
 
+// wholeMasks are the masks of rows that see all 16 positions of a tile.
+var wholeMasks = func() (m [tiledMaxRows]uint16) {
+	for i := range m {
+		m[i] = 1<<tileLen - 1
+	}
+	return m
+}()
+
 // tileMasks sets masks[r], for the rows of tokens of gn rows each, to the
 // bits of the positions its token sees: rng[2t] <= p < rng[2t+1].
 func tileMasks(masks []uint16, rng []int32, gn int) {
-	for r := range masks {
-		lo, hi := rng[2*(r/gn)], rng[2*(r/gn)+1]
-		masks[r] = uint16(1<<hi-1) &^ uint16(1<<lo-1)
+	for t := range len(masks) / gn {
+		lo, hi := rng[2*t], rng[2*t+1]
+		m := uint16(1<<hi-1) &^ uint16(1<<lo-1)
+		for i := range masks[t*gn : (t+1)*gn] {
+			masks[t*gn+i] = m
+		}
 	}
 }
 
@@ -400,7 +417,9 @@ var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6
 //     the key's and value's 11);
 //   - each weight w_p = e^(s_p-m') is rounded to bf16 before it is used,
 //     both in the value sums and in S, so that the output stays a convex
-//     combination of the (rounded) values;
+//     combination of the (rounded) values; e^x is expWeight's (expTile's
+//     with a polynomial of degree 5: within 3e-6, far inside bf16's 2^-9),
+//     and a denormal weight counts as 0 (weightBF16);
 //   - a dot sums pairs of elements: per pair j, in order from zero,
 //     a = fma(x[2j+1], y[2j+1], a) then a = fma(x[2j], y[2j], a), each
 //     rounded once to float32 (VDPBF16PS, products of two bf16 exact),
@@ -424,6 +443,32 @@ var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6
 func roundBF16(x float32) uint16 {
 	b := math.Float32bits(x)
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
+// expWeight is e^x for the bf16 weights: expTile's steps with the Taylor
+// polynomial of degree 5 (truncation below 3e-6 for |r| <= ln2/2).
+func expWeight(x float32) float32 {
+	if x != x {
+		return x
+	}
+	x = min(max(x, -104), 89)
+	k := float32(math.RoundToEven(float64(x * expTileLog2e)))
+	r := fmaF32(-k, expTileLn2Hi, x)
+	r = fmaF32(-k, expTileLn2Lo, r)
+	p := expTileCoef[2]
+	for _, c := range expTileCoef[3:] {
+		p = fmaF32(p, r, c)
+	}
+	return float32(float64(p) * math.Ldexp(1, int(k)))
+}
+
+// weightBF16 rounds a weight to bf16 as VCVTNEPS2BF16 does: to nearest,
+// ties to even, a denormal read as zero, a NaN kept a (quiet) NaN.
+func weightBF16(x float32) uint16 {
+	if math.Float32bits(x)&0x7f800000 == 0 {
+		return uint16(math.Float32bits(x) >> 16 & 0x8000)
+	}
+	return quant.F32ToBF16(x)
 }
 
 // bf16Pair is the dword of bf16 lo and hi, lo in the low half.
@@ -545,7 +590,7 @@ func tileSoftmaxBF16Generic(s []float32, v []uint32, acc, ms []float32, masks, w
 		}
 		w := wb[r*tileLen:][:tileLen]
 		for p := range x {
-			w[p] = roundBF16(expTile(x[p] - m1))
+			w[p] = weightBF16(expWeight(x[p] - m1))
 			x[p] = math.Float32frombits(uint32(w[p]) << 16)
 		}
 		ms[r], ms[tiledMaxRows+r], ms[2*tiledMaxRows+r] = m1, float32(ms[tiledMaxRows+r]*c)+halves16(x), c

@@ -39450,7 +39450,7 @@ tsb_1_done:
 	RET
 
 // func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows int, rd16 int)
-// Requires: AVX, AVX512DQ, AVX512F
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
 TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-64
 	MOVQ         s+0(FP), DI
 	MOVQ         ms+24(FP), R9
@@ -39460,12 +39460,6 @@ TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-64
 	MOVL         $0xff800000, AX
 	VPBROADCASTD AX, Z30
 	VMOVDQU32    attntperm<>+0(SB), Z31
-	MOVL         $0x00000001, AX
-	VPBROADCASTD AX, Z22
-	MOVL         $0x00007fff, AX
-	VPBROADCASTD AX, Z23
-	MOVL         $0xffff0000, AX
-	VPBROADCASTD AX, Z24
 
 smb_block:
 	CMPQ              CX, $0x10
@@ -39605,510 +39599,496 @@ smb_block:
 	VBROADCASTSS      expfc<>+48(SB), Z21
 	VBLENDMPS         Z21, Z20, K2, Z20
 	VMOVUPS           Z20, 2048(R9)
+	MOVL              $0xc2d00000, AX
+	VPBROADCASTD      AX, Z27
 	VBROADCASTSS      (R9), Z18
+	VBROADCASTSS      4(R9), Z19
 	VMOVUPS           (DI), Z0
-	VSUBPS            Z18, Z0, Z0
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z0, Z16, Z0
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z0, Z16, Z0
-	VMULPS.BCST       expfc<>+8(SB), Z0, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z0
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z0
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z17
-	VSCALEFPS         Z16, Z17, Z0
-	VPSRLD            $0x10, Z0, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z0, Z0
-	VPADDD            Z23, Z0, Z0
-	VPANDD            Z24, Z0, Z0
-	VMOVUPS           Z0, (DI)
-	VPSRLD            $0x10, Z0, Z16
-	VPMOVDW           Z16, (R10)
-	VBROADCASTSS      4(R9), Z18
 	VMOVUPS           64(DI), Z1
-	VSUBPS            Z18, Z1, Z1
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z1, Z16, Z1
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z1, Z16, Z1
-	VMULPS.BCST       expfc<>+8(SB), Z1, Z16
+	VSUBPS            Z18, Z0, Z0
+	VSUBPS            Z19, Z1, Z1
+	VMAXPS            Z0, Z27, Z0
+	VMAXPS            Z1, Z27, Z1
+	VMULPS.BCST       expfc<>+8(SB), Z0, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z1, Z25
 	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z1
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z1
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z1, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z1, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z1, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z1, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z1, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z1, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z1, Z17
-	VSCALEFPS         Z16, Z17, Z1
-	VPSRLD            $0x10, Z1, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z1, Z1
-	VPADDD            Z23, Z1, Z1
-	VPANDD            Z24, Z1, Z1
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z0
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z1
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z0
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z1
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z1, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z1, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z1, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z1, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z1, Z26
+	VSCALEFPS         Z16, Z17, Z0
+	VSCALEFPS         Z25, Z26, Z1
+
+	// VCVTNEPS2BF16 Z0, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc0
+
+	// VCVTNEPS2BF16 Z1, Y25
+	BYTE              $0x62
+	BYTE              $0x62
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xc9
+	VMOVDQU32         Y16, (R10)
+	VMOVDQU32         Y25, 32(R10)
+	VPMOVZXWD         Y16, Z0
+	VPMOVZXWD         Y25, Z1
+	VPSLLD            $0x10, Z0, Z0
+	VPSLLD            $0x10, Z1, Z1
+	VMOVUPS           Z0, (DI)
 	VMOVUPS           Z1, 64(DI)
-	VPSRLD            $0x10, Z1, Z16
-	VPMOVDW           Z16, 32(R10)
 	VBROADCASTSS      8(R9), Z18
+	VBROADCASTSS      12(R9), Z19
 	VMOVUPS           128(DI), Z2
-	VSUBPS            Z18, Z2, Z2
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z2, Z16, Z2
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z2, Z16, Z2
-	VMULPS.BCST       expfc<>+8(SB), Z2, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z2
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z2
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z2, Z17
-	VSCALEFPS         Z16, Z17, Z2
-	VPSRLD            $0x10, Z2, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z2, Z2
-	VPADDD            Z23, Z2, Z2
-	VPANDD            Z24, Z2, Z2
-	VMOVUPS           Z2, 128(DI)
-	VPSRLD            $0x10, Z2, Z16
-	VPMOVDW           Z16, 64(R10)
-	VBROADCASTSS      12(R9), Z18
 	VMOVUPS           192(DI), Z3
-	VSUBPS            Z18, Z3, Z3
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z3, Z16, Z3
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z3, Z16, Z3
-	VMULPS.BCST       expfc<>+8(SB), Z3, Z16
+	VSUBPS            Z18, Z2, Z2
+	VSUBPS            Z19, Z3, Z3
+	VMAXPS            Z2, Z27, Z2
+	VMAXPS            Z3, Z27, Z3
+	VMULPS.BCST       expfc<>+8(SB), Z2, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z3, Z25
 	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z3
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z3
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z3, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z3, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z3, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z3, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z3, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z3, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z3, Z17
-	VSCALEFPS         Z16, Z17, Z3
-	VPSRLD            $0x10, Z3, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z3, Z3
-	VPADDD            Z23, Z3, Z3
-	VPANDD            Z24, Z3, Z3
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z2
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z3
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z2
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z3
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z3, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z3, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z3, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z3, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z3, Z26
+	VSCALEFPS         Z16, Z17, Z2
+	VSCALEFPS         Z25, Z26, Z3
+
+	// VCVTNEPS2BF16 Z2, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc2
+
+	// VCVTNEPS2BF16 Z3, Y25
+	BYTE              $0x62
+	BYTE              $0x62
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcb
+	VMOVDQU32         Y16, 64(R10)
+	VMOVDQU32         Y25, 96(R10)
+	VPMOVZXWD         Y16, Z2
+	VPMOVZXWD         Y25, Z3
+	VPSLLD            $0x10, Z2, Z2
+	VPSLLD            $0x10, Z3, Z3
+	VMOVUPS           Z2, 128(DI)
 	VMOVUPS           Z3, 192(DI)
-	VPSRLD            $0x10, Z3, Z16
-	VPMOVDW           Z16, 96(R10)
 	VBROADCASTSS      16(R9), Z18
+	VBROADCASTSS      20(R9), Z19
 	VMOVUPS           256(DI), Z4
-	VSUBPS            Z18, Z4, Z4
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z4, Z16, Z4
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z4, Z16, Z4
-	VMULPS.BCST       expfc<>+8(SB), Z4, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z4
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z4
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z4, Z17
-	VSCALEFPS         Z16, Z17, Z4
-	VPSRLD            $0x10, Z4, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z4, Z4
-	VPADDD            Z23, Z4, Z4
-	VPANDD            Z24, Z4, Z4
-	VMOVUPS           Z4, 256(DI)
-	VPSRLD            $0x10, Z4, Z16
-	VPMOVDW           Z16, 128(R10)
-	VBROADCASTSS      20(R9), Z18
 	VMOVUPS           320(DI), Z5
-	VSUBPS            Z18, Z5, Z5
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z5, Z16, Z5
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z5, Z16, Z5
-	VMULPS.BCST       expfc<>+8(SB), Z5, Z16
+	VSUBPS            Z18, Z4, Z4
+	VSUBPS            Z19, Z5, Z5
+	VMAXPS            Z4, Z27, Z4
+	VMAXPS            Z5, Z27, Z5
+	VMULPS.BCST       expfc<>+8(SB), Z4, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z5, Z25
 	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z5
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z5
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z5, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z5, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z5, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z5, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z5, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z5, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z5, Z17
-	VSCALEFPS         Z16, Z17, Z5
-	VPSRLD            $0x10, Z5, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z5, Z5
-	VPADDD            Z23, Z5, Z5
-	VPANDD            Z24, Z5, Z5
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z4
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z5
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z4
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z5
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z5, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z5, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z5, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z5, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z5, Z26
+	VSCALEFPS         Z16, Z17, Z4
+	VSCALEFPS         Z25, Z26, Z5
+
+	// VCVTNEPS2BF16 Z4, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc4
+
+	// VCVTNEPS2BF16 Z5, Y25
+	BYTE              $0x62
+	BYTE              $0x62
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcd
+	VMOVDQU32         Y16, 128(R10)
+	VMOVDQU32         Y25, 160(R10)
+	VPMOVZXWD         Y16, Z4
+	VPMOVZXWD         Y25, Z5
+	VPSLLD            $0x10, Z4, Z4
+	VPSLLD            $0x10, Z5, Z5
+	VMOVUPS           Z4, 256(DI)
 	VMOVUPS           Z5, 320(DI)
-	VPSRLD            $0x10, Z5, Z16
-	VPMOVDW           Z16, 160(R10)
 	VBROADCASTSS      24(R9), Z18
+	VBROADCASTSS      28(R9), Z19
 	VMOVUPS           384(DI), Z6
-	VSUBPS            Z18, Z6, Z6
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z6, Z16, Z6
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z6, Z16, Z6
-	VMULPS.BCST       expfc<>+8(SB), Z6, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z6
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z6
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z6, Z17
-	VSCALEFPS         Z16, Z17, Z6
-	VPSRLD            $0x10, Z6, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z6, Z6
-	VPADDD            Z23, Z6, Z6
-	VPANDD            Z24, Z6, Z6
-	VMOVUPS           Z6, 384(DI)
-	VPSRLD            $0x10, Z6, Z16
-	VPMOVDW           Z16, 192(R10)
-	VBROADCASTSS      28(R9), Z18
 	VMOVUPS           448(DI), Z7
-	VSUBPS            Z18, Z7, Z7
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z7, Z16, Z7
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z7, Z16, Z7
-	VMULPS.BCST       expfc<>+8(SB), Z7, Z16
+	VSUBPS            Z18, Z6, Z6
+	VSUBPS            Z19, Z7, Z7
+	VMAXPS            Z6, Z27, Z6
+	VMAXPS            Z7, Z27, Z7
+	VMULPS.BCST       expfc<>+8(SB), Z6, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z7, Z25
 	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z7
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z7
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z7, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z7, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z7, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z7, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z7, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z7, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z7, Z17
-	VSCALEFPS         Z16, Z17, Z7
-	VPSRLD            $0x10, Z7, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z7, Z7
-	VPADDD            Z23, Z7, Z7
-	VPANDD            Z24, Z7, Z7
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z6
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z7
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z6
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z7
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z7, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z7, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z7, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z7, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z7, Z26
+	VSCALEFPS         Z16, Z17, Z6
+	VSCALEFPS         Z25, Z26, Z7
+
+	// VCVTNEPS2BF16 Z6, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc6
+
+	// VCVTNEPS2BF16 Z7, Y25
+	BYTE              $0x62
+	BYTE              $0x62
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcf
+	VMOVDQU32         Y16, 192(R10)
+	VMOVDQU32         Y25, 224(R10)
+	VPMOVZXWD         Y16, Z6
+	VPMOVZXWD         Y25, Z7
+	VPSLLD            $0x10, Z6, Z6
+	VPSLLD            $0x10, Z7, Z7
+	VMOVUPS           Z6, 384(DI)
 	VMOVUPS           Z7, 448(DI)
-	VPSRLD            $0x10, Z7, Z16
-	VPMOVDW           Z16, 224(R10)
 	VBROADCASTSS      32(R9), Z18
+	VBROADCASTSS      36(R9), Z19
 	VMOVUPS           512(DI), Z8
-	VSUBPS            Z18, Z8, Z8
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z8, Z16, Z8
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z8, Z16, Z8
-	VMULPS.BCST       expfc<>+8(SB), Z8, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z8
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z8
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z8, Z17
-	VSCALEFPS         Z16, Z17, Z8
-	VPSRLD            $0x10, Z8, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z8, Z8
-	VPADDD            Z23, Z8, Z8
-	VPANDD            Z24, Z8, Z8
-	VMOVUPS           Z8, 512(DI)
-	VPSRLD            $0x10, Z8, Z16
-	VPMOVDW           Z16, 256(R10)
-	VBROADCASTSS      36(R9), Z18
 	VMOVUPS           576(DI), Z9
-	VSUBPS            Z18, Z9, Z9
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z9, Z16, Z9
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z9, Z16, Z9
-	VMULPS.BCST       expfc<>+8(SB), Z9, Z16
+	VSUBPS            Z18, Z8, Z8
+	VSUBPS            Z19, Z9, Z9
+	VMAXPS            Z8, Z27, Z8
+	VMAXPS            Z9, Z27, Z9
+	VMULPS.BCST       expfc<>+8(SB), Z8, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z9, Z25
 	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z9
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z9
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z9, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z9, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z9, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z9, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z9, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z9, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z9, Z17
-	VSCALEFPS         Z16, Z17, Z9
-	VPSRLD            $0x10, Z9, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z9, Z9
-	VPADDD            Z23, Z9, Z9
-	VPANDD            Z24, Z9, Z9
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z8
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z9
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z8
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z9
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z9, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z9, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z9, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z9, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z9, Z26
+	VSCALEFPS         Z16, Z17, Z8
+	VSCALEFPS         Z25, Z26, Z9
+
+	// VCVTNEPS2BF16 Z8, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc0
+
+	// VCVTNEPS2BF16 Z9, Y25
+	BYTE              $0x62
+	BYTE              $0x42
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xc9
+	VMOVDQU32         Y16, 256(R10)
+	VMOVDQU32         Y25, 288(R10)
+	VPMOVZXWD         Y16, Z8
+	VPMOVZXWD         Y25, Z9
+	VPSLLD            $0x10, Z8, Z8
+	VPSLLD            $0x10, Z9, Z9
+	VMOVUPS           Z8, 512(DI)
 	VMOVUPS           Z9, 576(DI)
-	VPSRLD            $0x10, Z9, Z16
-	VPMOVDW           Z16, 288(R10)
 	VBROADCASTSS      40(R9), Z18
+	VBROADCASTSS      44(R9), Z19
 	VMOVUPS           640(DI), Z10
-	VSUBPS            Z18, Z10, Z10
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z10, Z16, Z10
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z10, Z16, Z10
-	VMULPS.BCST       expfc<>+8(SB), Z10, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z10
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z10
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z10, Z17
-	VSCALEFPS         Z16, Z17, Z10
-	VPSRLD            $0x10, Z10, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z10, Z10
-	VPADDD            Z23, Z10, Z10
-	VPANDD            Z24, Z10, Z10
-	VMOVUPS           Z10, 640(DI)
-	VPSRLD            $0x10, Z10, Z16
-	VPMOVDW           Z16, 320(R10)
-	VBROADCASTSS      44(R9), Z18
 	VMOVUPS           704(DI), Z11
-	VSUBPS            Z18, Z11, Z11
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z11, Z16, Z11
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z11, Z16, Z11
-	VMULPS.BCST       expfc<>+8(SB), Z11, Z16
+	VSUBPS            Z18, Z10, Z10
+	VSUBPS            Z19, Z11, Z11
+	VMAXPS            Z10, Z27, Z10
+	VMAXPS            Z11, Z27, Z11
+	VMULPS.BCST       expfc<>+8(SB), Z10, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z11, Z25
 	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z11
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z11
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z11, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z11, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z11, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z11, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z11, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z11, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z11, Z17
-	VSCALEFPS         Z16, Z17, Z11
-	VPSRLD            $0x10, Z11, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z11, Z11
-	VPADDD            Z23, Z11, Z11
-	VPANDD            Z24, Z11, Z11
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z10
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z11
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z10
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z11
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z11, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z11, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z11, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z11, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z11, Z26
+	VSCALEFPS         Z16, Z17, Z10
+	VSCALEFPS         Z25, Z26, Z11
+
+	// VCVTNEPS2BF16 Z10, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc2
+
+	// VCVTNEPS2BF16 Z11, Y25
+	BYTE              $0x62
+	BYTE              $0x42
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcb
+	VMOVDQU32         Y16, 320(R10)
+	VMOVDQU32         Y25, 352(R10)
+	VPMOVZXWD         Y16, Z10
+	VPMOVZXWD         Y25, Z11
+	VPSLLD            $0x10, Z10, Z10
+	VPSLLD            $0x10, Z11, Z11
+	VMOVUPS           Z10, 640(DI)
 	VMOVUPS           Z11, 704(DI)
-	VPSRLD            $0x10, Z11, Z16
-	VPMOVDW           Z16, 352(R10)
 	VBROADCASTSS      48(R9), Z18
+	VBROADCASTSS      52(R9), Z19
 	VMOVUPS           768(DI), Z12
-	VSUBPS            Z18, Z12, Z12
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z12, Z16, Z12
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z12, Z16, Z12
-	VMULPS.BCST       expfc<>+8(SB), Z12, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z12
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z12
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z12, Z17
-	VSCALEFPS         Z16, Z17, Z12
-	VPSRLD            $0x10, Z12, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z12, Z12
-	VPADDD            Z23, Z12, Z12
-	VPANDD            Z24, Z12, Z12
-	VMOVUPS           Z12, 768(DI)
-	VPSRLD            $0x10, Z12, Z16
-	VPMOVDW           Z16, 384(R10)
-	VBROADCASTSS      52(R9), Z18
 	VMOVUPS           832(DI), Z13
-	VSUBPS            Z18, Z13, Z13
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z13, Z16, Z13
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z13, Z16, Z13
-	VMULPS.BCST       expfc<>+8(SB), Z13, Z16
+	VSUBPS            Z18, Z12, Z12
+	VSUBPS            Z19, Z13, Z13
+	VMAXPS            Z12, Z27, Z12
+	VMAXPS            Z13, Z27, Z13
+	VMULPS.BCST       expfc<>+8(SB), Z12, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z13, Z25
 	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z13
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z13
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z13, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z13, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z13, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z13, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z13, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z13, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z13, Z17
-	VSCALEFPS         Z16, Z17, Z13
-	VPSRLD            $0x10, Z13, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z13, Z13
-	VPADDD            Z23, Z13, Z13
-	VPANDD            Z24, Z13, Z13
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z12
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z13
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z12
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z13
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z13, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z13, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z13, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z13, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z13, Z26
+	VSCALEFPS         Z16, Z17, Z12
+	VSCALEFPS         Z25, Z26, Z13
+
+	// VCVTNEPS2BF16 Z12, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc4
+
+	// VCVTNEPS2BF16 Z13, Y25
+	BYTE              $0x62
+	BYTE              $0x42
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcd
+	VMOVDQU32         Y16, 384(R10)
+	VMOVDQU32         Y25, 416(R10)
+	VPMOVZXWD         Y16, Z12
+	VPMOVZXWD         Y25, Z13
+	VPSLLD            $0x10, Z12, Z12
+	VPSLLD            $0x10, Z13, Z13
+	VMOVUPS           Z12, 768(DI)
 	VMOVUPS           Z13, 832(DI)
-	VPSRLD            $0x10, Z13, Z16
-	VPMOVDW           Z16, 416(R10)
 	VBROADCASTSS      56(R9), Z18
+	VBROADCASTSS      60(R9), Z19
 	VMOVUPS           896(DI), Z14
-	VSUBPS            Z18, Z14, Z14
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z14, Z16, Z14
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z14, Z16, Z14
-	VMULPS.BCST       expfc<>+8(SB), Z14, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z14
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z14
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z14, Z17
-	VSCALEFPS         Z16, Z17, Z14
-	VPSRLD            $0x10, Z14, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z14, Z14
-	VPADDD            Z23, Z14, Z14
-	VPANDD            Z24, Z14, Z14
-	VMOVUPS           Z14, 896(DI)
-	VPSRLD            $0x10, Z14, Z16
-	VPMOVDW           Z16, 448(R10)
-	VBROADCASTSS      60(R9), Z18
 	VMOVUPS           960(DI), Z15
-	VSUBPS            Z18, Z15, Z15
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z15, Z16, Z15
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z15, Z16, Z15
-	VMULPS.BCST       expfc<>+8(SB), Z15, Z16
+	VSUBPS            Z18, Z14, Z14
+	VSUBPS            Z19, Z15, Z15
+	VMAXPS            Z14, Z27, Z14
+	VMAXPS            Z15, Z27, Z15
+	VMULPS.BCST       expfc<>+8(SB), Z14, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z15, Z25
 	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z15
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z15
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z15, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z15, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z15, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z15, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z15, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z15, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z15, Z17
-	VSCALEFPS         Z16, Z17, Z15
-	VPSRLD            $0x10, Z15, Z16
-	VPANDD            Z22, Z16, Z16
-	VPADDD            Z16, Z15, Z15
-	VPADDD            Z23, Z15, Z15
-	VPANDD            Z24, Z15, Z15
-	VMOVUPS           Z15, 960(DI)
-	VPSRLD            $0x10, Z15, Z16
-	VPMOVDW           Z16, 480(R10)
-	VSHUFF32X4        $0x44, Z8, Z0, Z16
-	VSHUFF32X4        $0xee, Z8, Z0, Z17
-	VADDPS            Z17, Z16, Z0
-	VSHUFF32X4        $0x44, Z9, Z1, Z16
-	VSHUFF32X4        $0xee, Z9, Z1, Z17
-	VADDPS            Z17, Z16, Z1
-	VSHUFF32X4        $0x44, Z10, Z2, Z16
-	VSHUFF32X4        $0xee, Z10, Z2, Z17
-	VADDPS            Z17, Z16, Z2
-	VSHUFF32X4        $0x44, Z11, Z3, Z16
-	VSHUFF32X4        $0xee, Z11, Z3, Z17
-	VADDPS            Z17, Z16, Z3
-	VSHUFF32X4        $0x44, Z12, Z4, Z16
-	VSHUFF32X4        $0xee, Z12, Z4, Z17
-	VADDPS            Z17, Z16, Z4
-	VSHUFF32X4        $0x44, Z13, Z5, Z16
-	VSHUFF32X4        $0xee, Z13, Z5, Z17
-	VADDPS            Z17, Z16, Z5
-	VSHUFF32X4        $0x44, Z14, Z6, Z16
-	VSHUFF32X4        $0xee, Z14, Z6, Z17
-	VADDPS            Z17, Z16, Z6
-	VSHUFF32X4        $0x44, Z15, Z7, Z16
-	VSHUFF32X4        $0xee, Z15, Z7, Z17
-	VADDPS            Z17, Z16, Z7
-	VSHUFF32X4        $0x88, Z4, Z0, Z16
-	VSHUFF32X4        $0xdd, Z4, Z0, Z17
-	VADDPS            Z17, Z16, Z0
-	VSHUFF32X4        $0x88, Z5, Z1, Z16
-	VSHUFF32X4        $0xdd, Z5, Z1, Z17
-	VADDPS            Z17, Z16, Z1
-	VSHUFF32X4        $0x88, Z6, Z2, Z16
-	VSHUFF32X4        $0xdd, Z6, Z2, Z17
-	VADDPS            Z17, Z16, Z2
-	VSHUFF32X4        $0x88, Z7, Z3, Z16
-	VSHUFF32X4        $0xdd, Z7, Z3, Z17
-	VADDPS            Z17, Z16, Z3
-	VUNPCKLPD         Z2, Z0, Z16
-	VUNPCKHPD         Z2, Z0, Z17
-	VADDPS            Z17, Z16, Z0
-	VUNPCKLPD         Z3, Z1, Z16
-	VUNPCKHPD         Z3, Z1, Z17
-	VADDPS            Z17, Z16, Z1
-	VSHUFPS           $0x88, Z1, Z0, Z16
-	VSHUFPS           $0xdd, Z1, Z0, Z17
-	VADDPS            Z17, Z16, Z16
-	VPERMPS           Z16, Z31, Z16
-	VMOVUPS           1024(R9), Z18
-	VMULPS            Z20, Z18, Z18
-	VADDPS            Z16, Z18, Z18
-	VMOVUPS           Z18, 1024(R9)
-	ADDQ              $0x00000400, DI
-	ADDQ              $0x00000200, R10
-	ADDQ              $0x40, R9
-	ADDQ              $0x20, SI
-	SUBQ              $0x10, CX
-	JMP               smb_block
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z14
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z15
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z14
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z15
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z15, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z15, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z15, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z15, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z15, Z26
+	VSCALEFPS         Z16, Z17, Z14
+	VSCALEFPS         Z25, Z26, Z15
+
+	// VCVTNEPS2BF16 Z14, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc6
+
+	// VCVTNEPS2BF16 Z15, Y25
+	BYTE       $0x62
+	BYTE       $0x42
+	BYTE       $0x7e
+	BYTE       $0x48
+	BYTE       $0x72
+	BYTE       $0xcf
+	VMOVDQU32  Y16, 448(R10)
+	VMOVDQU32  Y25, 480(R10)
+	VPMOVZXWD  Y16, Z14
+	VPMOVZXWD  Y25, Z15
+	VPSLLD     $0x10, Z14, Z14
+	VPSLLD     $0x10, Z15, Z15
+	VMOVUPS    Z14, 896(DI)
+	VMOVUPS    Z15, 960(DI)
+	VSHUFF32X4 $0x44, Z8, Z0, Z16
+	VSHUFF32X4 $0xee, Z8, Z0, Z17
+	VADDPS     Z17, Z16, Z0
+	VSHUFF32X4 $0x44, Z9, Z1, Z16
+	VSHUFF32X4 $0xee, Z9, Z1, Z17
+	VADDPS     Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z10, Z2, Z16
+	VSHUFF32X4 $0xee, Z10, Z2, Z17
+	VADDPS     Z17, Z16, Z2
+	VSHUFF32X4 $0x44, Z11, Z3, Z16
+	VSHUFF32X4 $0xee, Z11, Z3, Z17
+	VADDPS     Z17, Z16, Z3
+	VSHUFF32X4 $0x44, Z12, Z4, Z16
+	VSHUFF32X4 $0xee, Z12, Z4, Z17
+	VADDPS     Z17, Z16, Z4
+	VSHUFF32X4 $0x44, Z13, Z5, Z16
+	VSHUFF32X4 $0xee, Z13, Z5, Z17
+	VADDPS     Z17, Z16, Z5
+	VSHUFF32X4 $0x44, Z14, Z6, Z16
+	VSHUFF32X4 $0xee, Z14, Z6, Z17
+	VADDPS     Z17, Z16, Z6
+	VSHUFF32X4 $0x44, Z15, Z7, Z16
+	VSHUFF32X4 $0xee, Z15, Z7, Z17
+	VADDPS     Z17, Z16, Z7
+	VSHUFF32X4 $0x88, Z4, Z0, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z17
+	VADDPS     Z17, Z16, Z0
+	VSHUFF32X4 $0x88, Z5, Z1, Z16
+	VSHUFF32X4 $0xdd, Z5, Z1, Z17
+	VADDPS     Z17, Z16, Z1
+	VSHUFF32X4 $0x88, Z6, Z2, Z16
+	VSHUFF32X4 $0xdd, Z6, Z2, Z17
+	VADDPS     Z17, Z16, Z2
+	VSHUFF32X4 $0x88, Z7, Z3, Z16
+	VSHUFF32X4 $0xdd, Z7, Z3, Z17
+	VADDPS     Z17, Z16, Z3
+	VUNPCKLPD  Z2, Z0, Z16
+	VUNPCKHPD  Z2, Z0, Z17
+	VADDPS     Z17, Z16, Z0
+	VUNPCKLPD  Z3, Z1, Z16
+	VUNPCKHPD  Z3, Z1, Z17
+	VADDPS     Z17, Z16, Z1
+	VSHUFPS    $0x88, Z1, Z0, Z16
+	VSHUFPS    $0xdd, Z1, Z0, Z17
+	VADDPS     Z17, Z16, Z16
+	VPERMPS    Z16, Z31, Z16
+	VMOVUPS    1024(R9), Z18
+	VMULPS     Z20, Z18, Z18
+	VADDPS     Z16, Z18, Z18
+	VMOVUPS    Z18, 1024(R9)
+	ADDQ       $0x00000400, DI
+	ADDQ       $0x00000200, R10
+	ADDQ       $0x40, R9
+	ADDQ       $0x20, SI
+	SUBQ       $0x10, CX
+	JMP        smb_block
 
 smb_rows:
 	TESTQ         CX, CX
@@ -40157,49 +40137,50 @@ smb_same:
 	VMOVSS            X3, 2048(R9)
 	VBROADCASTSS      X1, Z1
 	VSUBPS            Z1, Z0, Z0
-	VBROADCASTSS      expfc<>+0(SB), Z4
-	VMAXPS            Z0, Z4, Z0
-	VBROADCASTSS      expfc<>+4(SB), Z4
-	VMINPS            Z0, Z4, Z0
+	MOVL              $0xc2d00000, AX
+	VPBROADCASTD      AX, Z27
+	VMAXPS            Z0, Z27, Z0
 	VMULPS.BCST       expfc<>+8(SB), Z0, Z4
 	VRNDSCALEPS       $0x00, Z4, Z4
 	VFNMADD231PS.BCST expfc<>+12(SB), Z4, Z0
 	VFNMADD231PS.BCST expfc<>+16(SB), Z4, Z0
-	VBROADCASTSS      expfc<>+20(SB), Z5
-	VFMADD213PS.BCST  expfc<>+24(SB), Z0, Z5
-	VFMADD213PS.BCST  expfc<>+28(SB), Z0, Z5
+	VBROADCASTSS      expfc<>+28(SB), Z5
 	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z5
 	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z5
 	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z5
 	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z5
 	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z5
 	VSCALEFPS         Z4, Z5, Z0
-	VPSRLD            $0x10, Z0, Z4
-	VPANDD            Z22, Z4, Z4
-	VPADDD            Z4, Z0, Z0
-	VPADDD            Z23, Z0, Z0
-	VPANDD            Z24, Z0, Z0
-	VMOVUPS           Z0, (DI)
-	VPSRLD            $0x10, Z0, Z4
-	VPMOVDW           Z4, (R10)
-	VEXTRACTF32X8     $0x01, Z0, Y1
-	VADDPS            Y1, Y0, Y1
-	VEXTRACTF128      $0x01, Y1, X2
-	VADDPS            X2, X1, X1
-	VPERMILPS         $0x4e, X1, X2
-	VADDPS            X2, X1, X1
-	VPERMILPS         $0xb1, X1, X2
-	VADDSS            X2, X1, X1
-	VMOVSS            1024(R9), X2
-	VMULSS            X3, X2, X2
-	VADDSS            X1, X2, X2
-	VMOVSS            X2, 1024(R9)
-	ADDQ              $0x40, DI
-	ADDQ              $0x20, R10
-	ADDQ              $0x04, R9
-	ADDQ              $0x02, SI
-	DECQ              CX
-	JMP               smb_rows
+
+	// VCVTNEPS2BF16 Z0, Y4
+	BYTE          $0x62
+	BYTE          $0xf2
+	BYTE          $0x7e
+	BYTE          $0x48
+	BYTE          $0x72
+	BYTE          $0xe0
+	VMOVDQU32     Y4, (R10)
+	VPMOVZXWD     Y4, Z0
+	VPSLLD        $0x10, Z0, Z0
+	VMOVUPS       Z0, (DI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF128  $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        1024(R9), X2
+	VMULSS        X3, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X2, 1024(R9)
+	ADDQ          $0x40, DI
+	ADDQ          $0x20, R10
+	ADDQ          $0x04, R9
+	ADDQ          $0x02, SI
+	DECQ          CX
+	JMP           smb_rows
 
 smb_values:
 	MOVQ wb+40(FP), R13
@@ -40212,17 +40193,24 @@ smb_values:
 smb_quad:
 	CMPQ         R11, $0x04
 	JL           smb_single
+	VMOVUPS      2048(R14), X16
+	VBROADCASTSS expfc<>+48(SB), X17
+	VCMPPS       $0x00, X17, X16, K3
+	KMOVW        K3, AX
+	ANDL         $0x0000000f, AX
+	CMPL         AX, $0x0000000f
+	JE           smb_q_same
 	VBROADCASTSS 2048(R14), Z20
 	VBROADCASTSS 2052(R14), Z21
 	VBROADCASTSS 2056(R14), Z22
 	VBROADCASTSS 2060(R14), Z23
 	XORQ         R15, R15
 
-smb_qchunk4:
+smb_qcchunk4:
 	MOVQ      R12, AX
 	SUBQ      R15, AX
 	CMPQ      AX, $0x00000100
-	JL        smb_qchunkdone4
+	JL        smb_qcchunkdone4
 	VMULPS    (R8)(R15*1), Z20, Z0
 	VMULPS    64(R8)(R15*1), Z20, Z1
 	VMULPS    128(R8)(R15*1), Z20, Z2
@@ -41467,14 +41455,14 @@ smb_qchunk4:
 	VMOVUPS Z14, 128(AX)
 	VMOVUPS Z15, 192(AX)
 	ADDQ    $0x00000100, R15
-	JMP     smb_qchunk4
+	JMP     smb_qcchunk4
 
-smb_qchunkdone4:
-smb_qchunk1:
+smb_qcchunkdone4:
+smb_qcchunk1:
 	MOVQ      R12, AX
 	SUBQ      R15, AX
 	CMPQ      AX, $0x00000040
-	JL        smb_qchunkdone1
+	JL        smb_qcchunkdone1
 	VMULPS    (R8)(R15*1), Z20, Z0
 	IMUL3Q    $0x00000001, R12, AX
 	ADDQ      R8, AX
@@ -41807,9 +41795,1607 @@ smb_qchunk1:
 	ADDQ    R15, AX
 	VMOVUPS Z12, (AX)
 	ADDQ    $0x00000040, R15
-	JMP     smb_qchunk1
+	JMP     smb_qcchunk1
 
-smb_qchunkdone1:
+smb_qcchunkdone1:
+	JMP smb_q_end
+
+smb_q_same:
+	XORQ R15, R15
+
+smb_q1chunk4:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000100
+	JL        smb_q1chunkdone4
+	VMOVUPS   (R8)(R15*1), Z0
+	VMOVUPS   64(R8)(R15*1), Z1
+	VMOVUPS   128(R8)(R15*1), Z2
+	VMOVUPS   192(R8)(R15*1), Z3
+	IMUL3Q    $0x00000001, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z4
+	VMOVUPS   64(AX), Z5
+	VMOVUPS   128(AX), Z6
+	VMOVUPS   192(AX), Z7
+	IMUL3Q    $0x00000002, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z8
+	VMOVUPS   64(AX), Z9
+	VMOVUPS   128(AX), Z10
+	VMOVUPS   192(AX), Z11
+	IMUL3Q    $0x00000003, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z12
+	VMOVUPS   64(AX), Z13
+	VMOVUPS   128(AX), Z14
+	VMOVUPS   192(AX), Z15
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 32(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 64(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 96(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x18
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 36(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 68(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 100(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x19
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 40(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 72(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 104(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1a
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 44(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 76(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 108(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1b
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 48(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 80(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 112(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1c
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 52(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 84(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 116(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1d
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 56(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 88(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 120(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1e
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 60(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 92(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 124(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z19, Z15
+	BYTE    $0x62
+	BYTE    $0x52
+	BYTE    $0x66
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x7d
+	BYTE    $0x1f
+	VMOVUPS Z0, (R8)(R15*1)
+	VMOVUPS Z1, 64(R8)(R15*1)
+	VMOVUPS Z2, 128(R8)(R15*1)
+	VMOVUPS Z3, 192(R8)(R15*1)
+	IMUL3Q  $0x00000001, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	IMUL3Q  $0x00000002, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	IMUL3Q  $0x00000003, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    $0x00000100, R15
+	JMP     smb_q1chunk4
+
+smb_q1chunkdone4:
+smb_q1chunk1:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000040
+	JL        smb_q1chunkdone1
+	VMOVUPS   (R8)(R15*1), Z0
+	IMUL3Q    $0x00000001, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z4
+	IMUL3Q    $0x00000002, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z8
+	IMUL3Q    $0x00000003, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z12
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 32(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 64(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 96(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x18
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 36(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 68(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 100(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x19
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 40(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 72(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 104(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1a
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 44(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 76(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 108(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1b
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 48(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 80(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 112(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1c
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 52(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 84(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 116(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1d
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 56(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 88(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 120(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1e
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 60(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 92(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 124(R13), Z16, Z12
+	BYTE    $0x62
+	BYTE    $0x52
+	BYTE    $0x7e
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x65
+	BYTE    $0x1f
+	VMOVUPS Z0, (R8)(R15*1)
+	IMUL3Q  $0x00000001, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z4, (AX)
+	IMUL3Q  $0x00000002, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z8, (AX)
+	IMUL3Q  $0x00000003, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z12, (AX)
+	ADDQ    $0x00000040, R15
+	JMP     smb_q1chunk1
+
+smb_q1chunkdone1:
+smb_q_end:
 	ADDQ R12, R8
 	ADDQ R12, R8
 	ADDQ R12, R8
@@ -41822,14 +43408,21 @@ smb_qchunkdone1:
 smb_single:
 	TESTQ        R11, R11
 	JZ           smb_done
+	VMOVUPS      2048(R14), X16
+	VBROADCASTSS expfc<>+48(SB), X17
+	VCMPPS       $0x00, X17, X16, K3
+	KMOVW        K3, AX
+	ANDL         $0x00000001, AX
+	CMPL         AX, $0x00000001
+	JE           smb_s_same
 	VBROADCASTSS 2048(R14), Z20
 	XORQ         R15, R15
 
-smb_schunk4:
+smb_scchunk4:
 	MOVQ      R12, AX
 	SUBQ      R15, AX
 	CMPQ      AX, $0x00000100
-	JL        smb_schunkdone4
+	JL        smb_scchunkdone4
 	VMULPS    (R8)(R15*1), Z20, Z0
 	VMULPS    64(R8)(R15*1), Z20, Z1
 	VMULPS    128(R8)(R15*1), Z20, Z2
@@ -42168,14 +43761,14 @@ smb_schunk4:
 	VMOVUPS Z2, 128(R8)(R15*1)
 	VMOVUPS Z3, 192(R8)(R15*1)
 	ADDQ    $0x00000100, R15
-	JMP     smb_schunk4
+	JMP     smb_scchunk4
 
-smb_schunkdone4:
-smb_schunk1:
+smb_scchunkdone4:
+smb_scchunk1:
 	MOVQ      R12, AX
 	SUBQ      R15, AX
 	CMPQ      AX, $0x00000040
-	JL        smb_schunkdone1
+	JL        smb_scchunkdone1
 	VMULPS    (R8)(R15*1), Z20, Z0
 	MOVQ      v+8(FP), BX
 	ADDQ      R15, BX
@@ -42268,9 +43861,461 @@ smb_schunk1:
 	BYTE    $0x07
 	VMOVUPS Z0, (R8)(R15*1)
 	ADDQ    $0x00000040, R15
-	JMP     smb_schunk1
+	JMP     smb_scchunk1
 
-smb_schunkdone1:
+smb_scchunkdone1:
+	JMP smb_s_end
+
+smb_s_same:
+	XORQ R15, R15
+
+smb_s1chunk4:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000100
+	JL        smb_s1chunkdone4
+	VMOVUPS   (R8)(R15*1), Z0
+	VMOVUPS   64(R8)(R15*1), Z1
+	VMOVUPS   128(R8)(R15*1), Z2
+	VMOVUPS   192(R8)(R15*1), Z3
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x00
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x01
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x02
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x03
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x04
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x05
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x06
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z19, Z3
+	BYTE    $0x62
+	BYTE    $0xd2
+	BYTE    $0x66
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x5d
+	BYTE    $0x07
+	VMOVUPS Z0, (R8)(R15*1)
+	VMOVUPS Z1, 64(R8)(R15*1)
+	VMOVUPS Z2, 128(R8)(R15*1)
+	VMOVUPS Z3, 192(R8)(R15*1)
+	ADDQ    $0x00000100, R15
+	JMP     smb_s1chunk4
+
+smb_s1chunkdone4:
+smb_s1chunk1:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000040
+	JL        smb_s1chunkdone1
+	VMOVUPS   (R8)(R15*1), Z0
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x00
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x01
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x02
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x03
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x04
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x05
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x06
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE    $0x62
+	BYTE    $0xd2
+	BYTE    $0x7e
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x45
+	BYTE    $0x07
+	VMOVUPS Z0, (R8)(R15*1)
+	ADDQ    $0x00000040, R15
+	JMP     smb_s1chunk1
+
+smb_s1chunkdone1:
+smb_s_end:
 	ADDQ R12, R8
 	ADDQ $0x20, R13
 	ADDQ $0x04, R14

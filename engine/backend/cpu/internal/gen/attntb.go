@@ -60,6 +60,65 @@ func vdpbf16psBcst(base reg.GPPhysical, disp int, src1, dst int) {
 	}
 }
 
+// expfNeg2 sets the lanes of z1 and z2, at most 0 (or NaN), to their
+// exponential as expWeight computes it: expf16's steps without the upper
+// clamp (which leaves such lanes alone), the lower one from lo (-104 in
+// every lane), and the Taylor polynomial of degree 5 (expfVals from 1/5!
+// on). t1a, t2a, t1b, t2b are scratch.
+func expfNeg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical) {
+	c := func(i int) Mem { return expfC.Offset(4 * i) }
+	VMAXPS(z1, lo, z1)
+	VMAXPS(z2, lo, z2)
+	VMULPS_BCST(c(2), z1, t1a)
+	VMULPS_BCST(c(2), z2, t1b)
+	VRNDSCALEPS(U8(0), t1a, t1a) // k
+	VRNDSCALEPS(U8(0), t1b, t1b)
+	VFNMADD231PS_BCST(c(3), t1a, z1)
+	VFNMADD231PS_BCST(c(3), t1b, z2)
+	VFNMADD231PS_BCST(c(4), t1a, z1) // r
+	VFNMADD231PS_BCST(c(4), t1b, z2)
+	VBROADCASTSS(c(expWeightFirst), t2a)
+	VMOVAPS(t2a, t2b)
+	for i := expWeightFirst + 1; i < len(expfVals); i++ {
+		VFMADD213PS_BCST(c(i), z1, t2a)
+		VFMADD213PS_BCST(c(i), z2, t2b)
+	}
+	VSCALEFPS(t1a, t2a, z1)
+	VSCALEFPS(t1b, t2b, z2)
+}
+
+// expWeightFirst is the index in expfVals of expWeight's first
+// coefficient, 1/5!.
+const expWeightFirst = 7
+
+// expfNeg is expfNeg2 on one vector.
+func expfNeg(z, t1, t2, lo VecPhysical) {
+	c := func(i int) Mem { return expfC.Offset(4 * i) }
+	VMAXPS(z, lo, z)
+	VMULPS_BCST(c(2), z, t1)
+	VRNDSCALEPS(U8(0), t1, t1) // k
+	VFNMADD231PS_BCST(c(3), t1, z)
+	VFNMADD231PS_BCST(c(4), t1, z) // r
+	VBROADCASTSS(c(expWeightFirst), t2)
+	for i := expWeightFirst + 1; i < len(expfVals); i++ {
+		VFMADD213PS_BCST(c(i), z, t2)
+	}
+	VSCALEFPS(t1, t2, z)
+}
+
+// vcvtneps2bf16 emits VCVTNEPS2BF16 Z<src>, Y<dst>: the 16 float32 lanes
+// of src rounded to bf16 (to nearest, ties to even, a denormal read as
+// zero, a NaN kept quiet) into dst's 16 words, by bytes (the Go assembler
+// does not know the instruction). EVEX.512.F3.0F38.W0 72 /r.
+func vcvtneps2bf16(src, dst int) {
+	inv := func(v, bit int) int { return (v>>bit)&1 ^ 1 }
+	p0 := inv(dst, 3)<<7 | inv(src, 4)<<6 | inv(src, 3)<<5 | inv(dst, 4)<<4 | 0b10
+	Comment(fmt.Sprintf("VCVTNEPS2BF16 Z%d, Y%d", src, dst))
+	for _, c := range []byte{0x62, byte(p0), 0x7e, 0x48, 0x72, byte(0b11<<6 | (dst&7)<<3 | src&7)} {
+		raw("BYTE", U8(c))
+	}
+}
+
 // bf16Round rounds the float32 lanes of x to bf16 in place, as integers
 // (to nearest, ties to even: x + 0x7fff + bit 16 of x, then the lower half
 // cleared), leaving bf16 values as float32. one, half and top hold 1,
@@ -193,7 +252,8 @@ func tileScoresBZ() {
 //	tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows, rd16 int)
 //
 // tileSoftmaxZ's online softmax (see there; the same m, S and c) with the
-// weights rounded to bf16 before they are summed: w = bf16(e^(x-m')),
+// weights computed by expWeight and rounded to bf16 (VCVTNEPS2BF16)
+// before they are summed: w = bf16(e^(x-m')),
 // kept in s as float32 and in wb as bf16 (row r's 16 at wb[16r:], so that
 // its dword j is the pair of positions 2j and 2j+1); then each row's
 // accumulators are scaled by c and take the tile's 8 value pairs in
@@ -211,7 +271,6 @@ func tileSoftmaxBZ() {
 	MOVL(U32(0xff800000), EAX) // -Inf
 	VPBROADCASTD(EAX, Z30)
 	VMOVDQU32(attnTPerm, Z31)
-	bf16Consts(Z22, Z23, Z24)
 	a := func(r int) VecPhysical { return zreg(r) }
 	one := expfC.Offset(4 * 12)
 
@@ -234,15 +293,29 @@ func tileSoftmaxBZ() {
 	VBROADCASTSS(one, Z21)
 	VBLENDMPS(Z21, Z20, K2, Z20) // c
 	VMOVUPS(Z20, Mem{Base: R9, Disp: 2 * msStride})
-	for r := 0; r < 16; r++ {
+	// Two rows at a time, their instructions interleaved: each e^x is a
+	// chain of dependent steps.
+	MOVL(U32(expfVals[0]), EAX)
+	VPBROADCASTD(EAX, Z27) // the clamp, -104
+	for r := 0; r < 16; r += 2 {
 		VBROADCASTSS(Mem{Base: R9, Disp: 4 * r}, Z18)
+		VBROADCASTSS(Mem{Base: R9, Disp: 4 * (r + 1)}, Z19)
 		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r)) // the masked scores again
-		VSUBPS(Z18, a(r), a(r))                     // x - m'
-		expf16(a(r), Z16, Z17)
-		bf16Round(a(r), Z16, Z22, Z23, Z24)
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * (r + 1)}, a(r+1))
+		VSUBPS(Z18, a(r), a(r)) // x - m'
+		VSUBPS(Z19, a(r+1), a(r+1))
+		expfNeg2(a(r), a(r+1), Z16, Z17, Z25, Z26, Z27)
+		// The weights to bf16 (wb), and back to float32 for their sum.
+		vcvtneps2bf16(r, 16)
+		vcvtneps2bf16(r+1, 25)
+		VMOVDQU32(Y16, Mem{Base: R10, Disp: 32 * r})
+		VMOVDQU32(Y25, Mem{Base: R10, Disp: 32 * (r + 1)})
+		VPMOVZXWD(Y16, a(r))
+		VPMOVZXWD(Y25, a(r+1))
+		VPSLLD(U8(16), a(r), a(r))
+		VPSLLD(U8(16), a(r+1), a(r+1))
 		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
-		VPSRLD(U8(16), a(r), Z16)
-		VPMOVDW(Z16, Mem{Base: R10, Disp: 32 * r})
+		VMOVUPS(a(r+1), Mem{Base: RDI, Disp: 64 * (r + 1)})
 	}
 	reduce16(func(x, y, z VecPhysical) { VADDPS(x, y, z) })
 	VMOVUPS(Mem{Base: R9, Disp: msStride}, Z18)
@@ -287,11 +360,14 @@ func tileSoftmaxBZ() {
 	VMOVSS(X3, Mem{Base: R9, Disp: 2 * msStride})
 	VBROADCASTSS(X1, Z1)
 	VSUBPS(Z1, Z0, Z0) // x - m'
-	expf16(Z0, Z4, Z5)
-	bf16Round(Z0, Z4, Z22, Z23, Z24)
+	MOVL(U32(expfVals[0]), EAX)
+	VPBROADCASTD(EAX, Z27) // the clamp, -104
+	expfNeg(Z0, Z4, Z5, Z27)
+	vcvtneps2bf16(0, 4)
+	VMOVDQU32(Y4, Mem{Base: R10})
+	VPMOVZXWD(Y4, Z0)
+	VPSLLD(U8(16), Z0, Z0)
 	VMOVUPS(Z0, Mem{Base: RDI})
-	VPSRLD(U8(16), Z0, Z4)
-	VPMOVDW(Z4, Mem{Base: R10})
 	// Sum of the weights, by halves.
 	VEXTRACTF32X8(U8(1), Z0, Y1)
 	VADDPS(Y1, Y0, Y1)
@@ -347,13 +423,37 @@ func tileSoftmaxBZ() {
 // at the first row's weights (rows 32 bytes apart), R14 at its m, R8 at
 // its accumulators (advanced past the R rows on exit), R12 the bytes of a
 // row. The accumulators go in chunks of up to 4 vectors per row; each
-// chunk takes the 8 value pairs in order.
+// chunk takes the 8 value pairs in order. When every row's c is 1 (the
+// maximum stayed: most tiles deep into a prompt) the accumulators are
+// loaded rather than multiplied by it, the same bits.
 func vaccTB(R int, tag string) {
+	VMOVUPS(Mem{Base: R14, Disp: 2 * msStride}, X16)
+	VBROADCASTSS(expfC.Offset(4*12), X17)
+	VCMPPS(U8(0), X17, X16, K3) // c == 1
+	KMOVW(K3, EAX)
+	ANDL(U32(1<<R-1), EAX)
+	CMPL(EAX, U32(1<<R-1))
+	JE(LabelRef("smb_" + tag + "_same"))
+	vaccTBBody(R, tag+"c", true)
+	JMP(LabelRef("smb_" + tag + "_end"))
+	Label("smb_" + tag + "_same")
+	vaccTBBody(R, tag+"1", false)
+	Label("smb_" + tag + "_end")
+	for r := 0; r < R; r++ {
+		ADDQ(R12, R8)
+	}
+}
+
+// vaccTBBody is vaccTB's loop over the chunks, with the accumulators
+// scaled by c or (rescale false) as they are.
+func vaccTBBody(R int, tag string, rescale bool) {
 	acc := func(r, i int) int { return 4*r + i }
 	vv := func(i int) int { return 16 + i }
 	cs := func(r int) VecPhysical { return zreg(20 + r) }
-	for r := 0; r < R; r++ {
-		VBROADCASTSS(Mem{Base: R14, Disp: 4*r + 2*msStride}, cs(r))
+	if rescale {
+		for r := 0; r < R; r++ {
+			VBROADCASTSS(Mem{Base: R14, Disp: 4*r + 2*msStride}, cs(r))
+		}
 	}
 	XORQ(R15, R15) // byte offset of the chunk in a row
 	rowMem := func(r, i int) Mem {
@@ -379,7 +479,11 @@ func vaccTB(R int, tag string) {
 				rowAddr(r)
 			}
 			for i := 0; i < w; i++ {
-				VMULPS(rowMem(r, i), cs(r), zreg(acc(r, i)))
+				if rescale {
+					VMULPS(rowMem(r, i), cs(r), zreg(acc(r, i)))
+				} else {
+					VMOVUPS(rowMem(r, i), zreg(acc(r, i)))
+				}
 			}
 		}
 		// RBX: pair j's values of the chunk.
@@ -409,8 +513,5 @@ func vaccTB(R int, tag string) {
 		ADDQ(U32(64*w), R15)
 		JMP(LabelRef(loop))
 		Label(done)
-	}
-	for r := 0; r < R; r++ {
-		ADDQ(R12, R8)
 	}
 }
