@@ -37,7 +37,8 @@ import (
 // once for all of them, but every query goes through the same operations
 // alone or in any company. tileScoresGeneric and tileSoftmaxGeneric are
 // the definition in Go; the assembly (internal/gen/attnt.go) gives the
-// same bits.
+// same bits. On AVX512_BF16 the kernel set avx512bf16 runs a bf16 variant
+// instead (the end of this file).
 
 // tileLen is the most positions of one tile.
 const tileLen = 16
@@ -64,7 +65,7 @@ type tiledScratch struct {
 	v   [tileLen * MaxAttnHeadDim]float32                    // the tile's values, [p][rd16]
 	rng [2 * tiledMaxRows]int32                              // [token]: first and end position in the tile
 	msk [tiledMaxRows]uint16                                 // [row]: the positions of the tile it sees
-	// The bf16 path's pairs (see tiledBF16): queries [block][rd16/2][8],
+	// The bf16 arithmetic's pairs (see tileScoresBF16): queries [block][rd16/2][8],
 	// keys [rd16/2][p], values [p/2][rd16], weights [row][p].
 	qb [(tiledRowFloats + tiledQBlock*MaxAttnHeadDim) / 2]uint32
 	kb [tileLen * MaxAttnHeadDim / 2]uint32
@@ -92,7 +93,7 @@ type tiledQueries struct {
 	// into each token's softmax after its last tile (foldSink).
 	sinks     []float32
 	assembler bool // the AVX-512 kernels, else the Go definition
-	bf16      bool // the bf16 arithmetic (tiledBF16), else float32
+	bf16      bool // the bf16 arithmetic (end of this file), else float32
 }
 
 // tiledRow is the length of a head of hd values in the tiled kernels'
