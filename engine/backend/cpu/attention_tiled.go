@@ -46,9 +46,9 @@ const tileLen = 16
 // Bounds of the scratch of one tiled call.
 const (
 	// tiledRowFloats bounds rows x rd16 of the queries and accumulators.
-	tiledRowFloats = 16384
+	tiledRowFloats = 32768
 	// tiledMaxRows bounds the rows (query heads x tokens) of one call.
-	tiledMaxRows = 256
+	tiledMaxRows = 512
 	// tiledQBlock is the rows of one block of the queries' layout: the
 	// scores are computed a block at a time.
 	tiledQBlock = 8

@@ -38108,7 +38108,7 @@ sm_block:
 	VCMPPS            $0x00, Z19, Z18, K2
 	VBROADCASTSS      expfc<>+48(SB), Z21
 	VBLENDMPS         Z21, Z20, K2, Z20
-	VMOVUPS           Z20, 2048(R9)
+	VMOVUPS           Z20, 4096(R9)
 	VBROADCASTSS      (R9), Z18
 	VMOVUPS           (DI), Z0
 	VSUBPS            Z18, Z0, Z0
@@ -38491,10 +38491,10 @@ sm_block:
 	VSHUFPS           $0xdd, Z1, Z0, Z17
 	VADDPS            Z17, Z16, Z16
 	VPERMPS           Z16, Z31, Z16
-	VMOVUPS           1024(R9), Z18
+	VMOVUPS           2048(R9), Z18
 	VMULPS            Z20, Z18, Z18
 	VADDPS            Z16, Z18, Z18
-	VMOVUPS           Z18, 1024(R9)
+	VMOVUPS           Z18, 2048(R9)
 	ADDQ              $0x00000400, DI
 	ADDQ              $0x40, R9
 	ADDQ              $0x20, SI
@@ -38545,7 +38545,7 @@ sm_exp:
 	VSCALEFPS         Z4, Z5, Z3
 
 sm_same:
-	VMOVSS            X3, 2048(R9)
+	VMOVSS            X3, 4096(R9)
 	VBROADCASTSS      X1, Z1
 	VSUBPS            Z1, Z0, Z0
 	VBROADCASTSS      expfc<>+0(SB), Z4
@@ -38574,10 +38574,10 @@ sm_same:
 	VADDPS            X2, X1, X1
 	VPERMILPS         $0xb1, X1, X2
 	VADDSS            X2, X1, X1
-	VMOVSS            1024(R9), X2
+	VMOVSS            2048(R9), X2
 	VMULSS            X3, X2, X2
 	VADDSS            X1, X2, X2
-	VMOVSS            X2, 1024(R9)
+	VMOVSS            X2, 2048(R9)
 	ADDQ              $0x40, DI
 	ADDQ              $0x04, R9
 	ADDQ              $0x02, SI
@@ -38607,10 +38607,10 @@ sm_token:
 sm_quad:
 	CMPQ         BX, $0x04
 	JL           sm_single
-	VBROADCASTSS 2048(R14), Z20
-	VBROADCASTSS 2052(R14), Z21
-	VBROADCASTSS 2056(R14), Z22
-	VBROADCASTSS 2060(R14), Z23
+	VBROADCASTSS 4096(R14), Z20
+	VBROADCASTSS 4100(R14), Z21
+	VBROADCASTSS 4104(R14), Z22
+	VBROADCASTSS 4108(R14), Z23
 	XORQ         R15, R15
 
 sm_qchunk4:
@@ -38766,7 +38766,7 @@ sm_qchunkdone1:
 sm_single:
 	TESTQ        BX, BX
 	JZ           sm_next
-	VBROADCASTSS 2048(R14), Z20
+	VBROADCASTSS 4096(R14), Z20
 	XORQ         R15, R15
 
 sm_schunk4:
@@ -39598,7 +39598,7 @@ smb_block:
 	VCMPPS            $0x00, Z19, Z18, K2
 	VBROADCASTSS      expfc<>+48(SB), Z21
 	VBLENDMPS         Z21, Z20, K2, Z20
-	VMOVUPS           Z20, 2048(R9)
+	VMOVUPS           Z20, 4096(R9)
 	MOVL              $0xc2d00000, AX
 	VPBROADCASTD      AX, Z27
 	VBROADCASTSS      (R9), Z18
@@ -40079,10 +40079,10 @@ smb_block:
 	VSHUFPS    $0xdd, Z1, Z0, Z17
 	VADDPS     Z17, Z16, Z16
 	VPERMPS    Z16, Z31, Z16
-	VMOVUPS    1024(R9), Z18
+	VMOVUPS    2048(R9), Z18
 	VMULPS     Z20, Z18, Z18
 	VADDPS     Z16, Z18, Z18
-	VMOVUPS    Z18, 1024(R9)
+	VMOVUPS    Z18, 2048(R9)
 	ADDQ       $0x00000400, DI
 	ADDQ       $0x00000200, R10
 	ADDQ       $0x40, R9
@@ -40134,7 +40134,7 @@ smb_exp:
 	VSCALEFPS         Z4, Z5, Z3
 
 smb_same:
-	VMOVSS            X3, 2048(R9)
+	VMOVSS            X3, 4096(R9)
 	VBROADCASTSS      X1, Z1
 	VSUBPS            Z1, Z0, Z0
 	MOVL              $0xc2d00000, AX
@@ -40171,10 +40171,10 @@ smb_same:
 	VADDPS        X2, X1, X1
 	VPERMILPS     $0xb1, X1, X2
 	VADDSS        X2, X1, X1
-	VMOVSS        1024(R9), X2
+	VMOVSS        2048(R9), X2
 	VMULSS        X3, X2, X2
 	VADDSS        X1, X2, X2
-	VMOVSS        X2, 1024(R9)
+	VMOVSS        X2, 2048(R9)
 	ADDQ          $0x40, DI
 	ADDQ          $0x20, R10
 	ADDQ          $0x04, R9
@@ -40193,17 +40193,17 @@ smb_values:
 smb_quad:
 	CMPQ         R11, $0x04
 	JL           smb_single
-	VMOVUPS      2048(R14), X16
+	VMOVUPS      4096(R14), X16
 	VBROADCASTSS expfc<>+48(SB), X17
 	VCMPPS       $0x00, X17, X16, K3
 	KMOVW        K3, AX
 	ANDL         $0x0000000f, AX
 	CMPL         AX, $0x0000000f
 	JE           smb_q_same
-	VBROADCASTSS 2048(R14), Z20
-	VBROADCASTSS 2052(R14), Z21
-	VBROADCASTSS 2056(R14), Z22
-	VBROADCASTSS 2060(R14), Z23
+	VBROADCASTSS 4096(R14), Z20
+	VBROADCASTSS 4100(R14), Z21
+	VBROADCASTSS 4104(R14), Z22
+	VBROADCASTSS 4108(R14), Z23
 	XORQ         R15, R15
 
 smb_qcchunk4:
@@ -43408,14 +43408,14 @@ smb_q_end:
 smb_single:
 	TESTQ        R11, R11
 	JZ           smb_done
-	VMOVUPS      2048(R14), X16
+	VMOVUPS      4096(R14), X16
 	VBROADCASTSS expfc<>+48(SB), X17
 	VCMPPS       $0x00, X17, X16, K3
 	KMOVW        K3, AX
 	ANDL         $0x00000001, AX
 	CMPL         AX, $0x00000001
 	JE           smb_s_same
-	VBROADCASTSS 2048(R14), Z20
+	VBROADCASTSS 4096(R14), Z20
 	XORQ         R15, R15
 
 smb_scchunk4:
