@@ -90,6 +90,16 @@ func checkOracle(t *testing.T, open func(file string) (*model.Model, error), pat
 
 // checkOracleKV is checkOracle over a KV cache of type kvType.
 func checkOracleKV(t *testing.T, open func(file string) (*model.Model, error), path string, tol tolerance, kvType model.KVType) {
+	checkOracleRun(t, open, path, func(string) tolerance { return tol }, kvType, false)
+}
+
+// checkOracleRun is checkOracleKV; withPrompt, the prompt's batch names
+// its length (model.Batch.Prompt), as the engine does, so that a backend
+// computes it with its prompt arithmetic (the CPU backend's tiled
+// attention for prompts of at least 64 tokens, as llama.cpp computes
+// ubatches of at least 64).
+// Each model file's bound is tolFor(file).
+func checkOracleRun(t *testing.T, open func(file string) (*model.Model, error), path string, tolFor func(file string) tolerance, kvType model.KVType, withPrompt bool) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +116,7 @@ func checkOracleKV(t *testing.T, open func(file string) (*model.Model, error), p
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	for file, cases := range oracle.Models {
+		tol := tolFor(file)
 		m, err := open(file)
 		if err != nil {
 			t.Fatal(err)
@@ -139,6 +150,9 @@ func checkOracleKV(t *testing.T, open func(file string) (*model.Model, error), p
 					b.Seq = append(b.Seq, 0)
 				}
 				b.Logits = []int32{int32(len(oc.PromptIDs) - 1)}
+				if withPrompt {
+					b.Prompt = []int32{int32(len(oc.PromptIDs))}
+				}
 				pos := len(oc.PromptIDs)
 				var worst float64
 				stepDiffs := make([]float64, 0, len(oc.Steps))

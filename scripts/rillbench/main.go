@@ -19,6 +19,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sync"
+	"syscall"
 	"time"
 
 	"rill/engine/backend/cpu"
@@ -32,7 +33,21 @@ type result struct {
 	Depth    int     `json:"n_depth"`
 	AvgTS    float64 `json:"avg_ts"`
 	StddevTS float64 `json:"stddev_ts"`
-	Kernels  string  `json:"kernels"`
+	// CPUTS is the best repetition's tokens per second of the process's
+	// CPU time, times the threads: the rate had its threads never waited
+	// for a core. On a shared machine it moves far less with the load
+	// than AvgTS, though a pool spinning at its barriers counts as work.
+	CPUTS   float64 `json:"cpu_ts"`
+	Kernels string  `json:"kernels"`
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func main() {
@@ -110,6 +125,7 @@ func run(path string, threads, pp, tg, depth, reps int) error {
 	}
 	measure := func(test string, n int, body func(kv *model.KV) error) error {
 		var rates []float64
+		var cpuRate float64
 		for rep := -1; rep < reps; rep++ { // rep -1: warm-up
 			kv, err := model.NewKV(&m.Config, model.KVF16, len(table), 16)
 			if err != nil {
@@ -120,16 +136,17 @@ func run(path string, threads, pp, tg, depth, reps int) error {
 					return err
 				}
 			}
-			start := time.Now()
+			start, cpu0 := time.Now(), processCPU()
 			if err := body(kv); err != nil {
 				return err
 			}
 			if rep >= 0 {
 				rates = append(rates, float64(n)/time.Since(start).Seconds())
+				cpuRate = max(cpuRate, float64(n)*float64(be.Threads())/(processCPU()-cpu0).Seconds())
 			}
 		}
 		mean, sd := stats(rates)
-		out, _ := json.Marshal(result{Model: path, Test: test, Threads: be.Threads(), Depth: depth, AvgTS: mean, StddevTS: sd, Kernels: be.Kernels()})
+		out, _ := json.Marshal(result{Model: path, Test: test, Threads: be.Threads(), Depth: depth, AvgTS: mean, StddevTS: sd, CPUTS: cpuRate, Kernels: be.Kernels()})
 		fmt.Println(string(out))
 		return nil
 	}

@@ -246,3 +246,32 @@ func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, masks []uint16, token
 	}
 	tileSoftmaxZ(&s[0], &v[0], &acc[0], &ms[0], &rng[0], &masks[0], tokens, gn, rd16)
 }
+
+// pairBF16SIMD: see pairBF16. row a positive multiple of 16.
+func pairBF16SIMD(dst []uint32, src []float32, row, pairs int) {
+	if pairs <= 0 {
+		return
+	}
+	if row <= 0 || row%16 != 0 || len(dst) < pairs*row || len(src) < 2*pairs*row {
+		panic("cpu: pairBF16SIMD: bad lengths")
+	}
+	pairBF16Z(&dst[0], &src[0], row, pairs)
+}
+
+// tileScoresBF16SIMD: see tileScoresBF16.
+func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int, scale float32) {
+	rows := blocks * tiledQBlock
+	if blocks <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(q) < rows*rd16/2 || len(k) < tileLen*rd16/2 {
+		panic("cpu: tileScoresBF16SIMD: bad lengths")
+	}
+	tileScoresBZ(&s[0], &q[0], &k[0], blocks, rd16, scale)
+}
+
+// tileSoftmaxBF16SIMD: see tileSoftmaxBF16.
+func tileSoftmaxBF16SIMD(s []float32, v []uint32, acc, ms []float32, masks, wb []uint16, rows, rd16 int) {
+	if rows <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(acc) < rows*rd16 ||
+		len(ms) < 2*tiledMaxRows+rows || len(masks) < rows || len(wb) < rows*tileLen || len(v) < tileLen*rd16/2 {
+		panic("cpu: tileSoftmaxBF16SIMD: bad lengths")
+	}
+	tileSoftmaxBZ(&s[0], &v[0], &acc[0], &ms[0], &masks[0], &wb[0], rows, rd16)
+}

@@ -59,7 +59,8 @@ func BenchmarkAttention(b *testing.B) {
 // BenchmarkAttentionDepth measures attention at the depths of long prompts
 // on the 245M benchmark model's shape (16 query heads, 4 KV heads, head
 // size 64), one thread: "prefill" is one tiled job, tiledChunk prompt
-// tokens of one KV head (its 4 query heads each) from position depth on,
+// tokens of one KV head (its 4 query heads each) from position depth on
+// (float32; "prefill-bf16" on bf16 dot products, with AVX512_BF16),
 // "decode" one token's AttendF16 over all KV heads at position depth. The
 // ns/pair metric is ns per (query head, key) pair, comparable across
 // depths: work grows with depth, a flat figure means it scales.
@@ -76,17 +77,23 @@ func BenchmarkAttentionDepth(b *testing.B) {
 			for t := range n {
 				n[t] = int32(depth + t + 1)
 			}
-			b.Run(fmt.Sprintf("prefill/depth=%d", depth), func(b *testing.B) {
-				tq := tiledQueries{out: out, q: q, stride: heads * hd, gn: group, kvh: 1, table: f.table,
-					start: start, n: n, scale: f.scale, assembler: true}
-				cpu := threadCPU(b)
-				for b.Loop() {
-					attendTiled(&tq, f.k16, f.v16, f.l)
+			for _, bf16 := range tiledArithmetics() {
+				name := "prefill"
+				if bf16 {
+					name = "prefill-bf16"
 				}
-				pairs := float64(b.N) * float64(chunk*group*(depth+chunk/2))
-				b.ReportMetric(b.Elapsed().Seconds()*1e9/pairs, "ns/pair")
-				b.ReportMetric(cpu()/pairs, "cpu-ns/pair")
-			})
+				b.Run(fmt.Sprintf("%s/depth=%d", name, depth), func(b *testing.B) {
+					tq := tiledQueries{out: out, q: q, stride: heads * hd, gn: group, kvh: 1, table: f.table,
+						start: start, n: n, scale: f.scale, assembler: true, bf16: bf16}
+					cpu := threadCPU(b)
+					for b.Loop() {
+						attendTiled(&tq, f.k16, f.v16, f.l)
+					}
+					pairs := float64(b.N) * float64(chunk*group*(depth+chunk/2))
+					b.ReportMetric(b.Elapsed().Seconds()*1e9/pairs, "ns/pair")
+					b.ReportMetric(cpu()/pairs, "cpu-ns/pair")
+				})
+			}
 		}
 		out := make([]float32, len(f.q))
 		b.Run(fmt.Sprintf("decode/depth=%d", depth), func(b *testing.B) {

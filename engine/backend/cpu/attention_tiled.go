@@ -37,7 +37,8 @@ import (
 // once for all of them, but every query goes through the same operations
 // alone or in any company. tileScoresGeneric and tileSoftmaxGeneric are
 // the definition in Go; the assembly (internal/gen/attnt.go) gives the
-// same bits.
+// same bits. On AVX512_BF16 the kernel set avx512bf16 runs a bf16 variant
+// instead (the end of this file).
 
 // tileLen is the most positions of one tile.
 const tileLen = 16
@@ -45,9 +46,9 @@ const tileLen = 16
 // Bounds of the scratch of one tiled call.
 const (
 	// tiledRowFloats bounds rows x rd16 of the queries and accumulators.
-	tiledRowFloats = 16384
+	tiledRowFloats = 32768
 	// tiledMaxRows bounds the rows (query heads x tokens) of one call.
-	tiledMaxRows = 256
+	tiledMaxRows = 512
 	// tiledQBlock is the rows of one block of the queries' layout: the
 	// scores are computed a block at a time.
 	tiledQBlock = 8
@@ -64,6 +65,12 @@ type tiledScratch struct {
 	v   [tileLen * MaxAttnHeadDim]float32                    // the tile's values, [p][rd16]
 	rng [2 * tiledMaxRows]int32                              // [token]: first and end position in the tile
 	msk [tiledMaxRows]uint16                                 // [row]: the positions of the tile it sees
+	// The bf16 arithmetic's pairs (see tileScoresBF16): queries [block][rd16/2][8],
+	// keys [rd16/2][p], values [p/2][rd16], weights [row][p].
+	qb [(tiledRowFloats + tiledQBlock*MaxAttnHeadDim) / 2]uint32
+	kb [tileLen * MaxAttnHeadDim / 2]uint32
+	vb [tileLen * MaxAttnHeadDim / 2]uint32
+	wb [tiledMaxRows * tileLen]uint16
 }
 
 var tiledScratches freeList[tiledScratch]
@@ -86,6 +93,7 @@ type tiledQueries struct {
 	// into each token's softmax after its last tile (foldSink).
 	sinks     []float32
 	assembler bool // the AVX-512 kernels, else the Go definition
+	bf16      bool // the bf16 arithmetic (end of this file), else float32
 }
 
 // tiledRow is the length of a head of hd values in the tiled kernels'
@@ -110,13 +118,22 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 	hd, rd, rd16 := l.HeadDim, l.RowDim(), tiledRow(l.HeadDim)
 	T, gn := len(tq.start), tq.gn
 	rows := T * gn
-	qs, acc := sc.q[:(rows+tiledQBlock-1)/tiledQBlock*tiledQBlock*rd16], sc.acc[:rows*rd16]
-	clear(qs)
+	qrows := (rows + tiledQBlock - 1) / tiledQBlock * tiledQBlock
+	qs, qb, acc := sc.q[:qrows*rd16], sc.qb[:qrows*rd16/2], sc.acc[:rows*rd16]
+	if tq.bf16 {
+		clear(qb)
+	} else {
+		clear(qs)
+	}
 	clear(acc)
 	lo, hi := int(tq.start[0]), int(tq.n[0])
 	for t := range T {
 		for i := range gn {
-			blockQuery(qs, t*gn+i, rd16, tq.q[t*tq.stride+i*hd:][:hd])
+			if q := tq.q[t*tq.stride+i*hd:][:hd]; tq.bf16 {
+				blockQueryBF16(qb, t*gn+i, rd16, q)
+			} else {
+				blockQuery(qs, t*gn+i, rd16, q)
+			}
 		}
 		lo, hi = min(lo, int(tq.start[t])), max(hi, int(tq.n[t]))
 	}
@@ -142,26 +159,50 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 				t1++
 			}
 			row := l.Row(int(tq.table[p0/bs]), tq.kvh, slot)
-			seen := 0
+			seen, whole := 0, true
 			for t := t0; t < t1; t++ {
 				a, b := max(int(tq.start[t]), p0)-p0, min(int(tq.n[t]), p0+cnt)-p0
 				sc.rng[2*(t-t0)], sc.rng[2*(t-t0)+1] = int32(a), int32(b)
 				seen = max(seen, b)
+				whole = whole && a == 0 && b == tileLen
 			}
 			r0, r1 := t0*gn, t1*gn
+			// The rows' masks: all 16 positions for every row of a tile
+			// all its tokens see whole (most tiles of a long prompt).
+			msk := wholeMasks[:r1-r0]
+			if !whole {
+				msk = sc.msk[:r1-r0]
+				tileMasks(msk, sc.rng[:2*(t1-t0)], gn)
+			}
 			halfTile(sc.k[:tileLen*rd16], k[row:row+seen*rd], seen, rd, rd16, true, tq.assembler)
 			halfTile(sc.v[:tileLen*rd16], v[row:row+seen*rd], seen, rd, rd16, false, tq.assembler)
 			// Scores go by whole blocks of rows: those of the blocks'
 			// other rows are not read.
 			b0, b1 := r0/tiledQBlock, (r1+tiledQBlock-1)/tiledQBlock
+			if tq.bf16 {
+				// Every value pair is added (with weight 0 where unseen):
+				// the rows past those read must be finite.
+				clear(sc.v[seen*rd16 : tileLen*rd16])
+				pairBF16(sc.kb[:tileLen*rd16/2], sc.k[:tileLen*rd16], tileLen, rd16/2, tq.assembler)
+				pairBF16(sc.vb[:tileLen*rd16/2], sc.v[:tileLen*rd16], rd16, tileLen/2, tq.assembler)
+				bq := tiledQBlock * rd16 / 2
+				tileScoresBF16(sc.s[b0*tiledQBlock*tileLen:b1*tiledQBlock*tileLen], qb[b0*bq:b1*bq],
+					sc.kb[:tileLen*rd16/2], b1-b0, rd16, scale, tq.assembler)
+				s := sc.s[r0*tileLen : r1*tileLen]
+				if tq.softCap != 0 {
+					capScores(s, tq.softCap)
+				}
+				tileSoftmaxBF16(s, sc.vb[:tileLen*rd16/2], acc[r0*rd16:r1*rd16], ms[r0:], msk, sc.wb[:(r1-r0)*tileLen], r1-r0, rd16, tq.assembler)
+				t0 = t1
+				continue
+			}
 			tileScores(sc.s[b0*tiledQBlock*tileLen:b1*tiledQBlock*tileLen], qs[b0*tiledQBlock*rd16:b1*tiledQBlock*rd16],
 				sc.k[:tileLen*rd16], b1-b0, rd16, scale, tq.assembler)
 			s := sc.s[r0*tileLen : r1*tileLen]
 			if tq.softCap != 0 {
 				capScores(s, tq.softCap)
 			}
-			tileMasks(sc.msk[:r1-r0], sc.rng[:2*(t1-t0)], gn)
-			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[r0:], sc.rng[:2*(t1-t0)], sc.msk[:r1-r0], t1-t0, gn, rd16, tq.assembler)
+			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[r0:], sc.rng[:2*(t1-t0)], msk, t1-t0, gn, rd16, tq.assembler)
 			t0 = t1
 		}
 		p0 += cnt
@@ -260,12 +301,23 @@ func halves16(a *[16]float32) float32 {
 	return (c0 + c2) + (c1 + c3)
 }
 
+// wholeMasks are the masks of rows that see all 16 positions of a tile.
+var wholeMasks = func() (m [tiledMaxRows]uint16) {
+	for i := range m {
+		m[i] = 1<<tileLen - 1
+	}
+	return m
+}()
+
 // tileMasks sets masks[r], for the rows of tokens of gn rows each, to the
 // bits of the positions its token sees: rng[2t] <= p < rng[2t+1].
 func tileMasks(masks []uint16, rng []int32, gn int) {
-	for r := range masks {
-		lo, hi := rng[2*(r/gn)], rng[2*(r/gn)+1]
-		masks[r] = uint16(1<<hi-1) &^ uint16(1<<lo-1)
+	for t := range len(masks) / gn {
+		lo, hi := rng[2*t], rng[2*t+1]
+		m := uint16(1<<hi-1) &^ uint16(1<<lo-1)
+		for i := range masks[t*gn : (t+1)*gn] {
+			masks[t*gn+i] = m
+		}
 	}
 }
 
@@ -355,3 +407,204 @@ const (
 
 // expTileCoef are 1/j! for j = 7 down to 0, rounded to float32.
 var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1}
+
+// The bf16 variant of the tiled arithmetic (tiledQueries.bf16), for CPUs
+// with AVX512_BF16 (VDPBF16PS: two products per float32 lane, twice the
+// FMA's multiply rate). It differs from the float32 one above in three
+// roundings and in the shape of its sums:
+//
+//   - the query, and each key and value (F16, exact in float32), are
+//     rounded to bf16 (to nearest, ties to even: 8 significant bits of
+//     the key's and value's 11);
+//   - each weight w_p = e^(s_p-m') is rounded to bf16 before it is used,
+//     both in the value sums and in S, so that the output stays a convex
+//     combination of the (rounded) values; e^x is expWeight's (expTile's
+//     with a polynomial of degree 5: within 3e-6, far inside bf16's 2^-9),
+//     and a denormal weight counts as 0 (weightBF16);
+//   - a dot sums pairs of elements: per pair j, in order from zero,
+//     a = fma(x[2j+1], y[2j+1], a) then a = fma(x[2j], y[2j], a), each
+//     rounded once to float32 (VDPBF16PS, products of two bf16 exact),
+//     denormal inputs read as zero and denormal results flushed to zero
+//     (dpbf16). Scores are such a dot over the head's elements; a value
+//     accumulator takes the tile's 8 position pairs the same way, the
+//     positions a token does not see weighing 0.
+//
+// The softmax (m, S, c, e^x) and the accumulators are float32 as above.
+// Every result is still a function of the query, its window and the cache
+// alone. tileScoresBF16Generic and tileSoftmaxBF16Generic are the
+// definition in Go; internal/gen/attntb.go's kernels give the same bits.
+//
+// llama.cpp computes prompts in float32 (its tiled product widens F16 keys
+// and values); against it, bf16 adds about 2^-9 relative noise to each
+// score and weight: see engine/model's long-prompt oracle for its effect
+// on logits.
+
+// roundBF16 rounds x to bf16 as the kernels do: to nearest, ties to even,
+// by integer arithmetic on its bits (a NaN is not treated specially).
+func roundBF16(x float32) uint16 {
+	b := math.Float32bits(x)
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
+// expWeight is e^x for the bf16 weights: expTile's steps with the Taylor
+// polynomial of degree 5 (truncation below 3e-6 for |r| <= ln2/2).
+func expWeight(x float32) float32 {
+	if x != x {
+		return x
+	}
+	x = min(max(x, -104), 89)
+	k := float32(math.RoundToEven(float64(x * expTileLog2e)))
+	r := fmaF32(-k, expTileLn2Hi, x)
+	r = fmaF32(-k, expTileLn2Lo, r)
+	p := expTileCoef[2]
+	for _, c := range expTileCoef[3:] {
+		p = fmaF32(p, r, c)
+	}
+	return float32(float64(p) * math.Ldexp(1, int(k)))
+}
+
+// weightBF16 rounds a weight to bf16 as VCVTNEPS2BF16 does: to nearest,
+// ties to even, a denormal read as zero, a NaN kept a (quiet) NaN.
+func weightBF16(x float32) uint16 {
+	if math.Float32bits(x)&0x7f800000 == 0 {
+		return uint16(math.Float32bits(x) >> 16 & 0x8000)
+	}
+	return quant.F32ToBF16(x)
+}
+
+// bf16Pair is the dword of bf16 lo and hi, lo in the low half.
+func bf16Pair(lo, hi float32) uint32 { return uint32(roundBF16(lo)) | uint32(roundBF16(hi))<<16 }
+
+// blockQueryBF16 writes query row r (hd values, zero padded to rd16) into
+// the blocked pairs qs: blocks of tiledQBlock rows, pair j of the block's
+// row i at [j*tiledQBlock+i].
+func blockQueryBF16(qs []uint32, r, rd16 int, q []float32) {
+	b := qs[r/tiledQBlock*tiledQBlock*rd16/2:][:tiledQBlock*rd16/2]
+	for j := 0; 2*j < len(q); j++ {
+		var hi float32
+		if 2*j+1 < len(q) {
+			hi = q[2*j+1]
+		}
+		b[j*tiledQBlock+r%tiledQBlock] = bf16Pair(q[2*j], hi)
+	}
+}
+
+// pairBF16 writes pairs rows of row dwords: dst row j element i is the
+// pair of src rows 2j and 2j+1's element i. On a transposed key tile (rows
+// of 16 positions per element) that is the keys' pairs, on a value tile
+// (rows of rd16 per position) the values'.
+func pairBF16(dst []uint32, src []float32, row, pairs int, asm bool) {
+	if asm {
+		pairBF16SIMD(dst, src, row, pairs)
+		return
+	}
+	for j := range pairs {
+		for i := range row {
+			dst[j*row+i] = bf16Pair(src[2*j*row+i], src[(2*j+1)*row+i])
+		}
+	}
+}
+
+// bf16In reads the bf16 h as VDPBF16PS does: a denormal as zero.
+func bf16In(h uint32) float32 {
+	if h&0x7f80 == 0 {
+		h &= 0x8000
+	}
+	return math.Float32frombits(h << 16)
+}
+
+// ftz flushes a denormal float32 to zero of its sign.
+func ftz(x float32) float32 {
+	if math.Float32bits(x)&0x7f800000 == 0 {
+		return math.Float32frombits(math.Float32bits(x) & 0x80000000)
+	}
+	return x
+}
+
+// dpbf16 is one lane of VDPBF16PS: acc plus the product of the upper
+// halves of the pairs x and y, then plus that of their lower halves, each
+// a fused multiply-add rounded to nearest even, denormal inputs read as
+// zero and denormal results flushed to zero.
+func dpbf16(acc float32, x, y uint32) float32 {
+	acc = ftz(fmaF32(bf16In(x>>16), bf16In(y>>16), ftz(acc)))
+	return ftz(fmaF32(bf16In(x&0xffff), bf16In(y&0xffff), acc))
+}
+
+// tileScoresBF16 sets s[16r+p] = dot(q_r, k_p) * scale for the rows r of
+// blocks blocks of the blocked query pairs q (blockQueryBF16) and the
+// tile's 16 positions' key pairs k (pair j of position p at k[16j+p]).
+func tileScoresBF16(s []float32, q, k []uint32, blocks, rd16 int, scale float32, asm bool) {
+	if asm {
+		tileScoresBF16SIMD(s, q, k, blocks, rd16, scale)
+		return
+	}
+	tileScoresBF16Generic(s, q, k, blocks, rd16, scale)
+}
+
+func tileScoresBF16Generic(s []float32, q, k []uint32, blocks, rd16 int, scale float32) {
+	bq := tiledQBlock * rd16 / 2
+	for r := range blocks * tiledQBlock {
+		qb := q[r/tiledQBlock*bq:][:bq]
+		for p := range tileLen {
+			var a float32
+			for j := range rd16 / 2 {
+				a = dpbf16(a, k[j*tileLen+p], qb[j*tiledQBlock+r%tiledQBlock])
+			}
+			s[r*tileLen+p] = a * scale
+		}
+	}
+}
+
+// tileSoftmaxBF16 runs the online softmax of one tile for rows rows and
+// their value accumulation on bf16 pairs: s holds the rows' scores
+// (overwritten by the weights, rounded to bf16), ms their m, S and c as
+// for tileSoftmax, masks each row's positions, wb the scratch of the
+// weights' bf16 bits (16 per row) and v the tile's value pairs (pair j of
+// element d at v[j*rd16+d], positions past the tile's zero).
+func tileSoftmaxBF16(s []float32, v []uint32, acc, ms []float32, masks, wb []uint16, rows, rd16 int, asm bool) {
+	if asm {
+		tileSoftmaxBF16SIMD(s, v, acc, ms, masks, wb, rows, rd16)
+		return
+	}
+	tileSoftmaxBF16Generic(s, v, acc, ms, masks, wb, rows, rd16)
+}
+
+func tileSoftmaxBF16Generic(s []float32, v []uint32, acc, ms []float32, masks, wb []uint16, rows, rd16 int) {
+	inf := float32(math.Inf(-1))
+	for r := range rows {
+		x := (*[16]float32)(s[r*tileLen:])
+		tmax := inf
+		for p := range x {
+			if masks[r]>>p&1 == 0 {
+				x[p] = inf
+			}
+			tmax = max(tmax, x[p])
+		}
+		m := ms[r]
+		m1 := m
+		if tmax > m {
+			m1 = tmax
+		}
+		c := float32(1)
+		if m1 != m {
+			c = expTile(m - m1)
+		}
+		w := wb[r*tileLen:][:tileLen]
+		for p := range x {
+			w[p] = weightBF16(expWeight(x[p] - m1))
+			x[p] = math.Float32frombits(uint32(w[p]) << 16)
+		}
+		ms[r], ms[tiledMaxRows+r], ms[2*tiledMaxRows+r] = m1, float32(ms[tiledMaxRows+r]*c)+halves16(x), c
+		a := acc[r*rd16 : (r+1)*rd16]
+		for d := range a {
+			a[d] = float32(a[d] * c)
+		}
+		for j := range tileLen / 2 {
+			wj := uint32(w[2*j]) | uint32(w[2*j+1])<<16
+			vj := v[j*rd16:][:rd16]
+			for d := range a {
+				a[d] = dpbf16(a[d], vj[d], wj)
+			}
+		}
+	}
+}

@@ -77,9 +77,9 @@ func TestTileKernelsSIMD(t *testing.T) {
 	}
 }
 
-// tiledOne runs the fixture's query heads as one token through the tiled
-// path over positions start..n-1.
-func (f *attnFixture) tiled(start, n int, softCap float32, asm bool) []float32 {
+// tiled runs the fixture's query heads as one token through the tiled
+// path over positions start..n-1, in float32 or (bf16) on bf16 pairs.
+func (f *attnFixture) tiled(start, n int, softCap float32, asm, bf16 bool) []float32 {
 	out := make([]float32, len(f.q))
 	hd := f.l.HeadDim
 	g := f.group()
@@ -87,7 +87,7 @@ func (f *attnFixture) tiled(start, n int, softCap float32, asm bool) []float32 {
 		tq := tiledQueries{
 			out: out[i*g*hd : (i+1)*g*hd], q: f.q[i*g*hd : (i+1)*g*hd], stride: g * hd, gn: g,
 			kvh: f.head + i, table: f.table, start: []int32{int32(start)}, n: []int32{int32(n)},
-			scale: f.scale, softCap: softCap, assembler: asm,
+			scale: f.scale, softCap: softCap, assembler: asm, bf16: bf16,
 		}
 		attendTiled(&tq, f.k16, f.v16, f.l)
 	}
@@ -111,19 +111,42 @@ func TestAttendTiled(t *testing.T) {
 				f.v32[i] = f16ToF32Generic1(f.v16[i])
 			}
 			want := f.refF32(c.n)
-			got := f.tiled(0, c.n, 0, false)
+			got := f.tiled(0, c.n, 0, false, false)
 			for i := range want {
 				if d := math.Abs(float64(got[i]) - want[i]); d > 1e-5*max(1, math.Abs(want[i])) {
 					t.Fatalf("out[%d] = %g, exact %g", i, got[i], want[i])
 				}
 			}
-			sameBits(t, "contiguous", f.contiguous().tiled(0, c.n, 0, false), got)
+			sameBits(t, "contiguous", f.contiguous().tiled(0, c.n, 0, false, false), got)
 			if hasAVX512 {
-				sameBits(t, "assembly", f.tiled(0, c.n, 0, true), got)
+				sameBits(t, "assembly", f.tiled(0, c.n, 0, true, false), got)
 				if c.n > 3 {
 					start := c.n / 3
-					sameBits(t, "window assembly", f.tiled(start, c.n, 0, true), f.tiled(start, c.n, 0, false))
-					sameBits(t, "capped assembly", f.tiled(0, c.n, 30, true), f.tiled(0, c.n, 30, false))
+					sameBits(t, "window assembly", f.tiled(start, c.n, 0, true, false), f.tiled(start, c.n, 0, false, false))
+					sameBits(t, "capped assembly", f.tiled(0, c.n, 30, true, false), f.tiled(0, c.n, 30, false, false))
+				}
+			}
+			// bf16: the queries, keys, values and weights rounded to 8
+			// significant bits, so within bf16's relative error (2^-8)
+			// of the largest value magnitude; then the assembly, bit for
+			// bit, where the machine has AVX512_BF16.
+			gotB := f.tiled(0, c.n, 0, false, true)
+			vmax := 0.0
+			for _, h := range f.v16 {
+				vmax = max(vmax, math.Abs(float64(f16ToF32Generic1(h))))
+			}
+			for i := range want {
+				if d := math.Abs(float64(gotB[i]) - want[i]); d > 0x1p-8*vmax {
+					t.Fatalf("bf16: out[%d] = %g, exact %g", i, gotB[i], want[i])
+				}
+			}
+			sameBits(t, "bf16 contiguous", f.contiguous().tiled(0, c.n, 0, false, true), gotB)
+			if hasBF16Dot {
+				sameBits(t, "bf16 assembly", f.tiled(0, c.n, 0, true, true), gotB)
+				if c.n > 3 {
+					start := c.n / 3
+					sameBits(t, "bf16 window assembly", f.tiled(start, c.n, 0, true, true), f.tiled(start, c.n, 0, false, true))
+					sameBits(t, "bf16 capped assembly", f.tiled(0, c.n, 30, true, true), f.tiled(0, c.n, 30, false, true))
 				}
 			}
 		})
@@ -156,23 +179,24 @@ func TestAttendTiledBatch(t *testing.T) {
 						start[tok] = int32(max(0, tok+1-window))
 					}
 				}
-				for _, asm := range []bool{false, true} {
-					if asm && !hasAVX512 {
+				for _, k := range []struct{ asm, bf16 bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+					asm := k.asm
+					if asm && !hasAVX512 || asm && k.bf16 && !hasBF16Dot {
 						continue
 					}
 					out := make([]float32, len(q))
 					for t0 := 0; t0 < T; t0 += tiledTokens(g, tiledRow(c.hd)) {
 						t1 := min(T, t0+tiledTokens(g, tiledRow(c.hd)))
 						tq := tiledQueries{out: out[t0*g*hd:], q: q[t0*g*hd:], stride: g * hd, gn: g, kvh: f.head,
-							table: f.table, start: start[t0:t1], n: n[t0:t1], scale: f.scale, assembler: asm}
+							table: f.table, start: start[t0:t1], n: n[t0:t1], scale: f.scale, assembler: asm, bf16: k.bf16}
 						attendTiled(&tq, f.k16, f.v16, f.l)
 					}
 					for tok := range T {
 						one := make([]float32, g*hd)
 						tq := tiledQueries{out: one, q: q[tok*g*hd:], stride: g * hd, gn: g, kvh: f.head,
-							table: f.table, start: start[tok : tok+1], n: n[tok : tok+1], scale: f.scale, assembler: asm}
+							table: f.table, start: start[tok : tok+1], n: n[tok : tok+1], scale: f.scale, assembler: asm, bf16: k.bf16}
 						attendTiled(&tq, f.k16, f.v16, f.l)
-						sameBits(t, fmt.Sprintf("asm=%v token %d", asm, tok), out[tok*g*hd:(tok+1)*g*hd], one)
+						sameBits(t, fmt.Sprintf("asm=%v bf16=%v token %d", asm, k.bf16, tok), out[tok*g*hd:(tok+1)*g*hd], one)
 					}
 				}
 			})
@@ -203,5 +227,92 @@ func TestExpTile(t *testing.T) {
 	}
 	if nan := float32(math.NaN()); expTile(nan) == expTile(nan) {
 		t.Fatal("expTile(NaN) is not NaN")
+	}
+}
+
+// TestTileKernelsBF16 compares each bf16 tiled kernel with its Go
+// definition, bit for bit, as TestTileKernelsSIMD does the float32 ones,
+// with scales from ordinary to denormal so that the definition's reading
+// of denormal inputs as zero and flushing of denormal results are
+// checked against the instruction.
+func TestTileKernelsBF16(t *testing.T) {
+	t.Parallel()
+	if !hasBF16Dot {
+		t.Skip("no AVX512_BF16 on this machine: the bf16 tiled kernels are not used")
+	}
+	r := newRand(t, 29)
+	for _, rd := range []int{8, 16, 40, 64, 128, 136} {
+		rd16 := tiledRow(rd)
+		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {5, 4}, {16, 4}, {11, 3}} {
+			for _, tiny := range []float64{1, 0x1p-64} {
+				tokens, gn := shape[0], shape[1]
+				rows := tokens * gn
+				t.Run(fmt.Sprintf("rd=%d/tokens=%d/gn=%d/scale=%g", rd, tokens, gn, tiny), func(t *testing.T) {
+					src := randFloats(r, tileLen*rd16, 1)
+					for i := range src {
+						src[i] *= float32(tiny) * float32(math.Ldexp(1, -r.IntN(8)))
+					}
+					for _, c := range []struct{ row, pairs int }{{tileLen, rd16 / 2}, {rd16, tileLen / 2}} {
+						got, want := make([]uint32, c.row*c.pairs), make([]uint32, c.row*c.pairs)
+						pairBF16(got, src, c.row, c.pairs, true)
+						pairBF16(want, src, c.row, c.pairs, false)
+						if !slices.Equal(got, want) {
+							t.Fatalf("pairBF16 row %d: assembly and Go differ", c.row)
+						}
+					}
+					k, v := make([]uint32, tileLen*rd16/2), make([]uint32, tileLen*rd16/2)
+					pairBF16(k, src, tileLen, rd16/2, false)
+					pairBF16(v, randFloats(r, tileLen*rd16, 1), rd16, tileLen/2, false)
+					blocks := (rows + tiledQBlock - 1) / tiledQBlock
+					q := make([]uint32, blocks*tiledQBlock*rd16/2)
+					for i := range rows {
+						blockQueryBF16(q, i, rd16, randFloats(r, rd, 3*tiny))
+					}
+					gs, ss := make([]float32, blocks*tiledQBlock*tileLen), make([]float32, blocks*tiledQBlock*tileLen)
+					tileScoresBF16(ss, q, k, blocks, rd16, 0.125, true)
+					tileScoresBF16Generic(gs, q, k, blocks, rd16, 0.125)
+					sameBits(t, "tileScoresBF16", ss, gs)
+					gs, ss = gs[:rows*tileLen], ss[:rows*tileLen]
+					if tiny != 1 {
+						// Scores of ordinary size for the softmax.
+						for i := range gs {
+							gs[i] = float32(r.NormFloat64() * 3)
+						}
+						copy(ss, gs)
+					}
+					rng := make([]int32, 2*tokens)
+					for i := range tokens {
+						lo := r.IntN(tileLen)
+						rng[2*i], rng[2*i+1] = int32(lo), int32(lo+1+r.IntN(tileLen-lo))
+					}
+					ms := make([]float32, 3*tiledMaxRows)
+					acc := randFloats(r, rows*rd16, 1)
+					if tiny != 1 {
+						// Denormal accumulators: read as zero.
+						for i := range acc {
+							acc[i] *= 0x1p-130
+						}
+					}
+					for i := range rows {
+						ms[i], ms[tiledMaxRows+i] = float32(r.NormFloat64()*2), float32(1+r.Float64())
+						if i%3 == 0 {
+							ms[i], ms[tiledMaxRows+i] = float32(math.Inf(-1)), 0
+						}
+					}
+					gms, gacc := slices.Clone(ms), slices.Clone(acc)
+					masks := make([]uint16, rows)
+					tileMasks(masks, rng, gn)
+					gwb, swb := make([]uint16, rows*tileLen), make([]uint16, rows*tileLen)
+					tileSoftmaxBF16(ss, v, acc, ms, masks, swb, rows, rd16, true)
+					tileSoftmaxBF16Generic(gs, v, gacc, gms, masks, gwb, rows, rd16)
+					sameBits(t, "weights", ss, gs)
+					if !slices.Equal(swb, gwb) {
+						t.Fatal("bf16 weights differ")
+					}
+					sameBits(t, "ms", ms, gms)
+					sameBits(t, "acc", acc, gacc)
+				})
+			}
+		}
 	}
 }

@@ -38108,7 +38108,7 @@ sm_block:
 	VCMPPS            $0x00, Z19, Z18, K2
 	VBROADCASTSS      expfc<>+48(SB), Z21
 	VBLENDMPS         Z21, Z20, K2, Z20
-	VMOVUPS           Z20, 2048(R9)
+	VMOVUPS           Z20, 4096(R9)
 	VBROADCASTSS      (R9), Z18
 	VMOVUPS           (DI), Z0
 	VSUBPS            Z18, Z0, Z0
@@ -38491,10 +38491,10 @@ sm_block:
 	VSHUFPS           $0xdd, Z1, Z0, Z17
 	VADDPS            Z17, Z16, Z16
 	VPERMPS           Z16, Z31, Z16
-	VMOVUPS           1024(R9), Z18
+	VMOVUPS           2048(R9), Z18
 	VMULPS            Z20, Z18, Z18
 	VADDPS            Z16, Z18, Z18
-	VMOVUPS           Z18, 1024(R9)
+	VMOVUPS           Z18, 2048(R9)
 	ADDQ              $0x00000400, DI
 	ADDQ              $0x40, R9
 	ADDQ              $0x20, SI
@@ -38545,7 +38545,7 @@ sm_exp:
 	VSCALEFPS         Z4, Z5, Z3
 
 sm_same:
-	VMOVSS            X3, 2048(R9)
+	VMOVSS            X3, 4096(R9)
 	VBROADCASTSS      X1, Z1
 	VSUBPS            Z1, Z0, Z0
 	VBROADCASTSS      expfc<>+0(SB), Z4
@@ -38574,10 +38574,10 @@ sm_same:
 	VADDPS            X2, X1, X1
 	VPERMILPS         $0xb1, X1, X2
 	VADDSS            X2, X1, X1
-	VMOVSS            1024(R9), X2
+	VMOVSS            2048(R9), X2
 	VMULSS            X3, X2, X2
 	VADDSS            X1, X2, X2
-	VMOVSS            X2, 1024(R9)
+	VMOVSS            X2, 2048(R9)
 	ADDQ              $0x40, DI
 	ADDQ              $0x04, R9
 	ADDQ              $0x02, SI
@@ -38607,10 +38607,10 @@ sm_token:
 sm_quad:
 	CMPQ         BX, $0x04
 	JL           sm_single
-	VBROADCASTSS 2048(R14), Z20
-	VBROADCASTSS 2052(R14), Z21
-	VBROADCASTSS 2056(R14), Z22
-	VBROADCASTSS 2060(R14), Z23
+	VBROADCASTSS 4096(R14), Z20
+	VBROADCASTSS 4100(R14), Z21
+	VBROADCASTSS 4104(R14), Z22
+	VBROADCASTSS 4108(R14), Z23
 	XORQ         R15, R15
 
 sm_qchunk4:
@@ -38766,7 +38766,7 @@ sm_qchunkdone1:
 sm_single:
 	TESTQ        BX, BX
 	JZ           sm_next
-	VBROADCASTSS 2048(R14), Z20
+	VBROADCASTSS 4096(R14), Z20
 	XORQ         R15, R15
 
 sm_schunk4:
@@ -38842,6 +38842,5487 @@ sm_next:
 	ADDQ $0x08, R10
 	DECQ R11
 	JNZ  sm_token
+	VZEROUPPER
+	RET
+
+// func pairBF16Z(dst *uint32, src *float32, row int, pairs int)
+// Requires: AVX, AVX512F
+TEXT ·pairBF16Z(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         row+16(FP), DX
+	MOVQ         pairs+24(FP), CX
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z20
+	MOVL         $0x00007fff, AX
+	VPBROADCASTD AX, Z21
+	MOVL         $0xffff0000, AX
+	VPBROADCASTD AX, Z22
+	SHLQ         $0x02, DX
+
+pb_pair:
+	MOVQ DX, BX
+	SHRQ $0x06, BX
+	LEAQ (SI)(DX*1), AX
+
+pb_vec:
+	VMOVUPS   (SI), Z0
+	VMOVUPS   (AX), Z1
+	VPSRLD    $0x10, Z0, Z2
+	VPANDD    Z20, Z2, Z2
+	VPADDD    Z2, Z0, Z0
+	VPADDD    Z21, Z0, Z0
+	VPANDD    Z22, Z0, Z0
+	VPSRLD    $0x10, Z1, Z3
+	VPANDD    Z20, Z3, Z3
+	VPADDD    Z3, Z1, Z1
+	VPADDD    Z21, Z1, Z1
+	VPANDD    Z22, Z1, Z1
+	VPSRLD    $0x10, Z0, Z0
+	VPORD     Z1, Z0, Z0
+	VMOVDQU32 Z0, (DI)
+	ADDQ      $0x40, SI
+	ADDQ      $0x40, AX
+	ADDQ      $0x40, DI
+	DECQ      BX
+	JNZ       pb_vec
+	MOVQ      AX, SI
+	DECQ      CX
+	JNZ       pb_pair
+	VZEROUPPER
+	RET
+
+// func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·tileScoresBZ(SB), NOSPLIT, $0-44
+	MOVQ         s+0(FP), DI
+	MOVQ         q+8(FP), SI
+	MOVQ         blocks+24(FP), CX
+	MOVQ         rd16+32(FP), DX
+	MOVQ         DX, R11
+	SHLQ         $0x04, R11
+	SHRQ         $0x02, DX
+	VBROADCASTSS scale+40(FP), Z30
+
+tsb_2:
+	CMPQ   CX, $0x02
+	JL     tsb_2_done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   k+16(FP), AX
+	MOVQ   DX, BX
+	LEAQ   (SI)(R11*1), R10
+
+tsb_2_step:
+	VMOVDQU32 (AX), Z16
+	VMOVDQU32 64(AX), Z17
+
+	// VDPBF16PS.BCST 0(SI), Z16, Z0
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 0(R10), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 4(SI), Z16, Z1
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R10), Z16, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4a
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 8(SI), Z16, Z2
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x56
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R10), Z16, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x52
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 12(SI), Z16, Z3
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5e
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R10), Z16, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5a
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 16(SI), Z16, Z4
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R10), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x62
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 20(SI), Z16, Z5
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R10), Z16, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6a
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 24(SI), Z16, Z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R10), Z16, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 28(SI), Z16, Z7
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R10), Z16, Z15
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 32(SI), Z17, Z0
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R10), Z17, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x42
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 36(SI), Z17, Z1
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R10), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4a
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 40(SI), Z17, Z2
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x56
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R10), Z17, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x52
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 44(SI), Z17, Z3
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5e
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R10), Z17, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5a
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 48(SI), Z17, Z4
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R10), Z17, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x62
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 52(SI), Z17, Z5
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R10), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6a
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 56(SI), Z17, Z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R10), Z17, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 60(SI), Z17, Z7
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R10), Z17, Z15
+	BYTE    $0x62
+	BYTE    $0x52
+	BYTE    $0x76
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x0f
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x40, SI
+	ADDQ    $0x40, R10
+	DECQ    BX
+	JNZ     tsb_2_step
+	VMULPS  Z30, Z0, Z0
+	VMOVUPS Z0, (DI)
+	VMULPS  Z30, Z1, Z1
+	VMOVUPS Z1, 64(DI)
+	VMULPS  Z30, Z2, Z2
+	VMOVUPS Z2, 128(DI)
+	VMULPS  Z30, Z3, Z3
+	VMOVUPS Z3, 192(DI)
+	VMULPS  Z30, Z4, Z4
+	VMOVUPS Z4, 256(DI)
+	VMULPS  Z30, Z5, Z5
+	VMOVUPS Z5, 320(DI)
+	VMULPS  Z30, Z6, Z6
+	VMOVUPS Z6, 384(DI)
+	VMULPS  Z30, Z7, Z7
+	VMOVUPS Z7, 448(DI)
+	VMULPS  Z30, Z8, Z8
+	VMOVUPS Z8, 512(DI)
+	VMULPS  Z30, Z9, Z9
+	VMOVUPS Z9, 576(DI)
+	VMULPS  Z30, Z10, Z10
+	VMOVUPS Z10, 640(DI)
+	VMULPS  Z30, Z11, Z11
+	VMOVUPS Z11, 704(DI)
+	VMULPS  Z30, Z12, Z12
+	VMOVUPS Z12, 768(DI)
+	VMULPS  Z30, Z13, Z13
+	VMOVUPS Z13, 832(DI)
+	VMULPS  Z30, Z14, Z14
+	VMOVUPS Z14, 896(DI)
+	VMULPS  Z30, Z15, Z15
+	VMOVUPS Z15, 960(DI)
+	ADDQ    $0x00000400, DI
+	ADDQ    R11, SI
+	SUBQ    $0x02, CX
+	JMP     tsb_2
+
+tsb_2_done:
+tsb_1:
+	CMPQ   CX, $0x01
+	JL     tsb_1_done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   k+16(FP), AX
+	MOVQ   DX, BX
+	LEAQ   (SI)(R11*1), R10
+
+tsb_1_step:
+	VMOVDQU32 (AX), Z16
+	VMOVDQU32 64(AX), Z17
+
+	// VDPBF16PS.BCST 0(SI), Z16, Z0
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 4(SI), Z16, Z1
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 8(SI), Z16, Z2
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x56
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 12(SI), Z16, Z3
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5e
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 16(SI), Z16, Z4
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 20(SI), Z16, Z5
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 24(SI), Z16, Z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 28(SI), Z16, Z7
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 32(SI), Z17, Z0
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 36(SI), Z17, Z1
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 40(SI), Z17, Z2
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x56
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 44(SI), Z17, Z3
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5e
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 48(SI), Z17, Z4
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 52(SI), Z17, Z5
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 56(SI), Z17, Z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 60(SI), Z17, Z7
+	BYTE    $0x62
+	BYTE    $0xf2
+	BYTE    $0x76
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x7e
+	BYTE    $0x0f
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x40, SI
+	ADDQ    $0x40, R10
+	DECQ    BX
+	JNZ     tsb_1_step
+	VMULPS  Z30, Z0, Z0
+	VMOVUPS Z0, (DI)
+	VMULPS  Z30, Z1, Z1
+	VMOVUPS Z1, 64(DI)
+	VMULPS  Z30, Z2, Z2
+	VMOVUPS Z2, 128(DI)
+	VMULPS  Z30, Z3, Z3
+	VMOVUPS Z3, 192(DI)
+	VMULPS  Z30, Z4, Z4
+	VMOVUPS Z4, 256(DI)
+	VMULPS  Z30, Z5, Z5
+	VMOVUPS Z5, 320(DI)
+	VMULPS  Z30, Z6, Z6
+	VMOVUPS Z6, 384(DI)
+	VMULPS  Z30, Z7, Z7
+	VMOVUPS Z7, 448(DI)
+	ADDQ    $0x00000200, DI
+	SUBQ    $0x01, CX
+	JMP     tsb_1
+
+tsb_1_done:
+	VZEROUPPER
+	RET
+
+// func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows int, rd16 int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-64
+	MOVQ         s+0(FP), DI
+	MOVQ         ms+24(FP), R9
+	MOVQ         masks+32(FP), SI
+	MOVQ         wb+40(FP), R10
+	MOVQ         rows+48(FP), CX
+	MOVL         $0xff800000, AX
+	VPBROADCASTD AX, Z30
+	VMOVDQU32    attntperm<>+0(SB), Z31
+
+smb_block:
+	CMPQ              CX, $0x10
+	JL                smb_rows
+	KMOVW             (SI), K1
+	VMOVUPS           (DI), Z0
+	VBLENDMPS         Z0, Z30, K1, Z0
+	VMOVUPS           Z0, (DI)
+	KMOVW             2(SI), K1
+	VMOVUPS           64(DI), Z1
+	VBLENDMPS         Z1, Z30, K1, Z1
+	VMOVUPS           Z1, 64(DI)
+	KMOVW             4(SI), K1
+	VMOVUPS           128(DI), Z2
+	VBLENDMPS         Z2, Z30, K1, Z2
+	VMOVUPS           Z2, 128(DI)
+	KMOVW             6(SI), K1
+	VMOVUPS           192(DI), Z3
+	VBLENDMPS         Z3, Z30, K1, Z3
+	VMOVUPS           Z3, 192(DI)
+	KMOVW             8(SI), K1
+	VMOVUPS           256(DI), Z4
+	VBLENDMPS         Z4, Z30, K1, Z4
+	VMOVUPS           Z4, 256(DI)
+	KMOVW             10(SI), K1
+	VMOVUPS           320(DI), Z5
+	VBLENDMPS         Z5, Z30, K1, Z5
+	VMOVUPS           Z5, 320(DI)
+	KMOVW             12(SI), K1
+	VMOVUPS           384(DI), Z6
+	VBLENDMPS         Z6, Z30, K1, Z6
+	VMOVUPS           Z6, 384(DI)
+	KMOVW             14(SI), K1
+	VMOVUPS           448(DI), Z7
+	VBLENDMPS         Z7, Z30, K1, Z7
+	VMOVUPS           Z7, 448(DI)
+	KMOVW             16(SI), K1
+	VMOVUPS           512(DI), Z8
+	VBLENDMPS         Z8, Z30, K1, Z8
+	VMOVUPS           Z8, 512(DI)
+	KMOVW             18(SI), K1
+	VMOVUPS           576(DI), Z9
+	VBLENDMPS         Z9, Z30, K1, Z9
+	VMOVUPS           Z9, 576(DI)
+	KMOVW             20(SI), K1
+	VMOVUPS           640(DI), Z10
+	VBLENDMPS         Z10, Z30, K1, Z10
+	VMOVUPS           Z10, 640(DI)
+	KMOVW             22(SI), K1
+	VMOVUPS           704(DI), Z11
+	VBLENDMPS         Z11, Z30, K1, Z11
+	VMOVUPS           Z11, 704(DI)
+	KMOVW             24(SI), K1
+	VMOVUPS           768(DI), Z12
+	VBLENDMPS         Z12, Z30, K1, Z12
+	VMOVUPS           Z12, 768(DI)
+	KMOVW             26(SI), K1
+	VMOVUPS           832(DI), Z13
+	VBLENDMPS         Z13, Z30, K1, Z13
+	VMOVUPS           Z13, 832(DI)
+	KMOVW             28(SI), K1
+	VMOVUPS           896(DI), Z14
+	VBLENDMPS         Z14, Z30, K1, Z14
+	VMOVUPS           Z14, 896(DI)
+	KMOVW             30(SI), K1
+	VMOVUPS           960(DI), Z15
+	VBLENDMPS         Z15, Z30, K1, Z15
+	VMOVUPS           Z15, 960(DI)
+	VSHUFF32X4        $0x44, Z8, Z0, Z16
+	VSHUFF32X4        $0xee, Z8, Z0, Z17
+	VMAXPS            Z17, Z16, Z0
+	VSHUFF32X4        $0x44, Z9, Z1, Z16
+	VSHUFF32X4        $0xee, Z9, Z1, Z17
+	VMAXPS            Z17, Z16, Z1
+	VSHUFF32X4        $0x44, Z10, Z2, Z16
+	VSHUFF32X4        $0xee, Z10, Z2, Z17
+	VMAXPS            Z17, Z16, Z2
+	VSHUFF32X4        $0x44, Z11, Z3, Z16
+	VSHUFF32X4        $0xee, Z11, Z3, Z17
+	VMAXPS            Z17, Z16, Z3
+	VSHUFF32X4        $0x44, Z12, Z4, Z16
+	VSHUFF32X4        $0xee, Z12, Z4, Z17
+	VMAXPS            Z17, Z16, Z4
+	VSHUFF32X4        $0x44, Z13, Z5, Z16
+	VSHUFF32X4        $0xee, Z13, Z5, Z17
+	VMAXPS            Z17, Z16, Z5
+	VSHUFF32X4        $0x44, Z14, Z6, Z16
+	VSHUFF32X4        $0xee, Z14, Z6, Z17
+	VMAXPS            Z17, Z16, Z6
+	VSHUFF32X4        $0x44, Z15, Z7, Z16
+	VSHUFF32X4        $0xee, Z15, Z7, Z17
+	VMAXPS            Z17, Z16, Z7
+	VSHUFF32X4        $0x88, Z4, Z0, Z16
+	VSHUFF32X4        $0xdd, Z4, Z0, Z17
+	VMAXPS            Z17, Z16, Z0
+	VSHUFF32X4        $0x88, Z5, Z1, Z16
+	VSHUFF32X4        $0xdd, Z5, Z1, Z17
+	VMAXPS            Z17, Z16, Z1
+	VSHUFF32X4        $0x88, Z6, Z2, Z16
+	VSHUFF32X4        $0xdd, Z6, Z2, Z17
+	VMAXPS            Z17, Z16, Z2
+	VSHUFF32X4        $0x88, Z7, Z3, Z16
+	VSHUFF32X4        $0xdd, Z7, Z3, Z17
+	VMAXPS            Z17, Z16, Z3
+	VUNPCKLPD         Z2, Z0, Z16
+	VUNPCKHPD         Z2, Z0, Z17
+	VMAXPS            Z17, Z16, Z0
+	VUNPCKLPD         Z3, Z1, Z16
+	VUNPCKHPD         Z3, Z1, Z17
+	VMAXPS            Z17, Z16, Z1
+	VSHUFPS           $0x88, Z1, Z0, Z16
+	VSHUFPS           $0xdd, Z1, Z0, Z17
+	VMAXPS            Z17, Z16, Z16
+	VPERMPS           Z16, Z31, Z16
+	VMOVUPS           (R9), Z18
+	VMAXPS            Z16, Z18, Z19
+	VMOVUPS           Z19, (R9)
+	VSUBPS            Z19, Z18, Z20
+	VBROADCASTSS      expfc<>+0(SB), Z16
+	VMAXPS            Z20, Z16, Z20
+	VBROADCASTSS      expfc<>+4(SB), Z16
+	VMINPS            Z20, Z16, Z20
+	VMULPS.BCST       expfc<>+8(SB), Z20, Z16
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z20
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z20
+	VBROADCASTSS      expfc<>+20(SB), Z17
+	VFMADD213PS.BCST  expfc<>+24(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+28(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z20, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z20, Z17
+	VSCALEFPS         Z16, Z17, Z20
+	VCMPPS            $0x00, Z19, Z18, K2
+	VBROADCASTSS      expfc<>+48(SB), Z21
+	VBLENDMPS         Z21, Z20, K2, Z20
+	VMOVUPS           Z20, 4096(R9)
+	MOVL              $0xc2d00000, AX
+	VPBROADCASTD      AX, Z27
+	VBROADCASTSS      (R9), Z18
+	VBROADCASTSS      4(R9), Z19
+	VMOVUPS           (DI), Z0
+	VMOVUPS           64(DI), Z1
+	VSUBPS            Z18, Z0, Z0
+	VSUBPS            Z19, Z1, Z1
+	VMAXPS            Z0, Z27, Z0
+	VMAXPS            Z1, Z27, Z1
+	VMULPS.BCST       expfc<>+8(SB), Z0, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z1, Z25
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z0
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z1
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z0
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z1
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z1, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z1, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z1, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z1, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z1, Z26
+	VSCALEFPS         Z16, Z17, Z0
+	VSCALEFPS         Z25, Z26, Z1
+
+	// VCVTNEPS2BF16 Z0, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc0
+
+	// VCVTNEPS2BF16 Z1, Y25
+	BYTE              $0x62
+	BYTE              $0x62
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xc9
+	VMOVDQU32         Y16, (R10)
+	VMOVDQU32         Y25, 32(R10)
+	VPMOVZXWD         Y16, Z0
+	VPMOVZXWD         Y25, Z1
+	VPSLLD            $0x10, Z0, Z0
+	VPSLLD            $0x10, Z1, Z1
+	VMOVUPS           Z0, (DI)
+	VMOVUPS           Z1, 64(DI)
+	VBROADCASTSS      8(R9), Z18
+	VBROADCASTSS      12(R9), Z19
+	VMOVUPS           128(DI), Z2
+	VMOVUPS           192(DI), Z3
+	VSUBPS            Z18, Z2, Z2
+	VSUBPS            Z19, Z3, Z3
+	VMAXPS            Z2, Z27, Z2
+	VMAXPS            Z3, Z27, Z3
+	VMULPS.BCST       expfc<>+8(SB), Z2, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z3, Z25
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z2
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z3
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z2
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z3
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z3, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z3, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z3, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z3, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z2, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z3, Z26
+	VSCALEFPS         Z16, Z17, Z2
+	VSCALEFPS         Z25, Z26, Z3
+
+	// VCVTNEPS2BF16 Z2, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc2
+
+	// VCVTNEPS2BF16 Z3, Y25
+	BYTE              $0x62
+	BYTE              $0x62
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcb
+	VMOVDQU32         Y16, 64(R10)
+	VMOVDQU32         Y25, 96(R10)
+	VPMOVZXWD         Y16, Z2
+	VPMOVZXWD         Y25, Z3
+	VPSLLD            $0x10, Z2, Z2
+	VPSLLD            $0x10, Z3, Z3
+	VMOVUPS           Z2, 128(DI)
+	VMOVUPS           Z3, 192(DI)
+	VBROADCASTSS      16(R9), Z18
+	VBROADCASTSS      20(R9), Z19
+	VMOVUPS           256(DI), Z4
+	VMOVUPS           320(DI), Z5
+	VSUBPS            Z18, Z4, Z4
+	VSUBPS            Z19, Z5, Z5
+	VMAXPS            Z4, Z27, Z4
+	VMAXPS            Z5, Z27, Z5
+	VMULPS.BCST       expfc<>+8(SB), Z4, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z5, Z25
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z4
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z5
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z4
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z5
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z5, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z5, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z5, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z5, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z4, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z5, Z26
+	VSCALEFPS         Z16, Z17, Z4
+	VSCALEFPS         Z25, Z26, Z5
+
+	// VCVTNEPS2BF16 Z4, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc4
+
+	// VCVTNEPS2BF16 Z5, Y25
+	BYTE              $0x62
+	BYTE              $0x62
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcd
+	VMOVDQU32         Y16, 128(R10)
+	VMOVDQU32         Y25, 160(R10)
+	VPMOVZXWD         Y16, Z4
+	VPMOVZXWD         Y25, Z5
+	VPSLLD            $0x10, Z4, Z4
+	VPSLLD            $0x10, Z5, Z5
+	VMOVUPS           Z4, 256(DI)
+	VMOVUPS           Z5, 320(DI)
+	VBROADCASTSS      24(R9), Z18
+	VBROADCASTSS      28(R9), Z19
+	VMOVUPS           384(DI), Z6
+	VMOVUPS           448(DI), Z7
+	VSUBPS            Z18, Z6, Z6
+	VSUBPS            Z19, Z7, Z7
+	VMAXPS            Z6, Z27, Z6
+	VMAXPS            Z7, Z27, Z7
+	VMULPS.BCST       expfc<>+8(SB), Z6, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z7, Z25
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z6
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z7
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z6
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z7
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z7, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z7, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z7, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z7, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z6, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z7, Z26
+	VSCALEFPS         Z16, Z17, Z6
+	VSCALEFPS         Z25, Z26, Z7
+
+	// VCVTNEPS2BF16 Z6, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc6
+
+	// VCVTNEPS2BF16 Z7, Y25
+	BYTE              $0x62
+	BYTE              $0x62
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcf
+	VMOVDQU32         Y16, 192(R10)
+	VMOVDQU32         Y25, 224(R10)
+	VPMOVZXWD         Y16, Z6
+	VPMOVZXWD         Y25, Z7
+	VPSLLD            $0x10, Z6, Z6
+	VPSLLD            $0x10, Z7, Z7
+	VMOVUPS           Z6, 384(DI)
+	VMOVUPS           Z7, 448(DI)
+	VBROADCASTSS      32(R9), Z18
+	VBROADCASTSS      36(R9), Z19
+	VMOVUPS           512(DI), Z8
+	VMOVUPS           576(DI), Z9
+	VSUBPS            Z18, Z8, Z8
+	VSUBPS            Z19, Z9, Z9
+	VMAXPS            Z8, Z27, Z8
+	VMAXPS            Z9, Z27, Z9
+	VMULPS.BCST       expfc<>+8(SB), Z8, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z9, Z25
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z8
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z9
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z8
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z9
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z9, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z9, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z9, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z9, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z8, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z9, Z26
+	VSCALEFPS         Z16, Z17, Z8
+	VSCALEFPS         Z25, Z26, Z9
+
+	// VCVTNEPS2BF16 Z8, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc0
+
+	// VCVTNEPS2BF16 Z9, Y25
+	BYTE              $0x62
+	BYTE              $0x42
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xc9
+	VMOVDQU32         Y16, 256(R10)
+	VMOVDQU32         Y25, 288(R10)
+	VPMOVZXWD         Y16, Z8
+	VPMOVZXWD         Y25, Z9
+	VPSLLD            $0x10, Z8, Z8
+	VPSLLD            $0x10, Z9, Z9
+	VMOVUPS           Z8, 512(DI)
+	VMOVUPS           Z9, 576(DI)
+	VBROADCASTSS      40(R9), Z18
+	VBROADCASTSS      44(R9), Z19
+	VMOVUPS           640(DI), Z10
+	VMOVUPS           704(DI), Z11
+	VSUBPS            Z18, Z10, Z10
+	VSUBPS            Z19, Z11, Z11
+	VMAXPS            Z10, Z27, Z10
+	VMAXPS            Z11, Z27, Z11
+	VMULPS.BCST       expfc<>+8(SB), Z10, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z11, Z25
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z10
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z11
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z10
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z11
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z11, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z11, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z11, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z11, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z10, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z11, Z26
+	VSCALEFPS         Z16, Z17, Z10
+	VSCALEFPS         Z25, Z26, Z11
+
+	// VCVTNEPS2BF16 Z10, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc2
+
+	// VCVTNEPS2BF16 Z11, Y25
+	BYTE              $0x62
+	BYTE              $0x42
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcb
+	VMOVDQU32         Y16, 320(R10)
+	VMOVDQU32         Y25, 352(R10)
+	VPMOVZXWD         Y16, Z10
+	VPMOVZXWD         Y25, Z11
+	VPSLLD            $0x10, Z10, Z10
+	VPSLLD            $0x10, Z11, Z11
+	VMOVUPS           Z10, 640(DI)
+	VMOVUPS           Z11, 704(DI)
+	VBROADCASTSS      48(R9), Z18
+	VBROADCASTSS      52(R9), Z19
+	VMOVUPS           768(DI), Z12
+	VMOVUPS           832(DI), Z13
+	VSUBPS            Z18, Z12, Z12
+	VSUBPS            Z19, Z13, Z13
+	VMAXPS            Z12, Z27, Z12
+	VMAXPS            Z13, Z27, Z13
+	VMULPS.BCST       expfc<>+8(SB), Z12, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z13, Z25
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z12
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z13
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z12
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z13
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z13, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z13, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z13, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z13, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z12, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z13, Z26
+	VSCALEFPS         Z16, Z17, Z12
+	VSCALEFPS         Z25, Z26, Z13
+
+	// VCVTNEPS2BF16 Z12, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc4
+
+	// VCVTNEPS2BF16 Z13, Y25
+	BYTE              $0x62
+	BYTE              $0x42
+	BYTE              $0x7e
+	BYTE              $0x48
+	BYTE              $0x72
+	BYTE              $0xcd
+	VMOVDQU32         Y16, 384(R10)
+	VMOVDQU32         Y25, 416(R10)
+	VPMOVZXWD         Y16, Z12
+	VPMOVZXWD         Y25, Z13
+	VPSLLD            $0x10, Z12, Z12
+	VPSLLD            $0x10, Z13, Z13
+	VMOVUPS           Z12, 768(DI)
+	VMOVUPS           Z13, 832(DI)
+	VBROADCASTSS      56(R9), Z18
+	VBROADCASTSS      60(R9), Z19
+	VMOVUPS           896(DI), Z14
+	VMOVUPS           960(DI), Z15
+	VSUBPS            Z18, Z14, Z14
+	VSUBPS            Z19, Z15, Z15
+	VMAXPS            Z14, Z27, Z14
+	VMAXPS            Z15, Z27, Z15
+	VMULPS.BCST       expfc<>+8(SB), Z14, Z16
+	VMULPS.BCST       expfc<>+8(SB), Z15, Z25
+	VRNDSCALEPS       $0x00, Z16, Z16
+	VRNDSCALEPS       $0x00, Z25, Z25
+	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z14
+	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z15
+	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z14
+	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z15
+	VBROADCASTSS      expfc<>+28(SB), Z17
+	VMOVAPS           Z17, Z26
+	VFMADD213PS.BCST  expfc<>+32(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+32(SB), Z15, Z26
+	VFMADD213PS.BCST  expfc<>+36(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+36(SB), Z15, Z26
+	VFMADD213PS.BCST  expfc<>+40(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+40(SB), Z15, Z26
+	VFMADD213PS.BCST  expfc<>+44(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+44(SB), Z15, Z26
+	VFMADD213PS.BCST  expfc<>+48(SB), Z14, Z17
+	VFMADD213PS.BCST  expfc<>+48(SB), Z15, Z26
+	VSCALEFPS         Z16, Z17, Z14
+	VSCALEFPS         Z25, Z26, Z15
+
+	// VCVTNEPS2BF16 Z14, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc6
+
+	// VCVTNEPS2BF16 Z15, Y25
+	BYTE       $0x62
+	BYTE       $0x42
+	BYTE       $0x7e
+	BYTE       $0x48
+	BYTE       $0x72
+	BYTE       $0xcf
+	VMOVDQU32  Y16, 448(R10)
+	VMOVDQU32  Y25, 480(R10)
+	VPMOVZXWD  Y16, Z14
+	VPMOVZXWD  Y25, Z15
+	VPSLLD     $0x10, Z14, Z14
+	VPSLLD     $0x10, Z15, Z15
+	VMOVUPS    Z14, 896(DI)
+	VMOVUPS    Z15, 960(DI)
+	VSHUFF32X4 $0x44, Z8, Z0, Z16
+	VSHUFF32X4 $0xee, Z8, Z0, Z17
+	VADDPS     Z17, Z16, Z0
+	VSHUFF32X4 $0x44, Z9, Z1, Z16
+	VSHUFF32X4 $0xee, Z9, Z1, Z17
+	VADDPS     Z17, Z16, Z1
+	VSHUFF32X4 $0x44, Z10, Z2, Z16
+	VSHUFF32X4 $0xee, Z10, Z2, Z17
+	VADDPS     Z17, Z16, Z2
+	VSHUFF32X4 $0x44, Z11, Z3, Z16
+	VSHUFF32X4 $0xee, Z11, Z3, Z17
+	VADDPS     Z17, Z16, Z3
+	VSHUFF32X4 $0x44, Z12, Z4, Z16
+	VSHUFF32X4 $0xee, Z12, Z4, Z17
+	VADDPS     Z17, Z16, Z4
+	VSHUFF32X4 $0x44, Z13, Z5, Z16
+	VSHUFF32X4 $0xee, Z13, Z5, Z17
+	VADDPS     Z17, Z16, Z5
+	VSHUFF32X4 $0x44, Z14, Z6, Z16
+	VSHUFF32X4 $0xee, Z14, Z6, Z17
+	VADDPS     Z17, Z16, Z6
+	VSHUFF32X4 $0x44, Z15, Z7, Z16
+	VSHUFF32X4 $0xee, Z15, Z7, Z17
+	VADDPS     Z17, Z16, Z7
+	VSHUFF32X4 $0x88, Z4, Z0, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z17
+	VADDPS     Z17, Z16, Z0
+	VSHUFF32X4 $0x88, Z5, Z1, Z16
+	VSHUFF32X4 $0xdd, Z5, Z1, Z17
+	VADDPS     Z17, Z16, Z1
+	VSHUFF32X4 $0x88, Z6, Z2, Z16
+	VSHUFF32X4 $0xdd, Z6, Z2, Z17
+	VADDPS     Z17, Z16, Z2
+	VSHUFF32X4 $0x88, Z7, Z3, Z16
+	VSHUFF32X4 $0xdd, Z7, Z3, Z17
+	VADDPS     Z17, Z16, Z3
+	VUNPCKLPD  Z2, Z0, Z16
+	VUNPCKHPD  Z2, Z0, Z17
+	VADDPS     Z17, Z16, Z0
+	VUNPCKLPD  Z3, Z1, Z16
+	VUNPCKHPD  Z3, Z1, Z17
+	VADDPS     Z17, Z16, Z1
+	VSHUFPS    $0x88, Z1, Z0, Z16
+	VSHUFPS    $0xdd, Z1, Z0, Z17
+	VADDPS     Z17, Z16, Z16
+	VPERMPS    Z16, Z31, Z16
+	VMOVUPS    2048(R9), Z18
+	VMULPS     Z20, Z18, Z18
+	VADDPS     Z16, Z18, Z18
+	VMOVUPS    Z18, 2048(R9)
+	ADDQ       $0x00000400, DI
+	ADDQ       $0x00000200, R10
+	ADDQ       $0x40, R9
+	ADDQ       $0x20, SI
+	SUBQ       $0x10, CX
+	JMP        smb_block
+
+smb_rows:
+	TESTQ         CX, CX
+	JZ            smb_values
+	KMOVW         (SI), K1
+	VMOVUPS       (DI), Z0
+	VBLENDMPS     Z0, Z30, K1, Z0
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VMAXPS        Y1, Y0, Y1
+	VEXTRACTF128  $0x01, Y1, X2
+	VMAXPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VMAXPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VMAXSS        X2, X1, X1
+	VMOVSS        (R9), X2
+	VMAXSS        X1, X2, X1
+	VMOVSS        X1, (R9)
+	VMOVSS        expfc<>+48(SB), X3
+	VUCOMISS      X1, X2
+	JNE           smb_exp
+	JNP           smb_same
+
+smb_exp:
+	VSUBSS            X1, X2, X2
+	VBROADCASTSS      X2, Z3
+	VBROADCASTSS      expfc<>+0(SB), Z4
+	VMAXPS            Z3, Z4, Z3
+	VBROADCASTSS      expfc<>+4(SB), Z4
+	VMINPS            Z3, Z4, Z3
+	VMULPS.BCST       expfc<>+8(SB), Z3, Z4
+	VRNDSCALEPS       $0x00, Z4, Z4
+	VFNMADD231PS.BCST expfc<>+12(SB), Z4, Z3
+	VFNMADD231PS.BCST expfc<>+16(SB), Z4, Z3
+	VBROADCASTSS      expfc<>+20(SB), Z5
+	VFMADD213PS.BCST  expfc<>+24(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+28(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+32(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+36(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+40(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+44(SB), Z3, Z5
+	VFMADD213PS.BCST  expfc<>+48(SB), Z3, Z5
+	VSCALEFPS         Z4, Z5, Z3
+
+smb_same:
+	VMOVSS            X3, 4096(R9)
+	VBROADCASTSS      X1, Z1
+	VSUBPS            Z1, Z0, Z0
+	MOVL              $0xc2d00000, AX
+	VPBROADCASTD      AX, Z27
+	VMAXPS            Z0, Z27, Z0
+	VMULPS.BCST       expfc<>+8(SB), Z0, Z4
+	VRNDSCALEPS       $0x00, Z4, Z4
+	VFNMADD231PS.BCST expfc<>+12(SB), Z4, Z0
+	VFNMADD231PS.BCST expfc<>+16(SB), Z4, Z0
+	VBROADCASTSS      expfc<>+28(SB), Z5
+	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z5
+	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z5
+	VSCALEFPS         Z4, Z5, Z0
+
+	// VCVTNEPS2BF16 Z0, Y4
+	BYTE          $0x62
+	BYTE          $0xf2
+	BYTE          $0x7e
+	BYTE          $0x48
+	BYTE          $0x72
+	BYTE          $0xe0
+	VMOVDQU32     Y4, (R10)
+	VPMOVZXWD     Y4, Z0
+	VPSLLD        $0x10, Z0, Z0
+	VMOVUPS       Z0, (DI)
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF128  $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        2048(R9), X2
+	VMULSS        X3, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X2, 2048(R9)
+	ADDQ          $0x40, DI
+	ADDQ          $0x20, R10
+	ADDQ          $0x04, R9
+	ADDQ          $0x02, SI
+	DECQ          CX
+	JMP           smb_rows
+
+smb_values:
+	MOVQ wb+40(FP), R13
+	MOVQ acc+16(FP), R8
+	MOVQ ms+24(FP), R14
+	MOVQ rows+48(FP), R11
+	MOVQ rd16+56(FP), R12
+	SHLQ $0x02, R12
+
+smb_quad:
+	CMPQ         R11, $0x04
+	JL           smb_single
+	VMOVUPS      4096(R14), X16
+	VBROADCASTSS expfc<>+48(SB), X17
+	VCMPPS       $0x00, X17, X16, K3
+	KMOVW        K3, AX
+	ANDL         $0x0000000f, AX
+	CMPL         AX, $0x0000000f
+	JE           smb_q_same
+	VBROADCASTSS 4096(R14), Z20
+	VBROADCASTSS 4100(R14), Z21
+	VBROADCASTSS 4104(R14), Z22
+	VBROADCASTSS 4108(R14), Z23
+	XORQ         R15, R15
+
+smb_qcchunk4:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000100
+	JL        smb_qcchunkdone4
+	VMULPS    (R8)(R15*1), Z20, Z0
+	VMULPS    64(R8)(R15*1), Z20, Z1
+	VMULPS    128(R8)(R15*1), Z20, Z2
+	VMULPS    192(R8)(R15*1), Z20, Z3
+	IMUL3Q    $0x00000001, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMULPS    (AX), Z21, Z4
+	VMULPS    64(AX), Z21, Z5
+	VMULPS    128(AX), Z21, Z6
+	VMULPS    192(AX), Z21, Z7
+	IMUL3Q    $0x00000002, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMULPS    (AX), Z22, Z8
+	VMULPS    64(AX), Z22, Z9
+	VMULPS    128(AX), Z22, Z10
+	VMULPS    192(AX), Z22, Z11
+	IMUL3Q    $0x00000003, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMULPS    (AX), Z23, Z12
+	VMULPS    64(AX), Z23, Z13
+	VMULPS    128(AX), Z23, Z14
+	VMULPS    192(AX), Z23, Z15
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 32(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 64(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 96(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x18
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 36(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 68(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 100(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x19
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 40(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 72(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 104(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1a
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 44(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 76(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 108(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1b
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 48(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 80(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 112(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1c
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 52(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 84(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 116(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1d
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 56(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 88(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 120(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1e
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 60(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 92(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 124(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z19, Z15
+	BYTE    $0x62
+	BYTE    $0x52
+	BYTE    $0x66
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x7d
+	BYTE    $0x1f
+	VMOVUPS Z0, (R8)(R15*1)
+	VMOVUPS Z1, 64(R8)(R15*1)
+	VMOVUPS Z2, 128(R8)(R15*1)
+	VMOVUPS Z3, 192(R8)(R15*1)
+	IMUL3Q  $0x00000001, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	IMUL3Q  $0x00000002, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	IMUL3Q  $0x00000003, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    $0x00000100, R15
+	JMP     smb_qcchunk4
+
+smb_qcchunkdone4:
+smb_qcchunk1:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000040
+	JL        smb_qcchunkdone1
+	VMULPS    (R8)(R15*1), Z20, Z0
+	IMUL3Q    $0x00000001, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMULPS    (AX), Z21, Z4
+	IMUL3Q    $0x00000002, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMULPS    (AX), Z22, Z8
+	IMUL3Q    $0x00000003, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMULPS    (AX), Z23, Z12
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 32(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 64(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 96(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x18
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 36(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 68(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 100(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x19
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 40(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 72(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 104(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1a
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 44(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 76(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 108(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1b
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 48(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 80(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 112(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1c
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 52(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 84(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 116(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1d
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 56(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 88(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 120(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1e
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 60(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 92(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 124(R13), Z16, Z12
+	BYTE    $0x62
+	BYTE    $0x52
+	BYTE    $0x7e
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x65
+	BYTE    $0x1f
+	VMOVUPS Z0, (R8)(R15*1)
+	IMUL3Q  $0x00000001, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z4, (AX)
+	IMUL3Q  $0x00000002, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z8, (AX)
+	IMUL3Q  $0x00000003, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z12, (AX)
+	ADDQ    $0x00000040, R15
+	JMP     smb_qcchunk1
+
+smb_qcchunkdone1:
+	JMP smb_q_end
+
+smb_q_same:
+	XORQ R15, R15
+
+smb_q1chunk4:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000100
+	JL        smb_q1chunkdone4
+	VMOVUPS   (R8)(R15*1), Z0
+	VMOVUPS   64(R8)(R15*1), Z1
+	VMOVUPS   128(R8)(R15*1), Z2
+	VMOVUPS   192(R8)(R15*1), Z3
+	IMUL3Q    $0x00000001, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z4
+	VMOVUPS   64(AX), Z5
+	VMOVUPS   128(AX), Z6
+	VMOVUPS   192(AX), Z7
+	IMUL3Q    $0x00000002, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z8
+	VMOVUPS   64(AX), Z9
+	VMOVUPS   128(AX), Z10
+	VMOVUPS   192(AX), Z11
+	IMUL3Q    $0x00000003, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z12
+	VMOVUPS   64(AX), Z13
+	VMOVUPS   128(AX), Z14
+	VMOVUPS   192(AX), Z15
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 32(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 32(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 64(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 64(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 96(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x18
+
+	// VDPBF16PS.BCST 96(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x18
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 36(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 36(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 68(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 68(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 100(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x19
+
+	// VDPBF16PS.BCST 100(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x19
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 40(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 40(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 72(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 72(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 104(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1a
+
+	// VDPBF16PS.BCST 104(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1a
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 44(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 44(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 76(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 76(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 108(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1b
+
+	// VDPBF16PS.BCST 108(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1b
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 48(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 48(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 80(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 80(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 112(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1c
+
+	// VDPBF16PS.BCST 112(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1c
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 52(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 52(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 84(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 84(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 116(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1d
+
+	// VDPBF16PS.BCST 116(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1d
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 56(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 56(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 88(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 88(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 120(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1e
+
+	// VDPBF16PS.BCST 120(R13), Z19, Z15
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x7d
+	BYTE      $0x1e
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z19, Z3
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 60(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z17, Z5
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z18, Z6
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 60(R13), Z19, Z7
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x7d
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 92(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z17, Z9
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z18, Z10
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 92(R13), Z19, Z11
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x66
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x5d
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 124(R13), Z16, Z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z17, Z13
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x6d
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z18, Z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x75
+	BYTE $0x1f
+
+	// VDPBF16PS.BCST 124(R13), Z19, Z15
+	BYTE    $0x62
+	BYTE    $0x52
+	BYTE    $0x66
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x7d
+	BYTE    $0x1f
+	VMOVUPS Z0, (R8)(R15*1)
+	VMOVUPS Z1, 64(R8)(R15*1)
+	VMOVUPS Z2, 128(R8)(R15*1)
+	VMOVUPS Z3, 192(R8)(R15*1)
+	IMUL3Q  $0x00000001, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	IMUL3Q  $0x00000002, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	IMUL3Q  $0x00000003, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	ADDQ    $0x00000100, R15
+	JMP     smb_q1chunk4
+
+smb_q1chunkdone4:
+smb_q1chunk1:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000040
+	JL        smb_q1chunkdone1
+	VMOVUPS   (R8)(R15*1), Z0
+	IMUL3Q    $0x00000001, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z4
+	IMUL3Q    $0x00000002, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z8
+	IMUL3Q    $0x00000003, R12, AX
+	ADDQ      R8, AX
+	ADDQ      R15, AX
+	VMOVUPS   (AX), Z12
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 32(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x08
+
+	// VDPBF16PS.BCST 64(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x10
+
+	// VDPBF16PS.BCST 96(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x18
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 36(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x09
+
+	// VDPBF16PS.BCST 68(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x11
+
+	// VDPBF16PS.BCST 100(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x19
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 40(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0a
+
+	// VDPBF16PS.BCST 72(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x12
+
+	// VDPBF16PS.BCST 104(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1a
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 44(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0b
+
+	// VDPBF16PS.BCST 76(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x13
+
+	// VDPBF16PS.BCST 108(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1b
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 48(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0c
+
+	// VDPBF16PS.BCST 80(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x14
+
+	// VDPBF16PS.BCST 112(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1c
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 52(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0d
+
+	// VDPBF16PS.BCST 84(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x15
+
+	// VDPBF16PS.BCST 116(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1d
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 56(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0e
+
+	// VDPBF16PS.BCST 88(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x16
+
+	// VDPBF16PS.BCST 120(R13), Z16, Z12
+	BYTE      $0x62
+	BYTE      $0x52
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x65
+	BYTE      $0x1e
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 60(R13), Z16, Z4
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x65
+	BYTE $0x0f
+
+	// VDPBF16PS.BCST 92(R13), Z16, Z8
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x17
+
+	// VDPBF16PS.BCST 124(R13), Z16, Z12
+	BYTE    $0x62
+	BYTE    $0x52
+	BYTE    $0x7e
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x65
+	BYTE    $0x1f
+	VMOVUPS Z0, (R8)(R15*1)
+	IMUL3Q  $0x00000001, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z4, (AX)
+	IMUL3Q  $0x00000002, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z8, (AX)
+	IMUL3Q  $0x00000003, R12, AX
+	ADDQ    R8, AX
+	ADDQ    R15, AX
+	VMOVUPS Z12, (AX)
+	ADDQ    $0x00000040, R15
+	JMP     smb_q1chunk1
+
+smb_q1chunkdone1:
+smb_q_end:
+	ADDQ R12, R8
+	ADDQ R12, R8
+	ADDQ R12, R8
+	ADDQ R12, R8
+	ADDQ $0x00000080, R13
+	ADDQ $0x10, R14
+	SUBQ $0x04, R11
+	JMP  smb_quad
+
+smb_single:
+	TESTQ        R11, R11
+	JZ           smb_done
+	VMOVUPS      4096(R14), X16
+	VBROADCASTSS expfc<>+48(SB), X17
+	VCMPPS       $0x00, X17, X16, K3
+	KMOVW        K3, AX
+	ANDL         $0x00000001, AX
+	CMPL         AX, $0x00000001
+	JE           smb_s_same
+	VBROADCASTSS 4096(R14), Z20
+	XORQ         R15, R15
+
+smb_scchunk4:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000100
+	JL        smb_scchunkdone4
+	VMULPS    (R8)(R15*1), Z20, Z0
+	VMULPS    64(R8)(R15*1), Z20, Z1
+	VMULPS    128(R8)(R15*1), Z20, Z2
+	VMULPS    192(R8)(R15*1), Z20, Z3
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x00
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x01
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x02
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x03
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x04
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x05
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x06
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z19, Z3
+	BYTE    $0x62
+	BYTE    $0xd2
+	BYTE    $0x66
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x5d
+	BYTE    $0x07
+	VMOVUPS Z0, (R8)(R15*1)
+	VMOVUPS Z1, 64(R8)(R15*1)
+	VMOVUPS Z2, 128(R8)(R15*1)
+	VMOVUPS Z3, 192(R8)(R15*1)
+	ADDQ    $0x00000100, R15
+	JMP     smb_scchunk4
+
+smb_scchunkdone4:
+smb_scchunk1:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000040
+	JL        smb_scchunkdone1
+	VMULPS    (R8)(R15*1), Z20, Z0
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x00
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x01
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x02
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x03
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x04
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x05
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x06
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE    $0x62
+	BYTE    $0xd2
+	BYTE    $0x7e
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x45
+	BYTE    $0x07
+	VMOVUPS Z0, (R8)(R15*1)
+	ADDQ    $0x00000040, R15
+	JMP     smb_scchunk1
+
+smb_scchunkdone1:
+	JMP smb_s_end
+
+smb_s_same:
+	XORQ R15, R15
+
+smb_s1chunk4:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000100
+	JL        smb_s1chunkdone4
+	VMOVUPS   (R8)(R15*1), Z0
+	VMOVUPS   64(R8)(R15*1), Z1
+	VMOVUPS   128(R8)(R15*1), Z2
+	VMOVUPS   192(R8)(R15*1), Z3
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x00
+
+	// VDPBF16PS.BCST 0(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x00
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x01
+
+	// VDPBF16PS.BCST 4(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x01
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x02
+
+	// VDPBF16PS.BCST 8(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x02
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x03
+
+	// VDPBF16PS.BCST 12(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x03
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x04
+
+	// VDPBF16PS.BCST 16(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x04
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x05
+
+	// VDPBF16PS.BCST 20(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x05
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x06
+
+	// VDPBF16PS.BCST 24(R13), Z19, Z3
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x66
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x5d
+	BYTE      $0x06
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+	VMOVDQU32 64(BX), Z17
+	VMOVDQU32 128(BX), Z18
+	VMOVDQU32 192(BX), Z19
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x7e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x45
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z17, Z1
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x76
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x4d
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z18, Z2
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x6e
+	BYTE $0x50
+	BYTE $0x52
+	BYTE $0x55
+	BYTE $0x07
+
+	// VDPBF16PS.BCST 28(R13), Z19, Z3
+	BYTE    $0x62
+	BYTE    $0xd2
+	BYTE    $0x66
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x5d
+	BYTE    $0x07
+	VMOVUPS Z0, (R8)(R15*1)
+	VMOVUPS Z1, 64(R8)(R15*1)
+	VMOVUPS Z2, 128(R8)(R15*1)
+	VMOVUPS Z3, 192(R8)(R15*1)
+	ADDQ    $0x00000100, R15
+	JMP     smb_s1chunk4
+
+smb_s1chunkdone4:
+smb_s1chunk1:
+	MOVQ      R12, AX
+	SUBQ      R15, AX
+	CMPQ      AX, $0x00000040
+	JL        smb_s1chunkdone1
+	VMOVUPS   (R8)(R15*1), Z0
+	MOVQ      v+8(FP), BX
+	ADDQ      R15, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 0(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x00
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 4(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x01
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 8(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x02
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 12(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x03
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 16(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x04
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 20(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x05
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 24(R13), Z16, Z0
+	BYTE      $0x62
+	BYTE      $0xd2
+	BYTE      $0x7e
+	BYTE      $0x50
+	BYTE      $0x52
+	BYTE      $0x45
+	BYTE      $0x06
+	ADDQ      R12, BX
+	VMOVDQU32 (BX), Z16
+
+	// VDPBF16PS.BCST 28(R13), Z16, Z0
+	BYTE    $0x62
+	BYTE    $0xd2
+	BYTE    $0x7e
+	BYTE    $0x50
+	BYTE    $0x52
+	BYTE    $0x45
+	BYTE    $0x07
+	VMOVUPS Z0, (R8)(R15*1)
+	ADDQ    $0x00000040, R15
+	JMP     smb_s1chunk1
+
+smb_s1chunkdone1:
+smb_s_end:
+	ADDQ R12, R8
+	ADDQ $0x20, R13
+	ADDQ $0x04, R14
+	DECQ R11
+	JMP  smb_single
+
+smb_done:
 	VZEROUPPER
 	RET
 

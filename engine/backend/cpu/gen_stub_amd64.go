@@ -1109,6 +1109,21 @@ func tileScoresZ(s *float32, q *float32, k *float32, blocks int, rd16 int, scale
 //go:noescape
 func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens int, group int, rd16 int)
 
+// pairBF16Z rounds rows of float32 to bf16 and pairs them (see internal/gen/attntb.go).
+//
+//go:noescape
+func pairBF16Z(dst *uint32, src *float32, row int, pairs int)
+
+// tileScoresBZ computes one tile's scores on bf16 pairs (see internal/gen/attntb.go).
+//
+//go:noescape
+func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int, scale float32)
+
+// tileSoftmaxBZ runs one tile's online softmax and value accumulation on bf16 pairs (see internal/gen/attntb.go).
+//
+//go:noescape
+func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows int, rd16 int)
+
 // vaccQ8_0Z1 adds 1 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
 //
 //go:noescape

@@ -92,6 +92,9 @@ func (k *rowKernel) xRowBytes(cols int) int {
 type kernelSet struct {
 	name string
 	rows [maxType + 1]rowKernel
+	// bf16Attn: long prompts' tiled attention runs on bf16 dot products
+	// (attention_tiled.go's bf16 arithmetic) rather than float32 FMAs.
+	bf16Attn bool
 }
 
 // maxType bounds the type ids kernelSet indexes.

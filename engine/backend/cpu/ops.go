@@ -203,9 +203,11 @@ func (b *Backend) StoreKV(kv tensor.KVCache, layer int, k, v []float32, pg tenso
 //
 // Over an F16 cache with AVX-512, the tokens of prompts of at least
 // tiledMinPrompt tokens (pg.Prompt) take the tiled arithmetic instead
-// (attention_tiled.go), as llama.cpp computes such prompts: a job is then a
-// run of up to tiledChunk consecutive tokens of one sequence and a KV head,
-// so each tile of keys and values is widened once for all of them. Which
+// (attention_tiled.go), as llama.cpp computes such prompts, in float32 or,
+// with the bf16 kernel set, on bf16 dot products (attention_tiled.go's
+// bf16 arithmetic): a job is then a run of up to tiledChunk consecutive
+// tokens of one sequence and a KV head, so each tile of keys and values is
+// widened once for all of them. Which
 // arithmetic a token gets depends on its request (its prompt's length and
 // whether it is a prompt token), never on its batch.
 //
@@ -246,7 +248,13 @@ func (b *Backend) Attention(out, q []float32, kv tensor.KVCache, layer int, at t
 	j.chunks, j.single = j.chunks[:0], j.single[:0]
 	tiled := host.K16 != nil && useAVX512
 	rd := tiledRow(l.HeadDim)
-	most := min(tiledChunk, tiledTokens(min(at.Heads/l.Heads, tiledHeads(rd)), rd))
+	// Runs of tiledChunk tokens, or half that where the batch would give
+	// the threads fewer than four jobs each.
+	chunk := tiledChunk
+	if T*l.Heads < 4*tiledChunk*b.Threads() {
+		chunk = tiledChunk / 2
+	}
+	most := min(chunk, tiledTokens(min(at.Heads/l.Heads, tiledHeads(rd)), rd))
 	for t := 0; t < T; {
 		if !tiled || !tiledPrompt(pg, t) {
 			j.single = append(j.single, int32(t))
@@ -339,9 +347,11 @@ func (j *attnJob) runPerToken(lo, hi int) {
 }
 
 // tiledChunk is the most tokens of one tiled attention job: enough that
-// converting a tile's keys and values once is cheap next to the tokens'
-// work, few enough that a prompt makes many jobs for the threads to share.
-const tiledChunk = 64
+// converting a tile's keys and values (and reading them from memory) is
+// cheap next to the tokens' work, few enough that a prompt makes many jobs
+// for the threads to share. (128 rather than 64: 7% less thread time per
+// pair at depth 8,192 on bf16 dot products, 6% on float32.)
+const tiledChunk = 128
 
 // tiledMinPrompt is the shortest prompt whose tokens get the tiled
 // arithmetic: llama.cpp's tile of queries (GGML_FA_TILE_Q), below which its
@@ -386,6 +396,7 @@ func (j *attnJob) runTiled(lo, hi int) {
 			tq := tiledQueries{
 				out: j.out[base:], q: j.q[base:], stride: H * hd, gn: i1 - i0, kvh: g, table: table,
 				start: j.start[t0:t1], n: j.ends[t0:t1], scale: j.at.Scale, softCap: j.at.SoftCap, assembler: true,
+				bf16: j.kern.bf16Attn,
 			}
 			if j.at.Sinks != nil {
 				tq.sinks = j.at.Sinks[g*group+i0 : g*group+i1]

@@ -374,15 +374,15 @@ func TestScaledOps(t *testing.T) {
 
 // tiledOne is the tiled path's result for one token alone: its query heads
 // (heads of hd values over the cache's KV heads) over positions
-// start..n-1 of table.
-func tiledOne(kv *tensor.HostKV, q []float32, heads int, table []int32, start, n int, at tensor.Attention) []float32 {
+// start..n-1 of table, in float32 or on bf16 pairs.
+func tiledOne(kv *tensor.HostKV, q []float32, heads int, table []int32, start, n int, at tensor.Attention, bf16 bool) []float32 {
 	l := kv.Spec().Layout
 	out := make([]float32, len(q))
 	g := heads / l.Heads
 	for kvh := range l.Heads {
 		tq := tiledQueries{
 			out: out[kvh*g*l.HeadDim:], q: q[kvh*g*l.HeadDim:], stride: len(q), gn: g, kvh: kvh, table: table,
-			start: []int32{int32(start)}, n: []int32{int32(n)}, scale: at.Scale, softCap: at.SoftCap, assembler: true,
+			start: []int32{int32(start)}, n: []int32{int32(n)}, scale: at.Scale, softCap: at.SoftCap, assembler: true, bf16: bf16,
 		}
 		attendTiled(&tq, kv.K16[0], kv.V16[0], l)
 	}
@@ -394,7 +394,8 @@ func tiledOne(kv *tensor.HostKV, q []float32, heads int, table []int32, start, n
 // threads, and get the bits of the tiled path for each token alone; a
 // short prompt's tokens and a decode step beside them keep AttendF16's.
 // So a prompt's results do not depend on how it is cut into chunks or
-// what shares its batch.
+// what shares its batch. Both tiled arithmetics: float32, and bf16 where
+// the machine has AVX512_BF16.
 func TestAttentionPrompts(t *testing.T) {
 	t.Parallel()
 	if !useAVX512 {
@@ -402,78 +403,106 @@ func TestAttentionPrompts(t *testing.T) {
 	}
 	r := newRand(t, 17)
 	for _, threads := range []int{1, 3} {
-		be := New(Options{Threads: threads})
-		defer be.Close()
-		for _, at := range []tensor.Attention{
-			{Heads: 8, Scale: 0.25},
-			{Heads: 8, Scale: 0.25, Window: 20},
-			{Heads: 8, Scale: 0.5, SoftCap: 2},
-		} {
-			t.Run(fmt.Sprintf("threads=%d/%+v", threads, at), func(t *testing.T) {
-				l := tensor.KVLayout{Blocks: 16, BlockSize: 16, Heads: 2, HeadDim: 64}
-				c, err := be.NewKVCache(tensor.KVSpec{Layers: 1, Type: quant.F16, Layout: l})
-				if err != nil {
-					t.Fatal(err)
-				}
-				// Sequence 0: positions 25..89 of a 90-token prompt (its
-				// first 25 cached); 1: a decode step at 85 after an
-				// 80-token prompt; 2: a 10-token prompt.
-				pg := tensor.Paging{Tables: [][]int32{{6, 1, 9, 12, 2, 14}, {0, 7, 3, 5, 8, 10}, {4}}, Prompt: []int32{90, 80, 10}}
-				var hist tensor.Paging
-				hist.Tables = pg.Tables
-				for p := range 85 {
-					hist.Pos, hist.Seq = append(hist.Pos, int32(p)), append(hist.Seq, 1)
-				}
-				for p := range 25 {
-					hist.Pos, hist.Seq = append(hist.Pos, int32(p)), append(hist.Seq, 0)
-				}
-				for p := 25; p < 90; p++ {
-					pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 0)
-					if p == 50 { // the decode step inside the run
-						pg.Pos, pg.Seq = append(pg.Pos, 85), append(pg.Seq, 1)
+		for _, bf16 := range tiledArithmetics() {
+			be := attnBackend(t, threads, bf16)
+			for _, at := range []tensor.Attention{
+				{Heads: 8, Scale: 0.25},
+				{Heads: 8, Scale: 0.25, Window: 20},
+				{Heads: 8, Scale: 0.5, SoftCap: 2},
+			} {
+				t.Run(fmt.Sprintf("threads=%d/bf16=%v/%+v", threads, bf16, at), func(t *testing.T) {
+					l := tensor.KVLayout{Blocks: 16, BlockSize: 16, Heads: 2, HeadDim: 64}
+					c, err := be.NewKVCache(tensor.KVSpec{Layers: 1, Type: quant.F16, Layout: l})
+					if err != nil {
+						t.Fatal(err)
 					}
-				}
-				for p := range 10 {
-					pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 2)
-				}
-				T, w := len(pg.Pos), at.Heads*l.HeadDim
-				q, out := attendRandom(t, r, be, c, at, hist, pg)
-				kv := c.(*tensor.HostKV)
-				var tiled int
-				for tok := range T {
-					n := int(pg.Pos[tok]) + 1
-					start := 0
-					if at.Window > 0 {
-						start = max(0, n-at.Window)
+					// Sequence 0: positions 25..89 of a 90-token prompt (its
+					// first 25 cached); 1: a decode step at 85 after an
+					// 80-token prompt; 2: a 10-token prompt.
+					pg := tensor.Paging{Tables: [][]int32{{6, 1, 9, 12, 2, 14}, {0, 7, 3, 5, 8, 10}, {4}}, Prompt: []int32{90, 80, 10}}
+					var hist tensor.Paging
+					hist.Tables = pg.Tables
+					for p := range 85 {
+						hist.Pos, hist.Seq = append(hist.Pos, int32(p)), append(hist.Seq, 1)
 					}
-					var want []float32
-					if pg.Seq[tok] == 0 {
-						want = tiledOne(kv, q[tok*w:(tok+1)*w], at.Heads, pg.Table(tok), start, n, at)
-						tiled++
-					} else {
-						want = make([]float32, w)
-						if err := AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap, nil); err != nil {
-							t.Fatal(err)
+					for p := range 25 {
+						hist.Pos, hist.Seq = append(hist.Pos, int32(p)), append(hist.Seq, 0)
+					}
+					for p := 25; p < 90; p++ {
+						pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 0)
+						if p == 50 { // the decode step inside the run
+							pg.Pos, pg.Seq = append(pg.Pos, 85), append(pg.Seq, 1)
 						}
 					}
-					sameOpBits(t, fmt.Sprintf("token %d (sequence %d)", tok, pg.Seq[tok]), out[tok*w:(tok+1)*w], want)
-				}
-				if tiled != 65 {
-					t.Fatalf("%d tokens of the long prompt", tiled)
-				}
-				// The tiled and the per-position arithmetic differ: the
-				// test would not see a path taken for the other.
-				per := make([]float32, w)
-				last := 65 // position 89 of sequence 0
-				if err := AttendF16Window(per, q[last*w:(last+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(last), 0, 90, at.Scale, at.SoftCap, nil); err != nil {
-					t.Fatal(err)
-				}
-				if at.Window == 0 && slices.Equal(per, out[last*w:(last+1)*w]) {
-					t.Fatal("the long prompt's last token has the per-position bits")
-				}
-			})
+					for p := range 10 {
+						pg.Pos, pg.Seq = append(pg.Pos, int32(p)), append(pg.Seq, 2)
+					}
+					T, w := len(pg.Pos), at.Heads*l.HeadDim
+					q, out := attendRandom(t, r, be, c, at, hist, pg)
+					kv := c.(*tensor.HostKV)
+					var tiled int
+					for tok := range T {
+						n := int(pg.Pos[tok]) + 1
+						start := 0
+						if at.Window > 0 {
+							start = max(0, n-at.Window)
+						}
+						var want []float32
+						if pg.Seq[tok] == 0 {
+							want = tiledOne(kv, q[tok*w:(tok+1)*w], at.Heads, pg.Table(tok), start, n, at, bf16)
+							tiled++
+						} else {
+							want = make([]float32, w)
+							if err := AttendF16Window(want, q[tok*w:(tok+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(tok), start, n, at.Scale, at.SoftCap, nil); err != nil {
+								t.Fatal(err)
+							}
+						}
+						sameOpBits(t, fmt.Sprintf("token %d (sequence %d)", tok, pg.Seq[tok]), out[tok*w:(tok+1)*w], want)
+					}
+					if tiled != 65 {
+						t.Fatalf("%d tokens of the long prompt", tiled)
+					}
+					// The tiled and the per-position arithmetic differ: the
+					// test would not see a path taken for the other.
+					per := make([]float32, w)
+					last := 65 // position 89 of sequence 0
+					if err := AttendF16Window(per, q[last*w:(last+1)*w], kv.K16[0], kv.V16[0], l, 0, l.Heads, pg.Table(last), 0, 90, at.Scale, at.SoftCap, nil); err != nil {
+						t.Fatal(err)
+					}
+					if at.Window == 0 && slices.Equal(per, out[last*w:(last+1)*w]) {
+						t.Fatal("the long prompt's last token has the per-position bits")
+					}
+					// Nor do the two tiled arithmetics agree.
+					if other := tiledOne(kv, q[last*w:(last+1)*w], at.Heads, pg.Table(last), 0, 90, at, !bf16); at.Window == 0 && slices.Equal(other, out[last*w:(last+1)*w]) {
+						t.Fatalf("the long prompt's last token has the bits of bf16=%v", !bf16)
+					}
+				})
+			}
 		}
 	}
+}
+
+// tiledArithmetics are the tiled arithmetics this machine runs: float32
+// (bf16 false), and bf16 with AVX512_BF16.
+func tiledArithmetics() []bool {
+	if hasBF16Dot {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
+// attnBackend is a Backend of threads workers whose long prompts' tiled
+// attention is bf16 or float32, whatever RILL_CPU_NOBF16ATTN says.
+func attnBackend(t testing.TB, threads int, bf16 bool) *Backend {
+	be := New(Options{Threads: threads})
+	t.Cleanup(be.Close)
+	ks := *be.kern
+	if bf16 {
+		ks = *bf16Kernels()
+	}
+	ks.bf16Attn = bf16
+	be.kern = &ks
+	return be
 }
 
 // attendRandom stores random keys and values for the tokens of hist, then

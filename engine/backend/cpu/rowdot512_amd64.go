@@ -302,10 +302,13 @@ func avx512Kernels() *kernelSet {
 // bf16Kernels is the AVX-512 kernel set with prepared F16 and BF16
 // matrices multiplied by bf16 dot products (packedd_amd64.go) rather than
 // float32 FMAs: twice the multiply rate, F16 weights rounded to bf16.
-// Unprepared matrices keep avx512Kernels' arithmetic.
+// Unprepared matrices keep avx512Kernels' arithmetic. Long prompts'
+// attention runs on bf16 dot products too, unless RILL_CPU_NOBF16ATTN=1
+// (read once, at start-up) keeps it in float32.
 func bf16Kernels() *kernelSet {
 	ks := avx512Kernels()
 	ks.name = "avx512bf16"
+	ks.bf16Attn = !noBF16Attn
 	ks.rows[quant.F16].pack = packedDot(quant.F16)
 	ks.rows[quant.BF16].pack = packedDot(quant.BF16)
 	return ks

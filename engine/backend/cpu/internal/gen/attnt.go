@@ -392,7 +392,7 @@ func tileSoftmaxZ() {
 
 // msStride is the bytes between the arrays of tileSoftmaxZ's ms (m, S, c):
 // tiledMaxRows floats.
-const msStride = 4 * 256
+const msStride = 4 * 512
 
 // reduce16 reduces each of Z0..Z15 over its 16 lanes with op(a, b, dst)
 // (dst = b op a), adding lanes j and j+8, then j and j+4, j and j+2, j and

@@ -55,6 +55,7 @@ func cpuKernels() {
 	attnScoresZ()
 	attnFamily()
 	attnTFamily()
+	attnTBFamily()
 	attnQFamily()
 	attnQScores()
 	floatFamily("")

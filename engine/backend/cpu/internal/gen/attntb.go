@@ -1,0 +1,517 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The tiled attention kernels on bf16 dot products (AVX512_BF16; see
+// attention_tiled.go's bf16 section for the arithmetic, which
+// tileScoresBF16Generic and tileSoftmaxBF16Generic spell out in Go, and
+// for the layouts). A pair is a dword of two bf16 values, the lower
+// element in its low half; VDPBF16PS multiplies 16 lanes of pairs by
+// another pair each (here one pair broadcast from memory) and adds both
+// products to a float32 lane.
+//
+//	pairBF16Z     rows of a float32 tile, two at a time, to rows of pairs
+//	tileScoresBZ  the 16 scores of each row, from pairs
+//	tileSoftmaxBZ the online softmax of each row, its weights rounded to
+//	              bf16, and the value accumulation from pairs
+
+func attnTBFamily() {
+	pairBF16Z()
+	tileScoresBZ()
+	tileSoftmaxBZ()
+}
+
+// vdpbf16psBcst emits VDPBF16PS m32bcst, Z<src1>, Z<dst>: every lane of
+// dst adds src1's pair times the pair at disp(base), by bytes (neither
+// avo nor the Go assembler knows the instruction). The encoding is
+// EVEX.512.F3.0F38.W0 52 /r with EVEX.b set: a disp8 scaled by 4 where
+// disp allows, else a disp32.
+func vdpbf16psBcst(base reg.GPPhysical, disp int, src1, dst int) {
+	inv := func(v, bit int) int { return (v>>bit)&1 ^ 1 }
+	b := int(base.PhysicalIndex())
+	p0 := inv(dst, 3)<<7 | 1<<6 | inv(b, 3)<<5 | inv(dst, 4)<<4 | 0b10
+	p1 := (^src1&15)<<3 | 1<<2 | 0b10
+	p2 := 0b10<<5 | 1<<4 | inv(src1, 4)<<3
+	var mod int
+	var tail []byte
+	switch {
+	case disp == 0 && b&7 != 5:
+		mod = 0
+	case disp%4 == 0 && disp/4 >= -128 && disp/4 <= 127:
+		mod, tail = 1, []byte{byte(int8(disp / 4))}
+	default:
+		mod, tail = 2, []byte{byte(disp), byte(disp >> 8), byte(disp >> 16), byte(disp >> 24)}
+	}
+	code := []byte{0x62, byte(p0), byte(p1), byte(p2), 0x52, byte(mod<<6 | (dst&7)<<3 | b&7)}
+	if b&7 == 4 {
+		code = append(code, 0x24) // SIB: base alone
+	}
+	code = append(code, tail...)
+	Comment(fmt.Sprintf("VDPBF16PS.BCST %d(%s), Z%d, Z%d", disp, base.Asm(), src1, dst))
+	for _, c := range code {
+		raw("BYTE", U8(c))
+	}
+}
+
+// expfNeg2 sets the lanes of z1 and z2, at most 0 (or NaN), to their
+// exponential as expWeight computes it: expf16's steps without the upper
+// clamp (which leaves such lanes alone), the lower one from lo (-104 in
+// every lane), and the Taylor polynomial of degree 5 (expfVals from 1/5!
+// on). t1a, t2a, t1b, t2b are scratch.
+func expfNeg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical) {
+	c := func(i int) Mem { return expfC.Offset(4 * i) }
+	VMAXPS(z1, lo, z1)
+	VMAXPS(z2, lo, z2)
+	VMULPS_BCST(c(2), z1, t1a)
+	VMULPS_BCST(c(2), z2, t1b)
+	VRNDSCALEPS(U8(0), t1a, t1a) // k
+	VRNDSCALEPS(U8(0), t1b, t1b)
+	VFNMADD231PS_BCST(c(3), t1a, z1)
+	VFNMADD231PS_BCST(c(3), t1b, z2)
+	VFNMADD231PS_BCST(c(4), t1a, z1) // r
+	VFNMADD231PS_BCST(c(4), t1b, z2)
+	VBROADCASTSS(c(expWeightFirst), t2a)
+	VMOVAPS(t2a, t2b)
+	for i := expWeightFirst + 1; i < len(expfVals); i++ {
+		VFMADD213PS_BCST(c(i), z1, t2a)
+		VFMADD213PS_BCST(c(i), z2, t2b)
+	}
+	VSCALEFPS(t1a, t2a, z1)
+	VSCALEFPS(t1b, t2b, z2)
+}
+
+// expWeightFirst is the index in expfVals of expWeight's first
+// coefficient, 1/5!.
+const expWeightFirst = 7
+
+// expfNeg is expfNeg2 on one vector.
+func expfNeg(z, t1, t2, lo VecPhysical) {
+	c := func(i int) Mem { return expfC.Offset(4 * i) }
+	VMAXPS(z, lo, z)
+	VMULPS_BCST(c(2), z, t1)
+	VRNDSCALEPS(U8(0), t1, t1) // k
+	VFNMADD231PS_BCST(c(3), t1, z)
+	VFNMADD231PS_BCST(c(4), t1, z) // r
+	VBROADCASTSS(c(expWeightFirst), t2)
+	for i := expWeightFirst + 1; i < len(expfVals); i++ {
+		VFMADD213PS_BCST(c(i), z, t2)
+	}
+	VSCALEFPS(t1, t2, z)
+}
+
+// vcvtneps2bf16 emits VCVTNEPS2BF16 Z<src>, Y<dst>: the 16 float32 lanes
+// of src rounded to bf16 (to nearest, ties to even, a denormal read as
+// zero, a NaN kept quiet) into dst's 16 words, by bytes (the Go assembler
+// does not know the instruction). EVEX.512.F3.0F38.W0 72 /r.
+func vcvtneps2bf16(src, dst int) {
+	inv := func(v, bit int) int { return (v>>bit)&1 ^ 1 }
+	p0 := inv(dst, 3)<<7 | inv(src, 4)<<6 | inv(src, 3)<<5 | inv(dst, 4)<<4 | 0b10
+	Comment(fmt.Sprintf("VCVTNEPS2BF16 Z%d, Y%d", src, dst))
+	for _, c := range []byte{0x62, byte(p0), 0x7e, 0x48, 0x72, byte(0b11<<6 | (dst&7)<<3 | src&7)} {
+		raw("BYTE", U8(c))
+	}
+}
+
+// bf16Round rounds the float32 lanes of x to bf16 in place, as integers
+// (to nearest, ties to even: x + 0x7fff + bit 16 of x, then the lower half
+// cleared), leaving bf16 values as float32. one, half and top hold 1,
+// 0x7fff and 0xffff0000 in every lane; t is scratch.
+func bf16Round(x, t, one, half, top VecPhysical) {
+	VPSRLD(U8(16), x, t)
+	VPANDD(one, t, t)
+	VPADDD(t, x, x)
+	VPADDD(half, x, x)
+	VPANDD(top, x, x)
+}
+
+// bf16Consts loads bf16Round's constants into one, half and top.
+func bf16Consts(one, half, top VecPhysical) {
+	for _, c := range []struct {
+		v uint32
+		z VecPhysical
+	}{{1, one}, {0x7fff, half}, {0xffff0000, top}} {
+		MOVL(U32(c.v), EAX)
+		VPBROADCASTD(EAX, c.z)
+	}
+}
+
+// pairBF16Z generates
+//
+//	pairBF16Z(dst *uint32, src *float32, row, pairs int)
+//
+// which writes pairs rows of row dwords (row a multiple of 16): dst row j
+// element i the pair of src rows 2j and 2j+1's element i, each rounded to
+// bf16 as bf16Round does, row 2j's in the low half.
+func pairBF16Z() {
+	text("pairBF16Z", NOSPLIT, "func(dst *uint32, src *float32, row, pairs int)")
+	Doc("pairBF16Z rounds rows of float32 to bf16 and pairs them (see internal/gen/attntb.go).")
+	Load(Param("dst"), RDI)
+	Load(Param("src"), RSI)
+	Load(Param("row"), RDX)
+	Load(Param("pairs"), RCX)
+	bf16Consts(Z20, Z21, Z22)
+	SHLQ(U8(2), RDX) // bytes of a row
+	Label("pb_pair")
+	MOVQ(RDX, RBX)
+	SHRQ(U8(6), RBX) // vectors of a row
+	LEAQ(Mem{Base: RSI, Index: RDX, Scale: 1}, RAX)
+	Label("pb_vec")
+	VMOVUPS(Mem{Base: RSI}, Z0)
+	VMOVUPS(Mem{Base: RAX}, Z1)
+	bf16Round(Z0, Z2, Z20, Z21, Z22)
+	bf16Round(Z1, Z3, Z20, Z21, Z22)
+	VPSRLD(U8(16), Z0, Z0)
+	VPORD(Z1, Z0, Z0)
+	VMOVDQU32(Z0, Mem{Base: RDI})
+	ADDQ(U8(64), RSI)
+	ADDQ(U8(64), RAX)
+	ADDQ(U8(64), RDI)
+	DECQ(RBX)
+	JNZ(LabelRef("pb_vec"))
+	MOVQ(RAX, RSI) // past row 2j+1
+	DECQ(RCX)
+	JNZ(LabelRef("pb_pair"))
+	VZEROUPPER()
+	RET()
+}
+
+// tileScoresBZ generates
+//
+//	tileScoresBZ(s *float32, q *uint32, k *uint32, blocks, rd16 int, scale float32)
+//
+// s[16r+p] = scale * (q_r . k_p) for the rows r of blocks blocks of 8 and
+// the tile's 16 positions, from pairs: q in blocks of 8 rows, pair j of a
+// block's row i at q[8j+i] (blocks 4*rd16 dwords apart), k pair j of
+// position p at k[16j+p]. Each dot is one chain of VDPBF16PS over j from
+// zero, the 16 positions of a row at once. Two blocks go at a time (16
+// independent chains), then the last one alone.
+func tileScoresBZ() {
+	text("tileScoresBZ", NOSPLIT, "func(s *float32, q *uint32, k *uint32, blocks, rd16 int, scale float32)")
+	Doc("tileScoresBZ computes one tile's scores on bf16 pairs (see internal/gen/attntb.go).")
+	Load(Param("s"), RDI)
+	Load(Param("q"), RSI)
+	Load(Param("blocks"), RCX)
+	Load(Param("rd16"), RDX)
+	MOVQ(RDX, R11)
+	SHLQ(U8(4), R11) // bytes of a block of queries: 8 rows of rd16/2 pairs
+	SHRQ(U8(2), RDX) // iterations: two pairs each
+	VBROADCASTSS(NewParamAddr("scale", 40), Z30)
+	for _, nb := range []int{2, 1} {
+		loop, next := fmt.Sprintf("tsb_%d", nb), fmt.Sprintf("tsb_%d_done", nb)
+		Label(loop)
+		CMPQ(RCX, U8(nb))
+		JL(LabelRef(next))
+		for r := 0; r < 8*nb; r++ {
+			VPXORD(zreg(r), zreg(r), zreg(r))
+		}
+		Load(Param("k"), RAX)
+		MOVQ(RDX, RBX)
+		LEAQ(Mem{Base: RSI, Index: R11, Scale: 1}, R10) // the second block
+		step := loop + "_step"
+		Label(step)
+		VMOVDQU32(Mem{Base: RAX}, Z16)
+		VMOVDQU32(Mem{Base: RAX, Disp: 64}, Z17)
+		for u := 0; u < 2; u++ {
+			for r := 0; r < 8; r++ {
+				vdpbf16psBcst(RSI, 32*u+4*r, 16+u, r)
+				if nb == 2 {
+					vdpbf16psBcst(R10, 32*u+4*r, 16+u, 8+r)
+				}
+			}
+		}
+		ADDQ(U32(128), RAX)
+		ADDQ(U8(64), RSI)
+		ADDQ(U8(64), R10)
+		DECQ(RBX)
+		JNZ(LabelRef(step))
+		for r := 0; r < 8*nb; r++ {
+			VMULPS(Z30, zreg(r), zreg(r))
+			VMOVUPS(zreg(r), Mem{Base: RDI, Disp: 64 * r})
+		}
+		ADDQ(U32(512*nb), RDI)
+		if nb == 2 {
+			ADDQ(R11, RSI) // past the second block
+		}
+		SUBQ(U8(nb), RCX)
+		JMP(LabelRef(loop))
+		Label(next)
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// tileSoftmaxBZ generates
+//
+//	tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows, rd16 int)
+//
+// tileSoftmaxZ's online softmax (see there; the same m, S and c) with the
+// weights computed by expWeight and rounded to bf16 (VCVTNEPS2BF16)
+// before they are summed: w = bf16(e^(x-m')),
+// kept in s as float32 and in wb as bf16 (row r's 16 at wb[16r:], so that
+// its dword j is the pair of positions 2j and 2j+1); then each row's
+// accumulators are scaled by c and take the tile's 8 value pairs in
+// order, acc = dpbf16(acc, v_j, w_j), v pair j of element d at
+// v[j*rd16+d]. Every pair is added, those of the positions a row does not
+// see with weight 0.
+func tileSoftmaxBZ() {
+	text("tileSoftmaxBZ", NOSPLIT, "func(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows, rd16 int)")
+	Doc("tileSoftmaxBZ runs one tile's online softmax and value accumulation on bf16 pairs (see internal/gen/attntb.go).")
+	Load(Param("s"), RDI)
+	Load(Param("ms"), R9)
+	Load(Param("masks"), RSI)
+	Load(Param("wb"), R10)
+	Load(Param("rows"), RCX)
+	MOVL(U32(0xff800000), EAX) // -Inf
+	VPBROADCASTD(EAX, Z30)
+	VMOVDQU32(attnTPerm, Z31)
+	a := func(r int) VecPhysical { return zreg(r) }
+	one := expfC.Offset(4 * 12)
+
+	Label("smb_block")
+	CMPQ(RCX, U8(16))
+	JL(LabelRef("smb_rows"))
+	for r := 0; r < 16; r++ {
+		KMOVW(Mem{Base: RSI, Disp: 2 * r}, K1)
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
+		VBLENDMPS(a(r), Z30, K1, a(r)) // masked lanes -Inf
+		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
+	}
+	reduce16(func(x, y, z VecPhysical) { VMAXPS(x, y, z) })
+	VMOVUPS(Mem{Base: R9}, Z18) // m
+	VMAXPS(Z16, Z18, Z19)       // m' = m > max ? m : max
+	VMOVUPS(Z19, Mem{Base: R9})
+	VSUBPS(Z19, Z18, Z20) // m - m'
+	expf16(Z20, Z16, Z17)
+	VCMPPS(U8(0), Z19, Z18, K2) // m == m' (ordered)
+	VBROADCASTSS(one, Z21)
+	VBLENDMPS(Z21, Z20, K2, Z20) // c
+	VMOVUPS(Z20, Mem{Base: R9, Disp: 2 * msStride})
+	// Two rows at a time, their instructions interleaved: each e^x is a
+	// chain of dependent steps.
+	MOVL(U32(expfVals[0]), EAX)
+	VPBROADCASTD(EAX, Z27) // the clamp, -104
+	for r := 0; r < 16; r += 2 {
+		VBROADCASTSS(Mem{Base: R9, Disp: 4 * r}, Z18)
+		VBROADCASTSS(Mem{Base: R9, Disp: 4 * (r + 1)}, Z19)
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r)) // the masked scores again
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * (r + 1)}, a(r+1))
+		VSUBPS(Z18, a(r), a(r)) // x - m'
+		VSUBPS(Z19, a(r+1), a(r+1))
+		expfNeg2(a(r), a(r+1), Z16, Z17, Z25, Z26, Z27)
+		// The weights to bf16 (wb), and back to float32 for their sum.
+		vcvtneps2bf16(r, 16)
+		vcvtneps2bf16(r+1, 25)
+		VMOVDQU32(Y16, Mem{Base: R10, Disp: 32 * r})
+		VMOVDQU32(Y25, Mem{Base: R10, Disp: 32 * (r + 1)})
+		VPMOVZXWD(Y16, a(r))
+		VPMOVZXWD(Y25, a(r+1))
+		VPSLLD(U8(16), a(r), a(r))
+		VPSLLD(U8(16), a(r+1), a(r+1))
+		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
+		VMOVUPS(a(r+1), Mem{Base: RDI, Disp: 64 * (r + 1)})
+	}
+	reduce16(func(x, y, z VecPhysical) { VADDPS(x, y, z) })
+	VMOVUPS(Mem{Base: R9, Disp: msStride}, Z18)
+	VMULPS(Z20, Z18, Z18) // S*c
+	VADDPS(Z16, Z18, Z18)
+	VMOVUPS(Z18, Mem{Base: R9, Disp: msStride})
+	ADDQ(U32(16*64), RDI)
+	ADDQ(U32(16*32), R10)
+	ADDQ(U8(16*4), R9)
+	ADDQ(U8(16*2), RSI)
+	SUBQ(U8(16), RCX)
+	JMP(LabelRef("smb_block"))
+
+	Label("smb_rows")
+	TESTQ(RCX, RCX)
+	JZ(LabelRef("smb_values"))
+	KMOVW(Mem{Base: RSI}, K1)
+	VMOVUPS(Mem{Base: RDI}, Z0)
+	VBLENDMPS(Z0, Z30, K1, Z0) // masked lanes -Inf
+	// Max over the lanes.
+	VEXTRACTF32X8(U8(1), Z0, Y1)
+	VMAXPS(Y1, Y0, Y1)
+	VEXTRACTF128(U8(1), Y1, X2)
+	VMAXPS(X2, X1, X1)
+	VPERMILPS(U8(0x4e), X1, X2)
+	VMAXPS(X2, X1, X1)
+	VPERMILPS(U8(0xb1), X1, X2)
+	VMAXSS(X2, X1, X1)
+	VMOVSS(Mem{Base: R9}, X2) // m
+	VMAXSS(X1, X2, X1)        // m' = max(m, tile max)
+	VMOVSS(X1, Mem{Base: R9})
+	// c = e^(m-m'): 1 when the maximum stays, else computed.
+	VMOVSS(one, X3)
+	VUCOMISS(X1, X2)
+	JNE(LabelRef("smb_exp"))
+	JNP(LabelRef("smb_same")) // equal, not NaN
+	Label("smb_exp")
+	VSUBSS(X1, X2, X2) // m - m'
+	VBROADCASTSS(X2, Z3)
+	expf16(Z3, Z4, Z5) // c in every lane
+	Label("smb_same")
+	VMOVSS(X3, Mem{Base: R9, Disp: 2 * msStride})
+	VBROADCASTSS(X1, Z1)
+	VSUBPS(Z1, Z0, Z0) // x - m'
+	MOVL(U32(expfVals[0]), EAX)
+	VPBROADCASTD(EAX, Z27) // the clamp, -104
+	expfNeg(Z0, Z4, Z5, Z27)
+	vcvtneps2bf16(0, 4)
+	VMOVDQU32(Y4, Mem{Base: R10})
+	VPMOVZXWD(Y4, Z0)
+	VPSLLD(U8(16), Z0, Z0)
+	VMOVUPS(Z0, Mem{Base: RDI})
+	// Sum of the weights, by halves.
+	VEXTRACTF32X8(U8(1), Z0, Y1)
+	VADDPS(Y1, Y0, Y1)
+	VEXTRACTF128(U8(1), Y1, X2)
+	VADDPS(X2, X1, X1)
+	VPERMILPS(U8(0x4e), X1, X2)
+	VADDPS(X2, X1, X1)
+	VPERMILPS(U8(0xb1), X1, X2)
+	VADDSS(X2, X1, X1)
+	VMOVSS(Mem{Base: R9, Disp: msStride}, X2)
+	VMULSS(X3, X2, X2) // S*c
+	VADDSS(X1, X2, X2)
+	VMOVSS(X2, Mem{Base: R9, Disp: msStride})
+	ADDQ(U8(64), RDI)
+	ADDQ(U8(32), R10)
+	ADDQ(U8(4), R9)
+	ADDQ(U8(2), RSI)
+	DECQ(RCX)
+	JMP(LabelRef("smb_rows"))
+
+	// Value accumulation, four rows at a time, then one at a time. R13:
+	// the row's weights, R14 its m, R8 its accumulators, R11 the rows
+	// left, R12 the bytes of a row of accumulators or of value pairs.
+	Label("smb_values")
+	Load(Param("wb"), R13)
+	Load(Param("acc"), R8)
+	Load(Param("ms"), R14)
+	Load(Param("rows"), R11)
+	Load(Param("rd16"), R12)
+	SHLQ(U8(2), R12)
+	Label("smb_quad")
+	CMPQ(R11, U8(4))
+	JL(LabelRef("smb_single"))
+	vaccTB(4, "q")
+	ADDQ(U32(4*32), R13)
+	ADDQ(U8(4*4), R14)
+	SUBQ(U8(4), R11)
+	JMP(LabelRef("smb_quad"))
+	Label("smb_single")
+	TESTQ(R11, R11)
+	JZ(LabelRef("smb_done"))
+	vaccTB(1, "s")
+	ADDQ(U8(32), R13)
+	ADDQ(U8(4), R14)
+	DECQ(R11)
+	JMP(LabelRef("smb_single"))
+	Label("smb_done")
+	VZEROUPPER()
+	RET()
+}
+
+// vaccTB emits the value accumulation of R rows on bf16 pairs: R13 points
+// at the first row's weights (rows 32 bytes apart), R14 at its m, R8 at
+// its accumulators (advanced past the R rows on exit), R12 the bytes of a
+// row. The accumulators go in chunks of up to 4 vectors per row; each
+// chunk takes the 8 value pairs in order. When every row's c is 1 (the
+// maximum stayed: most tiles deep into a prompt) the accumulators are
+// loaded rather than multiplied by it, the same bits.
+func vaccTB(R int, tag string) {
+	VMOVUPS(Mem{Base: R14, Disp: 2 * msStride}, X16)
+	VBROADCASTSS(expfC.Offset(4*12), X17)
+	VCMPPS(U8(0), X17, X16, K3) // c == 1
+	KMOVW(K3, EAX)
+	ANDL(U32(1<<R-1), EAX)
+	CMPL(EAX, U32(1<<R-1))
+	JE(LabelRef("smb_" + tag + "_same"))
+	vaccTBBody(R, tag+"c", true)
+	JMP(LabelRef("smb_" + tag + "_end"))
+	Label("smb_" + tag + "_same")
+	vaccTBBody(R, tag+"1", false)
+	Label("smb_" + tag + "_end")
+	for r := 0; r < R; r++ {
+		ADDQ(R12, R8)
+	}
+}
+
+// vaccTBBody is vaccTB's loop over the chunks, with the accumulators
+// scaled by c or (rescale false) as they are.
+func vaccTBBody(R int, tag string, rescale bool) {
+	acc := func(r, i int) int { return 4*r + i }
+	vv := func(i int) int { return 16 + i }
+	cs := func(r int) VecPhysical { return zreg(20 + r) }
+	if rescale {
+		for r := 0; r < R; r++ {
+			VBROADCASTSS(Mem{Base: R14, Disp: 4*r + 2*msStride}, cs(r))
+		}
+	}
+	XORQ(R15, R15) // byte offset of the chunk in a row
+	rowMem := func(r, i int) Mem {
+		if r == 0 {
+			return Mem{Base: R8, Index: R15, Scale: 1, Disp: 64 * i}
+		}
+		return Mem{Base: RAX, Disp: 64 * i} // row r's chunk, formed in RAX
+	}
+	rowAddr := func(r int) {
+		IMUL3Q(U32(r), R12, RAX)
+		ADDQ(R8, RAX)
+		ADDQ(R15, RAX)
+	}
+	for _, w := range []int{4, 1} {
+		loop, done := fmt.Sprintf("smb_%schunk%d", tag, w), fmt.Sprintf("smb_%schunkdone%d", tag, w)
+		Label(loop)
+		MOVQ(R12, RAX)
+		SUBQ(R15, RAX)
+		CMPQ(RAX, U32(64*w))
+		JL(LabelRef(done))
+		for r := 0; r < R; r++ {
+			if r > 0 {
+				rowAddr(r)
+			}
+			for i := 0; i < w; i++ {
+				if rescale {
+					VMULPS(rowMem(r, i), cs(r), zreg(acc(r, i)))
+				} else {
+					VMOVUPS(rowMem(r, i), zreg(acc(r, i)))
+				}
+			}
+		}
+		// RBX: pair j's values of the chunk.
+		Load(Param("v"), RBX)
+		ADDQ(R15, RBX)
+		for j := 0; j < 8; j++ {
+			for i := 0; i < w; i++ {
+				VMOVDQU32(Mem{Base: RBX, Disp: 64 * i}, zreg(vv(i)))
+			}
+			for r := 0; r < R; r++ {
+				for i := 0; i < w; i++ {
+					vdpbf16psBcst(R13, 32*r+4*j, vv(i), acc(r, i))
+				}
+			}
+			if j < 7 {
+				ADDQ(R12, RBX)
+			}
+		}
+		for r := 0; r < R; r++ {
+			if r > 0 {
+				rowAddr(r)
+			}
+			for i := 0; i < w; i++ {
+				VMOVUPS(zreg(acc(r, i)), rowMem(r, i))
+			}
+		}
+		ADDQ(U32(64*w), R15)
+		JMP(LabelRef(loop))
+		Label(done)
+	}
+}
