@@ -218,6 +218,15 @@ func background(ctx context.Context, body map[string]any) *conformance.Response 
 	r, err := env.main.Post(ctx, conformance.ResponsesPath, body)
 	Expect(err).NotTo(HaveOccurred())
 	needFeature(r.Status == http.StatusOK, fmt.Sprintf("POST %s with background answered %d: %s", conformance.ResponsesPath, r.Status, r.Body))
+	// A server that does not know the field may drop it and answer in the
+	// foreground (llama.cpp's does): it claims no background mode.
+	var obj struct {
+		Background *bool  `json:"background"`
+		Status     string `json:"status"`
+	}
+	_ = json.Unmarshal(r.Body, &obj)
+	needFeature(obj.Background != nil && *obj.Background || obj.Status == "queued" || obj.Status == "in_progress",
+		fmt.Sprintf("POST %s with background answered a %q response without \"background\": true: the target ignores background mode", conformance.ResponsesPath, obj.Status))
 	return r
 }
 

@@ -135,6 +135,18 @@ func (t *Target) authorize(h http.Header) {
 // Do sends one request with the API key and returns the response, whose
 // body the caller must close.
 func (t *Target) Do(ctx context.Context, method, path string, body []byte, contentType string) (*http.Response, error) {
+	resp, err := t.do(ctx, method, path, body, contentType)
+	if errors.Is(err, io.EOF) && ctx.Err() == nil {
+		// A server may close a kept-alive connection just as the next
+		// request goes out on it (llama.cpp's does after a stream), and
+		// net/http sends a POST again by itself only when it is sure the
+		// server saw none of it: once more, on a new connection.
+		resp, err = t.do(ctx, method, path, body, contentType)
+	}
+	return resp, err
+}
+
+func (t *Target) do(ctx context.Context, method, path string, body []byte, contentType string) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
