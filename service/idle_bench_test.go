@@ -228,3 +228,41 @@ func TestIdleStreamsEnd(t *testing.T) {
 		t.Fatalf("%d of %d engine requests still run after their clients left", n-int(ended.Load()), n)
 	}
 }
+
+// TestIdleWebSocketStreamStacks: a WebSocket stream waiting for its engine
+// holds no grown stack: neither the goroutine that validated and started
+// it (it ends; a fresh one waits) nor the connection's reader (which
+// decodes messages apart). A grown stack is 8 KB or more; the reader and
+// the waiter together stay at about 6 KB (7.5 KB when the runtime starts
+// goroutines at 4 KB, as its adaptive start does here).
+func TestIdleWebSocketStreamStacks(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation makes frames, and so stacks, larger")
+	}
+	const n, limit = 200, 9 << 10
+	ts := newTestServer(t, neverEngine(), Options{Shutdown: make(chan struct{})})
+	addr := ts.Listener.Addr().String()
+	if c, err := openIdleWS(addr); err != nil { // warm up
+		t.Fatal(err)
+	} else {
+		c.Close()
+	}
+	_, stack0 := liveBytes()
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := openIdleWS(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	_, stack1 := liveBytes()
+	if per := (float64(stack1) - float64(stack0)) / n; per > limit {
+		t.Errorf("an idle WebSocket stream holds %.0f bytes of stacks, want at most %d", per, limit)
+	}
+}
