@@ -241,8 +241,14 @@ func (r *pull) pump() (complete bool, err error) {
 // wait blocks until a stream may have something new, pinging when the
 // stream was idle for a ping interval; what ends the generation meanwhile
 // (the request's context, a failed ping) the next pump returns.
-func (r *pull) wait() {
-	switch r.w.wait(r.prog.ended) {
+func (r *pull) wait() { r.waitUntil(nil) }
+
+// waitUntil is wait, given up when timeout delivers first: it reports
+// whether it waited to the end (a nil timeout never delivers).
+func (r *pull) waitUntil(timeout <-chan time.Time) bool {
+	switch r.w.wait(r.prog.ended, timeout) {
+	case waitTimeout:
+		return false
 	case waitDone:
 		r.err = r.ctx.Err()
 	case waitTick:
@@ -252,6 +258,7 @@ func (r *pull) wait() {
 			r.err = r.onIdle()
 		}
 	}
+	return true
 }
 
 // streamWaiter waits until one of a generation's streams may have
@@ -269,6 +276,7 @@ const (
 	waitReady waitResult = iota
 	waitTick
 	waitDone
+	waitTimeout
 )
 
 func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan time.Time) *streamWaiter {
@@ -276,10 +284,11 @@ func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan 
 	if len(streams) > 1 {
 		// Prompt arrays: a select over a number of channels only known at
 		// run time. The case of a stream that ended is disabled (nil channel).
-		w.cases = make([]reflect.SelectCase, 0, len(streams)+2)
+		w.cases = make([]reflect.SelectCase, 0, len(streams)+3)
 		w.cases = append(w.cases,
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)})
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)},
+			reflect.SelectCase{Dir: reflect.SelectRecv}) // the timeout, set by wait
 		for _, st := range streams {
 			w.cases = append(w.cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Ready())})
 		}
@@ -287,9 +296,9 @@ func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan 
 	return w
 }
 
-// wait blocks until something may have happened; ended marks the streams
-// not to wait for.
-func (w *streamWaiter) wait(ended []bool) waitResult {
+// wait blocks until something may have happened, or timeout (nil: none)
+// delivers; ended marks the streams not to wait for.
+func (w *streamWaiter) wait(ended []bool, timeout <-chan time.Time) waitResult {
 	if w.cases == nil {
 		select {
 		case <-w.streams[0].Ready():
@@ -298,13 +307,19 @@ func (w *streamWaiter) wait(ended []bool) waitResult {
 			return waitTick
 		case <-w.done:
 			return waitDone
+		case <-timeout:
+			return waitTimeout
 		}
+	}
+	w.cases[2].Chan = reflect.Value{}
+	if timeout != nil {
+		w.cases[2].Chan = reflect.ValueOf(timeout)
 	}
 	for i, st := range w.streams {
 		if ended[i] {
-			w.cases[2+i].Chan = reflect.Value{}
+			w.cases[3+i].Chan = reflect.Value{}
 		} else {
-			w.cases[2+i].Chan = reflect.ValueOf(st.Ready())
+			w.cases[3+i].Chan = reflect.ValueOf(st.Ready())
 		}
 	}
 	switch chosen, _, _ := reflect.Select(w.cases); chosen {
@@ -312,6 +327,8 @@ func (w *streamWaiter) wait(ended []bool) waitResult {
 		return waitDone
 	case 1:
 		return waitTick
+	case 2:
+		return waitTimeout
 	}
 	return waitReady
 }
@@ -342,6 +359,8 @@ type chunkStream struct {
 	ping time.Duration
 	c    *chunker // nil until the opening chunks went out
 	r    *pull
+	// timer bounds waitFor's waits; made by the first.
+	timer *time.Timer
 }
 
 func (g *generation) newChunkStream(ctx context.Context, w chunkWriter, ping time.Duration) *chunkStream {
@@ -413,6 +432,21 @@ func (s *chunkStream) next() (over bool, u *Usage, err error) {
 // wait waits until the engine may have more for next (or the request's
 // context ended, or a ping is due).
 func (s *chunkStream) wait() { s.r.wait() }
+
+// waitFor is wait for at most d: it reports whether it waited to the end,
+// so that next has something, and false when d passed first.
+func (s *chunkStream) waitFor(d time.Duration) bool {
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d)
+	}
+	if !s.r.waitUntil(s.timer.C) {
+		return false
+	}
+	s.timer.Stop()
+	return true
+}
 
 // progress checks a generation's events against its job, so that an
 // engine that breaks the Stream contract ends the request with an error

@@ -648,17 +648,29 @@ func (t *wsTask) begin(start func() (*wsRun, *apiError)) bool {
 	return true
 }
 
-// pump streams what the engine has ready. When the stream must wait, a
-// fresh goroutine of the connection waits and pumps on, and pump reports
+// wsWaitInline is how long a WebSocket stream waits for its engine on the
+// goroutine that streams before it hands the wait to a fresh one: long
+// enough that a stream between tokens keeps its goroutine (a new one costs
+// a few microseconds, its stack grown anew), short against the time a
+// stream waits in the engine's queue or on a long prompt.
+const wsWaitInline = 100 * time.Millisecond
+
+// pump streams what the engine has ready, waiting for more up to
+// wsWaitInline at a time. When the engine keeps the stream waiting longer,
+// a fresh goroutine of the connection waits and pumps on, and pump reports
 // the request not over: its caller's goroutine, and its stack, end.
 func (t *wsTask) pump() bool {
-	over, u, err := t.run.chunks.next()
-	if over {
-		t.settle(u, err)
-		return true
+	for {
+		over, u, err := t.run.chunks.next()
+		if over {
+			t.settle(u, err)
+			return true
+		}
+		if !t.run.chunks.waitFor(wsWaitInline) {
+			t.c.wg.Go(t.waitAndPump)
+			return false
+		}
 	}
-	t.c.wg.Go(t.waitAndPump)
-	return false
 }
 
 // waitAndPump is the goroutine of a stream waiting for its engine.
