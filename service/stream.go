@@ -442,6 +442,9 @@ func (s *chunkStream) waitFor(d time.Duration) bool {
 		s.timer.Reset(d)
 	}
 	if !s.r.waitUntil(s.timer.C) {
+		// It fired: a stream waiting that long may wait for minutes,
+		// without the timer's few hundred bytes.
+		s.timer = nil
 		return false
 	}
 	s.timer.Stop()
