@@ -443,8 +443,10 @@ func (s *chunkStream) waitFor(d time.Duration) bool {
 	}
 	if !s.r.waitUntil(s.timer.C) {
 		// It fired: a stream waiting that long may wait for minutes,
-		// without the timer's few hundred bytes.
+		// without the timer's and the chunk buffer's bytes; the next
+		// chunk and wait make new ones.
 		s.timer = nil
+		s.c.buf = nil
 		return false
 	}
 	s.timer.Stop()
