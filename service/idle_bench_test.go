@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,6 +81,27 @@ func openIdleWS(addr string) (net.Conn, error) {
 	return c, nil
 }
 
+// openIdleWS10 opens a WebSocket connection on a raw socket, sends ten
+// creates and reads until each one's opening chunk has arrived.
+func openIdleWS10(addr string) (net.Conn, error) {
+	c, err := openIdleWSConn(addr)
+	if err != nil {
+		return nil, err
+	}
+	for i := range 10 {
+		id := strconv.Itoa(i)
+		if _, err := c.Write(maskedTextFrame([]byte(createMsg(id, chatBody("x"))))); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if err := readUntil(c, `"request_id":"`+id+`","chunk":{`); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
 // openIdleWSConn opens a WebSocket connection on a raw socket and sends
 // nothing: a connection with nothing in flight.
 func openIdleWSConn(addr string) (net.Conn, error) {
@@ -144,15 +166,17 @@ func liveBytes() (heap, stack uint64) {
 
 // BenchmarkIdleStreams reports the heap and stack bytes (B/stream, and
 // both apart) and the goroutines per idle stream, SSE and WebSocket, the
-// raw clients included, and per WebSocket connection with nothing in
-// flight (websocket-conn). WebSocket connections are served as serve
+// raw clients included, per stream of WebSocket connections that carry ten
+// each (websocket-10: a stream's own cost, the connection's shared), and
+// per WebSocket connection with nothing in flight (websocket-conn). WebSocket connections are served as serve
 // serves them, apart from their handshake's handler (Options.Shutdown).
 // Run it with -benchtime=1x.
 func BenchmarkIdleStreams(b *testing.B) {
 	for _, tr := range []struct {
-		name string
-		open func(addr string) (net.Conn, error)
-	}{{"sse", openIdleSSE}, {"websocket", openIdleWS}, {"websocket-conn", openIdleWSConn}} {
+		name    string
+		open    func(addr string) (net.Conn, error)
+		streams int // per connection opened
+	}{{"sse", openIdleSSE, 1}, {"websocket", openIdleWS, 1}, {"websocket-10", openIdleWS10, 10}, {"websocket-conn", openIdleWSConn, 1}} {
 		b.Run(tr.name, func(b *testing.B) {
 			e := neverEngine()
 			ts := newTestServer(b, e, Options{Shutdown: make(chan struct{})})
@@ -168,7 +192,7 @@ func BenchmarkIdleStreams(b *testing.B) {
 				heap0, stack0 := liveBytes()
 				g0 := runtime.NumGoroutine()
 				conns := make([]net.Conn, 0, idleStreams)
-				for range idleStreams {
+				for range idleStreams / tr.streams {
 					c, err := tr.open(addr)
 					if err != nil {
 						b.Fatal(err)
