@@ -556,12 +556,13 @@ type wsRun struct {
 // end.
 //
 // serveRequest may return before the request ends: a stream that waits for
-// its engine (wsRun.chunks) holds no goroutine meanwhile but the small one
-// that waits, started afresh for each wait. The goroutine that validated
-// the request and streamed its chunks has grown a stack of 8 to 16 KB,
-// which a goroutine keeps for as long as it lives, while a fresh one that
-// only waits keeps the 2 KB it starts with: for an idle stream, the
-// difference is most of what it costs.
+// its engine (wsRun.chunks) longer than wsWaitInline holds no goroutine
+// meanwhile but a small one that waits, started afresh for each such wait.
+// The goroutine that validated the request and streamed its chunks has
+// grown a stack of 8 to 16 KB, which a goroutine keeps for as long as it
+// lives, while a fresh one that only waits keeps the 2 KB (4 KB, when the
+// runtime's adaptive start says so) it starts with: for an idle stream,
+// the difference is most of what it costs.
 func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w wsReply, release func(), start func() (*wsRun, *apiError)) {
 	t := &wsTask{c: c, ctx: ctx, id: id, req: req, w: w, release: release, begun: time.Now(), status: http.StatusOK}
 	t.guard(func() bool { return t.begin(start) })
