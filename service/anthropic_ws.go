@@ -73,9 +73,9 @@ func appendMessagesWSError(b []byte, id []byte, e *apiError) []byte {
 // its events. ctx is the request's context, which a cancel message or the
 // end of the connection cancels. Exactly one message_stop or error ends
 // the request while the connection lasts.
-func (c *wsConn) runMessage(ctx context.Context, id string, req *wsRequest, body []byte) {
+func (c *wsConn) runMessage(ctx context.Context, id string, req *wsRequest, release func(), body []byte) {
 	w := messagesWSWriter{newWSWriter(c.out, ctx.Done(), id, func() { c.release(id, req) })}
-	c.serveRequest(ctx, id, req, w, func() (*wsRun, *apiError) {
+	c.serveRequest(ctx, id, req, w, release, func() (*wsRun, *apiError) {
 		g, skipped, e := c.s.startMessage(ctx, body, alwaysStreamed)
 		if len(skipped) > 0 {
 			c.s.warnSkipped(c.connID+"/"+id, skipped)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"rill/engine"
 	"rill/internal/wait"
@@ -79,6 +81,27 @@ func openIdleWS(addr string) (net.Conn, error) {
 	return c, nil
 }
 
+// openIdleWS10 opens a WebSocket connection on a raw socket, sends ten
+// creates and reads until each one's opening chunk has arrived.
+func openIdleWS10(addr string) (net.Conn, error) {
+	c, err := openIdleWSConn(addr)
+	if err != nil {
+		return nil, err
+	}
+	for i := range 10 {
+		id := strconv.Itoa(i)
+		if _, err := c.Write(maskedTextFrame([]byte(createMsg(id, chatBody("x"))))); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if err := readUntil(c, `"request_id":"`+id+`","chunk":{`); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
 // openIdleWSConn opens a WebSocket connection on a raw socket and sends
 // nothing: a connection with nothing in flight.
 func openIdleWSConn(addr string) (net.Conn, error) {
@@ -143,15 +166,17 @@ func liveBytes() (heap, stack uint64) {
 
 // BenchmarkIdleStreams reports the heap and stack bytes (B/stream, and
 // both apart) and the goroutines per idle stream, SSE and WebSocket, the
-// raw clients included, and per WebSocket connection with nothing in
-// flight (websocket-conn). WebSocket connections are served as serve
+// raw clients included, per stream of WebSocket connections that carry ten
+// each (websocket-10: a stream's own cost, the connection's shared), and
+// per WebSocket connection with nothing in flight (websocket-conn). WebSocket connections are served as serve
 // serves them, apart from their handshake's handler (Options.Shutdown).
 // Run it with -benchtime=1x.
 func BenchmarkIdleStreams(b *testing.B) {
 	for _, tr := range []struct {
-		name string
-		open func(addr string) (net.Conn, error)
-	}{{"sse", openIdleSSE}, {"websocket", openIdleWS}, {"websocket-conn", openIdleWSConn}} {
+		name    string
+		open    func(addr string) (net.Conn, error)
+		streams int // per connection opened
+	}{{"sse", openIdleSSE, 1}, {"websocket", openIdleWS, 1}, {"websocket-10", openIdleWS10, 10}, {"websocket-conn", openIdleWSConn, 1}} {
 		b.Run(tr.name, func(b *testing.B) {
 			e := neverEngine()
 			ts := newTestServer(b, e, Options{Shutdown: make(chan struct{})})
@@ -167,13 +192,15 @@ func BenchmarkIdleStreams(b *testing.B) {
 				heap0, stack0 := liveBytes()
 				g0 := runtime.NumGoroutine()
 				conns := make([]net.Conn, 0, idleStreams)
-				for range idleStreams {
+				for range idleStreams / tr.streams {
 					c, err := tr.open(addr)
 					if err != nil {
 						b.Fatal(err)
 					}
 					conns = append(conns, c)
 				}
+				// WebSocket streams hand their wait over after wsWaitInline.
+				time.Sleep(2 * wsWaitInline)
 				heap1, stack1 := liveBytes()
 				heap = (float64(heap1) - float64(heap0)) / idleStreams
 				stack = (float64(stack1) - float64(stack0)) / idleStreams
@@ -226,5 +253,79 @@ func TestIdleStreamsEnd(t *testing.T) {
 	}
 	if !wait.Until(func() bool { return ended.Load() >= n }) {
 		t.Fatalf("%d of %d engine requests still run after their clients left", n-int(ended.Load()), n)
+	}
+}
+
+// TestIdleWebSocketStreamStacks: a WebSocket stream waiting for its engine
+// holds no grown stack: neither the goroutine that validated and started
+// it (it hands the wait to a fresh one) nor the connection's reader (which
+// decodes messages apart). The reader keeps 4 KB and the waiter the 2 or
+// 4 KB a goroutine starts with (the runtime's adaptive start decides): 8 KB
+// at most, where one grown stack (8 KB or more) would make it 12 KB.
+func TestIdleWebSocketStreamStacks(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation makes frames, and so stacks, larger")
+	}
+	const n, limit = 200, 12 << 10
+	ts := newTestServer(t, neverEngine(), Options{Shutdown: make(chan struct{})})
+	addr := ts.Listener.Addr().String()
+	if c, err := openIdleWS(addr); err != nil { // warm up
+		t.Fatal(err)
+	} else {
+		c.Close()
+	}
+	_, stack0 := liveBytes()
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := openIdleWS(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// Streams wait on the goroutine that streamed them for wsWaitInline
+	// before they hand the wait over.
+	time.Sleep(2 * wsWaitInline)
+	_, stack1 := liveBytes()
+	per := (float64(stack1) - float64(stack0)) / n
+	t.Logf("%.0f bytes of stacks per idle WebSocket stream", per)
+	if per >= limit {
+		t.Errorf("an idle WebSocket stream holds %.0f bytes of stacks, want less than %d", per, limit)
+	}
+}
+
+// BenchmarkWebSocketTokenWait is the round trip of one token that its
+// stream waited for: the engine pushes a token, the server streams it and
+// the client reads it, then the stream waits again. ns/op is per token; it
+// includes the goroutine that each wait for the engine starts.
+func BenchmarkWebSocketTokenWait(b *testing.B) {
+	q := engine.NewQueue(0, nil)
+	e := &fakeEngine{models: testModels, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		context.AfterFunc(ctx, func() { q.End(ctx.Err()) })
+		return q, nil
+	}}
+	ts := newTestServer(b, e, Options{Shutdown: make(chan struct{})})
+	c, err := openIdleWS(ts.Listener.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 4096)
+	for b.Loop() {
+		q.Push(engine.Event{Text: "x"})
+		// One chunk, one frame: a read may return it in parts.
+		var seen []byte
+		for !bytes.Contains(seen, []byte(`"content":"x"`)) {
+			n, err := c.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			seen = append(seen, buf[:n]...)
+		}
 	}
 }

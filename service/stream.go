@@ -112,57 +112,110 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 func (g *generation) run(ctx context.Context, ping time.Duration,
 	onEvent func(index int, ev *engine.Event) error, onProgress func(prompt int, pr *engine.Progress) error,
 	onIdle func() error) ([][]engine.Stats, error) {
-	defer func() {
-		g.cancel()
-		g.obs.end()
-	}()
+	r := g.newPull(ctx, ping, onEvent, onProgress, onIdle)
+	defer r.end()
+	for {
+		complete, err := r.pump()
+		if err != nil {
+			return nil, err
+		}
+		if complete {
+			return r.prog.stats, nil
+		}
+		r.wait()
+	}
+}
+
+// pull is run's loop taken apart at its wait: pump takes what is ready,
+// wait waits for more, and the two may run on different goroutines one
+// after the other (never at once), so that a stream waiting for its engine
+// need not hold the goroutine, and the grown stack, that streamed. It holds
+// the request's context because its wait outlives the call that made it.
+type pull struct {
+	g          *generation
+	ctx        context.Context
+	onEvent    func(index int, ev *engine.Event) error
+	onProgress func(prompt int, pr *engine.Progress) error
+	onIdle     func() error
+
+	ticker *time.Ticker // nil without pings
+	w      *streamWaiter
+	prog   *progress
+	active bool         // an event came since the last tick
+	next   int          // the stream to try first: streams take turns
+	ev     engine.Event // a field: &ev escapes, and once is enough
+	err    error        // what the last wait ended with, for pump to return
+}
+
+// newPull starts pulling g's events as run describes; end must follow.
+func (g *generation) newPull(ctx context.Context, ping time.Duration,
+	onEvent func(index int, ev *engine.Event) error, onProgress func(prompt int, pr *engine.Progress) error,
+	onIdle func() error) *pull {
+	r := &pull{g: g, ctx: ctx, onEvent: onEvent, onProgress: onProgress, onIdle: onIdle,
+		prog: newProgress(g.n, len(g.streams))}
 	var tick <-chan time.Time
 	if ping > 0 && onIdle != nil {
-		t := time.NewTicker(ping)
-		defer t.Stop()
-		tick = t.C
+		r.ticker = time.NewTicker(ping)
+		tick = r.ticker.C
 	}
-	w := newStreamWaiter(g.streams, ctx.Done(), tick)
-	prog := newProgress(g.n, len(g.streams))
-	active := false
-	next := 0           // the stream to try first: streams take turns
-	var ev engine.Event // outside the loop: &ev escapes, and once is enough
-	for !prog.complete() {
-		got, idle := false, false
+	r.w = newStreamWaiter(g.streams, ctx.Done(), tick)
+	return r
+}
+
+// end cancels the generation, which stops the engine at once if it is
+// still generating, and stops the pings.
+func (r *pull) end() {
+	if r.ticker != nil {
+		r.ticker.Stop()
+	}
+	r.g.cancel()
+	r.g.obs.end()
+}
+
+// pump takes and hands on every event that is ready. It reports complete
+// when every stream has ended, nothing (complete false, no error) when it
+// must wait, or the error that ends the generation.
+func (r *pull) pump() (complete bool, err error) {
+	if r.err != nil {
+		return false, r.err
+	}
+	g := r.g
+	for !r.prog.complete() {
+		got := false
 		for range g.streams {
-			p := next
-			next = (next + 1) % len(g.streams)
-			if prog.ended[p] {
+			p := r.next
+			r.next = (r.next + 1) % len(g.streams)
+			if r.prog.ended[p] {
 				continue
 			}
 			var ok bool
 			var err error
-			ev, ok, err = g.streams[p].TryRecv()
+			r.ev, ok, err = g.streams[p].TryRecv()
 			switch {
 			case errors.Is(err, io.EOF):
-				if err := prog.end(p); err != nil {
-					return nil, err
+				if err := r.prog.end(p); err != nil {
+					return false, err
 				}
 				got = true
 			case err != nil:
-				return nil, err
-			case ok && ev.Progress != nil:
+				return false, err
+			case ok && r.ev.Progress != nil:
 				// It belongs to no choice: neither the checks of the
 				// choices' events nor the time to first token see it.
-				if onProgress != nil {
-					if err := onProgress(p, ev.Progress); err != nil {
-						return nil, err
+				if r.onProgress != nil {
+					if err := r.onProgress(p, r.ev.Progress); err != nil {
+						return false, err
 					}
 				}
 				got = true
 			case ok:
-				i, err := prog.record(p, &ev)
+				i, err := r.prog.record(p, &r.ev)
 				if err != nil {
-					return nil, err
+					return false, err
 				}
-				g.obs.event(i, &ev)
-				if err := onEvent(i, &ev); err != nil {
-					return nil, err
+				g.obs.event(i, &r.ev)
+				if err := r.onEvent(i, &r.ev); err != nil {
+					return false, err
 				}
 				got = true
 			}
@@ -170,31 +223,42 @@ func (g *generation) run(ctx context.Context, ping time.Duration,
 				break
 			}
 		}
-		if got {
-			active = true
-			// An engine that always has an event ready never makes run wait:
-			// notice a client that left all the same.
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			default:
-			}
-			continue
+		if !got {
+			return false, nil
 		}
-		switch w.wait(prog.ended) {
-		case waitDone:
-			return nil, ctx.Err()
-		case waitTick:
-			idle = !active
-			active = false
-		}
-		if idle {
-			if err := onIdle(); err != nil {
-				return nil, err
-			}
+		r.active = true
+		// An engine that always has an event ready never makes run wait:
+		// notice a client that left all the same.
+		select {
+		case <-r.ctx.Done():
+			return false, r.ctx.Err()
+		default:
 		}
 	}
-	return prog.stats, nil
+	return true, nil
+}
+
+// wait blocks until a stream may have something new, pinging when the
+// stream was idle for a ping interval; what ends the generation meanwhile
+// (the request's context, a failed ping) the next pump returns.
+func (r *pull) wait() { r.waitUntil(nil) }
+
+// waitUntil is wait, given up when timeout delivers first: it reports
+// whether it waited to the end (a nil timeout never delivers).
+func (r *pull) waitUntil(timeout <-chan time.Time) bool {
+	switch r.w.wait(r.prog.ended, timeout) {
+	case waitTimeout:
+		return false
+	case waitDone:
+		r.err = r.ctx.Err()
+	case waitTick:
+		idle := !r.active
+		r.active = false
+		if idle {
+			r.err = r.onIdle()
+		}
+	}
+	return true
 }
 
 // streamWaiter waits until one of a generation's streams may have
@@ -212,6 +276,7 @@ const (
 	waitReady waitResult = iota
 	waitTick
 	waitDone
+	waitTimeout
 )
 
 func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan time.Time) *streamWaiter {
@@ -219,10 +284,11 @@ func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan 
 	if len(streams) > 1 {
 		// Prompt arrays: a select over a number of channels only known at
 		// run time. The case of a stream that ended is disabled (nil channel).
-		w.cases = make([]reflect.SelectCase, 0, len(streams)+2)
+		w.cases = make([]reflect.SelectCase, 0, len(streams)+3)
 		w.cases = append(w.cases,
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)})
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)},
+			reflect.SelectCase{Dir: reflect.SelectRecv}) // the timeout, set by wait
 		for _, st := range streams {
 			w.cases = append(w.cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Ready())})
 		}
@@ -230,9 +296,9 @@ func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan 
 	return w
 }
 
-// wait blocks until something may have happened; ended marks the streams
-// not to wait for.
-func (w *streamWaiter) wait(ended []bool) waitResult {
+// wait blocks until something may have happened, or timeout (nil: none)
+// delivers; ended marks the streams not to wait for.
+func (w *streamWaiter) wait(ended []bool, timeout <-chan time.Time) waitResult {
 	if w.cases == nil {
 		select {
 		case <-w.streams[0].Ready():
@@ -241,13 +307,19 @@ func (w *streamWaiter) wait(ended []bool) waitResult {
 			return waitTick
 		case <-w.done:
 			return waitDone
+		case <-timeout:
+			return waitTimeout
 		}
+	}
+	w.cases[2].Chan = reflect.Value{}
+	if timeout != nil {
+		w.cases[2].Chan = reflect.ValueOf(timeout)
 	}
 	for i, st := range w.streams {
 		if ended[i] {
-			w.cases[2+i].Chan = reflect.Value{}
+			w.cases[3+i].Chan = reflect.Value{}
 		} else {
-			w.cases[2+i].Chan = reflect.ValueOf(st.Ready())
+			w.cases[3+i].Chan = reflect.ValueOf(st.Ready())
 		}
 	}
 	switch chosen, _, _ := reflect.Select(w.cases); chosen {
@@ -255,6 +327,8 @@ func (w *streamWaiter) wait(ended []bool) waitResult {
 		return waitDone
 	case 1:
 		return waitTick
+	case 2:
+		return waitTimeout
 	}
 	return waitReady
 }
@@ -265,53 +339,118 @@ func (w *streamWaiter) wait(ended []bool) waitResult {
 // w.fail. It returns the usage of a completed generation, or the error that
 // ended it.
 func (g *generation) streamTo(ctx context.Context, w chunkWriter, ping time.Duration) (*Usage, error) {
-	c := newChunker(g, w)
-	if err := c.opening(); err != nil {
-		return nil, &transportError{err}
+	s := g.newChunkStream(ctx, w, ping)
+	for {
+		if over, u, err := s.next(); over {
+			return u, err
+		}
+		s.wait()
 	}
-	stats, err := g.run(ctx, ping, func(i int, ev *engine.Event) error {
-		if err := c.event(i, ev); err != nil {
-			return &transportError{err}
+}
+
+// chunkStream is streamTo taken apart at its wait, as pull is run: next
+// streams what is ready and wait waits for more, possibly on another
+// goroutine, so that a stream waiting for its engine needs no goroutine
+// that streamed. It holds the request's context for the same reason.
+type chunkStream struct {
+	g    *generation
+	ctx  context.Context
+	w    chunkWriter
+	ping time.Duration
+	c    *chunker // nil until the opening chunks went out
+	r    *pull
+	// timer bounds waitFor's waits; made by the first.
+	timer *time.Timer
+}
+
+func (g *generation) newChunkStream(ctx context.Context, w chunkWriter, ping time.Duration) *chunkStream {
+	return &chunkStream{g: g, ctx: ctx, w: w, ping: ping}
+}
+
+// next writes the opening chunks on its first call, then the chunks of
+// every event that is ready. It reports over, with what streamTo returns,
+// once the stream ended; otherwise the caller calls wait, then next again.
+func (s *chunkStream) next() (over bool, u *Usage, err error) {
+	g, w := s.g, s.w
+	if s.c == nil {
+		s.c = newChunker(g, w)
+		if err := s.c.opening(); err != nil {
+			return true, nil, &transportError{err}
 		}
-		return nil
-	}, func(prompt int, pr *engine.Progress) error {
-		if err := c.progress(prompt, pr); err != nil {
-			return &transportError{err}
-		}
-		return nil
-	}, func() error {
-		if err := w.ping(); err != nil {
-			return &transportError{err}
-		}
-		return nil
-	})
+		c := s.c
+		s.r = g.newPull(s.ctx, s.ping, func(i int, ev *engine.Event) error {
+			if err := c.event(i, ev); err != nil {
+				return &transportError{err}
+			}
+			return nil
+		}, func(prompt int, pr *engine.Progress) error {
+			if err := c.progress(prompt, pr); err != nil {
+				return &transportError{err}
+			}
+			return nil
+		}, func() error {
+			if err := w.ping(); err != nil {
+				return &transportError{err}
+			}
+			return nil
+		})
+	}
+	complete, err := s.r.pump()
+	if !complete && err == nil {
+		return false, nil, nil
+	}
+	s.r.end()
 	if err != nil {
 		// A cancelled context means the client left (the engine's context
 		// derives from the request's): it hears nothing more. Whatever the
 		// engine says after that (an engine closing under a shutdown) is
 		// not a failure to report; the caller answers a shutdown.
 		var te *transportError
-		if !errors.As(err, &te) && ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.As(err, &te) && s.ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			_ = w.fail(fromEngine(err, g.model))
 		}
-		return nil, err
+		return true, nil, err
 	}
-	u := AssembleUsage(stats)
-	g.obs.finish(&u)
+	usage := AssembleUsage(s.r.prog.stats)
+	g.obs.finish(&usage)
 	var t *Timings
 	if g.timings {
-		at := AssembleTimings(stats, &u)
+		at := AssembleTimings(s.r.prog.stats, &usage)
 		t = &at
 	}
 	if g.includeUsage || t != nil {
-		if err := c.usage(&u, t); err != nil {
-			return &u, &transportError{err}
+		if err := s.c.usage(&usage, t); err != nil {
+			return true, &usage, &transportError{err}
 		}
 	}
 	if err := w.done(); err != nil {
-		return &u, &transportError{err}
+		return true, &usage, &transportError{err}
 	}
-	return &u, nil
+	return true, &usage, nil
+}
+
+// wait waits until the engine may have more for next (or the request's
+// context ended, or a ping is due).
+func (s *chunkStream) wait() { s.r.wait() }
+
+// waitFor is wait for at most d: it reports whether it waited to the end,
+// so that next has something, and false when d passed first.
+func (s *chunkStream) waitFor(d time.Duration) bool {
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d)
+	}
+	if !s.r.waitUntil(s.timer.C) {
+		// It fired: a stream waiting that long may wait for minutes,
+		// without the timer's and the chunk buffer's bytes; the next
+		// chunk and wait make new ones.
+		s.timer = nil
+		s.c.buf = nil
+		return false
+	}
+	s.timer.Stop()
+	return true
 }
 
 // progress checks a generation's events against its job, so that an

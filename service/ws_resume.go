@@ -99,9 +99,8 @@ func (c *wsConn) resume(ctx, reqCtx context.Context, id, streamID string, after 
 		return
 	}
 	c.wg.Go(func() {
-		defer release()
 		w := newWSWriter(c.out, rctx.Done(), id, func() { c.release(id, req) })
-		c.serveRequest(rctx, id, req, w, func() (*wsRun, *apiError) {
+		c.serveRequest(rctx, id, req, w, release, func() (*wsRun, *apiError) {
 			if e := c.s.checkResumable(rctx, streamID, chunkObjectOfPath(c.path)); e != nil {
 				return nil, e
 			}

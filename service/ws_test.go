@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http/httptest"
 	"regexp"
@@ -537,4 +538,74 @@ func TestWSMidStreamError(t *testing.T) {
 	if msgs := collectWS(t, c, 1); msgs[len(msgs)-1].Type != "done" {
 		t.Errorf("after the errors: %s", msgs[len(msgs)-1].raw)
 	}
+}
+
+// TestWSWaitHandedOver: a stream whose engine keeps it waiting longer than
+// wsWaitInline, so that every wait goes to a fresh goroutine, carries the
+// chunks its SSE stream carries, byte for byte (a prompt array, whose
+// streams are waited on together, too); and a cancel reaches a request
+// waiting so.
+func TestWSWaitHandedOver(t *testing.T) {
+	t.Parallel()
+	const hang = "hang"
+	fake := &fakeEngine{respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		if strings.Contains(fmt.Sprint(req.Prompt), hang) || strings.Contains(fmt.Sprint(req.Messages), hang) {
+			return &fakeStream{ctx: ctx, hang: true}, nil
+		}
+		return &fakeStream{ctx: ctx, delay: wsWaitInline + 30*time.Millisecond,
+			events: script(req.Choices(), []string{"Hello", " there"}, engine.FinishStop, plainStats(3, 2))}, nil
+	}}
+	ts := newTestServer(t, fake, Options{PingInterval: -1})
+	const usage = `"stream_options":{"include_usage":true}`
+	tests := []struct {
+		name, path, ws, sse string
+		streams             int
+	}{
+		{"chat", "/v1/chat/completions",
+			`{"model":"tiny","messages":[{"role":"user","content":"hi"}],` + usage + `}`,
+			`{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":true,` + usage + `}`, 1},
+		{"two prompts", "/v1/completions",
+			`{"model":"tiny","prompt":["a","b"],` + usage + `}`,
+			`{"model":"tiny","prompt":["a","b"],"stream":true,` + usage + `}`, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := dialWS(t, ts, tt.path, nil)
+			sendWS(t, c, createMsg("r", tt.ws))
+			got := collectWS(t, c, 1)
+			want := sseChunks(t, ts, tt.path, tt.sse)
+			if len(got) != len(want)+1 {
+				t.Fatalf("%d messages, want %d chunks and done", len(got), len(want))
+			}
+			chunks := make([][]byte, len(want))
+			for i := range want {
+				chunks[i] = got[i].Chunk
+			}
+			if tt.streams > 1 {
+				chunks, want = byChoice(t, chunks), byChoice(t, want)
+			}
+			for i := range want {
+				if normalized(chunks[i]) != normalized(want[i]) {
+					t.Errorf("chunk %d:\nws  %s\nsse %s", i, chunks[i], want[i])
+				}
+			}
+			if end := got[len(got)-1]; end.Type != "done" {
+				t.Errorf("ends with %s", end.raw)
+			}
+		})
+	}
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		c := dialWS(t, ts, "/v1/chat/completions", nil)
+		sendWS(t, c, createMsg("h", chatBody(hang)))
+		if m := readWS(t, c); m.id() != "h" || m.Type != "chunk" { // the opening chunk
+			t.Fatalf("first message %s", m.raw)
+		}
+		time.Sleep(2 * wsWaitInline) // the wait is handed over
+		sendWS(t, c, `{"type":"cancel","request_id":"h"}`)
+		if m := nextNonChunk(t, c); m.id() != "h" || m.code() != "request_cancelled" {
+			t.Fatalf("after cancel: %s", m.raw)
+		}
+	})
 }

@@ -24,7 +24,9 @@ const maxRequestIDLen = 256
 // wsConn is one WebSocket connection. Its goroutines, all owned by serve:
 // the reader (serve's own), the writer (outbox.run, while messages are
 // queued), the pinger (while a ping waits for its pong), the shutdown
-// (once the server shuts down) and one per request in flight. All of them
+// (once the server shuts down), one per request in flight (a request
+// waiting for its engine holds a fresh one, that only waits: wsTask) and,
+// for a moment, the one that decodes a client message. All of them
 // end before serve returns; a panic in any of them (a bug) is logged with
 // its stack and ends the connection with 1011, not the process.
 type wsConn struct {
@@ -271,11 +273,16 @@ func (c *wsConn) read(ctx, reqCtx context.Context) {
 			}
 			continue
 		}
-		if c.onMessage != nil {
-			c.onMessage(ctx, reqCtx, msg)
-			continue
-		}
-		c.handle(ctx, reqCtx, msg)
+		// Apart: decoding a message grows a goroutine's stack to 8 KB and
+		// more, which the reader would keep for the connection's life.
+		apart(func() (struct{}, struct{}) {
+			if c.onMessage != nil {
+				c.onMessage(ctx, reqCtx, msg)
+			} else {
+				c.handle(ctx, reqCtx, msg)
+			}
+			return struct{}{}, struct{}{}
+		})
 	}
 }
 
@@ -396,18 +403,17 @@ func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMes
 	}
 	rctx, _ = c.s.startWSSpan(rctx, c.path) // serveRequest ends it
 	c.wg.Go(func() {
-		defer release()
 		if c.path == pathMessages {
-			c.runMessage(rctx, id, req, body) // anthropic_ws.go
+			c.runMessage(rctx, id, req, release, body) // anthropic_ws.go
 			return
 		}
-		c.run(rctx, id, req, body)
+		c.run(rctx, id, req, release, body)
 	})
 }
 
 // admit takes request id on the books, unless the id is in flight already,
 // the connection is at its limit or shutting down (each answered here). The
-// request's goroutine must call release when it ends.
+// request must call release when it ends (serveRequest does).
 func (c *wsConn) admit(ctx, reqCtx context.Context, id string) (context.Context, *wsRequest, func(), bool) {
 	c.mu.Lock()
 	if _, dup := c.reqs[id]; dup {
@@ -490,10 +496,10 @@ var errCancelled = &apiError{Status: statusClientClosed, Type: typeInvalidReques
 // run serves one request: validate and start it as its POST would be, then
 // stream its chunks. ctx is the request's context, which a cancel message
 // or the end of the connection cancels. Exactly one done or error message
-// ends the request while the connection lasts.
-func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte) {
+// ends the request while the connection lasts. release is admit's.
+func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, release func(), body []byte) {
 	w := newWSWriter(c.out, ctx.Done(), id, func() { c.release(id, req) })
-	c.serveRequest(ctx, id, req, w, func() (*wsRun, *apiError) {
+	c.serveRequest(ctx, id, req, w, release, func() (*wsRun, *apiError) {
 		begun := time.Now()
 		p, e := c.s.parse(ctx, c.path, body)
 		if e != nil {
@@ -515,7 +521,7 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, body []byte
 		if e != nil {
 			return nil, e
 		}
-		return &wsRun{g: g, model: g.model, stream: func() (*Usage, error) { return g.streamTo(ctx, w, 0) }}, nil
+		return &wsRun{g: g, model: g.model, chunks: g.newChunkStream(ctx, w, 0)}, nil
 	})
 }
 
@@ -532,76 +538,171 @@ type wsReply interface {
 }
 
 // wsRun is a WebSocket request's generation, started, and how it streams
-// to its writer (sending the engine's error itself, if one ends it).
+// to its writer (sending the engine's error itself, if one ends it): chunks,
+// which waits for the engine without a goroutine of its own, or stream,
+// which streams to the end on the request's goroutine.
 type wsRun struct {
 	g      *generation // nil for a resumable stream, whose generation is the server's
 	model  string
+	chunks *chunkStream
 	stream func() (*Usage, error)
 }
 
 // serveRequest runs one WebSocket request, whichever API it speaks: start
 // validates and starts its generation, whose stream is then run, and every
 // way it can end is told to the client through w (unless nobody is left to
-// tell) and written to the access log. A panic is a 500 to the client and
-// an error in the log, never the connection's end.
-func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w wsReply, start func() (*wsRun, *apiError)) {
-	begun := time.Now()
-	status := http.StatusOK
-	reason := ""
-	var usage *Usage
-	var model string
-	var obs *requestMetrics
+// tell) and written to the access log; then release (admit's) runs. A panic
+// is a 500 to the client and an error in the log, never the connection's
+// end.
+//
+// serveRequest may return before the request ends: a stream that waits for
+// its engine (wsRun.chunks) longer than wsWaitInline holds no goroutine
+// meanwhile but a small one that waits, started afresh for each such wait.
+// The goroutine that validated the request and streamed its chunks has
+// grown a stack of 8 to 16 KB, which a goroutine keeps for as long as it
+// lives, while a fresh one that only waits keeps the 2 KB (4 KB, when the
+// runtime's adaptive start says so) it starts with: for an idle stream,
+// the difference is most of what it costs.
+func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w wsReply, release func(), start func() (*wsRun, *apiError)) {
+	t := &wsTask{c: c, ctx: ctx, id: id, req: req, w: w, release: release, begun: time.Now(), status: http.StatusOK}
+	t.guard(func() bool { return t.begin(start) })
+}
+
+// wsTask is one WebSocket request in flight, on the heap so that its
+// stream can go on from one goroutine to the next; it holds the request's
+// context for that reason. Its parts run one at a time.
+type wsTask struct {
+	c       *wsConn
+	ctx     context.Context
+	id      string
+	req     *wsRequest
+	w       wsReply
+	release func()
+
+	begun  time.Time
+	status int
+	reason string
+	usage  *Usage
+	model  string
+	obs    *requestMetrics
+	run    *wsRun
+}
+
+// guard runs f, a part of the request, and ends the request when f reports
+// it over or panics (a 500 to the client, as a handler's panic is).
+func (t *wsTask) guard(f func() (over bool)) {
+	over := true
 	defer func() {
 		if v := recover(); v != nil {
-			c.s.log.Error("websocket request panic", slog.String("id", c.connID), slog.String("request_id", id),
-				slog.String("path", c.path), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
-			status = http.StatusInternalServerError
-			_ = w.fail(&apiError{Status: status, Type: typeServer, Message: "Internal server error."})
+			t.c.s.log.Error("websocket request panic", slog.String("id", t.c.connID), slog.String("request_id", t.id),
+				slog.String("path", t.c.path), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			t.status = http.StatusInternalServerError
+			_ = t.w.fail(&apiError{Status: t.status, Type: typeServer, Message: "Internal server error."})
+			over = true
 		}
-		w.free()
-		c.s.logAccess(context.Background(), &accessEntry{id: c.connID, wsRequestID: id, method: http.MethodGet,
-			path: c.path, transport: "websocket", model: model, status: status, start: begun,
-			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, reason: reason, span: trace.SpanFromContext(ctx)})
+		if over {
+			t.end()
+		}
 	}()
+	over = f()
+}
 
+// end takes the request off the books and logs it.
+func (t *wsTask) end() {
+	if t.run != nil && t.run.g != nil {
+		t.run.g.cancel()
+	}
+	t.w.free()
+	t.c.s.logAccess(context.Background(), &accessEntry{id: t.c.connID, wsRequestID: t.id, method: http.MethodGet,
+		path: t.c.path, transport: "websocket", model: t.model, status: t.status, start: t.begun,
+		ttft: t.obs.timeToFirstToken(), bytes: -1, usage: t.usage, reason: t.reason, span: trace.SpanFromContext(t.ctx)})
+	t.release()
+}
+
+// begin starts the request and streams it, up to its end or to its first
+// wait for the engine; it reports whether the request is over.
+func (t *wsTask) begin(start func() (*wsRun, *apiError)) bool {
 	run, e := apart(start)
 	if e != nil {
 		switch {
-		case req.wasCancelled():
+		case t.req.wasCancelled():
 			e = errCancelled
-		case isShutdown(ctx):
-			e, reason = errShutdownCut, reasonShutdown
+		case isShutdown(t.ctx):
+			e, t.reason = errShutdownCut, reasonShutdown
 		default:
-			reason = reasonOf(e)
+			t.reason = reasonOf(e)
 		}
-		status = e.Status
-		_ = w.fail(e)
-		return
+		t.status = e.Status
+		_ = t.w.fail(e)
+		return true
 	}
-	model = run.model
+	t.model = run.model
+	t.run = run
 	if run.g != nil {
-		defer run.g.cancel()
-		obs = run.g.obs
+		t.obs = run.g.obs
+	}
+	if run.chunks != nil {
+		return t.pump()
 	}
 	u, err := run.stream()
-	usage = u
+	t.settle(u, err)
+	return true
+}
+
+// wsWaitInline is how long a WebSocket stream waits for its engine on the
+// goroutine that streams before it hands the wait to a fresh one: long
+// enough that a stream between tokens keeps its goroutine (a new one costs
+// a few microseconds, its stack grown anew), short against the time a
+// stream waits in the engine's queue or on a long prompt.
+const wsWaitInline = 100 * time.Millisecond
+
+// pump streams what the engine has ready, waiting for more up to
+// wsWaitInline at a time. When the engine keeps the stream waiting longer,
+// a fresh goroutine of the connection waits and pumps on, and pump reports
+// the request not over: its caller's goroutine, and its stack, end.
+func (t *wsTask) pump() bool {
+	for {
+		over, u, err := t.run.chunks.next()
+		if over {
+			t.settle(u, err)
+			return true
+		}
+		if !t.run.chunks.waitFor(wsWaitInline) {
+			t.c.wg.Go(t.waitAndPump)
+			return false
+		}
+	}
+}
+
+// waitAndPump is the goroutine of a stream waiting for its engine.
+func (t *wsTask) waitAndPump() { t.guard(t.waitThenPump) }
+
+func (t *wsTask) waitThenPump() bool {
+	t.run.chunks.wait()
+	return t.pump()
+}
+
+// settle records how the stream ended, and tells the client when the
+// stream could not.
+func (t *wsTask) settle(u *Usage, err error) {
+	t.usage = u
 	switch {
 	case err == nil:
-	case w.finished():
+	case t.w.finished():
 		// The stream sent the engine's error.
-		e := fromEngine(err, model)
-		status, reason = e.Status, reasonOf(e)
-	case req.wasCancelled():
-		status = statusClientClosed
-		_ = w.fail(errCancelled)
-	case isShutdown(ctx):
-		status, reason = errShutdownCut.Status, reasonShutdown
-		_ = w.fail(errShutdownCut)
-	case errors.Is(context.Cause(ctx), errWriteIdle):
+		e := fromEngine(err, t.model)
+		t.status, t.reason = e.Status, reasonOf(e)
+	case t.req.wasCancelled():
+		t.status = statusClientClosed
+		_ = t.w.fail(errCancelled)
+	case isShutdown(t.ctx):
+		t.status, t.reason = errShutdownCut.Status, reasonShutdown
+		_ = t.w.fail(errShutdownCut)
+	case errors.Is(context.Cause(t.ctx), errWriteIdle):
 		// The peer stopped reading: nobody is listening.
-		status, reason = statusClientClosed, reasonWriteIdle
+		t.status, t.reason = statusClientClosed, reasonWriteIdle
 	default:
 		// The connection ended: nobody is left to tell.
-		status = statusClientClosed
+		t.status = statusClientClosed
 	}
 }
