@@ -244,10 +244,13 @@ func TestTileKernelsBF16(t *testing.T) {
 	for _, rd := range []int{8, 16, 40, 64, 128, 136} {
 		rd16 := tiledRow(rd)
 		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {5, 4}, {16, 4}, {11, 3}} {
-			for _, tiny := range []float64{1, 0x1p-64} {
-				tokens, gn := shape[0], shape[1]
+			for _, c := range []struct {
+				tiny  float64
+				whole bool // the first half of the tokens see the tile whole
+			}{{1, false}, {0x1p-64, false}, {1, true}} {
+				tiny, tokens, gn := c.tiny, shape[0], shape[1]
 				rows := tokens * gn
-				t.Run(fmt.Sprintf("rd=%d/tokens=%d/gn=%d/scale=%g", rd, tokens, gn, tiny), func(t *testing.T) {
+				t.Run(fmt.Sprintf("rd=%d/tokens=%d/gn=%d/scale=%g/whole=%v", rd, tokens, gn, tiny, c.whole), func(t *testing.T) {
 					src := randFloats(r, tileLen*rd16, 1)
 					for i := range src {
 						src[i] *= float32(tiny) * float32(math.Ldexp(1, -r.IntN(8)))
@@ -284,6 +287,9 @@ func TestTileKernelsBF16(t *testing.T) {
 					for i := range tokens {
 						lo := r.IntN(tileLen)
 						rng[2*i], rng[2*i+1] = int32(lo), int32(lo+1+r.IntN(tileLen-lo))
+						if c.whole && 2*i < tokens {
+							rng[2*i], rng[2*i+1] = 0, tileLen
+						}
 					}
 					ms := make([]float32, 3*tiledMaxRows)
 					acc := randFloats(r, rows*rd16, 1)

@@ -39450,7 +39450,7 @@ tsb_1_done:
 	RET
 
 // func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows int, rd16 int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
 TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-64
 	MOVQ         s+0(FP), DI
 	MOVQ         ms+24(FP), R9
@@ -39462,72 +39462,98 @@ TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-64
 	VMOVDQU32    attntperm<>+0(SB), Z31
 
 smb_block:
-	CMPQ              CX, $0x10
-	JL                smb_rows
-	KMOVW             (SI), K1
-	VMOVUPS           (DI), Z0
-	VBLENDMPS         Z0, Z30, K1, Z0
-	VMOVUPS           Z0, (DI)
-	KMOVW             2(SI), K1
-	VMOVUPS           64(DI), Z1
-	VBLENDMPS         Z1, Z30, K1, Z1
-	VMOVUPS           Z1, 64(DI)
-	KMOVW             4(SI), K1
-	VMOVUPS           128(DI), Z2
-	VBLENDMPS         Z2, Z30, K1, Z2
-	VMOVUPS           Z2, 128(DI)
-	KMOVW             6(SI), K1
-	VMOVUPS           192(DI), Z3
-	VBLENDMPS         Z3, Z30, K1, Z3
-	VMOVUPS           Z3, 192(DI)
-	KMOVW             8(SI), K1
-	VMOVUPS           256(DI), Z4
-	VBLENDMPS         Z4, Z30, K1, Z4
-	VMOVUPS           Z4, 256(DI)
-	KMOVW             10(SI), K1
-	VMOVUPS           320(DI), Z5
-	VBLENDMPS         Z5, Z30, K1, Z5
-	VMOVUPS           Z5, 320(DI)
-	KMOVW             12(SI), K1
-	VMOVUPS           384(DI), Z6
-	VBLENDMPS         Z6, Z30, K1, Z6
-	VMOVUPS           Z6, 384(DI)
-	KMOVW             14(SI), K1
-	VMOVUPS           448(DI), Z7
-	VBLENDMPS         Z7, Z30, K1, Z7
-	VMOVUPS           Z7, 448(DI)
-	KMOVW             16(SI), K1
-	VMOVUPS           512(DI), Z8
-	VBLENDMPS         Z8, Z30, K1, Z8
-	VMOVUPS           Z8, 512(DI)
-	KMOVW             18(SI), K1
-	VMOVUPS           576(DI), Z9
-	VBLENDMPS         Z9, Z30, K1, Z9
-	VMOVUPS           Z9, 576(DI)
-	KMOVW             20(SI), K1
-	VMOVUPS           640(DI), Z10
-	VBLENDMPS         Z10, Z30, K1, Z10
-	VMOVUPS           Z10, 640(DI)
-	KMOVW             22(SI), K1
-	VMOVUPS           704(DI), Z11
-	VBLENDMPS         Z11, Z30, K1, Z11
-	VMOVUPS           Z11, 704(DI)
-	KMOVW             24(SI), K1
-	VMOVUPS           768(DI), Z12
-	VBLENDMPS         Z12, Z30, K1, Z12
-	VMOVUPS           Z12, 768(DI)
-	KMOVW             26(SI), K1
-	VMOVUPS           832(DI), Z13
-	VBLENDMPS         Z13, Z30, K1, Z13
-	VMOVUPS           Z13, 832(DI)
-	KMOVW             28(SI), K1
-	VMOVUPS           896(DI), Z14
-	VBLENDMPS         Z14, Z30, K1, Z14
-	VMOVUPS           Z14, 896(DI)
-	KMOVW             30(SI), K1
-	VMOVUPS           960(DI), Z15
-	VBLENDMPS         Z15, Z30, K1, Z15
-	VMOVUPS           Z15, 960(DI)
+	CMPQ      CX, $0x10
+	JL        smb_rows
+	VPCMPEQD  Y1, Y1, Y1
+	VPCMPEQD  (SI), Y1, Y0
+	VPMOVMSKB Y0, AX
+	CMPL      AX, $0xffffffff
+	JNE       smb_mask
+	VMOVUPS   (DI), Z0
+	VMOVUPS   64(DI), Z1
+	VMOVUPS   128(DI), Z2
+	VMOVUPS   192(DI), Z3
+	VMOVUPS   256(DI), Z4
+	VMOVUPS   320(DI), Z5
+	VMOVUPS   384(DI), Z6
+	VMOVUPS   448(DI), Z7
+	VMOVUPS   512(DI), Z8
+	VMOVUPS   576(DI), Z9
+	VMOVUPS   640(DI), Z10
+	VMOVUPS   704(DI), Z11
+	VMOVUPS   768(DI), Z12
+	VMOVUPS   832(DI), Z13
+	VMOVUPS   896(DI), Z14
+	VMOVUPS   960(DI), Z15
+	JMP       smb_masked
+
+smb_mask:
+	KMOVW     (SI), K1
+	VMOVUPS   (DI), Z0
+	VBLENDMPS Z0, Z30, K1, Z0
+	VMOVUPS   Z0, (DI)
+	KMOVW     2(SI), K1
+	VMOVUPS   64(DI), Z1
+	VBLENDMPS Z1, Z30, K1, Z1
+	VMOVUPS   Z1, 64(DI)
+	KMOVW     4(SI), K1
+	VMOVUPS   128(DI), Z2
+	VBLENDMPS Z2, Z30, K1, Z2
+	VMOVUPS   Z2, 128(DI)
+	KMOVW     6(SI), K1
+	VMOVUPS   192(DI), Z3
+	VBLENDMPS Z3, Z30, K1, Z3
+	VMOVUPS   Z3, 192(DI)
+	KMOVW     8(SI), K1
+	VMOVUPS   256(DI), Z4
+	VBLENDMPS Z4, Z30, K1, Z4
+	VMOVUPS   Z4, 256(DI)
+	KMOVW     10(SI), K1
+	VMOVUPS   320(DI), Z5
+	VBLENDMPS Z5, Z30, K1, Z5
+	VMOVUPS   Z5, 320(DI)
+	KMOVW     12(SI), K1
+	VMOVUPS   384(DI), Z6
+	VBLENDMPS Z6, Z30, K1, Z6
+	VMOVUPS   Z6, 384(DI)
+	KMOVW     14(SI), K1
+	VMOVUPS   448(DI), Z7
+	VBLENDMPS Z7, Z30, K1, Z7
+	VMOVUPS   Z7, 448(DI)
+	KMOVW     16(SI), K1
+	VMOVUPS   512(DI), Z8
+	VBLENDMPS Z8, Z30, K1, Z8
+	VMOVUPS   Z8, 512(DI)
+	KMOVW     18(SI), K1
+	VMOVUPS   576(DI), Z9
+	VBLENDMPS Z9, Z30, K1, Z9
+	VMOVUPS   Z9, 576(DI)
+	KMOVW     20(SI), K1
+	VMOVUPS   640(DI), Z10
+	VBLENDMPS Z10, Z30, K1, Z10
+	VMOVUPS   Z10, 640(DI)
+	KMOVW     22(SI), K1
+	VMOVUPS   704(DI), Z11
+	VBLENDMPS Z11, Z30, K1, Z11
+	VMOVUPS   Z11, 704(DI)
+	KMOVW     24(SI), K1
+	VMOVUPS   768(DI), Z12
+	VBLENDMPS Z12, Z30, K1, Z12
+	VMOVUPS   Z12, 768(DI)
+	KMOVW     26(SI), K1
+	VMOVUPS   832(DI), Z13
+	VBLENDMPS Z13, Z30, K1, Z13
+	VMOVUPS   Z13, 832(DI)
+	KMOVW     28(SI), K1
+	VMOVUPS   896(DI), Z14
+	VBLENDMPS Z14, Z30, K1, Z14
+	VMOVUPS   Z14, 896(DI)
+	KMOVW     30(SI), K1
+	VMOVUPS   960(DI), Z15
+	VBLENDMPS Z15, Z30, K1, Z15
+	VMOVUPS   Z15, 960(DI)
+
+smb_masked:
 	VSHUFF32X4        $0x44, Z8, Z0, Z16
 	VSHUFF32X4        $0xee, Z8, Z0, Z17
 	VMAXPS            Z17, Z16, Z0

@@ -277,12 +277,26 @@ func tileSoftmaxBZ() {
 	Label("smb_block")
 	CMPQ(RCX, U8(16))
 	JL(LabelRef("smb_rows"))
+	// The 16 rows' masks all whole (every tile of a long prompt but the
+	// diagonal ones): the scores are read as they are, else their unseen
+	// lanes set to -Inf first.
+	VPCMPEQD(Y1, Y1, Y1)
+	VPCMPEQD(Mem{Base: RSI}, Y1, Y0)
+	VPMOVMSKB(Y0, EAX)
+	CMPL(EAX, U32(0xffffffff))
+	JNE(LabelRef("smb_mask"))
+	for r := 0; r < 16; r++ {
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
+	}
+	JMP(LabelRef("smb_masked"))
+	Label("smb_mask")
 	for r := 0; r < 16; r++ {
 		KMOVW(Mem{Base: RSI, Disp: 2 * r}, K1)
 		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
 		VBLENDMPS(a(r), Z30, K1, a(r)) // masked lanes -Inf
 		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
 	}
+	Label("smb_masked")
 	reduce16(func(x, y, z VecPhysical) { VMAXPS(x, y, z) })
 	VMOVUPS(Mem{Base: R9}, Z18) // m
 	VMAXPS(Z16, Z18, Z19)       // m' = m > max ? m : max
