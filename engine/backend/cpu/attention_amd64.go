@@ -259,12 +259,12 @@ func pairBF16SIMD(dst []uint32, src []float32, row, pairs int) {
 }
 
 // tileScoresBF16SIMD: see tileScoresBF16.
-func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int, scale float32) {
+func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int) {
 	rows := blocks * tiledQBlock
 	if blocks <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(q) < rows*rd16/2 || len(k) < tileLen*rd16/2 {
 		panic("cpu: tileScoresBF16SIMD: bad lengths")
 	}
-	tileScoresBZ(&s[0], &q[0], &k[0], blocks, rd16, scale)
+	tileScoresBZ(&s[0], &q[0], &k[0], blocks, rd16)
 }
 
 // tileSoftmaxBF16SIMD: see tileSoftmaxBF16.

@@ -101,6 +101,14 @@ func sinkAttention(kv *tensor.HostKV, l tensor.KVLayout, at tensor.Attention, q 
 		}
 		return float64(x)
 	}
+	// The bf16 arithmetic rounds the query times scaleBF16.
+	qs := scaleBF16(at.Scale, 0)
+	rq := func(x float32) float64 {
+		if bf16 {
+			return r(x*qs) / float64(qs)
+		}
+		return float64(x)
+	}
 	key := func(h, p, d int) (float64, float64) {
 		row := l.Row(int(table[p/l.BlockSize]), h, p%l.BlockSize) + d
 		if kv.K32 != nil {
@@ -122,7 +130,7 @@ func sinkAttention(kv *tensor.HostKV, l tensor.KVLayout, at tensor.Attention, q 
 		for p := start; p < n; p++ {
 			for d := range hd {
 				k, _ := key(h/group, p, d)
-				sc[p] += r(q[h*hd+d]) * k
+				sc[p] += rq(q[h*hd+d]) * k
 			}
 			sc[p] *= float64(at.Scale)
 			m = max(m, sc[p])

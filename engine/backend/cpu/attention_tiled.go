@@ -127,10 +127,11 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 	}
 	clear(acc)
 	lo, hi := int(tq.start[0]), int(tq.n[0])
+	qscale := scaleBF16(tq.scale, tq.softCap)
 	for t := range T {
 		for i := range gn {
 			if q := tq.q[t*tq.stride+i*hd:][:hd]; tq.bf16 {
-				blockQueryBF16(qb, t*gn+i, rd16, q)
+				blockQueryBF16(qb, t*gn+i, rd16, q, qscale)
 			} else {
 				blockQuery(qs, t*gn+i, rd16, q)
 			}
@@ -187,10 +188,10 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 				pairBF16(sc.vb[:tileLen*rd16/2], sc.v[:tileLen*rd16], rd16, tileLen/2, tq.assembler)
 				bq := tiledQBlock * rd16 / 2
 				tileScoresBF16(sc.s[b0*tiledQBlock*tileLen:b1*tiledQBlock*tileLen], qb[b0*bq:b1*bq],
-					sc.kb[:tileLen*rd16/2], b1-b0, rd16, scale, tq.assembler)
+					sc.kb[:tileLen*rd16/2], b1-b0, rd16, tq.assembler)
 				s := sc.s[r0*tileLen : r1*tileLen]
 				if tq.softCap != 0 {
-					capScores(s, tq.softCap)
+					capScoresLog2(s, tq.softCap)
 				}
 				tileSoftmaxBF16(s, sc.vb[:tileLen*rd16/2], acc[r0*rd16:r1*rd16], ms[r0:], msk, sc.wb[:(r1-r0)*tileLen], r1-r0, rd16, tq.assembler)
 				t0 = t1
@@ -211,6 +212,9 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 		for i := range gn {
 			r := t*gn + i
 			if tq.sinks != nil {
+				if tq.bf16 {
+					ms[r] *= expLn2 // m in natural units
+				}
 				foldSink(acc[r*rd16:][:hd], &ms[r], &ms[tiledMaxRows+r], tq.sinks[i])
 			}
 			inv := 1 / ms[tiledMaxRows+r]
@@ -415,11 +419,17 @@ var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6
 //
 //   - the query, and each key and value (F16, exact in float32), are
 //     rounded to bf16 (to nearest, ties to even: 8 significant bits of
-//     the key's and value's 11);
-//   - each weight w_p = e^(s_p-m') is rounded to bf16 before it is used,
+//     the key's and value's 11), the query after it is multiplied by
+//     scale*log2(e) (scaleBF16): scores, m and the exponentials are in
+//     base 2, s_p = dot(q', k_p) = scale*dot(q, k_p)*log2(e) and w_p =
+//     2^(s_p-m'), c = 2^(m-m') (exp2Tile), which saves a multiplication
+//     per score and one per exponential; with a soft cap the query takes
+//     scale/softCap and the capped score is multiplied by log2(e)
+//     (capScoresLog2);
+//   - each weight w_p = 2^(s_p-m') is rounded to bf16 before it is used,
 //     both in the value sums and in S, so that the output stays a convex
-//     combination of the (rounded) values; e^x is expWeight's (expTile's
-//     with a polynomial of degree 5: within 3e-6, far inside bf16's 2^-9),
+//     combination of the (rounded) values; 2^x is exp2Weight's (exp2Tile's
+//     with a polynomial of degree 5: within 4e-6, far inside bf16's 2^-9),
 //     and a denormal weight counts as 0 (weightBF16);
 //   - a dot sums pairs of elements: per pair j, in order from zero,
 //     a = fma(x[2j+1], y[2j+1], a) then a = fma(x[2j], y[2j], a), each
@@ -429,7 +439,8 @@ var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6
 //     accumulator takes the tile's 8 position pairs the same way, the
 //     positions a token does not see weighing 0.
 //
-// The softmax (m, S, c, e^x) and the accumulators are float32 as above.
+// The softmax (m, S, c, 2^x) and the accumulators are float32 as above; a
+// sink is folded in after m is taken back to natural units (m*ln2).
 // Every result is still a function of the query, its window and the cache
 // alone. tileScoresBF16Generic and tileSoftmaxBF16Generic are the
 // definition in Go; internal/gen/attntb.go's kernels give the same bits.
@@ -446,22 +457,63 @@ func roundBF16(x float32) uint16 {
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
-// expWeight is e^x for the bf16 weights: expTile's steps with the Taylor
-// polynomial of degree 5 (truncation below 3e-6 for |r| <= ln2/2).
-func expWeight(x float32) float32 {
+// scaleBF16 is the factor of the bf16 arithmetic's queries: scores in
+// base 2 (scale*log2(e)), or with a soft cap cappedScale's factor.
+func scaleBF16(scale, softCap float32) float32 {
+	if softCap != 0 {
+		return cappedScale(scale, softCap)
+	}
+	return scale * expTileLog2e
+}
+
+// capScoresLog2 applies the soft cap to scores computed with
+// scale/softCap and takes them to base 2.
+func capScoresLog2(s []float32, softCap float32) {
+	capScores(s, softCap)
+	for i := range s {
+		s[i] *= expTileLog2e
+	}
+}
+
+// expLn2 is ln 2 as float32.
+const expLn2 float32 = 0.6931471805599453
+
+// exp2Tile is 2^x for x <= 0 (or NaN), in float32 (the assembly,
+// internal/gen/attntb.go's exp2Neg, performs the same operations): x
+// clamped to -150 from below; k = roundeven(x); f = x - k (exact, |f| <=
+// 1/2); 2^f = e^(f ln2) by its Taylor polynomial of degree deg in f
+// (coefficients ln2^j/j!, exp2Coef; degree 7: truncation below 6e-9),
+// by Horner's rule with fused multiply-adds; then scaled by 2^k with one
+// rounding (VSCALEFPS), so that 2^-150 and below round to 0.
+func exp2Tile(x float32, deg int) float32 {
 	if x != x {
 		return x
 	}
-	x = min(max(x, -104), 89)
-	k := float32(math.RoundToEven(float64(x * expTileLog2e)))
-	r := fmaF32(-k, expTileLn2Hi, x)
-	r = fmaF32(-k, expTileLn2Lo, r)
-	p := expTileCoef[2]
-	for _, c := range expTileCoef[3:] {
-		p = fmaF32(p, r, c)
+	x = max(x, -150)
+	k := float32(math.RoundToEven(float64(x)))
+	f := x - k
+	c := exp2Coef[len(exp2Coef)-1-deg:]
+	p := c[0]
+	for _, c := range c[1:] {
+		p = fmaF32(p, f, c)
 	}
 	return float32(float64(p) * math.Ldexp(1, int(k)))
 }
+
+// exp2Weight is 2^x for the bf16 weights: exp2Tile of degree 5
+// (within 4e-6 relative).
+func exp2Weight(x float32) float32 { return exp2Tile(x, 5) }
+
+// exp2Coef are ln2^j/j! for j = 7 down to 0, rounded to float32
+// (internal/gen/attntb.go holds their bits).
+var exp2Coef = func() (c [8]float32) {
+	t := 1.0
+	for j := range c {
+		c[len(c)-1-j] = float32(t)
+		t *= math.Ln2 / float64(j+1)
+	}
+	return c
+}()
 
 // weightBF16 rounds a weight to bf16 as VCVTNEPS2BF16 does: to nearest,
 // ties to even, a denormal read as zero, a NaN kept a (quiet) NaN.
@@ -475,17 +527,17 @@ func weightBF16(x float32) uint16 {
 // bf16Pair is the dword of bf16 lo and hi, lo in the low half.
 func bf16Pair(lo, hi float32) uint32 { return uint32(roundBF16(lo)) | uint32(roundBF16(hi))<<16 }
 
-// blockQueryBF16 writes query row r (hd values, zero padded to rd16) into
-// the blocked pairs qs: blocks of tiledQBlock rows, pair j of the block's
-// row i at [j*tiledQBlock+i].
-func blockQueryBF16(qs []uint32, r, rd16 int, q []float32) {
+// blockQueryBF16 writes query row r (hd values times scale, zero padded
+// to rd16) into the blocked pairs qs: blocks of tiledQBlock rows, pair j
+// of the block's row i at [j*tiledQBlock+i].
+func blockQueryBF16(qs []uint32, r, rd16 int, q []float32, scale float32) {
 	b := qs[r/tiledQBlock*tiledQBlock*rd16/2:][:tiledQBlock*rd16/2]
 	for j := 0; 2*j < len(q); j++ {
 		var hi float32
 		if 2*j+1 < len(q) {
-			hi = q[2*j+1]
+			hi = q[2*j+1] * scale
 		}
-		b[j*tiledQBlock+r%tiledQBlock] = bf16Pair(q[2*j], hi)
+		b[j*tiledQBlock+r%tiledQBlock] = bf16Pair(q[2*j]*scale, hi)
 	}
 }
 
@@ -530,18 +582,19 @@ func dpbf16(acc float32, x, y uint32) float32 {
 	return ftz(fmaF32(bf16In(x&0xffff), bf16In(y&0xffff), acc))
 }
 
-// tileScoresBF16 sets s[16r+p] = dot(q_r, k_p) * scale for the rows r of
-// blocks blocks of the blocked query pairs q (blockQueryBF16) and the
-// tile's 16 positions' key pairs k (pair j of position p at k[16j+p]).
-func tileScoresBF16(s []float32, q, k []uint32, blocks, rd16 int, scale float32, asm bool) {
+// tileScoresBF16 sets s[16r+p] = dot(q_r, k_p) for the rows r of blocks
+// blocks of the blocked query pairs q (blockQueryBF16, the scale already
+// in them) and the tile's 16 positions' key pairs k (pair j of position p
+// at k[16j+p]).
+func tileScoresBF16(s []float32, q, k []uint32, blocks, rd16 int, asm bool) {
 	if asm {
-		tileScoresBF16SIMD(s, q, k, blocks, rd16, scale)
+		tileScoresBF16SIMD(s, q, k, blocks, rd16)
 		return
 	}
-	tileScoresBF16Generic(s, q, k, blocks, rd16, scale)
+	tileScoresBF16Generic(s, q, k, blocks, rd16)
 }
 
-func tileScoresBF16Generic(s []float32, q, k []uint32, blocks, rd16 int, scale float32) {
+func tileScoresBF16Generic(s []float32, q, k []uint32, blocks, rd16 int) {
 	bq := tiledQBlock * rd16 / 2
 	for r := range blocks * tiledQBlock {
 		qb := q[r/tiledQBlock*bq:][:bq]
@@ -550,15 +603,15 @@ func tileScoresBF16Generic(s []float32, q, k []uint32, blocks, rd16 int, scale f
 			for j := range rd16 / 2 {
 				a = dpbf16(a, k[j*tileLen+p], qb[j*tiledQBlock+r%tiledQBlock])
 			}
-			s[r*tileLen+p] = a * scale
+			s[r*tileLen+p] = a
 		}
 	}
 }
 
 // tileSoftmaxBF16 runs the online softmax of one tile for rows rows and
-// their value accumulation on bf16 pairs: s holds the rows' scores
-// (overwritten by the weights, rounded to bf16), ms their m, S and c as
-// for tileSoftmax, masks each row's positions, wb the scratch of the
+// their value accumulation on bf16 pairs: s holds the rows' scores in base
+// 2 (overwritten by the weights, rounded to bf16), ms their m, S and c as
+// for tileSoftmax (m in base 2, c = 2^(m-m')), masks each row's positions, wb the scratch of the
 // weights' bf16 bits (16 per row) and v the tile's value pairs (pair j of
 // element d at v[j*rd16+d], positions past the tile's zero).
 func tileSoftmaxBF16(s []float32, v []uint32, acc, ms []float32, masks, wb []uint16, rows, rd16 int, asm bool) {
@@ -587,11 +640,11 @@ func tileSoftmaxBF16Generic(s []float32, v []uint32, acc, ms []float32, masks, w
 		}
 		c := float32(1)
 		if m1 != m {
-			c = expTile(m - m1)
+			c = exp2Tile(m-m1, 7)
 		}
 		w := wb[r*tileLen:][:tileLen]
 		for p := range x {
-			w[p] = weightBF16(expWeight(x[p] - m1))
+			w[p] = weightBF16(exp2Weight(x[p] - m1))
 			x[p] = math.Float32frombits(uint32(w[p]) << 16)
 		}
 		ms[r], ms[tiledMaxRows+r], ms[2*tiledMaxRows+r] = m1, float32(ms[tiledMaxRows+r]*c)+halves16(x), c

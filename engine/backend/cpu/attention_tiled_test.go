@@ -230,6 +230,38 @@ func TestExpTile(t *testing.T) {
 	}
 }
 
+// TestExp2Tile: the bf16 softmax's 2^x is within 3 ulps of 2^x at degree
+// 7 and within 4e-6 relative at degree 5 (the weights, rounded to bf16
+// after), where they live (x <= 0, down to the smallest normal); exactly
+// 1 at 0, 0 far below and NaN for NaN.
+func TestExp2Tile(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		deg       int
+		ulps, rel float64
+	}{{7, 3, 0}, {5, 0, 4e-6}} {
+		worstUlps, worstRel := 0.0, 0.0
+		for i := 0; i <= 200000; i++ {
+			x := float32(-125.9 * float64(i) / 200000)
+			got, want := float64(exp2Tile(x, c.deg)), math.Exp2(float64(x))
+			ulp := float64(math.Nextafter32(float32(want), 2)) - float64(float32(want))
+			worstUlps, worstRel = max(worstUlps, math.Abs(got-want)/ulp), max(worstRel, math.Abs(got-want)/want)
+		}
+		if c.ulps != 0 && worstUlps > c.ulps || c.rel != 0 && worstRel > c.rel {
+			t.Fatalf("degree %d: largest error %.2f ulps, %.2g relative", c.deg, worstUlps, worstRel)
+		}
+		t.Logf("degree %d: largest error %.2f ulps, %.2g relative", c.deg, worstUlps, worstRel)
+		for _, z := range []struct{ x, want float32 }{{0, 1}, {-150, 0}, {-200, 0}, {float32(math.Inf(-1)), 0}} {
+			if got := exp2Tile(z.x, c.deg); got != z.want {
+				t.Fatalf("exp2Tile(%g, %d) = %g, want %g", z.x, c.deg, got, z.want)
+			}
+		}
+		if nan := float32(math.NaN()); exp2Tile(nan, c.deg) == exp2Tile(nan, c.deg) {
+			t.Fatal("exp2Tile(NaN) is not NaN")
+		}
+	}
+}
+
 // TestTileKernelsBF16 compares each bf16 tiled kernel with its Go
 // definition, bit for bit, as TestTileKernelsSIMD does the float32 ones,
 // with scales from ordinary to denormal so that the definition's reading
@@ -244,10 +276,13 @@ func TestTileKernelsBF16(t *testing.T) {
 	for _, rd := range []int{8, 16, 40, 64, 128, 136} {
 		rd16 := tiledRow(rd)
 		for _, shape := range [][2]int{{1, 1}, {1, 4}, {3, 4}, {2, 5}, {5, 2}, {2, 8}, {5, 4}, {16, 4}, {11, 3}} {
-			for _, tiny := range []float64{1, 0x1p-64} {
-				tokens, gn := shape[0], shape[1]
+			for _, c := range []struct {
+				tiny  float64
+				whole bool // the first half of the tokens see the tile whole
+			}{{1, false}, {0x1p-64, false}, {1, true}} {
+				tiny, tokens, gn := c.tiny, shape[0], shape[1]
 				rows := tokens * gn
-				t.Run(fmt.Sprintf("rd=%d/tokens=%d/gn=%d/scale=%g", rd, tokens, gn, tiny), func(t *testing.T) {
+				t.Run(fmt.Sprintf("rd=%d/tokens=%d/gn=%d/scale=%g/whole=%v", rd, tokens, gn, tiny, c.whole), func(t *testing.T) {
 					src := randFloats(r, tileLen*rd16, 1)
 					for i := range src {
 						src[i] *= float32(tiny) * float32(math.Ldexp(1, -r.IntN(8)))
@@ -266,11 +301,11 @@ func TestTileKernelsBF16(t *testing.T) {
 					blocks := (rows + tiledQBlock - 1) / tiledQBlock
 					q := make([]uint32, blocks*tiledQBlock*rd16/2)
 					for i := range rows {
-						blockQueryBF16(q, i, rd16, randFloats(r, rd, 3*tiny))
+						blockQueryBF16(q, i, rd16, randFloats(r, rd, 3*tiny), 0.125*expTileLog2e)
 					}
 					gs, ss := make([]float32, blocks*tiledQBlock*tileLen), make([]float32, blocks*tiledQBlock*tileLen)
-					tileScoresBF16(ss, q, k, blocks, rd16, 0.125, true)
-					tileScoresBF16Generic(gs, q, k, blocks, rd16, 0.125)
+					tileScoresBF16(ss, q, k, blocks, rd16, true)
+					tileScoresBF16Generic(gs, q, k, blocks, rd16)
 					sameBits(t, "tileScoresBF16", ss, gs)
 					gs, ss = gs[:rows*tileLen], ss[:rows*tileLen]
 					if tiny != 1 {
@@ -284,6 +319,9 @@ func TestTileKernelsBF16(t *testing.T) {
 					for i := range tokens {
 						lo := r.IntN(tileLen)
 						rng[2*i], rng[2*i+1] = int32(lo), int32(lo+1+r.IntN(tileLen-lo))
+						if c.whole && 2*i < tokens {
+							rng[2*i], rng[2*i+1] = 0, tileLen
+						}
 					}
 					ms := make([]float32, 3*tiledMaxRows)
 					acc := randFloats(r, rows*rd16, 1)

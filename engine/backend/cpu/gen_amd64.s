@@ -38845,6 +38845,17 @@ sm_next:
 	VZEROUPPER
 	RET
 
+DATA exp2c<>+0(SB)/4, $0xc3160000
+DATA exp2c<>+4(SB)/4, $0x377fe5fe
+DATA exp2c<>+8(SB)/4, $0x39218489
+DATA exp2c<>+12(SB)/4, $0x3aaec3ff
+DATA exp2c<>+16(SB)/4, $0x3c1d955b
+DATA exp2c<>+20(SB)/4, $0x3d635847
+DATA exp2c<>+24(SB)/4, $0x3e75fdf0
+DATA exp2c<>+28(SB)/4, $0x3f317218
+DATA exp2c<>+32(SB)/4, $0x3f800000
+GLOBL exp2c<>(SB), RODATA|NOPTR, $36
+
 // func pairBF16Z(dst *uint32, src *float32, row int, pairs int)
 // Requires: AVX, AVX512F
 TEXT ·pairBF16Z(SB), NOSPLIT, $0-32
@@ -38892,17 +38903,16 @@ pb_vec:
 	VZEROUPPER
 	RET
 
-// func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int, scale float32)
+// func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int)
 // Requires: AVX, AVX512F
-TEXT ·tileScoresBZ(SB), NOSPLIT, $0-44
-	MOVQ         s+0(FP), DI
-	MOVQ         q+8(FP), SI
-	MOVQ         blocks+24(FP), CX
-	MOVQ         rd16+32(FP), DX
-	MOVQ         DX, R11
-	SHLQ         $0x04, R11
-	SHRQ         $0x02, DX
-	VBROADCASTSS scale+40(FP), Z30
+TEXT ·tileScoresBZ(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), DI
+	MOVQ q+8(FP), SI
+	MOVQ blocks+24(FP), CX
+	MOVQ rd16+32(FP), DX
+	MOVQ DX, R11
+	SHLQ $0x04, R11
+	SHRQ $0x02, DX
 
 tsb_2:
 	CMPQ   CX, $0x02
@@ -39221,37 +39231,21 @@ tsb_2_step:
 	ADDQ    $0x40, R10
 	DECQ    BX
 	JNZ     tsb_2_step
-	VMULPS  Z30, Z0, Z0
 	VMOVUPS Z0, (DI)
-	VMULPS  Z30, Z1, Z1
 	VMOVUPS Z1, 64(DI)
-	VMULPS  Z30, Z2, Z2
 	VMOVUPS Z2, 128(DI)
-	VMULPS  Z30, Z3, Z3
 	VMOVUPS Z3, 192(DI)
-	VMULPS  Z30, Z4, Z4
 	VMOVUPS Z4, 256(DI)
-	VMULPS  Z30, Z5, Z5
 	VMOVUPS Z5, 320(DI)
-	VMULPS  Z30, Z6, Z6
 	VMOVUPS Z6, 384(DI)
-	VMULPS  Z30, Z7, Z7
 	VMOVUPS Z7, 448(DI)
-	VMULPS  Z30, Z8, Z8
 	VMOVUPS Z8, 512(DI)
-	VMULPS  Z30, Z9, Z9
 	VMOVUPS Z9, 576(DI)
-	VMULPS  Z30, Z10, Z10
 	VMOVUPS Z10, 640(DI)
-	VMULPS  Z30, Z11, Z11
 	VMOVUPS Z11, 704(DI)
-	VMULPS  Z30, Z12, Z12
 	VMOVUPS Z12, 768(DI)
-	VMULPS  Z30, Z13, Z13
 	VMOVUPS Z13, 832(DI)
-	VMULPS  Z30, Z14, Z14
 	VMOVUPS Z14, 896(DI)
-	VMULPS  Z30, Z15, Z15
 	VMOVUPS Z15, 960(DI)
 	ADDQ    $0x00000400, DI
 	ADDQ    R11, SI
@@ -39425,21 +39419,13 @@ tsb_1_step:
 	ADDQ    $0x40, R10
 	DECQ    BX
 	JNZ     tsb_1_step
-	VMULPS  Z30, Z0, Z0
 	VMOVUPS Z0, (DI)
-	VMULPS  Z30, Z1, Z1
 	VMOVUPS Z1, 64(DI)
-	VMULPS  Z30, Z2, Z2
 	VMOVUPS Z2, 128(DI)
-	VMULPS  Z30, Z3, Z3
 	VMOVUPS Z3, 192(DI)
-	VMULPS  Z30, Z4, Z4
 	VMOVUPS Z4, 256(DI)
-	VMULPS  Z30, Z5, Z5
 	VMOVUPS Z5, 320(DI)
-	VMULPS  Z30, Z6, Z6
 	VMOVUPS Z6, 384(DI)
-	VMULPS  Z30, Z7, Z7
 	VMOVUPS Z7, 448(DI)
 	ADDQ    $0x00000200, DI
 	SUBQ    $0x01, CX
@@ -39450,7 +39436,7 @@ tsb_1_done:
 	RET
 
 // func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows int, rd16 int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
 TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-64
 	MOVQ         s+0(FP), DI
 	MOVQ         ms+24(FP), R9
@@ -39460,177 +39446,193 @@ TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-64
 	MOVL         $0xff800000, AX
 	VPBROADCASTD AX, Z30
 	VMOVDQU32    attntperm<>+0(SB), Z31
+	VBROADCASTSS exp2c<>+0(SB), Z27
 
 smb_block:
-	CMPQ              CX, $0x10
-	JL                smb_rows
-	KMOVW             (SI), K1
-	VMOVUPS           (DI), Z0
-	VBLENDMPS         Z0, Z30, K1, Z0
-	VMOVUPS           Z0, (DI)
-	KMOVW             2(SI), K1
-	VMOVUPS           64(DI), Z1
-	VBLENDMPS         Z1, Z30, K1, Z1
-	VMOVUPS           Z1, 64(DI)
-	KMOVW             4(SI), K1
-	VMOVUPS           128(DI), Z2
-	VBLENDMPS         Z2, Z30, K1, Z2
-	VMOVUPS           Z2, 128(DI)
-	KMOVW             6(SI), K1
-	VMOVUPS           192(DI), Z3
-	VBLENDMPS         Z3, Z30, K1, Z3
-	VMOVUPS           Z3, 192(DI)
-	KMOVW             8(SI), K1
-	VMOVUPS           256(DI), Z4
-	VBLENDMPS         Z4, Z30, K1, Z4
-	VMOVUPS           Z4, 256(DI)
-	KMOVW             10(SI), K1
-	VMOVUPS           320(DI), Z5
-	VBLENDMPS         Z5, Z30, K1, Z5
-	VMOVUPS           Z5, 320(DI)
-	KMOVW             12(SI), K1
-	VMOVUPS           384(DI), Z6
-	VBLENDMPS         Z6, Z30, K1, Z6
-	VMOVUPS           Z6, 384(DI)
-	KMOVW             14(SI), K1
-	VMOVUPS           448(DI), Z7
-	VBLENDMPS         Z7, Z30, K1, Z7
-	VMOVUPS           Z7, 448(DI)
-	KMOVW             16(SI), K1
-	VMOVUPS           512(DI), Z8
-	VBLENDMPS         Z8, Z30, K1, Z8
-	VMOVUPS           Z8, 512(DI)
-	KMOVW             18(SI), K1
-	VMOVUPS           576(DI), Z9
-	VBLENDMPS         Z9, Z30, K1, Z9
-	VMOVUPS           Z9, 576(DI)
-	KMOVW             20(SI), K1
-	VMOVUPS           640(DI), Z10
-	VBLENDMPS         Z10, Z30, K1, Z10
-	VMOVUPS           Z10, 640(DI)
-	KMOVW             22(SI), K1
-	VMOVUPS           704(DI), Z11
-	VBLENDMPS         Z11, Z30, K1, Z11
-	VMOVUPS           Z11, 704(DI)
-	KMOVW             24(SI), K1
-	VMOVUPS           768(DI), Z12
-	VBLENDMPS         Z12, Z30, K1, Z12
-	VMOVUPS           Z12, 768(DI)
-	KMOVW             26(SI), K1
-	VMOVUPS           832(DI), Z13
-	VBLENDMPS         Z13, Z30, K1, Z13
-	VMOVUPS           Z13, 832(DI)
-	KMOVW             28(SI), K1
-	VMOVUPS           896(DI), Z14
-	VBLENDMPS         Z14, Z30, K1, Z14
-	VMOVUPS           Z14, 896(DI)
-	KMOVW             30(SI), K1
-	VMOVUPS           960(DI), Z15
-	VBLENDMPS         Z15, Z30, K1, Z15
-	VMOVUPS           Z15, 960(DI)
-	VSHUFF32X4        $0x44, Z8, Z0, Z16
-	VSHUFF32X4        $0xee, Z8, Z0, Z17
-	VMAXPS            Z17, Z16, Z0
-	VSHUFF32X4        $0x44, Z9, Z1, Z16
-	VSHUFF32X4        $0xee, Z9, Z1, Z17
-	VMAXPS            Z17, Z16, Z1
-	VSHUFF32X4        $0x44, Z10, Z2, Z16
-	VSHUFF32X4        $0xee, Z10, Z2, Z17
-	VMAXPS            Z17, Z16, Z2
-	VSHUFF32X4        $0x44, Z11, Z3, Z16
-	VSHUFF32X4        $0xee, Z11, Z3, Z17
-	VMAXPS            Z17, Z16, Z3
-	VSHUFF32X4        $0x44, Z12, Z4, Z16
-	VSHUFF32X4        $0xee, Z12, Z4, Z17
-	VMAXPS            Z17, Z16, Z4
-	VSHUFF32X4        $0x44, Z13, Z5, Z16
-	VSHUFF32X4        $0xee, Z13, Z5, Z17
-	VMAXPS            Z17, Z16, Z5
-	VSHUFF32X4        $0x44, Z14, Z6, Z16
-	VSHUFF32X4        $0xee, Z14, Z6, Z17
-	VMAXPS            Z17, Z16, Z6
-	VSHUFF32X4        $0x44, Z15, Z7, Z16
-	VSHUFF32X4        $0xee, Z15, Z7, Z17
-	VMAXPS            Z17, Z16, Z7
-	VSHUFF32X4        $0x88, Z4, Z0, Z16
-	VSHUFF32X4        $0xdd, Z4, Z0, Z17
-	VMAXPS            Z17, Z16, Z0
-	VSHUFF32X4        $0x88, Z5, Z1, Z16
-	VSHUFF32X4        $0xdd, Z5, Z1, Z17
-	VMAXPS            Z17, Z16, Z1
-	VSHUFF32X4        $0x88, Z6, Z2, Z16
-	VSHUFF32X4        $0xdd, Z6, Z2, Z17
-	VMAXPS            Z17, Z16, Z2
-	VSHUFF32X4        $0x88, Z7, Z3, Z16
-	VSHUFF32X4        $0xdd, Z7, Z3, Z17
-	VMAXPS            Z17, Z16, Z3
-	VUNPCKLPD         Z2, Z0, Z16
-	VUNPCKHPD         Z2, Z0, Z17
-	VMAXPS            Z17, Z16, Z0
-	VUNPCKLPD         Z3, Z1, Z16
-	VUNPCKHPD         Z3, Z1, Z17
-	VMAXPS            Z17, Z16, Z1
-	VSHUFPS           $0x88, Z1, Z0, Z16
-	VSHUFPS           $0xdd, Z1, Z0, Z17
-	VMAXPS            Z17, Z16, Z16
-	VPERMPS           Z16, Z31, Z16
-	VMOVUPS           (R9), Z18
-	VMAXPS            Z16, Z18, Z19
-	VMOVUPS           Z19, (R9)
-	VSUBPS            Z19, Z18, Z20
-	VBROADCASTSS      expfc<>+0(SB), Z16
-	VMAXPS            Z20, Z16, Z20
-	VBROADCASTSS      expfc<>+4(SB), Z16
-	VMINPS            Z20, Z16, Z20
-	VMULPS.BCST       expfc<>+8(SB), Z20, Z16
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z20
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z20
-	VBROADCASTSS      expfc<>+20(SB), Z17
-	VFMADD213PS.BCST  expfc<>+24(SB), Z20, Z17
-	VFMADD213PS.BCST  expfc<>+28(SB), Z20, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z20, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z20, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z20, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z20, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z20, Z17
-	VSCALEFPS         Z16, Z17, Z20
-	VCMPPS            $0x00, Z19, Z18, K2
-	VBROADCASTSS      expfc<>+48(SB), Z21
-	VBLENDMPS         Z21, Z20, K2, Z20
-	VMOVUPS           Z20, 4096(R9)
-	MOVL              $0xc2d00000, AX
-	VPBROADCASTD      AX, Z27
-	VBROADCASTSS      (R9), Z18
-	VBROADCASTSS      4(R9), Z19
-	VMOVUPS           (DI), Z0
-	VMOVUPS           64(DI), Z1
-	VSUBPS            Z18, Z0, Z0
-	VSUBPS            Z19, Z1, Z1
-	VMAXPS            Z0, Z27, Z0
-	VMAXPS            Z1, Z27, Z1
-	VMULPS.BCST       expfc<>+8(SB), Z0, Z16
-	VMULPS.BCST       expfc<>+8(SB), Z1, Z25
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VRNDSCALEPS       $0x00, Z25, Z25
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z0
-	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z1
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z0
-	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z1
-	VBROADCASTSS      expfc<>+28(SB), Z17
-	VMOVAPS           Z17, Z26
-	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z1, Z26
-	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z1, Z26
-	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z1, Z26
-	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z1, Z26
-	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z1, Z26
-	VSCALEFPS         Z16, Z17, Z0
-	VSCALEFPS         Z25, Z26, Z1
+	CMPQ      CX, $0x10
+	JL        smb_rows
+	VPCMPEQD  Y1, Y1, Y1
+	VPCMPEQD  (SI), Y1, Y0
+	VPMOVMSKB Y0, AX
+	CMPL      AX, $0xffffffff
+	JNE       smb_mask
+	VMOVUPS   (DI), Z0
+	VMOVUPS   64(DI), Z1
+	VMOVUPS   128(DI), Z2
+	VMOVUPS   192(DI), Z3
+	VMOVUPS   256(DI), Z4
+	VMOVUPS   320(DI), Z5
+	VMOVUPS   384(DI), Z6
+	VMOVUPS   448(DI), Z7
+	VMOVUPS   512(DI), Z8
+	VMOVUPS   576(DI), Z9
+	VMOVUPS   640(DI), Z10
+	VMOVUPS   704(DI), Z11
+	VMOVUPS   768(DI), Z12
+	VMOVUPS   832(DI), Z13
+	VMOVUPS   896(DI), Z14
+	VMOVUPS   960(DI), Z15
+	JMP       smb_masked
+
+smb_mask:
+	KMOVW     (SI), K1
+	VMOVUPS   (DI), Z0
+	VBLENDMPS Z0, Z30, K1, Z0
+	VMOVUPS   Z0, (DI)
+	KMOVW     2(SI), K1
+	VMOVUPS   64(DI), Z1
+	VBLENDMPS Z1, Z30, K1, Z1
+	VMOVUPS   Z1, 64(DI)
+	KMOVW     4(SI), K1
+	VMOVUPS   128(DI), Z2
+	VBLENDMPS Z2, Z30, K1, Z2
+	VMOVUPS   Z2, 128(DI)
+	KMOVW     6(SI), K1
+	VMOVUPS   192(DI), Z3
+	VBLENDMPS Z3, Z30, K1, Z3
+	VMOVUPS   Z3, 192(DI)
+	KMOVW     8(SI), K1
+	VMOVUPS   256(DI), Z4
+	VBLENDMPS Z4, Z30, K1, Z4
+	VMOVUPS   Z4, 256(DI)
+	KMOVW     10(SI), K1
+	VMOVUPS   320(DI), Z5
+	VBLENDMPS Z5, Z30, K1, Z5
+	VMOVUPS   Z5, 320(DI)
+	KMOVW     12(SI), K1
+	VMOVUPS   384(DI), Z6
+	VBLENDMPS Z6, Z30, K1, Z6
+	VMOVUPS   Z6, 384(DI)
+	KMOVW     14(SI), K1
+	VMOVUPS   448(DI), Z7
+	VBLENDMPS Z7, Z30, K1, Z7
+	VMOVUPS   Z7, 448(DI)
+	KMOVW     16(SI), K1
+	VMOVUPS   512(DI), Z8
+	VBLENDMPS Z8, Z30, K1, Z8
+	VMOVUPS   Z8, 512(DI)
+	KMOVW     18(SI), K1
+	VMOVUPS   576(DI), Z9
+	VBLENDMPS Z9, Z30, K1, Z9
+	VMOVUPS   Z9, 576(DI)
+	KMOVW     20(SI), K1
+	VMOVUPS   640(DI), Z10
+	VBLENDMPS Z10, Z30, K1, Z10
+	VMOVUPS   Z10, 640(DI)
+	KMOVW     22(SI), K1
+	VMOVUPS   704(DI), Z11
+	VBLENDMPS Z11, Z30, K1, Z11
+	VMOVUPS   Z11, 704(DI)
+	KMOVW     24(SI), K1
+	VMOVUPS   768(DI), Z12
+	VBLENDMPS Z12, Z30, K1, Z12
+	VMOVUPS   Z12, 768(DI)
+	KMOVW     26(SI), K1
+	VMOVUPS   832(DI), Z13
+	VBLENDMPS Z13, Z30, K1, Z13
+	VMOVUPS   Z13, 832(DI)
+	KMOVW     28(SI), K1
+	VMOVUPS   896(DI), Z14
+	VBLENDMPS Z14, Z30, K1, Z14
+	VMOVUPS   Z14, 896(DI)
+	KMOVW     30(SI), K1
+	VMOVUPS   960(DI), Z15
+	VBLENDMPS Z15, Z30, K1, Z15
+	VMOVUPS   Z15, 960(DI)
+
+smb_masked:
+	VSHUFF32X4       $0x44, Z8, Z0, Z16
+	VSHUFF32X4       $0xee, Z8, Z0, Z17
+	VMAXPS           Z17, Z16, Z0
+	VSHUFF32X4       $0x44, Z9, Z1, Z16
+	VSHUFF32X4       $0xee, Z9, Z1, Z17
+	VMAXPS           Z17, Z16, Z1
+	VSHUFF32X4       $0x44, Z10, Z2, Z16
+	VSHUFF32X4       $0xee, Z10, Z2, Z17
+	VMAXPS           Z17, Z16, Z2
+	VSHUFF32X4       $0x44, Z11, Z3, Z16
+	VSHUFF32X4       $0xee, Z11, Z3, Z17
+	VMAXPS           Z17, Z16, Z3
+	VSHUFF32X4       $0x44, Z12, Z4, Z16
+	VSHUFF32X4       $0xee, Z12, Z4, Z17
+	VMAXPS           Z17, Z16, Z4
+	VSHUFF32X4       $0x44, Z13, Z5, Z16
+	VSHUFF32X4       $0xee, Z13, Z5, Z17
+	VMAXPS           Z17, Z16, Z5
+	VSHUFF32X4       $0x44, Z14, Z6, Z16
+	VSHUFF32X4       $0xee, Z14, Z6, Z17
+	VMAXPS           Z17, Z16, Z6
+	VSHUFF32X4       $0x44, Z15, Z7, Z16
+	VSHUFF32X4       $0xee, Z15, Z7, Z17
+	VMAXPS           Z17, Z16, Z7
+	VSHUFF32X4       $0x88, Z4, Z0, Z16
+	VSHUFF32X4       $0xdd, Z4, Z0, Z17
+	VMAXPS           Z17, Z16, Z0
+	VSHUFF32X4       $0x88, Z5, Z1, Z16
+	VSHUFF32X4       $0xdd, Z5, Z1, Z17
+	VMAXPS           Z17, Z16, Z1
+	VSHUFF32X4       $0x88, Z6, Z2, Z16
+	VSHUFF32X4       $0xdd, Z6, Z2, Z17
+	VMAXPS           Z17, Z16, Z2
+	VSHUFF32X4       $0x88, Z7, Z3, Z16
+	VSHUFF32X4       $0xdd, Z7, Z3, Z17
+	VMAXPS           Z17, Z16, Z3
+	VUNPCKLPD        Z2, Z0, Z16
+	VUNPCKHPD        Z2, Z0, Z17
+	VMAXPS           Z17, Z16, Z0
+	VUNPCKLPD        Z3, Z1, Z16
+	VUNPCKHPD        Z3, Z1, Z17
+	VMAXPS           Z17, Z16, Z1
+	VSHUFPS          $0x88, Z1, Z0, Z16
+	VSHUFPS          $0xdd, Z1, Z0, Z17
+	VMAXPS           Z17, Z16, Z16
+	VPERMPS          Z16, Z31, Z16
+	VMOVUPS          (R9), Z18
+	VMAXPS           Z16, Z18, Z19
+	VMOVUPS          Z19, (R9)
+	VSUBPS           Z19, Z18, Z20
+	VMAXPS           Z20, Z27, Z20
+	VRNDSCALEPS      $0x00, Z20, Z16
+	VSUBPS           Z16, Z20, Z20
+	VBROADCASTSS     exp2c<>+4(SB), Z17
+	VFMADD213PS.BCST exp2c<>+8(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+12(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z20, Z17
+	VSCALEFPS        Z16, Z17, Z20
+	VCMPPS           $0x00, Z19, Z18, K2
+	VBROADCASTSS     expfc<>+48(SB), Z21
+	VBLENDMPS        Z21, Z20, K2, Z20
+	VMOVUPS          Z20, 4096(R9)
+	VBROADCASTSS     (R9), Z18
+	VBROADCASTSS     4(R9), Z19
+	VMOVUPS          (DI), Z0
+	VMOVUPS          64(DI), Z1
+	VSUBPS           Z18, Z0, Z0
+	VSUBPS           Z19, Z1, Z1
+	VMAXPS           Z0, Z27, Z0
+	VMAXPS           Z1, Z27, Z1
+	VRNDSCALEPS      $0x00, Z0, Z16
+	VRNDSCALEPS      $0x00, Z1, Z25
+	VSUBPS           Z16, Z0, Z0
+	VSUBPS           Z25, Z1, Z1
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z1, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z1, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z1, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z1, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z1, Z26
+	VSCALEFPS        Z16, Z17, Z0
+	VSCALEFPS        Z25, Z26, Z1
 
 	// VCVTNEPS2BF16 Z0, Y16
 	BYTE $0x62
@@ -39641,50 +39643,46 @@ smb_block:
 	BYTE $0xc0
 
 	// VCVTNEPS2BF16 Z1, Y25
-	BYTE              $0x62
-	BYTE              $0x62
-	BYTE              $0x7e
-	BYTE              $0x48
-	BYTE              $0x72
-	BYTE              $0xc9
-	VMOVDQU32         Y16, (R10)
-	VMOVDQU32         Y25, 32(R10)
-	VPMOVZXWD         Y16, Z0
-	VPMOVZXWD         Y25, Z1
-	VPSLLD            $0x10, Z0, Z0
-	VPSLLD            $0x10, Z1, Z1
-	VMOVUPS           Z0, (DI)
-	VMOVUPS           Z1, 64(DI)
-	VBROADCASTSS      8(R9), Z18
-	VBROADCASTSS      12(R9), Z19
-	VMOVUPS           128(DI), Z2
-	VMOVUPS           192(DI), Z3
-	VSUBPS            Z18, Z2, Z2
-	VSUBPS            Z19, Z3, Z3
-	VMAXPS            Z2, Z27, Z2
-	VMAXPS            Z3, Z27, Z3
-	VMULPS.BCST       expfc<>+8(SB), Z2, Z16
-	VMULPS.BCST       expfc<>+8(SB), Z3, Z25
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VRNDSCALEPS       $0x00, Z25, Z25
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z2
-	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z3
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z2
-	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z3
-	VBROADCASTSS      expfc<>+28(SB), Z17
-	VMOVAPS           Z17, Z26
-	VFMADD213PS.BCST  expfc<>+32(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z3, Z26
-	VFMADD213PS.BCST  expfc<>+36(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z3, Z26
-	VFMADD213PS.BCST  expfc<>+40(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z3, Z26
-	VFMADD213PS.BCST  expfc<>+44(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z3, Z26
-	VFMADD213PS.BCST  expfc<>+48(SB), Z2, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z3, Z26
-	VSCALEFPS         Z16, Z17, Z2
-	VSCALEFPS         Z25, Z26, Z3
+	BYTE             $0x62
+	BYTE             $0x62
+	BYTE             $0x7e
+	BYTE             $0x48
+	BYTE             $0x72
+	BYTE             $0xc9
+	VMOVDQU32        Y16, (R10)
+	VMOVDQU32        Y25, 32(R10)
+	VPMOVZXWD        Y16, Z0
+	VPMOVZXWD        Y25, Z1
+	VPSLLD           $0x10, Z0, Z0
+	VPSLLD           $0x10, Z1, Z1
+	VMOVUPS          Z0, (DI)
+	VMOVUPS          Z1, 64(DI)
+	VBROADCASTSS     8(R9), Z18
+	VBROADCASTSS     12(R9), Z19
+	VMOVUPS          128(DI), Z2
+	VMOVUPS          192(DI), Z3
+	VSUBPS           Z18, Z2, Z2
+	VSUBPS           Z19, Z3, Z3
+	VMAXPS           Z2, Z27, Z2
+	VMAXPS           Z3, Z27, Z3
+	VRNDSCALEPS      $0x00, Z2, Z16
+	VRNDSCALEPS      $0x00, Z3, Z25
+	VSUBPS           Z16, Z2, Z2
+	VSUBPS           Z25, Z3, Z3
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z3, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z3, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z3, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z3, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z3, Z26
+	VSCALEFPS        Z16, Z17, Z2
+	VSCALEFPS        Z25, Z26, Z3
 
 	// VCVTNEPS2BF16 Z2, Y16
 	BYTE $0x62
@@ -39695,50 +39693,46 @@ smb_block:
 	BYTE $0xc2
 
 	// VCVTNEPS2BF16 Z3, Y25
-	BYTE              $0x62
-	BYTE              $0x62
-	BYTE              $0x7e
-	BYTE              $0x48
-	BYTE              $0x72
-	BYTE              $0xcb
-	VMOVDQU32         Y16, 64(R10)
-	VMOVDQU32         Y25, 96(R10)
-	VPMOVZXWD         Y16, Z2
-	VPMOVZXWD         Y25, Z3
-	VPSLLD            $0x10, Z2, Z2
-	VPSLLD            $0x10, Z3, Z3
-	VMOVUPS           Z2, 128(DI)
-	VMOVUPS           Z3, 192(DI)
-	VBROADCASTSS      16(R9), Z18
-	VBROADCASTSS      20(R9), Z19
-	VMOVUPS           256(DI), Z4
-	VMOVUPS           320(DI), Z5
-	VSUBPS            Z18, Z4, Z4
-	VSUBPS            Z19, Z5, Z5
-	VMAXPS            Z4, Z27, Z4
-	VMAXPS            Z5, Z27, Z5
-	VMULPS.BCST       expfc<>+8(SB), Z4, Z16
-	VMULPS.BCST       expfc<>+8(SB), Z5, Z25
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VRNDSCALEPS       $0x00, Z25, Z25
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z4
-	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z5
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z4
-	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z5
-	VBROADCASTSS      expfc<>+28(SB), Z17
-	VMOVAPS           Z17, Z26
-	VFMADD213PS.BCST  expfc<>+32(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z5, Z26
-	VFMADD213PS.BCST  expfc<>+36(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z5, Z26
-	VFMADD213PS.BCST  expfc<>+40(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z5, Z26
-	VFMADD213PS.BCST  expfc<>+44(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z5, Z26
-	VFMADD213PS.BCST  expfc<>+48(SB), Z4, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z5, Z26
-	VSCALEFPS         Z16, Z17, Z4
-	VSCALEFPS         Z25, Z26, Z5
+	BYTE             $0x62
+	BYTE             $0x62
+	BYTE             $0x7e
+	BYTE             $0x48
+	BYTE             $0x72
+	BYTE             $0xcb
+	VMOVDQU32        Y16, 64(R10)
+	VMOVDQU32        Y25, 96(R10)
+	VPMOVZXWD        Y16, Z2
+	VPMOVZXWD        Y25, Z3
+	VPSLLD           $0x10, Z2, Z2
+	VPSLLD           $0x10, Z3, Z3
+	VMOVUPS          Z2, 128(DI)
+	VMOVUPS          Z3, 192(DI)
+	VBROADCASTSS     16(R9), Z18
+	VBROADCASTSS     20(R9), Z19
+	VMOVUPS          256(DI), Z4
+	VMOVUPS          320(DI), Z5
+	VSUBPS           Z18, Z4, Z4
+	VSUBPS           Z19, Z5, Z5
+	VMAXPS           Z4, Z27, Z4
+	VMAXPS           Z5, Z27, Z5
+	VRNDSCALEPS      $0x00, Z4, Z16
+	VRNDSCALEPS      $0x00, Z5, Z25
+	VSUBPS           Z16, Z4, Z4
+	VSUBPS           Z25, Z5, Z5
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z5, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z5, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z5, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z5, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z5, Z26
+	VSCALEFPS        Z16, Z17, Z4
+	VSCALEFPS        Z25, Z26, Z5
 
 	// VCVTNEPS2BF16 Z4, Y16
 	BYTE $0x62
@@ -39749,50 +39743,46 @@ smb_block:
 	BYTE $0xc4
 
 	// VCVTNEPS2BF16 Z5, Y25
-	BYTE              $0x62
-	BYTE              $0x62
-	BYTE              $0x7e
-	BYTE              $0x48
-	BYTE              $0x72
-	BYTE              $0xcd
-	VMOVDQU32         Y16, 128(R10)
-	VMOVDQU32         Y25, 160(R10)
-	VPMOVZXWD         Y16, Z4
-	VPMOVZXWD         Y25, Z5
-	VPSLLD            $0x10, Z4, Z4
-	VPSLLD            $0x10, Z5, Z5
-	VMOVUPS           Z4, 256(DI)
-	VMOVUPS           Z5, 320(DI)
-	VBROADCASTSS      24(R9), Z18
-	VBROADCASTSS      28(R9), Z19
-	VMOVUPS           384(DI), Z6
-	VMOVUPS           448(DI), Z7
-	VSUBPS            Z18, Z6, Z6
-	VSUBPS            Z19, Z7, Z7
-	VMAXPS            Z6, Z27, Z6
-	VMAXPS            Z7, Z27, Z7
-	VMULPS.BCST       expfc<>+8(SB), Z6, Z16
-	VMULPS.BCST       expfc<>+8(SB), Z7, Z25
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VRNDSCALEPS       $0x00, Z25, Z25
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z6
-	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z7
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z6
-	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z7
-	VBROADCASTSS      expfc<>+28(SB), Z17
-	VMOVAPS           Z17, Z26
-	VFMADD213PS.BCST  expfc<>+32(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z7, Z26
-	VFMADD213PS.BCST  expfc<>+36(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z7, Z26
-	VFMADD213PS.BCST  expfc<>+40(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z7, Z26
-	VFMADD213PS.BCST  expfc<>+44(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z7, Z26
-	VFMADD213PS.BCST  expfc<>+48(SB), Z6, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z7, Z26
-	VSCALEFPS         Z16, Z17, Z6
-	VSCALEFPS         Z25, Z26, Z7
+	BYTE             $0x62
+	BYTE             $0x62
+	BYTE             $0x7e
+	BYTE             $0x48
+	BYTE             $0x72
+	BYTE             $0xcd
+	VMOVDQU32        Y16, 128(R10)
+	VMOVDQU32        Y25, 160(R10)
+	VPMOVZXWD        Y16, Z4
+	VPMOVZXWD        Y25, Z5
+	VPSLLD           $0x10, Z4, Z4
+	VPSLLD           $0x10, Z5, Z5
+	VMOVUPS          Z4, 256(DI)
+	VMOVUPS          Z5, 320(DI)
+	VBROADCASTSS     24(R9), Z18
+	VBROADCASTSS     28(R9), Z19
+	VMOVUPS          384(DI), Z6
+	VMOVUPS          448(DI), Z7
+	VSUBPS           Z18, Z6, Z6
+	VSUBPS           Z19, Z7, Z7
+	VMAXPS           Z6, Z27, Z6
+	VMAXPS           Z7, Z27, Z7
+	VRNDSCALEPS      $0x00, Z6, Z16
+	VRNDSCALEPS      $0x00, Z7, Z25
+	VSUBPS           Z16, Z6, Z6
+	VSUBPS           Z25, Z7, Z7
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z7, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z7, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z7, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z7, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z7, Z26
+	VSCALEFPS        Z16, Z17, Z6
+	VSCALEFPS        Z25, Z26, Z7
 
 	// VCVTNEPS2BF16 Z6, Y16
 	BYTE $0x62
@@ -39803,50 +39793,46 @@ smb_block:
 	BYTE $0xc6
 
 	// VCVTNEPS2BF16 Z7, Y25
-	BYTE              $0x62
-	BYTE              $0x62
-	BYTE              $0x7e
-	BYTE              $0x48
-	BYTE              $0x72
-	BYTE              $0xcf
-	VMOVDQU32         Y16, 192(R10)
-	VMOVDQU32         Y25, 224(R10)
-	VPMOVZXWD         Y16, Z6
-	VPMOVZXWD         Y25, Z7
-	VPSLLD            $0x10, Z6, Z6
-	VPSLLD            $0x10, Z7, Z7
-	VMOVUPS           Z6, 384(DI)
-	VMOVUPS           Z7, 448(DI)
-	VBROADCASTSS      32(R9), Z18
-	VBROADCASTSS      36(R9), Z19
-	VMOVUPS           512(DI), Z8
-	VMOVUPS           576(DI), Z9
-	VSUBPS            Z18, Z8, Z8
-	VSUBPS            Z19, Z9, Z9
-	VMAXPS            Z8, Z27, Z8
-	VMAXPS            Z9, Z27, Z9
-	VMULPS.BCST       expfc<>+8(SB), Z8, Z16
-	VMULPS.BCST       expfc<>+8(SB), Z9, Z25
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VRNDSCALEPS       $0x00, Z25, Z25
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z8
-	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z9
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z8
-	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z9
-	VBROADCASTSS      expfc<>+28(SB), Z17
-	VMOVAPS           Z17, Z26
-	VFMADD213PS.BCST  expfc<>+32(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z9, Z26
-	VFMADD213PS.BCST  expfc<>+36(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z9, Z26
-	VFMADD213PS.BCST  expfc<>+40(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z9, Z26
-	VFMADD213PS.BCST  expfc<>+44(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z9, Z26
-	VFMADD213PS.BCST  expfc<>+48(SB), Z8, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z9, Z26
-	VSCALEFPS         Z16, Z17, Z8
-	VSCALEFPS         Z25, Z26, Z9
+	BYTE             $0x62
+	BYTE             $0x62
+	BYTE             $0x7e
+	BYTE             $0x48
+	BYTE             $0x72
+	BYTE             $0xcf
+	VMOVDQU32        Y16, 192(R10)
+	VMOVDQU32        Y25, 224(R10)
+	VPMOVZXWD        Y16, Z6
+	VPMOVZXWD        Y25, Z7
+	VPSLLD           $0x10, Z6, Z6
+	VPSLLD           $0x10, Z7, Z7
+	VMOVUPS          Z6, 384(DI)
+	VMOVUPS          Z7, 448(DI)
+	VBROADCASTSS     32(R9), Z18
+	VBROADCASTSS     36(R9), Z19
+	VMOVUPS          512(DI), Z8
+	VMOVUPS          576(DI), Z9
+	VSUBPS           Z18, Z8, Z8
+	VSUBPS           Z19, Z9, Z9
+	VMAXPS           Z8, Z27, Z8
+	VMAXPS           Z9, Z27, Z9
+	VRNDSCALEPS      $0x00, Z8, Z16
+	VRNDSCALEPS      $0x00, Z9, Z25
+	VSUBPS           Z16, Z8, Z8
+	VSUBPS           Z25, Z9, Z9
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z9, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z9, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z9, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z9, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z9, Z26
+	VSCALEFPS        Z16, Z17, Z8
+	VSCALEFPS        Z25, Z26, Z9
 
 	// VCVTNEPS2BF16 Z8, Y16
 	BYTE $0x62
@@ -39857,50 +39843,46 @@ smb_block:
 	BYTE $0xc0
 
 	// VCVTNEPS2BF16 Z9, Y25
-	BYTE              $0x62
-	BYTE              $0x42
-	BYTE              $0x7e
-	BYTE              $0x48
-	BYTE              $0x72
-	BYTE              $0xc9
-	VMOVDQU32         Y16, 256(R10)
-	VMOVDQU32         Y25, 288(R10)
-	VPMOVZXWD         Y16, Z8
-	VPMOVZXWD         Y25, Z9
-	VPSLLD            $0x10, Z8, Z8
-	VPSLLD            $0x10, Z9, Z9
-	VMOVUPS           Z8, 512(DI)
-	VMOVUPS           Z9, 576(DI)
-	VBROADCASTSS      40(R9), Z18
-	VBROADCASTSS      44(R9), Z19
-	VMOVUPS           640(DI), Z10
-	VMOVUPS           704(DI), Z11
-	VSUBPS            Z18, Z10, Z10
-	VSUBPS            Z19, Z11, Z11
-	VMAXPS            Z10, Z27, Z10
-	VMAXPS            Z11, Z27, Z11
-	VMULPS.BCST       expfc<>+8(SB), Z10, Z16
-	VMULPS.BCST       expfc<>+8(SB), Z11, Z25
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VRNDSCALEPS       $0x00, Z25, Z25
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z10
-	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z11
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z10
-	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z11
-	VBROADCASTSS      expfc<>+28(SB), Z17
-	VMOVAPS           Z17, Z26
-	VFMADD213PS.BCST  expfc<>+32(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z11, Z26
-	VFMADD213PS.BCST  expfc<>+36(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z11, Z26
-	VFMADD213PS.BCST  expfc<>+40(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z11, Z26
-	VFMADD213PS.BCST  expfc<>+44(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z11, Z26
-	VFMADD213PS.BCST  expfc<>+48(SB), Z10, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z11, Z26
-	VSCALEFPS         Z16, Z17, Z10
-	VSCALEFPS         Z25, Z26, Z11
+	BYTE             $0x62
+	BYTE             $0x42
+	BYTE             $0x7e
+	BYTE             $0x48
+	BYTE             $0x72
+	BYTE             $0xc9
+	VMOVDQU32        Y16, 256(R10)
+	VMOVDQU32        Y25, 288(R10)
+	VPMOVZXWD        Y16, Z8
+	VPMOVZXWD        Y25, Z9
+	VPSLLD           $0x10, Z8, Z8
+	VPSLLD           $0x10, Z9, Z9
+	VMOVUPS          Z8, 512(DI)
+	VMOVUPS          Z9, 576(DI)
+	VBROADCASTSS     40(R9), Z18
+	VBROADCASTSS     44(R9), Z19
+	VMOVUPS          640(DI), Z10
+	VMOVUPS          704(DI), Z11
+	VSUBPS           Z18, Z10, Z10
+	VSUBPS           Z19, Z11, Z11
+	VMAXPS           Z10, Z27, Z10
+	VMAXPS           Z11, Z27, Z11
+	VRNDSCALEPS      $0x00, Z10, Z16
+	VRNDSCALEPS      $0x00, Z11, Z25
+	VSUBPS           Z16, Z10, Z10
+	VSUBPS           Z25, Z11, Z11
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z11, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z11, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z11, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z11, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z11, Z26
+	VSCALEFPS        Z16, Z17, Z10
+	VSCALEFPS        Z25, Z26, Z11
 
 	// VCVTNEPS2BF16 Z10, Y16
 	BYTE $0x62
@@ -39911,50 +39893,46 @@ smb_block:
 	BYTE $0xc2
 
 	// VCVTNEPS2BF16 Z11, Y25
-	BYTE              $0x62
-	BYTE              $0x42
-	BYTE              $0x7e
-	BYTE              $0x48
-	BYTE              $0x72
-	BYTE              $0xcb
-	VMOVDQU32         Y16, 320(R10)
-	VMOVDQU32         Y25, 352(R10)
-	VPMOVZXWD         Y16, Z10
-	VPMOVZXWD         Y25, Z11
-	VPSLLD            $0x10, Z10, Z10
-	VPSLLD            $0x10, Z11, Z11
-	VMOVUPS           Z10, 640(DI)
-	VMOVUPS           Z11, 704(DI)
-	VBROADCASTSS      48(R9), Z18
-	VBROADCASTSS      52(R9), Z19
-	VMOVUPS           768(DI), Z12
-	VMOVUPS           832(DI), Z13
-	VSUBPS            Z18, Z12, Z12
-	VSUBPS            Z19, Z13, Z13
-	VMAXPS            Z12, Z27, Z12
-	VMAXPS            Z13, Z27, Z13
-	VMULPS.BCST       expfc<>+8(SB), Z12, Z16
-	VMULPS.BCST       expfc<>+8(SB), Z13, Z25
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VRNDSCALEPS       $0x00, Z25, Z25
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z12
-	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z13
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z12
-	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z13
-	VBROADCASTSS      expfc<>+28(SB), Z17
-	VMOVAPS           Z17, Z26
-	VFMADD213PS.BCST  expfc<>+32(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z13, Z26
-	VFMADD213PS.BCST  expfc<>+36(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z13, Z26
-	VFMADD213PS.BCST  expfc<>+40(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z13, Z26
-	VFMADD213PS.BCST  expfc<>+44(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z13, Z26
-	VFMADD213PS.BCST  expfc<>+48(SB), Z12, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z13, Z26
-	VSCALEFPS         Z16, Z17, Z12
-	VSCALEFPS         Z25, Z26, Z13
+	BYTE             $0x62
+	BYTE             $0x42
+	BYTE             $0x7e
+	BYTE             $0x48
+	BYTE             $0x72
+	BYTE             $0xcb
+	VMOVDQU32        Y16, 320(R10)
+	VMOVDQU32        Y25, 352(R10)
+	VPMOVZXWD        Y16, Z10
+	VPMOVZXWD        Y25, Z11
+	VPSLLD           $0x10, Z10, Z10
+	VPSLLD           $0x10, Z11, Z11
+	VMOVUPS          Z10, 640(DI)
+	VMOVUPS          Z11, 704(DI)
+	VBROADCASTSS     48(R9), Z18
+	VBROADCASTSS     52(R9), Z19
+	VMOVUPS          768(DI), Z12
+	VMOVUPS          832(DI), Z13
+	VSUBPS           Z18, Z12, Z12
+	VSUBPS           Z19, Z13, Z13
+	VMAXPS           Z12, Z27, Z12
+	VMAXPS           Z13, Z27, Z13
+	VRNDSCALEPS      $0x00, Z12, Z16
+	VRNDSCALEPS      $0x00, Z13, Z25
+	VSUBPS           Z16, Z12, Z12
+	VSUBPS           Z25, Z13, Z13
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z13, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z13, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z13, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z13, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z13, Z26
+	VSCALEFPS        Z16, Z17, Z12
+	VSCALEFPS        Z25, Z26, Z13
 
 	// VCVTNEPS2BF16 Z12, Y16
 	BYTE $0x62
@@ -39965,50 +39943,46 @@ smb_block:
 	BYTE $0xc4
 
 	// VCVTNEPS2BF16 Z13, Y25
-	BYTE              $0x62
-	BYTE              $0x42
-	BYTE              $0x7e
-	BYTE              $0x48
-	BYTE              $0x72
-	BYTE              $0xcd
-	VMOVDQU32         Y16, 384(R10)
-	VMOVDQU32         Y25, 416(R10)
-	VPMOVZXWD         Y16, Z12
-	VPMOVZXWD         Y25, Z13
-	VPSLLD            $0x10, Z12, Z12
-	VPSLLD            $0x10, Z13, Z13
-	VMOVUPS           Z12, 768(DI)
-	VMOVUPS           Z13, 832(DI)
-	VBROADCASTSS      56(R9), Z18
-	VBROADCASTSS      60(R9), Z19
-	VMOVUPS           896(DI), Z14
-	VMOVUPS           960(DI), Z15
-	VSUBPS            Z18, Z14, Z14
-	VSUBPS            Z19, Z15, Z15
-	VMAXPS            Z14, Z27, Z14
-	VMAXPS            Z15, Z27, Z15
-	VMULPS.BCST       expfc<>+8(SB), Z14, Z16
-	VMULPS.BCST       expfc<>+8(SB), Z15, Z25
-	VRNDSCALEPS       $0x00, Z16, Z16
-	VRNDSCALEPS       $0x00, Z25, Z25
-	VFNMADD231PS.BCST expfc<>+12(SB), Z16, Z14
-	VFNMADD231PS.BCST expfc<>+12(SB), Z25, Z15
-	VFNMADD231PS.BCST expfc<>+16(SB), Z16, Z14
-	VFNMADD231PS.BCST expfc<>+16(SB), Z25, Z15
-	VBROADCASTSS      expfc<>+28(SB), Z17
-	VMOVAPS           Z17, Z26
-	VFMADD213PS.BCST  expfc<>+32(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+32(SB), Z15, Z26
-	VFMADD213PS.BCST  expfc<>+36(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+36(SB), Z15, Z26
-	VFMADD213PS.BCST  expfc<>+40(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+40(SB), Z15, Z26
-	VFMADD213PS.BCST  expfc<>+44(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+44(SB), Z15, Z26
-	VFMADD213PS.BCST  expfc<>+48(SB), Z14, Z17
-	VFMADD213PS.BCST  expfc<>+48(SB), Z15, Z26
-	VSCALEFPS         Z16, Z17, Z14
-	VSCALEFPS         Z25, Z26, Z15
+	BYTE             $0x62
+	BYTE             $0x42
+	BYTE             $0x7e
+	BYTE             $0x48
+	BYTE             $0x72
+	BYTE             $0xcd
+	VMOVDQU32        Y16, 384(R10)
+	VMOVDQU32        Y25, 416(R10)
+	VPMOVZXWD        Y16, Z12
+	VPMOVZXWD        Y25, Z13
+	VPSLLD           $0x10, Z12, Z12
+	VPSLLD           $0x10, Z13, Z13
+	VMOVUPS          Z12, 768(DI)
+	VMOVUPS          Z13, 832(DI)
+	VBROADCASTSS     56(R9), Z18
+	VBROADCASTSS     60(R9), Z19
+	VMOVUPS          896(DI), Z14
+	VMOVUPS          960(DI), Z15
+	VSUBPS           Z18, Z14, Z14
+	VSUBPS           Z19, Z15, Z15
+	VMAXPS           Z14, Z27, Z14
+	VMAXPS           Z15, Z27, Z15
+	VRNDSCALEPS      $0x00, Z14, Z16
+	VRNDSCALEPS      $0x00, Z15, Z25
+	VSUBPS           Z16, Z14, Z14
+	VSUBPS           Z25, Z15, Z15
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z15, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z15, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z15, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z15, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z15, Z26
+	VSCALEFPS        Z16, Z17, Z14
+	VSCALEFPS        Z25, Z26, Z15
 
 	// VCVTNEPS2BF16 Z14, Y16
 	BYTE $0x62
@@ -40113,44 +40087,35 @@ smb_rows:
 	JNP           smb_same
 
 smb_exp:
-	VSUBSS            X1, X2, X2
-	VBROADCASTSS      X2, Z3
-	VBROADCASTSS      expfc<>+0(SB), Z4
-	VMAXPS            Z3, Z4, Z3
-	VBROADCASTSS      expfc<>+4(SB), Z4
-	VMINPS            Z3, Z4, Z3
-	VMULPS.BCST       expfc<>+8(SB), Z3, Z4
-	VRNDSCALEPS       $0x00, Z4, Z4
-	VFNMADD231PS.BCST expfc<>+12(SB), Z4, Z3
-	VFNMADD231PS.BCST expfc<>+16(SB), Z4, Z3
-	VBROADCASTSS      expfc<>+20(SB), Z5
-	VFMADD213PS.BCST  expfc<>+24(SB), Z3, Z5
-	VFMADD213PS.BCST  expfc<>+28(SB), Z3, Z5
-	VFMADD213PS.BCST  expfc<>+32(SB), Z3, Z5
-	VFMADD213PS.BCST  expfc<>+36(SB), Z3, Z5
-	VFMADD213PS.BCST  expfc<>+40(SB), Z3, Z5
-	VFMADD213PS.BCST  expfc<>+44(SB), Z3, Z5
-	VFMADD213PS.BCST  expfc<>+48(SB), Z3, Z5
-	VSCALEFPS         Z4, Z5, Z3
+	VSUBSS           X1, X2, X2
+	VBROADCASTSS     X2, Z3
+	VMAXPS           Z3, Z27, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     exp2c<>+4(SB), Z5
+	VFMADD213PS.BCST exp2c<>+8(SB), Z3, Z5
+	VFMADD213PS.BCST exp2c<>+12(SB), Z3, Z5
+	VFMADD213PS.BCST exp2c<>+16(SB), Z3, Z5
+	VFMADD213PS.BCST exp2c<>+20(SB), Z3, Z5
+	VFMADD213PS.BCST exp2c<>+24(SB), Z3, Z5
+	VFMADD213PS.BCST exp2c<>+28(SB), Z3, Z5
+	VFMADD213PS.BCST exp2c<>+32(SB), Z3, Z5
+	VSCALEFPS        Z4, Z5, Z3
 
 smb_same:
-	VMOVSS            X3, 4096(R9)
-	VBROADCASTSS      X1, Z1
-	VSUBPS            Z1, Z0, Z0
-	MOVL              $0xc2d00000, AX
-	VPBROADCASTD      AX, Z27
-	VMAXPS            Z0, Z27, Z0
-	VMULPS.BCST       expfc<>+8(SB), Z0, Z4
-	VRNDSCALEPS       $0x00, Z4, Z4
-	VFNMADD231PS.BCST expfc<>+12(SB), Z4, Z0
-	VFNMADD231PS.BCST expfc<>+16(SB), Z4, Z0
-	VBROADCASTSS      expfc<>+28(SB), Z5
-	VFMADD213PS.BCST  expfc<>+32(SB), Z0, Z5
-	VFMADD213PS.BCST  expfc<>+36(SB), Z0, Z5
-	VFMADD213PS.BCST  expfc<>+40(SB), Z0, Z5
-	VFMADD213PS.BCST  expfc<>+44(SB), Z0, Z5
-	VFMADD213PS.BCST  expfc<>+48(SB), Z0, Z5
-	VSCALEFPS         Z4, Z5, Z0
+	VMOVSS           X3, 4096(R9)
+	VBROADCASTSS     X1, Z1
+	VSUBPS           Z1, Z0, Z0
+	VMAXPS           Z0, Z27, Z0
+	VRNDSCALEPS      $0x00, Z0, Z4
+	VSUBPS           Z4, Z0, Z0
+	VBROADCASTSS     exp2c<>+12(SB), Z5
+	VFMADD213PS.BCST exp2c<>+16(SB), Z0, Z5
+	VFMADD213PS.BCST exp2c<>+20(SB), Z0, Z5
+	VFMADD213PS.BCST exp2c<>+24(SB), Z0, Z5
+	VFMADD213PS.BCST exp2c<>+28(SB), Z0, Z5
+	VFMADD213PS.BCST exp2c<>+32(SB), Z0, Z5
+	VSCALEFPS        Z4, Z5, Z0
 
 	// VCVTNEPS2BF16 Z0, Y4
 	BYTE          $0x62

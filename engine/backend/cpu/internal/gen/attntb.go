@@ -23,6 +23,10 @@ import (
 //	              bf16, and the value accumulation from pairs
 
 func attnTBFamily() {
+	exp2C = GLOBL("exp2c", RODATA|NOPTR)
+	for i, v := range exp2Vals {
+		DATA(4*i, U32(v))
+	}
 	pairBF16Z()
 	tileScoresBZ()
 	tileSoftmaxBZ()
@@ -60,26 +64,36 @@ func vdpbf16psBcst(base reg.GPPhysical, disp int, src1, dst int) {
 	}
 }
 
-// expfNeg2 sets the lanes of z1 and z2, at most 0 (or NaN), to their
-// exponential as expWeight computes it: expf16's steps without the upper
-// clamp (which leaves such lanes alone), the lower one from lo (-104 in
-// every lane), and the Taylor polynomial of degree 5 (expfVals from 1/5!
-// on). t1a, t2a, t1b, t2b are scratch.
-func expfNeg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical) {
-	c := func(i int) Mem { return expfC.Offset(4 * i) }
+// exp2C holds exp2Vals.
+var exp2C Mem
+
+// exp2Vals are exp2Tile's constants (attention_tiled.go), as float32 bits:
+// the clamp, then ln2^j/j! for j = 7 down to 0 (exp2Coef).
+var exp2Vals = []uint32{
+	0xc3160000, // -150
+	0x377fe5fe, 0x39218489, 0x3aaec3ff, 0x3c1d955b, 0x3d635847, 0x3e75fdf0, 0x3f317218, 0x3f800000,
+}
+
+// exp2First is the index in exp2Vals of the first coefficient of a
+// polynomial of degree deg.
+func exp2First(deg int) int { return len(exp2Vals) - 1 - deg }
+
+// exp2Neg2 sets the lanes of z1 and z2, at most 0 (or NaN), to 2^z as
+// exp2Tile computes it with a polynomial of degree deg: clamped from
+// below by lo (-150 in every lane), k = roundeven(z), f = z - k, the
+// polynomial in f by Horner's rule, then scaled by 2^k. t1a, t2a, t1b,
+// t2b are scratch.
+func exp2Neg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical, deg int) {
+	c := func(i int) Mem { return exp2C.Offset(4 * i) }
 	VMAXPS(z1, lo, z1)
 	VMAXPS(z2, lo, z2)
-	VMULPS_BCST(c(2), z1, t1a)
-	VMULPS_BCST(c(2), z2, t1b)
-	VRNDSCALEPS(U8(0), t1a, t1a) // k
-	VRNDSCALEPS(U8(0), t1b, t1b)
-	VFNMADD231PS_BCST(c(3), t1a, z1)
-	VFNMADD231PS_BCST(c(3), t1b, z2)
-	VFNMADD231PS_BCST(c(4), t1a, z1) // r
-	VFNMADD231PS_BCST(c(4), t1b, z2)
-	VBROADCASTSS(c(expWeightFirst), t2a)
+	VRNDSCALEPS(U8(0), z1, t1a) // k
+	VRNDSCALEPS(U8(0), z2, t1b)
+	VSUBPS(t1a, z1, z1) // f
+	VSUBPS(t1b, z2, z2)
+	VBROADCASTSS(c(exp2First(deg)), t2a)
 	VMOVAPS(t2a, t2b)
-	for i := expWeightFirst + 1; i < len(expfVals); i++ {
+	for i := exp2First(deg) + 1; i < len(exp2Vals); i++ {
 		VFMADD213PS_BCST(c(i), z1, t2a)
 		VFMADD213PS_BCST(c(i), z2, t2b)
 	}
@@ -87,20 +101,14 @@ func expfNeg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical) {
 	VSCALEFPS(t1b, t2b, z2)
 }
 
-// expWeightFirst is the index in expfVals of expWeight's first
-// coefficient, 1/5!.
-const expWeightFirst = 7
-
-// expfNeg is expfNeg2 on one vector.
-func expfNeg(z, t1, t2, lo VecPhysical) {
-	c := func(i int) Mem { return expfC.Offset(4 * i) }
+// exp2Neg is exp2Neg2 on one vector.
+func exp2Neg(z, t1, t2, lo VecPhysical, deg int) {
+	c := func(i int) Mem { return exp2C.Offset(4 * i) }
 	VMAXPS(z, lo, z)
-	VMULPS_BCST(c(2), z, t1)
-	VRNDSCALEPS(U8(0), t1, t1) // k
-	VFNMADD231PS_BCST(c(3), t1, z)
-	VFNMADD231PS_BCST(c(4), t1, z) // r
-	VBROADCASTSS(c(expWeightFirst), t2)
-	for i := expWeightFirst + 1; i < len(expfVals); i++ {
+	VRNDSCALEPS(U8(0), z, t1) // k
+	VSUBPS(t1, z, z)          // f
+	VBROADCASTSS(c(exp2First(deg)), t2)
+	for i := exp2First(deg) + 1; i < len(exp2Vals); i++ {
 		VFMADD213PS_BCST(c(i), z, t2)
 	}
 	VSCALEFPS(t1, t2, z)
@@ -184,16 +192,16 @@ func pairBF16Z() {
 
 // tileScoresBZ generates
 //
-//	tileScoresBZ(s *float32, q *uint32, k *uint32, blocks, rd16 int, scale float32)
+//	tileScoresBZ(s *float32, q *uint32, k *uint32, blocks, rd16 int)
 //
-// s[16r+p] = scale * (q_r . k_p) for the rows r of blocks blocks of 8 and
+// s[16r+p] = q_r . k_p (the scale is in the queries) for the rows r of blocks blocks of 8 and
 // the tile's 16 positions, from pairs: q in blocks of 8 rows, pair j of a
 // block's row i at q[8j+i] (blocks 4*rd16 dwords apart), k pair j of
 // position p at k[16j+p]. Each dot is one chain of VDPBF16PS over j from
 // zero, the 16 positions of a row at once. Two blocks go at a time (16
 // independent chains), then the last one alone.
 func tileScoresBZ() {
-	text("tileScoresBZ", NOSPLIT, "func(s *float32, q *uint32, k *uint32, blocks, rd16 int, scale float32)")
+	text("tileScoresBZ", NOSPLIT, "func(s *float32, q *uint32, k *uint32, blocks, rd16 int)")
 	Doc("tileScoresBZ computes one tile's scores on bf16 pairs (see internal/gen/attntb.go).")
 	Load(Param("s"), RDI)
 	Load(Param("q"), RSI)
@@ -202,7 +210,6 @@ func tileScoresBZ() {
 	MOVQ(RDX, R11)
 	SHLQ(U8(4), R11) // bytes of a block of queries: 8 rows of rd16/2 pairs
 	SHRQ(U8(2), RDX) // iterations: two pairs each
-	VBROADCASTSS(NewParamAddr("scale", 40), Z30)
 	for _, nb := range []int{2, 1} {
 		loop, next := fmt.Sprintf("tsb_%d", nb), fmt.Sprintf("tsb_%d_done", nb)
 		Label(loop)
@@ -232,7 +239,6 @@ func tileScoresBZ() {
 		DECQ(RBX)
 		JNZ(LabelRef(step))
 		for r := 0; r < 8*nb; r++ {
-			VMULPS(Z30, zreg(r), zreg(r))
 			VMOVUPS(zreg(r), Mem{Base: RDI, Disp: 64 * r})
 		}
 		ADDQ(U32(512*nb), RDI)
@@ -252,8 +258,8 @@ func tileScoresBZ() {
 //	tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows, rd16 int)
 //
 // tileSoftmaxZ's online softmax (see there; the same m, S and c) with the
-// weights computed by expWeight and rounded to bf16 (VCVTNEPS2BF16)
-// before they are summed: w = bf16(e^(x-m')),
+// weights in base 2 computed by exp2Weight and rounded to bf16 (VCVTNEPS2BF16)
+// before they are summed: w = bf16(2^(x-m')),
 // kept in s as float32 and in wb as bf16 (row r's 16 at wb[16r:], so that
 // its dword j is the pair of positions 2j and 2j+1); then each row's
 // accumulators are scaled by c and take the tile's 8 value pairs in
@@ -271,32 +277,45 @@ func tileSoftmaxBZ() {
 	MOVL(U32(0xff800000), EAX) // -Inf
 	VPBROADCASTD(EAX, Z30)
 	VMOVDQU32(attnTPerm, Z31)
+	VBROADCASTSS(exp2C, Z27) // the clamp, -150
 	a := func(r int) VecPhysical { return zreg(r) }
 	one := expfC.Offset(4 * 12)
 
 	Label("smb_block")
 	CMPQ(RCX, U8(16))
 	JL(LabelRef("smb_rows"))
+	// The 16 rows' masks all whole (every tile of a long prompt but the
+	// diagonal ones): the scores are read as they are, else their unseen
+	// lanes set to -Inf first.
+	VPCMPEQD(Y1, Y1, Y1)
+	VPCMPEQD(Mem{Base: RSI}, Y1, Y0)
+	VPMOVMSKB(Y0, EAX)
+	CMPL(EAX, U32(0xffffffff))
+	JNE(LabelRef("smb_mask"))
+	for r := 0; r < 16; r++ {
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
+	}
+	JMP(LabelRef("smb_masked"))
+	Label("smb_mask")
 	for r := 0; r < 16; r++ {
 		KMOVW(Mem{Base: RSI, Disp: 2 * r}, K1)
 		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
 		VBLENDMPS(a(r), Z30, K1, a(r)) // masked lanes -Inf
 		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
 	}
+	Label("smb_masked")
 	reduce16(func(x, y, z VecPhysical) { VMAXPS(x, y, z) })
 	VMOVUPS(Mem{Base: R9}, Z18) // m
 	VMAXPS(Z16, Z18, Z19)       // m' = m > max ? m : max
 	VMOVUPS(Z19, Mem{Base: R9})
 	VSUBPS(Z19, Z18, Z20) // m - m'
-	expf16(Z20, Z16, Z17)
+	exp2Neg(Z20, Z16, Z17, Z27, 7)
 	VCMPPS(U8(0), Z19, Z18, K2) // m == m' (ordered)
 	VBROADCASTSS(one, Z21)
 	VBLENDMPS(Z21, Z20, K2, Z20) // c
 	VMOVUPS(Z20, Mem{Base: R9, Disp: 2 * msStride})
-	// Two rows at a time, their instructions interleaved: each e^x is a
+	// Two rows at a time, their instructions interleaved: each 2^x is a
 	// chain of dependent steps.
-	MOVL(U32(expfVals[0]), EAX)
-	VPBROADCASTD(EAX, Z27) // the clamp, -104
 	for r := 0; r < 16; r += 2 {
 		VBROADCASTSS(Mem{Base: R9, Disp: 4 * r}, Z18)
 		VBROADCASTSS(Mem{Base: R9, Disp: 4 * (r + 1)}, Z19)
@@ -304,7 +323,7 @@ func tileSoftmaxBZ() {
 		VMOVUPS(Mem{Base: RDI, Disp: 64 * (r + 1)}, a(r+1))
 		VSUBPS(Z18, a(r), a(r)) // x - m'
 		VSUBPS(Z19, a(r+1), a(r+1))
-		expfNeg2(a(r), a(r+1), Z16, Z17, Z25, Z26, Z27)
+		exp2Neg2(a(r), a(r+1), Z16, Z17, Z25, Z26, Z27, 5)
 		// The weights to bf16 (wb), and back to float32 for their sum.
 		vcvtneps2bf16(r, 16)
 		vcvtneps2bf16(r+1, 25)
@@ -347,7 +366,7 @@ func tileSoftmaxBZ() {
 	VMOVSS(Mem{Base: R9}, X2) // m
 	VMAXSS(X1, X2, X1)        // m' = max(m, tile max)
 	VMOVSS(X1, Mem{Base: R9})
-	// c = e^(m-m'): 1 when the maximum stays, else computed.
+	// c = 2^(m-m'): 1 when the maximum stays, else computed.
 	VMOVSS(one, X3)
 	VUCOMISS(X1, X2)
 	JNE(LabelRef("smb_exp"))
@@ -355,14 +374,12 @@ func tileSoftmaxBZ() {
 	Label("smb_exp")
 	VSUBSS(X1, X2, X2) // m - m'
 	VBROADCASTSS(X2, Z3)
-	expf16(Z3, Z4, Z5) // c in every lane
+	exp2Neg(Z3, Z4, Z5, Z27, 7) // c in every lane
 	Label("smb_same")
 	VMOVSS(X3, Mem{Base: R9, Disp: 2 * msStride})
 	VBROADCASTSS(X1, Z1)
 	VSUBPS(Z1, Z0, Z0) // x - m'
-	MOVL(U32(expfVals[0]), EAX)
-	VPBROADCASTD(EAX, Z27) // the clamp, -104
-	expfNeg(Z0, Z4, Z5, Z27)
+	exp2Neg(Z0, Z4, Z5, Z27, 5)
 	vcvtneps2bf16(0, 4)
 	VMOVDQU32(Y4, Mem{Base: R10})
 	VPMOVZXWD(Y4, Z0)
