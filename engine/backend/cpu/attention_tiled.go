@@ -127,6 +127,8 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 	}
 	clear(acc)
 	lo, hi := int(tq.start[0]), int(tq.n[0])
+	// Tiles within [lastStart, firstEnd) are seen whole by every token.
+	lastStart, firstEnd := lo, hi
 	qscale := scaleBF16(tq.scale, tq.softCap)
 	for t := range T {
 		for i := range gn {
@@ -137,6 +139,7 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 			}
 		}
 		lo, hi = min(lo, int(tq.start[t])), max(hi, int(tq.n[t]))
+		lastStart, firstEnd = max(lastStart, int(tq.start[t])), min(firstEnd, int(tq.n[t]))
 	}
 	ms := sc.ms[:]
 	for r := range rows {
@@ -150,30 +153,37 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 		cnt := min(tileLen, bs-slot, hi-p0)
 		// The tokens that see the tile: a run of them where positions
 		// grow with the token (a prompt), else several runs.
+		// A tile every token sees whole (most tiles of a long prompt)
+		// needs no look at the tokens.
+		allWhole := cnt == tileLen && p0 >= lastStart && p0+cnt <= firstEnd
 		for t0 := 0; t0 < T; {
-			if !tileSeen(tq, t0, p0, cnt) {
-				t0++
-				continue
-			}
-			t1 := t0 + 1
-			for t1 < T && tileSeen(tq, t1, p0, cnt) {
-				t1++
+			t1 := T
+			rng, seen, whole := wholeRanges[:2*T], cnt, true
+			if !allWhole {
+				if !tileSeen(tq, t0, p0, cnt) {
+					t0++
+					continue
+				}
+				t1 = t0 + 1
+				for t1 < T && tileSeen(tq, t1, p0, cnt) {
+					t1++
+				}
+				rng, seen = sc.rng[:2*(t1-t0)], 0
+				for t := t0; t < t1; t++ {
+					a, b := max(int(tq.start[t]), p0)-p0, min(int(tq.n[t]), p0+cnt)-p0
+					rng[2*(t-t0)], rng[2*(t-t0)+1] = int32(a), int32(b)
+					seen = max(seen, b)
+					whole = whole && a == 0 && b == tileLen
+				}
 			}
 			row := l.Row(int(tq.table[p0/bs]), tq.kvh, slot)
-			seen, whole := 0, true
-			for t := t0; t < t1; t++ {
-				a, b := max(int(tq.start[t]), p0)-p0, min(int(tq.n[t]), p0+cnt)-p0
-				sc.rng[2*(t-t0)], sc.rng[2*(t-t0)+1] = int32(a), int32(b)
-				seen = max(seen, b)
-				whole = whole && a == 0 && b == tileLen
-			}
 			r0, r1 := t0*gn, t1*gn
 			// The rows' masks: all 16 positions for every row of a tile
-			// all its tokens see whole (most tiles of a long prompt).
+			// all its tokens see whole.
 			msk := wholeMasks[:r1-r0]
 			if !whole {
 				msk = sc.msk[:r1-r0]
-				tileMasks(msk, sc.rng[:2*(t1-t0)], gn)
+				tileMasks(msk, rng, gn)
 			}
 			halfTile(sc.k[:tileLen*rd16], k[row:row+seen*rd], seen, rd, rd16, true, tq.assembler)
 			halfTile(sc.v[:tileLen*rd16], v[row:row+seen*rd], seen, rd, rd16, false, tq.assembler)
@@ -203,7 +213,7 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 			if tq.softCap != 0 {
 				capScores(s, tq.softCap)
 			}
-			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[r0:], sc.rng[:2*(t1-t0)], msk, t1-t0, gn, rd16, tq.assembler)
+			tileSoftmax(s, sc.v[:tileLen*rd16], acc[r0*rd16:r1*rd16], ms[r0:], rng, msk, t1-t0, gn, rd16, tq.assembler)
 			t0 = t1
 		}
 		p0 += cnt
@@ -311,6 +321,15 @@ var wholeMasks = func() (m [tiledMaxRows]uint16) {
 		m[i] = 1<<tileLen - 1
 	}
 	return m
+}()
+
+// wholeRanges are the ranges (tileSoftmax's rng) of tokens that see all
+// 16 positions of a tile.
+var wholeRanges = func() (r [2 * tiledMaxRows]int32) {
+	for t := range tiledMaxRows {
+		r[2*t+1] = tileLen
+	}
+	return r
 }()
 
 // tileMasks sets masks[r], for the rows of tokens of gn rows each, to the
