@@ -268,10 +268,10 @@ func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int) {
 }
 
 // tileSoftmaxBF16SIMD: see tileSoftmaxBF16.
-func tileSoftmaxBF16SIMD(s []float32, v []uint32, acc, ms []float32, masks, wb []uint16, rows, rd16 int) {
-	if rows <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(acc) < rows*rd16 ||
+func tileSoftmaxBF16SIMD(s []float32, v []uint32, acc, ms, sv []float32, masks, wb []uint16, rows, rd16 int) {
+	if rows <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(acc) < rows*rd16 || len(sv) < rows*8 ||
 		len(ms) < 2*tiledMaxRows+rows || len(masks) < rows || len(wb) < rows*tileLen || len(v) < tileLen*rd16/2 {
 		panic("cpu: tileSoftmaxBF16SIMD: bad lengths")
 	}
-	tileSoftmaxBZ(&s[0], &v[0], &acc[0], &ms[0], &masks[0], &wb[0], rows, rd16)
+	tileSoftmaxBZ(&s[0], &v[0], &acc[0], &ms[0], &sv[0], &masks[0], &wb[0], rows, rd16)
 }

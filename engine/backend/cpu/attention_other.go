@@ -38,6 +38,6 @@ func pairBF16SIMD(dst []uint32, src []float32, row, pairs int) { panic("cpu: no 
 func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int) {
 	panic("cpu: no AVX-512 here")
 }
-func tileSoftmaxBF16SIMD(s []float32, v []uint32, acc, ms []float32, masks, wb []uint16, rows, rd16 int) {
+func tileSoftmaxBF16SIMD(s []float32, v []uint32, acc, ms, sv []float32, masks, wb []uint16, rows, rd16 int) {
 	panic("cpu: no AVX-512 here")
 }

@@ -71,6 +71,7 @@ type tiledScratch struct {
 	kb [tileLen * MaxAttnHeadDim / 2]uint32
 	vb [tileLen * MaxAttnHeadDim / 2]uint32
 	wb [tiledMaxRows * tileLen]uint16
+	sv [tiledMaxRows * 8]float32 // [row][8]: the running sums S in parts (tileSoftmaxBF16)
 }
 
 var tiledScratches freeList[tiledScratch]
@@ -141,10 +142,11 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 		lo, hi = min(lo, int(tq.start[t])), max(hi, int(tq.n[t]))
 		lastStart, firstEnd = max(lastStart, int(tq.start[t])), min(firstEnd, int(tq.n[t]))
 	}
-	ms := sc.ms[:]
+	ms, sv := sc.ms[:], sc.sv[:rows*8]
 	for r := range rows {
 		ms[r], ms[tiledMaxRows+r] = float32(math.Inf(-1)), 0
 	}
+	clear(sv)
 	scale := cappedScale(tq.scale, tq.softCap)
 	bs := l.BlockSize
 	// Tiles: within each block, 16 positions from its start on.
@@ -203,7 +205,7 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 				if tq.softCap != 0 {
 					capScoresLog2(s, tq.softCap)
 				}
-				tileSoftmaxBF16(s, sc.vb[:tileLen*rd16/2], acc[r0*rd16:r1*rd16], ms[r0:], msk, sc.wb[:(r1-r0)*tileLen], r1-r0, rd16, tq.assembler)
+				tileSoftmaxBF16(s, sc.vb[:tileLen*rd16/2], acc[r0*rd16:r1*rd16], ms[r0:], sv[r0*8:r1*8], msk, sc.wb[:(r1-r0)*tileLen], r1-r0, rd16, tq.assembler)
 				t0 = t1
 				continue
 			}
@@ -221,6 +223,9 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 	for t := range T {
 		for i := range gn {
 			r := t*gn + i
+			if tq.bf16 {
+				ms[tiledMaxRows+r] = halves8((*[8]float32)(sv[r*8:]))
+			}
 			if tq.sinks != nil {
 				if tq.bf16 {
 					ms[r] *= expLn2 // m in natural units
@@ -312,6 +317,12 @@ func halves16(a *[16]float32) float32 {
 		b[j] = a[j] + a[j+8]
 	}
 	c0, c1, c2, c3 := b[0]+b[4], b[1]+b[5], b[2]+b[6], b[3]+b[7]
+	return (c0 + c2) + (c1 + c3)
+}
+
+// halves8 adds 8 lanes by halves: j and j+4, then j and j+2, j and j+1.
+func halves8(a *[8]float32) float32 {
+	c0, c1, c2, c3 := a[0]+a[4], a[1]+a[5], a[2]+a[6], a[3]+a[7]
 	return (c0 + c2) + (c1 + c3)
 }
 
@@ -445,11 +456,21 @@ var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6
 //     per score and one per exponential; with a soft cap the query takes
 //     scale/softCap and the capped score is multiplied by log2(e)
 //     (capScoresLog2);
+//   - m is not the running maximum but a running bound within
+//     lazyMax of it (the maximum as it was when last taken): a tile
+//     takes a new m' = max(m, max_p s_p) only for a row where some score
+//     exceeds m by more than lazyMax, else it keeps m' = m and c = 1, so
+//     that deep in a prompt, where the maximum rarely grows, a row needs
+//     neither the tile's maximum nor a rescale, and weights are at most
+//     2^lazyMax;
 //   - each weight w_p = 2^(s_p-m') is rounded to bf16 before it is used,
 //     both in the value sums and in S, so that the output stays a convex
 //     combination of the (rounded) values; 2^x is exp2Weight's (exp2Tile's
 //     with a polynomial of degree 5: within 4e-6, far inside bf16's 2^-9),
 //     and a denormal weight counts as 0 (weightBF16);
+//   - S is kept in 8 parts, part j adding the weights of positions 2j+1
+//     and 2j of each tile as a value accumulator does (dpbf16 with
+//     pairs of ones), and is their sum by halves (halves8) at the end;
 //   - a dot sums pairs of elements: per pair j, in order from zero,
 //     a = fma(x[2j+1], y[2j+1], a) then a = fma(x[2j], y[2j], a), each
 //     rounded once to float32 (VDPBF16PS, products of two bf16 exact),
@@ -497,7 +518,7 @@ func capScoresLog2(s []float32, softCap float32) {
 // expLn2 is ln 2 as float32.
 const expLn2 float32 = 0.6931471805599453
 
-// exp2Tile is 2^x for x <= 0 (or NaN), in float32 (the assembly,
+// exp2Tile is 2^x for x <= lazyMax (or NaN), in float32 (the assembly,
 // internal/gen/attntb.go's exp2Neg, performs the same operations): x
 // clamped to -150 from below; k = roundeven(x); f = x - k (exact, |f| <=
 // 1/2); 2^f = e^(f ln2) by its Taylor polynomial of degree deg in f
@@ -627,46 +648,59 @@ func tileScoresBF16Generic(s []float32, q, k []uint32, blocks, rd16 int) {
 	}
 }
 
+// lazyMax is how far (in base 2) a score may exceed a row's m in the bf16
+// arithmetic before the row takes a new m: weights are at most 2^lazyMax.
+const lazyMax = 8
+
+// onesBF16 is the pair of bf16 ones.
+const onesBF16 = 0x3f803f80
+
 // tileSoftmaxBF16 runs the online softmax of one tile for rows rows and
 // their value accumulation on bf16 pairs: s holds the rows' scores in base
-// 2 (overwritten by the weights, rounded to bf16), ms their m, S and c as
-// for tileSoftmax (m in base 2, c = 2^(m-m')), masks each row's positions, wb the scratch of the
-// weights' bf16 bits (16 per row) and v the tile's value pairs (pair j of
-// element d at v[j*rd16+d], positions past the tile's zero).
-func tileSoftmaxBF16(s []float32, v []uint32, acc, ms []float32, masks, wb []uint16, rows, rd16 int, asm bool) {
+// 2 (the unseen ones set to -Inf), ms their m and c as for tileSoftmax (m
+// in base 2, within lazyMax of the running maximum; c = 2^(m-m')), sv
+// their sums S in 8 parts each (row r's at sv[8r:]), masks each row's
+// positions, wb the scratch of the weights' bf16 bits (16 per row) and v
+// the tile's value pairs (pair j of element d at v[j*rd16+d], positions
+// past the tile's zero).
+func tileSoftmaxBF16(s []float32, v []uint32, acc, ms, sv []float32, masks, wb []uint16, rows, rd16 int, asm bool) {
 	if asm {
-		tileSoftmaxBF16SIMD(s, v, acc, ms, masks, wb, rows, rd16)
+		tileSoftmaxBF16SIMD(s, v, acc, ms, sv, masks, wb, rows, rd16)
 		return
 	}
-	tileSoftmaxBF16Generic(s, v, acc, ms, masks, wb, rows, rd16)
+	tileSoftmaxBF16Generic(s, v, acc, ms, sv, masks, wb, rows, rd16)
 }
 
-func tileSoftmaxBF16Generic(s []float32, v []uint32, acc, ms []float32, masks, wb []uint16, rows, rd16 int) {
+func tileSoftmaxBF16Generic(s []float32, v []uint32, acc, ms, sv []float32, masks, wb []uint16, rows, rd16 int) {
 	inf := float32(math.Inf(-1))
 	for r := range rows {
 		x := (*[16]float32)(s[r*tileLen:])
-		tmax := inf
+		m := ms[r]
+		tmax, over := inf, false
 		for p := range x {
 			if masks[r]>>p&1 == 0 {
 				x[p] = inf
 			}
 			tmax = max(tmax, x[p])
+			over = over || x[p]-m > lazyMax
 		}
-		m := ms[r]
-		m1 := m
-		if tmax > m {
-			m1 = tmax
-		}
-		c := float32(1)
-		if m1 != m {
+		m1, c := m, float32(1)
+		if over {
+			m1 = max(m, tmax)
 			c = exp2Tile(m-m1, 7)
 		}
 		w := wb[r*tileLen:][:tileLen]
 		for p := range x {
 			w[p] = weightBF16(exp2Weight(x[p] - m1))
-			x[p] = math.Float32frombits(uint32(w[p]) << 16)
 		}
-		ms[r], ms[tiledMaxRows+r], ms[2*tiledMaxRows+r] = m1, float32(ms[tiledMaxRows+r]*c)+halves16(x), c
+		ms[r], ms[2*tiledMaxRows+r] = m1, c
+		sr := sv[r*8:][:8]
+		for j := range sr {
+			if over {
+				sr[j] = float32(sr[j] * c)
+			}
+			sr[j] = dpbf16(sr[j], uint32(w[2*j])|uint32(w[2*j+1])<<16, onesBF16)
+		}
 		a := acc[r*rd16 : (r+1)*rd16]
 		for d := range a {
 			a[d] = float32(a[d] * c)

@@ -331,23 +331,44 @@ func TestTileKernelsBF16(t *testing.T) {
 							acc[i] *= 0x1p-130
 						}
 					}
+					// m: a first tile (-Inf), a bound scores exceed by more
+					// than lazyMax or not (both ways through a block of 16
+					// rows), or one far above every score.
+					sv := make([]float32, rows*8)
 					for i := range rows {
-						ms[i], ms[tiledMaxRows+i] = float32(r.NormFloat64()*2), float32(1+r.Float64())
-						if i%3 == 0 {
-							ms[i], ms[tiledMaxRows+i] = float32(math.Inf(-1)), 0
+						ms[i] = float32(r.NormFloat64() * 2)
+						switch i % 5 {
+						case 0:
+							ms[i] = float32(math.Inf(-1))
+						case 1:
+							ms[i] = 40
+						}
+						for j := range 8 {
+							if !math.IsInf(float64(ms[i]), -1) {
+								sv[i*8+j] = float32(r.Float64())
+							}
 						}
 					}
-					gms, gacc := slices.Clone(ms), slices.Clone(acc)
+					if c.whole {
+						// Rows of whole tiles that all keep m (the block's
+						// quick way).
+						for i := range min(rows, 16) {
+							ms[i] = 40
+						}
+					}
+					gms, gacc, gsv := slices.Clone(ms), slices.Clone(acc), slices.Clone(sv)
 					masks := make([]uint16, rows)
 					tileMasks(masks, rng, gn)
 					gwb, swb := make([]uint16, rows*tileLen), make([]uint16, rows*tileLen)
-					tileSoftmaxBF16(ss, v, acc, ms, masks, swb, rows, rd16, true)
-					tileSoftmaxBF16Generic(gs, v, gacc, gms, masks, gwb, rows, rd16)
-					sameBits(t, "weights", ss, gs)
+					tileSoftmaxBF16(ss, v, acc, ms, sv, masks, swb, rows, rd16, true)
+					tileSoftmaxBF16Generic(gs, v, gacc, gms, gsv, masks, gwb, rows, rd16)
+					sameBits(t, "masked scores", ss, gs)
 					if !slices.Equal(swb, gwb) {
 						t.Fatal("bf16 weights differ")
 					}
-					sameBits(t, "ms", ms, gms)
+					sameBits(t, "ms", ms[:rows], gms[:rows])
+					sameBits(t, "c", ms[2*tiledMaxRows:][:rows], gms[2*tiledMaxRows:][:rows])
+					sameBits(t, "S parts", sv, gsv)
 					sameBits(t, "acc", acc, gacc)
 				})
 			}

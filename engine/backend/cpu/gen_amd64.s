@@ -39435,112 +39435,116 @@ tsb_1_done:
 	VZEROUPPER
 	RET
 
-// func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows int, rd16 int)
+// func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, sv *float32, masks *uint16, wb *uint16, rows int, rd16 int)
 // Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-64
+TEXT ·tileSoftmaxBZ(SB), NOSPLIT, $0-72
 	MOVQ         s+0(FP), DI
 	MOVQ         ms+24(FP), R9
-	MOVQ         masks+32(FP), SI
-	MOVQ         wb+40(FP), R10
-	MOVQ         rows+48(FP), CX
+	MOVQ         sv+32(FP), DX
+	MOVQ         masks+40(FP), SI
+	MOVQ         wb+48(FP), R10
+	MOVQ         rows+56(FP), CX
 	MOVL         $0xff800000, AX
 	VPBROADCASTD AX, Z30
 	VMOVDQU32    attntperm<>+0(SB), Z31
 	VBROADCASTSS exp2c<>+0(SB), Z27
+	MOVL         $0x41000000, AX
+	VPBROADCASTD AX, Z29
+	MOVL         $0x3f803f80, AX
+	VPBROADCASTD AX, Z28
+	VBROADCASTSS expfc<>+48(SB), Z24
 
 smb_block:
-	CMPQ      CX, $0x10
-	JL        smb_rows
-	VPCMPEQD  Y1, Y1, Y1
-	VPCMPEQD  (SI), Y1, Y0
-	VPMOVMSKB Y0, AX
-	CMPL      AX, $0xffffffff
-	JNE       smb_mask
-	VMOVUPS   (DI), Z0
-	VMOVUPS   64(DI), Z1
-	VMOVUPS   128(DI), Z2
-	VMOVUPS   192(DI), Z3
-	VMOVUPS   256(DI), Z4
-	VMOVUPS   320(DI), Z5
-	VMOVUPS   384(DI), Z6
-	VMOVUPS   448(DI), Z7
-	VMOVUPS   512(DI), Z8
-	VMOVUPS   576(DI), Z9
-	VMOVUPS   640(DI), Z10
-	VMOVUPS   704(DI), Z11
-	VMOVUPS   768(DI), Z12
-	VMOVUPS   832(DI), Z13
-	VMOVUPS   896(DI), Z14
-	VMOVUPS   960(DI), Z15
-	JMP       smb_masked
-
-smb_mask:
-	KMOVW     (SI), K1
-	VMOVUPS   (DI), Z0
-	VBLENDMPS Z0, Z30, K1, Z0
-	VMOVUPS   Z0, (DI)
-	KMOVW     2(SI), K1
-	VMOVUPS   64(DI), Z1
-	VBLENDMPS Z1, Z30, K1, Z1
-	VMOVUPS   Z1, 64(DI)
-	KMOVW     4(SI), K1
-	VMOVUPS   128(DI), Z2
-	VBLENDMPS Z2, Z30, K1, Z2
-	VMOVUPS   Z2, 128(DI)
-	KMOVW     6(SI), K1
-	VMOVUPS   192(DI), Z3
-	VBLENDMPS Z3, Z30, K1, Z3
-	VMOVUPS   Z3, 192(DI)
-	KMOVW     8(SI), K1
-	VMOVUPS   256(DI), Z4
-	VBLENDMPS Z4, Z30, K1, Z4
-	VMOVUPS   Z4, 256(DI)
-	KMOVW     10(SI), K1
-	VMOVUPS   320(DI), Z5
-	VBLENDMPS Z5, Z30, K1, Z5
-	VMOVUPS   Z5, 320(DI)
-	KMOVW     12(SI), K1
-	VMOVUPS   384(DI), Z6
-	VBLENDMPS Z6, Z30, K1, Z6
-	VMOVUPS   Z6, 384(DI)
-	KMOVW     14(SI), K1
-	VMOVUPS   448(DI), Z7
-	VBLENDMPS Z7, Z30, K1, Z7
-	VMOVUPS   Z7, 448(DI)
-	KMOVW     16(SI), K1
-	VMOVUPS   512(DI), Z8
-	VBLENDMPS Z8, Z30, K1, Z8
-	VMOVUPS   Z8, 512(DI)
-	KMOVW     18(SI), K1
-	VMOVUPS   576(DI), Z9
-	VBLENDMPS Z9, Z30, K1, Z9
-	VMOVUPS   Z9, 576(DI)
-	KMOVW     20(SI), K1
-	VMOVUPS   640(DI), Z10
-	VBLENDMPS Z10, Z30, K1, Z10
-	VMOVUPS   Z10, 640(DI)
-	KMOVW     22(SI), K1
-	VMOVUPS   704(DI), Z11
-	VBLENDMPS Z11, Z30, K1, Z11
-	VMOVUPS   Z11, 704(DI)
-	KMOVW     24(SI), K1
-	VMOVUPS   768(DI), Z12
-	VBLENDMPS Z12, Z30, K1, Z12
-	VMOVUPS   Z12, 768(DI)
-	KMOVW     26(SI), K1
-	VMOVUPS   832(DI), Z13
-	VBLENDMPS Z13, Z30, K1, Z13
-	VMOVUPS   Z13, 832(DI)
-	KMOVW     28(SI), K1
-	VMOVUPS   896(DI), Z14
-	VBLENDMPS Z14, Z30, K1, Z14
-	VMOVUPS   Z14, 896(DI)
-	KMOVW     30(SI), K1
-	VMOVUPS   960(DI), Z15
-	VBLENDMPS Z15, Z30, K1, Z15
-	VMOVUPS   Z15, 960(DI)
-
-smb_masked:
+	CMPQ             CX, $0x10
+	JL               smb_rows
+	VPCMPEQD         Y1, Y1, Y1
+	VPCMPEQD         (SI), Y1, Y0
+	VPMOVMSKB        Y0, AX
+	CMPL             AX, $0xffffffff
+	JNE              smb_mask
+	KXORW            K4, K4, K4
+	VMOVUPS          (DI), Z0
+	VSUBPS.BCST      (R9), Z0, Z0
+	VCMPPS           $0x1e, Z29, Z0, K1
+	KORW             K1, K4, K4
+	VMOVUPS          64(DI), Z1
+	VSUBPS.BCST      4(R9), Z1, Z1
+	VCMPPS           $0x1e, Z29, Z1, K1
+	KORW             K1, K4, K4
+	VMOVUPS          128(DI), Z2
+	VSUBPS.BCST      8(R9), Z2, Z2
+	VCMPPS           $0x1e, Z29, Z2, K1
+	KORW             K1, K4, K4
+	VMOVUPS          192(DI), Z3
+	VSUBPS.BCST      12(R9), Z3, Z3
+	VCMPPS           $0x1e, Z29, Z3, K1
+	KORW             K1, K4, K4
+	VMOVUPS          256(DI), Z4
+	VSUBPS.BCST      16(R9), Z4, Z4
+	VCMPPS           $0x1e, Z29, Z4, K1
+	KORW             K1, K4, K4
+	VMOVUPS          320(DI), Z5
+	VSUBPS.BCST      20(R9), Z5, Z5
+	VCMPPS           $0x1e, Z29, Z5, K1
+	KORW             K1, K4, K4
+	VMOVUPS          384(DI), Z6
+	VSUBPS.BCST      24(R9), Z6, Z6
+	VCMPPS           $0x1e, Z29, Z6, K1
+	KORW             K1, K4, K4
+	VMOVUPS          448(DI), Z7
+	VSUBPS.BCST      28(R9), Z7, Z7
+	VCMPPS           $0x1e, Z29, Z7, K1
+	KORW             K1, K4, K4
+	VMOVUPS          512(DI), Z8
+	VSUBPS.BCST      32(R9), Z8, Z8
+	VCMPPS           $0x1e, Z29, Z8, K1
+	KORW             K1, K4, K4
+	VMOVUPS          576(DI), Z9
+	VSUBPS.BCST      36(R9), Z9, Z9
+	VCMPPS           $0x1e, Z29, Z9, K1
+	KORW             K1, K4, K4
+	VMOVUPS          640(DI), Z10
+	VSUBPS.BCST      40(R9), Z10, Z10
+	VCMPPS           $0x1e, Z29, Z10, K1
+	KORW             K1, K4, K4
+	VMOVUPS          704(DI), Z11
+	VSUBPS.BCST      44(R9), Z11, Z11
+	VCMPPS           $0x1e, Z29, Z11, K1
+	KORW             K1, K4, K4
+	VMOVUPS          768(DI), Z12
+	VSUBPS.BCST      48(R9), Z12, Z12
+	VCMPPS           $0x1e, Z29, Z12, K1
+	KORW             K1, K4, K4
+	VMOVUPS          832(DI), Z13
+	VSUBPS.BCST      52(R9), Z13, Z13
+	VCMPPS           $0x1e, Z29, Z13, K1
+	KORW             K1, K4, K4
+	VMOVUPS          896(DI), Z14
+	VSUBPS.BCST      56(R9), Z14, Z14
+	VCMPPS           $0x1e, Z29, Z14, K1
+	KORW             K1, K4, K4
+	VMOVUPS          960(DI), Z15
+	VSUBPS.BCST      60(R9), Z15, Z15
+	VCMPPS           $0x1e, Z29, Z15, K1
+	KORW             K1, K4, K4
+	KORTESTW         K4, K4
+	JZ               smb_w_keep
+	VMOVUPS          (DI), Z0
+	VMOVUPS          64(DI), Z1
+	VMOVUPS          128(DI), Z2
+	VMOVUPS          192(DI), Z3
+	VMOVUPS          256(DI), Z4
+	VMOVUPS          320(DI), Z5
+	VMOVUPS          384(DI), Z6
+	VMOVUPS          448(DI), Z7
+	VMOVUPS          512(DI), Z8
+	VMOVUPS          576(DI), Z9
+	VMOVUPS          640(DI), Z10
+	VMOVUPS          704(DI), Z11
+	VMOVUPS          768(DI), Z12
+	VMOVUPS          832(DI), Z13
+	VMOVUPS          896(DI), Z14
+	VMOVUPS          960(DI), Z15
 	VSHUFF32X4       $0x44, Z8, Z0, Z16
 	VSHUFF32X4       $0xee, Z8, Z0, Z17
 	VMAXPS           Z17, Z16, Z0
@@ -39588,7 +39592,10 @@ smb_masked:
 	VMAXPS           Z17, Z16, Z16
 	VPERMPS          Z16, Z31, Z16
 	VMOVUPS          (R9), Z18
-	VMAXPS           Z16, Z18, Z19
+	VSUBPS           Z18, Z16, Z21
+	VCMPPS           $0x1e, Z29, Z21, K2
+	VMOVAPS          Z18, Z19
+	VMOVAPS          Z16, K2, Z19
 	VMOVUPS          Z19, (R9)
 	VSUBPS           Z19, Z18, Z20
 	VMAXPS           Z20, Z27, Z20
@@ -39603,16 +39610,845 @@ smb_masked:
 	VFMADD213PS.BCST exp2c<>+28(SB), Z20, Z17
 	VFMADD213PS.BCST exp2c<>+32(SB), Z20, Z17
 	VSCALEFPS        Z16, Z17, Z20
-	VCMPPS           $0x00, Z19, Z18, K2
-	VBROADCASTSS     expfc<>+48(SB), Z21
-	VBLENDMPS        Z21, Z20, K2, Z20
+	VBLENDMPS        Z20, Z24, K2, Z20
 	VMOVUPS          Z20, 4096(R9)
-	VBROADCASTSS     (R9), Z18
-	VBROADCASTSS     4(R9), Z19
+	VMOVUPS          (DX), Y21
+	VMULPS.BCST      4096(R9), Y21, Y21
+	VMOVUPS          Y21, (DX)
+	VMOVUPS          32(DX), Y21
+	VMULPS.BCST      4100(R9), Y21, Y21
+	VMOVUPS          Y21, 32(DX)
+	VMOVUPS          64(DX), Y21
+	VMULPS.BCST      4104(R9), Y21, Y21
+	VMOVUPS          Y21, 64(DX)
+	VMOVUPS          96(DX), Y21
+	VMULPS.BCST      4108(R9), Y21, Y21
+	VMOVUPS          Y21, 96(DX)
+	VMOVUPS          128(DX), Y21
+	VMULPS.BCST      4112(R9), Y21, Y21
+	VMOVUPS          Y21, 128(DX)
+	VMOVUPS          160(DX), Y21
+	VMULPS.BCST      4116(R9), Y21, Y21
+	VMOVUPS          Y21, 160(DX)
+	VMOVUPS          192(DX), Y21
+	VMULPS.BCST      4120(R9), Y21, Y21
+	VMOVUPS          Y21, 192(DX)
+	VMOVUPS          224(DX), Y21
+	VMULPS.BCST      4124(R9), Y21, Y21
+	VMOVUPS          Y21, 224(DX)
+	VMOVUPS          256(DX), Y21
+	VMULPS.BCST      4128(R9), Y21, Y21
+	VMOVUPS          Y21, 256(DX)
+	VMOVUPS          288(DX), Y21
+	VMULPS.BCST      4132(R9), Y21, Y21
+	VMOVUPS          Y21, 288(DX)
+	VMOVUPS          320(DX), Y21
+	VMULPS.BCST      4136(R9), Y21, Y21
+	VMOVUPS          Y21, 320(DX)
+	VMOVUPS          352(DX), Y21
+	VMULPS.BCST      4140(R9), Y21, Y21
+	VMOVUPS          Y21, 352(DX)
+	VMOVUPS          384(DX), Y21
+	VMULPS.BCST      4144(R9), Y21, Y21
+	VMOVUPS          Y21, 384(DX)
+	VMOVUPS          416(DX), Y21
+	VMULPS.BCST      4148(R9), Y21, Y21
+	VMOVUPS          Y21, 416(DX)
+	VMOVUPS          448(DX), Y21
+	VMULPS.BCST      4152(R9), Y21, Y21
+	VMOVUPS          Y21, 448(DX)
+	VMOVUPS          480(DX), Y21
+	VMULPS.BCST      4156(R9), Y21, Y21
+	VMOVUPS          Y21, 480(DX)
+	VMOVUPS          (DI), Z0
+	VSUBPS.BCST      (R9), Z0, Z0
+	VMOVUPS          64(DI), Z1
+	VSUBPS.BCST      4(R9), Z1, Z1
+	VMOVUPS          128(DI), Z2
+	VSUBPS.BCST      8(R9), Z2, Z2
+	VMOVUPS          192(DI), Z3
+	VSUBPS.BCST      12(R9), Z3, Z3
+	VMOVUPS          256(DI), Z4
+	VSUBPS.BCST      16(R9), Z4, Z4
+	VMOVUPS          320(DI), Z5
+	VSUBPS.BCST      20(R9), Z5, Z5
+	VMOVUPS          384(DI), Z6
+	VSUBPS.BCST      24(R9), Z6, Z6
+	VMOVUPS          448(DI), Z7
+	VSUBPS.BCST      28(R9), Z7, Z7
+	VMOVUPS          512(DI), Z8
+	VSUBPS.BCST      32(R9), Z8, Z8
+	VMOVUPS          576(DI), Z9
+	VSUBPS.BCST      36(R9), Z9, Z9
+	VMOVUPS          640(DI), Z10
+	VSUBPS.BCST      40(R9), Z10, Z10
+	VMOVUPS          704(DI), Z11
+	VSUBPS.BCST      44(R9), Z11, Z11
+	VMOVUPS          768(DI), Z12
+	VSUBPS.BCST      48(R9), Z12, Z12
+	VMOVUPS          832(DI), Z13
+	VSUBPS.BCST      52(R9), Z13, Z13
+	VMOVUPS          896(DI), Z14
+	VSUBPS.BCST      56(R9), Z14, Z14
+	VMOVUPS          960(DI), Z15
+	VSUBPS.BCST      60(R9), Z15, Z15
+	JMP              smb_w_exp
+
+smb_w_keep:
+	VMOVUPS Z24, 4096(R9)
+
+smb_w_exp:
+	VRNDSCALEPS      $0x00, Z0, Z16
+	VRNDSCALEPS      $0x00, Z1, Z25
+	VSUBPS           Z16, Z0, Z0
+	VSUBPS           Z25, Z1, Z1
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z1, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z1, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z1, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z1, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z0, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z1, Z26
+	VSCALEFPS        Z16, Z17, Z0
+	VSCALEFPS        Z25, Z26, Z1
+
+	// VCVTNEPS2BF16 Z0, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc0
+
+	// VCVTNEPS2BF16 Z1, Y25
+	BYTE      $0x62
+	BYTE      $0x62
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xc9
+	VMOVDQU32 Y16, (R10)
+	VMOVDQU32 Y25, 32(R10)
+	VMOVUPS   (DX), Y17
+	VMOVUPS   32(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE             $0x62
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, (DX)
+	VMOVUPS          Y26, 32(DX)
+	VRNDSCALEPS      $0x00, Z2, Z16
+	VRNDSCALEPS      $0x00, Z3, Z25
+	VSUBPS           Z16, Z2, Z2
+	VSUBPS           Z25, Z3, Z3
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z3, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z3, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z3, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z3, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z2, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z3, Z26
+	VSCALEFPS        Z16, Z17, Z2
+	VSCALEFPS        Z25, Z26, Z3
+
+	// VCVTNEPS2BF16 Z2, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc2
+
+	// VCVTNEPS2BF16 Z3, Y25
+	BYTE      $0x62
+	BYTE      $0x62
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcb
+	VMOVDQU32 Y16, 64(R10)
+	VMOVDQU32 Y25, 96(R10)
+	VMOVUPS   64(DX), Y17
+	VMOVUPS   96(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE             $0x62
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 64(DX)
+	VMOVUPS          Y26, 96(DX)
+	VRNDSCALEPS      $0x00, Z4, Z16
+	VRNDSCALEPS      $0x00, Z5, Z25
+	VSUBPS           Z16, Z4, Z4
+	VSUBPS           Z25, Z5, Z5
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z5, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z5, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z5, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z5, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z4, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z5, Z26
+	VSCALEFPS        Z16, Z17, Z4
+	VSCALEFPS        Z25, Z26, Z5
+
+	// VCVTNEPS2BF16 Z4, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc4
+
+	// VCVTNEPS2BF16 Z5, Y25
+	BYTE      $0x62
+	BYTE      $0x62
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcd
+	VMOVDQU32 Y16, 128(R10)
+	VMOVDQU32 Y25, 160(R10)
+	VMOVUPS   128(DX), Y17
+	VMOVUPS   160(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE             $0x62
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 128(DX)
+	VMOVUPS          Y26, 160(DX)
+	VRNDSCALEPS      $0x00, Z6, Z16
+	VRNDSCALEPS      $0x00, Z7, Z25
+	VSUBPS           Z16, Z6, Z6
+	VSUBPS           Z25, Z7, Z7
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z7, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z7, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z7, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z7, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z6, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z7, Z26
+	VSCALEFPS        Z16, Z17, Z6
+	VSCALEFPS        Z25, Z26, Z7
+
+	// VCVTNEPS2BF16 Z6, Y16
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc6
+
+	// VCVTNEPS2BF16 Z7, Y25
+	BYTE      $0x62
+	BYTE      $0x62
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcf
+	VMOVDQU32 Y16, 192(R10)
+	VMOVDQU32 Y25, 224(R10)
+	VMOVUPS   192(DX), Y17
+	VMOVUPS   224(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE             $0x62
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 192(DX)
+	VMOVUPS          Y26, 224(DX)
+	VRNDSCALEPS      $0x00, Z8, Z16
+	VRNDSCALEPS      $0x00, Z9, Z25
+	VSUBPS           Z16, Z8, Z8
+	VSUBPS           Z25, Z9, Z9
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z9, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z9, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z9, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z9, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z8, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z9, Z26
+	VSCALEFPS        Z16, Z17, Z8
+	VSCALEFPS        Z25, Z26, Z9
+
+	// VCVTNEPS2BF16 Z8, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc0
+
+	// VCVTNEPS2BF16 Z9, Y25
+	BYTE      $0x62
+	BYTE      $0x42
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xc9
+	VMOVDQU32 Y16, 256(R10)
+	VMOVDQU32 Y25, 288(R10)
+	VMOVUPS   256(DX), Y17
+	VMOVUPS   288(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE             $0x62
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 256(DX)
+	VMOVUPS          Y26, 288(DX)
+	VRNDSCALEPS      $0x00, Z10, Z16
+	VRNDSCALEPS      $0x00, Z11, Z25
+	VSUBPS           Z16, Z10, Z10
+	VSUBPS           Z25, Z11, Z11
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z11, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z11, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z11, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z11, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z10, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z11, Z26
+	VSCALEFPS        Z16, Z17, Z10
+	VSCALEFPS        Z25, Z26, Z11
+
+	// VCVTNEPS2BF16 Z10, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc2
+
+	// VCVTNEPS2BF16 Z11, Y25
+	BYTE      $0x62
+	BYTE      $0x42
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcb
+	VMOVDQU32 Y16, 320(R10)
+	VMOVDQU32 Y25, 352(R10)
+	VMOVUPS   320(DX), Y17
+	VMOVUPS   352(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE             $0x62
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 320(DX)
+	VMOVUPS          Y26, 352(DX)
+	VRNDSCALEPS      $0x00, Z12, Z16
+	VRNDSCALEPS      $0x00, Z13, Z25
+	VSUBPS           Z16, Z12, Z12
+	VSUBPS           Z25, Z13, Z13
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z13, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z13, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z13, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z13, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z12, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z13, Z26
+	VSCALEFPS        Z16, Z17, Z12
+	VSCALEFPS        Z25, Z26, Z13
+
+	// VCVTNEPS2BF16 Z12, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc4
+
+	// VCVTNEPS2BF16 Z13, Y25
+	BYTE      $0x62
+	BYTE      $0x42
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcd
+	VMOVDQU32 Y16, 384(R10)
+	VMOVDQU32 Y25, 416(R10)
+	VMOVUPS   384(DX), Y17
+	VMOVUPS   416(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE             $0x62
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 384(DX)
+	VMOVUPS          Y26, 416(DX)
+	VRNDSCALEPS      $0x00, Z14, Z16
+	VRNDSCALEPS      $0x00, Z15, Z25
+	VSUBPS           Z16, Z14, Z14
+	VSUBPS           Z25, Z15, Z15
+	VBROADCASTSS     exp2c<>+12(SB), Z17
+	VMOVAPS          Z17, Z26
+	VFMADD213PS.BCST exp2c<>+16(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z15, Z26
+	VFMADD213PS.BCST exp2c<>+20(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z15, Z26
+	VFMADD213PS.BCST exp2c<>+24(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z15, Z26
+	VFMADD213PS.BCST exp2c<>+28(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z15, Z26
+	VFMADD213PS.BCST exp2c<>+32(SB), Z14, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z15, Z26
+	VSCALEFPS        Z16, Z17, Z14
+	VSCALEFPS        Z25, Z26, Z15
+
+	// VCVTNEPS2BF16 Z14, Y16
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x72
+	BYTE $0xc6
+
+	// VCVTNEPS2BF16 Z15, Y25
+	BYTE      $0x62
+	BYTE      $0x42
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcf
+	VMOVDQU32 Y16, 448(R10)
+	VMOVDQU32 Y25, 480(R10)
+	VMOVUPS   448(DX), Y17
+	VMOVUPS   480(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE    $0x62
+	BYTE    $0x02
+	BYTE    $0x36
+	BYTE    $0x20
+	BYTE    $0x52
+	BYTE    $0xd4
+	VMOVUPS Y17, 448(DX)
+	VMOVUPS Y26, 480(DX)
+	JMP     smb_next
+
+smb_mask:
+	KMOVW            (SI), K1
+	VMOVUPS          (DI), Z0
+	VBLENDMPS        Z0, Z30, K1, Z0
+	VMOVUPS          Z0, (DI)
+	KMOVW            2(SI), K1
+	VMOVUPS          64(DI), Z1
+	VBLENDMPS        Z1, Z30, K1, Z1
+	VMOVUPS          Z1, 64(DI)
+	KMOVW            4(SI), K1
+	VMOVUPS          128(DI), Z2
+	VBLENDMPS        Z2, Z30, K1, Z2
+	VMOVUPS          Z2, 128(DI)
+	KMOVW            6(SI), K1
+	VMOVUPS          192(DI), Z3
+	VBLENDMPS        Z3, Z30, K1, Z3
+	VMOVUPS          Z3, 192(DI)
+	KMOVW            8(SI), K1
+	VMOVUPS          256(DI), Z4
+	VBLENDMPS        Z4, Z30, K1, Z4
+	VMOVUPS          Z4, 256(DI)
+	KMOVW            10(SI), K1
+	VMOVUPS          320(DI), Z5
+	VBLENDMPS        Z5, Z30, K1, Z5
+	VMOVUPS          Z5, 320(DI)
+	KMOVW            12(SI), K1
+	VMOVUPS          384(DI), Z6
+	VBLENDMPS        Z6, Z30, K1, Z6
+	VMOVUPS          Z6, 384(DI)
+	KMOVW            14(SI), K1
+	VMOVUPS          448(DI), Z7
+	VBLENDMPS        Z7, Z30, K1, Z7
+	VMOVUPS          Z7, 448(DI)
+	KMOVW            16(SI), K1
+	VMOVUPS          512(DI), Z8
+	VBLENDMPS        Z8, Z30, K1, Z8
+	VMOVUPS          Z8, 512(DI)
+	KMOVW            18(SI), K1
+	VMOVUPS          576(DI), Z9
+	VBLENDMPS        Z9, Z30, K1, Z9
+	VMOVUPS          Z9, 576(DI)
+	KMOVW            20(SI), K1
+	VMOVUPS          640(DI), Z10
+	VBLENDMPS        Z10, Z30, K1, Z10
+	VMOVUPS          Z10, 640(DI)
+	KMOVW            22(SI), K1
+	VMOVUPS          704(DI), Z11
+	VBLENDMPS        Z11, Z30, K1, Z11
+	VMOVUPS          Z11, 704(DI)
+	KMOVW            24(SI), K1
+	VMOVUPS          768(DI), Z12
+	VBLENDMPS        Z12, Z30, K1, Z12
+	VMOVUPS          Z12, 768(DI)
+	KMOVW            26(SI), K1
+	VMOVUPS          832(DI), Z13
+	VBLENDMPS        Z13, Z30, K1, Z13
+	VMOVUPS          Z13, 832(DI)
+	KMOVW            28(SI), K1
+	VMOVUPS          896(DI), Z14
+	VBLENDMPS        Z14, Z30, K1, Z14
+	VMOVUPS          Z14, 896(DI)
+	KMOVW            30(SI), K1
+	VMOVUPS          960(DI), Z15
+	VBLENDMPS        Z15, Z30, K1, Z15
+	VMOVUPS          Z15, 960(DI)
+	KXORW            K4, K4, K4
+	VMOVUPS          (DI), Z0
+	VSUBPS.BCST      (R9), Z0, Z0
+	VCMPPS           $0x1e, Z29, Z0, K1
+	KORW             K1, K4, K4
+	VMOVUPS          64(DI), Z1
+	VSUBPS.BCST      4(R9), Z1, Z1
+	VCMPPS           $0x1e, Z29, Z1, K1
+	KORW             K1, K4, K4
+	VMOVUPS          128(DI), Z2
+	VSUBPS.BCST      8(R9), Z2, Z2
+	VCMPPS           $0x1e, Z29, Z2, K1
+	KORW             K1, K4, K4
+	VMOVUPS          192(DI), Z3
+	VSUBPS.BCST      12(R9), Z3, Z3
+	VCMPPS           $0x1e, Z29, Z3, K1
+	KORW             K1, K4, K4
+	VMOVUPS          256(DI), Z4
+	VSUBPS.BCST      16(R9), Z4, Z4
+	VCMPPS           $0x1e, Z29, Z4, K1
+	KORW             K1, K4, K4
+	VMOVUPS          320(DI), Z5
+	VSUBPS.BCST      20(R9), Z5, Z5
+	VCMPPS           $0x1e, Z29, Z5, K1
+	KORW             K1, K4, K4
+	VMOVUPS          384(DI), Z6
+	VSUBPS.BCST      24(R9), Z6, Z6
+	VCMPPS           $0x1e, Z29, Z6, K1
+	KORW             K1, K4, K4
+	VMOVUPS          448(DI), Z7
+	VSUBPS.BCST      28(R9), Z7, Z7
+	VCMPPS           $0x1e, Z29, Z7, K1
+	KORW             K1, K4, K4
+	VMOVUPS          512(DI), Z8
+	VSUBPS.BCST      32(R9), Z8, Z8
+	VCMPPS           $0x1e, Z29, Z8, K1
+	KORW             K1, K4, K4
+	VMOVUPS          576(DI), Z9
+	VSUBPS.BCST      36(R9), Z9, Z9
+	VCMPPS           $0x1e, Z29, Z9, K1
+	KORW             K1, K4, K4
+	VMOVUPS          640(DI), Z10
+	VSUBPS.BCST      40(R9), Z10, Z10
+	VCMPPS           $0x1e, Z29, Z10, K1
+	KORW             K1, K4, K4
+	VMOVUPS          704(DI), Z11
+	VSUBPS.BCST      44(R9), Z11, Z11
+	VCMPPS           $0x1e, Z29, Z11, K1
+	KORW             K1, K4, K4
+	VMOVUPS          768(DI), Z12
+	VSUBPS.BCST      48(R9), Z12, Z12
+	VCMPPS           $0x1e, Z29, Z12, K1
+	KORW             K1, K4, K4
+	VMOVUPS          832(DI), Z13
+	VSUBPS.BCST      52(R9), Z13, Z13
+	VCMPPS           $0x1e, Z29, Z13, K1
+	KORW             K1, K4, K4
+	VMOVUPS          896(DI), Z14
+	VSUBPS.BCST      56(R9), Z14, Z14
+	VCMPPS           $0x1e, Z29, Z14, K1
+	KORW             K1, K4, K4
+	VMOVUPS          960(DI), Z15
+	VSUBPS.BCST      60(R9), Z15, Z15
+	VCMPPS           $0x1e, Z29, Z15, K1
+	KORW             K1, K4, K4
+	KORTESTW         K4, K4
+	JZ               smb_m_keep
 	VMOVUPS          (DI), Z0
 	VMOVUPS          64(DI), Z1
-	VSUBPS           Z18, Z0, Z0
-	VSUBPS           Z19, Z1, Z1
+	VMOVUPS          128(DI), Z2
+	VMOVUPS          192(DI), Z3
+	VMOVUPS          256(DI), Z4
+	VMOVUPS          320(DI), Z5
+	VMOVUPS          384(DI), Z6
+	VMOVUPS          448(DI), Z7
+	VMOVUPS          512(DI), Z8
+	VMOVUPS          576(DI), Z9
+	VMOVUPS          640(DI), Z10
+	VMOVUPS          704(DI), Z11
+	VMOVUPS          768(DI), Z12
+	VMOVUPS          832(DI), Z13
+	VMOVUPS          896(DI), Z14
+	VMOVUPS          960(DI), Z15
+	VSHUFF32X4       $0x44, Z8, Z0, Z16
+	VSHUFF32X4       $0xee, Z8, Z0, Z17
+	VMAXPS           Z17, Z16, Z0
+	VSHUFF32X4       $0x44, Z9, Z1, Z16
+	VSHUFF32X4       $0xee, Z9, Z1, Z17
+	VMAXPS           Z17, Z16, Z1
+	VSHUFF32X4       $0x44, Z10, Z2, Z16
+	VSHUFF32X4       $0xee, Z10, Z2, Z17
+	VMAXPS           Z17, Z16, Z2
+	VSHUFF32X4       $0x44, Z11, Z3, Z16
+	VSHUFF32X4       $0xee, Z11, Z3, Z17
+	VMAXPS           Z17, Z16, Z3
+	VSHUFF32X4       $0x44, Z12, Z4, Z16
+	VSHUFF32X4       $0xee, Z12, Z4, Z17
+	VMAXPS           Z17, Z16, Z4
+	VSHUFF32X4       $0x44, Z13, Z5, Z16
+	VSHUFF32X4       $0xee, Z13, Z5, Z17
+	VMAXPS           Z17, Z16, Z5
+	VSHUFF32X4       $0x44, Z14, Z6, Z16
+	VSHUFF32X4       $0xee, Z14, Z6, Z17
+	VMAXPS           Z17, Z16, Z6
+	VSHUFF32X4       $0x44, Z15, Z7, Z16
+	VSHUFF32X4       $0xee, Z15, Z7, Z17
+	VMAXPS           Z17, Z16, Z7
+	VSHUFF32X4       $0x88, Z4, Z0, Z16
+	VSHUFF32X4       $0xdd, Z4, Z0, Z17
+	VMAXPS           Z17, Z16, Z0
+	VSHUFF32X4       $0x88, Z5, Z1, Z16
+	VSHUFF32X4       $0xdd, Z5, Z1, Z17
+	VMAXPS           Z17, Z16, Z1
+	VSHUFF32X4       $0x88, Z6, Z2, Z16
+	VSHUFF32X4       $0xdd, Z6, Z2, Z17
+	VMAXPS           Z17, Z16, Z2
+	VSHUFF32X4       $0x88, Z7, Z3, Z16
+	VSHUFF32X4       $0xdd, Z7, Z3, Z17
+	VMAXPS           Z17, Z16, Z3
+	VUNPCKLPD        Z2, Z0, Z16
+	VUNPCKHPD        Z2, Z0, Z17
+	VMAXPS           Z17, Z16, Z0
+	VUNPCKLPD        Z3, Z1, Z16
+	VUNPCKHPD        Z3, Z1, Z17
+	VMAXPS           Z17, Z16, Z1
+	VSHUFPS          $0x88, Z1, Z0, Z16
+	VSHUFPS          $0xdd, Z1, Z0, Z17
+	VMAXPS           Z17, Z16, Z16
+	VPERMPS          Z16, Z31, Z16
+	VMOVUPS          (R9), Z18
+	VSUBPS           Z18, Z16, Z21
+	VCMPPS           $0x1e, Z29, Z21, K2
+	VMOVAPS          Z18, Z19
+	VMOVAPS          Z16, K2, Z19
+	VMOVUPS          Z19, (R9)
+	VSUBPS           Z19, Z18, Z20
+	VMAXPS           Z20, Z27, Z20
+	VRNDSCALEPS      $0x00, Z20, Z16
+	VSUBPS           Z16, Z20, Z20
+	VBROADCASTSS     exp2c<>+4(SB), Z17
+	VFMADD213PS.BCST exp2c<>+8(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+12(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+16(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+20(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+24(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+28(SB), Z20, Z17
+	VFMADD213PS.BCST exp2c<>+32(SB), Z20, Z17
+	VSCALEFPS        Z16, Z17, Z20
+	VBLENDMPS        Z20, Z24, K2, Z20
+	VMOVUPS          Z20, 4096(R9)
+	VMOVUPS          (DX), Y21
+	VMULPS.BCST      4096(R9), Y21, Y21
+	VMOVUPS          Y21, (DX)
+	VMOVUPS          32(DX), Y21
+	VMULPS.BCST      4100(R9), Y21, Y21
+	VMOVUPS          Y21, 32(DX)
+	VMOVUPS          64(DX), Y21
+	VMULPS.BCST      4104(R9), Y21, Y21
+	VMOVUPS          Y21, 64(DX)
+	VMOVUPS          96(DX), Y21
+	VMULPS.BCST      4108(R9), Y21, Y21
+	VMOVUPS          Y21, 96(DX)
+	VMOVUPS          128(DX), Y21
+	VMULPS.BCST      4112(R9), Y21, Y21
+	VMOVUPS          Y21, 128(DX)
+	VMOVUPS          160(DX), Y21
+	VMULPS.BCST      4116(R9), Y21, Y21
+	VMOVUPS          Y21, 160(DX)
+	VMOVUPS          192(DX), Y21
+	VMULPS.BCST      4120(R9), Y21, Y21
+	VMOVUPS          Y21, 192(DX)
+	VMOVUPS          224(DX), Y21
+	VMULPS.BCST      4124(R9), Y21, Y21
+	VMOVUPS          Y21, 224(DX)
+	VMOVUPS          256(DX), Y21
+	VMULPS.BCST      4128(R9), Y21, Y21
+	VMOVUPS          Y21, 256(DX)
+	VMOVUPS          288(DX), Y21
+	VMULPS.BCST      4132(R9), Y21, Y21
+	VMOVUPS          Y21, 288(DX)
+	VMOVUPS          320(DX), Y21
+	VMULPS.BCST      4136(R9), Y21, Y21
+	VMOVUPS          Y21, 320(DX)
+	VMOVUPS          352(DX), Y21
+	VMULPS.BCST      4140(R9), Y21, Y21
+	VMOVUPS          Y21, 352(DX)
+	VMOVUPS          384(DX), Y21
+	VMULPS.BCST      4144(R9), Y21, Y21
+	VMOVUPS          Y21, 384(DX)
+	VMOVUPS          416(DX), Y21
+	VMULPS.BCST      4148(R9), Y21, Y21
+	VMOVUPS          Y21, 416(DX)
+	VMOVUPS          448(DX), Y21
+	VMULPS.BCST      4152(R9), Y21, Y21
+	VMOVUPS          Y21, 448(DX)
+	VMOVUPS          480(DX), Y21
+	VMULPS.BCST      4156(R9), Y21, Y21
+	VMOVUPS          Y21, 480(DX)
+	VMOVUPS          (DI), Z0
+	VSUBPS.BCST      (R9), Z0, Z0
+	VMOVUPS          64(DI), Z1
+	VSUBPS.BCST      4(R9), Z1, Z1
+	VMOVUPS          128(DI), Z2
+	VSUBPS.BCST      8(R9), Z2, Z2
+	VMOVUPS          192(DI), Z3
+	VSUBPS.BCST      12(R9), Z3, Z3
+	VMOVUPS          256(DI), Z4
+	VSUBPS.BCST      16(R9), Z4, Z4
+	VMOVUPS          320(DI), Z5
+	VSUBPS.BCST      20(R9), Z5, Z5
+	VMOVUPS          384(DI), Z6
+	VSUBPS.BCST      24(R9), Z6, Z6
+	VMOVUPS          448(DI), Z7
+	VSUBPS.BCST      28(R9), Z7, Z7
+	VMOVUPS          512(DI), Z8
+	VSUBPS.BCST      32(R9), Z8, Z8
+	VMOVUPS          576(DI), Z9
+	VSUBPS.BCST      36(R9), Z9, Z9
+	VMOVUPS          640(DI), Z10
+	VSUBPS.BCST      40(R9), Z10, Z10
+	VMOVUPS          704(DI), Z11
+	VSUBPS.BCST      44(R9), Z11, Z11
+	VMOVUPS          768(DI), Z12
+	VSUBPS.BCST      48(R9), Z12, Z12
+	VMOVUPS          832(DI), Z13
+	VSUBPS.BCST      52(R9), Z13, Z13
+	VMOVUPS          896(DI), Z14
+	VSUBPS.BCST      56(R9), Z14, Z14
+	VMOVUPS          960(DI), Z15
+	VSUBPS.BCST      60(R9), Z15, Z15
+	JMP              smb_m_exp
+
+smb_m_keep:
+	VMOVUPS Z24, 4096(R9)
+
+smb_m_exp:
 	VMAXPS           Z0, Z27, Z0
 	VMAXPS           Z1, Z27, Z1
 	VRNDSCALEPS      $0x00, Z0, Z16
@@ -39643,26 +40479,34 @@ smb_masked:
 	BYTE $0xc0
 
 	// VCVTNEPS2BF16 Z1, Y25
+	BYTE      $0x62
+	BYTE      $0x62
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xc9
+	VMOVDQU32 Y16, (R10)
+	VMOVDQU32 Y25, 32(R10)
+	VMOVUPS   (DX), Y17
+	VMOVUPS   32(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
 	BYTE             $0x62
-	BYTE             $0x62
-	BYTE             $0x7e
-	BYTE             $0x48
-	BYTE             $0x72
-	BYTE             $0xc9
-	VMOVDQU32        Y16, (R10)
-	VMOVDQU32        Y25, 32(R10)
-	VPMOVZXWD        Y16, Z0
-	VPMOVZXWD        Y25, Z1
-	VPSLLD           $0x10, Z0, Z0
-	VPSLLD           $0x10, Z1, Z1
-	VMOVUPS          Z0, (DI)
-	VMOVUPS          Z1, 64(DI)
-	VBROADCASTSS     8(R9), Z18
-	VBROADCASTSS     12(R9), Z19
-	VMOVUPS          128(DI), Z2
-	VMOVUPS          192(DI), Z3
-	VSUBPS           Z18, Z2, Z2
-	VSUBPS           Z19, Z3, Z3
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, (DX)
+	VMOVUPS          Y26, 32(DX)
 	VMAXPS           Z2, Z27, Z2
 	VMAXPS           Z3, Z27, Z3
 	VRNDSCALEPS      $0x00, Z2, Z16
@@ -39693,26 +40537,34 @@ smb_masked:
 	BYTE $0xc2
 
 	// VCVTNEPS2BF16 Z3, Y25
+	BYTE      $0x62
+	BYTE      $0x62
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcb
+	VMOVDQU32 Y16, 64(R10)
+	VMOVDQU32 Y25, 96(R10)
+	VMOVUPS   64(DX), Y17
+	VMOVUPS   96(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
 	BYTE             $0x62
-	BYTE             $0x62
-	BYTE             $0x7e
-	BYTE             $0x48
-	BYTE             $0x72
-	BYTE             $0xcb
-	VMOVDQU32        Y16, 64(R10)
-	VMOVDQU32        Y25, 96(R10)
-	VPMOVZXWD        Y16, Z2
-	VPMOVZXWD        Y25, Z3
-	VPSLLD           $0x10, Z2, Z2
-	VPSLLD           $0x10, Z3, Z3
-	VMOVUPS          Z2, 128(DI)
-	VMOVUPS          Z3, 192(DI)
-	VBROADCASTSS     16(R9), Z18
-	VBROADCASTSS     20(R9), Z19
-	VMOVUPS          256(DI), Z4
-	VMOVUPS          320(DI), Z5
-	VSUBPS           Z18, Z4, Z4
-	VSUBPS           Z19, Z5, Z5
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 64(DX)
+	VMOVUPS          Y26, 96(DX)
 	VMAXPS           Z4, Z27, Z4
 	VMAXPS           Z5, Z27, Z5
 	VRNDSCALEPS      $0x00, Z4, Z16
@@ -39743,26 +40595,34 @@ smb_masked:
 	BYTE $0xc4
 
 	// VCVTNEPS2BF16 Z5, Y25
+	BYTE      $0x62
+	BYTE      $0x62
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcd
+	VMOVDQU32 Y16, 128(R10)
+	VMOVDQU32 Y25, 160(R10)
+	VMOVUPS   128(DX), Y17
+	VMOVUPS   160(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
 	BYTE             $0x62
-	BYTE             $0x62
-	BYTE             $0x7e
-	BYTE             $0x48
-	BYTE             $0x72
-	BYTE             $0xcd
-	VMOVDQU32        Y16, 128(R10)
-	VMOVDQU32        Y25, 160(R10)
-	VPMOVZXWD        Y16, Z4
-	VPMOVZXWD        Y25, Z5
-	VPSLLD           $0x10, Z4, Z4
-	VPSLLD           $0x10, Z5, Z5
-	VMOVUPS          Z4, 256(DI)
-	VMOVUPS          Z5, 320(DI)
-	VBROADCASTSS     24(R9), Z18
-	VBROADCASTSS     28(R9), Z19
-	VMOVUPS          384(DI), Z6
-	VMOVUPS          448(DI), Z7
-	VSUBPS           Z18, Z6, Z6
-	VSUBPS           Z19, Z7, Z7
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 128(DX)
+	VMOVUPS          Y26, 160(DX)
 	VMAXPS           Z6, Z27, Z6
 	VMAXPS           Z7, Z27, Z7
 	VRNDSCALEPS      $0x00, Z6, Z16
@@ -39793,26 +40653,34 @@ smb_masked:
 	BYTE $0xc6
 
 	// VCVTNEPS2BF16 Z7, Y25
+	BYTE      $0x62
+	BYTE      $0x62
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcf
+	VMOVDQU32 Y16, 192(R10)
+	VMOVDQU32 Y25, 224(R10)
+	VMOVUPS   192(DX), Y17
+	VMOVUPS   224(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
 	BYTE             $0x62
-	BYTE             $0x62
-	BYTE             $0x7e
-	BYTE             $0x48
-	BYTE             $0x72
-	BYTE             $0xcf
-	VMOVDQU32        Y16, 192(R10)
-	VMOVDQU32        Y25, 224(R10)
-	VPMOVZXWD        Y16, Z6
-	VPMOVZXWD        Y25, Z7
-	VPSLLD           $0x10, Z6, Z6
-	VPSLLD           $0x10, Z7, Z7
-	VMOVUPS          Z6, 384(DI)
-	VMOVUPS          Z7, 448(DI)
-	VBROADCASTSS     32(R9), Z18
-	VBROADCASTSS     36(R9), Z19
-	VMOVUPS          512(DI), Z8
-	VMOVUPS          576(DI), Z9
-	VSUBPS           Z18, Z8, Z8
-	VSUBPS           Z19, Z9, Z9
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 192(DX)
+	VMOVUPS          Y26, 224(DX)
 	VMAXPS           Z8, Z27, Z8
 	VMAXPS           Z9, Z27, Z9
 	VRNDSCALEPS      $0x00, Z8, Z16
@@ -39843,26 +40711,34 @@ smb_masked:
 	BYTE $0xc0
 
 	// VCVTNEPS2BF16 Z9, Y25
+	BYTE      $0x62
+	BYTE      $0x42
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xc9
+	VMOVDQU32 Y16, 256(R10)
+	VMOVDQU32 Y25, 288(R10)
+	VMOVUPS   256(DX), Y17
+	VMOVUPS   288(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
 	BYTE             $0x62
-	BYTE             $0x42
-	BYTE             $0x7e
-	BYTE             $0x48
-	BYTE             $0x72
-	BYTE             $0xc9
-	VMOVDQU32        Y16, 256(R10)
-	VMOVDQU32        Y25, 288(R10)
-	VPMOVZXWD        Y16, Z8
-	VPMOVZXWD        Y25, Z9
-	VPSLLD           $0x10, Z8, Z8
-	VPSLLD           $0x10, Z9, Z9
-	VMOVUPS          Z8, 512(DI)
-	VMOVUPS          Z9, 576(DI)
-	VBROADCASTSS     40(R9), Z18
-	VBROADCASTSS     44(R9), Z19
-	VMOVUPS          640(DI), Z10
-	VMOVUPS          704(DI), Z11
-	VSUBPS           Z18, Z10, Z10
-	VSUBPS           Z19, Z11, Z11
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 256(DX)
+	VMOVUPS          Y26, 288(DX)
 	VMAXPS           Z10, Z27, Z10
 	VMAXPS           Z11, Z27, Z11
 	VRNDSCALEPS      $0x00, Z10, Z16
@@ -39893,26 +40769,34 @@ smb_masked:
 	BYTE $0xc2
 
 	// VCVTNEPS2BF16 Z11, Y25
+	BYTE      $0x62
+	BYTE      $0x42
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcb
+	VMOVDQU32 Y16, 320(R10)
+	VMOVDQU32 Y25, 352(R10)
+	VMOVUPS   320(DX), Y17
+	VMOVUPS   352(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
 	BYTE             $0x62
-	BYTE             $0x42
-	BYTE             $0x7e
-	BYTE             $0x48
-	BYTE             $0x72
-	BYTE             $0xcb
-	VMOVDQU32        Y16, 320(R10)
-	VMOVDQU32        Y25, 352(R10)
-	VPMOVZXWD        Y16, Z10
-	VPMOVZXWD        Y25, Z11
-	VPSLLD           $0x10, Z10, Z10
-	VPSLLD           $0x10, Z11, Z11
-	VMOVUPS          Z10, 640(DI)
-	VMOVUPS          Z11, 704(DI)
-	VBROADCASTSS     48(R9), Z18
-	VBROADCASTSS     52(R9), Z19
-	VMOVUPS          768(DI), Z12
-	VMOVUPS          832(DI), Z13
-	VSUBPS           Z18, Z12, Z12
-	VSUBPS           Z19, Z13, Z13
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 320(DX)
+	VMOVUPS          Y26, 352(DX)
 	VMAXPS           Z12, Z27, Z12
 	VMAXPS           Z13, Z27, Z13
 	VRNDSCALEPS      $0x00, Z12, Z16
@@ -39943,26 +40827,34 @@ smb_masked:
 	BYTE $0xc4
 
 	// VCVTNEPS2BF16 Z13, Y25
+	BYTE      $0x62
+	BYTE      $0x42
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcd
+	VMOVDQU32 Y16, 384(R10)
+	VMOVDQU32 Y25, 416(R10)
+	VMOVUPS   384(DX), Y17
+	VMOVUPS   416(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
 	BYTE             $0x62
-	BYTE             $0x42
-	BYTE             $0x7e
-	BYTE             $0x48
-	BYTE             $0x72
-	BYTE             $0xcd
-	VMOVDQU32        Y16, 384(R10)
-	VMOVDQU32        Y25, 416(R10)
-	VPMOVZXWD        Y16, Z12
-	VPMOVZXWD        Y25, Z13
-	VPSLLD           $0x10, Z12, Z12
-	VPSLLD           $0x10, Z13, Z13
-	VMOVUPS          Z12, 768(DI)
-	VMOVUPS          Z13, 832(DI)
-	VBROADCASTSS     56(R9), Z18
-	VBROADCASTSS     60(R9), Z19
-	VMOVUPS          896(DI), Z14
-	VMOVUPS          960(DI), Z15
-	VSUBPS           Z18, Z14, Z14
-	VSUBPS           Z19, Z15, Z15
+	BYTE             $0x02
+	BYTE             $0x36
+	BYTE             $0x20
+	BYTE             $0x52
+	BYTE             $0xd4
+	VMOVUPS          Y17, 384(DX)
+	VMOVUPS          Y26, 416(DX)
 	VMAXPS           Z14, Z27, Z14
 	VMAXPS           Z15, Z27, Z15
 	VRNDSCALEPS      $0x00, Z14, Z16
@@ -39993,100 +40885,65 @@ smb_masked:
 	BYTE $0xc6
 
 	// VCVTNEPS2BF16 Z15, Y25
-	BYTE       $0x62
-	BYTE       $0x42
-	BYTE       $0x7e
-	BYTE       $0x48
-	BYTE       $0x72
-	BYTE       $0xcf
-	VMOVDQU32  Y16, 448(R10)
-	VMOVDQU32  Y25, 480(R10)
-	VPMOVZXWD  Y16, Z14
-	VPMOVZXWD  Y25, Z15
-	VPSLLD     $0x10, Z14, Z14
-	VPSLLD     $0x10, Z15, Z15
-	VMOVUPS    Z14, 896(DI)
-	VMOVUPS    Z15, 960(DI)
-	VSHUFF32X4 $0x44, Z8, Z0, Z16
-	VSHUFF32X4 $0xee, Z8, Z0, Z17
-	VADDPS     Z17, Z16, Z0
-	VSHUFF32X4 $0x44, Z9, Z1, Z16
-	VSHUFF32X4 $0xee, Z9, Z1, Z17
-	VADDPS     Z17, Z16, Z1
-	VSHUFF32X4 $0x44, Z10, Z2, Z16
-	VSHUFF32X4 $0xee, Z10, Z2, Z17
-	VADDPS     Z17, Z16, Z2
-	VSHUFF32X4 $0x44, Z11, Z3, Z16
-	VSHUFF32X4 $0xee, Z11, Z3, Z17
-	VADDPS     Z17, Z16, Z3
-	VSHUFF32X4 $0x44, Z12, Z4, Z16
-	VSHUFF32X4 $0xee, Z12, Z4, Z17
-	VADDPS     Z17, Z16, Z4
-	VSHUFF32X4 $0x44, Z13, Z5, Z16
-	VSHUFF32X4 $0xee, Z13, Z5, Z17
-	VADDPS     Z17, Z16, Z5
-	VSHUFF32X4 $0x44, Z14, Z6, Z16
-	VSHUFF32X4 $0xee, Z14, Z6, Z17
-	VADDPS     Z17, Z16, Z6
-	VSHUFF32X4 $0x44, Z15, Z7, Z16
-	VSHUFF32X4 $0xee, Z15, Z7, Z17
-	VADDPS     Z17, Z16, Z7
-	VSHUFF32X4 $0x88, Z4, Z0, Z16
-	VSHUFF32X4 $0xdd, Z4, Z0, Z17
-	VADDPS     Z17, Z16, Z0
-	VSHUFF32X4 $0x88, Z5, Z1, Z16
-	VSHUFF32X4 $0xdd, Z5, Z1, Z17
-	VADDPS     Z17, Z16, Z1
-	VSHUFF32X4 $0x88, Z6, Z2, Z16
-	VSHUFF32X4 $0xdd, Z6, Z2, Z17
-	VADDPS     Z17, Z16, Z2
-	VSHUFF32X4 $0x88, Z7, Z3, Z16
-	VSHUFF32X4 $0xdd, Z7, Z3, Z17
-	VADDPS     Z17, Z16, Z3
-	VUNPCKLPD  Z2, Z0, Z16
-	VUNPCKHPD  Z2, Z0, Z17
-	VADDPS     Z17, Z16, Z0
-	VUNPCKLPD  Z3, Z1, Z16
-	VUNPCKHPD  Z3, Z1, Z17
-	VADDPS     Z17, Z16, Z1
-	VSHUFPS    $0x88, Z1, Z0, Z16
-	VSHUFPS    $0xdd, Z1, Z0, Z17
-	VADDPS     Z17, Z16, Z16
-	VPERMPS    Z16, Z31, Z16
-	VMOVUPS    2048(R9), Z18
-	VMULPS     Z20, Z18, Z18
-	VADDPS     Z16, Z18, Z18
-	VMOVUPS    Z18, 2048(R9)
-	ADDQ       $0x00000400, DI
-	ADDQ       $0x00000200, R10
-	ADDQ       $0x40, R9
-	ADDQ       $0x20, SI
-	SUBQ       $0x10, CX
-	JMP        smb_block
+	BYTE      $0x62
+	BYTE      $0x42
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xcf
+	VMOVDQU32 Y16, 448(R10)
+	VMOVDQU32 Y25, 480(R10)
+	VMOVUPS   448(DX), Y17
+	VMOVUPS   480(DX), Y26
+
+	// VDPBF16PS Y28, Y16, Y17
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x7e
+	BYTE $0x20
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS Y28, Y25, Y26
+	BYTE    $0x62
+	BYTE    $0x02
+	BYTE    $0x36
+	BYTE    $0x20
+	BYTE    $0x52
+	BYTE    $0xd4
+	VMOVUPS Y17, 448(DX)
+	VMOVUPS Y26, 480(DX)
+
+smb_next:
+	ADDQ $0x00000400, DI
+	ADDQ $0x00000200, R10
+	ADDQ $0x00000200, DX
+	ADDQ $0x40, R9
+	ADDQ $0x20, SI
+	SUBQ $0x10, CX
+	JMP  smb_block
 
 smb_rows:
-	TESTQ         CX, CX
-	JZ            smb_values
-	KMOVW         (SI), K1
-	VMOVUPS       (DI), Z0
-	VBLENDMPS     Z0, Z30, K1, Z0
-	VEXTRACTF32X8 $0x01, Z0, Y1
-	VMAXPS        Y1, Y0, Y1
-	VEXTRACTF128  $0x01, Y1, X2
-	VMAXPS        X2, X1, X1
-	VPERMILPS     $0x4e, X1, X2
-	VMAXPS        X2, X1, X1
-	VPERMILPS     $0xb1, X1, X2
-	VMAXSS        X2, X1, X1
-	VMOVSS        (R9), X2
-	VMAXSS        X1, X2, X1
-	VMOVSS        X1, (R9)
-	VMOVSS        expfc<>+48(SB), X3
-	VUCOMISS      X1, X2
-	JNE           smb_exp
-	JNP           smb_same
-
-smb_exp:
+	TESTQ            CX, CX
+	JZ               smb_values
+	KMOVW            (SI), K1
+	VMOVUPS          (DI), Z0
+	VBLENDMPS        Z0, Z30, K1, Z0
+	VMOVUPS          Z0, (DI)
+	VSUBPS.BCST      (R9), Z0, Z2
+	VCMPPS           $0x1e, Z29, Z2, K2
+	KORTESTW         K2, K2
+	JZ               smb_r_keep
+	VEXTRACTF32X8    $0x01, Z0, Y1
+	VMAXPS           Y1, Y0, Y1
+	VEXTRACTF128     $0x01, Y1, X2
+	VMAXPS           X2, X1, X1
+	VPERMILPS        $0x4e, X1, X2
+	VMAXPS           X2, X1, X1
+	VPERMILPS        $0xb1, X1, X2
+	VMAXSS           X2, X1, X1
+	VMOVSS           (R9), X2
+	VMOVSS           X1, (R9)
 	VSUBSS           X1, X2, X2
 	VBROADCASTSS     X2, Z3
 	VMAXPS           Z3, Z27, Z3
@@ -40101,58 +40958,60 @@ smb_exp:
 	VFMADD213PS.BCST exp2c<>+28(SB), Z3, Z5
 	VFMADD213PS.BCST exp2c<>+32(SB), Z3, Z5
 	VSCALEFPS        Z4, Z5, Z3
-
-smb_same:
 	VMOVSS           X3, 4096(R9)
+	VMULPS           (DX), Y3, Y4
+	VMOVUPS          Y4, (DX)
 	VBROADCASTSS     X1, Z1
-	VSUBPS           Z1, Z0, Z0
-	VMAXPS           Z0, Z27, Z0
-	VRNDSCALEPS      $0x00, Z0, Z4
-	VSUBPS           Z4, Z0, Z0
-	VBROADCASTSS     exp2c<>+12(SB), Z5
-	VFMADD213PS.BCST exp2c<>+16(SB), Z0, Z5
-	VFMADD213PS.BCST exp2c<>+20(SB), Z0, Z5
-	VFMADD213PS.BCST exp2c<>+24(SB), Z0, Z5
-	VFMADD213PS.BCST exp2c<>+28(SB), Z0, Z5
-	VFMADD213PS.BCST exp2c<>+32(SB), Z0, Z5
-	VSCALEFPS        Z4, Z5, Z0
+	VSUBPS           Z1, Z0, Z2
+	JMP              smb_r_exp
 
-	// VCVTNEPS2BF16 Z0, Y4
-	BYTE          $0x62
-	BYTE          $0xf2
-	BYTE          $0x7e
-	BYTE          $0x48
-	BYTE          $0x72
-	BYTE          $0xe0
-	VMOVDQU32     Y4, (R10)
-	VPMOVZXWD     Y4, Z0
-	VPSLLD        $0x10, Z0, Z0
-	VMOVUPS       Z0, (DI)
-	VEXTRACTF32X8 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y1
-	VEXTRACTF128  $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VPERMILPS     $0x4e, X1, X2
-	VADDPS        X2, X1, X1
-	VPERMILPS     $0xb1, X1, X2
-	VADDSS        X2, X1, X1
-	VMOVSS        2048(R9), X2
-	VMULSS        X3, X2, X2
-	VADDSS        X1, X2, X2
-	VMOVSS        X2, 2048(R9)
-	ADDQ          $0x40, DI
-	ADDQ          $0x20, R10
-	ADDQ          $0x04, R9
-	ADDQ          $0x02, SI
-	DECQ          CX
-	JMP           smb_rows
+smb_r_keep:
+	VMOVSS X24, 4096(R9)
+
+smb_r_exp:
+	VMAXPS           Z2, Z27, Z2
+	VRNDSCALEPS      $0x00, Z2, Z4
+	VSUBPS           Z4, Z2, Z2
+	VBROADCASTSS     exp2c<>+12(SB), Z5
+	VFMADD213PS.BCST exp2c<>+16(SB), Z2, Z5
+	VFMADD213PS.BCST exp2c<>+20(SB), Z2, Z5
+	VFMADD213PS.BCST exp2c<>+24(SB), Z2, Z5
+	VFMADD213PS.BCST exp2c<>+28(SB), Z2, Z5
+	VFMADD213PS.BCST exp2c<>+32(SB), Z2, Z5
+	VSCALEFPS        Z4, Z5, Z2
+
+	// VCVTNEPS2BF16 Z2, Y4
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xe2
+	VMOVDQU32 Y4, (R10)
+	VMOVUPS   (DX), Y5
+
+	// VDPBF16PS Y28, Y4, Y5
+	BYTE    $0x62
+	BYTE    $0x92
+	BYTE    $0x5e
+	BYTE    $0x28
+	BYTE    $0x52
+	BYTE    $0xec
+	VMOVUPS Y5, (DX)
+	ADDQ    $0x40, DI
+	ADDQ    $0x20, R10
+	ADDQ    $0x20, DX
+	ADDQ    $0x04, R9
+	ADDQ    $0x02, SI
+	DECQ    CX
+	JMP     smb_rows
 
 smb_values:
-	MOVQ wb+40(FP), R13
+	MOVQ wb+48(FP), R13
 	MOVQ acc+16(FP), R8
 	MOVQ ms+24(FP), R14
-	MOVQ rows+48(FP), R11
-	MOVQ rd16+56(FP), R12
+	MOVQ rows+56(FP), R11
+	MOVQ rd16+64(FP), R12
 	SHLQ $0x02, R12
 
 smb_quad:

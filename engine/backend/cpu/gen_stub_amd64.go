@@ -1122,7 +1122,7 @@ func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int)
 // tileSoftmaxBZ runs one tile's online softmax and value accumulation on bf16 pairs (see internal/gen/attntb.go).
 //
 //go:noescape
-func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows int, rd16 int)
+func tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, sv *float32, masks *uint16, wb *uint16, rows int, rd16 int)
 
 // vaccQ8_0Z1 adds 1 heads' weighted sums of a column of Q8_0 value blocks to their accumulators (see internal/gen/attnq.go).
 //

@@ -78,15 +78,18 @@ var exp2Vals = []uint32{
 // polynomial of degree deg.
 func exp2First(deg int) int { return len(exp2Vals) - 1 - deg }
 
-// exp2Neg2 sets the lanes of z1 and z2, at most 0 (or NaN), to 2^z as
-// exp2Tile computes it with a polynomial of degree deg: clamped from
-// below by lo (-150 in every lane), k = roundeven(z), f = z - k, the
-// polynomial in f by Horner's rule, then scaled by 2^k. t1a, t2a, t1b,
-// t2b are scratch.
+// exp2Neg2 sets the lanes of z1 and z2, at most lazyMax (or NaN), to 2^z
+// as exp2Tile computes it with a polynomial of degree deg: clamped from
+// below by lo (-150 in every lane; nil where no lane is -Inf, which the
+// clamp is for: below -150 the result is 0 either way), k = roundeven(z),
+// f = z - k, the polynomial in f by Horner's rule, then scaled by 2^k.
+// t1a, t2a, t1b, t2b are scratch.
 func exp2Neg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical, deg int) {
 	c := func(i int) Mem { return exp2C.Offset(4 * i) }
-	VMAXPS(z1, lo, z1)
-	VMAXPS(z2, lo, z2)
+	if lo != nil {
+		VMAXPS(z1, lo, z1)
+		VMAXPS(z2, lo, z2)
+	}
 	VRNDSCALEPS(U8(0), z1, t1a) // k
 	VRNDSCALEPS(U8(0), z2, t1b)
 	VSUBPS(t1a, z1, z1) // f
@@ -255,22 +258,26 @@ func tileScoresBZ() {
 
 // tileSoftmaxBZ generates
 //
-//	tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows, rd16 int)
+//	tileSoftmaxBZ(s *float32, v *uint32, acc *float32, ms *float32, sv *float32, masks *uint16, wb *uint16, rows, rd16 int)
 //
-// tileSoftmaxZ's online softmax (see there; the same m, S and c) with the
-// weights in base 2 computed by exp2Weight and rounded to bf16 (VCVTNEPS2BF16)
-// before they are summed: w = bf16(2^(x-m')),
-// kept in s as float32 and in wb as bf16 (row r's 16 at wb[16r:], so that
-// its dword j is the pair of positions 2j and 2j+1); then each row's
-// accumulators are scaled by c and take the tile's 8 value pairs in
-// order, acc = dpbf16(acc, v_j, w_j), v pair j of element d at
-// v[j*rd16+d]. Every pair is added, those of the positions a row does not
-// see with weight 0.
+// tileSoftmaxBF16Generic's online softmax, m a bound within lazyMax of the
+// maximum: a row takes m' = max(m, tile max) and c = 2^(m-m') only when
+// one of its scores exceeds m by more than lazyMax, else m' = m and c = 1.
+// Sixteen rows go at a time: their scores less m first, then the tile's
+// maximum only when a row exceeds (rarely, deep into a prompt). Weights
+// w = bf16(2^(x-m')) by exp2Weight (VCVTNEPS2BF16), row r's 16 at
+// wb[16r:] (its dword j the pair of positions 2j and 2j+1); S's 8 parts
+// (sv[8r:]) scaled by c and added the weights' pairs (VDPBF16PS with pairs
+// of ones); unseen scores set to -Inf in s. Then each row's accumulators
+// are scaled by c and take the tile's 8 value pairs in order, acc =
+// dpbf16(acc, v_j, w_j), v pair j of element d at v[j*rd16+d]. Every pair
+// is added, those of the positions a row does not see with weight 0.
 func tileSoftmaxBZ() {
-	text("tileSoftmaxBZ", NOSPLIT, "func(s *float32, v *uint32, acc *float32, ms *float32, masks *uint16, wb *uint16, rows, rd16 int)")
+	text("tileSoftmaxBZ", NOSPLIT, "func(s *float32, v *uint32, acc *float32, ms *float32, sv *float32, masks *uint16, wb *uint16, rows, rd16 int)")
 	Doc("tileSoftmaxBZ runs one tile's online softmax and value accumulation on bf16 pairs (see internal/gen/attntb.go).")
 	Load(Param("s"), RDI)
 	Load(Param("ms"), R9)
+	Load(Param("sv"), RDX)
 	Load(Param("masks"), RSI)
 	Load(Param("wb"), R10)
 	Load(Param("rows"), RCX)
@@ -278,83 +285,56 @@ func tileSoftmaxBZ() {
 	VPBROADCASTD(EAX, Z30)
 	VMOVDQU32(attnTPerm, Z31)
 	VBROADCASTSS(exp2C, Z27) // the clamp, -150
-	a := func(r int) VecPhysical { return zreg(r) }
+	MOVL(U32(lazyMaxBits), EAX)
+	VPBROADCASTD(EAX, Z29)
+	MOVL(U32(0x3f803f80), EAX) // pairs of bf16 ones
+	VPBROADCASTD(EAX, Z28)
 	one := expfC.Offset(4 * 12)
+	VBROADCASTSS(one, Z24)
 
 	Label("smb_block")
 	CMPQ(RCX, U8(16))
 	JL(LabelRef("smb_rows"))
 	// The 16 rows' masks all whole (every tile of a long prompt but the
-	// diagonal ones): the scores are read as they are, else their unseen
-	// lanes set to -Inf first.
+	// diagonal ones): the scores are read as they are, and 2^x needs no
+	// clamp for -Inf; else their unseen lanes are set to -Inf first.
 	VPCMPEQD(Y1, Y1, Y1)
 	VPCMPEQD(Mem{Base: RSI}, Y1, Y0)
 	VPMOVMSKB(Y0, EAX)
 	CMPL(EAX, U32(0xffffffff))
 	JNE(LabelRef("smb_mask"))
-	for r := 0; r < 16; r++ {
-		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
-	}
-	JMP(LabelRef("smb_masked"))
+	softmaxBlockTB("w", false)
+	JMP(LabelRef("smb_next"))
 	Label("smb_mask")
 	for r := 0; r < 16; r++ {
 		KMOVW(Mem{Base: RSI, Disp: 2 * r}, K1)
-		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
-		VBLENDMPS(a(r), Z30, K1, a(r)) // masked lanes -Inf
-		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, zreg(r))
+		VBLENDMPS(zreg(r), Z30, K1, zreg(r)) // masked lanes -Inf
+		VMOVUPS(zreg(r), Mem{Base: RDI, Disp: 64 * r})
 	}
-	Label("smb_masked")
-	reduce16(func(x, y, z VecPhysical) { VMAXPS(x, y, z) })
-	VMOVUPS(Mem{Base: R9}, Z18) // m
-	VMAXPS(Z16, Z18, Z19)       // m' = m > max ? m : max
-	VMOVUPS(Z19, Mem{Base: R9})
-	VSUBPS(Z19, Z18, Z20) // m - m'
-	exp2Neg(Z20, Z16, Z17, Z27, 7)
-	VCMPPS(U8(0), Z19, Z18, K2) // m == m' (ordered)
-	VBROADCASTSS(one, Z21)
-	VBLENDMPS(Z21, Z20, K2, Z20) // c
-	VMOVUPS(Z20, Mem{Base: R9, Disp: 2 * msStride})
-	// Two rows at a time, their instructions interleaved: each 2^x is a
-	// chain of dependent steps.
-	for r := 0; r < 16; r += 2 {
-		VBROADCASTSS(Mem{Base: R9, Disp: 4 * r}, Z18)
-		VBROADCASTSS(Mem{Base: R9, Disp: 4 * (r + 1)}, Z19)
-		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r)) // the masked scores again
-		VMOVUPS(Mem{Base: RDI, Disp: 64 * (r + 1)}, a(r+1))
-		VSUBPS(Z18, a(r), a(r)) // x - m'
-		VSUBPS(Z19, a(r+1), a(r+1))
-		exp2Neg2(a(r), a(r+1), Z16, Z17, Z25, Z26, Z27, 5)
-		// The weights to bf16 (wb), and back to float32 for their sum.
-		vcvtneps2bf16(r, 16)
-		vcvtneps2bf16(r+1, 25)
-		VMOVDQU32(Y16, Mem{Base: R10, Disp: 32 * r})
-		VMOVDQU32(Y25, Mem{Base: R10, Disp: 32 * (r + 1)})
-		VPMOVZXWD(Y16, a(r))
-		VPMOVZXWD(Y25, a(r+1))
-		VPSLLD(U8(16), a(r), a(r))
-		VPSLLD(U8(16), a(r+1), a(r+1))
-		VMOVUPS(a(r), Mem{Base: RDI, Disp: 64 * r})
-		VMOVUPS(a(r+1), Mem{Base: RDI, Disp: 64 * (r + 1)})
-	}
-	reduce16(func(x, y, z VecPhysical) { VADDPS(x, y, z) })
-	VMOVUPS(Mem{Base: R9, Disp: msStride}, Z18)
-	VMULPS(Z20, Z18, Z18) // S*c
-	VADDPS(Z16, Z18, Z18)
-	VMOVUPS(Z18, Mem{Base: R9, Disp: msStride})
+	softmaxBlockTB("m", true)
+	Label("smb_next")
 	ADDQ(U32(16*64), RDI)
 	ADDQ(U32(16*32), R10)
+	ADDQ(U32(16*32), RDX)
 	ADDQ(U8(16*4), R9)
 	ADDQ(U8(16*2), RSI)
 	SUBQ(U8(16), RCX)
 	JMP(LabelRef("smb_block"))
 
+	// The rows left, one at a time.
 	Label("smb_rows")
 	TESTQ(RCX, RCX)
 	JZ(LabelRef("smb_values"))
 	KMOVW(Mem{Base: RSI}, K1)
 	VMOVUPS(Mem{Base: RDI}, Z0)
 	VBLENDMPS(Z0, Z30, K1, Z0) // masked lanes -Inf
-	// Max over the lanes.
+	VMOVUPS(Z0, Mem{Base: RDI})
+	VSUBPS_BCST(Mem{Base: R9}, Z0, Z2) // x - m
+	VCMPPS(U8(cmpGT), Z29, Z2, K2)
+	KORTESTW(K2, K2)
+	JZ(LabelRef("smb_r_keep"))
+	// Max over the lanes: m' (greater than m).
 	VEXTRACTF32X8(U8(1), Z0, Y1)
 	VMAXPS(Y1, Y0, Y1)
 	VEXTRACTF128(U8(1), Y1, X2)
@@ -364,42 +344,28 @@ func tileSoftmaxBZ() {
 	VPERMILPS(U8(0xb1), X1, X2)
 	VMAXSS(X2, X1, X1)
 	VMOVSS(Mem{Base: R9}, X2) // m
-	VMAXSS(X1, X2, X1)        // m' = max(m, tile max)
 	VMOVSS(X1, Mem{Base: R9})
-	// c = 2^(m-m'): 1 when the maximum stays, else computed.
-	VMOVSS(one, X3)
-	VUCOMISS(X1, X2)
-	JNE(LabelRef("smb_exp"))
-	JNP(LabelRef("smb_same")) // equal, not NaN
-	Label("smb_exp")
 	VSUBSS(X1, X2, X2) // m - m'
 	VBROADCASTSS(X2, Z3)
 	exp2Neg(Z3, Z4, Z5, Z27, 7) // c in every lane
-	Label("smb_same")
 	VMOVSS(X3, Mem{Base: R9, Disp: 2 * msStride})
+	VMULPS(Mem{Base: RDX}, Y3, Y4) // S's parts times c
+	VMOVUPS(Y4, Mem{Base: RDX})
 	VBROADCASTSS(X1, Z1)
-	VSUBPS(Z1, Z0, Z0) // x - m'
-	exp2Neg(Z0, Z4, Z5, Z27, 5)
-	vcvtneps2bf16(0, 4)
+	VSUBPS(Z1, Z0, Z2) // x - m'
+	JMP(LabelRef("smb_r_exp"))
+	Label("smb_r_keep")
+	VMOVSS(X24, Mem{Base: R9, Disp: 2 * msStride}) // c = 1
+	Label("smb_r_exp")
+	exp2Neg(Z2, Z4, Z5, Z27, 5)
+	vcvtneps2bf16(2, 4)
 	VMOVDQU32(Y4, Mem{Base: R10})
-	VPMOVZXWD(Y4, Z0)
-	VPSLLD(U8(16), Z0, Z0)
-	VMOVUPS(Z0, Mem{Base: RDI})
-	// Sum of the weights, by halves.
-	VEXTRACTF32X8(U8(1), Z0, Y1)
-	VADDPS(Y1, Y0, Y1)
-	VEXTRACTF128(U8(1), Y1, X2)
-	VADDPS(X2, X1, X1)
-	VPERMILPS(U8(0x4e), X1, X2)
-	VADDPS(X2, X1, X1)
-	VPERMILPS(U8(0xb1), X1, X2)
-	VADDSS(X2, X1, X1)
-	VMOVSS(Mem{Base: R9, Disp: msStride}, X2)
-	VMULSS(X3, X2, X2) // S*c
-	VADDSS(X1, X2, X2)
-	VMOVSS(X2, Mem{Base: R9, Disp: msStride})
+	VMOVUPS(Mem{Base: RDX}, Y5)
+	vdpbf16psY(4, 28, 5) // S's parts plus the weights' pairs
+	VMOVUPS(Y5, Mem{Base: RDX})
 	ADDQ(U8(64), RDI)
 	ADDQ(U8(32), R10)
+	ADDQ(U8(32), RDX)
 	ADDQ(U8(4), R9)
 	ADDQ(U8(2), RSI)
 	DECQ(RCX)
@@ -434,6 +400,95 @@ func tileSoftmaxBZ() {
 	Label("smb_done")
 	VZEROUPPER()
 	RET()
+}
+
+// lazyMaxBits is lazyMax (attention_tiled.go) as float32 bits: 8.
+const lazyMaxBits = 0x41000000
+
+// cmpGT is VCMPPS's predicate greater than, ordered and quiet (GT_OQ).
+const cmpGT = 0x1e
+
+// softmaxBlockTB emits the softmax of the 16 rows at RDI (scores), R9 (m,
+// and c at 2*msStride), RDX (S's parts), R10 (weights); masked, their
+// unseen scores are -Inf and 2^x clamps. Z0-Z23 and Z25, Z26 are
+// clobbered; Z24 holds 1, Z27 the clamp, Z28 pairs of bf16 ones, Z29
+// lazyMax, Z31 attnTPerm.
+func softmaxBlockTB(tag string, masked bool) {
+	a := func(r int) VecPhysical { return zreg(r) }
+	// x - m, and whether a row exceeds lazyMax.
+	KXORW(K4, K4, K4)
+	for r := 0; r < 16; r++ {
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
+		VSUBPS_BCST(Mem{Base: R9, Disp: 4 * r}, a(r), a(r))
+		VCMPPS(U8(cmpGT), Z29, a(r), K1)
+		KORW(K1, K4, K4)
+	}
+	KORTESTW(K4, K4)
+	JZ(LabelRef("smb_" + tag + "_keep"))
+	// Some row exceeds: the rows that do take the tile's maximum as m'
+	// and c = 2^(m-m'), the others keep m and c = 1.
+	for r := 0; r < 16; r++ {
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
+	}
+	reduce16(func(x, y, z VecPhysical) { VMAXPS(x, y, z) }) // Z16: the rows' maxima
+	VMOVUPS(Mem{Base: R9}, Z18)                             // m
+	VSUBPS(Z18, Z16, Z21)
+	VCMPPS(U8(cmpGT), Z29, Z21, K2) // the rows that exceed
+	VMOVAPS(Z18, Z19)
+	VMOVAPS(Z16, K2, Z19) // m'
+	VMOVUPS(Z19, Mem{Base: R9})
+	VSUBPS(Z19, Z18, Z20) // m - m'
+	exp2Neg(Z20, Z16, Z17, Z27, 7)
+	VBLENDMPS(Z20, Z24, K2, Z20) // c
+	VMOVUPS(Z20, Mem{Base: R9, Disp: 2 * msStride})
+	for r := 0; r < 16; r++ {
+		VMOVUPS(Mem{Base: RDX, Disp: 32 * r}, Y21)
+		VMULPS_BCST(Mem{Base: R9, Disp: 2*msStride + 4*r}, Y21, Y21) // S's parts times c
+		VMOVUPS(Y21, Mem{Base: RDX, Disp: 32 * r})
+	}
+	for r := 0; r < 16; r++ {
+		VMOVUPS(Mem{Base: RDI, Disp: 64 * r}, a(r))
+		VSUBPS_BCST(Mem{Base: R9, Disp: 4 * r}, a(r), a(r)) // x - m'
+	}
+	JMP(LabelRef("smb_" + tag + "_exp"))
+	Label("smb_" + tag + "_keep")
+	VMOVUPS(Z24, Mem{Base: R9, Disp: 2 * msStride}) // c = 1
+	Label("smb_" + tag + "_exp")
+	// Two rows at a time, their instructions interleaved: each 2^x is a
+	// chain of dependent steps.
+	var lo VecPhysical
+	if masked {
+		lo = Z27
+	}
+	for r := 0; r < 16; r += 2 {
+		exp2Neg2(a(r), a(r+1), Z16, Z17, Z25, Z26, lo, 5)
+		// The weights to bf16 (wb), and their pairs into S's parts.
+		vcvtneps2bf16(r, 16)
+		vcvtneps2bf16(r+1, 25)
+		VMOVDQU32(Y16, Mem{Base: R10, Disp: 32 * r})
+		VMOVDQU32(Y25, Mem{Base: R10, Disp: 32 * (r + 1)})
+		VMOVUPS(Mem{Base: RDX, Disp: 32 * r}, Y17)
+		VMOVUPS(Mem{Base: RDX, Disp: 32 * (r + 1)}, Y26)
+		vdpbf16psY(16, 28, 17)
+		vdpbf16psY(25, 28, 26)
+		VMOVUPS(Y17, Mem{Base: RDX, Disp: 32 * r})
+		VMOVUPS(Y26, Mem{Base: RDX, Disp: 32 * (r + 1)})
+	}
+}
+
+// vdpbf16psY emits VDPBF16PS Y<src2>, Y<src1>, Y<dst>: every lane of dst
+// adds the products of src1's and src2's pairs (the upper halves' first),
+// by bytes (the Go assembler does not know the instruction).
+// EVEX.256.F3.0F38.W0 52 /r.
+func vdpbf16psY(src1, src2, dst int) {
+	inv := func(v, bit int) int { return (v>>bit)&1 ^ 1 }
+	p0 := inv(dst, 3)<<7 | inv(src2, 4)<<6 | inv(src2, 3)<<5 | inv(dst, 4)<<4 | 0b10
+	p1 := (^src1&15)<<3 | 1<<2 | 0b10
+	p2 := 0b01<<5 | inv(src1, 4)<<3
+	Comment(fmt.Sprintf("VDPBF16PS Y%d, Y%d, Y%d", src2, src1, dst))
+	for _, c := range []byte{0x62, byte(p0), byte(p1), byte(p2), 0x52, byte(0b11<<6 | (dst&7)<<3 | src2&7)} {
+		raw("BYTE", U8(c))
+	}
 }
 
 // vaccTB emits the value accumulation of R rows on bf16 pairs: R13 points
