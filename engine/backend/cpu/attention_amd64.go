@@ -258,13 +258,19 @@ func pairBF16SIMD(dst []uint32, src []float32, row, pairs int) {
 	pairBF16Z(&dst[0], &src[0], row, pairs)
 }
 
-// tileScoresBF16SIMD: see tileScoresBF16.
-func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int) {
+// tileScoresBF16SIMD: see tileScoresBF16. Meanwhile it prefetches the
+// cache lines of nk and nv (the same length; either may be empty).
+func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int, nk, nv []uint16) {
 	rows := blocks * tiledQBlock
 	if blocks <= 0 || rd16 <= 0 || rd16%16 != 0 || len(s) < rows*tileLen || len(q) < rows*rd16/2 || len(k) < tileLen*rd16/2 {
 		panic("cpu: tileScoresBF16SIMD: bad lengths")
 	}
-	tileScoresBZ(&s[0], &q[0], &k[0], blocks, rd16)
+	var pk, pv *uint16
+	lines := 0
+	if len(nk) > 0 && len(nv) >= len(nk) {
+		pk, pv, lines = &nk[0], &nv[0], len(nk)*2/64
+	}
+	tileScoresBZ(&s[0], &q[0], &k[0], blocks, rd16, pk, pv, lines)
 }
 
 // tileSoftmaxBF16SIMD: see tileSoftmaxBF16.

@@ -35,7 +35,7 @@ func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, masks []uint16, token
 }
 
 func pairBF16SIMD(dst []uint32, src []float32, row, pairs int) { panic("cpu: no AVX-512 here") }
-func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int) {
+func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int, nk, nv []uint16) {
 	panic("cpu: no AVX-512 here")
 }
 func tileSoftmaxBF16SIMD(s []float32, v []uint32, acc, ms, sv []float32, masks, wb []uint16, rows, rd16 int) {

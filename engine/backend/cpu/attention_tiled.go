@@ -199,8 +199,15 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 				pairBF16(sc.kb[:tileLen*rd16/2], sc.k[:tileLen*rd16], tileLen, rd16/2, tq.assembler)
 				pairBF16(sc.vb[:tileLen*rd16/2], sc.v[:tileLen*rd16], rd16, tileLen/2, tq.assembler)
 				bq := tiledQBlock * rd16 / 2
+				var nk, nv []uint16
+				if next := p0 + cnt; next < hi {
+					// The next tile's rows, fetched while this one works.
+					nslot := next % bs
+					nrow, n := l.Row(int(tq.table[next/bs]), tq.kvh, nslot), min(tileLen, bs-nslot, hi-next)*rd
+					nk, nv = k[nrow:nrow+n], v[nrow:nrow+n]
+				}
 				tileScoresBF16(sc.s[b0*tiledQBlock*tileLen:b1*tiledQBlock*tileLen], qb[b0*bq:b1*bq],
-					sc.kb[:tileLen*rd16/2], b1-b0, rd16, tq.assembler)
+					sc.kb[:tileLen*rd16/2], b1-b0, rd16, nk, nv, tq.assembler)
 				s := sc.s[r0*tileLen : r1*tileLen]
 				if tq.softCap != 0 {
 					capScoresLog2(s, tq.softCap)
@@ -625,10 +632,11 @@ func dpbf16(acc float32, x, y uint32) float32 {
 // tileScoresBF16 sets s[16r+p] = dot(q_r, k_p) for the rows r of blocks
 // blocks of the blocked query pairs q (blockQueryBF16, the scale already
 // in them) and the tile's 16 positions' key pairs k (pair j of position p
-// at k[16j+p]).
-func tileScoresBF16(s []float32, q, k []uint32, blocks, rd16 int, asm bool) {
+// at k[16j+p]). The assembly prefetches nk and nv meanwhile (the next
+// tile's rows; nil for none).
+func tileScoresBF16(s []float32, q, k []uint32, blocks, rd16 int, nk, nv []uint16, asm bool) {
 	if asm {
-		tileScoresBF16SIMD(s, q, k, blocks, rd16)
+		tileScoresBF16SIMD(s, q, k, blocks, rd16, nk, nv)
 		return
 	}
 	tileScoresBF16Generic(s, q, k, blocks, rd16)

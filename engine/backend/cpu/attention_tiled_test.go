@@ -304,7 +304,7 @@ func TestTileKernelsBF16(t *testing.T) {
 						blockQueryBF16(q, i, rd16, randFloats(r, rd, 3*tiny), 0.125*expTileLog2e)
 					}
 					gs, ss := make([]float32, blocks*tiledQBlock*tileLen), make([]float32, blocks*tiledQBlock*tileLen)
-					tileScoresBF16(ss, q, k, blocks, rd16, true)
+					tileScoresBF16(ss, q, k, blocks, rd16, nil, nil, true)
 					tileScoresBF16Generic(gs, q, k, blocks, rd16)
 					sameBits(t, "tileScoresBF16", ss, gs)
 					gs, ss = gs[:rows*tileLen], ss[:rows*tileLen]

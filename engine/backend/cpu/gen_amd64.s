@@ -38903,9 +38903,12 @@ pb_vec:
 	VZEROUPPER
 	RET
 
-// func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int)
-// Requires: AVX, AVX512F
-TEXT ·tileScoresBZ(SB), NOSPLIT, $0-40
+// func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int, nk *uint16, nv *uint16, lines int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·tileScoresBZ(SB), NOSPLIT, $0-64
+	MOVQ nk+40(FP), R13
+	MOVQ nv+48(FP), R14
+	MOVQ lines+56(FP), R12
 	MOVQ s+0(FP), DI
 	MOVQ q+8(FP), SI
 	MOVQ blocks+24(FP), CX
@@ -38915,28 +38918,38 @@ TEXT ·tileScoresBZ(SB), NOSPLIT, $0-40
 	SHRQ $0x02, DX
 
 tsb_2:
-	CMPQ   CX, $0x02
-	JL     tsb_2_done
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	MOVQ   k+16(FP), AX
-	MOVQ   DX, BX
-	LEAQ   (SI)(R11*1), R10
+	CMPQ       CX, $0x02
+	JL         tsb_2_done
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	VPXORD     Z15, Z15, Z15
+	MOVQ       k+16(FP), AX
+	MOVQ       DX, BX
+	LEAQ       (SI)(R11*1), R10
+	CMPQ       R12, $0x02
+	JL         tsb_2_nopf
+	PREFETCHT1 (R13)
+	PREFETCHT1 64(R13)
+	PREFETCHT1 (R14)
+	PREFETCHT1 64(R14)
+	ADDQ       $0x80, R13
+	ADDQ       $0x80, R14
+	SUBQ       $0x02, R12
 
+tsb_2_nopf:
 tsb_2_step:
 	VMOVDQU32 (AX), Z16
 	VMOVDQU32 64(AX), Z17

@@ -1117,7 +1117,7 @@ func pairBF16Z(dst *uint32, src *float32, row int, pairs int)
 // tileScoresBZ computes one tile's scores on bf16 pairs (see internal/gen/attntb.go).
 //
 //go:noescape
-func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int)
+func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int, nk *uint16, nv *uint16, lines int)
 
 // tileSoftmaxBZ runs one tile's online softmax and value accumulation on bf16 pairs (see internal/gen/attntb.go).
 //

@@ -203,9 +203,18 @@ func pairBF16Z() {
 // position p at k[16j+p]. Each dot is one chain of VDPBF16PS over j from
 // zero, the 16 positions of a row at once. Two blocks go at a time (16
 // independent chains), then the last one alone.
+//
+// Meanwhile it prefetches (into the L2) lines cache lines from nk and as
+// many from nv, two of each per two blocks: the next tile's keys and
+// values, which halfTileZ would otherwise read from L3 one latency at a
+// time. (Asked for all at once, they stall on the misses in flight; and
+// the L1 would not keep them through the tile's work.)
 func tileScoresBZ() {
-	text("tileScoresBZ", NOSPLIT, "func(s *float32, q *uint32, k *uint32, blocks, rd16 int)")
+	text("tileScoresBZ", NOSPLIT, "func(s *float32, q *uint32, k *uint32, blocks, rd16 int, nk, nv *uint16, lines int)")
 	Doc("tileScoresBZ computes one tile's scores on bf16 pairs (see internal/gen/attntb.go).")
+	Load(Param("nk"), R13)
+	Load(Param("nv"), R14)
+	Load(Param("lines"), R12)
 	Load(Param("s"), RDI)
 	Load(Param("q"), RSI)
 	Load(Param("blocks"), RCX)
@@ -224,6 +233,19 @@ func tileScoresBZ() {
 		Load(Param("k"), RAX)
 		MOVQ(RDX, RBX)
 		LEAQ(Mem{Base: RSI, Index: R11, Scale: 1}, R10) // the second block
+		if nb == 2 {
+			skip := loop + "_nopf"
+			CMPQ(R12, U8(2))
+			JL(LabelRef(skip))
+			PREFETCHT1(Mem{Base: R13})
+			PREFETCHT1(Mem{Base: R13, Disp: 64})
+			PREFETCHT1(Mem{Base: R14})
+			PREFETCHT1(Mem{Base: R14, Disp: 64})
+			ADDQ(U8(128), R13)
+			ADDQ(U8(128), R14)
+			SUBQ(U8(2), R12)
+			Label(skip)
+		}
 		step := loop + "_step"
 		Label(step)
 		VMOVDQU32(Mem{Base: RAX}, Z16)
