@@ -313,6 +313,14 @@ func tileSoftmaxBZ() {
 	VPBROADCASTD(EAX, Z28)
 	one := expfC.Offset(4 * 12)
 	VBROADCASTSS(one, Z24)
+	// The value accumulation's registers (vaccTB): R13 the row's weights,
+	// R14 its m, R8 its accumulators, R12 the bytes of a row of
+	// accumulators or of value pairs.
+	Load(Param("wb"), R13)
+	Load(Param("acc"), R8)
+	Load(Param("ms"), R14)
+	Load(Param("rd16"), R12)
+	SHLQ(U8(2), R12)
 
 	Label("smb_block")
 	CMPQ(RCX, U8(16))
@@ -336,6 +344,16 @@ func tileSoftmaxBZ() {
 	}
 	softmaxBlockTB("m", true)
 	Label("smb_next")
+	// The 16 rows' values now rather than after every row's softmax, so
+	// that the softmax's other instructions run beside the values' dot
+	// products.
+	MOVQ(U32(4), R11)
+	Label("smb_bquad")
+	vaccTB(4, "b")
+	ADDQ(U32(4*32), R13)
+	ADDQ(U8(4*4), R14)
+	DECQ(R11)
+	JNZ(LabelRef("smb_bquad"))
 	ADDQ(U32(16*64), RDI)
 	ADDQ(U32(16*32), R10)
 	ADDQ(U32(16*32), RDX)
@@ -393,16 +411,11 @@ func tileSoftmaxBZ() {
 	DECQ(RCX)
 	JMP(LabelRef("smb_rows"))
 
-	// Value accumulation, four rows at a time, then one at a time. R13:
-	// the row's weights, R14 its m, R8 its accumulators, R11 the rows
-	// left, R12 the bytes of a row of accumulators or of value pairs.
+	// The rows left's value accumulation, four rows at a time, then one
+	// at a time (R11 the rows left).
 	Label("smb_values")
-	Load(Param("wb"), R13)
-	Load(Param("acc"), R8)
-	Load(Param("ms"), R14)
 	Load(Param("rows"), R11)
-	Load(Param("rd16"), R12)
-	SHLQ(U8(2), R12)
+	ANDQ(U8(15), R11) // the rows left after the blocks of 16
 	Label("smb_quad")
 	CMPQ(R11, U8(4))
 	JL(LabelRef("smb_single"))
