@@ -533,13 +533,23 @@ const expLn2 float32 = 0.6931471805599453
 // by Horner's rule with fused multiply-adds; then scaled by 2^k with one
 // rounding (VSCALEFPS), so that 2^-150 and below round to 0.
 func exp2Tile(x float32, deg int) float32 {
+	return exp2Poly(x, exp2Coef[len(exp2Coef)-1-deg:])
+}
+
+// exp2Weight is 2^x for the bf16 weights, as exp2Tile computes it but for
+// the polynomial: exp2WeightCoef's, of degree 3, within 7.5e-5 relative
+// (the rounding to bf16 that follows is up to 2^-9, 2e-3).
+func exp2Weight(x float32) float32 { return exp2Poly(x, exp2WeightCoef[:]) }
+
+// exp2Poly is exp2Tile with the polynomial c, the highest degree's
+// coefficient first.
+func exp2Poly(x float32, c []float32) float32 {
 	if x != x {
 		return x
 	}
 	x = max(x, -150)
 	k := float32(math.RoundToEven(float64(x)))
 	f := x - k
-	c := exp2Coef[len(exp2Coef)-1-deg:]
 	p := c[0]
 	for _, c := range c[1:] {
 		p = fmaF32(p, f, c)
@@ -547,9 +557,12 @@ func exp2Tile(x float32, deg int) float32 {
 	return float32(float64(p) * math.Ldexp(1, int(k)))
 }
 
-// exp2Weight is 2^x for the bf16 weights: exp2Tile of degree 5
-// (within 4e-6 relative).
-func exp2Weight(x float32) float32 { return exp2Tile(x, 5) }
+// exp2WeightCoef is the polynomial of degree 3 nearest 2^f in relative
+// error over |f| <= 1/2 (minimax, by Lawson's iteration), highest degree
+// first, rounded to float32 (internal/gen/attntb.go holds their bits).
+// Its value at 0 is 0.99993: a common factor, which the softmax's sum
+// takes out.
+var exp2WeightCoef = [4]float32{0.055171769112348557, 0.2426115721464157, 0.6932610273361206, 0.9999280571937561}
 
 // exp2Coef are ln2^j/j! for j = 7 down to 0, rounded to float32
 // (internal/gen/attntb.go holds their bits).

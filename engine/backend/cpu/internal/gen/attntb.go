@@ -67,24 +67,32 @@ func vdpbf16psBcst(base reg.GPPhysical, disp int, src1, dst int) {
 // exp2C holds exp2Vals.
 var exp2C Mem
 
-// exp2Vals are exp2Tile's constants (attention_tiled.go), as float32 bits:
-// the clamp, then ln2^j/j! for j = 7 down to 0 (exp2Coef).
+// exp2Vals are exp2Tile's and exp2Weight's constants (attention_tiled.go),
+// as float32 bits: the clamp, then ln2^j/j! for j = 7 down to 0
+// (exp2Coef), then exp2WeightCoef.
 var exp2Vals = []uint32{
 	0xc3160000, // -150
 	0x377fe5fe, 0x39218489, 0x3aaec3ff, 0x3c1d955b, 0x3d635847, 0x3e75fdf0, 0x3f317218, 0x3f800000,
+	0x3d61fbcb, 0x3e786f2b, 0x3f31798e, 0x3f7ffb49,
 }
 
-// exp2First is the index in exp2Vals of the first coefficient of a
-// polynomial of degree deg.
-func exp2First(deg int) int { return len(exp2Vals) - 1 - deg }
+// exp2Poly is a polynomial's coefficients in exp2Vals, the highest
+// degree's first: [first, end).
+type exp2Poly struct{ first, end int }
+
+// exp2Taylor is exp2Tile's polynomial of degree deg; exp2Weights
+// exp2Weight's.
+func exp2Taylor(deg int) exp2Poly { return exp2Poly{9 - 1 - deg, 9} }
+
+var exp2Weights = exp2Poly{9, 13}
 
 // exp2Neg2 sets the lanes of z1 and z2, at most lazyMax (or NaN), to 2^z
-// as exp2Tile computes it with a polynomial of degree deg: clamped from
+// as exp2Tile computes it with the polynomial p: clamped from
 // below by lo (-150 in every lane; nil where no lane is -Inf, which the
 // clamp is for: below -150 the result is 0 either way), k = roundeven(z),
 // f = z - k, the polynomial in f by Horner's rule, then scaled by 2^k.
 // t1a, t2a, t1b, t2b are scratch.
-func exp2Neg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical, deg int) {
+func exp2Neg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical, p exp2Poly) {
 	c := func(i int) Mem { return exp2C.Offset(4 * i) }
 	if lo != nil {
 		VMAXPS(z1, lo, z1)
@@ -94,9 +102,9 @@ func exp2Neg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical, deg int) {
 	VRNDSCALEPS(U8(0), z2, t1b)
 	VSUBPS(t1a, z1, z1) // f
 	VSUBPS(t1b, z2, z2)
-	VBROADCASTSS(c(exp2First(deg)), t2a)
+	VBROADCASTSS(c(p.first), t2a)
 	VMOVAPS(t2a, t2b)
-	for i := exp2First(deg) + 1; i < len(exp2Vals); i++ {
+	for i := p.first + 1; i < p.end; i++ {
 		VFMADD213PS_BCST(c(i), z1, t2a)
 		VFMADD213PS_BCST(c(i), z2, t2b)
 	}
@@ -105,13 +113,13 @@ func exp2Neg2(z1, z2, t1a, t2a, t1b, t2b, lo VecPhysical, deg int) {
 }
 
 // exp2Neg is exp2Neg2 on one vector.
-func exp2Neg(z, t1, t2, lo VecPhysical, deg int) {
+func exp2Neg(z, t1, t2, lo VecPhysical, p exp2Poly) {
 	c := func(i int) Mem { return exp2C.Offset(4 * i) }
 	VMAXPS(z, lo, z)
 	VRNDSCALEPS(U8(0), z, t1) // k
 	VSUBPS(t1, z, z)          // f
-	VBROADCASTSS(c(exp2First(deg)), t2)
-	for i := exp2First(deg) + 1; i < len(exp2Vals); i++ {
+	VBROADCASTSS(c(p.first), t2)
+	for i := p.first + 1; i < p.end; i++ {
 		VFMADD213PS_BCST(c(i), z, t2)
 	}
 	VSCALEFPS(t1, t2, z)
@@ -387,7 +395,7 @@ func tileSoftmaxBZ() {
 	VMOVSS(X1, Mem{Base: R9})
 	VSUBSS(X1, X2, X2) // m - m'
 	VBROADCASTSS(X2, Z3)
-	exp2Neg(Z3, Z4, Z5, Z27, 7) // c in every lane
+	exp2Neg(Z3, Z4, Z5, Z27, exp2Taylor(7)) // c in every lane
 	VMOVSS(X3, Mem{Base: R9, Disp: 2 * msStride})
 	VMULPS(Mem{Base: RDX}, Y3, Y4) // S's parts times c
 	VMOVUPS(Y4, Mem{Base: RDX})
@@ -397,7 +405,7 @@ func tileSoftmaxBZ() {
 	Label("smb_r_keep")
 	VMOVSS(X24, Mem{Base: R9, Disp: 2 * msStride}) // c = 1
 	Label("smb_r_exp")
-	exp2Neg(Z2, Z4, Z5, Z27, 5)
+	exp2Neg(Z2, Z4, Z5, Z27, exp2Weights)
 	vcvtneps2bf16(2, 4)
 	VMOVDQU32(Y4, Mem{Base: R10})
 	VMOVUPS(Mem{Base: RDX}, Y5)
@@ -473,7 +481,7 @@ func softmaxBlockTB(tag string, masked bool) {
 	VMOVAPS(Z16, K2, Z19) // m'
 	VMOVUPS(Z19, Mem{Base: R9})
 	VSUBPS(Z19, Z18, Z20) // m - m'
-	exp2Neg(Z20, Z16, Z17, Z27, 7)
+	exp2Neg(Z20, Z16, Z17, Z27, exp2Taylor(7))
 	VBLENDMPS(Z20, Z24, K2, Z20) // c
 	VMOVUPS(Z20, Mem{Base: R9, Disp: 2 * msStride})
 	for r := 0; r < 16; r++ {
@@ -496,7 +504,7 @@ func softmaxBlockTB(tag string, masked bool) {
 		lo = Z27
 	}
 	for r := 0; r < 16; r += 2 {
-		exp2Neg2(a(r), a(r+1), Z16, Z17, Z25, Z26, lo, 5)
+		exp2Neg2(a(r), a(r+1), Z16, Z17, Z25, Z26, lo, exp2Weights)
 		// The weights to bf16 (wb), and their pairs into S's parts.
 		vcvtneps2bf16(r, 16)
 		vcvtneps2bf16(r+1, 25)
