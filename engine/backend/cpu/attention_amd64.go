@@ -247,15 +247,24 @@ func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, masks []uint16, token
 	tileSoftmaxZ(&s[0], &v[0], &acc[0], &ms[0], &rng[0], &masks[0], tokens, gn, rd16)
 }
 
-// pairBF16SIMD: see pairBF16. row a positive multiple of 16.
-func pairBF16SIMD(dst []uint32, src []float32, row, pairs int) {
-	if pairs <= 0 {
-		return
+// keyPairsBF16SIMD: see keyPairsBF16. rd a positive multiple of 8.
+func keyPairsBF16SIMD(dst []uint32, src []uint16, cnt, rd, rd16 int) {
+	if cnt <= 0 || cnt > tileLen || rd <= 0 || rd%8 != 0 || rd16 != (rd+15)&^15 || len(src) < cnt*rd || len(dst) < tileLen*rd16/2 {
+		panic("cpu: keyPairsBF16SIMD: bad lengths")
 	}
-	if row <= 0 || row%16 != 0 || len(dst) < pairs*row || len(src) < 2*pairs*row {
-		panic("cpu: pairBF16SIMD: bad lengths")
+	keyPairsBZ(&dst[0], &src[0], cnt, rd, rd16)
+}
+
+// zeroHalves are the values of the positions past a tile's rows.
+var zeroHalves [MaxAttnHeadDim]uint16
+
+// valuePairsBF16SIMD: see valuePairsBF16. rd a positive multiple of 8.
+func valuePairsBF16SIMD(dst []uint32, src []uint16, cnt, rd, rd16 int) {
+	if cnt <= 0 || cnt > tileLen || rd <= 0 || rd%8 != 0 || rd > MaxAttnHeadDim || rd16 != (rd+15)&^15 ||
+		len(src) < cnt*rd || len(dst) < tileLen*rd16/2 {
+		panic("cpu: valuePairsBF16SIMD: bad lengths")
 	}
-	pairBF16Z(&dst[0], &src[0], row, pairs)
+	valuePairsBZ(&dst[0], &src[0], &zeroHalves[0], cnt, rd, rd16)
 }
 
 // tileScoresBF16SIMD: see tileScoresBF16. Meanwhile it prefetches the

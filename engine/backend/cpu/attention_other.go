@@ -34,10 +34,11 @@ func tileSoftmaxSIMD(s, v, acc, ms []float32, rng []int32, masks []uint16, token
 	panic("cpu: no AVX-512 here")
 }
 
-func pairBF16SIMD(dst []uint32, src []float32, row, pairs int) { panic("cpu: no AVX-512 here") }
 func tileScoresBF16SIMD(s []float32, q, k []uint32, blocks, rd16 int, nk, nv []uint16) {
 	panic("cpu: no AVX-512 here")
 }
 func tileSoftmaxBF16SIMD(s []float32, v []uint32, acc, ms, sv []float32, masks, wb []uint16, rows, rd16 int) {
 	panic("cpu: no AVX-512 here")
 }
+func keyPairsBF16SIMD(dst []uint32, src []uint16, cnt, rd, rd16 int)   { panic("cpu: no AVX-512 here") }
+func valuePairsBF16SIMD(dst []uint32, src []uint16, cnt, rd, rd16 int) { panic("cpu: no AVX-512 here") }

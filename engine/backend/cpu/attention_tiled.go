@@ -187,17 +187,14 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 				msk = sc.msk[:r1-r0]
 				tileMasks(msk, rng, gn)
 			}
-			halfTile(sc.k[:tileLen*rd16], k[row:row+seen*rd], seen, rd, rd16, true, tq.assembler)
-			halfTile(sc.v[:tileLen*rd16], v[row:row+seen*rd], seen, rd, rd16, false, tq.assembler)
 			// Scores go by whole blocks of rows: those of the blocks'
 			// other rows are not read.
 			b0, b1 := r0/tiledQBlock, (r1+tiledQBlock-1)/tiledQBlock
 			if tq.bf16 {
 				// Every value pair is added (with weight 0 where unseen):
-				// the rows past those read must be finite.
-				clear(sc.v[seen*rd16 : tileLen*rd16])
-				pairBF16(sc.kb[:tileLen*rd16/2], sc.k[:tileLen*rd16], tileLen, rd16/2, tq.assembler)
-				pairBF16(sc.vb[:tileLen*rd16/2], sc.v[:tileLen*rd16], rd16, tileLen/2, tq.assembler)
+				// the pairs of positions past those read are zero.
+				keyPairsBF16(sc.kb[:tileLen*rd16/2], k[row:row+seen*rd], seen, rd, rd16, tq.assembler)
+				valuePairsBF16(sc.vb[:tileLen*rd16/2], v[row:row+seen*rd], seen, rd, rd16, tq.assembler)
 				bq := tiledQBlock * rd16 / 2
 				var nk, nv []uint16
 				if next := p0 + cnt; next < hi {
@@ -216,6 +213,8 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 				t0 = t1
 				continue
 			}
+			halfTile(sc.k[:tileLen*rd16], k[row:row+seen*rd], seen, rd, rd16, true, tq.assembler)
+			halfTile(sc.v[:tileLen*rd16], v[row:row+seen*rd], seen, rd, rd16, false, tq.assembler)
 			tileScores(sc.s[b0*tiledQBlock*tileLen:b1*tiledQBlock*tileLen], qs[b0*tiledQBlock*rd16:b1*tiledQBlock*rd16],
 				sc.k[:tileLen*rd16], b1-b0, rd16, scale, tq.assembler)
 			s := sc.s[r0*tileLen : r1*tileLen]
@@ -601,18 +600,49 @@ func blockQueryBF16(qs []uint32, r, rd16 int, q []float32, scale float32) {
 	}
 }
 
-// pairBF16 writes pairs rows of row dwords: dst row j element i is the
-// pair of src rows 2j and 2j+1's element i. On a transposed key tile (rows
-// of 16 positions per element) that is the keys' pairs, on a value tile
-// (rows of rd16 per position) the values'.
-func pairBF16(dst []uint32, src []float32, row, pairs int, asm bool) {
+// pairNE is the dword of bf16 lo and hi rounded as VCVTNEPS2BF16 rounds
+// (weightBF16), lo in the low half.
+func pairNE(lo, hi float32) uint32 { return uint32(weightBF16(lo)) | uint32(weightBF16(hi))<<16 }
+
+// keyPairsBF16 writes a tile's keys as tileScoresBF16's pairs: pair j of
+// position p at dst[16j+p], from the cnt rows of rd halves in src, each
+// half widened and rounded to bf16 (pairNE; for a half, the same as
+// roundBF16 but on a NaN); the pairs of positions past cnt and those past
+// rd/2 (up to rd16/2) zero. tileLen*rd16/2 dwords.
+func keyPairsBF16(dst []uint32, src []uint16, cnt, rd, rd16 int, asm bool) {
 	if asm {
-		pairBF16SIMD(dst, src, row, pairs)
+		keyPairsBF16SIMD(dst, src, cnt, rd, rd16)
 		return
 	}
-	for j := range pairs {
-		for i := range row {
-			dst[j*row+i] = bf16Pair(src[2*j*row+i], src[(2*j+1)*row+i])
+	for j := range rd16 / 2 {
+		for p := range tileLen {
+			var lo, hi float32
+			if p < cnt && 2*j < rd {
+				lo, hi = quant.F16ToF32(src[p*rd+2*j]), quant.F16ToF32(src[p*rd+2*j+1])
+			}
+			dst[j*tileLen+p] = pairNE(lo, hi)
+		}
+	}
+}
+
+// valuePairsBF16 writes a tile's values as tileSoftmaxBF16's pairs: pair
+// j of element d at dst[j*rd16+d], the values of positions 2j and 2j+1,
+// from the cnt rows of rd halves in src, rounded as keyPairsBF16 rounds;
+// positions past cnt and elements past rd zero. tileLen*rd16/2 dwords.
+func valuePairsBF16(dst []uint32, src []uint16, cnt, rd, rd16 int, asm bool) {
+	if asm {
+		valuePairsBF16SIMD(dst, src, cnt, rd, rd16)
+		return
+	}
+	val := func(p, d int) float32 {
+		if p < cnt && d < rd {
+			return quant.F16ToF32(src[p*rd+d])
+		}
+		return 0
+	}
+	for j := range tileLen / 2 {
+		for d := range rd16 {
+			dst[j*rd16+d] = pairNE(val(2*j, d), val(2*j+1, d))
 		}
 	}
 }

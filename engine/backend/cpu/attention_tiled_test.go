@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"rill/engine/quant"
 )
 
 // TestTileKernelsSIMD compares each tiled assembly kernel with its Go
@@ -298,17 +300,30 @@ func TestTileKernelsBF16(t *testing.T) {
 					for i := range src {
 						src[i] *= float32(tiny) * float32(math.Ldexp(1, -r.IntN(8)))
 					}
-					for _, c := range []struct{ row, pairs int }{{tileLen, rd16 / 2}, {rd16, tileLen / 2}} {
-						got, want := make([]uint32, c.row*c.pairs), make([]uint32, c.row*c.pairs)
-						pairBF16(got, src, c.row, c.pairs, true)
-						pairBF16(want, src, c.row, c.pairs, false)
-						if !slices.Equal(got, want) {
-							t.Fatalf("pairBF16 row %d: assembly and Go differ", c.row)
+					halves := make([]uint16, tileLen*rd)
+					for i := range halves {
+						halves[i] = quant.F32ToF16(src[i%len(src)])
+					}
+					halves[r.IntN(len(halves))] = 0x7e00 // a NaN
+					for _, cnt := range []int{1, 7, 15, 16} {
+						for _, f := range []struct {
+							name string
+							fn   func([]uint32, []uint16, int, int, int, bool)
+						}{{"keyPairsBF16", keyPairsBF16}, {"valuePairsBF16", valuePairsBF16}} {
+							got, want := make([]uint32, tileLen*rd16/2), make([]uint32, tileLen*rd16/2)
+							for i := range got {
+								got[i], want[i] = 0xdeadbeef, 0xfeedface // every dword written
+							}
+							f.fn(got, halves[:cnt*rd], cnt, rd, rd16, true)
+							f.fn(want, halves[:cnt*rd], cnt, rd, rd16, false)
+							if !slices.Equal(got, want) {
+								t.Fatalf("%s, %d rows: assembly and Go differ", f.name, cnt)
+							}
 						}
 					}
 					k, v := make([]uint32, tileLen*rd16/2), make([]uint32, tileLen*rd16/2)
-					pairBF16(k, src, tileLen, rd16/2, false)
-					pairBF16(v, randFloats(r, tileLen*rd16, 1), rd16, tileLen/2, false)
+					pairFloats(k, src, tileLen, rd16/2)
+					pairFloats(v, randFloats(r, tileLen*rd16, 1), rd16, tileLen/2)
 					blocks := (rows + tiledQBlock - 1) / tiledQBlock
 					q := make([]uint32, blocks*tiledQBlock*rd16/2)
 					for i := range rows {
@@ -383,6 +398,19 @@ func TestTileKernelsBF16(t *testing.T) {
 					sameBits(t, "acc", acc, gacc)
 				})
 			}
+		}
+	}
+}
+
+// pairFloats writes pairs rows of row dwords: dst row j element i the
+// pair of src rows 2j and 2j+1's element i (bf16Pair), so that the kernels
+// take tiles of any float32 values, denormal ones included: on a
+// transposed key tile (rows of 16 positions per element) that is the keys'
+// pairs, on a value tile (rows of rd16 per position) the values'.
+func pairFloats(dst []uint32, src []float32, row, pairs int) {
+	for j := range pairs {
+		for i := range row {
+			dst[j*row+i] = bf16Pair(src[2*j*row+i], src[(2*j+1)*row+i])
 		}
 	}
 }

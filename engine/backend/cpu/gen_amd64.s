@@ -38860,50 +38860,170 @@ DATA exp2c<>+44(SB)/4, $0x3f31798e
 DATA exp2c<>+48(SB)/4, $0x3f7ffb49
 GLOBL exp2c<>(SB), RODATA|NOPTR, $52
 
-// func pairBF16Z(dst *uint32, src *float32, row int, pairs int)
-// Requires: AVX, AVX512F
-TEXT ·pairBF16Z(SB), NOSPLIT, $0-32
+DATA pairidx<>+0(SB)/2, $0x0000
+DATA pairidx<>+2(SB)/2, $0x0010
+DATA pairidx<>+4(SB)/2, $0x0001
+DATA pairidx<>+6(SB)/2, $0x0011
+DATA pairidx<>+8(SB)/2, $0x0002
+DATA pairidx<>+10(SB)/2, $0x0012
+DATA pairidx<>+12(SB)/2, $0x0003
+DATA pairidx<>+14(SB)/2, $0x0013
+DATA pairidx<>+16(SB)/2, $0x0004
+DATA pairidx<>+18(SB)/2, $0x0014
+DATA pairidx<>+20(SB)/2, $0x0005
+DATA pairidx<>+22(SB)/2, $0x0015
+DATA pairidx<>+24(SB)/2, $0x0006
+DATA pairidx<>+26(SB)/2, $0x0016
+DATA pairidx<>+28(SB)/2, $0x0007
+DATA pairidx<>+30(SB)/2, $0x0017
+DATA pairidx<>+32(SB)/2, $0x0008
+DATA pairidx<>+34(SB)/2, $0x0018
+DATA pairidx<>+36(SB)/2, $0x0009
+DATA pairidx<>+38(SB)/2, $0x0019
+DATA pairidx<>+40(SB)/2, $0x000a
+DATA pairidx<>+42(SB)/2, $0x001a
+DATA pairidx<>+44(SB)/2, $0x000b
+DATA pairidx<>+46(SB)/2, $0x001b
+DATA pairidx<>+48(SB)/2, $0x000c
+DATA pairidx<>+50(SB)/2, $0x001c
+DATA pairidx<>+52(SB)/2, $0x000d
+DATA pairidx<>+54(SB)/2, $0x001d
+DATA pairidx<>+56(SB)/2, $0x000e
+DATA pairidx<>+58(SB)/2, $0x001e
+DATA pairidx<>+60(SB)/2, $0x000f
+DATA pairidx<>+62(SB)/2, $0x001f
+GLOBL pairidx<>(SB), RODATA|NOPTR, $64
+
+// func keyPairsBZ(dst *uint32, src *uint16, cnt int, rd int, rd16 int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·keyPairsBZ(SB), NOSPLIT, $0-40
 	MOVQ         dst+0(FP), DI
 	MOVQ         src+8(FP), SI
-	MOVQ         row+16(FP), DX
-	MOVQ         pairs+24(FP), CX
+	MOVQ         cnt+16(FP), CX
+	MOVQ         rd+24(FP), DX
+	MOVQ         rd16+32(FP), R8
 	MOVL         $0x00000001, AX
-	VPBROADCASTD AX, Z20
-	MOVL         $0x00007fff, AX
-	VPBROADCASTD AX, Z21
-	MOVL         $0xffff0000, AX
-	VPBROADCASTD AX, Z22
-	SHLQ         $0x02, DX
+	SHLL         CL, AX
+	DECL         AX
+	KMOVW        AX, K1
+	MOVQ         DX, AX
+	SHLQ         $0x01, AX
+	VPBROADCASTD AX, Z6
+	VMOVDQU32    attntiota<>+0(SB), Z5
+	VPMULLD      Z6, Z5, Z5
+	VMOVDQU16    pairidx<>+0(SB), Z7
+	MOVQ         DX, BX
+	SHRQ         $0x01, BX
 
-pb_pair:
-	MOVQ DX, BX
-	SHRQ $0x06, BX
-	LEAQ (SI)(DX*1), AX
+kp_pair:
+	VPXORD     Z0, Z0, Z0
+	KMOVW      K1, K2
+	VPGATHERDD (SI)(Z5*1), K2, Z0
+	VPMOVDW    Z0, Y2
+	VCVTPH2PS  Y2, Z3
+	VPSRLD     $0x10, Z0, Z0
+	VPMOVDW    Z0, Y2
+	VCVTPH2PS  Y2, Z4
 
-pb_vec:
-	VMOVUPS   (SI), Z0
-	VMOVUPS   (AX), Z1
-	VPSRLD    $0x10, Z0, Z2
-	VPANDD    Z20, Z2, Z2
-	VPADDD    Z2, Z0, Z0
-	VPADDD    Z21, Z0, Z0
-	VPANDD    Z22, Z0, Z0
-	VPSRLD    $0x10, Z1, Z3
-	VPANDD    Z20, Z3, Z3
-	VPADDD    Z3, Z1, Z1
-	VPADDD    Z21, Z1, Z1
-	VPANDD    Z22, Z1, Z1
-	VPSRLD    $0x10, Z0, Z0
-	VPORD     Z1, Z0, Z0
-	VMOVDQU32 Z0, (DI)
-	ADDQ      $0x40, SI
-	ADDQ      $0x40, AX
+	// VCVTNE2PS2BF16 Z3, Z4, Z6
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x5f
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf3
+	VPERMW    Z6, Z7, Z6
+	VMOVDQU32 Z6, (DI)
+	ADDQ      $0x04, SI
 	ADDQ      $0x40, DI
 	DECQ      BX
-	JNZ       pb_vec
-	MOVQ      AX, SI
-	DECQ      CX
-	JNZ       pb_pair
+	JNZ       kp_pair
+	SUBQ      DX, R8
+	SHRQ      $0x01, R8
+	JZ        kp_done
+	VPXORD    Z1, Z1, Z1
+
+kp_pad:
+	VMOVDQU32 Z1, (DI)
+	ADDQ      $0x40, DI
+	DECQ      R8
+	JNZ       kp_pad
+
+kp_done:
+	VZEROUPPER
+	RET
+
+// func valuePairsBZ(dst *uint32, src *uint16, zero *uint16, cnt int, rd int, rd16 int)
+// Requires: AVX, AVX512BW, AVX512F, CMOV, F16C
+TEXT ·valuePairsBZ(SB), NOSPLIT, $0-48
+	MOVQ      dst+0(FP), DI
+	MOVQ      src+8(FP), SI
+	MOVQ      zero+16(FP), R13
+	MOVQ      cnt+24(FP), CX
+	MOVQ      rd+32(FP), DX
+	MOVQ      rd16+40(FP), R8
+	VMOVDQU16 pairidx<>+0(SB), Z7
+	MOVQ      DX, R11
+	SHLQ      $0x01, R11
+	SHLQ      $0x02, R8
+	XORQ      R9, R9
+
+vp_pair:
+	MOVQ    R13, AX
+	MOVQ    R13, BX
+	MOVQ    R9, R10
+	IMULQ   R11, R10
+	ADDQ    SI, R10
+	CMPQ    R9, CX
+	CMOVQLT R10, AX
+	ADDQ    R11, R10
+	LEAQ    1(R9), R12
+	CMPQ    R12, CX
+	CMOVQLT R10, BX
+	XORQ    R14, R14
+	MOVQ    DI, R15
+	MOVQ    DX, R12
+
+vp_chunk:
+	CMPQ      R12, $0x10
+	JL        vp_half
+	VCVTPH2PS (AX)(R14*1), Z3
+	VCVTPH2PS (BX)(R14*1), Z4
+
+	// VCVTNE2PS2BF16 Z3, Z4, Z6
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x5f
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf3
+	VPERMW    Z6, Z7, Z6
+	VMOVDQU32 Z6, (R15)
+	ADDQ      $0x20, R14
+	ADDQ      $0x40, R15
+	SUBQ      $0x10, R12
+	JNZ       vp_chunk
+	JMP       vp_next
+
+vp_half:
+	VCVTPH2PS (AX)(R14*1), Y3
+	VCVTPH2PS (BX)(R14*1), Y4
+
+	// VCVTNE2PS2BF16 Z3, Z4, Z6
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x5f
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf3
+	VPERMW    Z6, Z7, Z6
+	VMOVDQU32 Z6, (R15)
+
+vp_next:
+	ADDQ R8, DI
+	ADDQ $0x02, R9
+	CMPQ R9, $0x10
+	JL   vp_pair
 	VZEROUPPER
 	RET
 

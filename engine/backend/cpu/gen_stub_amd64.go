@@ -1109,10 +1109,15 @@ func tileScoresZ(s *float32, q *float32, k *float32, blocks int, rd16 int, scale
 //go:noescape
 func tileSoftmaxZ(s *float32, v *float32, acc *float32, ms *float32, rng *int32, masks *uint16, tokens int, group int, rd16 int)
 
-// pairBF16Z rounds rows of float32 to bf16 and pairs them (see internal/gen/attntb.go).
+// keyPairsBZ converts a tile's keys from half precision to bf16 pairs (see internal/gen/attntb.go).
 //
 //go:noescape
-func pairBF16Z(dst *uint32, src *float32, row int, pairs int)
+func keyPairsBZ(dst *uint32, src *uint16, cnt int, rd int, rd16 int)
+
+// valuePairsBZ converts a tile's values from half precision to bf16 pairs (see internal/gen/attntb.go).
+//
+//go:noescape
+func valuePairsBZ(dst *uint32, src *uint16, zero *uint16, cnt int, rd int, rd16 int)
 
 // tileScoresBZ computes one tile's scores on bf16 pairs (see internal/gen/attntb.go).
 //

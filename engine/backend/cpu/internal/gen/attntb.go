@@ -17,7 +17,8 @@ import (
 // another pair each (here one pair broadcast from memory) and adds both
 // products to a float32 lane.
 //
-//	pairBF16Z     rows of a float32 tile, two at a time, to rows of pairs
+//	keyPairsBZ    a tile's keys, half to pairs of bf16 by element
+//	valuePairsBZ  a tile's values, half to pairs of bf16 by position
 //	tileScoresBZ  the 16 scores of each row, from pairs
 //	tileSoftmaxBZ the online softmax of each row, its weights rounded to
 //	              bf16, and the value accumulation from pairs
@@ -27,7 +28,12 @@ func attnTBFamily() {
 	for i, v := range exp2Vals {
 		DATA(4*i, U32(v))
 	}
-	pairBF16Z()
+	pairIdx = GLOBL("pairidx", RODATA|NOPTR)
+	for w := 0; w < 32; w++ {
+		DATA(2*w, U16(uint16(w/2+16*(w%2))))
+	}
+	keyPairsBZ()
+	valuePairsBZ()
 	tileScoresBZ()
 	tileSoftmaxBZ()
 }
@@ -64,8 +70,9 @@ func vdpbf16psBcst(base reg.GPPhysical, disp int, src1, dst int) {
 	}
 }
 
-// exp2C holds exp2Vals.
-var exp2C Mem
+// exp2C holds exp2Vals; pairIdx the words 0, 16, 1, 17, ... 15, 31 (VPERMW
+// by it interleaves a vector's lower and upper 16 words into pairs).
+var exp2C, pairIdx Mem
 
 // exp2Vals are exp2Tile's and exp2Weight's constants (attention_tiled.go),
 // as float32 bits: the clamp, then ln2^j/j! for j = 7 down to 0
@@ -161,42 +168,143 @@ func bf16Consts(one, half, top VecPhysical) {
 	}
 }
 
-// pairBF16Z generates
+// vcvtne2ps2bf16 emits VCVTNE2PS2BF16 Z<hi>, Z<lo>, Z<dst>: the 16 float32
+// lanes of lo rounded to bf16 into dst's words 0-15 and those of hi into
+// words 16-31 (rounding as VCVTNEPS2BF16), by bytes (the Go assembler does
+// not know the instruction). EVEX.512.F2.0F38.W0 72 /r.
+func vcvtne2ps2bf16(hi, lo, dst int) {
+	inv := func(v, bit int) int { return (v>>bit)&1 ^ 1 }
+	p0 := inv(dst, 3)<<7 | inv(lo, 4)<<6 | inv(lo, 3)<<5 | inv(dst, 4)<<4 | 0b10
+	p1 := (^hi&15)<<3 | 1<<2 | 0b11
+	p2 := 0b10<<5 | inv(hi, 4)<<3
+	Comment(fmt.Sprintf("VCVTNE2PS2BF16 Z%d, Z%d, Z%d", lo, hi, dst))
+	for _, c := range []byte{0x62, byte(p0), byte(p1), byte(p2), 0x72, byte(0b11<<6 | (dst&7)<<3 | lo&7)} {
+		raw("BYTE", U8(c))
+	}
+}
+
+// keyPairsBZ generates
 //
-//	pairBF16Z(dst *uint32, src *float32, row, pairs int)
+//	keyPairsBZ(dst *uint32, src *uint16, cnt, rd, rd16 int)
 //
-// which writes pairs rows of row dwords (row a multiple of 16): dst row j
-// element i the pair of src rows 2j and 2j+1's element i, each rounded to
-// bf16 as bf16Round does, row 2j's in the low half.
-func pairBF16Z() {
-	text("pairBF16Z", NOSPLIT, "func(dst *uint32, src *float32, row, pairs int)")
-	Doc("pairBF16Z rounds rows of float32 to bf16 and pairs them (see internal/gen/attntb.go).")
+// which writes a tile's keys as the scores' bf16 pairs: pair j of position
+// p at dst[16j+p], from the cnt rows of rd halves at src (the pairs of
+// positions past cnt, and pairs rd/2 to rd16/2, zero). Each pair is
+// gathered as a dword of halves, widened and rounded (VCVTNE2PS2BF16),
+// and its halves interleaved (VPERMW by pairIdx).
+func keyPairsBZ() {
+	text("keyPairsBZ", NOSPLIT, "func(dst *uint32, src *uint16, cnt, rd, rd16 int)")
+	Doc("keyPairsBZ converts a tile's keys from half precision to bf16 pairs (see internal/gen/attntb.go).")
 	Load(Param("dst"), RDI)
 	Load(Param("src"), RSI)
-	Load(Param("row"), RDX)
-	Load(Param("pairs"), RCX)
-	bf16Consts(Z20, Z21, Z22)
-	SHLQ(U8(2), RDX) // bytes of a row
-	Label("pb_pair")
+	Load(Param("cnt"), RCX)
+	Load(Param("rd"), RDX)
+	Load(Param("rd16"), R8)
+	// K1: the cnt positions' lanes; Z5: each position's byte offset.
+	MOVL(U32(1), EAX)
+	SHLL(CL, EAX)
+	DECL(EAX)
+	KMOVW(EAX, K1)
+	MOVQ(RDX, RAX)
+	SHLQ(U8(1), RAX)
+	VPBROADCASTD(EAX, Z6)
+	VMOVDQU32(attnTIota, Z5)
+	VPMULLD(Z6, Z5, Z5)
+	VMOVDQU16(pairIdx, Z7)
 	MOVQ(RDX, RBX)
-	SHRQ(U8(6), RBX) // vectors of a row
-	LEAQ(Mem{Base: RSI, Index: RDX, Scale: 1}, RAX)
-	Label("pb_vec")
-	VMOVUPS(Mem{Base: RSI}, Z0)
-	VMOVUPS(Mem{Base: RAX}, Z1)
-	bf16Round(Z0, Z2, Z20, Z21, Z22)
-	bf16Round(Z1, Z3, Z20, Z21, Z22)
+	SHRQ(U8(1), RBX) // pairs of elements
+	Label("kp_pair")
+	VPXORD(Z0, Z0, Z0)
+	KMOVW(K1, K2) // the gather clears its mask
+	VPGATHERDD(Mem{Base: RSI, Index: Z5, Scale: 1}, K2, Z0)
+	VPMOVDW(Z0, Y2)
+	VCVTPH2PS(Y2, Z3) // elements 2j
 	VPSRLD(U8(16), Z0, Z0)
-	VPORD(Z1, Z0, Z0)
-	VMOVDQU32(Z0, Mem{Base: RDI})
-	ADDQ(U8(64), RSI)
-	ADDQ(U8(64), RAX)
+	VPMOVDW(Z0, Y2)
+	VCVTPH2PS(Y2, Z4) // elements 2j+1
+	vcvtne2ps2bf16(4, 3, 6)
+	VPERMW(Z6, Z7, Z6)
+	VMOVDQU32(Z6, Mem{Base: RDI})
+	ADDQ(U8(4), RSI)
 	ADDQ(U8(64), RDI)
 	DECQ(RBX)
-	JNZ(LabelRef("pb_vec"))
-	MOVQ(RAX, RSI) // past row 2j+1
-	DECQ(RCX)
-	JNZ(LabelRef("pb_pair"))
+	JNZ(LabelRef("kp_pair"))
+	SUBQ(RDX, R8) // padding elements
+	SHRQ(U8(1), R8)
+	JZ(LabelRef("kp_done"))
+	VPXORD(Z1, Z1, Z1)
+	Label("kp_pad")
+	VMOVDQU32(Z1, Mem{Base: RDI})
+	ADDQ(U8(64), RDI)
+	DECQ(R8)
+	JNZ(LabelRef("kp_pad"))
+	Label("kp_done")
+	VZEROUPPER()
+	RET()
+}
+
+// valuePairsBZ generates
+//
+//	valuePairsBZ(dst *uint32, src *uint16, zero *uint16, cnt, rd, rd16 int)
+//
+// which writes a tile's values as the value sums' bf16 pairs: pair j of
+// element d at dst[j*rd16+d], the values of positions 2j and 2j+1, from
+// the cnt rows of rd halves at src (rd a multiple of 8; positions past cnt
+// read from zero, at least rd halves of zeros; elements past rd zero).
+func valuePairsBZ() {
+	text("valuePairsBZ", NOSPLIT, "func(dst *uint32, src *uint16, zero *uint16, cnt, rd, rd16 int)")
+	Doc("valuePairsBZ converts a tile's values from half precision to bf16 pairs (see internal/gen/attntb.go).")
+	Load(Param("dst"), RDI)
+	Load(Param("src"), RSI)
+	Load(Param("zero"), R13)
+	Load(Param("cnt"), RCX)
+	Load(Param("rd"), RDX)
+	Load(Param("rd16"), R8)
+	VMOVDQU16(pairIdx, Z7)
+	MOVQ(RDX, R11)
+	SHLQ(U8(1), R11) // bytes of a row of halves
+	SHLQ(U8(2), R8)  // bytes of a row of pairs
+	XORQ(R9, R9)     // position 2j
+	Label("vp_pair")
+	// RAX, RBX: rows 2j and 2j+1, or the zeros.
+	MOVQ(R13, RAX)
+	MOVQ(R13, RBX)
+	MOVQ(R9, R10)
+	IMULQ(R11, R10)
+	ADDQ(RSI, R10)
+	CMPQ(R9, RCX)
+	CMOVQLT(R10, RAX)
+	ADDQ(R11, R10)
+	LEAQ(Mem{Base: R9, Disp: 1}, R12)
+	CMPQ(R12, RCX)
+	CMOVQLT(R10, RBX)
+	XORQ(R14, R14) // byte offset of the chunk in a row of halves
+	MOVQ(RDI, R15)
+	MOVQ(RDX, R12) // halves left
+	Label("vp_chunk")
+	CMPQ(R12, U8(16))
+	JL(LabelRef("vp_half"))
+	VCVTPH2PS(Mem{Base: RAX, Index: R14, Scale: 1}, Z3)
+	VCVTPH2PS(Mem{Base: RBX, Index: R14, Scale: 1}, Z4)
+	vcvtne2ps2bf16(4, 3, 6)
+	VPERMW(Z6, Z7, Z6)
+	VMOVDQU32(Z6, Mem{Base: R15})
+	ADDQ(U8(32), R14)
+	ADDQ(U8(64), R15)
+	SUBQ(U8(16), R12)
+	JNZ(LabelRef("vp_chunk"))
+	JMP(LabelRef("vp_next"))
+	Label("vp_half") // 8 halves left: the chunk's upper half is padding
+	VCVTPH2PS(Mem{Base: RAX, Index: R14, Scale: 1}, Y3)
+	VCVTPH2PS(Mem{Base: RBX, Index: R14, Scale: 1}, Y4)
+	vcvtne2ps2bf16(4, 3, 6)
+	VPERMW(Z6, Z7, Z6)
+	VMOVDQU32(Z6, Mem{Base: R15})
+	Label("vp_next")
+	ADDQ(R8, RDI)
+	ADDQ(U8(2), R9)
+	CMPQ(R9, U8(16))
+	JL(LabelRef("vp_pair"))
 	VZEROUPPER()
 	RET()
 }
