@@ -255,6 +255,15 @@ func keyPairsBF16SIMD(dst []uint32, src []uint16, cnt, rd, rd16 int) {
 	keyPairsBZ(&dst[0], &src[0], cnt, rd, rd16)
 }
 
+// queryPairsBF16SIMD: see queryPairsBF16. hd a positive multiple of 32.
+func queryPairsBF16SIMD(qs []uint32, r0, rd16 int, q []float32, hd int, scale float32) {
+	rows := len(q) / hd
+	if rows <= 0 || hd <= 0 || hd%32 != 0 || rd16 < hd || r0 < 0 || len(qs) < (r0+rows+tiledQBlock-1)/tiledQBlock*tiledQBlock*rd16/2 {
+		panic("cpu: queryPairsBF16SIMD: bad lengths")
+	}
+	queryPairsBZ(&qs[0], &q[0], r0, rows, hd, rd16, scale)
+}
+
 // zeroHalves are the values of the positions past a tile's rows.
 var zeroHalves [MaxAttnHeadDim]uint16
 

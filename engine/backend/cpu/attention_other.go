@@ -42,3 +42,6 @@ func tileSoftmaxBF16SIMD(s []float32, v []uint32, acc, ms, sv []float32, masks, 
 }
 func keyPairsBF16SIMD(dst []uint32, src []uint16, cnt, rd, rd16 int)   { panic("cpu: no AVX-512 here") }
 func valuePairsBF16SIMD(dst []uint32, src []uint16, cnt, rd, rd16 int) { panic("cpu: no AVX-512 here") }
+func queryPairsBF16SIMD(qs []uint32, r0, rd16 int, q []float32, hd int, scale float32) {
+	panic("cpu: no AVX-512 here")
+}

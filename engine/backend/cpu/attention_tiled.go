@@ -132,11 +132,11 @@ func attendTiled(tq *tiledQueries, k, v []uint16, l tensor.KVLayout) {
 	lastStart, firstEnd := lo, hi
 	qscale := scaleBF16(tq.scale, tq.softCap)
 	for t := range T {
-		for i := range gn {
-			if q := tq.q[t*tq.stride+i*hd:][:hd]; tq.bf16 {
-				blockQueryBF16(qb, t*gn+i, rd16, q, qscale)
-			} else {
-				blockQuery(qs, t*gn+i, rd16, q)
+		if tq.bf16 {
+			queryPairsBF16(qb, t*gn, rd16, tq.q[t*tq.stride:][:gn*hd], hd, qscale, tq.assembler)
+		} else {
+			for i := range gn {
+				blockQuery(qs, t*gn+i, rd16, tq.q[t*tq.stride+i*hd:][:hd])
 			}
 		}
 		lo, hi = min(lo, int(tq.start[t])), max(hi, int(tq.n[t]))
@@ -586,9 +586,21 @@ func weightBF16(x float32) uint16 {
 // bf16Pair is the dword of bf16 lo and hi, lo in the low half.
 func bf16Pair(lo, hi float32) uint32 { return uint32(roundBF16(lo)) | uint32(roundBF16(hi))<<16 }
 
-// blockQueryBF16 writes query row r (hd values times scale, zero padded
-// to rd16) into the blocked pairs qs: blocks of tiledQBlock rows, pair j
-// of the block's row i at [j*tiledQBlock+i].
+// queryPairsBF16 writes len(q)/hd consecutive queries of hd values from
+// row r0 on, as blockQueryBF16 does.
+func queryPairsBF16(qs []uint32, r0, rd16 int, q []float32, hd int, scale float32, asm bool) {
+	if asm && hd%32 == 0 {
+		queryPairsBF16SIMD(qs, r0, rd16, q, hd, scale)
+		return
+	}
+	for i := range len(q) / hd {
+		blockQueryBF16(qs, r0+i, rd16, q[i*hd:][:hd], scale)
+	}
+}
+
+// blockQueryBF16 writes query row r (hd values times scale, each rounded
+// as pairNE rounds, zero padded to rd16) into the blocked pairs qs: blocks
+// of tiledQBlock rows, pair j of the block's row i at [j*tiledQBlock+i].
 func blockQueryBF16(qs []uint32, r, rd16 int, q []float32, scale float32) {
 	b := qs[r/tiledQBlock*tiledQBlock*rd16/2:][:tiledQBlock*rd16/2]
 	for j := 0; 2*j < len(q); j++ {
@@ -596,7 +608,7 @@ func blockQueryBF16(qs []uint32, r, rd16 int, q []float32, scale float32) {
 		if 2*j+1 < len(q) {
 			hi = q[2*j+1] * scale
 		}
-		b[j*tiledQBlock+r%tiledQBlock] = bf16Pair(q[2*j]*scale, hi)
+		b[j*tiledQBlock+r%tiledQBlock] = pairNE(q[2*j]*scale, hi)
 	}
 }
 

@@ -414,3 +414,32 @@ func pairFloats(dst []uint32, src []float32, row, pairs int) {
 		}
 	}
 }
+
+// TestQueryPairsBF16: the queries' conversion to blocked bf16 pairs in
+// assembly gives the Go definition's bits, for runs of rows starting
+// anywhere in a block, tiny and NaN values included.
+func TestQueryPairsBF16(t *testing.T) {
+	t.Parallel()
+	if !hasBF16Dot {
+		t.Skip("no AVX512_BF16 here")
+	}
+	r := newRand(t, 31)
+	for _, hd := range []int{32, 64, 128} {
+		rd16 := tiledRow(hd)
+		for _, c := range []struct{ r0, rows int }{{0, 1}, {0, 4}, {3, 5}, {7, 9}, {8, 16}} {
+			q := randFloats(r, c.rows*hd, 3)
+			q[r.IntN(len(q))] = float32(math.NaN())
+			q[r.IntN(len(q))] = 0x1p-130
+			blocks := (c.r0 + c.rows + tiledQBlock - 1) / tiledQBlock
+			got, want := make([]uint32, blocks*tiledQBlock*rd16/2), make([]uint32, blocks*tiledQBlock*rd16/2)
+			for i := range got {
+				got[i], want[i] = 7, 7 // rows outside the run are left alone
+			}
+			queryPairsBF16(got, c.r0, rd16, q, hd, 0.125*expTileLog2e, true)
+			queryPairsBF16(want, c.r0, rd16, q, hd, 0.125*expTileLog2e, false)
+			if !slices.Equal(got, want) {
+				t.Fatalf("hd %d, rows %d from %d: assembly and Go differ", hd, c.rows, c.r0)
+			}
+		}
+	}
+}

@@ -39027,6 +39027,55 @@ vp_next:
 	VZEROUPPER
 	RET
 
+// func queryPairsBZ(dst *uint32, src *float32, r0 int, rows int, hd int, rd16 int, scale float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·queryPairsBZ(SB), NOSPLIT, $0-52
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         r0+16(FP), R10
+	MOVQ         rows+24(FP), CX
+	MOVQ         hd+32(FP), DX
+	MOVQ         rd16+40(FP), R9
+	MOVSS        scale+48(FP), X8
+	VBROADCASTSS X8, Z8
+	VMOVDQU32    attntiota<>+0(SB), Z9
+	VPSLLD       $0x03, Z9, Z9
+	SHLQ         $0x04, R9
+	SHRQ         $0x05, DX
+
+qp_row:
+	MOVQ  R10, R11
+	SHRQ  $0x03, R11
+	IMULQ R9, R11
+	ADDQ  DI, R11
+	MOVQ  R10, AX
+	ANDQ  $0x07, AX
+	LEAQ  (R11)(AX*4), R11
+	MOVQ  DX, BX
+
+qp_chunk:
+	VMULPS (SI), Z8, Z0
+	VMULPS 64(SI), Z8, Z1
+
+	// VCVTNE2PS2BF16 Z0, Z1, Z2
+	BYTE        $0x62
+	BYTE        $0xf2
+	BYTE        $0x77
+	BYTE        $0x48
+	BYTE        $0x72
+	BYTE        $0xd0
+	KXNORW      K1, K1, K1
+	VPSCATTERDD Z2, K1, (R11)(Z9*4)
+	ADDQ        $0x00000080, SI
+	ADDQ        $0x00000200, R11
+	DECQ        BX
+	JNZ         qp_chunk
+	INCQ        R10
+	DECQ        CX
+	JNZ         qp_row
+	VZEROUPPER
+	RET
+
 // func tileScoresBZ(s *float32, q *uint32, k *uint32, blocks int, rd16 int, nk *uint16, nv *uint16, lines int)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·tileScoresBZ(SB), NOSPLIT, $0-64

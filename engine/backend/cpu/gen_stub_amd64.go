@@ -1119,6 +1119,11 @@ func keyPairsBZ(dst *uint32, src *uint16, cnt int, rd int, rd16 int)
 //go:noescape
 func valuePairsBZ(dst *uint32, src *uint16, zero *uint16, cnt int, rd int, rd16 int)
 
+// queryPairsBZ converts queries to the scores' blocked bf16 pairs (see internal/gen/attntb.go).
+//
+//go:noescape
+func queryPairsBZ(dst *uint32, src *float32, r0 int, rows int, hd int, rd16 int, scale float32)
+
 // tileScoresBZ computes one tile's scores on bf16 pairs (see internal/gen/attntb.go).
 //
 //go:noescape

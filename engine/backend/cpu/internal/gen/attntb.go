@@ -34,6 +34,7 @@ func attnTBFamily() {
 	}
 	keyPairsBZ()
 	valuePairsBZ()
+	queryPairsBZ()
 	tileScoresBZ()
 	tileSoftmaxBZ()
 }
@@ -305,6 +306,56 @@ func valuePairsBZ() {
 	ADDQ(U8(2), R9)
 	CMPQ(R9, U8(16))
 	JL(LabelRef("vp_pair"))
+	VZEROUPPER()
+	RET()
+}
+
+// queryPairsBZ generates
+//
+//	queryPairsBZ(dst *uint32, src *float32, r0, rows, hd, rd16 int, scale float32)
+//
+// which writes rows consecutive queries of hd floats (a multiple of 32) at
+// src, times scale, as the scores' blocked bf16 pairs from row r0 on: row
+// r's pair j at dst[(r/8)*4*rd16 + 8j + r%8], rounded by VCVTNE2PS2BF16
+// and scattered 8 dwords apart (the pairs past hd/2 are left as they are).
+func queryPairsBZ() {
+	text("queryPairsBZ", NOSPLIT, "func(dst *uint32, src *float32, r0, rows, hd, rd16 int, scale float32)")
+	Doc("queryPairsBZ converts queries to the scores' blocked bf16 pairs (see internal/gen/attntb.go).")
+	Load(Param("dst"), RDI)
+	Load(Param("src"), RSI)
+	Load(Param("r0"), R10)
+	Load(Param("rows"), RCX)
+	Load(Param("hd"), RDX)
+	Load(Param("rd16"), R9)
+	Load(Param("scale"), X8)
+	VBROADCASTSS(X8, Z8)
+	VMOVDQU32(attnTIota, Z9)
+	VPSLLD(U8(3), Z9, Z9) // pair j's dword offset: 8j
+	SHLQ(U8(4), R9)       // bytes of a block of 8 rows
+	SHRQ(U8(5), RDX)      // chunks of 32 floats
+	Label("qp_row")
+	// R11: row r's first pair.
+	MOVQ(R10, R11)
+	SHRQ(U8(3), R11)
+	IMULQ(R9, R11)
+	ADDQ(RDI, R11)
+	MOVQ(R10, RAX)
+	ANDQ(U8(7), RAX)
+	LEAQ(Mem{Base: R11, Index: RAX, Scale: 4}, R11)
+	MOVQ(RDX, RBX)
+	Label("qp_chunk")
+	VMULPS(Mem{Base: RSI}, Z8, Z0)
+	VMULPS(Mem{Base: RSI, Disp: 64}, Z8, Z1)
+	vcvtne2ps2bf16(1, 0, 2)
+	KXNORW(K1, K1, K1)
+	VPSCATTERDD(Z2, K1, Mem{Base: R11, Index: Z9, Scale: 4})
+	ADDQ(U32(128), RSI)
+	ADDQ(U32(16*8*4), R11)
+	DECQ(RBX)
+	JNZ(LabelRef("qp_chunk"))
+	INCQ(R10)
+	DECQ(RCX)
+	JNZ(LabelRef("qp_row"))
 	VZEROUPPER()
 	RET()
 }
