@@ -451,11 +451,12 @@ var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6
 // The bf16 variant of the tiled arithmetic (tiledQueries.bf16), for CPUs
 // with AVX512_BF16 (VDPBF16PS: two products per float32 lane, twice the
 // FMA's multiply rate). It differs from the float32 one above in three
-// roundings and in the shape of its sums:
+// roundings, in its running maximum and in the shape of its sums:
 //
 //   - the query, and each key and value (F16, exact in float32), are
-//     rounded to bf16 (to nearest, ties to even: 8 significant bits of
-//     the key's and value's 11), the query after it is multiplied by
+//     rounded to bf16 as VCVTNEPS2BF16 rounds (to nearest, ties to even: 8
+//     significant bits of the key's and value's 11; a denormal reads as
+//     zero; pairNE), the query after it is multiplied by
 //     scale*log2(e) (scaleBF16): scores, m and the exponentials are in
 //     base 2, s_p = dot(q', k_p) = scale*dot(q, k_p)*log2(e) and w_p =
 //     2^(s_p-m'), c = 2^(m-m') (exp2Tile), which saves a multiplication
@@ -472,8 +473,8 @@ var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6
 //   - each weight w_p = 2^(s_p-m') is rounded to bf16 before it is used,
 //     both in the value sums and in S, so that the output stays a convex
 //     combination of the (rounded) values; 2^x is exp2Weight's (exp2Tile's
-//     with a polynomial of degree 5: within 4e-6, far inside bf16's 2^-9),
-//     and a denormal weight counts as 0 (weightBF16);
+//     with a minimax polynomial of degree 3: within 7.5e-5, inside bf16's
+//     2^-9), and a denormal weight counts as 0 (weightBF16);
 //   - S is kept in 8 parts, part j adding the weights of positions 2j+1
 //     and 2j of each tile as a value accumulator does (dpbf16 with
 //     pairs of ones), and is their sum by halves (halves8) at the end;
@@ -495,13 +496,6 @@ var expTileCoef = [8]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6
 // and values); against it, bf16 adds about 2^-9 relative noise to each
 // score and weight: see engine/model's long-prompt oracle for its effect
 // on logits.
-
-// roundBF16 rounds x to bf16 as the kernels do: to nearest, ties to even,
-// by integer arithmetic on its bits (a NaN is not treated specially).
-func roundBF16(x float32) uint16 {
-	b := math.Float32bits(x)
-	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
-}
 
 // scaleBF16 is the factor of the bf16 arithmetic's queries: scores in
 // base 2 (scale*log2(e)), or with a soft cap cappedScale's factor.
@@ -583,9 +577,6 @@ func weightBF16(x float32) uint16 {
 	return quant.F32ToBF16(x)
 }
 
-// bf16Pair is the dword of bf16 lo and hi, lo in the low half.
-func bf16Pair(lo, hi float32) uint32 { return uint32(roundBF16(lo)) | uint32(roundBF16(hi))<<16 }
-
 // queryPairsBF16 writes len(q)/hd consecutive queries of hd values from
 // row r0 on, as blockQueryBF16 does.
 func queryPairsBF16(qs []uint32, r0, rd16 int, q []float32, hd int, scale float32, asm bool) {
@@ -618,8 +609,9 @@ func pairNE(lo, hi float32) uint32 { return uint32(weightBF16(lo)) | uint32(weig
 
 // keyPairsBF16 writes a tile's keys as tileScoresBF16's pairs: pair j of
 // position p at dst[16j+p], from the cnt rows of rd halves in src, each
-// half widened and rounded to bf16 (pairNE; for a half, the same as
-// roundBF16 but on a NaN); the pairs of positions past cnt and those past
+// half widened and rounded to bf16 (pairNE: a half is a normal float32,
+// so only a signalling NaN rounds otherwise than by integer arithmetic);
+// the pairs of positions past cnt and those past
 // rd/2 (up to rd16/2) zero. tileLen*rd16/2 dwords.
 func keyPairsBF16(dst []uint32, src []uint16, cnt, rd, rd16 int, asm bool) {
 	if asm {

@@ -443,3 +443,14 @@ func TestQueryPairsBF16(t *testing.T) {
 		}
 	}
 }
+
+// roundBF16 rounds x to bf16 to nearest, ties to even, by integer
+// arithmetic on its bits (a NaN is not treated specially): for tiles
+// of any float32 values (bf16Pair).
+func roundBF16(x float32) uint16 {
+	b := math.Float32bits(x)
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
+// bf16Pair is the dword of bf16 lo and hi, lo in the low half.
+func bf16Pair(lo, hi float32) uint32 { return uint32(roundBF16(lo)) | uint32(roundBF16(hi))<<16 }
