@@ -54,31 +54,53 @@ func openIdleSSE(addr string) (net.Conn, error) {
 }
 
 // openIdleWS opens a WebSocket connection on a raw socket, sends one
-// create and reads until its opening chunk has arrived.
+// chat create and reads until its opening chunk has arrived.
 func openIdleWS(addr string) (net.Conn, error) {
-	c, err := net.Dial("tcp", addr)
+	return openIdleWSOn(addr, "/v1/chat/completions", createMsg("r", chatBody("x")), `"role":"assistant"`)
+}
+
+// openIdleWSOn opens a WebSocket connection to path on a raw socket, sends
+// msg and reads until marker has arrived (nothing, when marker is empty:
+// the caller waits for the engine request instead).
+func openIdleWSOn(addr, path, msg, marker string) (net.Conn, error) {
+	c, err := openIdleWSConnOn(addr, path)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fmt.Fprintf(c, "GET /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if err := readUntil(c, "\r\n\r\n"); err != nil {
-		c.Close()
-		return nil, err
-	}
-	msg := createMsg("r", chatBody("x"))
 	if _, err := c.Write(maskedTextFrame([]byte(msg))); err != nil {
 		c.Close()
 		return nil, err
 	}
-	if err := readUntil(c, `"role":"assistant"`); err != nil {
+	if marker == "" {
+		return c, nil
+	}
+	if err := readUntil(c, marker); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// openIdleMessagesWS opens a WebSocket connection to /v1/messages with one
+// create in flight. Its first event waits for the engine's first: the
+// caller waits for the engine request.
+func openIdleMessagesWS(addr string) (net.Conn, error) {
+	return openIdleWSOn(addr, "/v1/messages", createMsg("r",
+		`{"model":"tiny","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`), "")
+}
+
+// openIdleResponsesWS opens a WebSocket connection to /v1/responses with
+// one response.create in flight, and reads until response.created.
+func openIdleResponsesWS(addr string) (net.Conn, error) {
+	return openIdleWSOn(addr, "/v1/responses", `{"type":"response.create","model":"tiny","input":"x","store":false}`,
+		`"response.created"`)
+}
+
+// openIdleResumableWS opens a WebSocket connection with one resumable chat
+// stream in flight (its generation runs apart from its follower).
+func openIdleResumableWS(addr string) (net.Conn, error) {
+	return openIdleWSOn(addr, "/v1/chat/completions", createMsg("r",
+		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream_options":{"resumable":true}}`), `"role":"assistant"`)
 }
 
 // openIdleWS10 opens a WebSocket connection on a raw socket, sends ten
@@ -105,12 +127,17 @@ func openIdleWS10(addr string) (net.Conn, error) {
 // openIdleWSConn opens a WebSocket connection on a raw socket and sends
 // nothing: a connection with nothing in flight.
 func openIdleWSConn(addr string) (net.Conn, error) {
+	return openIdleWSConnOn(addr, "/v1/chat/completions")
+}
+
+// openIdleWSConnOn opens a WebSocket connection to path on a raw socket.
+func openIdleWSConnOn(addr, path string) (net.Conn, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fmt.Fprintf(c, "GET /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr); err != nil {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", path, addr); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -164,21 +191,45 @@ func liveBytes() (heap, stack uint64) {
 	return m.HeapInuse, m.StackInuse
 }
 
+// idleKinds are the idle streams BenchmarkIdleStreams measures: how each
+// is opened, and how many streams a connection carries.
+var idleKinds = []struct {
+	name    string
+	open    func(addr string) (net.Conn, error)
+	streams int // per connection opened; 0: none (a connection alone)
+}{
+	{"sse", openIdleSSE, 1},
+	{"websocket", openIdleWS, 1},
+	{"websocket-10", openIdleWS10, 10},
+	{"websocket-conn", openIdleWSConn, 0},
+	{"messages-websocket", openIdleMessagesWS, 1},
+	{"responses-websocket", openIdleResponsesWS, 1},
+	{"resumable-websocket", openIdleResumableWS, 1},
+}
+
+// countingEngine is neverEngine, counting the engine requests it started.
+func countingEngine() (*fakeEngine, *atomic.Int64) {
+	e := neverEngine()
+	var started atomic.Int64
+	respond := e.respond
+	e.respond = func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		started.Add(1)
+		return respond(ctx, req)
+	}
+	return e, &started
+}
+
 // BenchmarkIdleStreams reports the heap and stack bytes (B/stream, and
-// both apart) and the goroutines per idle stream, SSE and WebSocket, the
-// raw clients included, per stream of WebSocket connections that carry ten
+// both apart) and the goroutines per idle stream of each of idleKinds, the
+// raw clients included: per stream of WebSocket connections that carry ten
 // each (websocket-10: a stream's own cost, the connection's shared), and
-// per WebSocket connection with nothing in flight (websocket-conn). WebSocket connections are served as serve
-// serves them, apart from their handshake's handler (Options.Shutdown).
-// Run it with -benchtime=1x.
+// per WebSocket connection with nothing in flight (websocket-conn).
+// WebSocket connections are served as serve serves them, apart from their
+// handshake's handler (Options.Shutdown). Run it with -benchtime=1x.
 func BenchmarkIdleStreams(b *testing.B) {
-	for _, tr := range []struct {
-		name    string
-		open    func(addr string) (net.Conn, error)
-		streams int // per connection opened
-	}{{"sse", openIdleSSE, 1}, {"websocket", openIdleWS, 1}, {"websocket-10", openIdleWS10, 10}, {"websocket-conn", openIdleWSConn, 1}} {
+	for _, tr := range idleKinds {
 		b.Run(tr.name, func(b *testing.B) {
-			e := neverEngine()
+			e, started := countingEngine()
 			ts := newTestServer(b, e, Options{Shutdown: make(chan struct{})})
 			addr := ts.Listener.Addr().String()
 			// Warm up: the first stream pays for pools and code paths.
@@ -192,12 +243,17 @@ func BenchmarkIdleStreams(b *testing.B) {
 				heap0, stack0 := liveBytes()
 				g0 := runtime.NumGoroutine()
 				conns := make([]net.Conn, 0, idleStreams)
-				for range idleStreams / tr.streams {
+				perConn := max(tr.streams, 1)
+				want := started.Load() + int64(idleStreams/perConn*tr.streams)
+				for range idleStreams / perConn {
 					c, err := tr.open(addr)
 					if err != nil {
 						b.Fatal(err)
 					}
 					conns = append(conns, c)
+				}
+				if !wait.Until(func() bool { return started.Load() >= want }) {
+					b.Fatalf("%d of %d engine requests started", started.Load()-want+int64(idleStreams/perConn*tr.streams), idleStreams)
 				}
 				// WebSocket streams hand their wait over after wsWaitInline.
 				time.Sleep(2 * wsWaitInline)
