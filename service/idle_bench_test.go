@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -382,6 +383,71 @@ func BenchmarkWebSocketTokenWait(b *testing.B) {
 				b.Fatal(err)
 			}
 			seen = append(seen, buf[:n]...)
+		}
+	}
+}
+
+// TestParkedWebSocketStreams: WebSocket streams that wait for their
+// engines past wsWaitInline hold no goroutine of their own (the server's
+// waitPool waits for them: a few goroutines for all), and each streams on
+// when its engine has a token, and ends when its engine does.
+func TestParkedWebSocketStreams(t *testing.T) {
+	// Not parallel: it counts the process's goroutines.
+	const n = 50
+	var mu sync.Mutex
+	var queues []*engine.Queue
+	e := &fakeEngine{models: testModels, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		q := engine.NewQueue(0, nil)
+		context.AfterFunc(ctx, func() { q.End(ctx.Err()) })
+		mu.Lock()
+		queues = append(queues, q)
+		mu.Unlock()
+		return q, nil
+	}}
+	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
+	addr := ts.Listener.Addr().String()
+	g0 := runtime.NumGoroutine()
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := openIdleWS(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// Each connection holds its reader; its stream, once parked, nothing.
+	if !wait.Until(func() bool { return runtime.NumGoroutine()-g0 <= n+n/10 }) {
+		t.Fatalf("%d goroutines for %d parked streams, want at most %d", runtime.NumGoroutine()-g0, n, n+n/10)
+	}
+	mu.Lock()
+	qs := append([]*engine.Queue(nil), queues...)
+	mu.Unlock()
+	if len(qs) != n {
+		t.Fatalf("%d engine requests, want %d", len(qs), n)
+	}
+	// Which queue is whose connection is not known: push to all, then
+	// every client reads its token; then end them all.
+	for _, q := range qs {
+		q.Push(engine.Event{Text: "tok"})
+	}
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if err := readUntil(c, `"content":"tok"`); err != nil {
+			t.Fatalf("stream %d after its park: %v", i, err)
+		}
+	}
+	for _, q := range qs {
+		q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{}})
+		q.End(nil)
+	}
+	for i, c := range conns {
+		if err := readUntil(c, `"type":"done"`); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
 		}
 	}
 }

@@ -161,6 +161,9 @@ type Server struct {
 	maxChoices  int
 	validator   *openapi.Validator
 	tracer      trace.Tracer // nil: tracing is off
+	// waits holds the waits of WebSocket streams that wait long for
+	// their engines (wsTask.pump).
+	waits waitPool
 
 	browser  *browserPolicy
 	cors     []string // valid CORSAllowedOrigins, for preflights and CORS headers

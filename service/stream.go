@@ -453,6 +453,21 @@ func (s *chunkStream) waitFor(d time.Duration) bool {
 	return true
 }
 
+// parkable returns the channels that wait waits on, when they are only
+// the engine's Ready and the request's done: one engine stream and no
+// pings. A stream that pings, or that waits on several, waits on a
+// goroutine of its own.
+func (s *chunkStream) parkable() (ready, done <-chan struct{}, ok bool) {
+	return s.r.parkable()
+}
+
+func (r *pull) parkable() (ready, done <-chan struct{}, ok bool) {
+	if r.ticker != nil || len(r.g.streams) != 1 {
+		return nil, nil, false
+	}
+	return r.g.streams[0].Ready(), r.ctx.Done(), true
+}
+
 // progress checks a generation's events against its job, so that an
 // engine that breaks the Stream contract ends the request with an error
 // instead of a malformed answer, and keeps the Stats of finished choices.

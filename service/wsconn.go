@@ -668,10 +668,31 @@ func (t *wsTask) pump() bool {
 			return true
 		}
 		if !t.run.chunks.waitFor(wsWaitInline) {
-			t.c.wg.Go(t.waitAndPump)
+			t.park()
 			return false
 		}
 	}
+}
+
+// park hands the stream's wait to the server's waitPool, which pumps on,
+// on a fresh goroutine, once the engine has something or the request
+// ended; a stream the pool cannot wait for waits on a fresh goroutine of
+// its own. Either way the connection counts the wait (c.wg), so that it
+// ends before the connection does.
+func (t *wsTask) park() {
+	ready, done, ok := t.run.chunks.parkable()
+	if !ok {
+		t.c.wg.Go(t.waitAndPump)
+		return
+	}
+	t.c.wg.Add(1)
+	t.c.s.waits.park(ready, done, t.pumpOn)
+}
+
+// pumpOn is the goroutine of a stream whose parked wait ended.
+func (t *wsTask) pumpOn() {
+	defer t.c.wg.Done()
+	t.guard(t.pump)
 }
 
 // waitAndPump is the goroutine of a stream waiting for its engine.

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"rill/internal/wait"
+)
+
+// TestWaitPool: every parked wait runs its then exactly once, when its
+// ready channel delivers or its done channel closes, however many waits
+// share the pool's goroutines; once none is parked, the pool holds no
+// goroutine.
+func TestWaitPool(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		n      int
+		byDone bool // end the waits by closing done, not by ready
+	}{
+		{"one", 1, false},
+		{"one, done", 1, true},
+		{"a goroutine's worth", waitsPerWaiter, false},
+		{"several goroutines' worth", 3*waitsPerWaiter + 1, false},
+		{"several goroutines' worth, done", 3*waitsPerWaiter + 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var p waitPool
+			ready := make([]chan struct{}, tt.n)
+			done := make([]chan struct{}, tt.n)
+			runs := make([]atomic.Int32, tt.n)
+			var ran sync.WaitGroup
+			ran.Add(tt.n)
+			for i := range tt.n {
+				ready[i], done[i] = make(chan struct{}, 1), make(chan struct{})
+				p.park(ready[i], done[i], func() {
+					runs[i].Add(1)
+					ran.Done()
+				})
+			}
+			// None has run: nothing delivered yet.
+			for i := range tt.n {
+				if got := runs[i].Load(); got != 0 {
+					t.Fatalf("wait %d ran %d times before its channels delivered", i, got)
+				}
+			}
+			// In an order unlike the parking's: from the end, odd first.
+			for _, odd := range []int{1, 0} {
+				for i := tt.n - 1; i >= 0; i-- {
+					if i%2 != odd {
+						continue
+					}
+					if tt.byDone {
+						close(done[i])
+					} else {
+						ready[i] <- struct{}{}
+					}
+				}
+			}
+			ran.Wait()
+			for i := range tt.n {
+				if got := runs[i].Load(); got != 1 {
+					t.Errorf("wait %d ran %d times, want 1", i, got)
+				}
+			}
+			if !wait.Until(func() bool {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				return len(p.waiters) == 0
+			}) {
+				t.Error("the pool still has goroutines with no wait parked")
+			}
+		})
+	}
+}
+
+// TestWaitPoolReuse: a pool whose goroutines ended with their last wait
+// starts new ones for the next, and a ready signal delivered before the
+// park is not lost.
+func TestWaitPoolReuse(t *testing.T) {
+	t.Parallel()
+	var p waitPool
+	for round := range 3 {
+		ready := make(chan struct{}, 1)
+		ready <- struct{}{}
+		ran := make(chan struct{})
+		p.park(ready, nil, func() { close(ran) })
+		<-ran
+		if !wait.Until(func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return len(p.waiters) == 0
+		}) {
+			t.Fatalf("round %d: the pool kept a goroutine with no wait", round)
+		}
+	}
+}
