@@ -1,14 +1,18 @@
 // Command idlestreams measures what idle streams cost rill's server: it
 // runs the service in a child process over an engine that never produces a
 // token, opens N streams against it over loopback (SSE requests, or
-// WebSocket connections with one request each), waits until every one has
-// received its opening chunk, and reports the child's RSS growth and
-// goroutines per stream; then it closes them and checks that the
-// goroutines go back to where they were. The goal: 10,000 idle streams
-// under 1 GB.
+// WebSocket connections with one request each: chat's, the Messages
+// API's, the Responses API's, a resumable chat stream's), waits until
+// every one is running, and reports the child's RSS growth, its live heap
+// and stacks (after collections) and goroutines per stream; then it closes
+// them and checks that the goroutines go back to where they were. The
+// goal: 10,000 idle streams under 1 GB (10 KB each, 100,000 in 1 GB).
 //
 //	go run ./scripts/idlestreams -n 10000 -transport sse
 //	go run ./scripts/idlestreams -n 10000 -transport websocket
+//	go run ./scripts/idlestreams -n 10000 -transport messages-websocket
+//	go run ./scripts/idlestreams -n 10000 -transport responses-websocket
+//	go run ./scripts/idlestreams -n 10000 -transport resumable-websocket
 //
 // Each stream holds one descriptor in each process; the script raises its
 // file limit to the hard limit (the child inherits it) and says so when
@@ -41,7 +45,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 10000, "idle streams to open")
-	transport := flag.String("transport", "sse", "sse or websocket")
+	transport := flag.String("transport", "sse", "sse, websocket, messages-websocket, responses-websocket or resumable-websocket")
 	parallel := flag.Int("parallel", 64, "streams opened at once")
 	serveChild := flag.Bool("serve", false, "internal: run the server (the child process)")
 	flag.Parse()
@@ -111,6 +115,16 @@ func serve() error {
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
+	mux.HandleFunc("/memstats", func(w http.ResponseWriter, _ *http.Request) {
+		// Three collections: pools let go of their buffers in the
+		// second, and what those held in the third.
+		runtime.GC()
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fmt.Fprintln(w, m.HeapInuse, m.StackInuse)
+	})
 	fmt.Println(ln.Addr())
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	return srv.Close()
@@ -124,8 +138,14 @@ func measure(n int, transport string, parallel int) error {
 		open = openSSE
 	case "websocket", "ws":
 		open = openWS
+	case "messages-websocket":
+		open = openMessagesWS
+	case "responses-websocket":
+		open = openResponsesWS
+	case "resumable-websocket":
+		open = openResumableWS
 	default:
-		return fmt.Errorf("-transport %q: want sse or websocket", transport)
+		return fmt.Errorf("-transport %q: want sse, websocket, messages-websocket, responses-websocket or resumable-websocket", transport)
 	}
 	if limit := fileLimit(); limit < uint64(n)+100 {
 		return fmt.Errorf("the file limit is %d, too low for %d streams: raise it (ulimit -n) or lower -n", limit, n)
@@ -169,6 +189,10 @@ func measure(n int, transport string, parallel int) error {
 	if err != nil {
 		return err
 	}
+	heap0, stack0, err := memstats(addr)
+	if err != nil {
+		return err
+	}
 
 	start := time.Now()
 	conns := make([]net.Conn, n)
@@ -204,7 +228,8 @@ func measure(n int, transport string, parallel int) error {
 	default:
 	}
 	opened := time.Since(start)
-	time.Sleep(500 * time.Millisecond) // let the last writes settle
+	// Let the last writes settle, and the streams hand their waits over.
+	time.Sleep(500 * time.Millisecond)
 	rss1, err := rss(child.Process.Pid)
 	if err != nil {
 		return err
@@ -213,10 +238,17 @@ func measure(n int, transport string, parallel int) error {
 	if err != nil {
 		return err
 	}
+	heap1, stack1, err := memstats(addr)
+	if err != nil {
+		return err
+	}
 	growth := int64(rss1) - int64(rss0)
 	fmt.Printf("%d idle %s streams opened in %v\n", n, transport, opened.Round(time.Millisecond))
 	fmt.Printf("server RSS %d MiB -> %d MiB: %+d MiB, %d bytes per stream\n", rss0>>20, rss1>>20, growth>>20, growth/int64(n))
-	fmt.Printf("server goroutines %d -> %d: %.1f per stream\n", g0, g1, float64(g1-g0)/float64(n))
+	fmt.Printf("server live heap %+d bytes, stacks %+d bytes: %d bytes per stream (%d heap, %d stacks)\n",
+		int64(heap1)-int64(heap0), int64(stack1)-int64(stack0),
+		(int64(heap1+stack1)-int64(heap0+stack0))/int64(n), (int64(heap1)-int64(heap0))/int64(n), (int64(stack1)-int64(stack0))/int64(n))
+	fmt.Printf("server goroutines %d -> %d: %.2f per stream\n", g0, g1, float64(g1-g0)/float64(n))
 	fmt.Printf("goal: %d streams in under 1 GiB of RSS growth: %s\n", n, verdict(growth < 1<<30))
 
 	for i, c := range conns {
@@ -274,6 +306,17 @@ func goroutines(addr string) (int, error) {
 	return n, err
 }
 
+// memstats asks the child for its live heap and stacks, after collections.
+func memstats(addr string) (heap, stack uint64, err error) {
+	resp, err := http.Get("http://" + addr + "/memstats")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	_, err = fmt.Fscan(resp.Body, &heap, &stack)
+	return heap, stack, err
+}
+
 // openSSE opens a streamed chat request on a raw connection and reads
 // until its opening chunk (the role) has arrived.
 func openSSE(addr string) (net.Conn, error) {
@@ -297,12 +340,45 @@ func openSSE(addr string) (net.Conn, error) {
 // openWS opens a WebSocket connection on a raw socket, sends one create
 // and reads until its opening chunk has arrived.
 func openWS(addr string) (net.Conn, error) {
+	return openWSOn(addr, "/v1/chat/completions",
+		`{"type":"create","request_id":"r","body":{"model":"idle","messages":[{"role":"user","content":"x"}]}}`,
+		`"role":"assistant"`)
+}
+
+// openMessagesWS opens a WebSocket connection to /v1/messages with one
+// create in flight. Its first event waits for the engine's first, so it
+// reads nothing but waits a little for the request to start.
+func openMessagesWS(addr string) (net.Conn, error) {
+	c, err := openWSOn(addr, "/v1/messages",
+		`{"type":"create","request_id":"r","body":{"model":"idle","max_tokens":16,"messages":[{"role":"user","content":"x"}]}}`, "")
+	time.Sleep(10 * time.Millisecond)
+	return c, err
+}
+
+// openResponsesWS opens a WebSocket connection to /v1/responses with one
+// response.create in flight, and reads until response.created.
+func openResponsesWS(addr string) (net.Conn, error) {
+	return openWSOn(addr, "/v1/responses", `{"type":"response.create","model":"idle","input":"x","store":false}`,
+		`"response.created"`)
+}
+
+// openResumableWS opens a WebSocket connection with one resumable chat
+// stream in flight, and reads until its opening chunk.
+func openResumableWS(addr string) (net.Conn, error) {
+	return openWSOn(addr, "/v1/chat/completions",
+		`{"type":"create","request_id":"r","body":{"model":"idle","messages":[{"role":"user","content":"x"}],"stream_options":{"resumable":true}}}`,
+		`"role":"assistant"`)
+}
+
+// openWSOn opens a WebSocket connection to path on a raw socket, sends msg
+// and reads until marker (nothing when it is empty).
+func openWSOn(addr, path, msg, marker string) (net.Conn, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fmt.Fprintf(c, "GET /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr); err != nil {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", path, addr); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -310,12 +386,14 @@ func openWS(addr string) (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	msg := `{"type":"create","request_id":"r","body":{"model":"idle","messages":[{"role":"user","content":"x"}]}}`
 	if _, err := c.Write(maskedTextFrame([]byte(msg))); err != nil {
 		c.Close()
 		return nil, err
 	}
-	if err := readUntil(c, `"role":"assistant"`); err != nil {
+	if marker == "" {
+		return c, nil
+	}
+	if err := readUntil(c, marker); err != nil {
 		c.Close()
 		return nil, err
 	}
