@@ -390,9 +390,24 @@ func BenchmarkWebSocketTokenWait(b *testing.B) {
 // TestParkedWebSocketStreams: WebSocket streams that wait for their
 // engines past wsWaitInline hold no goroutine of their own (the server's
 // waitPool waits for them: a few goroutines for all), and each streams on
-// when its engine has a token, and ends when its engine does.
+// when its engine has a token, and ends when its engine does: chat's and
+// the Messages API's.
 func TestParkedWebSocketStreams(t *testing.T) {
 	// Not parallel: it counts the process's goroutines.
+	tests := []struct {
+		name       string
+		open       func(addr string) (net.Conn, error)
+		token, end string // what the client reads for the token, and at the end
+	}{
+		{"chat", openIdleWS, `"content":"tok"`, `"type":"done"`},
+		{"messages", openIdleMessagesWS, `"text":"tok"`, `"type":"message_stop"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { testParked(t, tt.open, tt.token, tt.end) })
+	}
+}
+
+func testParked(t *testing.T, open func(addr string) (net.Conn, error), token, end string) {
 	const n = 50
 	var mu sync.Mutex
 	var queues []*engine.Queue
@@ -406,6 +421,12 @@ func TestParkedWebSocketStreams(t *testing.T) {
 	}}
 	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
 	addr := ts.Listener.Addr().String()
+	// Warm up: the first connection starts the server's shutdown watch.
+	if c, err := openIdleWSConn(addr); err != nil {
+		t.Fatal(err)
+	} else {
+		c.Close()
+	}
 	g0 := runtime.NumGoroutine()
 	conns := make([]net.Conn, 0, n)
 	defer func() {
@@ -414,11 +435,19 @@ func TestParkedWebSocketStreams(t *testing.T) {
 		}
 	}()
 	for range n {
-		c, err := openIdleWS(addr)
+		c, err := open(addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		conns = append(conns, c)
+	}
+	started := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(queues)
+	}
+	if !wait.Until(func() bool { return started() == n }) {
+		t.Fatalf("%d engine requests, want %d", started(), n)
 	}
 	// Each connection holds its reader; its stream, once parked, nothing.
 	if !wait.Until(func() bool { return runtime.NumGoroutine()-g0 <= n+n/10 }) {
@@ -427,9 +456,6 @@ func TestParkedWebSocketStreams(t *testing.T) {
 	mu.Lock()
 	qs := append([]*engine.Queue(nil), queues...)
 	mu.Unlock()
-	if len(qs) != n {
-		t.Fatalf("%d engine requests, want %d", len(qs), n)
-	}
 	// Which queue is whose connection is not known: push to all, then
 	// every client reads its token; then end them all.
 	for _, q := range qs {
@@ -437,7 +463,7 @@ func TestParkedWebSocketStreams(t *testing.T) {
 	}
 	for i, c := range conns {
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if err := readUntil(c, `"content":"tok"`); err != nil {
+		if err := readUntil(c, token); err != nil {
 			t.Fatalf("stream %d after its park: %v", i, err)
 		}
 	}
@@ -446,8 +472,17 @@ func TestParkedWebSocketStreams(t *testing.T) {
 		q.End(nil)
 	}
 	for i, c := range conns {
-		if err := readUntil(c, `"type":"done"`); err != nil {
+		if err := readUntil(c, end); err != nil {
 			t.Fatalf("stream %d: %v", i, err)
 		}
+	}
+	// The connections' goroutines end with them: none is left behind
+	// (nor counted by the next case).
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	if !wait.Until(func() bool { return runtime.NumGoroutine() <= g0 }) {
+		t.Errorf("%d goroutines after the connections closed, %d before they opened", runtime.NumGoroutine(), g0)
 	}
 }

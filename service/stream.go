@@ -77,7 +77,20 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 			return nil
 		}
 	}
-	stats, err := g.run(ctx, ping, func(_ int, ev *engine.Event) error {
+	stats, err := g.run(ctx, ping, encodedEvent(enc), nil, onIdle)
+	if err != nil && !isClientGone(err) {
+		if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
+			return nil, &transportError{ferr}
+		}
+	}
+	return stats, err
+}
+
+// encodedEvent is run's onEvent for enc: an encoder's errCallsInterleaved
+// is the engine's fault and fails the stream; its other errors are the
+// transport's.
+func encodedEvent(enc eventEncoder) func(int, *engine.Event) error {
+	return func(_ int, ev *engine.Event) error {
 		if err := enc.event(ev); err != nil {
 			var order *errCallsInterleaved
 			if errors.As(err, &order) {
@@ -86,13 +99,7 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 			return &transportError{err}
 		}
 		return nil
-	}, nil, onIdle)
-	if err != nil && !isClientGone(err) {
-		if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
-			return nil, &transportError{ferr}
-		}
 	}
-	return stats, err
 }
 
 // run pulls the events of every stream of g until all completed, calling
@@ -145,6 +152,8 @@ type pull struct {
 	next   int          // the stream to try first: streams take turns
 	ev     engine.Event // a field: &ev escapes, and once is enough
 	err    error        // what the last wait ended with, for pump to return
+	// timer bounds waitFor's waits; made by the first.
+	timer *time.Timer
 }
 
 // newPull starts pulling g's events as run describes; end must follow.
@@ -261,6 +270,35 @@ func (r *pull) waitUntil(timeout <-chan time.Time) bool {
 	return true
 }
 
+// waitFor is wait for at most d: it reports whether it waited to the end,
+// so that pump may have something, and false when d passed first.
+func (r *pull) waitFor(d time.Duration) bool {
+	if r.timer == nil {
+		r.timer = time.NewTimer(d)
+	} else {
+		r.timer.Reset(d)
+	}
+	if !r.waitUntil(r.timer.C) {
+		// It fired: a stream waiting that long may wait for minutes,
+		// without the timer's bytes; the next wait makes a new one.
+		r.timer = nil
+		return false
+	}
+	r.timer.Stop()
+	return true
+}
+
+// parkable returns the channels that wait waits on, when they are only
+// the engine's Ready and the request's done: one engine stream and no
+// pings. A stream that pings, or that waits on several, waits on a
+// goroutine of its own.
+func (r *pull) parkable() (ready, done <-chan struct{}, ok bool) {
+	if r.ticker != nil || len(r.g.streams) != 1 {
+		return nil, nil, false
+	}
+	return r.g.streams[0].Ready(), r.ctx.Done(), true
+}
+
 // streamWaiter waits until one of a generation's streams may have
 // something new, the ping ticker ticks, or the request's context ends.
 type streamWaiter struct {
@@ -359,8 +397,6 @@ type chunkStream struct {
 	ping time.Duration
 	c    *chunker // nil until the opening chunks went out
 	r    *pull
-	// timer bounds waitFor's waits; made by the first.
-	timer *time.Timer
 }
 
 func (g *generation) newChunkStream(ctx context.Context, w chunkWriter, ping time.Duration) *chunkStream {
@@ -436,37 +472,17 @@ func (s *chunkStream) wait() { s.r.wait() }
 // waitFor is wait for at most d: it reports whether it waited to the end,
 // so that next has something, and false when d passed first.
 func (s *chunkStream) waitFor(d time.Duration) bool {
-	if s.timer == nil {
-		s.timer = time.NewTimer(d)
-	} else {
-		s.timer.Reset(d)
-	}
-	if !s.r.waitUntil(s.timer.C) {
-		// It fired: a stream waiting that long may wait for minutes,
-		// without the timer's and the chunk buffer's bytes; the next
-		// chunk and wait make new ones.
-		s.timer = nil
+	if !s.r.waitFor(d) {
+		// A stream waiting that long may wait for minutes, without the
+		// chunk buffer's bytes; the next chunk makes a new one.
 		s.c.buf = nil
 		return false
 	}
-	s.timer.Stop()
 	return true
 }
 
-// parkable returns the channels that wait waits on, when they are only
-// the engine's Ready and the request's done: one engine stream and no
-// pings. A stream that pings, or that waits on several, waits on a
-// goroutine of its own.
-func (s *chunkStream) parkable() (ready, done <-chan struct{}, ok bool) {
-	return s.r.parkable()
-}
-
-func (r *pull) parkable() (ready, done <-chan struct{}, ok bool) {
-	if r.ticker != nil || len(r.g.streams) != 1 {
-		return nil, nil, false
-	}
-	return r.g.streams[0].Ready(), r.ctx.Done(), true
-}
+// parkable is pull.parkable.
+func (s *chunkStream) parkable() (ready, done <-chan struct{}, ok bool) { return s.r.parkable() }
 
 // progress checks a generation's events against its job, so that an
 // engine that breaks the Stream contract ends the request with an error
