@@ -390,8 +390,8 @@ func BenchmarkWebSocketTokenWait(b *testing.B) {
 // TestParkedWebSocketStreams: WebSocket streams that wait for their
 // engines past wsWaitInline hold no goroutine of their own (the server's
 // waitPool waits for them: a few goroutines for all), and each streams on
-// when its engine has a token, and ends when its engine does: chat's and
-// the Messages API's.
+// when its engine has a token, and ends when its engine does: chat's, the
+// Messages API's and the Responses API's.
 func TestParkedWebSocketStreams(t *testing.T) {
 	// Not parallel: it counts the process's goroutines.
 	tests := []struct {
@@ -401,6 +401,7 @@ func TestParkedWebSocketStreams(t *testing.T) {
 	}{
 		{"chat", openIdleWS, `"content":"tok"`, `"type":"done"`},
 		{"messages", openIdleMessagesWS, `"text":"tok"`, `"type":"message_stop"`},
+		{"responses", openIdleResponsesWS, `"delta":"tok"`, `"type":"response.completed"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { testParked(t, tt.open, tt.token, tt.end) })
@@ -484,5 +485,42 @@ func testParked(t *testing.T, open func(addr string) (net.Conn, error), token, e
 	conns = nil
 	if !wait.Until(func() bool { return runtime.NumGoroutine() <= g0 }) {
 		t.Errorf("%d goroutines after the connections closed, %d before they opened", runtime.NumGoroutine(), g0)
+	}
+}
+
+// TestParkedResponseLane: a response that parked its wait for the engine
+// takes its lane with it: the response queued behind it on the lane runs
+// once it completed, and completes in its turn.
+func TestParkedResponseLane(t *testing.T) {
+	t.Parallel()
+	queues := make(chan *engine.Queue, 2)
+	e := &fakeEngine{models: testModels, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		q := engine.NewQueue(0, nil)
+		context.AfterFunc(ctx, func() { q.End(ctx.Err()) })
+		queues <- q
+		return q, nil
+	}}
+	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
+	create := `{"type":"response.create","model":"tiny","input":"x","store":false}`
+	c, err := openIdleWSOn(ts.Listener.Addr().String(), "/v1/responses", create, `"response.created"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(maskedTextFrame([]byte(create))); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		q := <-queues
+		if i == 0 {
+			time.Sleep(2 * wsWaitInline) // parked
+		}
+		q.Push(engine.Event{Text: "tok"})
+		q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{}})
+		q.End(nil)
+		if err := readUntil(c, `"type":"response.completed"`); err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
 	}
 }
