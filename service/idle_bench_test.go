@@ -54,6 +54,25 @@ func openIdleSSE(addr string) (net.Conn, error) {
 	return c, nil
 }
 
+// openIdleKeepAlive opens an HTTP/1.1 connection, makes one request on it
+// (GET /v1/models) and reads its answer whole: a keep-alive connection
+// between requests, as an SSE client holds it.
+func openIdleKeepAlive(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(c, "GET /v1/models HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, `"tiny"`); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // openIdleWS opens a WebSocket connection on a raw socket, sends one
 // chat create and reads until its opening chunk has arrived.
 func openIdleWS(addr string) (net.Conn, error) {
@@ -203,6 +222,7 @@ var idleKinds = []struct {
 	{"websocket", openIdleWS, 1},
 	{"websocket-10", openIdleWS10, 10},
 	{"websocket-conn", openIdleWSConn, 0},
+	{"http-keepalive", openIdleKeepAlive, 0},
 	{"messages-websocket", openIdleMessagesWS, 1},
 	{"responses-websocket", openIdleResponsesWS, 1},
 	{"resumable-websocket", openIdleResumableWS, 1},
@@ -224,7 +244,9 @@ func countingEngine() (*fakeEngine, *atomic.Int64) {
 // both apart) and the goroutines per idle stream of each of idleKinds, the
 // raw clients included: per stream of WebSocket connections that carry ten
 // each (websocket-10: a stream's own cost, the connection's shared), and
-// per WebSocket connection with nothing in flight (websocket-conn).
+// per WebSocket connection with nothing in flight (websocket-conn), and
+// per HTTP/1.1 keep-alive connection between requests (http-keepalive:
+// net/http's own loop, what an SSE client's connection costs idle).
 // WebSocket connections are served as serve serves them, apart from their
 // handshake's handler (Options.Shutdown). Run it with -benchtime=1x.
 func BenchmarkIdleStreams(b *testing.B) {

@@ -13,6 +13,10 @@
 //	go run ./scripts/idlestreams -n 10000 -transport messages-websocket
 //	go run ./scripts/idlestreams -n 10000 -transport responses-websocket
 //	go run ./scripts/idlestreams -n 10000 -transport resumable-websocket
+//	go run ./scripts/idlestreams -n 10000 -transport keepalive
+//
+// keepalive is no stream: an HTTP/1.1 connection that made one request
+// and idles between requests, as an SSE client's does (net/http's loop).
 //
 // Each stream holds one descriptor in each process; the script raises its
 // file limit to the hard limit (the child inherits it) and says so when
@@ -45,7 +49,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 10000, "idle streams to open")
-	transport := flag.String("transport", "sse", "sse, websocket, messages-websocket, responses-websocket or resumable-websocket")
+	transport := flag.String("transport", "sse", "sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive")
 	parallel := flag.Int("parallel", 64, "streams opened at once")
 	serveChild := flag.Bool("serve", false, "internal: run the server (the child process)")
 	flag.Parse()
@@ -144,8 +148,10 @@ func measure(n int, transport string, parallel int) error {
 		open = openResponsesWS
 	case "resumable-websocket":
 		open = openResumableWS
+	case "keepalive":
+		open = openKeepAlive
 	default:
-		return fmt.Errorf("-transport %q: want sse, websocket, messages-websocket, responses-websocket or resumable-websocket", transport)
+		return fmt.Errorf("-transport %q: want sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive", transport)
 	}
 	if limit := fileLimit(); limit < uint64(n)+100 {
 		return fmt.Errorf("the file limit is %d, too low for %d streams: raise it (ulimit -n) or lower -n", limit, n)
@@ -331,6 +337,25 @@ func openSSE(addr string) (net.Conn, error) {
 		return nil, err
 	}
 	if err := readUntil(c, `"role":"assistant"`); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// openKeepAlive opens an HTTP/1.1 connection, makes one request on it
+// (GET /v1/models) and reads its answer: a keep-alive connection between
+// requests.
+func openKeepAlive(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(c, "GET /v1/models HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, `"idle"`); err != nil {
 		c.Close()
 		return nil, err
 	}
