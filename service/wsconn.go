@@ -511,11 +511,7 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, release fun
 			if e != nil {
 				return nil, e
 			}
-			return &wsRun{model: run.model, stream: func() (*Usage, error) {
-				defer run.l.leave()
-				err := c.followWS(ctx, w, run.id, -1)
-				return run.usage(), err
-			}}, nil
+			return &wsRun{model: run.model, steps: newFollowSteps(ctx, w, run)}, nil
 		}
 		g, e := c.s.launch(ctx, p, wirePrefix(p)+uuid.NewString(), begun)
 		if e != nil {
