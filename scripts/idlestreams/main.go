@@ -110,8 +110,11 @@ func serve() error {
 	}
 	// WebSocket connections served apart from their handshakes, as rill
 	// serve serves them (the child never shuts down gracefully).
+	// A resumable stream's generation runs on for the grace period after
+	// its client left: a short one, so that the goroutines are back where
+	// they were soon after the streams closed.
 	api := service.New(service.Options{Engine: neverEngine{}, Logger: slog.New(slog.DiscardHandler),
-		Shutdown: make(chan struct{})})
+		Shutdown: make(chan struct{}), ResumeGrace: time.Second})
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.HandleFunc("/goroutines", func(w http.ResponseWriter, _ *http.Request) {
