@@ -337,10 +337,11 @@ func TestIdleStreamsEnd(t *testing.T) {
 
 // TestIdleWebSocketStreamStacks: a WebSocket stream waiting for its engine
 // holds no grown stack: neither the goroutine that validated and started
-// it (it hands the wait to a fresh one) nor the connection's reader (which
-// decodes messages apart). The reader keeps 4 KB and the waiter the 2 or
-// 4 KB a goroutine starts with (the runtime's adaptive start decides): 8 KB
-// at most, where one grown stack (8 KB or more) would make it 12 KB.
+// it (it parks the wait in the server's waitPool and ends) nor the
+// connection's reader (which decodes messages apart). The reader keeps
+// 4 KB, the pool's goroutines a few dozen bytes a wait, and stacks freed
+// but cached by the runtime blur the figure by a few KB: less than 12 KB,
+// where one grown stack (8 KB or more) would make it 12 KB or more.
 func TestIdleWebSocketStreamStacks(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's instrumentation makes frames, and so stacks, larger")
