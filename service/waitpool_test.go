@@ -98,3 +98,25 @@ func TestWaitPoolReuse(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWaitPoolWake is the time from a parked wait's ready signal to
+// its then running, with the goroutine that waits for it full (its select
+// over every other parked wait as well): what a stream's first token after
+// a long wait pays on top of a goroutine's own wake.
+func BenchmarkWaitPoolWake(b *testing.B) {
+	var p waitPool
+	others := make(chan struct{}) // never ready: the full goroutine's other waits
+	done := make(chan struct{})
+	defer close(done)
+	for range waitsPerWaiter - 1 {
+		p.park(others, done, func() {})
+	}
+	ready := make(chan struct{}, 1)
+	ran := make(chan struct{})
+	then := func() { ran <- struct{}{} }
+	for b.Loop() {
+		p.park(ready, nil, then)
+		ready <- struct{}{}
+		<-ran
+	}
+}
