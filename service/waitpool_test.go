@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"rill/internal/wait"
 )
@@ -14,16 +15,25 @@ import (
 // goroutine.
 func TestWaitPool(t *testing.T) {
 	t.Parallel()
+	const (
+		byReady = iota
+		byDone
+		byTick
+	)
 	tests := []struct {
-		name   string
-		n      int
-		byDone bool // end the waits by closing done, not by ready
+		name  string
+		n     int
+		ticks bool // park with a tick channel (parkTicking)
+		by    int  // what ends the waits
 	}{
-		{"one", 1, false},
-		{"one, done", 1, true},
-		{"a goroutine's worth", waitsPerWaiter, false},
-		{"several goroutines' worth", 3*waitsPerWaiter + 1, false},
-		{"several goroutines' worth, done", 3*waitsPerWaiter + 1, true},
+		{"one", 1, false, byReady},
+		{"one, done", 1, false, byDone},
+		{"a goroutine's worth", waitsPerWaiter, false, byReady},
+		{"several goroutines' worth", 3*waitsPerWaiter + 1, false, byReady},
+		{"several goroutines' worth, done", 3*waitsPerWaiter + 1, false, byDone},
+		{"ticking, ready", 2*waitsPerWaiter + 1, true, byReady},
+		{"ticking, done", 2*waitsPerWaiter + 1, true, byDone},
+		{"ticking, tick", 2*waitsPerWaiter + 1, true, byTick},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,15 +41,25 @@ func TestWaitPool(t *testing.T) {
 			var p waitPool
 			ready := make([]chan struct{}, tt.n)
 			done := make([]chan struct{}, tt.n)
+			tick := make([]chan time.Time, tt.n)
 			runs := make([]atomic.Int32, tt.n)
+			ticked := make([]atomic.Bool, tt.n)
 			var ran sync.WaitGroup
 			ran.Add(tt.n)
 			for i := range tt.n {
-				ready[i], done[i] = make(chan struct{}, 1), make(chan struct{})
-				p.park(ready[i], done[i], func() {
-					runs[i].Add(1)
-					ran.Done()
-				})
+				ready[i], done[i], tick[i] = make(chan struct{}, 1), make(chan struct{}), make(chan time.Time, 1)
+				if tt.ticks {
+					p.parkTicking(ready[i], done[i], tick[i], func(tk bool) {
+						ticked[i].Store(tk)
+						runs[i].Add(1)
+						ran.Done()
+					})
+				} else {
+					p.park(ready[i], done[i], func() {
+						runs[i].Add(1)
+						ran.Done()
+					})
+				}
 			}
 			// None has run: nothing delivered yet.
 			for i := range tt.n {
@@ -53,10 +73,13 @@ func TestWaitPool(t *testing.T) {
 					if i%2 != odd {
 						continue
 					}
-					if tt.byDone {
-						close(done[i])
-					} else {
+					switch tt.by {
+					case byReady:
 						ready[i] <- struct{}{}
+					case byDone:
+						close(done[i])
+					case byTick:
+						tick[i] <- time.Time{}
 					}
 				}
 			}
@@ -65,11 +88,14 @@ func TestWaitPool(t *testing.T) {
 				if got := runs[i].Load(); got != 1 {
 					t.Errorf("wait %d ran %d times, want 1", i, got)
 				}
+				if got, want := ticked[i].Load(), tt.by == byTick; got != want {
+					t.Errorf("wait %d: then(ticked %v), want %v", i, got, want)
+				}
 			}
 			if !wait.Until(func() bool {
 				p.mu.Lock()
 				defer p.mu.Unlock()
-				return len(p.waiters) == 0
+				return len(p.waiters[0])+len(p.waiters[1]) == 0
 			}) {
 				t.Error("the pool still has goroutines with no wait parked")
 			}
@@ -92,7 +118,7 @@ func TestWaitPoolReuse(t *testing.T) {
 		if !wait.Until(func() bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			return len(p.waiters) == 0
+			return len(p.waiters[0])+len(p.waiters[1]) == 0
 		}) {
 			t.Fatalf("round %d: the pool kept a goroutine with no wait", round)
 		}
