@@ -152,6 +152,7 @@ type pull struct {
 	next   int          // the stream to try first: streams take turns
 	ev     engine.Event // a field: &ev escapes, and once is enough
 	err    error        // what the last wait ended with, for pump to return
+	events int          // how many pump took: progress, for waits that count from the last
 	// timer bounds waitFor's waits; made by the first.
 	timer *time.Timer
 }
@@ -236,6 +237,7 @@ func (r *pull) pump() (complete bool, err error) {
 			return false, nil
 		}
 		r.active = true
+		r.events++
 		// An engine that always has an event ready never makes run wait:
 		// notice a client that left all the same.
 		select {
@@ -261,13 +263,19 @@ func (r *pull) waitUntil(timeout <-chan time.Time) bool {
 	case waitDone:
 		r.err = r.ctx.Err()
 	case waitTick:
-		idle := !r.active
-		r.active = false
-		if idle {
-			r.err = r.onIdle()
-		}
+		r.ticked()
 	}
 	return true
+}
+
+// ticked is what a tick of the ping ticker does: a ping when no event came
+// since the last tick. A failed ping the next pump returns.
+func (r *pull) ticked() {
+	idle := !r.active
+	r.active = false
+	if idle {
+		r.err = r.onIdle()
+	}
 }
 
 // waitFor is wait for at most d: it reports whether it waited to the end,
@@ -297,6 +305,19 @@ func (r *pull) parkable() (ready, done <-chan struct{}, ok bool) {
 		return nil, nil, false
 	}
 	return r.g.streams[0].Ready(), r.ctx.Done(), true
+}
+
+// parkableTicking is parkable for a stream that may ping: tick is the
+// ping ticker's channel (nil without pings), whose ticks the waiter hands
+// to ticked.
+func (r *pull) parkableTicking() (ready, done <-chan struct{}, tick <-chan time.Time, ok bool) {
+	if len(r.g.streams) != 1 {
+		return nil, nil, nil, false
+	}
+	if r.ticker != nil {
+		tick = r.ticker.C
+	}
+	return r.g.streams[0].Ready(), r.ctx.Done(), tick, true
 }
 
 // streamWaiter waits until one of a generation's streams may have
@@ -483,6 +504,38 @@ func (s *chunkStream) waitFor(d time.Duration) bool {
 
 // parkable is pull.parkable.
 func (s *chunkStream) parkable() (ready, done <-chan struct{}, ok bool) { return s.r.parkable() }
+
+// parkableTicking is pull.parkableTicking, and ticked pull.ticked.
+func (s *chunkStream) parkableTicking() (ready, done <-chan struct{}, tick <-chan time.Time, ok bool) {
+	return s.r.parkableTicking()
+}
+
+func (s *chunkStream) ticked() { s.r.ticked() }
+
+// events is how many engine events the stream took so far.
+func (s *chunkStream) events() int {
+	if s.r == nil {
+		return 0
+	}
+	return s.r.events
+}
+
+// idleFor returns a function that reports how long the stream has gone
+// without an event, as of its calls (each call checks for progress since
+// the one before): a wait that pings returns at each tick, and the time
+// that a stream waits for its engine counts from its last event.
+func (s *chunkStream) idleFor() func() time.Duration {
+	seen, since := -1, time.Time{}
+	return func() time.Duration {
+		if s.r == nil || s.r.events != seen {
+			if s.r != nil {
+				seen = s.r.events
+			}
+			since = time.Now()
+		}
+		return time.Since(since)
+	}
+}
 
 // progress checks a generation's events against its job, so that an
 // engine that breaks the Stream contract ends the request with an error
