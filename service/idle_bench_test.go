@@ -54,6 +54,24 @@ func openIdleSSE(addr string) (net.Conn, error) {
 	return c, nil
 }
 
+// openIdleSSEQuiet sends a streamed chat request on a raw connection and
+// reads nothing: a stream that may detach holds even its header until its
+// engine's first event, or a second (the caller waits for the engine
+// request instead).
+func openIdleSSEQuiet(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`
+	if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		addr, len(body), body); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // openIdleKeepAlive opens an HTTP/1.1 connection, makes one request on it
 // (GET /v1/models) and reads its answer whole: a keep-alive connection
 // between requests, as an SSE client holds it.
@@ -218,7 +236,7 @@ var idleKinds = []struct {
 	open    func(addr string) (net.Conn, error)
 	streams int // per connection opened; 0: none (a connection alone)
 }{
-	{"sse", openIdleSSE, 1},
+	{"sse", openIdleSSEQuiet, 1},
 	{"websocket", openIdleWS, 1},
 	{"websocket-10", openIdleWS10, 10},
 	{"websocket-conn", openIdleWSConn, 0},
@@ -278,8 +296,9 @@ func BenchmarkIdleStreams(b *testing.B) {
 				if !wait.Until(func() bool { return started.Load() >= want }) {
 					b.Fatalf("%d of %d engine requests started", started.Load()-want+int64(idleStreams/perConn*tr.streams), idleStreams)
 				}
-				// WebSocket streams hand their wait over after wsWaitInline.
-				time.Sleep(2 * wsWaitInline)
+				// WebSocket streams hand their wait over after
+				// wsWaitInline, SSE streams detach after sseWaitInline.
+				time.Sleep(max(2*wsWaitInline, sseWaitInline+wsWaitInline))
 				heap1, stack1 := liveBytes()
 				heap = (float64(heap1) - float64(heap0)) / idleStreams
 				stack = (float64(stack1) - float64(stack0)) / idleStreams

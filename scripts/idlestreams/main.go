@@ -3,7 +3,7 @@
 // token, opens N streams against it over loopback (SSE requests, or
 // WebSocket connections with one request each: chat's, the Messages
 // API's, the Responses API's, a resumable chat stream's), waits until
-// every one is running, and reports the child's RSS growth, its live heap
+// every one is running (and SSE streams have detached), and reports the child's RSS growth, its live heap
 // and stacks (after collections) and goroutines per stream; then it closes
 // them and checks that the goroutines go back to where they were. The
 // goal: 10,000 idle streams under 1 GB (10 KB each, 100,000 in 1 GB).
@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -88,6 +89,11 @@ func fileLimit() uint64 {
 // are cancelled: every stream stays idle.
 type neverEngine struct{}
 
+// started counts the engine requests the child started, for the parent
+// (/started): an SSE stream that may detach sends nothing, not even its
+// header, until it detaches, a second after its start.
+var started atomic.Int64
+
 func (neverEngine) Models() []engine.ModelCard { return []engine.ModelCard{{ID: "idle"}} }
 
 func (neverEngine) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
@@ -95,6 +101,7 @@ func (neverEngine) Generate(ctx context.Context, req *engine.Request) (engine.St
 		return nil, engine.ErrUnknownModel
 	}
 	// A stream that stays empty and ends when its request does.
+	started.Add(1)
 	q := engine.NewQueue(0, nil)
 	context.AfterFunc(ctx, func() { q.End(ctx.Err()) })
 	return q, nil
@@ -122,6 +129,9 @@ func serve() error {
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
+	mux.HandleFunc("/started", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, started.Load())
+	})
 	mux.HandleFunc("/memstats", func(w http.ResponseWriter, _ *http.Request) {
 		// Three collections: pools let go of their buffers in the
 		// second, and what those held in the third.
@@ -202,6 +212,10 @@ func measure(n int, transport string, parallel int) error {
 	if err != nil {
 		return err
 	}
+	s0, err := count(addr, "/started")
+	if err != nil {
+		return err
+	}
 
 	start := time.Now()
 	conns := make([]net.Conn, n)
@@ -236,9 +250,24 @@ func measure(n int, transport string, parallel int) error {
 		return err
 	default:
 	}
+	// Every engine request started (keepalive starts none).
+	for transport != "keepalive" {
+		s1, err := count(addr, "/started")
+		if err != nil {
+			return err
+		}
+		if s1-s0 >= n {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			return fmt.Errorf("%d of %d engine requests started after a minute", s1-s0, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	opened := time.Since(start)
-	// Let the last writes settle, and the streams hand their waits over.
-	time.Sleep(500 * time.Millisecond)
+	// Let the last writes settle, and the streams hand their waits over
+	// (WebSocket streams after 100 ms, SSE streams detach after 1 s).
+	time.Sleep(1500 * time.Millisecond)
 	rss1, err := rss(child.Process.Pid)
 	if err != nil {
 		return err
@@ -304,8 +333,11 @@ func rss(pid int) (uint64, error) {
 }
 
 // goroutines asks the child how many goroutines it runs.
-func goroutines(addr string) (int, error) {
-	resp, err := http.Get("http://" + addr + "/goroutines")
+func goroutines(addr string) (int, error) { return count(addr, "/goroutines") }
+
+// count asks the child for the number at path.
+func count(addr, path string) (int, error) {
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		return 0, err
 	}
@@ -326,8 +358,10 @@ func memstats(addr string) (heap, stack uint64, err error) {
 	return heap, stack, err
 }
 
-// openSSE opens a streamed chat request on a raw connection and reads
-// until its opening chunk (the role) has arrived.
+// openSSE sends a streamed chat request on a raw connection, and reads
+// nothing: a stream that may detach sends not even its header until its
+// engine's first event, or until it detaches a second later (measure
+// waits for every engine request to start instead).
 func openSSE(addr string) (net.Conn, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -336,10 +370,6 @@ func openSSE(addr string) (net.Conn, error) {
 	body := `{"model":"idle","messages":[{"role":"user","content":"x"}],"stream":true}`
 	if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		addr, len(body), body); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if err := readUntil(c, `"role":"assistant"`); err != nil {
 		c.Close()
 		return nil, err
 	}
