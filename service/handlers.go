@@ -108,16 +108,19 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		return
 	}
 	begun := time.Now()
-	// The generation runs under a context that can outlive the handler: a
-	// stream that waits long for its engine detaches (ssedetach.go).
-	dt := newSSEDetach(r.Context())
-	detached := false
-	defer func() {
-		if !detached {
-			dt.release()
-		}
-	}()
-	ctx := dt.ctx
+	// A request that may detach (ssedetach.go) runs its generation under a
+	// context that can outlive the handler.
+	ctx, detached := r.Context(), false
+	var dt *sseDetach
+	if s.mayDetach(r) {
+		dt = newSSEDetach(ctx)
+		ctx = dt.ctx
+		defer func() {
+			if !detached {
+				dt.release()
+			}
+		}()
+	}
 	// Apart: the handler's goroutine may wait for the engine for long, and
 	// should not keep the stack that validation and templating grew.
 	var p *job
@@ -148,7 +151,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		// A stream that may detach holds its status and headers until its
 		// engine's first event, or until it detaches and sends them with
 		// Connection: close.
-		if sw.held = s.mayDetach(r); !sw.held {
+		if sw.held = dt != nil; !sw.held {
 			if err := sw.start(); err != nil {
 				s.transportFailed(r, info, err)
 				return

@@ -39,7 +39,8 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 }
 
 // start sends the status and headers, so that the client sees the stream
-// begin before the first token.
+// begin before the first token (a held stream's, with its first event or
+// when it detaches: ssedetach.go).
 func (s *sseWriter) start() error {
 	setSSEHeader(s.w.Header())
 	s.w.WriteHeader(http.StatusOK)
