@@ -81,6 +81,7 @@ type sseDetached struct {
 	conn      net.Conn
 	writeIdle time.Duration
 	broken    bool // a write failed: the body cannot be ended cleanly
+	ended     bool // end ran (a panic in it must not run it twice)
 
 	g            *generation
 	st           *chunkStream
@@ -231,6 +232,10 @@ func (d *sseDetached) pump() {
 // end ends the chunked body and the connection, stops the generation and
 // writes the access line.
 func (d *sseDetached) end() {
+	if d.ended {
+		return
+	}
+	d.ended = true
 	if !d.broken {
 		_ = d.write([]byte("0\r\n\r\n"))
 	}
