@@ -60,6 +60,9 @@ type accessEntry struct {
 
 // logRequest writes the access line of an HTTP request (ServeHTTP's).
 func (s *Server) logRequest(r *http.Request, rec *recorder, info *requestInfo, start time.Time) {
+	if info.detached {
+		return // its stream writes the line at its end
+	}
 	status := rec.status
 	if info.status != 0 {
 		status = info.status

@@ -128,6 +128,55 @@ func (g *generation) runMessage(ctx context.Context, enc *messageEncoder, ping t
 	return &u, nil
 }
 
+// messageStream is runMessage taken apart at its wait, as chunkStream is
+// streamTo: next sends what is ready and wait waits for more, possibly on
+// another goroutine. It sends no pings. It holds the request's context
+// because its wait outlives the call that made it.
+type messageStream struct {
+	g   *generation
+	ctx context.Context
+	enc *messageEncoder
+	r   *pull // nil until the first next
+}
+
+func (g *generation) newMessageStream(ctx context.Context, enc *messageEncoder) *messageStream {
+	return &messageStream{g: g, ctx: ctx, enc: enc}
+}
+
+// next sends the events that are ready. It reports over, with what
+// runMessage returns, once the message ended; otherwise the caller waits,
+// then calls next again.
+func (s *messageStream) next() (over bool, u *Usage, err error) {
+	if s.r == nil {
+		s.r = s.g.newPull(s.ctx, 0, encodedEvent(s.enc), nil, nil)
+	}
+	complete, err := s.r.pump()
+	if !complete && err == nil {
+		return false, nil, nil
+	}
+	s.r.end()
+	if err != nil {
+		if !isClientGone(err) {
+			if ferr := s.enc.fail(fromEngine(err, s.g.model)); ferr != nil {
+				return true, nil, &transportError{ferr}
+			}
+		}
+		return true, nil, err
+	}
+	usage := AssembleUsage(s.r.prog.stats)
+	s.g.obs.finish(&usage)
+	if err := s.enc.finish(&usage); err != nil {
+		return true, &usage, &transportError{err}
+	}
+	return true, &usage, nil
+}
+
+func (s *messageStream) wait()                        { s.r.wait() }
+func (s *messageStream) waitFor(d time.Duration) bool { return s.r.waitFor(d) }
+func (s *messageStream) parkable() (ready, done <-chan struct{}, ok bool) {
+	return s.r.parkable()
+}
+
 // handleMessages serves POST /v1/messages.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	body, e := s.readBody(w, r)

@@ -18,8 +18,8 @@ import (
 //     WebSocket error message, or a plain error response) and logged as
 //     cut by the shutdown, and every WebSocket connection is closed with
 //     1001 (going away) after its last messages. Connections served apart
-//     from their handshakes hear it through Options.Shutdown, which serve
-//     sets to that context's Done.
+//     from their handshakes, and detached SSE streams, hear it through
+//     Options.Shutdown, which serve sets to that context's Done.
 //  3. WaitConnections, so that the close handshakes complete before the
 //     process exits (http.Server.Shutdown does not wait for upgraded
 //     connections); then close the engine.
@@ -85,9 +85,10 @@ func isShutdown(ctx context.Context) bool {
 	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown)
 }
 
-// Drain lets WebSocket requests and detached generations (background
-// responses, resumable streams in their grace period) in flight finish
-// before shutdown: from now on new creates on open connections, new
+// Drain lets WebSocket requests, detached SSE streams (ssedetach.go; a
+// stream detaches only while not draining) and detached generations
+// (background responses, resumable streams in their grace period) in
+// flight finish before shutdown: from now on new creates on open connections, new
 // upgrades and new background responses are refused with a 503, and Drain
 // returns when the last of them has ended or ctx is done.
 func (s *Server) Drain(ctx context.Context) error {
@@ -102,8 +103,8 @@ func (s *Server) Drain(ctx context.Context) error {
 
 // WaitConnections cuts the detached generations still running (a
 // background response ends failed, with server_shutting_down, its events
-// written to the store) and returns when they and every WebSocket
-// connection have ended, or ctx is done. Call it after cancelling the base
+// written to the store) and returns when they, every WebSocket connection
+// and every detached SSE stream have ended, or ctx is done. Call it after cancelling the base
 // context, which closes the connections with a close handshake, so that
 // the handshakes complete.
 func (s *Server) WaitConnections(ctx context.Context) error {

@@ -108,6 +108,19 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		return
 	}
 	begun := time.Now()
+	// A request that may detach (ssedetach.go) runs its generation under a
+	// context that can outlive the handler.
+	ctx, detached := r.Context(), false
+	var dt *sseDetach
+	if s.mayDetach(r) {
+		dt = newSSEDetach(ctx)
+		ctx = dt.ctx
+		defer func() {
+			if !detached {
+				dt.release()
+			}
+		}()
+	}
 	// Apart: the handler's goroutine may wait for the engine for long, and
 	// should not keep the stack that validation and templating grew.
 	var p *job
@@ -116,7 +129,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		if p, e = s.parse(r.Context(), r.URL.Path, body); e != nil || p.resumable {
 			return nil, e
 		}
-		return s.launch(r.Context(), p, wirePrefix(p)+info.id, begun)
+		return s.launch(ctx, p, wirePrefix(p)+info.id, begun)
 	})
 	if e == nil && p.resumable {
 		s.generateResumable(w, r, info, p, begun)
@@ -126,34 +139,57 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		s.fail(w, r, info, e)
 		return
 	}
-	defer g.cancel()
+	defer func() {
+		if !detached {
+			g.cancel()
+		}
+	}()
 	info.model, info.obs = g.model, g.obs
 
 	if g.stream {
 		sw := newSSEWriter(w)
-		if err := sw.start(); err != nil {
-			s.transportFailed(r, info, err)
-			return
-		}
-		u, err := g.streamTo(r.Context(), sw, s.ping)
-		info.usage = u
-		switch {
-		case err == nil:
-		case isShutdown(r.Context()):
-			// The client is still there: tell it why its stream ends.
-			info.status, info.reason = errShutdownCut.Status, reasonShutdown
-			_ = sw.fail(errShutdownCut)
-		default:
-			var te *transportError
-			if errors.As(err, &te) || r.Context().Err() != nil {
+		// A stream that may detach holds its status and headers until its
+		// engine's first event, or until it detaches and sends them with
+		// Connection: close.
+		if sw.held = dt != nil; !sw.held {
+			if err := sw.start(); err != nil {
 				s.transportFailed(r, info, err)
-			} else {
-				engineFailed(info, err, g.model)
+				return
 			}
 		}
-		return
+		held := time.Now()
+		st := g.newChunkStream(ctx, sw, s.ping)
+		for {
+			over, u, err := st.next()
+			if sw.held && (over || st.events() > 0) {
+				if err := sw.release(); err != nil {
+					s.transportFailed(r, info, err)
+					return
+				}
+			}
+			if over {
+				info.usage = u
+				s.endSSE(ctx, info, sw, g, err)
+				return
+			}
+			if !sw.held {
+				st.wait()
+				continue
+			}
+			if left := sseWaitInline - time.Since(held); left > 0 && st.waitFor(left) {
+				continue
+			}
+			if s.detachSSE(w, r, info, dt, g, st, sw) {
+				detached = true
+				return
+			}
+			if err := sw.release(); err != nil {
+				s.transportFailed(r, info, err)
+				return
+			}
+		}
 	}
-	out, u, err := g.collect(r.Context())
+	out, u, err := g.collect(ctx)
 	if err != nil {
 		s.fail(w, r, info, fromEngine(err, g.model))
 		return

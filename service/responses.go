@@ -350,6 +350,63 @@ func (rp *responseJob) runResponse(ctx context.Context, g *generation, enc *resp
 	return &u, rp.stored(enc), nil
 }
 
+// responseStream is runResponse taken apart at its wait, as chunkStream
+// is streamTo: next sends what is ready and wait waits for more, possibly
+// on another goroutine. It sends no pings. It holds the request's context
+// because its wait outlives the call that made it.
+type responseStream struct {
+	rp  *responseJob
+	g   *generation
+	ctx context.Context
+	enc *responseEncoder
+	r   *pull // nil until the first next
+	// st is the finished response, once next reported it completed.
+	st *storedResponse
+}
+
+func (rp *responseJob) newResponseStream(ctx context.Context, g *generation, enc *responseEncoder) *responseStream {
+	return &responseStream{rp: rp, g: g, ctx: ctx, enc: enc}
+}
+
+// next sends the opening events on its first call, then the events that
+// are ready. It reports over, with the usage and error that runResponse
+// returns, once the response ended (st is set when it completed);
+// otherwise the caller waits, then calls next again.
+func (s *responseStream) next() (over bool, u *Usage, err error) {
+	if s.r == nil {
+		if err := s.enc.opening(); err != nil {
+			return true, nil, &transportError{err}
+		}
+		s.r = s.g.newPull(s.ctx, 0, encodedEvent(s.enc), nil, nil)
+	}
+	complete, err := s.r.pump()
+	if !complete && err == nil {
+		return false, nil, nil
+	}
+	s.r.end()
+	if err != nil {
+		if !isClientGone(err) {
+			if ferr := s.enc.fail(fromEngine(err, s.g.model)); ferr != nil {
+				return true, nil, &transportError{ferr}
+			}
+		}
+		return true, nil, err
+	}
+	usage := AssembleUsage(s.r.prog.stats)
+	s.g.obs.finish(&usage)
+	if err := s.enc.finish(&usage); err != nil {
+		return true, &usage, &transportError{err}
+	}
+	s.st = s.rp.stored(s.enc)
+	return true, &usage, nil
+}
+
+func (s *responseStream) wait()                        { s.r.wait() }
+func (s *responseStream) waitFor(d time.Duration) bool { return s.r.waitFor(d) }
+func (s *responseStream) parkable() (ready, done <-chan struct{}, ok bool) {
+	return s.r.parkable()
+}
+
 // isClientGone reports whether err ended a generation because its client
 // left or cancelled, or a write to it failed: nobody to tell.
 func isClientGone(err error) bool {

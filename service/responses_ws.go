@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The Responses API's WebSocket mode, as OpenAI serves it on /v1/responses:
@@ -179,31 +181,47 @@ func (w *responsesWS) create(ctx, reqCtx context.Context, streamID string, body 
 
 // runLane runs the lane's responses one after the other, from the first
 // (already marked running), until its queue is empty, then retires the
-// lane. Once the connection ended, queued responses are dropped unrun.
+// lane. Once the connection ended, queued responses are dropped unrun. A
+// response that parks its wait for the engine (responseTask.pump) takes
+// the lane with it: runLane returns, and the goroutine that streams the
+// response on runs the rest of the lane (goOn).
 func (w *responsesWS) runLane(ctx context.Context, lane *responseLane, rctx context.Context, run *runningResponse, body []byte) {
 	for {
 		if ctx.Err() == nil {
-			w.run(rctx, lane.id, run, body)
+			t := w.newTask(ctx, lane, rctx, run)
+			if !t.guard(func() bool { return t.begin(body) }) {
+				return // parked
+			}
 		}
-		run.cancel()
-		w.c.s.endWS()
-
-		w.mu.Lock()
-		w.pending--
-		lane.running = nil
-		if len(lane.queue) == 0 {
-			delete(w.lanes, lane.id)
-			w.mu.Unlock()
+		var ok bool
+		if rctx, run, body, ok = w.advance(ctx, lane, run); !ok {
 			return
 		}
-		body = lane.queue[0]
-		lane.queue = lane.queue[1:]
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithCancel(ctx)
-		run = &runningResponse{cancel: cancel}
-		lane.running = run
-		w.mu.Unlock()
 	}
+}
+
+// advance ends the lane's running response and takes its next one off the
+// queue, with its context and its books; ok false: the queue was empty,
+// and the lane is retired.
+func (w *responsesWS) advance(ctx context.Context, lane *responseLane, run *runningResponse) (rctx context.Context, next *runningResponse, body []byte, ok bool) {
+	run.cancel()
+	w.c.s.endWS()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending--
+	lane.running = nil
+	if len(lane.queue) == 0 {
+		delete(w.lanes, lane.id)
+		return nil, nil, nil, false
+	}
+	body = lane.queue[0]
+	lane.queue = lane.queue[1:]
+	var cancel context.CancelFunc
+	rctx, cancel = context.WithCancel(ctx)
+	next = &runningResponse{cancel: cancel}
+	lane.running = next
+	return rctx, next, body, true
 }
 
 // cancel stops the running response named by responseID, or else the
@@ -243,70 +261,176 @@ func (w *responsesWS) cancel(ctx context.Context, streamID, responseID string) {
 var errResponseCancelled = &apiError{Status: statusClientClosed, Type: typeInvalidRequest, Code: "response_cancelled",
 	Message: "The response was cancelled by a response.cancel message."}
 
-// run serves one response.create: start it as POST /v1/responses would,
-// stream its events, remember and store it when it completed. ctx ends with
-// a cancel or with the connection.
-func (w *responsesWS) run(ctx context.Context, streamID string, run *runningResponse, body []byte) {
-	start := time.Now()
-	ctx, span := w.c.s.startWSSpan(ctx, w.c.path)
-	ev := &wsEvents{out: w.c.out, stop: ctx.Done()}
-	status := http.StatusOK
-	var usage *Usage
-	var model, responseID string
-	var obs *requestMetrics
+// responseTask is one response.create in flight, on the heap so that its
+// stream can go on from one goroutine to the next, as wsTask is chat's:
+// start it as POST /v1/responses would, stream its events, remember and
+// store it when it completed. Its context ends with a cancel or with the
+// connection; it holds it because its wait outlives the call that made it.
+// Its parts run one at a time.
+type responseTask struct {
+	w       *responsesWS
+	laneCtx context.Context // the lane's: what runLane goes on under
+	lane    *responseLane
+	ctx     context.Context
+	run     *runningResponse
+	begun   time.Time
+	span    trace.Span
+	ev      *wsEvents
+
+	status     int
+	usage      *Usage
+	model      string
+	responseID string
+	obs        *requestMetrics
+	g          *generation // nil until started
+	steps      *responseStream
+}
+
+func (w *responsesWS) newTask(laneCtx context.Context, lane *responseLane, rctx context.Context, run *runningResponse) *responseTask {
+	begun := time.Now()
+	ctx, span := w.c.s.startWSSpan(rctx, w.c.path)
+	return &responseTask{w: w, laneCtx: laneCtx, lane: lane, ctx: ctx, run: run, begun: begun, span: span,
+		ev: &wsEvents{out: w.c.out, stop: ctx.Done()}, status: http.StatusOK}
+}
+
+// guard runs f, a part of the response, and ends the response when f
+// reports it over or panics (an error event of status 500 to the client).
+func (t *responseTask) guard(f func() (over bool)) (over bool) {
+	over = true
 	defer func() {
 		if v := recover(); v != nil {
-			w.c.s.log.Error("websocket response panic", "id", w.c.connID, "panic", v)
-			status = http.StatusInternalServerError
-			ev.final(appendResponseWSError(nil, &apiError{Status: status, Type: typeServer, Message: "Internal server error."}, streamID, -1))
+			t.w.c.s.log.Error("websocket response panic", "id", t.w.c.connID, "panic", v)
+			t.status = http.StatusInternalServerError
+			t.ev.final(appendResponseWSError(nil, &apiError{Status: t.status, Type: typeServer, Message: "Internal server error."}, t.lane.id, -1))
+			over = true
 		}
-		w.c.s.logAccess(context.Background(), &accessEntry{id: w.c.connID, wsRequestID: responseID, method: http.MethodGet,
-			path: w.c.path, transport: "websocket", model: model, status: status, start: start,
-			ttft: obs.timeToFirstToken(), bytes: -1, usage: usage, span: span})
+		if over {
+			t.end()
+		}
 	}()
-	wasCancelled := func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return run.cancelled
-	}
+	return f()
+}
 
+// end stops the engine and logs the response.
+func (t *responseTask) end() {
+	if t.g != nil {
+		t.g.cancel()
+	}
+	t.w.c.s.logAccess(context.Background(), &accessEntry{id: t.w.c.connID, wsRequestID: t.responseID, method: http.MethodGet,
+		path: t.w.c.path, transport: "websocket", model: t.model, status: t.status, start: t.begun,
+		ttft: t.obs.timeToFirstToken(), bytes: -1, usage: t.usage, span: t.span})
+}
+
+func (t *responseTask) wasCancelled() bool {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	return t.run.cancelled
+}
+
+// begin starts the response and streams it, up to its end or to its
+// first long wait for the engine; it reports whether the response is over.
+func (t *responseTask) begin(body []byte) bool {
+	w := t.w
 	w.mu.Lock()
 	last := w.last
 	w.mu.Unlock()
-	rp, g, e := w.c.s.startResponse(ctx, body, last)
+	// Apart: the start grows a goroutine's stack, which the one that
+	// streams would keep for the response's life.
+	type started struct {
+		rp *responseJob
+		g  *generation
+	}
+	st, e := apart(func() (started, *apiError) {
+		rp, g, e := w.c.s.startResponse(t.ctx, body, last)
+		return started{rp, g}, e
+	})
 	if e != nil {
-		if wasCancelled() {
+		if t.wasCancelled() {
 			e = errResponseCancelled
 		}
-		status = e.Status
-		ev.final(appendResponseWSError(nil, e, streamID, -1))
+		t.status = e.Status
+		t.ev.final(appendResponseWSError(nil, e, t.lane.id, -1))
+		return true
+	}
+	rp, g := st.rp, st.g
+	t.g = g
+	rp.streamID = t.lane.id
+	t.model, t.obs, t.responseID = g.model, g.obs, rp.id
+	w.mu.Lock()
+	t.run.id = rp.id
+	w.mu.Unlock()
+	t.steps = rp.newResponseStream(t.ctx, g, newResponseEncoder(rp, t.ev))
+	return t.pump()
+}
+
+// pump streams what the engine has ready, waiting for more up to
+// wsWaitInline at a time; a longer wait is parked, as wsTask.pump parks
+// chat's, and pump reports the response not over.
+func (t *responseTask) pump() bool {
+	for {
+		over, u, err := t.steps.next()
+		if over {
+			t.settle(u, err)
+			return true
+		}
+		if !t.steps.waitFor(wsWaitInline) {
+			t.park()
+			return false
+		}
+	}
+}
+
+// park hands the response's wait, and its lane, to the server's waitPool
+// (a fresh goroutine of its own when the pool cannot wait for it); the
+// connection counts the wait (c.wg).
+func (t *responseTask) park() {
+	c := t.w.c
+	ready, done, ok := t.steps.parkable()
+	if !ok {
+		c.wg.Go(func() {
+			t.steps.wait()
+			t.goOn()
+		})
 		return
 	}
-	defer g.cancel()
-	rp.streamID = streamID
-	model, obs, responseID = g.model, g.obs, rp.id
-	w.mu.Lock()
-	run.id = rp.id
-	w.mu.Unlock()
+	c.wg.Add(1)
+	c.s.waits.park(ready, done, func() {
+		defer c.wg.Done()
+		t.goOn()
+	})
+}
 
-	enc := newResponseEncoder(rp, ev)
-	u, st, err := rp.runResponse(ctx, g, enc, 0)
-	usage = u
+// goOn streams the response on after a wait, and then the rest of its
+// lane.
+func (t *responseTask) goOn() {
+	if !t.guard(t.pump) {
+		return // parked again
+	}
+	if rctx, run, body, ok := t.w.advance(t.laneCtx, t.lane, t.run); ok {
+		t.w.runLane(t.laneCtx, t.lane, rctx, run, body)
+	}
+}
+
+// settle records how the response ended: remembered (and stored) when it
+// completed, and an error event when it was cancelled.
+func (t *responseTask) settle(u *Usage, err error) {
+	t.usage = u
 	switch {
 	case err == nil:
-		if rp.store {
-			w.c.s.keep(ctx, st) // before st is shared: keep marks it stored
+		st := t.steps.st
+		if t.steps.rp.store {
+			t.w.c.s.keep(t.ctx, st) // before st is shared: keep marks it stored
 		}
-		w.mu.Lock()
-		w.last = st
-		w.mu.Unlock()
-	case wasCancelled():
-		status = statusClientClosed
-		ev.final(appendResponseWSError(nil, errResponseCancelled, streamID, enc.seq))
+		t.w.mu.Lock()
+		t.w.last = st
+		t.w.mu.Unlock()
+	case t.wasCancelled():
+		t.status = statusClientClosed
+		t.ev.final(appendResponseWSError(nil, errResponseCancelled, t.lane.id, t.steps.enc.seq))
 	case !isClientGone(err):
-		status = fromEngine(err, g.model).Status // runResponse sent response.failed
+		t.status = fromEngine(err, t.g.model).Status // next sent response.failed
 	default:
-		status = statusClientClosed // the connection ended: nobody is left to tell
+		t.status = statusClientClosed // the connection ended: nobody is left to tell
 	}
 }
 

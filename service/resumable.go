@@ -118,7 +118,9 @@ func (s *Server) startResumable(ctx context.Context, p *job, begun time.Time) (*
 	l.join()
 	l.whenAbandoned(s.resumeGrace, func() { s.bg.cancel(id, errAbandoned) })
 	run := &resumableRun{id: id, model: g.model, l: l, done: make(chan *Usage, 1)}
-	go s.runResumable(gctx, g, l, release, run.done)
+	r := &resumableGen{s: s, ctx: gctx, g: g, l: l, release: release, done: run.done, w: &logChunks{l: l}}
+	r.steps = g.newChunkStream(gctx, r.w, 0)
+	go r.pump()
 	return run, nil
 }
 
@@ -148,34 +150,69 @@ func (s *Server) generateResumable(w http.ResponseWriter, r *http.Request, info 
 	info.usage = run.usage()
 }
 
-// runResumable runs a resumable stream's generation to its end and ends its
-// log; it owns g and calls release when done. done receives the usage.
-func (s *Server) runResumable(ctx context.Context, g *generation, l *eventLog, release func(), done chan<- *Usage) {
-	defer release()
-	defer g.cancel()
-	w := &logChunks{l: l}
-	u, err := g.streamTo(ctx, w, 0)
+// resumableGen runs a resumable stream's generation to its end and ends its
+// log; it owns g and calls release when done. done receives the usage. A
+// long wait for the engine is parked in the server's waitPool, as a
+// WebSocket stream's is: a generation that waits holds no goroutine.
+type resumableGen struct {
+	s       *Server
+	ctx     context.Context // the generation's, the server's own
+	g       *generation
+	l       *eventLog
+	release func()
+	done    chan<- *Usage
+	w       *logChunks
+	steps   *chunkStream
+}
+
+// pump writes what the engine has ready to the log, waiting for more up
+// to wsWaitInline at a time, then parks; at the end it finishes.
+func (r *resumableGen) pump() {
+	for {
+		if over, u, err := r.steps.next(); over {
+			r.finish(u, err)
+			return
+		}
+		if !r.steps.waitFor(wsWaitInline) {
+			if ready, done, ok := r.steps.parkable(); ok {
+				r.s.waits.park(ready, done, r.pump)
+			} else {
+				go func() {
+					r.steps.wait()
+					r.pump()
+				}()
+			}
+			return
+		}
+	}
+}
+
+// finish ends the log with how the generation ended, hands on its usage
+// and waits (a while) for the log to be written.
+func (r *resumableGen) finish(u *Usage, err error) {
+	defer r.release()
+	defer r.g.cancel()
 	status := statusCompleted
-	cause := context.Cause(ctx)
+	cause := context.Cause(r.ctx)
 	switch {
 	case err == nil:
 	case errors.Is(cause, ErrShutdown):
-		_ = w.fail(errShutdownCut)
+		_ = r.w.fail(errShutdownCut)
 		status = statusFailed
 	case errors.Is(cause, errAbandoned):
-		_ = w.fail(errAbandonedCut)
+		_ = r.w.fail(errAbandonedCut)
 		status = statusCancelled
 	default:
-		status = statusFailed // streamTo sent the engine's error
+		status = statusFailed // next sent the engine's error
 	}
-	l.end(status, nil)
-	done <- u
+	r.l.end(status, nil)
+	r.done <- u
 	wctx, cancel := context.WithTimeout(context.Background(), 2*storeWait)
-	_ = l.wait(wctx)
+	_ = r.l.wait(wctx)
 	cancel()
 	if status != statusCompleted {
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, "resumable stream ended early",
-			slog.String("stream", g.id), slog.String("status", status), slog.Any("err", err))
+		r.s.log.LogAttrs(context.Background(), slog.LevelInfo, "resumable stream ended early",
+			slog.String("stream", r.g.id), slog.String("status", status), slog.Any("err", err))
 	}
 }
 

@@ -135,9 +135,13 @@ type Options struct {
 	// connection is served apart from its handshake's handler, which
 	// returns at once, and an idle connection costs a few KB (one goroutine
 	// with a small stack and small buffers) instead of net/http's state for
-	// a request in progress. Nil: each connection is served by its
+	// a request in progress. With it set too, an HTTP/1.1 SSE stream of
+	// chat or completions that waits for its engine longer than a second
+	// leaves net/http's hands (ssedetach.go), and Shutdown cuts it as the
+	// BaseContext cuts the others. Nil: each connection is served by its
 	// handshake's handler, and the end of that request's context (the
-	// BaseContext's) closes it. One goroutine of the Server waits for it.
+	// BaseContext's) closes it; no SSE stream detaches. One goroutine of
+	// the Server waits for it.
 	Shutdown <-chan struct{}
 	// ResumeGrace is how long a resumable stream (stream_options.resumable)
 	// that nobody follows keeps generating before it stops and frees its
@@ -161,6 +165,9 @@ type Server struct {
 	maxChoices  int
 	validator   *openapi.Validator
 	tracer      trace.Tracer // nil: tracing is off
+	// waits holds the waits of WebSocket streams that wait long for
+	// their engines (wsTask.pump).
+	waits waitPool
 
 	browser  *browserPolicy
 	cors     []string // valid CORSAllowedOrigins, for preflights and CORS headers
@@ -381,6 +388,11 @@ type requestInfo struct {
 	// reason says why a request ended early, when that is not the client's
 	// doing: reasonShutdown, reasonWriteIdle, reasonOverloaded, reasonUnloaded.
 	reason string
+	// start is when ServeHTTP took the request.
+	start time.Time
+	// detached: the handler's stream went on without it (ssedetach.go),
+	// and writes the access line itself at its end.
+	detached bool
 }
 
 // Reasons in the request log.
@@ -423,7 +435,7 @@ func logLevel(status int, reason string) slog.Level {
 // ServeHTTP routes r, after giving it a request id and checking its API key.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	info := &requestInfo{id: requestID(r.Header.Get("X-Request-Id"))}
+	info := &requestInfo{id: requestID(r.Header.Get("X-Request-Id")), start: start}
 	r, info.span = s.startRequestSpan(r, info.id)
 	rec := newRecorder(w, s.writeIdle)
 	rec.Header().Set("X-Request-Id", info.id)

@@ -77,7 +77,20 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 			return nil
 		}
 	}
-	stats, err := g.run(ctx, ping, func(_ int, ev *engine.Event) error {
+	stats, err := g.run(ctx, ping, encodedEvent(enc), nil, onIdle)
+	if err != nil && !isClientGone(err) {
+		if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
+			return nil, &transportError{ferr}
+		}
+	}
+	return stats, err
+}
+
+// encodedEvent is run's onEvent for enc: an encoder's errCallsInterleaved
+// is the engine's fault and fails the stream; its other errors are the
+// transport's.
+func encodedEvent(enc eventEncoder) func(int, *engine.Event) error {
+	return func(_ int, ev *engine.Event) error {
 		if err := enc.event(ev); err != nil {
 			var order *errCallsInterleaved
 			if errors.As(err, &order) {
@@ -86,13 +99,7 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 			return &transportError{err}
 		}
 		return nil
-	}, nil, onIdle)
-	if err != nil && !isClientGone(err) {
-		if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
-			return nil, &transportError{ferr}
-		}
 	}
-	return stats, err
 }
 
 // run pulls the events of every stream of g until all completed, calling
@@ -145,6 +152,9 @@ type pull struct {
 	next   int          // the stream to try first: streams take turns
 	ev     engine.Event // a field: &ev escapes, and once is enough
 	err    error        // what the last wait ended with, for pump to return
+	events int          // how many pump took: progress, for waits that count from the last
+	// timer bounds waitFor's waits; made by the first.
+	timer *time.Timer
 }
 
 // newPull starts pulling g's events as run describes; end must follow.
@@ -227,6 +237,7 @@ func (r *pull) pump() (complete bool, err error) {
 			return false, nil
 		}
 		r.active = true
+		r.events++
 		// An engine that always has an event ready never makes run wait:
 		// notice a client that left all the same.
 		select {
@@ -252,13 +263,61 @@ func (r *pull) waitUntil(timeout <-chan time.Time) bool {
 	case waitDone:
 		r.err = r.ctx.Err()
 	case waitTick:
-		idle := !r.active
-		r.active = false
-		if idle {
-			r.err = r.onIdle()
-		}
+		r.ticked()
 	}
 	return true
+}
+
+// ticked is what a tick of the ping ticker does: a ping when no event came
+// since the last tick. A failed ping the next pump returns.
+func (r *pull) ticked() {
+	idle := !r.active
+	r.active = false
+	if idle {
+		r.err = r.onIdle()
+	}
+}
+
+// waitFor is wait for at most d: it reports whether it waited to the end,
+// so that pump may have something, and false when d passed first.
+func (r *pull) waitFor(d time.Duration) bool {
+	if r.timer == nil {
+		r.timer = time.NewTimer(d)
+	} else {
+		r.timer.Reset(d)
+	}
+	if !r.waitUntil(r.timer.C) {
+		// It fired: a stream waiting that long may wait for minutes,
+		// without the timer's bytes; the next wait makes a new one.
+		r.timer = nil
+		return false
+	}
+	r.timer.Stop()
+	return true
+}
+
+// parkable returns the channels that wait waits on, when they are only
+// the engine's Ready and the request's done: one engine stream and no
+// pings. A stream that pings, or that waits on several, waits on a
+// goroutine of its own.
+func (r *pull) parkable() (ready, done <-chan struct{}, ok bool) {
+	if r.ticker != nil || len(r.g.streams) != 1 {
+		return nil, nil, false
+	}
+	return r.g.streams[0].Ready(), r.ctx.Done(), true
+}
+
+// parkableTicking is parkable for a stream that may ping: tick is the
+// ping ticker's channel (nil without pings), whose ticks the waiter hands
+// to ticked.
+func (r *pull) parkableTicking() (ready, done <-chan struct{}, tick <-chan time.Time, ok bool) {
+	if len(r.g.streams) != 1 {
+		return nil, nil, nil, false
+	}
+	if r.ticker != nil {
+		tick = r.ticker.C
+	}
+	return r.g.streams[0].Ready(), r.ctx.Done(), tick, true
 }
 
 // streamWaiter waits until one of a generation's streams may have
@@ -359,8 +418,6 @@ type chunkStream struct {
 	ping time.Duration
 	c    *chunker // nil until the opening chunks went out
 	r    *pull
-	// timer bounds waitFor's waits; made by the first.
-	timer *time.Timer
 }
 
 func (g *generation) newChunkStream(ctx context.Context, w chunkWriter, ping time.Duration) *chunkStream {
@@ -436,21 +493,48 @@ func (s *chunkStream) wait() { s.r.wait() }
 // waitFor is wait for at most d: it reports whether it waited to the end,
 // so that next has something, and false when d passed first.
 func (s *chunkStream) waitFor(d time.Duration) bool {
-	if s.timer == nil {
-		s.timer = time.NewTimer(d)
-	} else {
-		s.timer.Reset(d)
-	}
-	if !s.r.waitUntil(s.timer.C) {
-		// It fired: a stream waiting that long may wait for minutes,
-		// without the timer's and the chunk buffer's bytes; the next
-		// chunk and wait make new ones.
-		s.timer = nil
+	if !s.r.waitFor(d) {
+		// A stream waiting that long may wait for minutes, without the
+		// chunk buffer's bytes; the next chunk makes a new one.
 		s.c.buf = nil
 		return false
 	}
-	s.timer.Stop()
 	return true
+}
+
+// parkable is pull.parkable.
+func (s *chunkStream) parkable() (ready, done <-chan struct{}, ok bool) { return s.r.parkable() }
+
+// parkableTicking is pull.parkableTicking, and ticked pull.ticked.
+func (s *chunkStream) parkableTicking() (ready, done <-chan struct{}, tick <-chan time.Time, ok bool) {
+	return s.r.parkableTicking()
+}
+
+func (s *chunkStream) ticked() { s.r.ticked() }
+
+// events is how many engine events the stream took so far.
+func (s *chunkStream) events() int {
+	if s.r == nil {
+		return 0
+	}
+	return s.r.events
+}
+
+// idleFor returns a function that reports how long the stream has gone
+// without an event, as of its calls (each call checks for progress since
+// the one before): a wait that pings returns at each tick, and the time
+// that a stream waits for its engine counts from its last event.
+func (s *chunkStream) idleFor() func() time.Duration {
+	seen, since := -1, time.Time{}
+	return func() time.Duration {
+		if s.r == nil || s.r.events != seen {
+			if s.r != nil {
+				seen = s.r.events
+			}
+			since = time.Now()
+		}
+		return time.Since(since)
+	}
 }
 
 // progress checks a generation's events against its job, so that an

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"time"
 
 	"rill/store"
 )
@@ -44,6 +46,13 @@ func (c *wsConn) followWS(ctx context.Context, w *wsWriter, id string, after int
 		}
 		return w.chunkSeq(ev.Seq, ev.Data)
 	}, nil)
+	return followEnd(ctx, w, err, ended)
+}
+
+// followEnd sends the end of a followed stream that ended with err (the
+// follow's) and ended (the stream's own error event, if it had one), and
+// returns what followWS returns.
+func followEnd(ctx context.Context, w *wsWriter, err error, ended *apiError) error {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return err // cancelled, or the connection ended: serveRequest tells
@@ -56,6 +65,91 @@ func (c *wsConn) followWS(ctx context.Context, w *wsWriter, id string, after int
 		return w.fail(ended)
 	}
 	return w.done()
+}
+
+// followSteps is followWS of a resumable stream's live log from its
+// start, for the request that created it, taken apart at its waits as
+// chunkStream is streamTo (wsSteps): its waits for the log's next event
+// are parked as a chat stream's waits for its engine are. It leaves the
+// log, as the stream's starter, when it ends.
+type followSteps struct {
+	ctx   context.Context
+	w     *wsWriter
+	run   *resumableRun
+	after int64
+	ended *apiError // the stream's own error event, if it had one
+	wake  <-chan struct{}
+	timer *time.Timer
+}
+
+func newFollowSteps(ctx context.Context, w *wsWriter, run *resumableRun) *followSteps {
+	return &followSteps{ctx: ctx, w: w, run: run, after: -1}
+}
+
+// next sends the log's events after the last one sent; it reports over,
+// with the stream's usage and what followWS returns, once the log ended or
+// the follow failed.
+func (f *followSteps) next() (over bool, u *Usage, err error) {
+	l := f.run.l
+	for {
+		l.mu.Lock()
+		i, _ := slices.BinarySearchFunc(l.events, f.after+1, cmpSeq)
+		evs := l.events[i:len(l.events):len(l.events)]
+		ended, wake := l.ended, l.wake
+		l.mu.Unlock()
+		for _, ev := range evs {
+			if e, ok := logError(ev.Data); ok {
+				f.ended = e
+			} else if err := f.w.chunkSeq(ev.Seq, ev.Data); err != nil {
+				return f.end(err)
+			}
+			f.after = ev.Seq
+		}
+		switch {
+		case len(evs) > 0:
+			continue
+		case ended:
+			return f.end(nil)
+		case f.ctx.Err() != nil:
+			return f.end(f.ctx.Err())
+		}
+		f.wake = wake
+		return false, nil, nil
+	}
+}
+
+func (f *followSteps) end(err error) (bool, *Usage, error) {
+	err = followEnd(f.ctx, f.w, err, f.ended)
+	f.run.l.leave()
+	return true, f.run.usage(), err
+}
+
+func (f *followSteps) wait() {
+	select {
+	case <-f.wake:
+	case <-f.ctx.Done():
+	}
+}
+
+func (f *followSteps) waitFor(d time.Duration) bool {
+	if f.timer == nil {
+		f.timer = time.NewTimer(d)
+	} else {
+		f.timer.Reset(d)
+	}
+	select {
+	case <-f.wake:
+	case <-f.ctx.Done():
+	case <-f.timer.C:
+		f.timer = nil // a long wait goes on without it
+		return false
+	}
+	f.timer.Stop()
+	return true
+}
+
+func (f *followSteps) parkable() (ready, done <-chan struct{}, ok bool) {
+	return f.wake, f.ctx.Done(), true
 }
 
 // logError reads an error event of a chunk log ({"error":{…}}, as SSE

@@ -25,9 +25,9 @@ const maxRequestIDLen = 256
 // the reader (serve's own), the writer (outbox.run, while messages are
 // queued), the pinger (while a ping waits for its pong), the shutdown
 // (once the server shuts down), one per request in flight (a request
-// waiting for its engine holds a fresh one, that only waits: wsTask) and,
-// for a moment, the one that decodes a client message. All of them
-// end before serve returns; a panic in any of them (a bug) is logged with
+// waiting long for its engine holds none: its wait is parked in the
+// server's waitPool, counted in wg; wsTask) and, for a moment, the one
+// that decodes a client message. All of them end before serve returns; a panic in any of them (a bug) is logged with
 // its stack and ends the connection with 1011, not the process.
 type wsConn struct {
 	s      *Server
@@ -511,17 +511,13 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, release fun
 			if e != nil {
 				return nil, e
 			}
-			return &wsRun{model: run.model, stream: func() (*Usage, error) {
-				defer run.l.leave()
-				err := c.followWS(ctx, w, run.id, -1)
-				return run.usage(), err
-			}}, nil
+			return &wsRun{model: run.model, steps: newFollowSteps(ctx, w, run)}, nil
 		}
 		g, e := c.s.launch(ctx, p, wirePrefix(p)+uuid.NewString(), begun)
 		if e != nil {
 			return nil, e
 		}
-		return &wsRun{g: g, model: g.model, chunks: g.newChunkStream(ctx, w, 0)}, nil
+		return &wsRun{g: g, model: g.model, steps: g.newChunkStream(ctx, w, 0)}, nil
 	})
 }
 
@@ -538,14 +534,26 @@ type wsReply interface {
 }
 
 // wsRun is a WebSocket request's generation, started, and how it streams
-// to its writer (sending the engine's error itself, if one ends it): chunks,
+// to its writer (sending the engine's error itself, if one ends it): steps,
 // which waits for the engine without a goroutine of its own, or stream,
 // which streams to the end on the request's goroutine.
 type wsRun struct {
 	g      *generation // nil for a resumable stream, whose generation is the server's
 	model  string
-	chunks *chunkStream
+	steps  wsSteps
 	stream func() (*Usage, error)
+}
+
+// wsSteps is a stream taken apart at its waits for the engine
+// (chunkStream, messageStream): next streams what is ready, reporting
+// over with the usage or the error once the stream ended; wait, waitFor
+// and a parked wait (parkable's channels) wait for more, on whichever
+// goroutine, one call at a time.
+type wsSteps interface {
+	next() (over bool, u *Usage, err error)
+	wait()
+	waitFor(d time.Duration) bool
+	parkable() (ready, done <-chan struct{}, ok bool)
 }
 
 // serveRequest runs one WebSocket request, whichever API it speaks: start
@@ -556,13 +564,13 @@ type wsRun struct {
 // end.
 //
 // serveRequest may return before the request ends: a stream that waits for
-// its engine (wsRun.chunks) longer than wsWaitInline holds no goroutine
-// meanwhile but a small one that waits, started afresh for each such wait.
-// The goroutine that validated the request and streamed its chunks has
-// grown a stack of 8 to 16 KB, which a goroutine keeps for as long as it
-// lives, while a fresh one that only waits keeps the 2 KB (4 KB, when the
-// runtime's adaptive start says so) it starts with: for an idle stream,
-// the difference is most of what it costs.
+// its engine (wsRun.steps) longer than wsWaitInline parks its wait in the
+// server's waitPool and holds no goroutine meanwhile; a fresh one streams
+// on when the engine has something. The goroutine that validated the
+// request and streamed its chunks has grown a stack of 8 to 16 KB, which a
+// goroutine keeps for as long as it lives, and even a fresh goroutine that
+// only waits keeps the 2 KB (4 KB, when the runtime's adaptive start says
+// so) it starts with: for an idle stream, that is most of what it costs.
 func (c *wsConn) serveRequest(ctx context.Context, id string, req *wsRequest, w wsReply, release func(), start func() (*wsRun, *apiError)) {
 	t := &wsTask{c: c, ctx: ctx, id: id, req: req, w: w, release: release, begun: time.Now(), status: http.StatusOK}
 	t.guard(func() bool { return t.begin(start) })
@@ -641,7 +649,7 @@ func (t *wsTask) begin(start func() (*wsRun, *apiError)) bool {
 	if run.g != nil {
 		t.obs = run.g.obs
 	}
-	if run.chunks != nil {
+	if run.steps != nil {
 		return t.pump()
 	}
 	u, err := run.stream()
@@ -662,23 +670,44 @@ const wsWaitInline = 100 * time.Millisecond
 // the request not over: its caller's goroutine, and its stack, end.
 func (t *wsTask) pump() bool {
 	for {
-		over, u, err := t.run.chunks.next()
+		over, u, err := t.run.steps.next()
 		if over {
 			t.settle(u, err)
 			return true
 		}
-		if !t.run.chunks.waitFor(wsWaitInline) {
-			t.c.wg.Go(t.waitAndPump)
+		if !t.run.steps.waitFor(wsWaitInline) {
+			t.park()
 			return false
 		}
 	}
+}
+
+// park hands the stream's wait to the server's waitPool, which pumps on,
+// on a fresh goroutine, once the engine has something or the request
+// ended; a stream the pool cannot wait for waits on a fresh goroutine of
+// its own. Either way the connection counts the wait (c.wg), so that it
+// ends before the connection does.
+func (t *wsTask) park() {
+	ready, done, ok := t.run.steps.parkable()
+	if !ok {
+		t.c.wg.Go(t.waitAndPump)
+		return
+	}
+	t.c.wg.Add(1)
+	t.c.s.waits.park(ready, done, t.pumpOn)
+}
+
+// pumpOn is the goroutine of a stream whose parked wait ended.
+func (t *wsTask) pumpOn() {
+	defer t.c.wg.Done()
+	t.guard(t.pump)
 }
 
 // waitAndPump is the goroutine of a stream waiting for its engine.
 func (t *wsTask) waitAndPump() { t.guard(t.waitThenPump) }
 
 func (t *wsTask) waitThenPump() bool {
-	t.run.chunks.wait()
+	t.run.steps.wait()
 	return t.pump()
 }
 

@@ -1,14 +1,22 @@
 // Command idlestreams measures what idle streams cost rill's server: it
 // runs the service in a child process over an engine that never produces a
 // token, opens N streams against it over loopback (SSE requests, or
-// WebSocket connections with one request each), waits until every one has
-// received its opening chunk, and reports the child's RSS growth and
-// goroutines per stream; then it closes them and checks that the
-// goroutines go back to where they were. The goal: 10,000 idle streams
-// under 1 GB.
+// WebSocket connections with one request each: chat's, the Messages
+// API's, the Responses API's, a resumable chat stream's), waits until
+// every one is running (and SSE streams have detached), and reports the child's RSS growth, its live heap
+// and stacks (after collections) and goroutines per stream; then it closes
+// them and checks that the goroutines go back to where they were. The
+// goal: 10,000 idle streams under 1 GB (10 KB each, 100,000 in 1 GB).
 //
 //	go run ./scripts/idlestreams -n 10000 -transport sse
 //	go run ./scripts/idlestreams -n 10000 -transport websocket
+//	go run ./scripts/idlestreams -n 10000 -transport messages-websocket
+//	go run ./scripts/idlestreams -n 10000 -transport responses-websocket
+//	go run ./scripts/idlestreams -n 10000 -transport resumable-websocket
+//	go run ./scripts/idlestreams -n 10000 -transport keepalive
+//
+// keepalive is no stream: an HTTP/1.1 connection that made one request
+// and idles between requests, as an SSE client's does (net/http's loop).
 //
 // Each stream holds one descriptor in each process; the script raises its
 // file limit to the hard limit (the child inherits it) and says so when
@@ -32,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,7 +50,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 10000, "idle streams to open")
-	transport := flag.String("transport", "sse", "sse or websocket")
+	transport := flag.String("transport", "sse", "sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive")
 	parallel := flag.Int("parallel", 64, "streams opened at once")
 	serveChild := flag.Bool("serve", false, "internal: run the server (the child process)")
 	flag.Parse()
@@ -80,6 +89,11 @@ func fileLimit() uint64 {
 // are cancelled: every stream stays idle.
 type neverEngine struct{}
 
+// started counts the engine requests the child started, for the parent
+// (/started): an SSE stream that may detach sends nothing, not even its
+// header, until it detaches, a second after its start.
+var started atomic.Int64
+
 func (neverEngine) Models() []engine.ModelCard { return []engine.ModelCard{{ID: "idle"}} }
 
 func (neverEngine) Generate(ctx context.Context, req *engine.Request) (engine.Stream, error) {
@@ -87,6 +101,7 @@ func (neverEngine) Generate(ctx context.Context, req *engine.Request) (engine.St
 		return nil, engine.ErrUnknownModel
 	}
 	// A stream that stays empty and ends when its request does.
+	started.Add(1)
 	q := engine.NewQueue(0, nil)
 	context.AfterFunc(ctx, func() { q.End(ctx.Err()) })
 	return q, nil
@@ -102,8 +117,11 @@ func serve() error {
 	}
 	// WebSocket connections served apart from their handshakes, as rill
 	// serve serves them (the child never shuts down gracefully).
+	// A resumable stream's generation runs on for the grace period after
+	// its client left: a short one, so that the goroutines are back where
+	// they were soon after the streams closed.
 	api := service.New(service.Options{Engine: neverEngine{}, Logger: slog.New(slog.DiscardHandler),
-		Shutdown: make(chan struct{})})
+		Shutdown: make(chan struct{}), ResumeGrace: time.Second})
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.HandleFunc("/goroutines", func(w http.ResponseWriter, _ *http.Request) {
@@ -111,6 +129,19 @@ func serve() error {
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
+	mux.HandleFunc("/started", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, started.Load())
+	})
+	mux.HandleFunc("/memstats", func(w http.ResponseWriter, _ *http.Request) {
+		// Three collections: pools let go of their buffers in the
+		// second, and what those held in the third.
+		runtime.GC()
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fmt.Fprintln(w, m.HeapInuse, m.StackInuse)
+	})
 	fmt.Println(ln.Addr())
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	return srv.Close()
@@ -124,8 +155,16 @@ func measure(n int, transport string, parallel int) error {
 		open = openSSE
 	case "websocket", "ws":
 		open = openWS
+	case "messages-websocket":
+		open = openMessagesWS
+	case "responses-websocket":
+		open = openResponsesWS
+	case "resumable-websocket":
+		open = openResumableWS
+	case "keepalive":
+		open = openKeepAlive
 	default:
-		return fmt.Errorf("-transport %q: want sse or websocket", transport)
+		return fmt.Errorf("-transport %q: want sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive", transport)
 	}
 	if limit := fileLimit(); limit < uint64(n)+100 {
 		return fmt.Errorf("the file limit is %d, too low for %d streams: raise it (ulimit -n) or lower -n", limit, n)
@@ -169,6 +208,14 @@ func measure(n int, transport string, parallel int) error {
 	if err != nil {
 		return err
 	}
+	heap0, stack0, err := memstats(addr)
+	if err != nil {
+		return err
+	}
+	s0, err := count(addr, "/started")
+	if err != nil {
+		return err
+	}
 
 	start := time.Now()
 	conns := make([]net.Conn, n)
@@ -203,8 +250,24 @@ func measure(n int, transport string, parallel int) error {
 		return err
 	default:
 	}
+	// Every engine request started (keepalive starts none).
+	for transport != "keepalive" {
+		s1, err := count(addr, "/started")
+		if err != nil {
+			return err
+		}
+		if s1-s0 >= n {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			return fmt.Errorf("%d of %d engine requests started after a minute", s1-s0, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	opened := time.Since(start)
-	time.Sleep(500 * time.Millisecond) // let the last writes settle
+	// Let the last writes settle, and the streams hand their waits over
+	// (WebSocket streams after 100 ms, SSE streams detach after 1 s).
+	time.Sleep(1500 * time.Millisecond)
 	rss1, err := rss(child.Process.Pid)
 	if err != nil {
 		return err
@@ -213,10 +276,17 @@ func measure(n int, transport string, parallel int) error {
 	if err != nil {
 		return err
 	}
+	heap1, stack1, err := memstats(addr)
+	if err != nil {
+		return err
+	}
 	growth := int64(rss1) - int64(rss0)
 	fmt.Printf("%d idle %s streams opened in %v\n", n, transport, opened.Round(time.Millisecond))
 	fmt.Printf("server RSS %d MiB -> %d MiB: %+d MiB, %d bytes per stream\n", rss0>>20, rss1>>20, growth>>20, growth/int64(n))
-	fmt.Printf("server goroutines %d -> %d: %.1f per stream\n", g0, g1, float64(g1-g0)/float64(n))
+	fmt.Printf("server live heap %+d bytes, stacks %+d bytes: %d bytes per stream (%d heap, %d stacks)\n",
+		int64(heap1)-int64(heap0), int64(stack1)-int64(stack0),
+		(int64(heap1+stack1)-int64(heap0+stack0))/int64(n), (int64(heap1)-int64(heap0))/int64(n), (int64(stack1)-int64(stack0))/int64(n))
+	fmt.Printf("server goroutines %d -> %d: %.2f per stream\n", g0, g1, float64(g1-g0)/float64(n))
 	fmt.Printf("goal: %d streams in under 1 GiB of RSS growth: %s\n", n, verdict(growth < 1<<30))
 
 	for i, c := range conns {
@@ -263,8 +333,11 @@ func rss(pid int) (uint64, error) {
 }
 
 // goroutines asks the child how many goroutines it runs.
-func goroutines(addr string) (int, error) {
-	resp, err := http.Get("http://" + addr + "/goroutines")
+func goroutines(addr string) (int, error) { return count(addr, "/goroutines") }
+
+// count asks the child for the number at path.
+func count(addr, path string) (int, error) {
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		return 0, err
 	}
@@ -274,8 +347,21 @@ func goroutines(addr string) (int, error) {
 	return n, err
 }
 
-// openSSE opens a streamed chat request on a raw connection and reads
-// until its opening chunk (the role) has arrived.
+// memstats asks the child for its live heap and stacks, after collections.
+func memstats(addr string) (heap, stack uint64, err error) {
+	resp, err := http.Get("http://" + addr + "/memstats")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	_, err = fmt.Fscan(resp.Body, &heap, &stack)
+	return heap, stack, err
+}
+
+// openSSE sends a streamed chat request on a raw connection, and reads
+// nothing: a stream that may detach sends not even its header until its
+// engine's first event, or until it detaches a second later (measure
+// waits for every engine request to start instead).
 func openSSE(addr string) (net.Conn, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -287,7 +373,22 @@ func openSSE(addr string) (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	if err := readUntil(c, `"role":"assistant"`); err != nil {
+	return c, nil
+}
+
+// openKeepAlive opens an HTTP/1.1 connection, makes one request on it
+// (GET /v1/models) and reads its answer: a keep-alive connection between
+// requests.
+func openKeepAlive(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(c, "GET /v1/models HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readUntil(c, `"idle"`); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -297,12 +398,45 @@ func openSSE(addr string) (net.Conn, error) {
 // openWS opens a WebSocket connection on a raw socket, sends one create
 // and reads until its opening chunk has arrived.
 func openWS(addr string) (net.Conn, error) {
+	return openWSOn(addr, "/v1/chat/completions",
+		`{"type":"create","request_id":"r","body":{"model":"idle","messages":[{"role":"user","content":"x"}]}}`,
+		`"role":"assistant"`)
+}
+
+// openMessagesWS opens a WebSocket connection to /v1/messages with one
+// create in flight. Its first event waits for the engine's first, so it
+// reads nothing but waits a little for the request to start.
+func openMessagesWS(addr string) (net.Conn, error) {
+	c, err := openWSOn(addr, "/v1/messages",
+		`{"type":"create","request_id":"r","body":{"model":"idle","max_tokens":16,"messages":[{"role":"user","content":"x"}]}}`, "")
+	time.Sleep(10 * time.Millisecond)
+	return c, err
+}
+
+// openResponsesWS opens a WebSocket connection to /v1/responses with one
+// response.create in flight, and reads until response.created.
+func openResponsesWS(addr string) (net.Conn, error) {
+	return openWSOn(addr, "/v1/responses", `{"type":"response.create","model":"idle","input":"x","store":false}`,
+		`"response.created"`)
+}
+
+// openResumableWS opens a WebSocket connection with one resumable chat
+// stream in flight, and reads until its opening chunk.
+func openResumableWS(addr string) (net.Conn, error) {
+	return openWSOn(addr, "/v1/chat/completions",
+		`{"type":"create","request_id":"r","body":{"model":"idle","messages":[{"role":"user","content":"x"}],"stream_options":{"resumable":true}}}`,
+		`"role":"assistant"`)
+}
+
+// openWSOn opens a WebSocket connection to path on a raw socket, sends msg
+// and reads until marker (nothing when it is empty).
+func openWSOn(addr, path, msg, marker string) (net.Conn, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fmt.Fprintf(c, "GET /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", addr); err != nil {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", path, addr); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -310,12 +444,14 @@ func openWS(addr string) (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	msg := `{"type":"create","request_id":"r","body":{"model":"idle","messages":[{"role":"user","content":"x"}]}}`
 	if _, err := c.Write(maskedTextFrame([]byte(msg))); err != nil {
 		c.Close()
 		return nil, err
 	}
-	if err := readUntil(c, `"role":"assistant"`); err != nil {
+	if marker == "" {
+		return c, nil
+	}
+	if err := readUntil(c, marker); err != nil {
 		c.Close()
 		return nil, err
 	}

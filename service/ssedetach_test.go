@@ -1,0 +1,337 @@
+package service
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"rill/engine"
+	"rill/internal/wait"
+)
+
+// queueEngine starts requests whose events the test pushes: each request's
+// queue arrives on the returned channel; ended counts the requests whose
+// context ended.
+func queueEngine() (*fakeEngine, chan *engine.Queue, *atomic.Int32) {
+	queues := make(chan *engine.Queue, 64)
+	var ended atomic.Int32
+	e := &fakeEngine{models: testModels, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+		q := engine.NewQueue(0, nil)
+		context.AfterFunc(ctx, func() {
+			ended.Add(1)
+			q.End(ctx.Err())
+		})
+		queues <- q
+		return q, nil
+	}}
+	return e, queues, &ended
+}
+
+// sseClient is a streamed request on a raw connection: the response parsed
+// by net/http's client code (its chunked decoding included), the
+// connection kept to see whether the server closes it.
+type sseClient struct {
+	conn net.Conn
+	br   *bufio.Reader
+	body *bufio.Reader
+}
+
+// sendSSE posts body to path.
+func sendSSE(t *testing.T, addr, path, body string) *sseClient {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		path, addr, len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	return &sseClient{conn: c, br: bufio.NewReader(c)}
+}
+
+// head reads the response's status and header: a chunked 200.
+func (c *sseClient) head(t *testing.T) *http.Response {
+	t.Helper()
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" ||
+		resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("status %d, transfer encoding %v, header %v", resp.StatusCode, resp.TransferEncoding, resp.Header)
+	}
+	c.body = bufio.NewReader(resp.Body)
+	return resp
+}
+
+// until reads the body's lines until one contains marker, and returns
+// them; io.EOF when the body ended first.
+func (c *sseClient) until(marker string) ([]string, error) {
+	var lines []string
+	for {
+		line, err := c.body.ReadString('\n')
+		if line != "" {
+			lines = append(lines, line)
+		}
+		if strings.Contains(line, marker) {
+			return lines, nil
+		}
+		if err != nil {
+			return lines, err
+		}
+	}
+}
+
+// closedByServer reads the body to its end and reports whether the server
+// closed the connection after it, within a second (a keep-alive connection
+// stays open).
+func (c *sseClient) closedByServer() bool {
+	_ = c.conn.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := io.Copy(io.Discard, c.body); err != nil {
+		return false
+	}
+	_, err := c.br.ReadByte()
+	return errors.Is(err, io.EOF)
+}
+
+// TestDetachedSSEStream: an SSE stream whose engine's first event comes
+// later than sseWaitInline leaves net/http (its connection hijacked), its
+// status and header sent then, with Connection: close, and goes on as
+// before: its pings while idle, its tokens, its usage chunk and [DONE], a
+// well-formed chunked body; then the server closes the connection. Its
+// access line is written at its end, with its status, bytes and usage. A
+// stream whose first event comes sooner keeps its keep-alive connection.
+func TestDetachedSSEStream(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, path, body, token string
+		wait                    bool // wait past sseWaitInline before the tokens
+	}{
+		{"chat", "/v1/chat/completions",
+			`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true}}`,
+			`"content":"tok"`, true},
+		{"completions", "/v1/completions", `{"model":"tiny","prompt":"x","stream":true,"stream_options":{"include_usage":true}}`,
+			`"text":"tok"`, true},
+		{"chat, no wait", "/v1/chat/completions",
+			`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true}}`,
+			`"content":"tok"`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var sink lockedBuffer
+			e, queues, _ := queueEngine()
+			ts := newTestServer(t, e, Options{Shutdown: make(chan struct{}), PingInterval: 300 * time.Millisecond,
+				Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+			c := sendSSE(t, ts.Listener.Addr().String(), tt.path, tt.body)
+			q := <-queues
+			if !tt.wait {
+				q.Push(engine.Event{Text: "tok"})
+			}
+			// Held until the first event or the detach, which says the
+			// connection closes at the stream's end.
+			if resp := c.head(t); resp.Close != tt.wait {
+				t.Errorf("Connection: close %v, want %v", resp.Close, tt.wait)
+			}
+			if tt.wait {
+				// Pings come while it waits, before and after it detaches.
+				deadline := time.Now().Add(sseWaitInline + 700*time.Millisecond)
+				pings := 0
+				for time.Now().Before(deadline) {
+					if _, err := c.until(": ping"); err != nil {
+						t.Fatalf("before a ping: %v", err)
+					}
+					pings++
+				}
+				if pings < 4 {
+					t.Errorf("%d pings in %v, want 4 or more", pings, sseWaitInline+700*time.Millisecond)
+				}
+			}
+			if tt.wait {
+				q.Push(engine.Event{Text: "tok"})
+			}
+			if _, err := c.until(tt.token); err != nil {
+				t.Fatalf("before the token: %v", err)
+			}
+			q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{PromptTokens: 3, CompletionTokens: 1}})
+			q.End(nil)
+			lines, err := c.until("data: [DONE]")
+			if err != nil {
+				t.Fatalf("before [DONE]: %v (read %q)", err, lines)
+			}
+			if !strings.Contains(strings.Join(lines, ""), `"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4`) {
+				t.Errorf("no usage chunk before [DONE]: %q", lines)
+			}
+			if rest, err := io.ReadAll(c.body); err != nil || string(rest) != "\n" {
+				t.Errorf("after [DONE]: %q, %v; want the event's blank line, then the body's end", rest, err)
+			}
+			if got := c.closedByServer(); got != tt.wait {
+				t.Errorf("connection closed by the server after the stream: %v, want %v", got, tt.wait)
+			}
+			var line map[string]any
+			wait.Until(func() bool { return strings.Contains(sink.String(), `"msg":"request"`) })
+			for l := range strings.SplitSeq(strings.TrimSpace(sink.String()), "\n") {
+				if m := decodeMap(t, []byte(l)); m["msg"] == "request" {
+					line = m
+				}
+			}
+			if line == nil {
+				t.Fatalf("no access line: %s", sink.String())
+			}
+			for k, want := range map[string]any{"method": "POST", "path": tt.path, "transport": "http", "model": "tiny",
+				"status": 200.0, "prompt_tokens": 3.0, "completion_tokens": 1.0} {
+				if line[k] != want {
+					t.Errorf("access line %s = %v, want %v (%v)", k, line[k], want, line)
+				}
+			}
+			if b, _ := line["bytes"].(float64); b < 100 {
+				t.Errorf("access line bytes = %v, want the body's", line["bytes"])
+			}
+		})
+	}
+}
+
+// TestDetachedSSEEnds: a detached stream ends, its engine request with it,
+// when its client goes, and when the server shuts down (the client hears
+// server_shutting_down, and the line says so).
+func TestDetachedSSEEnds(t *testing.T) {
+	t.Parallel()
+	for _, shutdown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shutdown %v", shutdown), func(t *testing.T) {
+			t.Parallel()
+			var sink lockedBuffer
+			e, queues, ended := queueEngine()
+			stop := make(chan struct{})
+			ts := newTestServer(t, e, Options{Shutdown: stop,
+				Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+			c := sendSSE(t, ts.Listener.Addr().String(), "/v1/chat/completions",
+				`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`)
+			<-queues
+			c.head(t) // detached
+			time.Sleep(200 * time.Millisecond)
+			if ended.Load() != 0 {
+				t.Fatal("the engine request ended while its client was there")
+			}
+			want := `"status":499`
+			if shutdown {
+				close(stop)
+				lines, err := c.until("server_shutting_down")
+				if err != nil {
+					t.Fatalf("before the shutdown's error event: %v (read %q)", err, lines)
+				}
+				if !c.closedByServer() {
+					t.Error("the connection stayed open after the shutdown's error event")
+				}
+				want = `"status":503`
+			} else {
+				c.conn.Close()
+			}
+			if !wait.Until(func() bool { return ended.Load() == 1 }) {
+				t.Fatal("the engine request still runs")
+			}
+			if !wait.Until(func() bool { return strings.Contains(sink.String(), want) }) {
+				t.Errorf("no access line with %s: %s", want, sink.String())
+			}
+		})
+	}
+}
+
+// TestDetachedSSEGoroutines: a detached stream that waits for its engine
+// holds one goroutine, the small one that reads its connection for the
+// client's leaving, where net/http held two (its connection's, grown, and
+// its background reader).
+func TestDetachedSSEGoroutines(t *testing.T) {
+	// Not parallel: it counts the process's goroutines.
+	const n = 20
+	e, queues, _ := queueEngine()
+	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
+	addr := ts.Listener.Addr().String()
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`
+	g0 := runtime.NumGoroutine()
+	for range n {
+		sendSSE(t, addr, "/v1/chat/completions", body)
+		<-queues
+	}
+	// The server's shutdown watch and the pool's goroutine are shared.
+	limit := n + n/10 + 2
+	if !(wait.Options{Bound: sseWaitInline + 10*time.Second}).Until(func() bool { return runtime.NumGoroutine()-g0 <= limit }) {
+		t.Fatalf("%d goroutines for %d detached streams, want at most %d", runtime.NumGoroutine()-g0, n, limit)
+	}
+}
+
+// TestDetachedSSESDK: the official client streams a reply that detached
+// (its engine kept it waiting past sseWaitInline) like any other, and its
+// next requests, on the connection the server closed, find a new one.
+func TestDetachedSSESDK(t *testing.T) {
+	t.Parallel()
+	e, queues, _ := queueEngine()
+	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
+	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	for i := range 3 {
+		go func() {
+			q := <-queues
+			time.Sleep(sseWaitInline + 200*time.Millisecond)
+			q.Push(engine.Event{Text: "a"})
+			q.Push(engine.Event{Text: "b"})
+			q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{PromptTokens: 2, CompletionTokens: 2}})
+			q.End(nil)
+		}()
+		stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model: "tiny", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "ab" || acc.Usage.TotalTokens != 4 {
+			t.Fatalf("stream %d: choices %+v, usage %+v", i, acc.Choices, acc.Usage)
+		}
+	}
+}
+
+// TestDetachedSSEStalledReader: a detached stream whose client stops
+// reading is given up after the write idle timeout, as an attached one
+// is: its engine request ends, and its line says why.
+func TestDetachedSSEStalledReader(t *testing.T) {
+	t.Parallel()
+	var sink lockedBuffer
+	e, queues, ended := queueEngine()
+	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{}), WriteIdleTimeout: 100 * time.Millisecond, PingInterval: -1,
+		Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	sendSSE(t, ts.Listener.Addr().String(), "/v1/chat/completions",
+		`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`) // and read nothing
+	q := <-queues
+	time.Sleep(sseWaitInline + 200*time.Millisecond) // detached
+	big := strings.Repeat("x", 16<<10)
+	go func() {
+		for ended.Load() == 0 {
+			q.Push(engine.Event{Text: big})
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	if !wait.Until(func() bool { return ended.Load() == 1 }) {
+		t.Fatal("the engine still generates for a client that reads nothing")
+	}
+	if !wait.Until(func() bool { return strings.Contains(sink.String(), `"reason":"write_idle_timeout"`) }) {
+		t.Errorf("no access line with the write idle timeout: %s", sink.String())
+	}
+}
