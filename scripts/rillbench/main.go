@@ -1,6 +1,8 @@
 // Command rillbench measures rill's native engine as llama.cpp's llama-bench
 // does, for a same-run comparison (scripts/bench-peer.sh): prompt processing
-// of -p tokens in one batch and generation of -n tokens one at a time, each
+// of -p tokens in forward passes of -ub tokens (512, llama-bench's default
+// and rill serve's --batch-tokens; -ub 0: one pass) and generation of -n
+// tokens one at a time, each
 // after -d tokens already in the cache (a fresh cache per repetition), with
 // a warm-up run first; it prints one JSON object per test with the mean and
 // sample standard deviation of tokens/s over -r repetitions.
@@ -39,6 +41,7 @@ type result struct {
 	// than AvgTS, though a pool spinning at its barriers counts as work.
 	CPUTS   float64 `json:"cpu_ts"`
 	Kernels string  `json:"kernels"`
+	UBatch  int     `json:"n_ubatch,omitempty"` // the pp test's tokens per forward pass
 }
 
 // processCPU is the process's user and system CPU time so far.
@@ -57,6 +60,7 @@ func main() {
 	tg := flag.Int("n", 128, "generated tokens (0: none)")
 	depth := flag.Int("d", 0, "tokens in the cache before each test")
 	reps := flag.Int("r", 3, "repetitions")
+	ubatch := flag.Int("ub", 512, "tokens of one forward pass of the pp test (0: the whole prompt in one), as llama-bench's -ub and rill serve's --batch-tokens")
 	bandwidth := flag.Bool("bandwidth", false, "measure read bandwidth instead (GB/s)")
 	weights := flag.Bool("weights", false, "print the model's parameters and weight bytes, total and active per token, instead")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs to this file")
@@ -83,14 +87,14 @@ func main() {
 		}
 		return
 	}
-	if err := run(*path, *threads, *pp, *tg, *depth, *reps); err != nil {
+	if err := run(*path, *threads, *pp, *tg, *depth, *reps, *ubatch); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "rillbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path string, threads, pp, tg, depth, reps int) error {
+func run(path string, threads, pp, tg, depth, reps, ubatch int) error {
 	m, err := model.Open(path)
 	if err != nil {
 		return err
@@ -103,7 +107,10 @@ func run(path string, threads, pp, tg, depth, reps int) error {
 	for i := range table {
 		table[i] = int32(i)
 	}
-	batch := max(pp, min(depth, 512), 1)
+	if ubatch <= 0 || ubatch > pp {
+		ubatch = pp
+	}
+	batch := max(ubatch, min(depth, 512), 1)
 	r := model.NewRunner(m, be, batch)
 	var b model.Batch
 	// forward feeds n tokens at positions pos.. (token ids cycle through
@@ -146,12 +153,26 @@ func run(path string, threads, pp, tg, depth, reps int) error {
 			}
 		}
 		mean, sd := stats(rates)
-		out, _ := json.Marshal(result{Model: path, Test: test, Threads: be.Threads(), Depth: depth, AvgTS: mean, StddevTS: sd, CPUTS: cpuRate, Kernels: be.Kernels()})
+		res := result{Model: path, Test: test, Threads: be.Threads(), Depth: depth, AvgTS: mean, StddevTS: sd, CPUTS: cpuRate, Kernels: be.Kernels()}
+		if test != fmt.Sprintf("tg%d", tg) {
+			res.UBatch = ubatch
+		}
+		out, _ := json.Marshal(res)
 		fmt.Println(string(out))
 		return nil
 	}
 	if pp > 0 {
-		if err := measure(fmt.Sprintf("pp%d", pp), pp, func(kv *model.KV) error { return forward(kv, depth, pp, depth+pp) }); err != nil {
+		err := measure(fmt.Sprintf("pp%d", pp), pp, func(kv *model.KV) error {
+			// Forward passes of ubatch tokens, as rill serve's chunked
+			// prefill (--batch-tokens) and llama-bench (-ub) feed a prompt.
+			for pos := 0; pos < pp; pos += ubatch {
+				if err := forward(kv, depth+pos, min(ubatch, pp-pos), depth+pp); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 	}
