@@ -120,12 +120,7 @@ func (g *generation) runMessage(ctx context.Context, enc *messageEncoder, ping t
 	if err != nil {
 		return nil, err
 	}
-	u := AssembleUsage(stats)
-	g.obs.finish(&u)
-	if err := enc.finish(&u); err != nil {
-		return &u, &transportError{err}
-	}
-	return &u, nil
+	return g.finishUsage(stats, enc.finish)
 }
 
 // messageStream is runMessage taken apart at its wait, as chunkStream is
@@ -150,25 +145,12 @@ func (s *messageStream) next() (over bool, u *Usage, err error) {
 	if s.r == nil {
 		s.r = s.g.newPull(s.ctx, 0, encodedEvent(s.enc), nil, nil)
 	}
-	complete, err := s.r.pump()
-	if !complete && err == nil {
-		return false, nil, nil
+	over, stats, err := s.g.pumpEncoded(s.r, s.enc)
+	if !over || err != nil {
+		return over, nil, err
 	}
-	s.r.end()
-	if err != nil {
-		if !isClientGone(err) {
-			if ferr := s.enc.fail(fromEngine(err, s.g.model)); ferr != nil {
-				return true, nil, &transportError{ferr}
-			}
-		}
-		return true, nil, err
-	}
-	usage := AssembleUsage(s.r.prog.stats)
-	s.g.obs.finish(&usage)
-	if err := s.enc.finish(&usage); err != nil {
-		return true, &usage, &transportError{err}
-	}
-	return true, &usage, nil
+	u, err = s.g.finishUsage(stats, s.enc.finish)
+	return true, u, err
 }
 
 func (s *messageStream) wait()                        { s.r.wait() }

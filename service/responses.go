@@ -342,12 +342,11 @@ func (rp *responseJob) runResponse(ctx context.Context, g *generation, enc *resp
 	if err != nil {
 		return nil, nil, err
 	}
-	u := AssembleUsage(stats)
-	g.obs.finish(&u)
-	if err := enc.finish(&u); err != nil {
-		return &u, nil, &transportError{err}
+	u, err := g.finishUsage(stats, enc.finish)
+	if err != nil {
+		return u, nil, err
 	}
-	return &u, rp.stored(enc), nil
+	return u, rp.stored(enc), nil
 }
 
 // responseStream is runResponse taken apart at its wait, as chunkStream
@@ -379,26 +378,16 @@ func (s *responseStream) next() (over bool, u *Usage, err error) {
 		}
 		s.r = s.g.newPull(s.ctx, 0, encodedEvent(s.enc), nil, nil)
 	}
-	complete, err := s.r.pump()
-	if !complete && err == nil {
-		return false, nil, nil
+	over, stats, err := s.g.pumpEncoded(s.r, s.enc)
+	if !over || err != nil {
+		return over, nil, err
 	}
-	s.r.end()
+	u, err = s.g.finishUsage(stats, s.enc.finish)
 	if err != nil {
-		if !isClientGone(err) {
-			if ferr := s.enc.fail(fromEngine(err, s.g.model)); ferr != nil {
-				return true, nil, &transportError{ferr}
-			}
-		}
-		return true, nil, err
-	}
-	usage := AssembleUsage(s.r.prog.stats)
-	s.g.obs.finish(&usage)
-	if err := s.enc.finish(&usage); err != nil {
-		return true, &usage, &transportError{err}
+		return true, u, err
 	}
 	s.st = s.rp.stored(s.enc)
-	return true, &usage, nil
+	return true, u, nil
 }
 
 func (s *responseStream) wait()                        { s.r.wait() }

@@ -86,6 +86,40 @@ func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eve
 	return stats, err
 }
 
+// pumpEncoded is runEncoded's pull taken apart at its wait (messageStream,
+// responseStream): it sends through enc what r has ready and reports over
+// once the generation ended, r ended, with the choices' Stats or the error
+// that ended it, sending an engine error through enc.fail as runEncoded
+// does.
+func (g *generation) pumpEncoded(r *pull, enc eventEncoder) (over bool, stats [][]engine.Stats, err error) {
+	complete, err := r.pump()
+	if !complete && err == nil {
+		return false, nil, nil
+	}
+	r.end()
+	if err != nil {
+		if !isClientGone(err) {
+			if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
+				return true, nil, &transportError{ferr}
+			}
+		}
+		return true, nil, err
+	}
+	return true, r.prog.stats, nil
+}
+
+// finishUsage is the usage of a completed generation of the given Stats,
+// recorded in its metrics and sent by finish (an encoder's closing
+// events); a failure to send is the transport's.
+func (g *generation) finishUsage(stats [][]engine.Stats, finish func(*Usage) error) (*Usage, error) {
+	u := AssembleUsage(stats)
+	g.obs.finish(&u)
+	if err := finish(&u); err != nil {
+		return &u, &transportError{err}
+	}
+	return &u, nil
+}
+
 // encodedEvent is run's onEvent for enc: an encoder's errCallsInterleaved
 // is the engine's fault and fails the stream; its other errors are the
 // transport's.

@@ -73,6 +73,22 @@ func attnTFamily() {
 	tileSoftmaxZ()
 }
 
+// tilePairGather emits the setup of a gather of one pair of halves per
+// position of a tile of CX rows of DX halves: K1 the rows' lanes, Z5 each
+// row's byte offset (Z6 and RAX clobbered).
+func tilePairGather() {
+	// K1: the cnt positions' lanes; Z5: each position's byte offset.
+	MOVL(U32(1), EAX)
+	SHLL(CL, EAX)
+	DECL(EAX)
+	KMOVW(EAX, K1)
+	MOVQ(RDX, RAX)
+	SHLQ(U8(1), RAX)
+	VPBROADCASTD(EAX, Z6)
+	VMOVDQU32(attnTIota, Z5)
+	VPMULLD(Z6, Z5, Z5)
+}
+
 // halfTileZ generates
 //
 //	halfTileZ(dst *float32, src *uint16, cnt, rd, rd16 int, transposed int)
@@ -125,16 +141,7 @@ func halfTileZ() {
 	RET()
 
 	Label("ht_t")
-	// K1: the cnt positions' lanes; Z5: each position's byte offset.
-	MOVL(U32(1), EAX)
-	SHLL(CL, EAX)
-	DECL(EAX)
-	KMOVW(EAX, K1)
-	MOVQ(RDX, RAX)
-	SHLQ(U8(1), RAX)
-	VPBROADCASTD(EAX, Z6)
-	VMOVDQU32(attnTIota, Z5)
-	VPMULLD(Z6, Z5, Z5)
+	tilePairGather()
 	MOVQ(RDX, RBX)
 	SHRQ(U8(1), RBX) // pairs of elements
 	Label("ht_pair")

@@ -201,16 +201,7 @@ func keyPairsBZ() {
 	Load(Param("cnt"), RCX)
 	Load(Param("rd"), RDX)
 	Load(Param("rd16"), R8)
-	// K1: the cnt positions' lanes; Z5: each position's byte offset.
-	MOVL(U32(1), EAX)
-	SHLL(CL, EAX)
-	DECL(EAX)
-	KMOVW(EAX, K1)
-	MOVQ(RDX, RAX)
-	SHLQ(U8(1), RAX)
-	VPBROADCASTD(EAX, Z6)
-	VMOVDQU32(attnTIota, Z5)
-	VPMULLD(Z6, Z5, Z5)
+	tilePairGather()
 	VMOVDQU16(pairIdx, Z7)
 	MOVQ(RDX, RBX)
 	SHRQ(U8(1), RBX) // pairs of elements
