@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rill/engine"
+	"rill/internal/park"
 	"rill/openapi"
 )
 
@@ -179,6 +180,36 @@ func newTestServer(t testing.TB, fake *fakeEngine, opts Options) *httptest.Serve
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ts := httptest.NewServer(New(opts))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// newServedTestServer is newTestServer served as rill serve serves: idle
+// connections in a park.Poller (Options.Poller and a park.Listener), and
+// WebSocket connections and detached SSE streams apart from their handlers
+// (Options.Shutdown, when the caller gave none). Off Linux it is
+// newTestServer with Options.Shutdown.
+func newServedTestServer(t testing.TB, fake *fakeEngine, opts Options) *httptest.Server {
+	t.Helper()
+	if opts.Shutdown == nil {
+		opts.Shutdown = make(chan struct{})
+	}
+	p, err := park.NewPoller()
+	if err != nil {
+		return newTestServer(t, fake, opts)
+	}
+	t.Cleanup(func() { p.Close() })
+	if fake.models == nil {
+		fake.models = testModels
+	}
+	opts.Engine, opts.Poller = fake, p
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ts := httptest.NewUnstartedServer(New(opts))
+	pl := park.NewListener(ts.Listener, p, park.ListenerOptions{})
+	ts.Listener, ts.Config.ConnState = pl, pl.ConnState
+	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts
 }

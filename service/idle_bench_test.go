@@ -271,7 +271,7 @@ func BenchmarkIdleStreams(b *testing.B) {
 	for _, tr := range idleKinds {
 		b.Run(tr.name, func(b *testing.B) {
 			e, started := countingEngine()
-			ts := newTestServer(b, e, Options{Shutdown: make(chan struct{})})
+			ts := newServedTestServer(b, e, Options{})
 			addr := ts.Listener.Addr().String()
 			// Warm up: the first stream pays for pools and code paths.
 			if c, err := tr.open(addr); err != nil {

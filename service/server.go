@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"rill/engine"
+	"rill/internal/park"
 	"rill/keys"
 	"rill/openapi"
 	"rill/store"
@@ -148,6 +149,11 @@ type Options struct {
 	// KV, waiting for its client to reconnect. Zero means
 	// DefaultResumeGrace; negative stops it as soon as nobody follows.
 	ResumeGrace time.Duration
+	// Poller, when set, holds the connections of detached SSE streams
+	// while they wait (for their client's departure, which a read would
+	// otherwise wait for on a goroutine of its own). Nil: one goroutine
+	// each. The caller closes it after the server's shutdown.
+	Poller *park.Poller
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use;
@@ -168,6 +174,8 @@ type Server struct {
 	// waits holds the waits of WebSocket streams that wait long for
 	// their engines (wsTask.pump).
 	waits waitPool
+	// poller is Options.Poller; nil: none.
+	poller *park.Poller
 
 	browser  *browserPolicy
 	cors     []string // valid CORSAllowedOrigins, for preflights and CORS headers
@@ -213,6 +221,7 @@ func New(opts Options) *Server {
 		validator: v,
 		metrics:   newMetrics(opts.Engine),
 		shutdown:  opts.Shutdown,
+		poller:    opts.Poller,
 	}
 	switch {
 	case opts.Store != nil:

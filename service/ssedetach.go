@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -27,9 +28,10 @@ import (
 // connection cannot go back to net/http's keep-alive loop, and the client
 // must not send its next request on it), then its chunked body, taking a
 // buffer only while it writes; it parks its waits in the server's waitPool
-// as WebSocket streams do, and closes the connection at its end. One small
-// goroutine per detached stream reads the connection, so that the stream
-// ends at once when the client goes.
+// as WebSocket streams do, and closes the connection at its end. The
+// connection waits in the server's Poller (one small goroutine of its own
+// without one) for the client to go, so that the stream ends at once when
+// it does.
 //
 // HTTP/2 streams (they cannot be hijacked), HTTP/1.0 ones (their bodies
 // are not chunked), streams that wait while the server drains and those
@@ -88,6 +90,12 @@ type sseDetached struct {
 	idle         func() time.Duration // st.idleFor's
 	sw           *sseWriter
 	stopShutdown func() bool
+
+	// watchMu guards the watch on the connection: its Poller wait, and
+	// unwatched (the stream ended: no more waits).
+	watchMu   sync.Mutex
+	stopWatch func() bool
+	unwatched bool
 }
 
 // mayDetach reports whether r's stream may detach: HTTP/1.1 (HTTP/2
@@ -142,7 +150,7 @@ func (s *Server) detachSSE(w http.ResponseWriter, r *http.Request, info *request
 		dt.cancel(context.Canceled) // nobody is listening: the stream ends at once
 	}
 	sw.buf = nil
-	go d.watch()
+	d.watch()
 	d.park()
 	return true
 }
@@ -163,16 +171,61 @@ func sseHead(sw *sseWriter, h http.Header) {
 	sw.buf = b.Bytes()
 }
 
-// watch reads the connection until it fails: the client left (or the
-// stream ended and closed it), which ends the stream's context as
-// net/http's background read ends a request's.
+// watch waits for the connection to become readable, in the server's
+// Poller when it has one: the client left, which ends the stream's
+// context as net/http's background read ends a request's (or it sent
+// bytes, a pipelined request that this connection, closed at the
+// stream's end, does not serve: they are read and dropped).
 func (d *sseDetached) watch() {
+	if d.s.poller == nil {
+		go d.readAll()
+		return
+	}
+	d.watchMu.Lock()
+	defer d.watchMu.Unlock()
+	if d.unwatched {
+		return
+	}
+	stop, err := d.s.poller.Wait(d.conn, func() { go d.readOnce() })
+	if err != nil {
+		go d.readAll()
+		return
+	}
+	d.stopWatch = stop
+}
+
+// readOnce reads what woke the watch, and waits again unless the client
+// left.
+func (d *sseDetached) readOnce() {
+	var b [256]byte
+	if _, err := d.conn.Read(b[:]); err != nil {
+		d.dt.cancel(context.Canceled)
+		return
+	}
+	d.watch()
+}
+
+// readAll reads the connection until it fails: the watch on a goroutine.
+func (d *sseDetached) readAll() {
 	var b [1]byte
 	for {
 		if _, err := d.conn.Read(b[:]); err != nil {
 			d.dt.cancel(context.Canceled)
 			return
 		}
+	}
+}
+
+// unwatch ends the watch, before the connection closes (a descriptor
+// closed while in the Poller would leave its wait behind).
+func (d *sseDetached) unwatch() {
+	d.watchMu.Lock()
+	d.unwatched = true
+	stop := d.stopWatch
+	d.stopWatch = nil
+	d.watchMu.Unlock()
+	if stop != nil {
+		stop()
 	}
 }
 
@@ -239,6 +292,7 @@ func (d *sseDetached) end() {
 	if !d.broken {
 		_ = d.write([]byte("0\r\n\r\n"))
 	}
+	d.unwatch()
 	_ = d.conn.Close()
 	d.g.cancel()
 	d.dt.cancel(context.Canceled)

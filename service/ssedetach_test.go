@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"rill/engine"
+	"rill/internal/park"
 	"rill/internal/wait"
 )
 
@@ -138,7 +139,7 @@ func TestDetachedSSEStream(t *testing.T) {
 			var sink lockedBuffer
 			e, queues, _ := queueEngine()
 			ts := newTestServer(t, e, Options{Shutdown: make(chan struct{}), PingInterval: 300 * time.Millisecond,
-				Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+				Poller: testPoller(t), Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 			c := sendSSE(t, ts.Listener.Addr().String(), tt.path, tt.body)
 			q := <-queues
 			if !tt.wait {
@@ -209,16 +210,22 @@ func TestDetachedSSEStream(t *testing.T) {
 
 // TestDetachedSSEEnds: a detached stream ends, its engine request with it,
 // when its client goes, and when the server shuts down (the client hears
-// server_shutting_down, and the line says so).
+// server_shutting_down, and the line says so); its connection waiting for
+// the client in a Poller or on a goroutine.
 func TestDetachedSSEEnds(t *testing.T) {
 	t.Parallel()
-	for _, shutdown := range []bool{false, true} {
-		t.Run(fmt.Sprintf("shutdown %v", shutdown), func(t *testing.T) {
+	for _, tc := range []struct{ shutdown, poller bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		shutdown := tc.shutdown
+		t.Run(fmt.Sprintf("shutdown %v, poller %v", tc.shutdown, tc.poller), func(t *testing.T) {
 			t.Parallel()
 			var sink lockedBuffer
 			e, queues, ended := queueEngine()
 			stop := make(chan struct{})
-			ts := newTestServer(t, e, Options{Shutdown: stop,
+			var p *park.Poller
+			if tc.poller {
+				p = testPoller(t)
+			}
+			ts := newTestServer(t, e, Options{Shutdown: stop, Poller: p,
 				Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 			c := sendSSE(t, ts.Listener.Addr().String(), "/v1/chat/completions",
 				`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`)
@@ -253,26 +260,62 @@ func TestDetachedSSEEnds(t *testing.T) {
 }
 
 // TestDetachedSSEGoroutines: a detached stream that waits for its engine
-// holds one goroutine, the small one that reads its connection for the
-// client's leaving, where net/http held two (its connection's, grown, and
-// its background reader).
+// holds no goroutine when its server has a Poller, and one, the small one
+// that reads its connection for the client's leaving, when not; net/http
+// held two (its connection's, grown, and its background reader).
 func TestDetachedSSEGoroutines(t *testing.T) {
 	// Not parallel: it counts the process's goroutines.
-	const n = 20
-	e, queues, _ := queueEngine()
-	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
-	addr := ts.Listener.Addr().String()
-	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`
-	g0 := runtime.NumGoroutine()
-	for range n {
-		sendSSE(t, addr, "/v1/chat/completions", body)
-		<-queues
+	for _, poller := range []bool{false, true} {
+		t.Run(fmt.Sprintf("poller %v", poller), func(t *testing.T) {
+			const n = 20
+			e, queues, _ := queueEngine()
+			var p *park.Poller
+			if poller {
+				p = testPoller(t)
+			}
+			ts := newTestServer(t, e, Options{Shutdown: make(chan struct{}), Poller: p})
+			addr := ts.Listener.Addr().String()
+			body := `{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`
+			g0 := runtime.NumGoroutine()
+			clients := make([]*sseClient, n)
+			for i := range clients {
+				clients[i] = sendSSE(t, addr, "/v1/chat/completions", body)
+				<-queues
+			}
+			defer func() {
+				// Gone before the next case counts (the shared two may
+				// stay).
+				for _, c := range clients {
+					c.conn.Close()
+				}
+				if !wait.Until(func() bool { return runtime.NumGoroutine() <= g0+2 }) {
+					t.Errorf("%d goroutines after the streams' clients left, %d before", runtime.NumGoroutine(), g0)
+				}
+			}()
+			// The server's shutdown watch and the pool's goroutine are shared.
+			limit := n/10 + 2
+			if !poller {
+				limit += n
+			}
+			settled := func() bool { return runtime.NumGoroutine()-g0 <= limit && (!poller || p.Len() == n) }
+			if !(wait.Options{Bound: sseWaitInline + 10*time.Second}).Until(settled) {
+				t.Fatalf("%d goroutines for %d detached streams, want at most %d; %d connections in the Poller",
+					runtime.NumGoroutine()-g0, n, limit, p.Len())
+			}
+		})
 	}
-	// The server's shutdown watch and the pool's goroutine are shared.
-	limit := n + n/10 + 2
-	if !(wait.Options{Bound: sseWaitInline + 10*time.Second}).Until(func() bool { return runtime.NumGoroutine()-g0 <= limit }) {
-		t.Fatalf("%d goroutines for %d detached streams, want at most %d", runtime.NumGoroutine()-g0, n, limit)
+}
+
+// testPoller returns a park.Poller that the test closes at its end; the
+// test is skipped where there is none (off Linux).
+func testPoller(t *testing.T) *park.Poller {
+	t.Helper()
+	p, err := park.NewPoller()
+	if err != nil {
+		t.Skipf("no park.Poller here: %v", err)
 	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // TestDetachedSSESDK: the official client streams a reply that detached

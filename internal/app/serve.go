@@ -16,6 +16,7 @@ import (
 
 	"rill/config"
 	"rill/internal/buildinfo"
+	"rill/internal/park"
 	"rill/service"
 )
 
@@ -156,6 +157,19 @@ func Serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Idle connections wait in one epoll set, not on a goroutine each:
+	// keep-alive connections between requests (the Listener takes them
+	// from net/http) and detached SSE streams' (service.Options.Poller).
+	poller, err := park.NewPoller()
+	var connState func(net.Conn, http.ConnState)
+	if err != nil {
+		log.Debug("idle connections keep a goroutine each", slog.Any("err", err))
+		poller = nil
+	} else {
+		defer poller.Close()
+		pl := park.NewListener(ln, poller, park.ListenerOptions{})
+		ln, connState = pl, pl.ConnState
+	}
 	// Requests' contexts derive from base; cancelling it with
 	// service.ErrShutdown cuts streams that outlive the grace period.
 	base, cancelBase := context.WithCancelCause(context.Background())
@@ -179,12 +193,14 @@ func Serve(ctx context.Context, args []string) error {
 		// served apart from their handshakes, hear it here.
 		Shutdown:    base.Done(),
 		ResumeGrace: flagTimeout(*resumeGrace),
+		Poller:      poller,
 	})
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if ms := e.Models(); len(ms) == 1 {

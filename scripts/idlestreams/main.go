@@ -34,9 +34,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +47,7 @@ import (
 	"time"
 
 	"rill/engine"
+	"rill/internal/park"
 	"rill/service"
 )
 
@@ -52,6 +55,9 @@ func main() {
 	n := flag.Int("n", 10000, "idle streams to open")
 	transport := flag.String("transport", "sse", "sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive")
 	parallel := flag.Int("parallel", 64, "streams opened at once")
+	heapProfile := flag.String("heapprofile", "", "write the server's heap profile (in use, sampled every -memprofilerate bytes) to this file while the streams idle")
+	memRate := flag.Int("memprofilerate", 512<<10, "the server's runtime.MemProfileRate (1: every allocation)")
+	parkConns := flag.Bool("park", true, "keep idle connections in an epoll set, as rill serve does (false: a goroutine each)")
 	serveChild := flag.Bool("serve", false, "internal: run the server (the child process)")
 	flag.Parse()
 	if err := raiseFileLimit(); err != nil {
@@ -59,9 +65,10 @@ func main() {
 	}
 	var err error
 	if *serveChild {
-		err = serve()
+		runtime.MemProfileRate = *memRate
+		err = serve(*parkConns)
 	} else {
-		err = measure(*n, *transport, *parallel)
+		err = measure(*n, *transport, *parallel, *parkConns, *heapProfile, *memRate)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idlestreams:", err)
@@ -110,7 +117,7 @@ func (neverEngine) Generate(ctx context.Context, req *engine.Request) (engine.St
 // serve is the child: the service with its defaults on 127.0.0.1, plus
 // /goroutines for the parent. It prints its address and serves until its
 // stdin closes.
-func serve() error {
+func serve(parkConns bool) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -120,17 +127,38 @@ func serve() error {
 	// A resumable stream's generation runs on for the grace period after
 	// its client left: a short one, so that the goroutines are back where
 	// they were soon after the streams closed.
+	// Idle connections in an epoll set, as rill serve keeps them (-park).
+	var poller *park.Poller
+	var connState func(net.Conn, http.ConnState)
+	if parkConns {
+		if poller, err = park.NewPoller(); err != nil {
+			return err
+		}
+		defer poller.Close()
+		pl := park.NewListener(ln, poller, park.ListenerOptions{})
+		ln, connState = pl, pl.ConnState
+	}
 	api := service.New(service.Options{Engine: neverEngine{}, Logger: slog.New(slog.DiscardHandler),
-		Shutdown: make(chan struct{}), ResumeGrace: time.Second})
+		Shutdown: make(chan struct{}), ResumeGrace: time.Second, Poller: poller})
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
 	mux.HandleFunc("/goroutines", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, runtime.NumGoroutine())
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ConnState: connState}
 	go func() { _ = srv.Serve(ln) }()
 	mux.HandleFunc("/started", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, started.Load())
+	})
+	mux.HandleFunc("/heapprofile", func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Create(r.URL.Query().Get("file"))
+		if err == nil {
+			runtime.GC()
+			err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
 	})
 	mux.HandleFunc("/memstats", func(w http.ResponseWriter, _ *http.Request) {
 		// Three collections: pools let go of their buffers in the
@@ -148,7 +176,7 @@ func serve() error {
 }
 
 // measure starts the child, opens n streams of transport and reports.
-func measure(n int, transport string, parallel int) error {
+func measure(n int, transport string, parallel int, parkConns bool, heapProfile string, memRate int) error {
 	var open func(addr string) (net.Conn, error)
 	switch transport {
 	case "sse":
@@ -169,7 +197,7 @@ func measure(n int, transport string, parallel int) error {
 	if limit := fileLimit(); limit < uint64(n)+100 {
 		return fmt.Errorf("the file limit is %d, too low for %d streams: raise it (ulimit -n) or lower -n", limit, n)
 	}
-	child := exec.Command(os.Args[0], "-serve")
+	child := exec.Command(os.Args[0], "-serve", "-park="+strconv.FormatBool(parkConns), "-memprofilerate="+strconv.Itoa(memRate))
 	child.Stderr = os.Stderr
 	stdin, err := child.StdinPipe()
 	if err != nil {
@@ -279,6 +307,13 @@ func measure(n int, transport string, parallel int) error {
 	heap1, stack1, err := memstats(addr)
 	if err != nil {
 		return err
+	}
+	if heapProfile != "" {
+		if resp, err := http.Get("http://" + addr + "/heapprofile?file=" + url.QueryEscape(heapProfile)); err != nil {
+			return err
+		} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("heap profile: %s", resp.Status)
+		}
 	}
 	growth := int64(rss1) - int64(rss0)
 	fmt.Printf("%d idle %s streams opened in %v\n", n, transport, opened.Round(time.Millisecond))
