@@ -357,16 +357,17 @@ func TestIdleStreamsEnd(t *testing.T) {
 // TestIdleWebSocketStreamStacks: a WebSocket stream waiting for its engine
 // holds no grown stack: neither the goroutine that validated and started
 // it (it parks the wait in the server's waitPool and ends) nor the
-// connection's reader (which decodes messages apart). The reader keeps
-// 4 KB, the pool's goroutines a few dozen bytes a wait, and stacks freed
-// but cached by the runtime blur the figure by a few KB: less than 12 KB,
-// where one grown stack (8 KB or more) would make it 12 KB or more.
+// connection's reader (which decodes messages apart, and parks in the
+// Poller where there is one, else keeps 4 KB). The pool's goroutines keep
+// a few dozen bytes a wait, and stacks freed but cached by the runtime
+// blur the figure by a few KB: less than 12 KB, where one grown stack
+// (8 KB or more) would make it 12 KB or more.
 func TestIdleWebSocketStreamStacks(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's instrumentation makes frames, and so stacks, larger")
 	}
 	const n, limit = 200, 12 << 10
-	ts := newTestServer(t, neverEngine(), Options{Shutdown: make(chan struct{})})
+	ts := newServedTestServer(t, neverEngine(), Options{})
 	addr := ts.Listener.Addr().String()
 	if c, err := openIdleWS(addr); err != nil { // warm up
 		t.Fatal(err)
@@ -408,7 +409,7 @@ func BenchmarkWebSocketTokenWait(b *testing.B) {
 		context.AfterFunc(ctx, func() { q.End(ctx.Err()) })
 		return q, nil
 	}}
-	ts := newTestServer(b, e, Options{Shutdown: make(chan struct{})})
+	ts := newServedTestServer(b, e, Options{})
 	c, err := openIdleWS(ts.Listener.Addr().String())
 	if err != nil {
 		b.Fatal(err)
@@ -467,7 +468,7 @@ func testParked(t *testing.T, open func(addr string) (net.Conn, error), token, e
 		mu.Unlock()
 		return q, nil
 	}}
-	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
+	ts := newServedTestServer(t, e, Options{})
 	addr := ts.Listener.Addr().String()
 	// Warm up: the first connection starts the server's shutdown watch.
 	if c, err := openIdleWSConn(addr); err != nil {
@@ -547,7 +548,7 @@ func TestParkedResponseLane(t *testing.T) {
 		queues <- q
 		return q, nil
 	}}
-	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
+	ts := newServedTestServer(t, e, Options{})
 	create := `{"type":"response.create","model":"tiny","input":"x","store":false}`
 	c, err := openIdleWSOn(ts.Listener.Addr().String(), "/v1/responses", create, `"response.created"`)
 	if err != nil {

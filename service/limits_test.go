@@ -258,13 +258,14 @@ func TestWSConnPanic(t *testing.T) {
 			conns.Load().spawn("test", func() { panic("transport bug") })
 			return
 		}
-		conn, err := websocket.Accept(w, r, nil)
+		hj := &smallHijacker{ResponseWriter: w}
+		conn, err := websocket.Accept(hj, r, nil)
 		if err != nil {
 			return
 		}
 		c := newWSConn(s, conn, "/v1/chat/completions", "conn")
 		conns.Store(c)
-		c.serve(r.Context(), afterContext(r.Context()), nil)
+		c.serve(r.Context(), afterContext(r.Context()), hj, nil)
 	}))
 	t.Cleanup(ts.Close)
 	c := dialWS(t, ts, "/v1/chat/completions", nil)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -92,29 +93,41 @@ func (s *Server) handleWebSocket(w http.ResponseWriter, r *http.Request, info *r
 		opts.Subprotocols = []string{p}
 	}
 	hj := &smallHijacker{ResponseWriter: w}
+	c := newWSConn(s, nil, r.URL.Path, info.id)
+	// Pongs the library's reader reads answer the connection's pinger
+	// (set by serve, before anything is read).
+	opts.OnPongReceived = func(_ context.Context, p []byte) { c.pinger.pong(p) }
 	conn, err := websocket.Accept(hj, r, opts)
 	if err != nil {
 		// Accept has answered the malformed handshake.
 		s.log.Debug("websocket handshake failed", "id", info.id, "err", err)
 		return
 	}
-	c := newWSConn(s, conn, r.URL.Path, info.id)
+	c.conn = conn
 	if r.URL.Path == pathResponses {
 		c.onMessage = newResponsesWS(c).handle
 	}
 	s.wsConns.add()
 	if s.shutdown == nil {
 		defer s.wsConns.done()
-		c.serve(r.Context(), afterContext(r.Context()), hj.cork)
+		c.serve(r.Context(), afterContext(r.Context()), hj, nil)
 		return
 	}
 	go func() {
-		defer s.wsConns.done()
 		// No handler's recover is above this goroutine: a panic in
 		// serve's setup (serve recovers its reader's) ends the
-		// connection, not the process.
+		// connection, not the process. Once set up, the connection
+		// ends (s.wsConns.done) when its reader sees it end, which may
+		// be after serve returned (its reader parked).
+		setUp := false
+		defer func() {
+			if !setUp {
+				s.wsConns.done()
+			}
+		}()
 		defer c.recoverConn("serve")
-		c.serve(r.Context(), s.afterShutdown, hj.cork)
+		c.serve(r.Context(), s.afterShutdown, hj, s.wsConns.done)
+		setUp = true
 	}()
 }
 

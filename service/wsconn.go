@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,19 @@ type wsConn struct {
 	onMessage func(ctx, reqCtx context.Context, data []byte)
 
 	wg sync.WaitGroup
+
+	pinger *wsPinger
+	// The reader's parking (wspark.go): set by serve when the reader may
+	// park. ctx and reqCtx are the reader's, kept for the goroutine that
+	// resumes it; finish ends the connection (serve's end), run by the
+	// reader that sees it end.
+	ctx, reqCtx context.Context
+	finish      func()
+	nc          *wsNetConn
+	br          *bufio.Reader
+	pmu         sync.Mutex
+	stopPark    func() bool // the Poller's wait, while parked
+	noPark      bool        // the connection is closing: the reader reads on
 }
 
 // wsRequest is one request in flight on a connection.
@@ -77,24 +91,31 @@ var errWriteIdle = errors.New("write idle timeout: the client stopped reading")
 // flight are cut with a 503 error message, then the peer gets a close frame
 // "going away"; the returned func unregisters it and reports whether it was
 // still waiting, as context.AfterFunc's stop does). Ending
-// the connection cancels every request in flight on it; serve returns when
-// all of its goroutines have, the close handshake included. parent gives
-// the connection its values (its cancellation is not used); cork is what
-// the connection's writer writes to (nil: writes go straight out).
+// the connection cancels every request in flight on it. parent gives the
+// connection its values (its cancellation is not used); hj is what the
+// library reads from and writes to (the connection's small buffers).
+//
+// With done nil, serve returns when the connection has ended and all of
+// its goroutines have, the close handshake included. With done set, the
+// connection may outlive serve: its reader parks in the server's Poller
+// (when it has one) while the client sends nothing, no goroutine left, and
+// resumes on a new one when bytes arrive; done is called once at the
+// connection's end.
 //
 // The caller counts the connection in s.wsConns, before serve if serve
 // runs on a goroutine of its own, so that WaitConnections cannot miss it.
 //
-// An idle connection holds one goroutine, its reader: the writer runs
-// only while messages are queued, and pings and shutdown are timers.
-func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func() bool, cork *corkWriter) {
+// An idle connection holds one goroutine, its reader, or none when its
+// reader is parked: the writer runs only while messages are queued, and
+// pings and shutdown are timers.
+func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func() bool, hj *smallHijacker, done func()) {
 	// ctx is the connection's life: it ends when the reader does. Requests
 	// run under reqCtx, which shutdown and a stalled peer end first, each
 	// with its cause.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	c.out = newOutbox(ctx.Done(), c.s.writeIdle)
-	c.out.writeTo(c.conn, cork, func(fn func()) { c.spawn("writer", fn) }, func(err error) {
+	c.out.writeTo(c.conn, hj.cork, func(fn func()) { c.spawn("writer", fn) }, func(err error) {
 		if err == nil {
 			return
 		}
@@ -106,21 +127,30 @@ func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func()
 		}
 		_ = c.conn.CloseNow()
 	})
+	c.out.beforeClose = c.unpark
 	// The library's limit closes the connection; ours answers instead.
 	c.conn.SetReadLimit(-1)
-	p := c.startPings(ctx)
+	c.pinger = c.startPings(hj.cork)
 	stopShutdown := c.onShutdown(afterShutdown, cancelReqs)
-	defer func() {
+	c.finish = func() {
 		cancel()
 		// Unblocks a write stuck on a peer that reads nothing; the
 		// connection is already closed in every other case.
 		_ = c.conn.CloseNow()
-		p.stop()
+		c.pinger.stop()
 		stopShutdown()
 		c.wg.Wait()
-	}()
-	defer c.recoverConn("reader")
-	c.read(ctx, reqCtx)
+		if done != nil {
+			done()
+		}
+	}
+	c.ctx, c.reqCtx = ctx, reqCtx
+	if done != nil && c.s.poller != nil {
+		c.nc, c.br = hj.nc, hj.br
+		unpark := c.unpark
+		hj.nc.beforeClose.Store(&unpark)
+	}
+	c.runReader(false)
 }
 
 // spawn runs fn on a goroutine of the connection, recovering a panic.
@@ -143,6 +173,7 @@ func (c *wsConn) recoverConn(name string) {
 	}
 	c.s.log.Error("websocket panic", slog.String("id", c.connID), slog.String("goroutine", name),
 		slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+	c.unpark() // the close handshake reads: the reader must not be parked
 	_ = c.conn.Close(websocket.StatusInternalError, "internal server error")
 }
 
@@ -171,71 +202,6 @@ func afterContext(ctx context.Context) func(func()) func() bool {
 	return func(f func()) func() bool { return context.AfterFunc(ctx, f) }
 }
 
-// wsPinger pings the connection's peer every ping interval on a timer, and
-// closes the connection when a pong has not come back by the next one. A
-// goroutine exists only while a ping waits for its pong.
-type wsPinger struct {
-	c   *wsConn
-	ctx context.Context
-
-	mu      sync.Mutex
-	t       *time.Timer
-	stopped bool
-	running sync.WaitGroup // a ping in progress; Add under mu while !stopped
-}
-
-// startPings starts the pings of the connection whose life is ctx.
-func (c *wsConn) startPings(ctx context.Context) *wsPinger {
-	p := &wsPinger{c: c, ctx: ctx}
-	if c.s.ping > 0 {
-		p.mu.Lock()
-		p.t = time.AfterFunc(c.s.ping, p.ping)
-		p.mu.Unlock()
-	}
-	return p
-}
-
-// ping sends one ping and waits for its pong (the reader reads it), up to
-// a ping interval; then it sets the timer for the next one.
-func (p *wsPinger) ping() {
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		return
-	}
-	p.running.Add(1)
-	p.mu.Unlock()
-	defer p.running.Done()
-	defer p.c.recoverConn("pinger")
-	pctx, cancel := context.WithTimeout(p.ctx, p.c.s.ping)
-	err := p.c.conn.Ping(pctx)
-	cancel()
-	if err != nil {
-		if p.ctx.Err() == nil {
-			p.c.s.log.Debug("websocket peer did not answer a ping", "id", p.c.connID, "err", err)
-			_ = p.c.conn.CloseNow()
-		}
-		return
-	}
-	p.mu.Lock()
-	if !p.stopped {
-		p.t.Reset(p.c.s.ping)
-	}
-	p.mu.Unlock()
-}
-
-// stop ends the pings and waits for one in progress (the connection is
-// closed by then, which ends its wait for a pong).
-func (p *wsPinger) stop() {
-	p.mu.Lock()
-	p.stopped = true
-	if p.t != nil {
-		p.t.Stop()
-	}
-	p.mu.Unlock()
-	p.running.Wait()
-}
-
 // shutdown ends the connection for a server shutdown, in the order that
 // lets the peer hear everything: no more creates; every request in flight
 // cut (each answers with its 503 error message); those messages written;
@@ -251,25 +217,29 @@ func (c *wsConn) shutdown(cancelReqs context.CancelCauseFunc) {
 	c.out.finish()
 }
 
-// read handles the client's messages until the connection ends. Messages
-// larger than the limit are answered and skipped without being buffered.
-// ctx is the connection's, reqCtx the one requests derive from.
-func (c *wsConn) read(ctx, reqCtx context.Context) {
+// read handles the client's messages until the connection ends, or
+// until its reader parks between messages (then it reports true).
+// Messages larger than the limit are answered and skipped without being
+// buffered. ctx is the connection's, reqCtx the one requests derive from.
+func (c *wsConn) read(ctx, reqCtx context.Context) (parked bool) {
 	for {
+		if c.park() {
+			return true
+		}
 		_, r, err := c.conn.Reader(ctx)
 		if err != nil {
-			return
+			return false
 		}
 		msg, err := io.ReadAll(io.LimitReader(r, c.s.wsMaxMsg+1))
 		if err != nil {
-			return
+			return false
 		}
 		if int64(len(msg)) > c.s.wsMaxMsg {
 			c.reject(ctx, nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest,
 				Code: "request_too_large", Message: "The message is larger than the " +
 					strconv.FormatInt(c.s.wsMaxMsg, 10) + " bytes this server accepts; it was discarded."})
 			if _, err := io.Copy(io.Discard, r); err != nil {
-				return
+				return false
 			}
 			continue
 		}

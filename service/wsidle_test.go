@@ -16,22 +16,18 @@ import (
 )
 
 // TestWSIdleConnGoroutines: a connection with nothing in flight holds one
-// goroutine of the transport, its reader; the writer ended with its last
-// message and pings are timers. With Options.Shutdown the server forgets
+// goroutine of the transport, its reader, or none when its reader is
+// parked in the server's Poller; the writer ended with its last message
+// and pings are timers. With Options.Shutdown the server forgets
 // the connection once it ends. Not parallel: it counts goroutines
 // process-wide.
 func TestWSIdleConnGoroutines(t *testing.T) {
-	for _, detached := range []bool{false, true} {
-		t.Run(fmt.Sprintf("detached=%v", detached), func(t *testing.T) {
+	for _, mode := range wsModes {
+		t.Run(mode.name, func(t *testing.T) {
 			e := newCancelEngine()
 			e.models = testModels
 			opts := Options{Engine: &e.fakeEngine, Logger: slog.New(slog.DiscardHandler), PingInterval: time.Hour}
-			if detached {
-				opts.Shutdown = make(chan struct{})
-			}
-			s := New(opts)
-			ts := httptest.NewServer(s)
-			defer ts.Close()
+			s, ts := mode.serve(t, opts)
 			const n = 8
 			conns := make([]*websocket.Conn, n)
 			for i := range conns {
@@ -44,11 +40,16 @@ func TestWSIdleConnGoroutines(t *testing.T) {
 			}
 			var got int
 			var stacks string
+			want := n
+			if mode.parked {
+				want = 0
+			}
 			if !(wait.Options{Interval: 10 * time.Millisecond}).Until(func() bool {
 				got, stacks = wsGoroutines()
-				return got == n
+				return got == want && (!mode.parked || s.poller.Len() == n)
 			}) {
-				t.Fatalf("%d transport goroutines for %d idle connections, want one each:\n%s", got, n, stacks)
+				t.Fatalf("%d transport goroutines for %d idle connections, want %d; %d parked:\n%s",
+					got, n, want, s.poller.Len(), stacks)
 			}
 			for _, c := range conns {
 				_ = c.Close(websocket.StatusNormalClosure, "")
@@ -73,15 +74,12 @@ func TestWSIdleConnGoroutines(t *testing.T) {
 // read past the handshake reach the connection.
 func TestWSEarlyMessage(t *testing.T) {
 	t.Parallel()
-	for _, detached := range []bool{false, true} {
-		t.Run(fmt.Sprintf("detached=%v", detached), func(t *testing.T) {
+	for _, mode := range wsModes {
+		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			e := newCancelEngine()
-			opts := Options{}
-			if detached {
-				opts.Shutdown = make(chan struct{})
-			}
-			ts := e.server(t, opts)
+			e.models = testModels
+			_, ts := mode.serve(t, Options{Engine: &e.fakeEngine, Logger: slog.New(slog.DiscardHandler)})
 			addr := ts.Listener.Addr().String()
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -169,4 +167,111 @@ func TestCorkWriter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wsModes are the ways a WebSocket connection is served: by its
+// handshake's handler; apart from it (Options.Shutdown); apart, its reader
+// parking in a Poller between messages, as rill serve serves it.
+var wsModes = []struct {
+	name   string
+	parked bool
+	serve  func(t *testing.T, opts Options) (*Server, *httptest.Server)
+}{
+	{"attached", false, func(t *testing.T, opts Options) (*Server, *httptest.Server) {
+		s := New(opts)
+		ts := httptest.NewServer(s)
+		t.Cleanup(ts.Close)
+		return s, ts
+	}},
+	{"detached", false, func(t *testing.T, opts Options) (*Server, *httptest.Server) {
+		opts.Shutdown = make(chan struct{})
+		s := New(opts)
+		ts := httptest.NewServer(s)
+		t.Cleanup(ts.Close)
+		return s, ts
+	}},
+	{"parked", true, func(t *testing.T, opts Options) (*Server, *httptest.Server) {
+		opts.Shutdown, opts.Poller = make(chan struct{}), testPoller(t)
+		s := New(opts)
+		ts := httptest.NewServer(s)
+		t.Cleanup(ts.Close)
+		return s, ts
+	}},
+}
+
+// TestWSParkedPings: a connection whose reader is parked is pinged as any
+// other. A client that answers keeps it (its pongs taken by a woken reader
+// that parks again), and it serves requests between pings; one that never
+// answers is closed when the next ping is due.
+func TestWSParkedPings(t *testing.T) {
+	t.Parallel()
+	const interval = 60 * time.Millisecond
+	e := newCancelEngine()
+	e.models = testModels
+	p := testPoller(t)
+	s := New(Options{Engine: &e.fakeEngine, Logger: slog.New(slog.DiscardHandler), PingInterval: interval,
+		Shutdown: make(chan struct{}), Poller: p})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+
+	t.Run("answered", func(t *testing.T) {
+		c := dialWS(t, ts, "/v1/chat/completions", nil)
+		// The client answers pings while it reads (coder/websocket's
+		// reader does).
+		msgs, errc := make(chan []byte, 64), make(chan error, 1)
+		go func() {
+			for {
+				_, b, err := c.Read(context.Background())
+				if err != nil {
+					errc <- err
+					return
+				}
+				msgs <- b
+			}
+		}()
+		time.Sleep(15 * interval)
+		select {
+		case err := <-errc:
+			t.Fatalf("connection ended while its client answered pings: %v", err)
+		default:
+		}
+		if !wait.Until(func() bool { return p.Len() == 1 }) {
+			t.Error("the reader did not park again between pings")
+		}
+		sendWS(t, c, createMsg("r", chatBody("quick")))
+		for done := false; !done; {
+			select {
+			case b := <-msgs:
+				done = strings.Contains(string(b), `"type":"done"`)
+			case err := <-errc:
+				t.Fatalf("before the request's end: %v", err)
+			case <-time.After(generous):
+				t.Fatal("no done message")
+			}
+		}
+	})
+	t.Run("unanswered", func(t *testing.T) {
+		c, err := openIdleWSConn(ts.Listener.Addr().String()) // a raw socket: no pongs
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		_ = c.SetReadDeadline(time.Now().Add(generous))
+		buf := make([]byte, 64)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				break // closed by the server
+			}
+		}
+		if d := time.Since(start); d < 2*interval || d > 20*interval {
+			t.Errorf("closed after %v; want about two ping intervals (%v)", d, 2*interval)
+		}
+		// The parked reader heard of the close and ended the connection.
+		ctx, cancel := context.WithTimeout(context.Background(), generous)
+		defer cancel()
+		if err := s.WaitConnections(ctx); err != nil {
+			t.Errorf("the connection closed by its pinger did not end: %v", err)
+		}
+	})
 }

@@ -3,11 +3,16 @@ package service
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"rill/internal/park"
 )
 
 // What an upgraded connection holds between messages (docs/design.md §4):
@@ -28,7 +33,11 @@ const wsBufSize = 128
 // net/http's, which stay with net/http (and go when its handler returns).
 type smallHijacker struct {
 	http.ResponseWriter
-	cork *corkWriter // set by Hijack
+	// Set by Hijack: what the library reads from (br, on nc) and writes
+	// to (cork).
+	cork *corkWriter
+	nc   *wsNetConn
+	br   *bufio.Reader
 }
 
 // Hijack takes the connection from net/http, with any bytes net/http has
@@ -38,19 +47,62 @@ func (h *smallHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("hijack: %w", err)
 	}
-	// The library reads on from what the reader has buffered, then from
-	// conn: the early bytes go into the reader's buffer.
-	br := bufio.NewReaderSize(conn, wsBufSize)
+	// Bytes net/http read past the handshake (a client may send its first
+	// message at once) are the connection's first: the library reads
+	// through its reader, which reads nc. (The library moves what a
+	// reader has buffered behind it, out of Buffered's sight, which a
+	// reader that parks when nothing is buffered must not have.)
+	nc := &wsNetConn{Conn: conn}
 	if n := brw.Reader.Buffered(); n > 0 {
 		early, _ := brw.Reader.Peek(n)
-		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(early)), conn), max(n, wsBufSize))
-		if _, err := br.Peek(n); err != nil {
-			conn.Close()
-			return nil, nil, fmt.Errorf("hijack: keep the bytes read ahead: %w", err)
-		}
+		nc.early = bytes.Clone(early)
 	}
-	h.cork = &corkWriter{conn: conn}
-	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(h.cork, wsBufSize)), nil
+	br := bufio.NewReaderSize(nc, wsBufSize)
+	h.cork, h.nc, h.br = &corkWriter{conn: nc}, nc, br
+	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(h.cork, wsBufSize)), nil
+}
+
+// wsNetConn is an upgraded connection as the websocket library holds it.
+// Its Close first runs beforeClose (a parked reader must hear of the
+// close: a descriptor closed in the Poller is forgotten by it), and while
+// now is set its reads do not wait (wsConn.takePongs).
+type wsNetConn struct {
+	net.Conn
+	beforeClose atomic.Pointer[func()]
+	now         atomic.Bool
+	// early are bytes read past the handshake, read first (by the
+	// connection's one reader).
+	early []byte
+}
+
+func (c *wsNetConn) Read(p []byte) (int, error) {
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		if c.early = c.early[n:]; len(c.early) == 0 {
+			c.early = nil
+		}
+		return n, nil
+	}
+	if c.now.Load() {
+		return park.ReadNow(c.Conn, p)
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *wsNetConn) Close() error {
+	if f := c.beforeClose.Load(); f != nil {
+		(*f)()
+	}
+	return c.Conn.Close()
+}
+
+// SyscallConn gives the descriptor, for the Poller.
+func (c *wsNetConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("connection has no descriptor")
+	}
+	return sc.SyscallConn()
 }
 
 func (h *smallHijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
@@ -90,6 +142,22 @@ func (w *corkWriter) cork() {
 		w.buf = b
 	}
 	w.mu.Unlock()
+}
+
+// control writes a frame that the library does not know of (the
+// pinger's pings) between the library's frames: straight to the
+// connection, ahead of a message being gathered, within timeout (0: none).
+// Every other write is one whole frame or message under mu, so p never
+// lands inside one.
+func (w *corkWriter) control(p []byte, timeout time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if timeout > 0 {
+		_ = w.conn.SetWriteDeadline(time.Now().Add(timeout))
+		defer w.conn.SetWriteDeadline(time.Time{})
+	}
+	_, err := w.conn.Write(p)
+	return err
 }
 
 // uncork writes what was gathered, gives the buffer back and writes

@@ -58,6 +58,9 @@ type outbox struct {
 	cork  *corkWriter // gathers each message into one write; may be nil
 	spawn func(func())
 	ended func(error)
+	// beforeClose, when set, runs before the close handshake (which
+	// reads the connection): wsConn.unpark.
+	beforeClose func()
 
 	mu           sync.Mutex
 	dataQ, ctrlQ frameQueue
@@ -239,6 +242,9 @@ func (o *outbox) writeQueued() (over bool, err error) {
 				return true, err
 			}
 		case finishing:
+			if o.beforeClose != nil {
+				o.beforeClose()
+			}
 			return true, o.conn.Close(websocket.StatusGoingAway, "server shutting down")
 		default:
 			return false, nil

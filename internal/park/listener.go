@@ -246,6 +246,9 @@ func (l *Listener) wake(pc *parkedConn) {
 	}
 }
 
+// ErrWouldBlock is ReadNow's when nothing has arrived.
+var ErrWouldBlock = errors.New("park: nothing to read yet")
+
 // errParked ends net/http's wait for the next request on a connection
 // being parked. net/http takes it for a client that left: it closes the
 // connection without writing, and conn.Close parks it instead.

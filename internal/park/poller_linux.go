@@ -5,6 +5,7 @@ package park
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -192,4 +193,36 @@ func (p *Poller) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.waits)
+}
+
+// ReadNow reads what c has for p without waiting: one read(2), which
+// reports ErrWouldBlock when nothing has arrived, io.EOF when the peer
+// closed its side. For a reader woken by a Poller that must not block
+// (it holds a lock a closer waits for).
+func ReadNow(c net.Conn, p []byte) (int, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, errors.New("park: connection has no descriptor")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("park: %w", err)
+	}
+	var n int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, rerr = syscall.Read(int(fd), p)
+		return true // one try: no wait for readiness
+	}); err != nil {
+		return 0, err
+	}
+	switch {
+	case rerr == syscall.EAGAIN:
+		return 0, ErrWouldBlock
+	case rerr != nil:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Addr: c.RemoteAddr(), Err: rerr}
+	case n == 0 && len(p) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
 }

@@ -24,3 +24,6 @@ func (p *Poller) Close() error { return nil }
 
 // Len reports 0.
 func (p *Poller) Len() int { return 0 }
+
+// ReadNow reports errors.ErrUnsupported off Linux.
+func ReadNow(c net.Conn, p []byte) (int, error) { return 0, errors.ErrUnsupported }

@@ -16,7 +16,12 @@
 //	go run ./scripts/idlestreams -n 10000 -transport keepalive
 //
 // keepalive is no stream: an HTTP/1.1 connection that made one request
-// and idles between requests, as an SSE client's does (net/http's loop).
+// and idles between requests, as an SSE client's does.
+//
+// The child serves as rill serve does: idle connections in an epoll set
+// (internal/park); -park=false gives each its goroutine, as before.
+// -heapprofile writes the child's heap profile while the streams idle
+// (-memprofilerate 1 to count every allocation).
 //
 // Each stream holds one descriptor in each process; the script raises its
 // file limit to the hard limit (the child inherits it) and says so when
