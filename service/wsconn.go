@@ -218,12 +218,13 @@ func (c *wsConn) shutdown(cancelReqs context.CancelCauseFunc) {
 }
 
 // read handles the client's messages until the connection ends, or
-// until its reader parks between messages (then it reports true).
-// Messages larger than the limit are answered and skipped without being
-// buffered. ctx is the connection's, reqCtx the one requests derive from.
-func (c *wsConn) read(ctx, reqCtx context.Context) (parked bool) {
-	for {
-		if c.park() {
+// until its reader parks between messages (then it reports true; readFirst:
+// not before one read). Messages larger than the limit are answered and
+// skipped without being buffered. ctx is the connection's, reqCtx the one
+// requests derive from.
+func (c *wsConn) read(ctx, reqCtx context.Context, readFirst bool) (parked bool) {
+	for first := true; ; first = false {
+		if !(first && readFirst) && c.park() {
 			return true
 		}
 		_, r, err := c.conn.Reader(ctx)

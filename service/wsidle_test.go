@@ -275,3 +275,36 @@ func TestWSParkedPings(t *testing.T) {
 		}
 	})
 }
+
+// TestWSParkedPeerLeaves: a peer that leaves a parked connection without a
+// close frame (its socket closed, or reset) ends it, as it ends one whose
+// reader waits in Read.
+func TestWSParkedPeerLeaves(t *testing.T) {
+	t.Parallel()
+	for _, mode := range wsModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			e := newCancelEngine()
+			e.models = testModels
+			s, ts := mode.serve(t, Options{Engine: &e.fakeEngine, Logger: slog.New(slog.DiscardHandler)})
+			for i := range 3 {
+				c, err := openIdleWSConn(ts.Listener.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mode.parked && !wait.Until(func() bool { return s.poller.Len() == 1 }) {
+					t.Fatalf("connection %d: its reader did not park", i)
+				}
+				if i == 2 {
+					c.(*net.TCPConn).SetLinger(0) // a reset
+				}
+				c.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), generous)
+				if err := s.WaitConnections(ctx); err != nil {
+					t.Fatalf("connection %d still served after its peer left: %v", i, err)
+				}
+				cancel()
+			}
+		})
+	}
+}
