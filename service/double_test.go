@@ -172,6 +172,14 @@ func ptr[T any](v T) *T { return &v }
 // newTestServer serves a Server over fake on a real listener.
 func newTestServer(t testing.TB, fake *fakeEngine, opts Options) *httptest.Server {
 	t.Helper()
+	ts := httptest.NewServer(New(testOptions(fake, opts)))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// testOptions is opts for a test server over fake: its models testModels
+// and its log discarded unless set.
+func testOptions(fake *fakeEngine, opts Options) Options {
 	if fake.models == nil {
 		fake.models = testModels
 	}
@@ -179,9 +187,7 @@ func newTestServer(t testing.TB, fake *fakeEngine, opts Options) *httptest.Serve
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	ts := httptest.NewServer(New(opts))
-	t.Cleanup(ts.Close)
-	return ts
+	return opts
 }
 
 // newServedTestServer is newTestServer served as rill serve serves: idle
@@ -199,14 +205,8 @@ func newServedTestServer(t testing.TB, fake *fakeEngine, opts Options) *httptest
 		return newTestServer(t, fake, opts)
 	}
 	t.Cleanup(func() { p.Close() })
-	if fake.models == nil {
-		fake.models = testModels
-	}
-	opts.Engine, opts.Poller = fake, p
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	ts := httptest.NewUnstartedServer(New(opts))
+	opts.Poller = p
+	ts := httptest.NewUnstartedServer(New(testOptions(fake, opts)))
 	pl := park.NewListener(ts.Listener, p, park.ListenerOptions{})
 	ts.Listener, ts.Config.ConnState = pl, pl.ConnState
 	ts.Start()

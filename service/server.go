@@ -149,10 +149,11 @@ type Options struct {
 	// KV, waiting for its client to reconnect. Zero means
 	// DefaultResumeGrace; negative stops it as soon as nobody follows.
 	ResumeGrace time.Duration
-	// Poller, when set, holds the connections of detached SSE streams
-	// while they wait (for their client's departure, which a read would
-	// otherwise wait for on a goroutine of its own). Nil: one goroutine
-	// each. The caller closes it after the server's shutdown.
+	// Poller, when set, holds connections that have nothing to read
+	// without a goroutine each: those of detached SSE streams, waiting
+	// for their client's departure, and, with Shutdown set, WebSocket
+	// connections between their client's messages (wspark.go). Nil: one
+	// goroutine each. The caller closes it after the server's shutdown.
 	Poller *park.Poller
 }
 

@@ -3,13 +3,11 @@ package service
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"rill/internal/park"
@@ -96,14 +94,9 @@ func (c *wsNetConn) Close() error {
 	return c.Conn.Close()
 }
 
-// SyscallConn gives the descriptor, for the Poller.
-func (c *wsNetConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("connection has no descriptor")
-	}
-	return sc.SyscallConn()
-}
+// NetConn returns the wrapped connection, whose descriptor the Poller
+// waits on.
+func (c *wsNetConn) NetConn() net.Conn { return c.Conn }
 
 func (h *smallHijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 

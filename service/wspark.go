@@ -171,6 +171,7 @@ func (p *wsPinger) ping() {
 	p.running.Add(1)
 	p.mu.Unlock()
 	defer p.running.Done()
+	defer p.c.recoverConn("pinger")
 	if err := p.cork.control(frame, p.c.s.writeIdle); err != nil {
 		p.c.s.log.Debug("websocket ping failed", "id", p.c.connID, "err", err)
 		_ = p.c.conn.CloseNow()

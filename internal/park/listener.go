@@ -2,6 +2,7 @@ package park
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -145,20 +146,19 @@ func (l *Listener) Close() error {
 	for _, c := range queue {
 		c.Close()
 	}
-	for {
-		l.mu.Lock()
-		var pc *parkedConn
-		for pc = range l.parked {
-			break
-		}
-		l.mu.Unlock()
-		if pc == nil {
-			return err
-		}
+	// No connection parks once closed is set: those parked now are all.
+	l.mu.Lock()
+	parked := make([]*parkedConn, 0, len(l.parked))
+	for pc := range l.parked {
+		parked = append(parked, pc)
+	}
+	l.mu.Unlock()
+	for _, pc := range parked {
 		if l.unpark(pc) {
 			pc.c.Close()
 		}
 	}
+	return err
 }
 
 // Parked reports how many connections are parked.
@@ -349,15 +349,26 @@ func (c *conn) CloseWrite() error {
 	return nil
 }
 
-// SyscallConn gives the descriptor, for a Poller (a hijacked connection's
-// new owner may park it too).
-func (c *conn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("park: connection has no descriptor")
-	}
-	return sc.SyscallConn()
-}
-
-// NetConn returns the wrapped connection.
+// NetConn returns the wrapped connection (its descriptor is the Poller's
+// to wait on, when a hijacked connection's new owner parks it: rawConn).
 func (c *conn) NetConn() net.Conn { return c.Conn }
+
+// rawConn reaches c's descriptor: c's own when it is a syscall.Conn, else
+// that of the connection it wraps, found through NetConn (as tls.Conn and
+// this package's and its users' wrappers give it).
+func rawConn(c net.Conn) (syscall.RawConn, error) {
+	for {
+		if sc, ok := c.(syscall.Conn); ok {
+			rc, err := sc.SyscallConn()
+			if err != nil {
+				return nil, fmt.Errorf("park: %w", err)
+			}
+			return rc, nil
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil, errors.New("park: connection has no descriptor")
+		}
+		c = w.NetConn()
+	}
+}

@@ -177,6 +177,17 @@ func startServer(t *testing.T, after, idle time.Duration) *server {
 	return s
 }
 
+// dial opens a client connection to the server, closed at the test's end.
+func (s *server) dial(t *testing.T) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
 // get sends a GET for path on c and reads the response.
 func get(c net.Conn, br *bufio.Reader, path string) (string, error) {
 	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
@@ -207,12 +218,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // request comes.
 func TestListenerParks(t *testing.T) {
 	s := startServer(t, 30*time.Millisecond, time.Minute)
-	c, err := net.Dial("tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
+	c, br := s.dial(t)
 	for i := range 3 {
 		path := fmt.Sprintf("/r%d", i)
 		got, err := get(c, br, path)
@@ -223,12 +229,7 @@ func TestListenerParks(t *testing.T) {
 	}
 	// Requests sooner than ParkAfter stay with net/http.
 	s2 := startServer(t, time.Hour, time.Minute)
-	c2, err := net.Dial("tcp", s2.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	br2 := bufio.NewReader(c2)
+	c2, br2 := s2.dial(t)
 	for i := range 2 {
 		if _, err := get(c2, br2, "/"); err != nil {
 			t.Fatalf("request %d: %v", i, err)
@@ -245,12 +246,7 @@ func TestListenerParks(t *testing.T) {
 // would lose them) and the request is served when the rest comes.
 func TestListenerKeepsPipelined(t *testing.T) {
 	s := startServer(t, 20*time.Millisecond, time.Minute)
-	c, err := net.Dial("tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
+	c, br := s.dial(t)
 	if _, err := io.WriteString(c, "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGE"); err != nil {
 		t.Fatal(err)
 	}
@@ -282,12 +278,7 @@ func TestListenerKeepsPipelined(t *testing.T) {
 // server's IdleTimeout passes, as net/http would close it.
 func TestListenerIdleTimeout(t *testing.T) {
 	s := startServer(t, 20*time.Millisecond, 300*time.Millisecond)
-	c, err := net.Dial("tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
+	c, br := s.dial(t)
 	start := time.Now()
 	if _, err := get(c, br, "/"); err != nil {
 		t.Fatal(err)
@@ -312,12 +303,8 @@ func TestListenerShutdown(t *testing.T) {
 	s := startServer(t, 20*time.Millisecond, time.Minute)
 	var conns []net.Conn
 	for i := range 4 {
-		c, err := net.Dial("tcp", s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := get(c, bufio.NewReader(c), "/"); err != nil {
+		c, br := s.dial(t)
+		if _, err := get(c, br, "/"); err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
 		conns = append(conns, c)
@@ -349,12 +336,7 @@ func TestListenerShutdown(t *testing.T) {
 // next request in pieces slower than ParkAfter, are served whole.
 func TestListenerBodies(t *testing.T) {
 	s := startServer(t, 20*time.Millisecond, time.Minute)
-	c, err := net.Dial("tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
+	c, br := s.dial(t)
 	for i := range 3 {
 		req := fmt.Sprintf("POST /p%d HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", i)
 		for _, piece := range []string{req[:3], req[3:20], req[20:]} {

@@ -74,15 +74,11 @@ func (p *Poller) closeFDs() {
 // on its own, and ready would then never run.
 //
 // A connection may have one wait at a time. Wait fails when c has no
-// descriptor (it is not a syscall.Conn), is closed, or the Poller is.
+// descriptor (see rawConn), is closed, or the Poller is.
 func (p *Poller) Wait(c net.Conn, ready func()) (stop func() bool, err error) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("park: connection has no descriptor")
-	}
-	rc, err := sc.SyscallConn()
+	rc, err := rawConn(c)
 	if err != nil {
-		return nil, fmt.Errorf("park: %w", err)
+		return nil, err
 	}
 	w := &waiter{rc: rc, ready: ready}
 	p.mu.Lock()
@@ -200,13 +196,9 @@ func (p *Poller) Len() int {
 // closed its side. For a reader woken by a Poller that must not block
 // (it holds a lock a closer waits for).
 func ReadNow(c net.Conn, p []byte) (int, error) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return 0, errors.New("park: connection has no descriptor")
-	}
-	rc, err := sc.SyscallConn()
+	rc, err := rawConn(c)
 	if err != nil {
-		return 0, fmt.Errorf("park: %w", err)
+		return 0, err
 	}
 	var n int
 	var rerr error
