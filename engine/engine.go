@@ -71,6 +71,40 @@ func Recv(st Stream) (Event, error) {
 	}
 }
 
+// ReadyNotifier is implemented by a Stream that can run a function, as
+// well as signal its Ready channel, when it may have something new. A
+// consumer that waits for many streams at once (a server holding
+// thousands of idle ones) then needs neither a goroutine nor a select
+// case for each.
+type ReadyNotifier interface {
+	// OnReady arranges for f to run once, the next time the stream may
+	// have something new, or at once when it has something already (an
+	// event TryRecv has not taken, or its end): then f runs on the
+	// caller's goroutine before OnReady returns. Otherwise it runs on the
+	// goroutine that pushes or ends the stream, which may be an engine's
+	// loop: f must not block. stop, called before f ran, keeps it from
+	// running and reports true; after, it reports false. One f at a time:
+	// the stream has one consumer.
+	OnReady(f func()) (stop func() bool)
+}
+
+// OnReady is st's OnReady, found through the Unwrap() Stream methods of
+// wrappers that embed a Stream (and so share its Ready channel); ok is
+// false when no stream in the chain is a ReadyNotifier.
+func OnReady(st Stream, f func()) (stop func() bool, ok bool) {
+	for st != nil {
+		if n, is := st.(ReadyNotifier); is {
+			return n.OnReady(f), true
+		}
+		u, is := st.(interface{ Unwrap() Stream })
+		if !is {
+			break
+		}
+		st = u.Unwrap()
+	}
+	return nil, false
+}
+
 // ModelCard describes a model as /v1/models shows it.
 type ModelCard struct {
 	ID      string

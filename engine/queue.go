@@ -27,7 +27,12 @@ type Queue struct {
 	ended  bool
 	err    error // the terminal error; nil: io.EOF
 	full   bool  // Push reported full and the queue has not drained since
+	hook   *readyHook
 }
+
+// readyHook is the consumer's f of OnReady, waiting for the next Push or
+// End.
+type readyHook struct{ f func() }
 
 // NewQueue returns an empty queue. high is the number of queued events at
 // which Push reports the queue full (0: never). onDrain, if not nil, is
@@ -50,8 +55,9 @@ func (q *Queue) Push(ev Event) (full bool) {
 		q.full = true
 	}
 	full = q.full
+	h := q.takeHook()
 	q.mu.Unlock()
-	q.signal()
+	q.signal(h)
 	return full
 }
 
@@ -62,8 +68,9 @@ func (q *Queue) End(err error) {
 	if !q.ended {
 		q.ended, q.err = true, err
 	}
+	h := q.takeHook()
 	q.mu.Unlock()
-	q.signal()
+	q.signal(h)
 }
 
 // Len is the number of events queued and not yet taken.
@@ -73,10 +80,44 @@ func (q *Queue) Len() int {
 	return len(q.events) - q.head
 }
 
-func (q *Queue) signal() {
+// takeHook takes the consumer's waiting OnReady function; q.mu is held.
+func (q *Queue) takeHook() *readyHook {
+	h := q.hook
+	q.hook = nil
+	return h
+}
+
+// signal tells the consumer that something is new: on Ready, and through
+// h, the OnReady function taken under the lock, if any.
+func (q *Queue) signal(h *readyHook) {
 	select {
 	case q.ready <- struct{}{}:
 	default:
+	}
+	if h != nil {
+		h.f()
+	}
+}
+
+// OnReady implements ReadyNotifier.
+func (q *Queue) OnReady(f func()) (stop func() bool) {
+	q.mu.Lock()
+	if q.head < len(q.events) || q.ended {
+		q.mu.Unlock()
+		f()
+		return func() bool { return false }
+	}
+	h := &readyHook{f: f}
+	q.hook = h
+	q.mu.Unlock()
+	return func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.hook != h {
+			return false
+		}
+		q.hook = nil
+		return true
 	}
 }
 

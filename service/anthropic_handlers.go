@@ -155,9 +155,7 @@ func (s *messageStream) next() (over bool, u *Usage, err error) {
 
 func (s *messageStream) wait()                        { s.r.wait() }
 func (s *messageStream) waitFor(d time.Duration) bool { return s.r.waitFor(d) }
-func (s *messageStream) parkable() (ready, done <-chan struct{}, ok bool) {
-	return s.r.parkable()
-}
+func (s *messageStream) parkable() (waitOn, bool)     { return s.r.parkable() }
 
 // handleMessages serves POST /v1/messages.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *requestInfo) {

@@ -232,8 +232,10 @@ type requestMetrics struct {
 	// ttft is the time to the first event of any choice; 0 until then.
 	ttft time.Duration
 	// last is, per wire index, when its last piece of text came (0: none yet).
-	last                 []time.Duration
-	itl                  latencyTally
+	last []time.Duration
+	// itl tallies the inter-token latencies; made by the first (a
+	// stream waiting for its engine holds thousands of these).
+	itl                  *latencyTally
 	stopped, lengthLimit int // choices finished, by reason
 	// key is the API key the request is charged to; nil for none.
 	key *keyUse
@@ -254,6 +256,9 @@ func (o *requestMetrics) event(i int, ev *engine.Event) {
 	}
 	if ev.Text != "" || ev.Reasoning != "" || len(ev.ToolCalls) > 0 {
 		if last := o.last[i]; last != 0 {
+			if o.itl == nil {
+				o.itl = new(latencyTally)
+			}
 			o.itl.observe(float64(now-last) / float64(time.Second))
 		}
 		o.last[i] = now
@@ -273,8 +278,10 @@ func (o *requestMetrics) end() {
 	if o == nil {
 		return
 	}
-	o.m.itl.add(&o.itl)
-	o.itl = latencyTally{}
+	if o.itl != nil {
+		o.m.itl.add(o.itl)
+		o.itl = nil
+	}
 }
 
 // finish counts the usage of a completed request: the numbers its client

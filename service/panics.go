@@ -30,6 +30,9 @@ type panicSafeStream struct {
 	err       error // set by a panic
 }
 
+// Unwrap is the engine's stream, whose Ready this one shares.
+func (s *panicSafeStream) Unwrap() engine.Stream { return s.Stream }
+
 func (s *panicSafeStream) TryRecv() (ev engine.Event, ok bool, err error) {
 	if s.err != nil {
 		return engine.Event{}, false, s.err

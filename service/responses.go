@@ -392,9 +392,7 @@ func (s *responseStream) next() (over bool, u *Usage, err error) {
 
 func (s *responseStream) wait()                        { s.r.wait() }
 func (s *responseStream) waitFor(d time.Duration) bool { return s.r.waitFor(d) }
-func (s *responseStream) parkable() (ready, done <-chan struct{}, ok bool) {
-	return s.r.parkable()
-}
+func (s *responseStream) parkable() (waitOn, bool)     { return s.r.parkable() }
 
 // isClientGone reports whether err ended a generation because its client
 // left or cancelled, or a write to it failed: nobody to tell.

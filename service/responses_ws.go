@@ -385,7 +385,7 @@ func (t *responseTask) pump() bool {
 // connection counts the wait (c.wg).
 func (t *responseTask) park() {
 	c := t.w.c
-	ready, done, ok := t.steps.parkable()
+	on, ok := t.steps.parkable()
 	if !ok {
 		c.wg.Go(func() {
 			t.steps.wait()
@@ -394,7 +394,7 @@ func (t *responseTask) park() {
 		return
 	}
 	c.wg.Add(1)
-	c.s.waits.park(ready, done, func() {
+	c.s.waits.park(on, func() {
 		defer c.wg.Done()
 		t.goOn()
 	})

@@ -174,8 +174,8 @@ func (r *resumableGen) pump() {
 			return
 		}
 		if !r.steps.waitFor(wsWaitInline) {
-			if ready, done, ok := r.steps.parkable(); ok {
-				r.s.waits.park(ready, done, r.pump)
+			if on, ok := r.steps.parkable(); ok {
+				r.s.waits.park(on, r.pump)
 			} else {
 				go func() {
 					r.steps.wait()

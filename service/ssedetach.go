@@ -47,7 +47,8 @@ import (
 const sseWaitInline = time.Second
 
 // sseDetach is the context of a streamed request that may detach: it
-// follows the handler's (its values, its end, the cause of its end) until
+// follows the handler's (the values requestValues carries, its end, the
+// cause of its end) until
 // detached, then ends only with the client, the server's shutdown or the
 // stream.
 type sseDetach struct {
@@ -57,7 +58,7 @@ type sseDetach struct {
 }
 
 func newSSEDetach(parent context.Context) *sseDetach {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	ctx, cancel := context.WithCancelCause(requestValues(parent))
 	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
 	return &sseDetach{ctx: ctx, cancel: cancel, stop: stop}
 }
@@ -233,7 +234,7 @@ func (d *sseDetached) unwatch() {
 // own when the pool cannot wait for it: several engine streams).
 func (d *sseDetached) park() {
 	d.sw.buf = nil // taken again by the next write
-	ready, done, tick, ok := d.st.parkableTicking()
+	on, ok := d.st.parkableTicking()
 	if !ok {
 		go func() {
 			d.st.wait()
@@ -241,7 +242,7 @@ func (d *sseDetached) park() {
 		}()
 		return
 	}
-	d.s.waits.parkTicking(ready, done, tick, d.wake)
+	d.s.waits.parkTicking(on, d.wake)
 }
 
 // wake is the goroutine of a parked wait that ended.

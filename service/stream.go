@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sync"
 	"time"
 
 	"rill/engine"
@@ -179,7 +180,7 @@ type pull struct {
 	onProgress func(prompt int, pr *engine.Progress) error
 	onIdle     func() error
 
-	ticker *time.Ticker // nil without pings
+	ticker *pingTicker // nil without pings
 	w      *streamWaiter
 	prog   *progress
 	active bool         // an event came since the last tick
@@ -199,7 +200,7 @@ func (g *generation) newPull(ctx context.Context, ping time.Duration,
 		prog: newProgress(g.n, len(g.streams))}
 	var tick <-chan time.Time
 	if ping > 0 && onIdle != nil {
-		r.ticker = time.NewTicker(ping)
+		r.ticker = newPingTicker(ping)
 		tick = r.ticker.C
 	}
 	r.w = newStreamWaiter(g.streams, ctx.Done(), tick)
@@ -330,28 +331,101 @@ func (r *pull) waitFor(d time.Duration) bool {
 	return true
 }
 
-// parkable returns the channels that wait waits on, when they are only
-// the engine's Ready and the request's done: one engine stream and no
-// pings. A stream that pings, or that waits on several, waits on a
-// goroutine of its own.
-func (r *pull) parkable() (ready, done <-chan struct{}, ok bool) {
+// parkable returns what wait waits for, when a parked wait can wait for
+// it: one engine stream (a pull of several waits on a goroutine of its
+// own) and no pings.
+func (r *pull) parkable() (waitOn, bool) {
 	if r.ticker != nil || len(r.g.streams) != 1 {
-		return nil, nil, false
+		return waitOn{}, false
 	}
-	return r.g.streams[0].Ready(), r.ctx.Done(), true
+	return waitOn{st: r.g.streams[0], ctx: r.ctx}, true
 }
 
-// parkableTicking is parkable for a stream that may ping: tick is the
-// ping ticker's channel (nil without pings), whose ticks the waiter hands
-// to ticked.
-func (r *pull) parkableTicking() (ready, done <-chan struct{}, tick <-chan time.Time, ok bool) {
+// parkableTicking is parkable for a stream that may ping: the waiter
+// hands the pinger's ticks to ticked.
+func (r *pull) parkableTicking() (waitOn, bool) {
 	if len(r.g.streams) != 1 {
-		return nil, nil, nil, false
+		return waitOn{}, false
 	}
-	if r.ticker != nil {
-		tick = r.ticker.C
+	return waitOn{st: r.g.streams[0], ctx: r.ctx, ticks: r.ticker}, true
+}
+
+// pingTicker ticks every period, as a time.Ticker does, on C (1-buffered,
+// a tick not taken is dropped), or, while a parked wait is hooked to it
+// (onTick), by calling the wait's function instead.
+type pingTicker struct {
+	C       chan time.Time
+	period  time.Duration
+	t       *time.Timer
+	mu      sync.Mutex
+	hook    *tickHook
+	stopped bool
+}
+
+type tickHook struct{ f func() }
+
+func newPingTicker(period time.Duration) *pingTicker {
+	p := &pingTicker{C: make(chan time.Time, 1), period: period}
+	p.t = time.AfterFunc(period, p.tick)
+	return p
+}
+
+// tick runs on the timer's goroutine. It sends under mu, so that onTick
+// sees either the tick on C or its hook called.
+func (p *pingTicker) tick() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
 	}
-	return r.g.streams[0].Ready(), r.ctx.Done(), tick, true
+	p.t.Reset(p.period)
+	h := p.hook
+	p.hook = nil
+	if h == nil {
+		select {
+		case p.C <- time.Now():
+		default:
+		}
+	}
+	p.mu.Unlock()
+	if h != nil {
+		h.f()
+	}
+}
+
+// onTick hooks f to the next tick, or calls it at once when a tick is
+// waiting on C (and takes it). stop unhooks f and reports whether it had
+// not run.
+func (p *pingTicker) onTick(f func()) (stop func() bool) {
+	p.mu.Lock()
+	select {
+	case <-p.C:
+		p.mu.Unlock()
+		f()
+		return func() bool { return false }
+	default:
+	}
+	h := &tickHook{f: f}
+	p.hook = h
+	p.mu.Unlock()
+	return func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.hook != h {
+			return false
+		}
+		p.hook = nil
+		return true
+	}
+}
+
+// Stop stops the ticks; a hooked wait is not called.
+func (p *pingTicker) Stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.t.Stop()
+	p.hook = nil
+	p.mu.Unlock()
 }
 
 // streamWaiter waits until one of a generation's streams may have
@@ -537,12 +611,10 @@ func (s *chunkStream) waitFor(d time.Duration) bool {
 }
 
 // parkable is pull.parkable.
-func (s *chunkStream) parkable() (ready, done <-chan struct{}, ok bool) { return s.r.parkable() }
+func (s *chunkStream) parkable() (waitOn, bool) { return s.r.parkable() }
 
 // parkableTicking is pull.parkableTicking, and ticked pull.ticked.
-func (s *chunkStream) parkableTicking() (ready, done <-chan struct{}, tick <-chan time.Time, ok bool) {
-	return s.r.parkableTicking()
-}
+func (s *chunkStream) parkableTicking() (waitOn, bool) { return s.r.parkableTicking() }
 
 func (s *chunkStream) ticked() { s.r.ticked() }
 

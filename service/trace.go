@@ -95,6 +95,25 @@ func (s *Server) startWSSpan(ctx context.Context, path string) (context.Context,
 	return s.tracer.Start(ctx, "websocket "+path, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 }
 
+// requestValues returns a context that carries what rill reads from a
+// request's context, its span (or its client's span context) and its API
+// key's client, and nothing else of it: no cancellation, and none of
+// net/http's contexts. A WebSocket connection and a detached SSE stream
+// outlive their handler; context.WithoutCancel of the handler's context
+// would keep net/http's connection and request contexts alive with them,
+// some 300 bytes each for values nothing reads. A value a later change puts
+// in the request's context for the service to read must be carried here.
+func requestValues(ctx context.Context) context.Context {
+	out := context.Background()
+	if span := trace.SpanFromContext(ctx); span.SpanContext().IsValid() || span.IsRecording() {
+		out = trace.ContextWithSpan(out, span)
+	}
+	if c := clientFrom(ctx); c != nil {
+		out = withClient(out, c)
+	}
+	return out
+}
+
 // routeOf is the route of path as a span names it: the path of a fixed
 // route, a template for the routes with an id in them, "" for a path rill
 // does not serve. The web page's files are one route.

@@ -1,9 +1,12 @@
 package service
 
 import (
+	"context"
 	"reflect"
 	"sync"
 	"time"
+
+	"rill/engine"
 )
 
 // waitsPerWaiter is how many parked waits one goroutine of a waitPool
@@ -46,19 +49,120 @@ type parkedWait struct {
 	then        func(ticked bool)
 }
 
-// park waits for a receive on ready or on done (a nil done never
-// delivers), then runs then on a new goroutine. then must recover its own
-// panics; what it needs to end before its owner does (a WaitGroup) the
-// caller counts before park. The receive on ready consumes its value: a
-// stream's Ready signal, which then's TryRecv follows.
-func (p *waitPool) park(ready, done <-chan struct{}, then func()) {
-	p.parkTicking(ready, done, nil, func(bool) { then() })
+// waitOn is what a parked wait waits for: its engine stream having
+// something new (st's Ready, or a log's wake channel, ready, when st is
+// nil), its request's context ending, and, for a stream that pings, a
+// tick of its pinger (nil: none).
+type waitOn struct {
+	st    engine.Stream
+	ready <-chan struct{}
+	ctx   context.Context
+	ticks *pingTicker
 }
 
-// parkTicking is park with a third channel, a ping ticker's (nil: none):
-// then learns whether it was the tick that ended the wait, whose value
-// the pool took.
-func (p *waitPool) parkTicking(ready, done <-chan struct{}, tick <-chan time.Time, then func(ticked bool)) {
+// park waits for w, then runs then on a new goroutine. then must recover
+// its own panics; what it needs to end before its owner does (a
+// WaitGroup) the caller counts before park. A wait on a channel consumes
+// its value: a stream's Ready signal, which then's TryRecv follows.
+func (p *waitPool) park(w waitOn, then func()) {
+	p.parkTicking(w, func(bool) { then() })
+}
+
+// parkTicking is park for a stream that pings: then learns whether it was
+// a tick that ended the wait, whose value the pool took.
+//
+// A wait for an engine stream that can call a function when it has
+// something new (engine.ReadyNotifier, as every engine's Queue can) holds
+// no goroutine and no select case: the stream, the context (AfterFunc) and
+// the pinger each call the wait's, and the first ends it. Any other wait
+// is selected over by one of the pool's goroutines.
+func (p *waitPool) parkTicking(w waitOn, then func(ticked bool)) {
+	if w.st != nil {
+		if hookWait(w, then) {
+			return
+		}
+		w.ready = w.st.Ready()
+	}
+	var done <-chan struct{}
+	if w.ctx != nil {
+		done = w.ctx.Done()
+	}
+	var tick <-chan time.Time
+	if w.ticks != nil {
+		tick = w.ticks.C
+	}
+	p.selectOver(w.ready, done, tick, then)
+}
+
+// hooked is a wait that the things it waits for call (hookWait): the
+// first to call it ends it, unhooks the others and runs then.
+type hooked struct {
+	mu    sync.Mutex
+	over  bool
+	n     int
+	stops [3]func() bool
+	then  func(ticked bool)
+}
+
+// hookWait parks w as a hooked wait, if its stream can call it, and
+// reports whether it did. Each hook may call at once (the stream has
+// something already, the context ended): the wait is then over before
+// the others are hooked, and they are unhooked as they are.
+func hookWait(w waitOn, then func(ticked bool)) bool {
+	h := &hooked{then: then}
+	stop, ok := engine.OnReady(w.st, h.ready)
+	if !ok {
+		return false
+	}
+	h.add(stop)
+	if w.ctx != nil {
+		h.add(context.AfterFunc(w.ctx, h.ready))
+	}
+	if w.ticks != nil {
+		h.add(w.ticks.onTick(h.ticked))
+	}
+	return true
+}
+
+func (h *hooked) ready()  { h.end(false) }
+func (h *hooked) ticked() { h.end(true) }
+
+// add keeps stop, to unhook one of the wait's hooks when another ends it;
+// when the wait is over already, it unhooks at once.
+func (h *hooked) add(stop func() bool) {
+	h.mu.Lock()
+	if h.over {
+		h.mu.Unlock()
+		stop()
+		return
+	}
+	h.stops[h.n] = stop
+	h.n++
+	h.mu.Unlock()
+}
+
+// end ends the wait, the first time it is called: it unhooks the rest
+// and runs then on a new goroutine. It runs on whichever goroutine called
+// (an engine's loop, a timer's): it must not block.
+func (h *hooked) end(ticked bool) {
+	h.mu.Lock()
+	if h.over {
+		h.mu.Unlock()
+		return
+	}
+	h.over = true
+	stops := h.stops[:h.n]
+	h.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+	go h.then(ticked)
+}
+
+// selectOver waits for a receive on ready, done or tick (a nil channel
+// never delivers) on one of the pool's goroutines, then runs then on a new
+// goroutine.
+func (p *waitPool) selectOver(ready, done <-chan struct{}, tick <-chan time.Time, then func(ticked bool)) {
 	k := 0
 	if tick != nil {
 		k = 1

@@ -1,15 +1,17 @@
 package service
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"rill/engine"
 	"rill/internal/wait"
 )
 
-// TestWaitPool: every parked wait runs its then exactly once, when its
+// TestWaitPool: every wait the pool's goroutines select over runs its then exactly once, when its
 // ready channel delivers or its done channel closes, however many waits
 // share the pool's goroutines; once none is parked, the pool holds no
 // goroutine.
@@ -49,13 +51,13 @@ func TestWaitPool(t *testing.T) {
 			for i := range tt.n {
 				ready[i], done[i], tick[i] = make(chan struct{}, 1), make(chan struct{}), make(chan time.Time, 1)
 				if tt.ticks {
-					p.parkTicking(ready[i], done[i], tick[i], func(tk bool) {
+					p.selectOver(ready[i], done[i], tick[i], func(tk bool) {
 						ticked[i].Store(tk)
 						runs[i].Add(1)
 						ran.Done()
 					})
 				} else {
-					p.park(ready[i], done[i], func() {
+					p.selectOver(ready[i], done[i], nil, func(bool) {
 						runs[i].Add(1)
 						ran.Done()
 					})
@@ -113,7 +115,7 @@ func TestWaitPoolReuse(t *testing.T) {
 		ready := make(chan struct{}, 1)
 		ready <- struct{}{}
 		ran := make(chan struct{})
-		p.park(ready, nil, func() { close(ran) })
+		p.park(waitOn{ready: ready}, func() { close(ran) })
 		<-ran
 		if !wait.Until(func() bool {
 			p.mu.Lock()
@@ -135,14 +137,112 @@ func BenchmarkWaitPoolWake(b *testing.B) {
 	done := make(chan struct{})
 	defer close(done)
 	for range waitsPerWaiter - 1 {
-		p.park(others, done, func() {})
+		p.selectOver(others, done, nil, func(bool) {})
 	}
 	ready := make(chan struct{}, 1)
 	ran := make(chan struct{})
 	then := func() { ran <- struct{}{} }
 	for b.Loop() {
-		p.park(ready, nil, then)
+		p.park(waitOn{ready: ready}, then)
 		ready <- struct{}{}
 		<-ran
+	}
+}
+
+// TestHookedWait: a wait for an engine stream that can call it (every
+// engine's Queue) takes none of the pool's goroutines, and runs its then
+// exactly once, when the stream has something (an event, its end, also
+// before the park), the context ends or the pinger ticks, whichever is
+// first; the others then do nothing.
+func TestHookedWait(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		before  bool // the stream has its event before the park
+		by      string
+		tickers bool
+		ticked  bool
+	}{
+		{name: "event", by: "push"},
+		{name: "end", by: "end"},
+		{name: "event before the park", before: true, by: "push"},
+		{name: "context", by: "cancel"},
+		{name: "event, with pings", by: "push", tickers: true},
+		{name: "tick", by: "tick", tickers: true, ticked: true},
+		{name: "all at once", by: "all", tickers: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var p waitPool
+			q := engine.NewQueue(0, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			on := waitOn{st: &panicSafeStream{Stream: q}, ctx: ctx} // found through Unwrap
+			var ticks *pingTicker
+			if tt.tickers {
+				ticks = newPingTicker(time.Hour) // ticks only when the test says
+				defer ticks.Stop()
+				on.ticks = ticks
+			}
+			if tt.before {
+				q.Push(engine.Event{Text: "x"})
+			}
+			var runs atomic.Int32
+			var gotTicked atomic.Bool
+			ran := make(chan struct{}, 4)
+			p.parkTicking(on, func(tk bool) {
+				gotTicked.Store(tk)
+				runs.Add(1)
+				ran <- struct{}{}
+			})
+			p.mu.Lock()
+			pooled := len(p.waiters[0]) + len(p.waiters[1])
+			p.mu.Unlock()
+			if pooled != 0 {
+				t.Fatalf("the wait took %d of the pool's goroutines, want none", pooled)
+			}
+			if !tt.before {
+				select {
+				case <-ran:
+					t.Fatal("then ran before anything happened")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			fire := map[string]func(){
+				"push":   func() { q.Push(engine.Event{Text: "x"}) },
+				"end":    func() { q.End(nil) },
+				"cancel": cancel,
+				"tick":   func() { ticks.tick() },
+			}
+			if tt.by == "all" {
+				var wg sync.WaitGroup
+				for _, f := range fire {
+					wg.Go(f)
+				}
+				wg.Wait()
+			} else if !tt.before {
+				fire[tt.by]()
+			}
+			select {
+			case <-ran:
+			case <-time.After(5 * time.Second):
+				t.Fatal("then did not run")
+			}
+			// What comes after the end does nothing.
+			q.Push(engine.Event{Text: "y"})
+			cancel()
+			if ticks != nil {
+				ticks.tick()
+			}
+			select {
+			case <-ran:
+				t.Fatalf("then ran %d times, want once", runs.Load())
+			case <-time.After(20 * time.Millisecond):
+			}
+			if tt.by != "all" && gotTicked.Load() != tt.ticked {
+				t.Errorf("then(ticked %v), want %v", gotTicked.Load(), tt.ticked)
+			}
+		})
 	}
 }

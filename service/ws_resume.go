@@ -148,8 +148,8 @@ func (f *followSteps) waitFor(d time.Duration) bool {
 	return true
 }
 
-func (f *followSteps) parkable() (ready, done <-chan struct{}, ok bool) {
-	return f.wake, f.ctx.Done(), true
+func (f *followSteps) parkable() (waitOn, bool) {
+	return waitOn{ready: f.wake, ctx: f.ctx}, true
 }
 
 // logError reads an error event of a chunk log ({"error":{…}}, as SSE

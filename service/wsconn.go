@@ -92,7 +92,8 @@ var errWriteIdle = errors.New("write idle timeout: the client stopped reading")
 // "going away"; the returned func unregisters it and reports whether it was
 // still waiting, as context.AfterFunc's stop does). Ending
 // the connection cancels every request in flight on it. parent gives the
-// connection its values (its cancellation is not used); hj is what the
+// connection the values requestValues carries (its cancellation is not
+// used); hj is what the
 // library reads from and writes to (the connection's small buffers).
 //
 // With done nil, serve returns when the connection has ended and all of
@@ -111,9 +112,12 @@ var errWriteIdle = errors.New("write idle timeout: the client stopped reading")
 func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func() bool, hj *smallHijacker, done func()) {
 	// ctx is the connection's life: it ends when the reader does. Requests
 	// run under reqCtx, which shutdown and a stalled peer end first, each
-	// with its cause.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	reqCtx, cancelReqs := context.WithCancelCause(ctx)
+	// with its cause, and the reader's end last. Siblings, not parent and
+	// child: a cancelable parent keeps a map of its children, for as long
+	// as the connection lasts.
+	values := requestValues(parent)
+	ctx, cancel := context.WithCancel(values)
+	reqCtx, cancelReqs := context.WithCancelCause(values)
 	c.out = newOutbox(ctx.Done(), c.s.writeIdle)
 	c.out.writeTo(c.conn, hj.cork, func(fn func()) { c.spawn("writer", fn) }, func(err error) {
 		if err == nil {
@@ -134,6 +138,7 @@ func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func()
 	stopShutdown := c.onShutdown(afterShutdown, cancelReqs)
 	c.finish = func() {
 		cancel()
+		cancelReqs(context.Canceled)
 		// Unblocks a write stuck on a peer that reads nothing; the
 		// connection is already closed in every other case.
 		_ = c.conn.CloseNow()
@@ -227,7 +232,11 @@ func (c *wsConn) read(ctx, reqCtx context.Context, readFirst bool) (parked bool)
 		if !(first && readFirst) && c.park() {
 			return true
 		}
-		_, r, err := c.conn.Reader(ctx)
+		// The library ends a read when its context ends, watching the
+		// context (context.AfterFunc) for every message; the connection's
+		// ends only after its reader did (finish), so the reader reads
+		// without one: a close ends its reads.
+		_, r, err := c.conn.Reader(context.Background())
 		if err != nil {
 			return false
 		}
@@ -524,7 +533,7 @@ type wsSteps interface {
 	next() (over bool, u *Usage, err error)
 	wait()
 	waitFor(d time.Duration) bool
-	parkable() (ready, done <-chan struct{}, ok bool)
+	parkable() (waitOn, bool)
 }
 
 // serveRequest runs one WebSocket request, whichever API it speaks: start
@@ -659,13 +668,13 @@ func (t *wsTask) pump() bool {
 // its own. Either way the connection counts the wait (c.wg), so that it
 // ends before the connection does.
 func (t *wsTask) park() {
-	ready, done, ok := t.run.steps.parkable()
+	on, ok := t.run.steps.parkable()
 	if !ok {
 		t.c.wg.Go(t.waitAndPump)
 		return
 	}
 	t.c.wg.Add(1)
-	t.c.s.waits.park(ready, done, t.pumpOn)
+	t.c.s.waits.park(on, t.pumpOn)
 }
 
 // pumpOn is the goroutine of a stream whose parked wait ended.

@@ -719,6 +719,9 @@ type stream struct {
 	cut  func(error) error
 }
 
+// Unwrap is the model's stream, whose Ready this one shares.
+func (s *stream) Unwrap() engine.Stream { return s.Stream }
+
 // TryRecv implements engine.Stream.
 func (s *stream) TryRecv() (engine.Event, bool, error) {
 	ev, ok, err := s.Stream.TryRecv()

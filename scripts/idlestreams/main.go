@@ -173,7 +173,7 @@ func serve(parkConns bool) error {
 		runtime.GC()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		fmt.Fprintln(w, m.HeapInuse, m.StackInuse)
+		fmt.Fprintln(w, m.HeapInuse, m.StackInuse, m.HeapAlloc)
 	})
 	fmt.Println(ln.Addr())
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
@@ -241,7 +241,7 @@ func measure(n int, transport string, parallel int, parkConns bool, heapProfile 
 	if err != nil {
 		return err
 	}
-	heap0, stack0, err := memstats(addr)
+	heap0, stack0, objects0, err := memstats(addr)
 	if err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func measure(n int, transport string, parallel int, parkConns bool, heapProfile 
 	if err != nil {
 		return err
 	}
-	heap1, stack1, err := memstats(addr)
+	heap1, stack1, objects1, err := memstats(addr)
 	if err != nil {
 		return err
 	}
@@ -326,6 +326,8 @@ func measure(n int, transport string, parallel int, parkConns bool, heapProfile 
 	fmt.Printf("server live heap %+d bytes, stacks %+d bytes: %d bytes per stream (%d heap, %d stacks)\n",
 		int64(heap1)-int64(heap0), int64(stack1)-int64(stack0),
 		(int64(heap1+stack1)-int64(heap0+stack0))/int64(n), (int64(heap1)-int64(heap0))/int64(n), (int64(stack1)-int64(stack0))/int64(n))
+	fmt.Printf("server live objects %+d bytes: %d bytes per stream (the rest of the heap in use is room in its spans)\n",
+		int64(objects1)-int64(objects0), (int64(objects1)-int64(objects0))/int64(n))
 	fmt.Printf("server goroutines %d -> %d: %.2f per stream\n", g0, g1, float64(g1-g0)/float64(n))
 	fmt.Printf("goal: %d streams in under 1 GiB of RSS growth: %s\n", n, verdict(growth < 1<<30))
 
@@ -387,15 +389,16 @@ func count(addr, path string) (int, error) {
 	return n, err
 }
 
-// memstats asks the child for its live heap and stacks, after collections.
-func memstats(addr string) (heap, stack uint64, err error) {
+// memstats asks the child for its heap in use (whole spans), stacks and
+// live objects, after collections.
+func memstats(addr string) (heap, stack, objects uint64, err error) {
 	resp, err := http.Get("http://" + addr + "/memstats")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer resp.Body.Close()
-	_, err = fmt.Fscan(resp.Body, &heap, &stack)
-	return heap, stack, err
+	_, err = fmt.Fscan(resp.Body, &heap, &stack, &objects)
+	return heap, stack, objects, err
 }
 
 // openSSE sends a streamed chat request on a raw connection, and reads
