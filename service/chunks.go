@@ -12,11 +12,14 @@ import (
 // frame them (see chunkWriter). A chunker is owned by one goroutine; the
 // bytes it hands to the writer are valid only during that call.
 type chunker struct {
-	g      *generation
-	w      chunkWriter
-	buf    []byte
-	prefix []byte // the chunk object up to and including `"choices":[`
-	suffix []byte // `]}`, or `],"usage":null}` with include_usage
+	g *generation
+	w chunkWriter
+	// buf starts with the chunk object up to and including `"choices":[`,
+	// prefixLen bytes that every chunk begins with and none overwrites;
+	// nil while the stream waits long (begin makes it again).
+	buf       []byte
+	prefixLen int
+	suffix    []byte // `]}`, or `],"usage":null}` with include_usage
 	// tokenRunes is, per wire index, the length in code points of the
 	// tokens already sent: the legacy text_offset of the next token.
 	tokenRunes []int
@@ -37,12 +40,7 @@ type chunker struct {
 }
 
 func newChunker(g *generation, w chunkWriter) *chunker {
-	object := "chat.completion.chunk"
-	if g.kind == kindCompletion {
-		object = "text_completion"
-	}
-	c := &chunker{g: g, w: w, buf: make([]byte, 0, 512)}
-	c.prefix = appendHeader(nil, g, object)
+	c := &chunker{g: g, w: w}
 	c.suffix = []byte("]}")
 	if g.includeUsage {
 		c.suffix = []byte(`],"usage":null}`)
@@ -73,7 +71,7 @@ func appendHeader(b []byte, g *generation, object string) []byte {
 	return append(b, `,"choices":[`...)
 }
 
-// emit frames the choice object in c.buf[len(prefix):] and sends the chunk,
+// emit frames the choice object in c.buf[prefixLen:] and sends the chunk,
 // with the running usage when the request asked for continuous usage, and
 // the running timings when it asked for timings_per_token.
 func (c *chunker) emit() error {
@@ -121,7 +119,19 @@ func (c *chunker) runningUsage() Usage {
 	return AssembleUsage(c.byPrompt)
 }
 
-func (c *chunker) begin() { c.buf = append(c.buf[:0], c.prefix...) }
+func (c *chunker) begin() {
+	if c.buf == nil {
+		object := "chat.completion.chunk"
+		if c.g.kind == kindCompletion {
+			object = "text_completion"
+		}
+		// Made at the first chunk, and again after a long wait: a waiting
+		// stream keeps none of it.
+		c.buf = appendHeader(make([]byte, 0, 512), c.g, object)
+		c.prefixLen = len(c.buf)
+	}
+	c.buf = c.buf[:c.prefixLen]
+}
 
 // opening sends what precedes the first token: for chat, one chunk per
 // choice with delta.role "assistant" and empty content, as OpenAI does.

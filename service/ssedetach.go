@@ -139,7 +139,10 @@ func (s *Server) detachSSE(w http.ResponseWriter, r *http.Request, info *request
 	d.stopShutdown = s.afterShutdown(func() { dt.cancel(ErrShutdown) })
 	// The handler's context ends when the handler returns; from now on the
 	// stream's ends with the client (watch), the shutdown or the stream.
+	// The watch, unhooked, still holds the handler's context, and with it
+	// net/http's: let go of it.
 	dt.stop()
+	dt.stop = nil
 	info.detached = true
 	// What net/http would have sent, and Connection: close: the client
 	// knows not to send another request on this connection.

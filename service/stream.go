@@ -603,7 +603,8 @@ func (s *chunkStream) wait() { s.r.wait() }
 func (s *chunkStream) waitFor(d time.Duration) bool {
 	if !s.r.waitFor(d) {
 		// A stream waiting that long may wait for minutes, without the
-		// chunk buffer's bytes; the next chunk makes a new one.
+		// chunk buffer's bytes, the chunks' header included; the next
+		// chunk makes them anew.
 		s.c.buf = nil
 		return false
 	}

@@ -51,8 +51,9 @@ type parkedWait struct {
 
 // waitOn is what a parked wait waits for: its engine stream having
 // something new (st's Ready, or a log's wake channel, ready, when st is
-// nil), its request's context ending, and, for a stream that pings, a
-// tick of its pinger (nil: none).
+// nil), its request's context ending (the context of st's engine request
+// derives from it), and, for a stream that pings, a tick of its pinger
+// (nil: none).
 type waitOn struct {
 	st    engine.Stream
 	ready <-chan struct{}
@@ -73,9 +74,11 @@ func (p *waitPool) park(w waitOn, then func()) {
 //
 // A wait for an engine stream that can call a function when it has
 // something new (engine.ReadyNotifier, as every engine's Queue can) holds
-// no goroutine and no select case: the stream, the context (AfterFunc) and
-// the pinger each call the wait's, and the first ends it. Any other wait
-// is selected over by one of the pool's goroutines.
+// no goroutine and no select case: the stream and the pinger each call the
+// wait's, and the first ends it. Its context needs no watch of its own:
+// the engine's context derives from it, and an engine ends its stream,
+// which then calls, when its context ends (engine.Engine's contract). Any
+// other wait is selected over by one of the pool's goroutines.
 func (p *waitPool) parkTicking(w waitOn, then func(ticked bool)) {
 	if w.st != nil {
 		if hookWait(w, then) {
@@ -100,14 +103,14 @@ type hooked struct {
 	mu    sync.Mutex
 	over  bool
 	n     int
-	stops [3]func() bool
+	stops [2]func() bool
 	then  func(ticked bool)
 }
 
 // hookWait parks w as a hooked wait, if its stream can call it, and
 // reports whether it did. Each hook may call at once (the stream has
-// something already, the context ended): the wait is then over before
-// the others are hooked, and they are unhooked as they are.
+// something already, or its end): the wait is then over before the
+// others are hooked, and they are unhooked as they are.
 func hookWait(w waitOn, then func(ticked bool)) bool {
 	h := &hooked{then: then}
 	stop, ok := engine.OnReady(w.st, h.ready)
@@ -115,9 +118,6 @@ func hookWait(w waitOn, then func(ticked bool)) bool {
 		return false
 	}
 	h.add(stop)
-	if w.ctx != nil {
-		h.add(context.AfterFunc(w.ctx, h.ready))
-	}
 	if w.ticks != nil {
 		h.add(w.ticks.onTick(h.ticked))
 	}

@@ -152,8 +152,8 @@ func BenchmarkWaitPoolWake(b *testing.B) {
 // TestHookedWait: a wait for an engine stream that can call it (every
 // engine's Queue) takes none of the pool's goroutines, and runs its then
 // exactly once, when the stream has something (an event, its end, also
-// before the park), the context ends or the pinger ticks, whichever is
-// first; the others then do nothing.
+// before the park, the end its engine gives it when the context ends) or
+// the pinger ticks, whichever is first; the others then do nothing.
 func TestHookedWait(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -178,6 +178,8 @@ func TestHookedWait(t *testing.T) {
 			q := engine.NewQueue(0, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			// As an engine does: its stream ends when its context does.
+			context.AfterFunc(ctx, func() { q.End(ctx.Err()) })
 			on := waitOn{st: &panicSafeStream{Stream: q}, ctx: ctx} // found through Unwrap
 			var ticks *pingTicker
 			if tt.tickers {

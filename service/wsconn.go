@@ -38,9 +38,9 @@ type wsConn struct {
 	out    *outbox
 
 	mu      sync.Mutex
-	reqs    map[string]*wsRequest // in flight, by request_id
-	closing bool                  // shutdown began: creates are refused
-	running sync.WaitGroup        // request goroutines; Add under mu while !closing
+	reqs    wsRequests     // in flight, by request_id
+	closing bool           // shutdown began: creates are refused
+	running sync.WaitGroup // request goroutines; Add under mu while !closing
 
 	// onMessage handles a client message in place of handle, for a
 	// connection that speaks another protocol (the Responses API's).
@@ -70,6 +70,40 @@ type wsRequest struct {
 	cancelled bool
 }
 
+// wsRequests are a connection's requests in flight: a few at a time (at
+// most Options.WSMaxRequests), searched in turn. A map's table would cost
+// some 200 bytes from its first entry, for as long as the connection
+// lasts.
+type wsRequests []wsInFlight
+
+type wsInFlight struct {
+	id  string
+	req *wsRequest
+}
+
+// get is request id; nil when none is in flight.
+func (rs wsRequests) get(id string) *wsRequest {
+	for _, r := range rs {
+		if r.id == id {
+			return r.req
+		}
+	}
+	return nil
+}
+
+// remove takes request id off, when it is req (not another by that id).
+func (rs *wsRequests) remove(id string, req *wsRequest) {
+	for i, r := range *rs {
+		if r.id == id && r.req == req {
+			last := len(*rs) - 1
+			(*rs)[i] = (*rs)[last]
+			(*rs)[last] = wsInFlight{}
+			*rs = (*rs)[:last]
+			return
+		}
+	}
+}
+
 // wasCancelled reports whether the client sent cancel for the request.
 func (r *wsRequest) wasCancelled() bool {
 	r.mu.Lock()
@@ -78,7 +112,7 @@ func (r *wsRequest) wasCancelled() bool {
 }
 
 func newWSConn(s *Server, conn *websocket.Conn, path, connID string) *wsConn {
-	return &wsConn{s: s, conn: conn, path: path, connID: connID, reqs: make(map[string]*wsRequest)}
+	return &wsConn{s: s, conn: conn, path: path, connID: connID}
 }
 
 // errWriteIdle is the cause that ends the requests of a connection whose
@@ -369,7 +403,7 @@ func requestIDOf(raw json.RawMessage) (string, *apiError) {
 func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMessage) {
 	if isNull(body) {
 		c.mu.Lock()
-		_, dup := c.reqs[id]
+		dup := c.reqs.get(id) != nil
 		c.mu.Unlock()
 		if !dup {
 			c.reject(ctx, appendString(nil, id), invalid("body", "missing_required_parameter",
@@ -396,7 +430,7 @@ func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMes
 // request must call release when it ends (serveRequest does).
 func (c *wsConn) admit(ctx, reqCtx context.Context, id string) (context.Context, *wsRequest, func(), bool) {
 	c.mu.Lock()
-	if _, dup := c.reqs[id]; dup {
+	if c.reqs.get(id) != nil {
 		c.mu.Unlock()
 		c.reject(ctx, nil, &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Param: "request_id",
 			Code: "duplicate_request_id", Message: fmt.Sprintf("Request %q is still in flight on this connection.", clip(id, maxEchoBytes))})
@@ -416,7 +450,7 @@ func (c *wsConn) admit(ctx, reqCtx context.Context, id string) (context.Context,
 	}
 	rctx, cancel := context.WithCancel(reqCtx)
 	req := &wsRequest{cancel: cancel}
-	c.reqs[id] = req
+	c.reqs = append(c.reqs, wsInFlight{id, req})
 	c.running.Add(1)
 	c.mu.Unlock()
 	return rctx, req, func() {
@@ -430,7 +464,7 @@ func (c *wsConn) admit(ctx, reqCtx context.Context, id string) (context.Context,
 // goroutine then answers with the "cancelled" error.
 func (c *wsConn) cancel(ctx context.Context, id string) {
 	c.mu.Lock()
-	req := c.reqs[id]
+	req := c.reqs.get(id)
 	c.mu.Unlock()
 	if req == nil {
 		c.reject(ctx, nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "request_id",
@@ -446,9 +480,7 @@ func (c *wsConn) cancel(ctx context.Context, id string) {
 // release takes req off the books, unless id names another request by now.
 func (c *wsConn) release(id string, req *wsRequest) {
 	c.mu.Lock()
-	if c.reqs[id] == req {
-		delete(c.reqs, id)
-	}
+	c.reqs.remove(id, req)
 	c.mu.Unlock()
 }
 

@@ -60,6 +60,7 @@ func main() {
 	n := flag.Int("n", 10000, "idle streams to open")
 	transport := flag.String("transport", "sse", "sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive")
 	parallel := flag.Int("parallel", 64, "streams opened at once")
+	rate := flag.Float64("rate", 0, "streams opened per second at most (0: as fast as they open)")
 	heapProfile := flag.String("heapprofile", "", "write the server's heap profile (in use, sampled every -memprofilerate bytes) to this file while the streams idle")
 	memRate := flag.Int("memprofilerate", 512<<10, "the server's runtime.MemProfileRate (1: every allocation)")
 	parkConns := flag.Bool("park", true, "keep idle connections in an epoll set, as rill serve does (false: a goroutine each)")
@@ -73,7 +74,7 @@ func main() {
 		runtime.MemProfileRate = *memRate
 		err = serve(*parkConns)
 	} else {
-		err = measure(*n, *transport, *parallel, *parkConns, *heapProfile, *memRate)
+		err = measure(*n, *transport, *parallel, *rate, *parkConns, *heapProfile, *memRate)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idlestreams:", err)
@@ -181,7 +182,7 @@ func serve(parkConns bool) error {
 }
 
 // measure starts the child, opens n streams of transport and reports.
-func measure(n int, transport string, parallel int, parkConns bool, heapProfile string, memRate int) error {
+func measure(n int, transport string, parallel int, rate float64, parkConns bool, heapProfile string, memRate int) error {
 	var open func(addr string) (net.Conn, error)
 	switch transport {
 	case "sse":
@@ -256,6 +257,11 @@ func measure(n int, transport string, parallel int, parkConns bool, heapProfile 
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for i := range n {
+		if rate > 0 {
+			if wait := time.Duration(float64(i)/rate*float64(time.Second)) - time.Since(start); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
