@@ -366,7 +366,9 @@ type tickHook struct{ f func() }
 
 func newPingTicker(period time.Duration) *pingTicker {
 	p := &pingTicker{C: make(chan time.Time, 1), period: period}
+	p.mu.Lock() // a short period may tick before AfterFunc returns
 	p.t = time.AfterFunc(period, p.tick)
+	p.mu.Unlock()
 	return p
 }
 
