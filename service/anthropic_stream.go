@@ -134,12 +134,12 @@ type messageEncoder struct {
 	started bool
 	blocks  []*contentBlock
 	open    *contentBlock
-	calls   map[int]*contentBlock // tool_use blocks by the engine's call index
+	calls   map[int]*contentBlock // tool_use blocks by the engine's call index; nil until one
 	final   engine.Event
 }
 
 func newMessageEncoder(id, model string, w messageWriter) *messageEncoder {
-	return &messageEncoder{id: id, model: model, w: w, buf: make([]byte, 0, 512), calls: map[int]*contentBlock{}}
+	return &messageEncoder{id: id, model: model, w: w, buf: make([]byte, 0, 512)}
 }
 
 // begin starts an event of type typ: {"type":"<typ>".
@@ -256,6 +256,9 @@ func (e *messageEncoder) addCalls(deltas []engine.ToolCallDelta) error {
 			b = &contentBlock{kind: blockToolUse, id: d.ID, name: d.Name}
 			if b.id == "" {
 				b.id = newObjectID("toolu_") // an engine that names no call; tool_result needs an id
+			}
+			if e.calls == nil {
+				e.calls = make(map[int]*contentBlock)
 			}
 			e.calls[d.Index] = b
 			if err := e.openBlock(b); err != nil {

@@ -390,9 +390,15 @@ func (s *responseStream) next() (over bool, u *Usage, err error) {
 	return true, u, nil
 }
 
-func (s *responseStream) wait()                        { s.r.wait() }
-func (s *responseStream) waitFor(d time.Duration) bool { return s.r.waitFor(d) }
-func (s *responseStream) parkable() (waitOn, bool)     { return s.r.parkable() }
+func (s *responseStream) wait() { s.r.wait() }
+func (s *responseStream) waitFor(d time.Duration) bool {
+	if !s.r.waitFor(d) {
+		s.enc.buf = nil // a stream waiting that long keeps no event buffer; the next event makes one
+		return false
+	}
+	return true
+}
+func (s *responseStream) parkable() (waitOn, bool) { return s.r.parkable() }
 
 // isClientGone reports whether err ended a generation because its client
 // left or cancelled, or a write to it failed: nobody to tell.

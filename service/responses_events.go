@@ -78,7 +78,7 @@ type responseEncoder struct {
 
 	items []*outputItem
 	open  *outputItem         // the item being streamed, the last of items; nil once done
-	calls map[int]*outputItem // function call items by the engine's call index
+	calls map[int]*outputItem // function call items by the engine's call index; nil until one
 	// pending are logprobs of tokens that showed no text while no item was
 	// open (when r.logprobs): they go with the next text, or are dropped
 	// when a function call opens (they were its tokens).
@@ -198,7 +198,7 @@ func (e *errCallsInterleaved) Error() string {
 }
 
 func newResponseEncoder(r *responseJob, w eventWriter) *responseEncoder {
-	return &responseEncoder{r: r, w: w, status: statusInProgress, buf: make([]byte, 0, 512), calls: map[int]*outputItem{}}
+	return &responseEncoder{r: r, w: w, status: statusInProgress, buf: make([]byte, 0, 512)}
 }
 
 // begin starts an event of type typ: {"type":…,"sequence_number":N[,"stream_id":…].
@@ -361,6 +361,9 @@ func (e *responseEncoder) addCalls(deltas []engine.ToolCallDelta) error {
 			}
 			if it.callID == "" {
 				it.callID = newObjectID("call_") // an engine that names no call; the conversation needs an id
+			}
+			if e.calls == nil {
+				e.calls = make(map[int]*outputItem)
 			}
 			e.calls[d.Index] = it
 			e.pending = nil
