@@ -77,8 +77,11 @@ func newEventLogs(st store.Store, log *slog.Logger) *eventLogs {
 }
 
 // eventLog is one live stream's log. The producer calls append, update and
-// end; followers call follow. Its flusher goroutine is started by open and
-// ends once end was called and everything is written (or given up on).
+// end; followers call follow. Its writes to the store run on a goroutine
+// of their own only while there is something to write (write), started by
+// a batch's delay, a full batch, the end, or the heartbeat: a stream that
+// waits for its engine holds no goroutine for its log. The log leaves
+// once end was called and everything is written (or given up on).
 type eventLog struct {
 	ls *eventLogs
 	id string
@@ -101,8 +104,15 @@ type eventLog struct {
 	// stream's cancel (cancelKey).
 	onCancel func()
 
-	kick    chan struct{} // cap 1: the flusher has something to do
-	written chan struct{} // closed when the flusher is done
+	// The writer, under mu: writing while a write goroutine runs, again
+	// when it must write once more before it stops; delay gathers a batch
+	// (armed: delaying); beat moves Updated every heartbeat; watch looks
+	// for a cancel request every cancelPoll (whenCancelled arms it).
+	writing, again, delaying bool
+	gone                     bool // written to the end: leaving or left
+	failures                 int
+	delay, beat, watch       *time.Timer
+	written                  chan struct{} // closed when the log is written and left
 }
 
 // open creates stream id in the store with status and data, and its live
@@ -112,11 +122,13 @@ func (ls *eventLogs) open(ctx context.Context, id, status string, data []byte) (
 		return nil, err
 	}
 	l := &eventLog{ls: ls, id: id, status: status, data: data,
-		wake: make(chan struct{}), kick: make(chan struct{}, 1), written: make(chan struct{})}
+		wake: make(chan struct{}), written: make(chan struct{})}
 	ls.mu.Lock()
 	ls.live[id] = l
 	ls.mu.Unlock()
-	go l.flusher()
+	l.mu.Lock()
+	l.beat = time.AfterFunc(heartbeat, l.beaten)
+	l.mu.Unlock()
 	return l, nil
 }
 
@@ -132,8 +144,37 @@ func (ls *eventLogs) lookup(id string) *eventLog {
 func (l *eventLog) whenCancelled(cancel func()) {
 	l.mu.Lock()
 	l.onCancel = cancel
+	if l.watch == nil && !l.left() {
+		l.watch = time.AfterFunc(cancelPoll, l.watched)
+	}
 	l.mu.Unlock()
 }
+
+// watched is the cancel watch's timer: it looks, and looks again later.
+func (l *eventLog) watched() {
+	l.checkCancel()
+	l.mu.Lock()
+	if !l.left() {
+		l.watch.Reset(cancelPoll)
+	}
+	l.mu.Unlock()
+}
+
+// beaten is the heartbeat's timer: the stream's Updated moves with a
+// write, even when nothing else changed.
+func (l *eventLog) beaten() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.left() {
+		return
+	}
+	l.dirty = true
+	l.startWriteLocked()
+	l.beat.Reset(heartbeat)
+}
+
+// left reports whether the log is written to its end; l.mu is held.
+func (l *eventLog) left() bool { return l.gone }
 
 // requestCancel asks the process that runs stream id to cancel it.
 func (ls *eventLogs) requestCancel(ctx context.Context, id string) error {
@@ -247,74 +288,105 @@ func (l *eventLog) wakeLocked() {
 	l.wake = make(chan struct{})
 }
 
+// signal tells the writer there is something to write: at once when the
+// batch is full or the log ended, else after flushDelay, which gathers
+// what comes meanwhile.
 func (l *eventLog) signal() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended || len(l.events)-l.flushed >= flushBatch || l.writing {
+		l.startWriteLocked() // a running write writes again before it stops
+		return
+	}
+	if l.delaying {
+		return
+	}
+	l.delaying = true
+	if l.delay == nil {
+		l.delay = time.AfterFunc(flushDelay, l.delayed)
+	} else {
+		l.delay.Reset(flushDelay)
 	}
 }
 
-// flusher writes the log to the store in batches until it ended. Its
-// store calls are bounded by storeWait each; a failed write is retried with
-// the next batch, and given up on (logged) after the stream ended.
-func (l *eventLog) flusher() {
-	defer close(l.written)
-	beat := time.NewTicker(heartbeat)
-	defer beat.Stop()
-	watch := time.NewTicker(cancelPoll)
-	defer watch.Stop()
-	failures := 0
+// delayed is the delay timer's: the batch gathered long enough.
+func (l *eventLog) delayed() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.delaying {
+		l.startWriteLocked()
+	}
+}
+
+// startWriteLocked starts a write goroutine, or has the running one write
+// once more; l.mu is held.
+func (l *eventLog) startWriteLocked() {
+	if l.delaying {
+		l.delaying = false
+		l.delay.Stop()
+	}
+	if l.writing {
+		l.again = true
+		return
+	}
+	l.writing = true
+	go l.write()
+}
+
+// write writes the log to the store, again while more came meanwhile,
+// then ends, or leaves the log once it ended and everything is written.
+// Its store calls are bounded by storeWait each; a failed write is retried
+// with the next batch (or heartbeat), and given up on (logged) a few tries
+// after the stream ended.
+func (l *eventLog) write() {
 	for {
-		select {
-		case <-watch.C:
-			l.checkCancel()
-			continue
-		case <-l.kick:
-			// Gather for flushDelay unless the batch is full or the log
-			// ended: a later kick says so.
-			l.mu.Lock()
-			urgent := l.ended || len(l.events)-l.flushed >= flushBatch
-			l.mu.Unlock()
-			if !urgent {
-				t := time.NewTimer(flushDelay)
-				select {
-				case <-t.C:
-				case <-l.kick:
-				}
-				t.Stop()
-			}
-		case <-beat.C:
-			l.mu.Lock()
-			l.dirty = true // moves Updated: the stream is alive
-			l.mu.Unlock()
-		}
 		done, err := l.flush()
+		l.mu.Lock()
 		if err != nil {
-			failures++
+			l.failures++
 			l.ls.log.Warn("event log: store write failed", slog.String("stream", l.id),
-				slog.Int("failures", failures), slog.Any("err", err))
-			if !done {
-				continue // the next batch retries it
-			}
-			if failures <= 3 {
+				slog.Int("failures", l.failures), slog.Any("err", err))
+			if done && l.failures <= 3 {
+				l.mu.Unlock()
 				time.Sleep(flushDelay) // the stream ended: retry soon, a few times
-				l.signal()
 				continue
 			}
 		}
 		if done {
-			l.ls.mu.Lock()
-			if l.ls.live[l.id] == l {
-				delete(l.ls.live, l.id)
+			l.gone = true
+			l.beat.Stop()
+			if l.watch != nil {
+				l.watch.Stop()
 			}
-			l.ls.mu.Unlock()
-			// A cancel request that came too late has nothing left to stop.
-			ctx, cancel := context.WithTimeout(context.Background(), storeWait)
-			_ = l.ls.st.DeleteStream(ctx, cancelKey(l.id))
-			cancel()
+			l.mu.Unlock()
+			l.leaveMemory()
 			return
 		}
+		// Events that came during the write signalled nobody (append
+		// signals the first of a batch): they are the next batch.
+		if !l.again && (err != nil || len(l.events) == l.flushed) {
+			l.writing = false
+			l.mu.Unlock()
+			return
+		}
+		l.again = false
+		l.mu.Unlock()
 	}
+}
+
+// leaveMemory takes the written log out of memory: followers read the
+// store.
+func (l *eventLog) leaveMemory() {
+	l.ls.mu.Lock()
+	if l.ls.live[l.id] == l {
+		delete(l.ls.live, l.id)
+	}
+	l.ls.mu.Unlock()
+	// A cancel request that came too late has nothing left to stop.
+	ctx, cancel := context.WithTimeout(context.Background(), storeWait)
+	_ = l.ls.st.DeleteStream(ctx, cancelKey(l.id))
+	cancel()
+	close(l.written)
 }
 
 // flush writes the events and state not yet written; done reports that the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"rill/internal/wait"
 	"rill/store"
 )
 
@@ -212,5 +213,62 @@ func TestEventLogAbandon(t *testing.T) {
 			}
 			l.end(statusCancelled, nil)
 		})
+	}
+}
+
+// slowAppends is a store whose first AppendEvents waits for release.
+type slowAppends struct {
+	store.Store
+	first   sync.Once
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s *slowAppends) AppendEvents(ctx context.Context, id string, evs []store.Event) error {
+	s.first.Do(func() {
+		close(s.started)
+		<-s.release
+	})
+	return s.Store.AppendEvents(ctx, id, evs)
+}
+
+// TestEventLogWritesWhatCameDuringAWrite: events appended while a write
+// is in the store's hands (which signal nobody: append signals a batch's
+// first) are written right after it, not at the next heartbeat; then no
+// write goroutine is left running for the live, idle log.
+func TestEventLogWritesWhatCameDuringAWrite(t *testing.T) {
+	t.Parallel()
+	st := &slowAppends{Store: store.NewMemory(store.Retention{}), started: make(chan struct{}), release: make(chan struct{})}
+	ls := newEventLogs(st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l, err := ls.open(context.Background(), "s", statusInProgress, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.end(statusCompleted, nil)
+	l.append(0, []byte("e0"))
+	<-st.started
+	l.append(1, []byte("e1"))
+	l.append(2, []byte("e2"))
+	close(st.release)
+	deadline := time.Now().Add(flushDelay + time.Second) // far below the heartbeat
+	for {
+		evs, err := st.Events(context.Background(), "s", -1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v after the slow write the store holds %d events, want 3", flushDelay+time.Second, len(evs))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !wait.Until(func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return !l.writing
+	}) {
+		t.Error("a write goroutine still runs for a log with nothing to write")
 	}
 }
