@@ -278,7 +278,7 @@ func (s *Server) launch(ctx context.Context, p *job, id string, begun time.Time)
 		cancel()
 		return nil, e
 	}
-	g := &generation{job: p, id: id, created: begun.Unix(), cancel: cancel}
+	g := &generation{job: p, id: id, created: begun.Unix(), cancel: cancel, pings: s.pings}
 	for _, req := range p.reqs {
 		st, err := s.engine.Generate(ctx, req)
 		if err != nil {

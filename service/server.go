@@ -21,10 +21,15 @@ import (
 
 	"rill/engine"
 	"rill/internal/park"
+	"rill/internal/wheel"
 	"rill/keys"
 	"rill/openapi"
 	"rill/store"
 )
+
+// pingSlots is how finely the ping wheel cuts a ping interval: a
+// connection is pinged up to 1/pingSlots of an interval late.
+const pingSlots = 16
 
 // Defaults for zero Options fields.
 const (
@@ -166,6 +171,7 @@ type Server struct {
 	keys        KeyRing // nil: no keys file
 	log         *slog.Logger
 	ping        time.Duration
+	pings       *wheel.Wheel // the WebSocket connections' pings; nil without pings
 	maxBody     int64
 	bodyTimeout time.Duration // 0: no body deadline
 	writeIdle   time.Duration // 0: no write deadline
@@ -246,6 +252,9 @@ func New(opts Options) *Server {
 	}
 	if s.ping == 0 {
 		s.ping = DefaultPingInterval
+	}
+	if s.ping > 0 {
+		s.pings = wheel.New(s.ping, pingSlots)
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"sync"
 	"time"
 
 	"rill/engine"
+	"rill/internal/wheel"
 )
 
 // chunkWriter is the transport of one streamed request: the seam between
@@ -49,6 +49,9 @@ type generation struct {
 	cancel  context.CancelFunc
 	// obs observes the request's metrics; nil observes nothing.
 	obs *requestMetrics
+	// pings is the server's ping wheel (nil: none), on which its streams'
+	// pings tick when their interval is the wheel's.
+	pings *wheel.Wheel
 }
 
 // eventEncoder writes an API's events for one choice's engine events
@@ -200,7 +203,7 @@ func (g *generation) newPull(ctx context.Context, ping time.Duration,
 		prog: newProgress(g.n, len(g.streams))}
 	var tick <-chan time.Time
 	if ping > 0 && onIdle != nil {
-		r.ticker = newPingTicker(ping)
+		r.ticker = newPingTicker(ping, g.pings)
 		tick = r.ticker.C
 	}
 	r.w = newStreamWaiter(g.streams, ctx.Done(), tick)
@@ -348,86 +351,6 @@ func (r *pull) parkableTicking() (waitOn, bool) {
 		return waitOn{}, false
 	}
 	return waitOn{st: r.g.streams[0], ctx: r.ctx, ticks: r.ticker}, true
-}
-
-// pingTicker ticks every period, as a time.Ticker does, on C (1-buffered,
-// a tick not taken is dropped), or, while a parked wait is hooked to it
-// (onTick), by calling the wait's function instead.
-type pingTicker struct {
-	C       chan time.Time
-	period  time.Duration
-	t       *time.Timer
-	mu      sync.Mutex
-	hook    *tickHook
-	stopped bool
-}
-
-type tickHook struct{ f func() }
-
-func newPingTicker(period time.Duration) *pingTicker {
-	p := &pingTicker{C: make(chan time.Time, 1), period: period}
-	p.mu.Lock() // a short period may tick before AfterFunc returns
-	p.t = time.AfterFunc(period, p.tick)
-	p.mu.Unlock()
-	return p
-}
-
-// tick runs on the timer's goroutine. It sends under mu, so that onTick
-// sees either the tick on C or its hook called.
-func (p *pingTicker) tick() {
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		return
-	}
-	p.t.Reset(p.period)
-	h := p.hook
-	p.hook = nil
-	if h == nil {
-		select {
-		case p.C <- time.Now():
-		default:
-		}
-	}
-	p.mu.Unlock()
-	if h != nil {
-		h.f()
-	}
-}
-
-// onTick hooks f to the next tick, or calls it at once when a tick is
-// waiting on C (and takes it). stop unhooks f and reports whether it had
-// not run.
-func (p *pingTicker) onTick(f func()) (stop func() bool) {
-	p.mu.Lock()
-	select {
-	case <-p.C:
-		p.mu.Unlock()
-		f()
-		return func() bool { return false }
-	default:
-	}
-	h := &tickHook{f: f}
-	p.hook = h
-	p.mu.Unlock()
-	return func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.hook != h {
-			return false
-		}
-		p.hook = nil
-		return true
-	}
-}
-
-// Stop stops the ticks; a hooked wait is not called.
-func (p *pingTicker) Stop() {
-	p.mu.Lock()
-	p.stopped = true
-	p.t.Stop()
-	p.hook = nil
-	p.mu.Unlock()
 }
 
 // streamWaiter waits until one of a generation's streams may have

@@ -9,6 +9,7 @@ import (
 
 	"rill/engine"
 	"rill/internal/wait"
+	"rill/internal/wheel"
 )
 
 // TestWaitPool: every wait the pool's goroutines select over runs its then exactly once, when its
@@ -161,6 +162,7 @@ func TestHookedWait(t *testing.T) {
 		before  bool // the stream has its event before the park
 		by      string
 		tickers bool
+		onWheel bool // the pinger ticks on a ping wheel
 		ticked  bool
 	}{
 		{name: "event", by: "push"},
@@ -169,6 +171,7 @@ func TestHookedWait(t *testing.T) {
 		{name: "context", by: "cancel"},
 		{name: "event, with pings", by: "push", tickers: true},
 		{name: "tick", by: "tick", tickers: true, ticked: true},
+		{name: "tick on a wheel", by: "tick", tickers: true, onWheel: true, ticked: true},
 		{name: "all at once", by: "all", tickers: true},
 	}
 	for _, tt := range tests {
@@ -183,7 +186,11 @@ func TestHookedWait(t *testing.T) {
 			on := waitOn{st: &panicSafeStream{Stream: q}, ctx: ctx} // found through Unwrap
 			var ticks *pingTicker
 			if tt.tickers {
-				ticks = newPingTicker(time.Hour) // ticks only when the test says
+				var w *wheel.Wheel
+				if tt.onWheel {
+					w = wheel.New(time.Hour, 4)
+				}
+				ticks = newPingTicker(time.Hour, w) // ticks only when the test says
 				defer ticks.Stop()
 				on.ticks = ticks
 			}

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
-	"time"
 
 	"rill/internal/park"
+	"rill/internal/wheel"
 )
 
 // A WebSocket connection's reader, between the client's messages, parks:
@@ -122,7 +122,8 @@ func (c *wsConn) takePongs() bool {
 	}
 }
 
-// wsPinger pings the connection's peer every ping interval on a timer, and
+// wsPinger pings the connection's peer every ping interval, on the
+// server's ping wheel (a few words a connection, not a timer's 230 bytes), and
 // closes the connection when the last ping has not been answered by the
 // next one. Its pings are its own frames (corkWriter.control), their
 // payload a count; their pongs come through the library's reader
@@ -133,7 +134,7 @@ type wsPinger struct {
 	cork *corkWriter
 
 	mu       sync.Mutex
-	t        *time.Timer
+	next     wheel.Entry // the next ping
 	stopped  bool
 	sent     uint64 // the last ping's count; 0: none yet
 	answered bool
@@ -143,10 +144,9 @@ type wsPinger struct {
 // startPings starts the pings of the connection, written through cork.
 func (c *wsConn) startPings(cork *corkWriter) *wsPinger {
 	p := &wsPinger{c: c, cork: cork}
-	if c.s.ping > 0 && cork != nil {
-		p.mu.Lock()
-		p.t = time.AfterFunc(c.s.ping, p.ping)
-		p.mu.Unlock()
+	if c.s.pings != nil && cork != nil {
+		p.next.F = p.ping
+		c.s.pings.Add(&p.next)
 	}
 	return p
 }
@@ -179,7 +179,7 @@ func (p *wsPinger) ping() {
 	}
 	p.mu.Lock()
 	if !p.stopped {
-		p.t.Reset(p.c.s.ping)
+		p.c.s.pings.Add(&p.next)
 	}
 	p.mu.Unlock()
 }
@@ -203,8 +203,8 @@ func (p *wsPinger) pong(payload []byte) {
 func (p *wsPinger) stop() {
 	p.mu.Lock()
 	p.stopped = true
-	if p.t != nil {
-		p.t.Stop()
+	if p.next.F != nil {
+		p.c.s.pings.Remove(&p.next)
 	}
 	p.mu.Unlock()
 	p.running.Wait()
