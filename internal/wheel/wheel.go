@@ -28,6 +28,7 @@ type Entry struct {
 // use.
 type Wheel struct {
 	delay, tick time.Duration
+	ticks       int // delay in ticks, rounded up
 
 	mu sync.Mutex
 	// slots[k % len(slots)] holds the entries due at tick k. An entry is
@@ -44,8 +45,9 @@ type Wheel struct {
 // delay/slots; slots < 1 means 1.
 func New(delay time.Duration, slots int) *Wheel {
 	slots = max(slots, 1)
-	return &Wheel{delay: delay, tick: max(delay/time.Duration(slots), time.Millisecond),
-		slots: make([][]*Entry, slots+2)}
+	tick := max(delay/time.Duration(slots), time.Millisecond)
+	ticks := int((delay + tick - 1) / tick)
+	return &Wheel{delay: delay, tick: tick, ticks: ticks, slots: make([][]*Entry, ticks+2)}
 }
 
 // Delay is how long after its Add an entry runs, at least.
@@ -55,14 +57,18 @@ func (w *Wheel) Delay() time.Duration { return w.delay }
 // left as it is.
 func (w *Wheel) Add(e *Entry) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if e.w != nil {
+		w.mu.Unlock()
 		return
 	}
+	now := time.Now()
+	// Ticks overdue (a late timer) run first: the slot below counts from
+	// a tick still to come.
+	due := w.advance(now, nil)
 	if w.n == 0 {
 		// Nothing scheduled: the wheel starts over, its slots empty of
 		// anything that would still run.
-		w.next = time.Now().Add(w.tick)
+		w.next = now.Add(w.tick)
 		if w.t == nil {
 			w.t = time.AfterFunc(w.tick, w.run)
 		} else {
@@ -71,11 +77,12 @@ func (w *Wheel) Add(e *Entry) {
 	}
 	// Due at the first tick a whole delay from now: now is before tick
 	// cur+1, so tick cur+1+ticks is at least delay away.
-	ticks := len(w.slots) - 2
-	k := (w.cur + 1 + ticks) % len(w.slots)
+	k := (w.cur + 1 + w.ticks) % len(w.slots)
 	e.w, e.slot, e.idx = w, k, len(w.slots[k])
 	w.slots[k] = append(w.slots[k], e)
 	w.n++
+	w.mu.Unlock()
+	start(due)
 }
 
 // Remove unschedules e and reports whether it was scheduled: false when it
@@ -103,10 +110,19 @@ func (w *Wheel) Remove(e *Entry) bool {
 // run is the timer's: it runs the ticks that are due, then sets the timer
 // for the next while anything is scheduled.
 func (w *Wheel) run() {
-	var due []*Entry
 	w.mu.Lock()
-	now := time.Now()
-	for !w.next.After(now) {
+	due := w.advance(time.Now(), nil)
+	if w.n > 0 {
+		w.t.Reset(time.Until(w.next))
+	}
+	w.mu.Unlock()
+	start(due)
+}
+
+// advance runs the ticks due by now: it takes their entries off the wheel
+// and appends them to due, for start once w.mu is let go. w.mu is held.
+func (w *Wheel) advance(now time.Time, due []*Entry) []*Entry {
+	for w.n > 0 && !w.next.After(now) {
 		w.cur = (w.cur + 1) % len(w.slots)
 		for _, e := range w.slots[w.cur] {
 			e.w = nil
@@ -117,10 +133,11 @@ func (w *Wheel) run() {
 		w.slots[w.cur] = w.slots[w.cur][:0]
 		w.next = w.next.Add(w.tick)
 	}
-	if w.n > 0 {
-		w.t.Reset(time.Until(w.next))
-	}
-	w.mu.Unlock()
+	return due
+}
+
+// start runs each entry's F on a goroutine of its own.
+func start(due []*Entry) {
 	for _, e := range due {
 		go e.F()
 	}
