@@ -237,7 +237,7 @@ func badInputs(port string) []badInput {
 		resp("max_output_tokens -1", `{"model":"rill-tiny","input":"hi","max_output_tokens":-1}`),
 		resp("metadata value a number", `{"model":"rill-tiny","input":"hi","metadata":{"a":5}}`),
 		resp("invalid UTF-8 input", "{\"model\":\"rill-tiny\",\"input\":\"a\xffb\"}"),
-		resp("background", `{"model":"rill-tiny","input":"hi","background":true}`),
+		resp("background without the store", `{"model":"rill-tiny","input":"hi","background":true,"store":false}`),
 		{name: "responses unknown model", path: "/v1/responses", body: []byte(`{"model":"nope","input":"hi"}`), status: 404, code: "model_not_found"},
 		{name: "GET an unknown response", method: "GET", path: "/v1/responses/resp_nope", status: 404},
 		{name: "GET a 64 KiB response id", method: "GET", path: "/v1/responses/" + strings.Repeat("r", 64<<10), status: 404},

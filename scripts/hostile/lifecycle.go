@@ -32,14 +32,17 @@ func logProblems(lines []string) []string {
 	var bad []string
 	for _, l := range lines {
 		var m struct {
-			Level  string `json:"level"`
-			Status int    `json:"status"`
+			Level string `json:"level"`
+			// An access line's HTTP status is a number; other lines'
+			// (a background response's end) are words.
+			Status any `json:"status"`
 		}
-		switch {
-		case json.Unmarshal([]byte(l), &m) != nil:
+		if json.Unmarshal([]byte(l), &m) != nil {
 			// Not the logger's: the runtime's panic output, or main's error.
 			bad = append(bad, l)
-		case m.Level == "ERROR", m.Status >= 500 && m.Status != 503:
+			continue
+		}
+		if status, _ := m.Status.(float64); m.Level == "ERROR" || status >= 500 && status != 503 {
 			bad = append(bad, l)
 		}
 	}

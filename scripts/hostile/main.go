@@ -60,7 +60,10 @@ func main() {
 // sharedArgs are the flags of the shared server: short timeouts so that
 // the stalled clients are cut within seconds, a KV cache of 256 blocks
 // (4,096 tokens) so that its use shows, room to queue the 500 streams of
-// the disconnect storm.
+// the disconnect storm, and the max_tokens policy that refuses a
+// max_tokens beyond the context (the default clamps it to the context,
+// which the engine's and the conformance suite's tests pin), so that the
+// refusal is among the bad inputs.
 var sharedArgs = []string{
 	"--addr", "127.0.0.1:0",
 	"--read-timeout", "2s",
@@ -68,6 +71,7 @@ var sharedArgs = []string{
 	"--kv-cache-mem", "2MiB",
 	"--max-queued-requests", "512",
 	"--shutdown-grace", "5s",
+	"--max-tokens-policy", "error",
 }
 
 func run(ctx context.Context, bin, only string, settle time.Duration, logFile string) (failed bool, err error) {
