@@ -102,7 +102,7 @@ type responseJob struct {
 
 	// clientTools are the custom and namespaced tools by the function name
 	// the model sees (responses_tools.go).
-	clientTools map[string]clientTool
+	clientTools map[string]clientTool // nil until one
 	// warnings say what of the request was left out or not honoured.
 	warnings warnings
 }
@@ -142,8 +142,6 @@ func responsesPlan(ctx context.Context, r *responseRequest, conv conversations, 
 		createdAt: time.Now().Unix(),
 		store:     storeOn && (r.Store == nil || *r.Store),
 		metadata:  r.Metadata,
-
-		clientTools: map[string]clientTool{},
 	}
 	p.stream = r.Stream != nil && *r.Stream
 	if r.Background != nil && *r.Background {
@@ -399,6 +397,15 @@ func (s *responseStream) waitFor(d time.Duration) bool {
 	return true
 }
 func (s *responseStream) parkable() (waitOn, bool) { return s.r.parkable() }
+
+// addClientTool records the client's tool ct under the function name
+// the engine sees.
+func (rp *responseJob) addClientTool(name string, ct clientTool) {
+	if rp.clientTools == nil {
+		rp.clientTools = make(map[string]clientTool)
+	}
+	rp.clientTools[name] = ct
+}
 
 // isClientGone reports whether err ended a generation because its client
 // left or cancelled, or a write to it failed: nobody to tell.

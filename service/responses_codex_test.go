@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"reflect"
 	"strings"
@@ -81,7 +82,7 @@ func TestResponsesPlanTools(t *testing.T) {
 			if !reflect.DeepEqual(got, tc.tools) {
 				t.Errorf("engine tools\n got  %q\n want %q", got, tc.tools)
 			}
-			if !reflect.DeepEqual(p.clientTools, tc.client) {
+			if !maps.Equal(p.clientTools, tc.client) { // nil and empty: none
 				t.Errorf("client tools %+v, want %+v", p.clientTools, tc.client)
 			}
 			if req.ToolChoice != tc.choice {

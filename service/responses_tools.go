@@ -225,7 +225,7 @@ func (ts *responseTools) function(t *responseTool, ns, at string) (engine.Tool, 
 		return engine.Tool{}, e
 	}
 	if ns != "" {
-		ts.p.clientTools[tool.Name] = clientTool{name: t.Name, namespace: ns}
+		ts.p.addClientTool(tool.Name, clientTool{name: t.Name, namespace: ns})
 	}
 	return tool, nil
 }
@@ -256,7 +256,7 @@ func (ts *responseTools) custom(t *responseTool, ns, at string) *apiError {
 	if e := ts.declare(tool, at); e != nil {
 		return e
 	}
-	ts.p.clientTools[tool.Name] = clientTool{name: t.Name, namespace: ns, custom: true}
+	ts.p.addClientTool(tool.Name, clientTool{name: t.Name, namespace: ns, custom: true})
 	return nil
 }
 

@@ -39,10 +39,37 @@ const maxStreamIDLen = 256
 type responsesWS struct {
 	c *wsConn
 
-	mu      sync.Mutex
-	lanes   map[string]*responseLane // by stream_id; "" is the default lane
-	pending int                      // responses queued or running
-	last    *storedResponse          // the last completed response
+	mu sync.Mutex
+	// lanes have a response queued or running, a few at a time (at most
+	// Options.WSMaxRequests), searched in turn: a map's table would cost
+	// some 200 bytes from its first lane for the connection's life.
+	lanes   []*responseLane
+	pending int             // responses queued or running
+	last    *storedResponse // the last completed response
+}
+
+// lane is the lane of stream_id id ("" is the default lane); nil when it
+// has nothing queued or running. w.mu is held.
+func (w *responsesWS) lane(id string) *responseLane {
+	for _, l := range w.lanes {
+		if l.id == id {
+			return l
+		}
+	}
+	return nil
+}
+
+// retire takes lane off; w.mu is held.
+func (w *responsesWS) retire(lane *responseLane) {
+	for i, l := range w.lanes {
+		if l == lane {
+			last := len(w.lanes) - 1
+			w.lanes[i] = w.lanes[last]
+			w.lanes[last] = nil
+			w.lanes = w.lanes[:last]
+			return
+		}
+	}
 }
 
 // responseLane is one stream_id's queue. A goroutine runs its creates in
@@ -61,7 +88,7 @@ type runningResponse struct {
 }
 
 func newResponsesWS(c *wsConn) *responsesWS {
-	return &responsesWS{c: c, lanes: make(map[string]*responseLane)}
+	return &responsesWS{c: c}
 }
 
 // responsesWSMessage is what the protocol reads of a client message; a
@@ -162,7 +189,7 @@ func (w *responsesWS) create(ctx, reqCtx context.Context, streamID string, body 
 		return
 	}
 	w.pending++
-	lane := w.lanes[streamID]
+	lane := w.lane(streamID)
 	if lane != nil {
 		lane.queue = append(lane.queue, body)
 		w.mu.Unlock()
@@ -171,7 +198,7 @@ func (w *responsesWS) create(ctx, reqCtx context.Context, streamID string, body 
 	// An idle lane starts at once: a cancel read after this create finds
 	// the response running.
 	lane = &responseLane{id: streamID}
-	w.lanes[streamID] = lane
+	w.lanes = append(w.lanes, lane)
 	rctx, cancel := context.WithCancel(reqCtx)
 	run := &runningResponse{cancel: cancel}
 	lane.running = run
@@ -212,7 +239,7 @@ func (w *responsesWS) advance(ctx context.Context, lane *responseLane, run *runn
 	w.pending--
 	lane.running = nil
 	if len(lane.queue) == 0 {
-		delete(w.lanes, lane.id)
+		w.retire(lane)
 		return nil, nil, nil, false
 	}
 	body = lane.queue[0]
@@ -235,7 +262,7 @@ func (w *responsesWS) cancel(ctx context.Context, streamID, responseID string) {
 				target = r
 			}
 		}
-	} else if lane := w.lanes[streamID]; lane != nil {
+	} else if lane := w.lane(streamID); lane != nil {
 		target = lane.running
 	}
 	if target != nil {
