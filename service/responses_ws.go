@@ -82,8 +82,8 @@ type responseLane struct {
 
 // runningResponse is a lane's response in progress.
 type runningResponse struct {
-	id        string // "" until the request is converted
-	cancel    context.CancelFunc
+	id        string                  // "" until the request is converted
+	cancel    context.CancelCauseFunc // in the connection's group
 	cancelled bool
 }
 
@@ -101,8 +101,8 @@ type responsesWSMessage struct {
 }
 
 // handle dispatches one client message. ctx is the connection's (for the
-// answers), reqCtx the responses' parent.
-func (w *responsesWS) handle(ctx, reqCtx context.Context, data []byte) {
+// answers).
+func (w *responsesWS) handle(ctx context.Context, data []byte) {
 	var m responsesWSMessage
 	if firstByte(data) != '{' || json.Unmarshal(data, &m) != nil {
 		if json.Valid(data) {
@@ -128,7 +128,7 @@ func (w *responsesWS) handle(ctx, reqCtx context.Context, data []byte) {
 	}
 	switch typ {
 	case "response.create":
-		w.create(ctx, reqCtx, streamID, data)
+		w.create(ctx, streamID, data)
 	case "response.cancel":
 		responseID, e := stringMember(m.ResponseID, "response_id", false)
 		if e != nil {
@@ -172,9 +172,8 @@ func validStreamID(id string) bool {
 	return true
 }
 
-// create queues body on its lane, and starts the lane if it is idle; the
-// lane's responses run under reqCtx.
-func (w *responsesWS) create(ctx, reqCtx context.Context, streamID string, body []byte) {
+// create queues body on its lane, and starts the lane if it is idle.
+func (w *responsesWS) create(ctx context.Context, streamID string, body []byte) {
 	w.mu.Lock()
 	if w.pending >= w.c.s.wsReqs {
 		w.mu.Unlock()
@@ -199,11 +198,19 @@ func (w *responsesWS) create(ctx, reqCtx context.Context, streamID string, body 
 	// the response running.
 	lane = &responseLane{id: streamID}
 	w.lanes = append(w.lanes, lane)
-	rctx, cancel := context.WithCancel(reqCtx)
-	run := &runningResponse{cancel: cancel}
+	rctx, run := w.newRun()
 	lane.running = run
 	w.mu.Unlock()
-	w.c.wg.Go(func() { w.runLane(reqCtx, lane, rctx, run, body) })
+	w.c.wg.Go(func() { w.runLane(lane, rctx, run, body) })
+}
+
+// newRun makes a response's books and its context, which its cancel, and
+// the connection's requests' group, cancel.
+func (w *responsesWS) newRun() (context.Context, *runningResponse) {
+	rctx, cancel := context.WithCancelCause(w.c.values)
+	run := &runningResponse{cancel: cancel}
+	w.c.group.add(&run.cancel)
+	return rctx, run
 }
 
 // runLane runs the lane's responses one after the other, from the first
@@ -212,16 +219,16 @@ func (w *responsesWS) create(ctx, reqCtx context.Context, streamID string, body 
 // response that parks its wait for the engine (responseTask.pump) takes
 // the lane with it: runLane returns, and the goroutine that streams the
 // response on runs the rest of the lane (goOn).
-func (w *responsesWS) runLane(ctx context.Context, lane *responseLane, rctx context.Context, run *runningResponse, body []byte) {
+func (w *responsesWS) runLane(lane *responseLane, rctx context.Context, run *runningResponse, body []byte) {
 	for {
-		if ctx.Err() == nil {
-			t := w.newTask(ctx, lane, rctx, run)
+		if w.c.group.err() == nil {
+			t := w.newTask(lane, rctx, run)
 			if !t.guard(func() bool { return t.begin(body) }) {
 				return // parked
 			}
 		}
 		var ok bool
-		if rctx, run, body, ok = w.advance(ctx, lane, run); !ok {
+		if rctx, run, body, ok = w.advance(lane, run); !ok {
 			return
 		}
 	}
@@ -230,8 +237,9 @@ func (w *responsesWS) runLane(ctx context.Context, lane *responseLane, rctx cont
 // advance ends the lane's running response and takes its next one off the
 // queue, with its context and its books; ok false: the queue was empty,
 // and the lane is retired.
-func (w *responsesWS) advance(ctx context.Context, lane *responseLane, run *runningResponse) (rctx context.Context, next *runningResponse, body []byte, ok bool) {
-	run.cancel()
+func (w *responsesWS) advance(lane *responseLane, run *runningResponse) (rctx context.Context, next *runningResponse, body []byte, ok bool) {
+	w.c.group.remove(&run.cancel)
+	run.cancel(nil)
 	w.c.s.endWS()
 
 	w.mu.Lock()
@@ -244,9 +252,7 @@ func (w *responsesWS) advance(ctx context.Context, lane *responseLane, run *runn
 	}
 	body = lane.queue[0]
 	lane.queue = lane.queue[1:]
-	var cancel context.CancelFunc
-	rctx, cancel = context.WithCancel(ctx)
-	next = &runningResponse{cancel: cancel}
+	rctx, next = w.newRun()
 	lane.running = next
 	return rctx, next, body, true
 }
@@ -281,7 +287,7 @@ func (w *responsesWS) cancel(ctx context.Context, streamID, responseID string) {
 			Param: "response_id", Message: "No response " + what + " is in progress on this connection."})
 		return
 	}
-	target.cancel()
+	target.cancel(nil)
 }
 
 // errResponseCancelled ends a response that a response.cancel stopped.
@@ -295,14 +301,13 @@ var errResponseCancelled = &apiError{Status: statusClientClosed, Type: typeInval
 // connection; it holds it because its wait outlives the call that made it.
 // Its parts run one at a time.
 type responseTask struct {
-	w       *responsesWS
-	laneCtx context.Context // the lane's: what runLane goes on under
-	lane    *responseLane
-	ctx     context.Context
-	run     *runningResponse
-	begun   time.Time
-	span    trace.Span
-	ev      *wsEvents
+	w     *responsesWS
+	lane  *responseLane
+	ctx   context.Context
+	run   *runningResponse
+	begun time.Time
+	span  trace.Span
+	ev    *wsEvents
 
 	status     int
 	usage      *Usage
@@ -313,10 +318,10 @@ type responseTask struct {
 	steps      *responseStream
 }
 
-func (w *responsesWS) newTask(laneCtx context.Context, lane *responseLane, rctx context.Context, run *runningResponse) *responseTask {
+func (w *responsesWS) newTask(lane *responseLane, rctx context.Context, run *runningResponse) *responseTask {
 	begun := time.Now()
 	ctx, span := w.c.s.startWSSpan(rctx, w.c.path)
-	return &responseTask{w: w, laneCtx: laneCtx, lane: lane, ctx: ctx, run: run, begun: begun, span: span,
+	return &responseTask{w: w, lane: lane, ctx: ctx, run: run, begun: begun, span: span,
 		ev: &wsEvents{out: w.c.out, stop: ctx.Done()}, status: http.StatusOK}
 }
 
@@ -433,8 +438,8 @@ func (t *responseTask) goOn() {
 	if !t.guard(t.pump) {
 		return // parked again
 	}
-	if rctx, run, body, ok := t.w.advance(t.laneCtx, t.lane, t.run); ok {
-		t.w.runLane(t.laneCtx, t.lane, rctx, run, body)
+	if rctx, run, body, ok := t.w.advance(t.lane, t.run); ok {
+		t.w.runLane(t.lane, rctx, run, body)
 	}
 }
 

@@ -187,8 +187,8 @@ func logError(data []byte) (*apiError, bool) {
 
 // resume starts request id that continues resumable stream streamID after
 // seq after, as create starts one.
-func (c *wsConn) resume(ctx, reqCtx context.Context, id, streamID string, after int64) {
-	rctx, req, release, ok := c.admit(ctx, reqCtx, id)
+func (c *wsConn) resume(ctx context.Context, id, streamID string, after int64) {
+	rctx, req, release, ok := c.admit(ctx, id)
 	if !ok {
 		return
 	}

@@ -44,27 +44,32 @@ type wsConn struct {
 
 	// onMessage handles a client message in place of handle, for a
 	// connection that speaks another protocol (the Responses API's).
-	onMessage func(ctx, reqCtx context.Context, data []byte)
+	onMessage func(ctx context.Context, data []byte)
 
 	wg sync.WaitGroup
 
 	pinger *wsPinger
+	// values are what the connection's requests read from the handler's
+	// context (requestValues), their contexts' parent; group cancels them
+	// together.
+	values context.Context
+	group  reqGroup
 	// The reader's parking (wspark.go): set by serve when the reader may
-	// park. ctx and reqCtx are the reader's, kept for the goroutine that
-	// resumes it; finish ends the connection (serve's end), run by the
-	// reader that sees it end.
-	ctx, reqCtx context.Context
-	finish      func()
-	nc          *wsNetConn
-	br          *bufio.Reader
-	pmu         sync.Mutex
-	stopPark    func() bool // the Poller's wait, while parked
-	noPark      bool        // the connection is closing: the reader reads on
+	// park. ctx is the reader's, kept for the goroutine that resumes it;
+	// finish ends the connection (serve's end), run by the reader that
+	// sees it end.
+	ctx      context.Context
+	finish   func()
+	nc       *wsNetConn
+	br       *bufio.Reader
+	pmu      sync.Mutex
+	stopPark func() bool // the Poller's wait, while parked
+	noPark   bool        // the connection is closing: the reader reads on
 }
 
 // wsRequest is one request in flight on a connection.
 type wsRequest struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc // in the connection's group
 	// mu guards cancelled: the client sent cancel for this request.
 	mu        sync.Mutex
 	cancelled bool
@@ -102,6 +107,71 @@ func (rs *wsRequests) remove(id string, req *wsRequest) {
 			return
 		}
 	}
+}
+
+// reqGroup cancels a connection's requests together, each with the cause
+// (a shutdown, a stalled peer, the connection's end). A request's context
+// derives from the connection's values alone and its cancel is kept here:
+// a shared cancelable parent would keep its children in a map, some 200
+// bytes from the first, for as long as the connection lasts. The zero
+// value is ready to use.
+type reqGroup struct {
+	mu    sync.Mutex
+	cause error // set once: the group ended
+	live  []*context.CancelCauseFunc
+}
+
+// add keeps *cancel, a request's, to cancel with the group; a group that
+// ended cancels it at once. *cancel must not change until remove.
+func (g *reqGroup) add(cancel *context.CancelCauseFunc) {
+	g.mu.Lock()
+	cause := g.cause
+	if cause == nil {
+		g.live = append(g.live, cancel)
+	}
+	g.mu.Unlock()
+	if cause != nil {
+		(*cancel)(cause)
+	}
+}
+
+// remove lets go of *cancel, a request that ended.
+func (g *reqGroup) remove(cancel *context.CancelCauseFunc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, c := range g.live {
+		if c == cancel {
+			last := len(g.live) - 1
+			g.live[i] = g.live[last]
+			g.live[last] = nil
+			g.live = g.live[:last]
+			return
+		}
+	}
+}
+
+// cancel ends the group with cause: every request in it is cancelled with
+// cause, and every one added later; only the first cause counts.
+func (g *reqGroup) cancel(cause error) {
+	g.mu.Lock()
+	if g.cause != nil {
+		g.mu.Unlock()
+		return
+	}
+	g.cause = cause
+	live := g.live
+	g.live = nil
+	g.mu.Unlock()
+	for _, c := range live {
+		(*c)(cause)
+	}
+}
+
+// err is the cause the group ended with; nil while it lasts.
+func (g *reqGroup) err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cause
 }
 
 // wasCancelled reports whether the client sent cancel for the request.
@@ -144,21 +214,18 @@ var errWriteIdle = errors.New("write idle timeout: the client stopped reading")
 // reader is parked: the writer runs only while messages are queued, and
 // pings and shutdown are timers.
 func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func() bool, hj *smallHijacker, done func()) {
-	// ctx is the connection's life: it ends when the reader does. Requests
-	// run under reqCtx, which shutdown and a stalled peer end first, each
-	// with its cause, and the reader's end last. Siblings, not parent and
-	// child: a cancelable parent keeps a map of its children, for as long
-	// as the connection lasts.
-	values := requestValues(parent)
-	ctx, cancel := context.WithCancel(values)
-	reqCtx, cancelReqs := context.WithCancelCause(values)
+	// ctx is the connection's life: it ends when the reader does. Its
+	// requests are cancelled together (c.group), by shutdown or a stalled
+	// peer first, each with its cause, and the reader's end last.
+	c.values = requestValues(parent)
+	ctx, cancel := context.WithCancel(c.values)
 	c.out = newOutbox(ctx.Done(), c.s.writeIdle)
 	c.out.writeTo(c.conn, hj.cork, func(fn func()) { c.spawn("writer", fn) }, func(err error) {
 		if err == nil {
 			return
 		}
 		if errors.Is(err, errWriteIdle) {
-			cancelReqs(errWriteIdle)
+			c.group.cancel(errWriteIdle)
 			c.s.log.Info("websocket peer stopped reading", "id", c.connID, "timeout", c.s.writeIdle)
 		} else {
 			c.s.log.Debug("websocket write failed", "id", c.connID, "err", err)
@@ -169,10 +236,10 @@ func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func()
 	// The library's limit closes the connection; ours answers instead.
 	c.conn.SetReadLimit(-1)
 	c.pinger = c.startPings(hj.cork)
-	stopShutdown := c.onShutdown(afterShutdown, cancelReqs)
+	stopShutdown := c.onShutdown(afterShutdown)
 	c.finish = func() {
 		cancel()
-		cancelReqs(context.Canceled)
+		c.group.cancel(context.Canceled)
 		// Unblocks a write stuck on a peer that reads nothing; the
 		// connection is already closed in every other case.
 		_ = c.conn.CloseNow()
@@ -183,7 +250,7 @@ func (c *wsConn) serve(parent context.Context, afterShutdown func(func()) func()
 			done()
 		}
 	}
-	c.ctx, c.reqCtx = ctx, reqCtx
+	c.ctx = ctx
 	if done != nil && c.s.poller != nil {
 		c.nc, c.br = hj.nc, hj.br
 		unpark := c.unpark
@@ -220,12 +287,12 @@ func (c *wsConn) recoverConn(name string) {
 // down when the server does, without a goroutine waiting for it. The
 // returned stop, called when the connection ends, waits for a shutdown that
 // began.
-func (c *wsConn) onShutdown(afterShutdown func(func()) func() bool, cancelReqs context.CancelCauseFunc) (stop func()) {
+func (c *wsConn) onShutdown(afterShutdown func(func()) func() bool) (stop func()) {
 	ended := make(chan struct{})
 	unregister := afterShutdown(func() {
 		defer close(ended)
 		defer c.recoverConn("shutdown")
-		c.shutdown(cancelReqs)
+		c.shutdown()
 	})
 	return func() {
 		if !unregister() {
@@ -247,11 +314,11 @@ func afterContext(ctx context.Context) func(func()) func() bool {
 // then the close frame 1001 (going away) and its handshake, done by the
 // writer. A peer that stops reading meanwhile is dropped by the write idle
 // timeout.
-func (c *wsConn) shutdown(cancelReqs context.CancelCauseFunc) {
+func (c *wsConn) shutdown() {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
-	cancelReqs(ErrShutdown)
+	c.group.cancel(ErrShutdown)
 	c.running.Wait()
 	c.out.finish()
 }
@@ -259,9 +326,8 @@ func (c *wsConn) shutdown(cancelReqs context.CancelCauseFunc) {
 // read handles the client's messages until the connection ends, or
 // until its reader parks between messages (then it reports true; readFirst:
 // not before one read). Messages larger than the limit are answered and
-// skipped without being buffered. ctx is the connection's, reqCtx the one
-// requests derive from.
-func (c *wsConn) read(ctx, reqCtx context.Context, readFirst bool) (parked bool) {
+// skipped without being buffered. ctx is the connection's.
+func (c *wsConn) read(ctx context.Context, readFirst bool) (parked bool) {
 	for first := true; ; first = false {
 		if !(first && readFirst) && c.park() {
 			return true
@@ -291,9 +357,9 @@ func (c *wsConn) read(ctx, reqCtx context.Context, readFirst bool) (parked bool)
 		// more, which the reader would keep for the connection's life.
 		apart(func() (struct{}, struct{}) {
 			if c.onMessage != nil {
-				c.onMessage(ctx, reqCtx, msg)
+				c.onMessage(ctx, msg)
 			} else {
-				c.handle(ctx, reqCtx, msg)
+				c.handle(ctx, msg)
 			}
 			return struct{}{}, struct{}{}
 		})
@@ -366,15 +432,15 @@ func parseWSMessage(data []byte) (wsCommand, *apiError) {
 // handle dispatches one client message. Errors about a message that ends no
 // request carry request_id null, so that an error with a request_id always
 // ends that request.
-func (c *wsConn) handle(ctx, reqCtx context.Context, data []byte) {
+func (c *wsConn) handle(ctx context.Context, data []byte) {
 	cmd, e := parseWSMessage(data)
 	switch {
 	case e != nil:
 		c.reject(ctx, nil, e)
 	case cmd.create:
-		c.create(ctx, reqCtx, cmd.id, cmd.body)
+		c.create(ctx, cmd.id, cmd.body)
 	case cmd.resume:
-		c.resume(ctx, reqCtx, cmd.id, cmd.streamID, cmd.after)
+		c.resume(ctx, cmd.id, cmd.streamID, cmd.after)
 	default:
 		c.cancel(ctx, cmd.id)
 	}
@@ -399,8 +465,8 @@ func requestIDOf(raw json.RawMessage) (string, *apiError) {
 
 // create starts request id with body, unless the id is in flight already or
 // the connection is at its limit.
-// ctx is the connection's (for the answers), reqCtx the requests' parent.
-func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMessage) {
+// ctx is the connection's (for the answers).
+func (c *wsConn) create(ctx context.Context, id string, body json.RawMessage) {
 	if isNull(body) {
 		c.mu.Lock()
 		dup := c.reqs.get(id) != nil
@@ -411,7 +477,7 @@ func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMes
 			return
 		}
 	}
-	rctx, req, release, ok := c.admit(ctx, reqCtx, id)
+	rctx, req, release, ok := c.admit(ctx, id)
 	if !ok {
 		return
 	}
@@ -428,7 +494,7 @@ func (c *wsConn) create(ctx, reqCtx context.Context, id string, body json.RawMes
 // admit takes request id on the books, unless the id is in flight already,
 // the connection is at its limit or shutting down (each answered here). The
 // request must call release when it ends (serveRequest does).
-func (c *wsConn) admit(ctx, reqCtx context.Context, id string) (context.Context, *wsRequest, func(), bool) {
+func (c *wsConn) admit(ctx context.Context, id string) (context.Context, *wsRequest, func(), bool) {
 	c.mu.Lock()
 	if c.reqs.get(id) != nil {
 		c.mu.Unlock()
@@ -448,13 +514,15 @@ func (c *wsConn) admit(ctx, reqCtx context.Context, id string) (context.Context,
 		c.reject(ctx, appendString(nil, id), errDraining)
 		return nil, nil, nil, false
 	}
-	rctx, cancel := context.WithCancel(reqCtx)
+	rctx, cancel := context.WithCancelCause(c.values)
 	req := &wsRequest{cancel: cancel}
 	c.reqs = append(c.reqs, wsInFlight{id, req})
 	c.running.Add(1)
 	c.mu.Unlock()
+	c.group.add(&req.cancel)
 	return rctx, req, func() {
-		cancel()
+		c.group.remove(&req.cancel)
+		cancel(nil)
 		c.s.endWS()
 		c.running.Done()
 	}, true
@@ -474,7 +542,7 @@ func (c *wsConn) cancel(ctx context.Context, id string) {
 	req.mu.Lock()
 	req.cancelled = true
 	req.mu.Unlock()
-	req.cancel()
+	req.cancel(nil)
 }
 
 // release takes req off the books, unless id names another request by now.

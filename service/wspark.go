@@ -45,7 +45,7 @@ func (c *wsConn) runReader(woken bool) {
 	// Woken for more than pongs (a message, the peer's leaving): the
 	// library reads before the reader may park again, or an end the
 	// Poller keeps reporting would wake it forever.
-	parked = c.read(c.ctx, c.reqCtx, woken)
+	parked = c.read(c.ctx, woken)
 }
 
 // park parks the reader, when it may and nothing of the next message is
