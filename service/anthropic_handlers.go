@@ -153,15 +153,9 @@ func (s *messageStream) next() (over bool, u *Usage, err error) {
 	return true, u, err
 }
 
-func (s *messageStream) wait() { s.r.wait() }
-func (s *messageStream) waitFor(d time.Duration) bool {
-	if !s.r.waitFor(d) {
-		s.enc.buf = nil // a stream waiting that long keeps no event buffer; the next event makes one
-		return false
-	}
-	return true
-}
-func (s *messageStream) parkable() (waitOn, bool) { return s.r.parkable() }
+func (s *messageStream) wait()                        { s.r.wait() }
+func (s *messageStream) waitFor(d time.Duration) bool { return s.r.waitForDropping(d, &s.enc.buf) }
+func (s *messageStream) parkable() (waitOn, bool)     { return s.r.parkable() }
 
 // handleMessages serves POST /v1/messages.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *requestInfo) {

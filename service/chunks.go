@@ -16,7 +16,8 @@ type chunker struct {
 	w chunkWriter
 	// buf starts with the chunk object up to and including `"choices":[`,
 	// prefixLen bytes that every chunk begins with and none overwrites;
-	// nil while the stream waits long (begin makes it again).
+	// nil while the stream waits long (waitForDropping; begin makes it
+	// again).
 	buf       []byte
 	prefixLen int
 	suffix    []byte // `]}`, or `],"usage":null}` with include_usage

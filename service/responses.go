@@ -388,15 +388,9 @@ func (s *responseStream) next() (over bool, u *Usage, err error) {
 	return true, u, nil
 }
 
-func (s *responseStream) wait() { s.r.wait() }
-func (s *responseStream) waitFor(d time.Duration) bool {
-	if !s.r.waitFor(d) {
-		s.enc.buf = nil // a stream waiting that long keeps no event buffer; the next event makes one
-		return false
-	}
-	return true
-}
-func (s *responseStream) parkable() (waitOn, bool) { return s.r.parkable() }
+func (s *responseStream) wait()                        { s.r.wait() }
+func (s *responseStream) waitFor(d time.Duration) bool { return s.r.waitForDropping(d, &s.enc.buf) }
+func (s *responseStream) parkable() (waitOn, bool)     { return s.r.parkable() }
 
 // addClientTool records the client's tool ct under the function name
 // the engine sees.

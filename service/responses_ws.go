@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -61,14 +62,8 @@ func (w *responsesWS) lane(id string) *responseLane {
 
 // retire takes lane off; w.mu is held.
 func (w *responsesWS) retire(lane *responseLane) {
-	for i, l := range w.lanes {
-		if l == lane {
-			last := len(w.lanes) - 1
-			w.lanes[i] = w.lanes[last]
-			w.lanes[last] = nil
-			w.lanes = w.lanes[:last]
-			return
-		}
+	if i := slices.Index(w.lanes, lane); i >= 0 {
+		w.lanes = slices.Delete(w.lanes, i, i+1)
 	}
 }
 

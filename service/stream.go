@@ -334,6 +334,17 @@ func (r *pull) waitFor(d time.Duration) bool {
 	return true
 }
 
+// waitForDropping is waitFor for a stream whose writer keeps a buffer of
+// its events (*buf): when d passed first, the stream may wait for
+// minutes, and lets go of the buffer; its next event makes one anew.
+func (r *pull) waitForDropping(d time.Duration, buf *[]byte) bool {
+	if !r.waitFor(d) {
+		*buf = nil
+		return false
+	}
+	return true
+}
+
 // parkable returns what wait waits for, when a parked wait can wait for
 // it: one engine stream (a pull of several waits on a goroutine of its
 // own) and no pings.
@@ -525,16 +536,7 @@ func (s *chunkStream) wait() { s.r.wait() }
 
 // waitFor is wait for at most d: it reports whether it waited to the end,
 // so that next has something, and false when d passed first.
-func (s *chunkStream) waitFor(d time.Duration) bool {
-	if !s.r.waitFor(d) {
-		// A stream waiting that long may wait for minutes, without the
-		// chunk buffer's bytes, the chunks' header included; the next
-		// chunk makes them anew.
-		s.c.buf = nil
-		return false
-	}
-	return true
-}
+func (s *chunkStream) waitFor(d time.Duration) bool { return s.r.waitForDropping(d, &s.c.buf) }
 
 // parkable is pull.parkable.
 func (s *chunkStream) parkable() (waitOn, bool) { return s.r.parkable() }

@@ -17,14 +17,16 @@ import (
 // cost a wait about 450 bytes with 32, 250 with 128.
 const waitsPerWaiter = 32
 
-// waitPool waits for many streams at once on few goroutines. A stream
-// that waits long for its engine parks its wait here instead of holding a
-// goroutine of its own (2 KB of stack at least, 4 KB when the runtime's
-// adaptive start says so): when its channel or its done channel is ready,
-// the pool runs its then on a fresh goroutine, which streams on. Each of
-// the pool's goroutines waits for up to waitsPerWaiter parked waits and
-// ends when it has none left, so that a server with nothing parked holds
-// none. The zero value is ready to use.
+// waitPool waits for many streams at once on few goroutines, or none. A
+// stream that waits long for its engine parks its wait here instead of
+// holding a goroutine of its own (2 KB of stack at least, 4 KB when the
+// runtime's adaptive start says so): when what it waits for is ready, the
+// pool runs its then on a fresh goroutine, which streams on. A wait whose
+// engine stream can call it back is only hooks (parkTicking); any other is
+// selected over by one of the pool's goroutines, each of which waits for
+// up to waitsPerWaiter parked waits and ends when it has none left, so
+// that a server with nothing parked holds none. The zero value is ready to
+// use.
 type waitPool struct {
 	mu sync.Mutex
 	// Those with room for another wait: [0] selects over waits without a

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -98,15 +99,7 @@ func (rs wsRequests) get(id string) *wsRequest {
 
 // remove takes request id off, when it is req (not another by that id).
 func (rs *wsRequests) remove(id string, req *wsRequest) {
-	for i, r := range *rs {
-		if r.id == id && r.req == req {
-			last := len(*rs) - 1
-			(*rs)[i] = (*rs)[last]
-			(*rs)[last] = wsInFlight{}
-			*rs = (*rs)[:last]
-			return
-		}
-	}
+	*rs = slices.DeleteFunc(*rs, func(r wsInFlight) bool { return r.id == id && r.req == req })
 }
 
 // reqGroup cancels a connection's requests together, each with the cause
@@ -139,14 +132,8 @@ func (g *reqGroup) add(cancel *context.CancelCauseFunc) {
 func (g *reqGroup) remove(cancel *context.CancelCauseFunc) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for i, c := range g.live {
-		if c == cancel {
-			last := len(g.live) - 1
-			g.live[i] = g.live[last]
-			g.live[last] = nil
-			g.live = g.live[:last]
-			return
-		}
+	if i := slices.Index(g.live, cancel); i >= 0 {
+		g.live = slices.Delete(g.live, i, i+1)
 	}
 }
 
