@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -26,17 +25,27 @@ type idEvent struct {
 }
 
 // readIDEvents reads SSE events from body, at most max of them (max <= 0:
-// all); comments are skipped.
+// all); comments are skipped. It reads a byte at a time and nothing past
+// its last event, so that a later call on the same body goes on from
+// there (a buffered scanner's read-ahead would be lost with it).
 func readIDEvents(t *testing.T, body io.Reader, max int) []idEvent {
 	t.Helper()
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var out []idEvent
 	cur := idEvent{id: -1}
-	for sc.Scan() {
-		line := sc.Text()
+	var line []byte
+	var b [1]byte
+	for {
+		if _, err := io.ReadFull(body, b[:]); err != nil {
+			return out
+		}
+		if b[0] != '\n' {
+			line = append(line, b[0])
+			continue
+		}
+		text := strings.TrimSuffix(string(line), "\r")
+		line = line[:0]
 		switch {
-		case line == "":
+		case text == "":
 			if cur.data != "" {
 				out = append(out, cur)
 				if max > 0 && len(out) == max {
@@ -44,20 +53,19 @@ func readIDEvents(t *testing.T, body io.Reader, max int) []idEvent {
 				}
 			}
 			cur = idEvent{id: -1}
-		case strings.HasPrefix(line, "id: "):
-			n, err := strconv.ParseInt(line[4:], 10, 64)
+		case strings.HasPrefix(text, "id: "):
+			n, err := strconv.ParseInt(text[4:], 10, 64)
 			if err != nil {
-				t.Fatalf("bad id line %q", line)
+				t.Fatalf("bad id line %q", text)
 			}
 			cur.id = n
-		case strings.HasPrefix(line, "data: "):
-			cur.data = line[6:]
-		case strings.HasPrefix(line, ":"), strings.HasPrefix(line, "event: "):
+		case strings.HasPrefix(text, "data: "):
+			cur.data = text[6:]
+		case strings.HasPrefix(text, ":"), strings.HasPrefix(text, "event: "):
 		default:
-			t.Fatalf("unexpected SSE line %q", line)
+			t.Fatalf("unexpected SSE line %q", text)
 		}
 	}
-	return out
 }
 
 // streamText is the text of chunks (chat deltas or completion text), the
