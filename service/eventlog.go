@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"rill/internal/wheel"
 	"rill/store"
 )
 
@@ -67,13 +68,15 @@ var errStreamLost = errors.New("stream lost: its producer stopped without ending
 type eventLogs struct {
 	st  store.Store
 	log *slog.Logger
+	// beats ticks every live log's heartbeat, on one timer.
+	beats *wheel.Wheel
 
 	mu   sync.Mutex
 	live map[string]*eventLog
 }
 
 func newEventLogs(st store.Store, log *slog.Logger) *eventLogs {
-	return &eventLogs{st: st, log: log, live: make(map[string]*eventLog)}
+	return &eventLogs{st: st, log: log, live: make(map[string]*eventLog), beats: wheel.New(heartbeat, 10)}
 }
 
 // eventLog is one live stream's log. The producer calls append, update and
@@ -94,6 +97,7 @@ type eventLog struct {
 	dirty   bool          // status or data changed since the last write
 	ended   bool          // end was called
 	wake    chan struct{} // closed and replaced when an event comes or the log ends
+	hooks   []*logHook    // followers' parked waits (onWake), called with wake's close
 	// followers counts those following now; when it drops to zero while
 	// the stream lives, abandon runs after grace, unless one comes back.
 	followers int
@@ -111,7 +115,8 @@ type eventLog struct {
 	writing, again, delaying bool
 	gone                     bool // written to the end: leaving or left
 	failures                 int
-	delay, beat, watch       *time.Timer
+	delay, watch             *time.Timer
+	beat                     wheel.Entry   // on ls.beats
 	written                  chan struct{} // closed when the log is written and left
 }
 
@@ -127,7 +132,8 @@ func (ls *eventLogs) open(ctx context.Context, id, status string, data []byte) (
 	ls.live[id] = l
 	ls.mu.Unlock()
 	l.mu.Lock()
-	l.beat = time.AfterFunc(heartbeat, l.beaten)
+	l.beat.F = l.beaten
+	ls.beats.Add(&l.beat)
 	l.mu.Unlock()
 	return l, nil
 }
@@ -170,7 +176,7 @@ func (l *eventLog) beaten() {
 	}
 	l.dirty = true
 	l.startWriteLocked()
-	l.beat.Reset(heartbeat)
+	l.ls.beats.Add(&l.beat)
 }
 
 // left reports whether the log is written to its end; l.mu is held.
@@ -236,8 +242,9 @@ func (l *eventLog) append(seq int64, data []byte) {
 	l.mu.Lock()
 	l.events = append(l.events, store.Event{Seq: seq, Data: slices.Clone(data)})
 	n := len(l.events) - l.flushed
-	l.wakeLocked()
+	hooks := l.wakeLocked()
 	l.mu.Unlock()
+	callHooks(hooks)
 	if n == 1 || n >= flushBatch {
 		l.signal()
 	}
@@ -256,7 +263,7 @@ func (l *eventLog) update(status string, data []byte) {
 }
 
 // end ends the stream with its final status and data (nil: the data as
-// it was): followers get what is left and return, and the flusher writes
+// it was): followers get what is left and return, and the writer writes
 // the rest and leaves.
 func (l *eventLog) end(status string, data []byte) {
 	l.mu.Lock()
@@ -268,8 +275,9 @@ func (l *eventLog) end(status string, data []byte) {
 		l.timer.Stop()
 		l.timer = nil
 	}
-	l.wakeLocked()
+	hooks := l.wakeLocked()
 	l.mu.Unlock()
+	callHooks(hooks)
 	l.signal()
 }
 
@@ -283,9 +291,52 @@ func (l *eventLog) wait(ctx context.Context) error {
 	}
 }
 
-func (l *eventLog) wakeLocked() {
+// wakeLocked wakes the followers: those waiting on wake, and those parked
+// (onWake), whose functions it returns for the caller to run once it let
+// go of l.mu.
+func (l *eventLog) wakeLocked() []*logHook {
 	close(l.wake)
 	l.wake = make(chan struct{})
+	hooks := l.hooks
+	l.hooks = nil
+	return hooks
+}
+
+// logHook is a parked follower's function.
+type logHook struct{ f func() }
+
+// callHooks runs the functions wakeLocked returned.
+func callHooks(hooks []*logHook) {
+	for _, h := range hooks {
+		h.f()
+	}
+}
+
+// onWake calls f once, when the log next has something new (an event,
+// its end), or at once when it had since the follower saw wake (the log's
+// wake channel then): a parked follower's wait, with no goroutine. stop
+// keeps f from running and reports whether it did. f runs on the producer's
+// goroutine: it must not block.
+func (l *eventLog) onWake(seen <-chan struct{}, f func()) (stop func() bool) {
+	l.mu.Lock()
+	if l.wake != seen {
+		l.mu.Unlock()
+		f()
+		return func() bool { return false }
+	}
+	h := &logHook{f: f}
+	l.hooks = append(l.hooks, h)
+	l.mu.Unlock()
+	return func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		i := slices.Index(l.hooks, h)
+		if i < 0 {
+			return false
+		}
+		l.hooks = slices.Delete(l.hooks, i, i+1)
+		return true
+	}
 }
 
 // signal tells the writer there is something to write: at once when the
@@ -316,6 +367,7 @@ func (l *eventLog) delayed() {
 	if l.delaying {
 		l.startWriteLocked()
 	}
+	l.delay = nil // a stream that waits keeps no timer; the next batch makes one
 }
 
 // startWriteLocked starts a write goroutine, or has the running one write
@@ -354,7 +406,7 @@ func (l *eventLog) write() {
 		}
 		if done {
 			l.gone = true
-			l.beat.Stop()
+			l.ls.beats.Remove(&l.beat)
 			if l.watch != nil {
 				l.watch.Stop()
 			}

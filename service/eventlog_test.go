@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,5 +271,55 @@ func TestEventLogWritesWhatCameDuringAWrite(t *testing.T) {
 		return !l.writing
 	}) {
 		t.Error("a write goroutine still runs for a log with nothing to write")
+	}
+}
+
+// TestEventLogOnWake: a parked follower's function runs once, at the
+// log's next event or its end, or at once when the log moved on since the
+// follower looked; stop before keeps it from running.
+func TestEventLogOnWake(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		before   func(l *eventLog) // after the follower looked, before it parks
+		after    func(l *eventLog) // after it parked
+		stop     bool
+		wantRuns int32
+	}{
+		{name: "next event", after: func(l *eventLog) { l.append(1, []byte("e1")) }, wantRuns: 1},
+		{name: "end", after: func(l *eventLog) { l.end(statusCompleted, nil) }, wantRuns: 1},
+		{name: "two events, one call", after: func(l *eventLog) { l.append(1, nil); l.append(2, nil) }, wantRuns: 1},
+		{name: "an event before the park", before: func(l *eventLog) { l.append(1, nil) }, wantRuns: 1},
+		{name: "stopped", stop: true, after: func(l *eventLog) { l.append(1, nil) }},
+		{name: "nothing comes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ls := newEventLogs(store.NewMemory(store.Retention{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			l, err := ls.open(context.Background(), "s", statusInProgress, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.end(statusCompleted, nil)
+			l.append(0, []byte("e0"))
+			l.mu.Lock()
+			seen := l.wake
+			l.mu.Unlock()
+			if tt.before != nil {
+				tt.before(l)
+			}
+			var runs atomic.Int32
+			stop := l.onWake(seen, func() { runs.Add(1) })
+			if tt.stop && !stop() {
+				t.Fatal("stop of a waiting hook reported false")
+			}
+			if tt.after != nil {
+				tt.after(l)
+			}
+			if got := runs.Load(); got != tt.wantRuns {
+				t.Errorf("ran %d times, want %d", got, tt.wantRuns)
+			}
+		})
 	}
 }

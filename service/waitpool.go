@@ -52,15 +52,16 @@ type parkedWait struct {
 }
 
 // waitOn is what a parked wait waits for: its engine stream having
-// something new (st's Ready, or a log's wake channel, ready, when st is
-// nil), its request's context ending (the context of st's engine request
-// derives from it), and, for a stream that pings, a tick of its pinger
-// (nil: none).
+// something new (st's Ready), or else a log having (onReady, which calls
+// back, or else the channel ready), its request's context ending (the
+// context of st's engine request derives from it), and, for a stream that
+// pings, a tick of its pinger (nil: none).
 type waitOn struct {
-	st    engine.Stream
-	ready <-chan struct{}
-	ctx   context.Context
-	ticks *pingTicker
+	st      engine.Stream
+	onReady func(f func()) (stop func() bool)
+	ready   <-chan struct{}
+	ctx     context.Context
+	ticks   *pingTicker
 }
 
 // park waits for w, then runs then on a new goroutine. then must recover
@@ -75,17 +76,19 @@ func (p *waitPool) park(w waitOn, then func()) {
 // a tick that ended the wait, whose value the pool took.
 //
 // A wait for an engine stream that can call a function when it has
-// something new (engine.ReadyNotifier, as every engine's Queue can) holds
-// no goroutine and no select case: the stream and the pinger each call the
-// wait's, and the first ends it. Its context needs no watch of its own:
-// the engine's context derives from it, and an engine ends its stream,
-// which then calls, when its context ends (engine.Engine's contract). Any
-// other wait is selected over by one of the pool's goroutines.
+// something new (engine.ReadyNotifier, as every engine's Queue can), or
+// for a log that can (onReady), holds no goroutine and no select case:
+// the stream, the pinger and, for a log, the context each call the wait's,
+// and the first ends it. An engine stream's context needs no watch of its
+// own: the engine's context derives from it, and an engine ends its
+// stream, which then calls, when its context ends (engine.Engine's
+// contract). Any other wait is selected over by one of the pool's
+// goroutines.
 func (p *waitPool) parkTicking(w waitOn, then func(ticked bool)) {
+	if hookWait(w, then) {
+		return
+	}
 	if w.st != nil {
-		if hookWait(w, then) {
-			return
-		}
 		w.ready = w.st.Ready()
 	}
 	var done <-chan struct{}
@@ -105,21 +108,32 @@ type hooked struct {
 	mu    sync.Mutex
 	over  bool
 	n     int
-	stops [2]func() bool
+	stops [3]func() bool
 	then  func(ticked bool)
 }
 
-// hookWait parks w as a hooked wait, if its stream can call it, and
-// reports whether it did. Each hook may call at once (the stream has
-// something already, or its end): the wait is then over before the
-// others are hooked, and they are unhooked as they are.
+// hookWait parks w as a hooked wait, if its stream or log can call it,
+// and reports whether it did. Each hook may call at once (the stream has
+// something already, or its end; the context ended): the wait is then
+// over before the others are hooked, and they are unhooked as they are.
 func hookWait(w waitOn, then func(ticked bool)) bool {
 	h := &hooked{then: then}
-	stop, ok := engine.OnReady(w.st, h.ready)
-	if !ok {
+	switch {
+	case w.st != nil:
+		stop, ok := engine.OnReady(w.st, h.ready)
+		if !ok {
+			return false
+		}
+		h.add(stop)
+	case w.onReady != nil:
+		h.add(w.onReady(h.ready))
+		if w.ctx != nil {
+			// A log does not end with its follower's context.
+			h.add(context.AfterFunc(w.ctx, h.ready))
+		}
+	default:
 		return false
 	}
-	h.add(stop)
 	if w.ticks != nil {
 		h.add(w.ticks.onTick(h.ticked))
 	}

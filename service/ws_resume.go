@@ -149,7 +149,8 @@ func (f *followSteps) waitFor(d time.Duration) bool {
 }
 
 func (f *followSteps) parkable() (waitOn, bool) {
-	return waitOn{ready: f.wake, ctx: f.ctx}, true
+	l, seen := f.run.l, f.wake
+	return waitOn{ctx: f.ctx, ready: seen, onReady: func(g func()) func() bool { return l.onWake(seen, g) }}, true
 }
 
 // logError reads an error event of a chunk log ({"error":{…}}, as SSE
