@@ -135,7 +135,10 @@ type messageEncoder struct {
 	blocks  []*contentBlock
 	open    *contentBlock
 	calls   map[int]*contentBlock // tool_use blocks by the engine's call index; nil until one
-	final   engine.Event
+	// Of the final event (zero before it): its finish reason and the stop
+	// string that ended it.
+	finishReason engine.FinishReason
+	stopSequence string
 }
 
 func newMessageEncoder(id, model string, w messageWriter) *messageEncoder {
@@ -206,7 +209,7 @@ func (e *messageEncoder) event(ev *engine.Event) error {
 		}
 	}
 	if ev.Final {
-		e.final = *ev
+		e.finishReason, e.stopSequence = ev.FinishReason, ev.StopSequence
 	}
 	return nil
 }
@@ -369,11 +372,11 @@ func (e *messageEncoder) finish(u *Usage) error {
 // which a message with calls has whatever the engine said.
 func (e *messageEncoder) stopReason() string {
 	switch {
-	case e.final.FinishReason == engine.FinishLength:
+	case e.finishReason == engine.FinishLength:
 		return "max_tokens"
-	case e.final.FinishReason == engine.FinishToolCalls, len(e.calls) > 0:
+	case e.finishReason == engine.FinishToolCalls, len(e.calls) > 0:
 		return "tool_use"
-	case e.final.StopSequence != "":
+	case e.stopSequence != "":
 		return "stop_sequence"
 	}
 	return "end_turn"
@@ -385,7 +388,7 @@ func (e *messageEncoder) appendStopSequence(b []byte) []byte {
 	if e.stopReason() != "stop_sequence" {
 		return append(b, "null"...)
 	}
-	return appendString(b, e.final.StopSequence)
+	return appendString(b, e.stopSequence)
 }
 
 // message returns the complete message object with usage u, the plain

@@ -83,9 +83,10 @@ type responseEncoder struct {
 	// open (when r.logprobs): they go with the next text, or are dropped
 	// when a function call opens (they were its tokens).
 	pending []engine.TokenLogprob
-	final   engine.Event
-	usage   *ResponseUsage
-	err     *apiError // of a failed response
+	// finishReason is the final event's finish reason ("" before it).
+	finishReason engine.FinishReason
+	usage        *ResponseUsage
+	err          *apiError // of a failed response
 	// completedAt is when the response completed (unix seconds), 0 before.
 	completedAt int64
 }
@@ -272,7 +273,7 @@ func (e *responseEncoder) event(ev *engine.Event) error {
 		}
 	}
 	if ev.Final {
-		e.final = *ev
+		e.finishReason = ev.FinishReason
 	}
 	return nil
 }
@@ -521,7 +522,7 @@ func (e *responseEncoder) finish(u *Usage) error {
 	ru := ResponseUsageOf(*u)
 	e.usage = &ru
 	done := statusCompleted
-	if e.final.FinishReason == engine.FinishLength {
+	if e.finishReason == engine.FinishLength {
 		done = statusIncomplete
 	}
 	if e.lacksAnswer(done) {

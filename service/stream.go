@@ -186,11 +186,11 @@ type pull struct {
 	ticker *pingTicker // nil without pings
 	w      *streamWaiter
 	prog   *progress
-	active bool         // an event came since the last tick
-	next   int          // the stream to try first: streams take turns
-	ev     engine.Event // a field: &ev escapes, and once is enough
-	err    error        // what the last wait ended with, for pump to return
-	events int          // how many pump took: progress, for waits that count from the last
+	active bool          // an event came since the last tick
+	next   int           // the stream to try first: streams take turns
+	ev     *engine.Event // &ev escapes: made once, and again after a long wait (waitForDropping)
+	err    error         // what the last wait ended with, for pump to return
+	events int           // how many pump took: progress, for waits that count from the last
 	// timer bounds waitFor's waits; made by the first.
 	timer *time.Timer
 }
@@ -228,6 +228,9 @@ func (r *pull) pump() (complete bool, err error) {
 		return false, r.err
 	}
 	g := r.g
+	if r.ev == nil {
+		r.ev = new(engine.Event)
+	}
 	for !r.prog.complete() {
 		got := false
 		for range g.streams {
@@ -238,7 +241,7 @@ func (r *pull) pump() (complete bool, err error) {
 			}
 			var ok bool
 			var err error
-			r.ev, ok, err = g.streams[p].TryRecv()
+			*r.ev, ok, err = g.streams[p].TryRecv()
 			switch {
 			case errors.Is(err, io.EOF):
 				if err := r.prog.end(p); err != nil {
@@ -257,12 +260,12 @@ func (r *pull) pump() (complete bool, err error) {
 				}
 				got = true
 			case ok:
-				i, err := r.prog.record(p, &r.ev)
+				i, err := r.prog.record(p, r.ev)
 				if err != nil {
 					return false, err
 				}
-				g.obs.event(i, &r.ev)
-				if err := r.onEvent(i, &r.ev); err != nil {
+				g.obs.event(i, r.ev)
+				if err := r.onEvent(i, r.ev); err != nil {
 					return false, err
 				}
 				got = true
@@ -340,6 +343,7 @@ func (r *pull) waitFor(d time.Duration) bool {
 func (r *pull) waitForDropping(d time.Duration, buf *[]byte) bool {
 	if !r.waitFor(d) {
 		*buf = nil
+		r.ev = nil // 144 bytes; the next pump makes it
 		return false
 	}
 	return true
