@@ -139,18 +139,25 @@ func TestEventLogFlushBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.end(statusCompleted, nil)
-	l.append(0, []byte("x"))                             // one event alone: no full batch hurries it
-	deadline := time.Now().Add(flushDelay + time.Second) // a loaded machine's slack
+	l.append(0, []byte("x")) // one event alone: no full batch hurries it
+	waitStored(t, st, "s", 1)
+}
+
+// waitStored waits until the store holds n events of stream id, for at
+// most flushDelay and a loaded machine's slack (far below the heartbeat).
+func waitStored(t *testing.T, st store.Store, id string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(flushDelay + time.Second)
 	for {
-		evs, err := st.Events(context.Background(), "s", -1, 0)
+		evs, err := st.Events(context.Background(), id, -1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(evs) == 1 {
-			break
+		if len(evs) == n {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v the store holds %d events, want 1", flushDelay+time.Second, len(evs))
+			t.Fatalf("after %v the store holds %d events, want %d", flushDelay+time.Second, len(evs), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -251,20 +258,7 @@ func TestEventLogWritesWhatCameDuringAWrite(t *testing.T) {
 	l.append(1, []byte("e1"))
 	l.append(2, []byte("e2"))
 	close(st.release)
-	deadline := time.Now().Add(flushDelay + time.Second) // far below the heartbeat
-	for {
-		evs, err := st.Events(context.Background(), "s", -1, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v after the slow write the store holds %d events, want 3", flushDelay+time.Second, len(evs))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitStored(t, st, "s", 3)
 	if !wait.Until(func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
