@@ -445,8 +445,13 @@ func checkWSStalled(ctx context.Context, h *harness) (string, error) {
 // checkWSFlood sends bad messages as fast as it can and reads nothing:
 // the server's answers pile up, its queue of them fills, it stops reading
 // the flood, and --write-idle-timeout drops the connection, in bounded
-// memory. A write that stays blocked for the write idle timeout and 10 s
-// more means the server stopped reading without dropping the connection.
+// memory. Now and then (about 1 run in 10) the client's own write stays
+// blocked long after: both ends' TCP lost segments on loopback and back
+// off (seen with ss: cwnd 1, retransmission timeouts of seconds, the
+// client probing a zero window), and the client learns of the server's
+// close only at its next probe. What counts is the server's side: the
+// connection gone from it, within the write idle timeout or, should its
+// writes never block, its ping timeout (two ping intervals, 30 s).
 func checkWSFlood(ctx context.Context, h *harness) (string, error) {
 	c, err := dialWS(ctx, h.srv, "/v1/chat/completions", smallBufferClient)
 	if err != nil {
@@ -461,7 +466,7 @@ func checkWSFlood(ctx context.Context, h *harness) (string, error) {
 	var werr error
 	var blocked bool
 	for ; sent < most; sent++ {
-		wctx, cancel := context.WithTimeout(ctx, 13*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 		werr = c.send(wctx, `{"type":"bogus","request_id":"x"}`)
 		blocked = wctx.Err() != nil
 		cancel()
@@ -471,16 +476,16 @@ func checkWSFlood(ctx context.Context, h *harness) (string, error) {
 	}
 	growth := (sampler.end() - before.rssKB) / 1024
 	figures := fmt.Sprintf("%d messages sent before the server stopped reading, RSS +%d MiB", sent, growth)
-	switch {
-	case werr == nil:
+	if werr == nil {
 		return figures, fmt.Errorf("the server read all %d messages of a client that reads nothing", most)
-	case blocked:
-		return figures, fmt.Errorf("a write stayed blocked 13 s: the server stopped reading but kept the connection (after %v)", time.Since(start).Round(time.Second))
 	}
-	if _, err := serverLetGo(h, 15*time.Second); err != nil {
-		return figures, err
+	if _, err := serverLetGo(h, 2*15*time.Second+5*time.Second); err != nil {
+		return figures, fmt.Errorf("the server stopped reading but kept the connection past its ping timeout: %w", err)
 	}
 	figures += fmt.Sprintf(", dropped within %v", time.Since(start).Round(100*time.Millisecond))
+	if blocked {
+		figures += " (the client's write stayed blocked: its TCP backs off)"
+	}
 	if growth > 64 {
 		return figures, fmt.Errorf("RSS grew %d MiB", growth)
 	}
