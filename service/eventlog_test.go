@@ -133,14 +133,21 @@ func TestEventLogFollow(t *testing.T) {
 func TestEventLogFlushBound(t *testing.T) {
 	t.Parallel()
 	st := store.NewMemory(store.Retention{})
+	_, l := openTestLog(t, st)
+	defer l.end(statusCompleted, nil)
+	l.append(0, []byte("x")) // one event alone: no full batch hurries it
+	waitStored(t, st, "s", 1)
+}
+
+// openTestLog opens live log "s" (in progress) on st.
+func openTestLog(t *testing.T, st store.Store) (*eventLogs, *eventLog) {
+	t.Helper()
 	ls := newEventLogs(st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l, err := ls.open(context.Background(), "s", statusInProgress, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.end(statusCompleted, nil)
-	l.append(0, []byte("x")) // one event alone: no full batch hurries it
-	waitStored(t, st, "s", 1)
+	return ls, l
 }
 
 // waitStored waits until the store holds n events of stream id, for at
@@ -200,11 +207,7 @@ func TestEventLogAbandon(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ls := newEventLogs(store.NewMemory(store.Retention{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
-			l, err := ls.open(context.Background(), "s", statusInProgress, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ls, l := openTestLog(t, store.NewMemory(store.Retention{}))
 			abandoned := make(chan struct{})
 			var once sync.Once
 			l.whenAbandoned(grace, func() { once.Do(func() { close(abandoned) }) })
@@ -247,11 +250,7 @@ func (s *slowAppends) AppendEvents(ctx context.Context, id string, evs []store.E
 func TestEventLogWritesWhatCameDuringAWrite(t *testing.T) {
 	t.Parallel()
 	st := &slowAppends{Store: store.NewMemory(store.Retention{}), started: make(chan struct{}), release: make(chan struct{})}
-	ls := newEventLogs(st, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	l, err := ls.open(context.Background(), "s", statusInProgress, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l := openTestLog(t, st)
 	defer l.end(statusCompleted, nil)
 	l.append(0, []byte("e0"))
 	<-st.started
@@ -290,11 +289,7 @@ func TestEventLogOnWake(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ls := newEventLogs(store.NewMemory(store.Retention{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
-			l, err := ls.open(context.Background(), "s", statusInProgress, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, l := openTestLog(t, store.NewMemory(store.Retention{}))
 			defer l.end(statusCompleted, nil)
 			l.append(0, []byte("e0"))
 			l.mu.Lock()
