@@ -150,7 +150,7 @@ func (f *followSteps) waitFor(d time.Duration) bool {
 
 func (f *followSteps) parkable() (waitOn, bool) {
 	l, seen := f.run.l, f.wake
-	return waitOn{ctx: f.ctx, ready: seen, onReady: func(g func()) func() bool { return l.onWake(seen, g) }}, true
+	return waitOn{ctx: f.ctx, onReady: func(g func()) func() bool { return l.onWake(seen, g) }}, true
 }
 
 // logError reads an error event of a chunk log ({"error":{…}}, as SSE
