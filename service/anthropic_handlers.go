@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -125,17 +124,19 @@ func (g *generation) runMessage(ctx context.Context, enc *messageEncoder, ping t
 
 // messageStream is runMessage taken apart at its wait, as chunkStream is
 // streamTo: next sends what is ready and wait waits for more, possibly on
-// another goroutine. It sends no pings. It holds the request's context
-// because its wait outlives the call that made it.
+// another goroutine, pinging enc's writer while idle (every ping, when
+// positive). It holds the request's context because its wait outlives the
+// call that made it.
 type messageStream struct {
-	g   *generation
-	ctx context.Context
-	enc *messageEncoder
-	r   *pull // nil until the first next
+	g    *generation
+	ctx  context.Context
+	enc  *messageEncoder
+	ping time.Duration
+	pulled
 }
 
-func (g *generation) newMessageStream(ctx context.Context, enc *messageEncoder) *messageStream {
-	return &messageStream{g: g, ctx: ctx, enc: enc}
+func (g *generation) newMessageStream(ctx context.Context, enc *messageEncoder, ping time.Duration) *messageStream {
+	return &messageStream{g: g, ctx: ctx, enc: enc, ping: ping}
 }
 
 // next sends the events that are ready. It reports over, with what
@@ -143,7 +144,11 @@ func (g *generation) newMessageStream(ctx context.Context, enc *messageEncoder) 
 // then calls next again.
 func (s *messageStream) next() (over bool, u *Usage, err error) {
 	if s.r == nil {
-		s.r = s.g.newPull(s.ctx, 0, encodedEvent(s.enc), nil, nil)
+		var p pinger
+		if s.enc.w != nil {
+			p = s.enc.w
+		}
+		s.r = s.g.newPull(s.ctx, s.ping, encodedEvent(s.enc), nil, idlePinger(p))
 	}
 	over, stats, err := s.g.pumpEncoded(s.r, s.enc)
 	if !over || err != nil {
@@ -153,31 +158,41 @@ func (s *messageStream) next() (over bool, u *Usage, err error) {
 	return true, u, err
 }
 
-func (s *messageStream) wait()                        { s.r.wait() }
 func (s *messageStream) waitFor(d time.Duration) bool { return s.r.waitForDropping(d, &s.enc.buf) }
-func (s *messageStream) parkable() (waitOn, bool)     { return s.r.parkable() }
 
-// handleMessages serves POST /v1/messages.
+// handleMessages serves POST /v1/messages. A streamed message may detach
+// from net/http while it waits for its engine, as a chat stream may
+// (ssedetach.go).
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	body, e := s.readBody(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	g, skipped, e := s.startMessage(r.Context(), body, asRequested)
-	if len(skipped) > 0 {
-		w.Header().Add("Warning", warningValue(s.warnSkipped(info.id, skipped)))
-	}
+	ctx, dt, release := s.sseContext(r)
+	detached := false
+	defer func() { release(detached) }()
+	g, e := apart(func() (*messageGen, *apiError) {
+		g, skipped, e := s.startMessage(ctx, body, asRequested)
+		if len(skipped) > 0 {
+			w.Header().Add("Warning", warningValue(s.warnSkipped(info.id, skipped)))
+		}
+		return g, e
+	})
 	if e != nil {
 		s.fail(w, r, info, e)
 		return
 	}
-	defer g.cancel()
+	defer func() {
+		if !detached {
+			g.cancel()
+		}
+	}()
 	info.model, info.obs = g.model, g.obs
 
 	if !g.stream {
 		enc := g.encoder(nil)
-		u, err := g.runMessage(r.Context(), enc, 0)
+		u, err := g.runMessage(ctx, enc, 0)
 		if err != nil {
 			s.fail(w, r, info, messagesError(fromEngine(err, g.model)))
 			return
@@ -187,26 +202,12 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request, info *re
 		return
 	}
 	sw := newSSEWriter(w)
-	if err := sw.start(); err != nil {
-		s.transportFailed(r, info, err)
-		return
-	}
-	u, err := g.runMessage(r.Context(), g.encoder(messagesSSE{sw}), s.ping)
-	info.usage = u
-	switch {
-	case err == nil:
-	case isShutdown(r.Context()):
-		// The client is still there: tell it why its stream ends.
-		info.status, info.reason = errShutdownCut.Status, reasonShutdown
-		_ = messagesSSE{sw}.fail(errShutdownCut)
-	default:
-		var te *transportError
-		if errors.As(err, &te) || r.Context().Err() != nil {
-			s.transportFailed(r, info, err)
-		} else {
-			engineFailed(info, err, g.model)
-		}
-	}
+	fail := messagesSSE{sw}.fail
+	detached = s.streamSSE(w, r, info, dt, g.generation, g.newMessageStream(ctx, g.encoder(messagesSSE{sw}), s.ping), sw,
+		sseAnswer{fail: fail, settle: func(u *Usage, err error) {
+			info.usage = u
+			endSSE(ctx, info, fail, g.generation, err)
+		}})
 }
 
 // countTokensRequest converts a count_tokens body into the tokenizer's

@@ -83,6 +83,6 @@ func (c *wsConn) runMessage(ctx context.Context, id string, req *wsRequest, rele
 		if e != nil {
 			return nil, e
 		}
-		return &wsRun{g: g.generation, model: g.model, steps: g.newMessageStream(ctx, g.encoder(w))}, nil
+		return &wsRun{g: g.generation, model: g.model, steps: g.newMessageStream(ctx, g.encoder(w), 0)}, nil
 	})
 }

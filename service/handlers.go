@@ -110,17 +110,9 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 	begun := time.Now()
 	// A request that may detach (ssedetach.go) runs its generation under a
 	// context that can outlive the handler.
-	ctx, detached := r.Context(), false
-	var dt *sseDetach
-	if s.mayDetach(r) {
-		dt = newSSEDetach(ctx)
-		ctx = dt.ctx
-		defer func() {
-			if !detached {
-				dt.release()
-			}
-		}()
-	}
+	ctx, dt, release := s.sseContext(r)
+	detached := false
+	defer func() { release(detached) }()
 	// Apart: the handler's goroutine may wait for the engine for long, and
 	// should not keep the stack that validation and templating grew.
 	var p *job
@@ -148,46 +140,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 
 	if g.stream {
 		sw := newSSEWriter(w)
-		// A stream that may detach holds its status and headers until its
-		// engine's first event, or until it detaches and sends them with
-		// Connection: close.
-		if sw.held = dt != nil; !sw.held {
-			if err := sw.start(); err != nil {
-				s.transportFailed(r, info, err)
-				return
-			}
-		}
-		held := time.Now()
-		st := g.newChunkStream(ctx, sw, s.ping)
-		for {
-			over, u, err := st.next()
-			if sw.held && (over || st.events() > 0) {
-				if err := sw.release(); err != nil {
-					s.transportFailed(r, info, err)
-					return
-				}
-			}
-			if over {
+		detached = s.streamSSE(w, r, info, dt, g, g.newChunkStream(ctx, sw, s.ping), sw, sseAnswer{fail: sw.fail,
+			settle: func(u *Usage, err error) {
 				info.usage = u
-				s.endSSE(ctx, info, sw, g, err)
-				return
-			}
-			if !sw.held {
-				st.wait()
-				continue
-			}
-			if left := sseWaitInline - time.Since(held); left > 0 && st.waitFor(left) {
-				continue
-			}
-			if s.detachSSE(w, r, info, dt, g, st, sw) {
-				detached = true
-				return
-			}
-			if err := sw.release(); err != nil {
-				s.transportFailed(r, info, err)
-				return
-			}
-		}
+				endSSE(ctx, info, sw.fail, g, err)
+			}})
+		return
 	}
 	out, u, err := g.collect(ctx)
 	if err != nil {

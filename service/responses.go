@@ -349,20 +349,22 @@ func (rp *responseJob) runResponse(ctx context.Context, g *generation, enc *resp
 
 // responseStream is runResponse taken apart at its wait, as chunkStream
 // is streamTo: next sends what is ready and wait waits for more, possibly
-// on another goroutine. It sends no pings. It holds the request's context
-// because its wait outlives the call that made it.
+// on another goroutine, pinging enc's writer while idle (every ping, when
+// positive). It holds the request's context because its wait outlives the
+// call that made it.
 type responseStream struct {
-	rp  *responseJob
-	g   *generation
-	ctx context.Context
-	enc *responseEncoder
-	r   *pull // nil until the first next
+	rp   *responseJob
+	g    *generation
+	ctx  context.Context
+	enc  *responseEncoder
+	ping time.Duration
+	pulled
 	// st is the finished response, once next reported it completed.
 	st *storedResponse
 }
 
-func (rp *responseJob) newResponseStream(ctx context.Context, g *generation, enc *responseEncoder) *responseStream {
-	return &responseStream{rp: rp, g: g, ctx: ctx, enc: enc}
+func (rp *responseJob) newResponseStream(ctx context.Context, g *generation, enc *responseEncoder, ping time.Duration) *responseStream {
+	return &responseStream{rp: rp, g: g, ctx: ctx, enc: enc, ping: ping}
 }
 
 // next sends the opening events on its first call, then the events that
@@ -374,7 +376,11 @@ func (s *responseStream) next() (over bool, u *Usage, err error) {
 		if err := s.enc.opening(); err != nil {
 			return true, nil, &transportError{err}
 		}
-		s.r = s.g.newPull(s.ctx, 0, encodedEvent(s.enc), nil, nil)
+		var p pinger
+		if s.enc.w != nil {
+			p = s.enc.w
+		}
+		s.r = s.g.newPull(s.ctx, s.ping, encodedEvent(s.enc), nil, idlePinger(p))
 	}
 	over, stats, err := s.g.pumpEncoded(s.r, s.enc)
 	if !over || err != nil {
@@ -388,9 +394,7 @@ func (s *responseStream) next() (over bool, u *Usage, err error) {
 	return true, u, nil
 }
 
-func (s *responseStream) wait()                        { s.r.wait() }
 func (s *responseStream) waitFor(d time.Duration) bool { return s.r.waitForDropping(d, &s.enc.buf) }
-func (s *responseStream) parkable() (waitOn, bool)     { return s.r.parkable() }
 
 // addClientTool records the client's tool ct under the function name
 // the engine sees.
@@ -430,7 +434,9 @@ func (rp *responseJob) stored(enc *responseEncoder) *storedResponse {
 		inputItems: rp.inputItems()}
 }
 
-// handleCreateResponse serves POST /v1/responses.
+// handleCreateResponse serves POST /v1/responses. A streamed response may
+// detach from net/http while it waits for its engine, as a chat stream
+// may (ssedetach.go).
 func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	body, e := s.readBody(w, r)
 	if e != nil {
@@ -438,21 +444,34 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 		return
 	}
 	begun := time.Now()
-	rp, e := s.planResponse(r.Context(), body, nil)
+	ctx, dt, release := s.sseContext(r)
+	detached := false
+	defer func() { release(detached) }()
+	var rp *responseJob
+	g, e := apart(func() (*generation, *apiError) {
+		var e *apiError
+		if rp, e = s.planResponse(r.Context(), body, nil); e != nil || rp.background {
+			return nil, e
+		}
+		g, e := s.launch(ctx, rp.job, rp.id, begun)
+		if e != nil {
+			return nil, responsesError(e)
+		}
+		return g, nil
+	})
+	if e == nil && rp.background {
+		s.createBackground(w, r, info, rp, begun)
+		return
+	}
 	if e != nil {
 		s.fail(w, r, info, e)
 		return
 	}
-	if rp.background {
-		s.createBackground(w, r, info, rp, begun)
-		return
-	}
-	g, e := s.launch(r.Context(), rp.job, rp.id, begun)
-	if e != nil {
-		s.fail(w, r, info, responsesError(e))
-		return
-	}
-	defer g.cancel()
+	defer func() {
+		if !detached {
+			g.cancel()
+		}
+	}()
 	info.model, info.obs = g.model, g.obs
 	for _, text := range rp.warnings {
 		w.Header().Add("Warning", warningValue(text))
@@ -460,31 +479,36 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 
 	if !rp.stream {
 		enc := newResponseEncoder(rp, nil)
-		u, st, err := rp.runResponse(r.Context(), g, enc, 0)
+		u, st, err := rp.runResponse(ctx, g, enc, 0)
 		if err != nil {
 			s.fail(w, r, info, fromEngine(err, g.model))
 			return
 		}
 		info.usage = u
 		if rp.store {
-			s.keep(r.Context(), st)
+			s.keep(ctx, st)
 		}
 		writeJSON(w, r, append(enc.response(), '\n'))
 		return
 	}
 	sw := newSSEWriter(w)
-	if err := sw.start(); err != nil {
-		info.status = statusClientClosed
-		return
-	}
-	u, st, err := rp.runResponse(r.Context(), g, newResponseEncoder(rp, responseSSE{sw}), s.ping)
-	info.usage = u
-	if err != nil && r.Context().Err() != nil {
-		info.status = statusClientClosed
-	}
-	if st != nil && rp.store {
-		s.keep(r.Context(), st)
-	}
+	enc := newResponseEncoder(rp, responseSSE{sw})
+	rs := rp.newResponseStream(ctx, g, enc, s.ping)
+	detached = s.streamSSE(w, r, info, dt, g, rs, sw, sseAnswer{fail: enc.fail, settle: func(u *Usage, err error) {
+		info.usage = u
+		switch {
+		case err == nil:
+		case isShutdown(ctx):
+			// The client is still there: tell it why its response ends.
+			info.status, info.reason = errShutdownCut.Status, reasonShutdown
+			_ = enc.fail(errShutdownCut)
+		case ctx.Err() != nil:
+			info.status = statusClientClosed
+		}
+		if rs.st != nil && rp.store {
+			s.keep(ctx, rs.st)
+		}
+	}})
 }
 
 // keep stores a completed response, before st is shared. A store that fails loses the response

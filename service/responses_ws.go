@@ -386,7 +386,7 @@ func (t *responseTask) begin(body []byte) bool {
 	w.mu.Lock()
 	t.run.id = rp.id
 	w.mu.Unlock()
-	t.steps = rp.newResponseStream(t.ctx, g, newResponseEncoder(rp, t.ev))
+	t.steps = rp.newResponseStream(t.ctx, g, newResponseEncoder(rp, t.ev), 0)
 	return t.pump()
 }
 

@@ -63,6 +63,22 @@ func newSSEDetach(parent context.Context) *sseDetach {
 	return &sseDetach{ctx: ctx, cancel: cancel, stop: stop}
 }
 
+// sseContext is the context a streamed request's generation runs under:
+// the handler's, or, for a request that may detach, dt's, which can
+// outlive the handler. The handler must call release as it returns, with
+// whether its stream detached.
+func (s *Server) sseContext(r *http.Request) (ctx context.Context, dt *sseDetach, release func(detached bool)) {
+	if !s.mayDetach(r) {
+		return r.Context(), nil, func(bool) {}
+	}
+	dt = newSSEDetach(r.Context())
+	return dt.ctx, dt, func(detached bool) {
+		if !detached {
+			dt.release()
+		}
+	}
+}
+
 // release frees a context that did not detach.
 func (d *sseDetach) release() {
 	d.stop()
@@ -87,9 +103,10 @@ type sseDetached struct {
 	ended     bool // end ran (a panic in it must not run it twice)
 
 	g            *generation
-	st           *chunkStream
+	st           sseSteps
 	idle         func() time.Duration // st.idleFor's
 	sw           *sseWriter
+	a            sseAnswer
 	stopShutdown func() bool
 
 	// watchMu guards the watch on the connection: its Poller wait, and
@@ -97,6 +114,73 @@ type sseDetached struct {
 	watchMu   sync.Mutex
 	stopWatch func() bool
 	unwatched bool
+}
+
+// sseSteps is a streamed answer taken apart at its waits (chunkStream,
+// messageStream, responseStream), as an SSE stream that may detach runs
+// it: wsSteps, the pings of a parked wait (parkableTicking's ticks are
+// handed to ticked), how many engine events it took, and idleFor.
+type sseSteps interface {
+	wsSteps
+	parkableTicking() (waitOn, bool)
+	ticked()
+	events() int
+	idleFor() func() time.Duration
+}
+
+// sseAnswer is what an API's SSE stream does besides its steps: fail
+// writes an error event in the API's shape (a panic's 500), and settle
+// records how the stream ended (the usage and error its steps reported),
+// telling a client that is still there that a shutdown cut it. Both run
+// on whichever goroutine streams, the handler's or, once detached, the
+// stream's own.
+type sseAnswer struct {
+	fail   func(e *apiError) error
+	settle func(u *Usage, err error)
+}
+
+// streamSSE streams st, which writes to sw, to w's client: a stream that
+// may detach (dt not nil) holds its status and headers until its first
+// engine event, and detaches when none came within sseWaitInline. It
+// reports whether the stream detached: the handler must then return at
+// once, leaving g running (its cancel is the stream's); otherwise the
+// stream ended, settled.
+func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, info *requestInfo, dt *sseDetach,
+	g *generation, st sseSteps, sw *sseWriter, a sseAnswer) (detached bool) {
+	if sw.held = dt != nil; !sw.held {
+		if err := sw.start(); err != nil {
+			s.transportFailed(r, info, err)
+			return false
+		}
+	}
+	held := time.Now()
+	for {
+		over, u, err := st.next()
+		if sw.held && (over || st.events() > 0) {
+			if err := sw.release(); err != nil {
+				s.transportFailed(r, info, err)
+				return false
+			}
+		}
+		if over {
+			a.settle(u, err)
+			return false
+		}
+		if !sw.held {
+			st.wait()
+			continue
+		}
+		if left := sseWaitInline - time.Since(held); left > 0 && st.waitFor(left) {
+			continue
+		}
+		if s.detachSSE(w, r, info, dt, g, st, sw, a) {
+			return true
+		}
+		if err := sw.release(); err != nil {
+			s.transportFailed(r, info, err)
+			return false
+		}
+	}
 }
 
 // mayDetach reports whether r's stream may detach: HTTP/1.1 (HTTP/2
@@ -113,7 +197,7 @@ func (s *Server) mayDetach(r *http.Request) bool {
 // Once it reports true the handler must return at once, leaving g
 // running; the stream then writes its own access line.
 func (s *Server) detachSSE(w http.ResponseWriter, r *http.Request, info *requestInfo, dt *sseDetach,
-	g *generation, st *chunkStream, sw *sseWriter) bool {
+	g *generation, st sseSteps, sw *sseWriter, a sseAnswer) bool {
 	rec, ok := w.(*recorder)
 	if !ok || !sw.held {
 		return false
@@ -134,7 +218,7 @@ func (s *Server) detachSSE(w http.ResponseWriter, r *http.Request, info *request
 	rec.status = http.StatusOK
 	rec.limitHeaders()
 	d := &sseDetached{s: s, dt: dt, info: info, method: r.Method, path: r.URL.Path, status: rec.status,
-		conn: conn, writeIdle: s.writeIdle, g: g, st: st, idle: st.idleFor(), sw: sw}
+		conn: conn, writeIdle: s.writeIdle, g: g, st: st, idle: st.idleFor(), sw: sw, a: a}
 	s.wsConns.add()
 	d.stopShutdown = s.afterShutdown(func() { dt.cancel(ErrShutdown) })
 	// The handler's context ends when the handler returns; from now on the
@@ -268,14 +352,13 @@ func (d *sseDetached) pump() {
 				slog.String("stack", string(debug.Stack())))
 			e := &apiError{Status: http.StatusInternalServerError, Type: typeServer, Message: "Internal server error."}
 			d.info.status = e.Status
-			_ = d.sw.fail(e)
+			_ = d.a.fail(e)
 			d.end()
 		}
 	}()
 	for {
 		if over, u, err := d.st.next(); over {
-			d.info.usage = u
-			d.s.endSSE(d.dt.ctx, d.info, d.sw, d.g, err)
+			d.a.settle(u, err)
 			d.end()
 			return
 		}
@@ -345,15 +428,16 @@ func (d *sseDetached) write(parts ...[]byte) error {
 	return nil
 }
 
-// endSSE records how a chat or completions stream ended (ctx is the
-// stream's), and tells a client still there that a shutdown cut it.
-func (s *Server) endSSE(ctx context.Context, info *requestInfo, sw *sseWriter, g *generation, err error) {
+// endSSE records how a chat, completions or Messages stream ended (ctx is
+// the stream's), and tells a client still there, through fail, that a
+// shutdown cut it.
+func endSSE(ctx context.Context, info *requestInfo, fail func(*apiError) error, g *generation, err error) {
 	switch {
 	case err == nil:
 	case isShutdown(ctx):
 		// The client is still there: tell it why its stream ends.
 		info.status, info.reason = errShutdownCut.Status, reasonShutdown
-		_ = sw.fail(errShutdownCut)
+		_ = fail(errShutdownCut)
 	default:
 		var te *transportError
 		if errors.As(err, &te) || ctx.Err() != nil {

@@ -114,24 +114,32 @@ func (c *sseClient) closedByServer() bool {
 // TestDetachedSSEStream: an SSE stream whose engine's first event comes
 // later than sseWaitInline leaves net/http (its connection hijacked), its
 // status and header sent then, with Connection: close, and goes on as
-// before: its pings while idle, its tokens, its usage chunk and [DONE], a
-// well-formed chunked body; then the server closes the connection. Its
+// before: its pings while idle, its tokens, its usage and its last event,
+// a well-formed chunked body; then the server closes the connection. Its
 // access line is written at its end, with its status, bytes and usage. A
 // stream whose first event comes sooner keeps its keep-alive connection.
+// Chat, completions, Messages and Responses streams alike.
 func TestDetachedSSEStream(t *testing.T) {
 	t.Parallel()
+	const (
+		chatBody  = `{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true}}`
+		chatUsage = `"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4`
+	)
 	tests := []struct {
 		name, path, body, token string
-		wait                    bool // wait past sseWaitInline before the tokens
+		usage, last             string // the usage's text, and the last event's
+		wait                    bool   // wait past sseWaitInline before the tokens
 	}{
-		{"chat", "/v1/chat/completions",
-			`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true}}`,
-			`"content":"tok"`, true},
+		{"chat", "/v1/chat/completions", chatBody, `"content":"tok"`, chatUsage, "data: [DONE]", true},
 		{"completions", "/v1/completions", `{"model":"tiny","prompt":"x","stream":true,"stream_options":{"include_usage":true}}`,
-			`"text":"tok"`, true},
-		{"chat, no wait", "/v1/chat/completions",
-			`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true}}`,
-			`"content":"tok"`, false},
+			`"text":"tok"`, chatUsage, "data: [DONE]", true},
+		{"chat, no wait", "/v1/chat/completions", chatBody, `"content":"tok"`, chatUsage, "data: [DONE]", false},
+		{"messages", "/v1/messages", `{"model":"tiny","max_tokens":16,"messages":[{"role":"user","content":"x"}],"stream":true}`,
+			`"text":"tok"`, `"output_tokens":1`, `"type":"message_stop"`, true},
+		{"responses", "/v1/responses", `{"model":"tiny","input":"x","store":false,"stream":true}`,
+			`"delta":"tok"`, `"input_tokens":3`, `"type":"response.completed"`, true},
+		{"responses, no wait", "/v1/responses", `{"model":"tiny","input":"x","store":false,"stream":true}`,
+			`"delta":"tok"`, `"input_tokens":3`, `"type":"response.completed"`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,15 +180,15 @@ func TestDetachedSSEStream(t *testing.T) {
 			}
 			q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{PromptTokens: 3, CompletionTokens: 1}})
 			q.End(nil)
-			lines, err := c.until("data: [DONE]")
+			lines, err := c.until(tt.last)
 			if err != nil {
-				t.Fatalf("before [DONE]: %v (read %q)", err, lines)
+				t.Fatalf("before %s: %v (read %q)", tt.last, err, lines)
 			}
-			if !strings.Contains(strings.Join(lines, ""), `"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4`) {
-				t.Errorf("no usage chunk before [DONE]: %q", lines)
+			if !strings.Contains(strings.Join(lines, ""), tt.usage) {
+				t.Errorf("no %s before %s: %q", tt.usage, tt.last, lines)
 			}
 			if rest, err := io.ReadAll(c.body); err != nil || string(rest) != "\n" {
-				t.Errorf("after [DONE]: %q, %v; want the event's blank line, then the body's end", rest, err)
+				t.Errorf("after %s: %q, %v; want the event's blank line, then the body's end", tt.last, rest, err)
 			}
 			if got := c.closedByServer(); got != tt.wait {
 				t.Errorf("connection closed by the server after the stream: %v, want %v", got, tt.wait)
@@ -211,52 +219,62 @@ func TestDetachedSSEStream(t *testing.T) {
 // TestDetachedSSEEnds: a detached stream ends, its engine request with it,
 // when its client goes, and when the server shuts down (the client hears
 // server_shutting_down, and the line says so); its connection waiting for
-// the client in a Poller or on a goroutine.
+// the client in a Poller or on a goroutine. Chat, Messages and Responses
+// streams alike, each telling of the shutdown in its API's shape.
 func TestDetachedSSEEnds(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ shutdown, poller bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-		shutdown := tc.shutdown
-		t.Run(fmt.Sprintf("shutdown %v, poller %v", tc.shutdown, tc.poller), func(t *testing.T) {
-			t.Parallel()
-			var sink lockedBuffer
-			e, queues, ended := queueEngine()
-			stop := make(chan struct{})
-			var p *park.Poller
-			if tc.poller {
-				p = testPoller(t)
-			}
-			ts := newTestServer(t, e, Options{Shutdown: stop, Poller: p,
-				Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-			c := sendSSE(t, ts.Listener.Addr().String(), "/v1/chat/completions",
-				`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`)
-			<-queues
-			c.head(t) // detached
-			time.Sleep(200 * time.Millisecond)
-			if ended.Load() != 0 {
-				t.Fatal("the engine request ended while its client was there")
-			}
-			want := `"status":499`
-			if shutdown {
-				close(stop)
-				lines, err := c.until("server_shutting_down")
-				if err != nil {
-					t.Fatalf("before the shutdown's error event: %v (read %q)", err, lines)
-				}
-				if !c.closedByServer() {
-					t.Error("the connection stayed open after the shutdown's error event")
-				}
-				want = `"status":503`
-			} else {
-				c.conn.Close()
-			}
-			if !wait.Until(func() bool { return ended.Load() == 1 }) {
-				t.Fatal("the engine request still runs")
-			}
-			if !wait.Until(func() bool { return strings.Contains(sink.String(), want) }) {
-				t.Errorf("no access line with %s: %s", want, sink.String())
-			}
-		})
+	apis := []struct{ name, path, body string }{
+		{"chat", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true}`},
+		{"messages", "/v1/messages", `{"model":"tiny","max_tokens":16,"messages":[{"role":"user","content":"x"}],"stream":true}`},
+		{"responses", "/v1/responses", `{"model":"tiny","input":"x","store":false,"stream":true}`},
 	}
+	for _, api := range apis {
+		for _, tc := range []struct{ shutdown, poller bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			testDetachedSSEEnds(t, api.name, api.path, api.body, tc.shutdown, tc.poller)
+		}
+	}
+}
+
+func testDetachedSSEEnds(t *testing.T, api, path, body string, shutdown, poller bool) {
+	t.Run(fmt.Sprintf("%s, shutdown %v, poller %v", api, shutdown, poller), func(t *testing.T) {
+		t.Parallel()
+		var sink lockedBuffer
+		e, queues, ended := queueEngine()
+		stop := make(chan struct{})
+		var p *park.Poller
+		if poller {
+			p = testPoller(t)
+		}
+		ts := newTestServer(t, e, Options{Shutdown: stop, Poller: p,
+			Logger: slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		c := sendSSE(t, ts.Listener.Addr().String(), path, body)
+		<-queues
+		c.head(t) // detached
+		time.Sleep(200 * time.Millisecond)
+		if ended.Load() != 0 {
+			t.Fatal("the engine request ended while its client was there")
+		}
+		want := `"status":499`
+		if shutdown {
+			close(stop)
+			lines, err := c.until("The server shut down")
+			if err != nil {
+				t.Fatalf("before the shutdown's error event: %v (read %q)", err, lines)
+			}
+			if !c.closedByServer() {
+				t.Error("the connection stayed open after the shutdown's error event")
+			}
+			want = `"status":503`
+		} else {
+			c.conn.Close()
+		}
+		if !wait.Until(func() bool { return ended.Load() == 1 }) {
+			t.Fatal("the engine request still runs")
+		}
+		if !wait.Until(func() bool { return strings.Contains(sink.String(), want) }) {
+			t.Errorf("no access line with %s: %s", want, sink.String())
+		}
+	})
 }
 
 // TestDetachedSSEGoroutines: a detached stream that waits for its engine

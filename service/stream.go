@@ -72,16 +72,7 @@ type pinger interface{ ping() error }
 // enc.fail, unless the client is gone; a transport error or cancellation
 // sends nothing more.
 func (g *generation) runEncoded(ctx context.Context, ping time.Duration, enc eventEncoder, p pinger) ([][]engine.Stats, error) {
-	var onIdle func() error
-	if p != nil {
-		onIdle = func() error {
-			if err := p.ping(); err != nil {
-				return &transportError{err}
-			}
-			return nil
-		}
-	}
-	stats, err := g.run(ctx, ping, encodedEvent(enc), nil, onIdle)
+	stats, err := g.run(ctx, ping, encodedEvent(enc), nil, idlePinger(p))
 	if err != nil && !isClientGone(err) {
 		if ferr := enc.fail(fromEngine(err, g.model)); ferr != nil {
 			return nil, &transportError{ferr}
@@ -465,7 +456,7 @@ type chunkStream struct {
 	w    chunkWriter
 	ping time.Duration
 	c    *chunker // nil until the opening chunks went out
-	r    *pull
+	pulled
 }
 
 func (g *generation) newChunkStream(ctx context.Context, w chunkWriter, ping time.Duration) *chunkStream {
@@ -493,12 +484,7 @@ func (s *chunkStream) next() (over bool, u *Usage, err error) {
 				return &transportError{err}
 			}
 			return nil
-		}, func() error {
-			if err := w.ping(); err != nil {
-				return &transportError{err}
-			}
-			return nil
-		})
+		}, idlePinger(w))
 	}
 	complete, err := s.r.pump()
 	if !complete && err == nil {
@@ -534,44 +520,64 @@ func (s *chunkStream) next() (over bool, u *Usage, err error) {
 	return true, &usage, nil
 }
 
-// wait waits until the engine may have more for next (or the request's
-// context ended, or a ping is due).
-func (s *chunkStream) wait() { s.r.wait() }
-
 // waitFor is wait for at most d: it reports whether it waited to the end,
 // so that next has something, and false when d passed first.
 func (s *chunkStream) waitFor(d time.Duration) bool { return s.r.waitForDropping(d, &s.c.buf) }
 
+// pulled is what the streams taken apart at their waits (chunkStream,
+// messageStream, responseStream) share: their pull, made by their first
+// next, and the waits on it, which run only after a next.
+type pulled struct {
+	r *pull
+}
+
+// wait waits until the engine may have more for next (or the request's
+// context ended, or a ping is due).
+func (p *pulled) wait() { p.r.wait() }
+
 // parkable is pull.parkable.
-func (s *chunkStream) parkable() (waitOn, bool) { return s.r.parkable() }
+func (p *pulled) parkable() (waitOn, bool) { return p.r.parkable() }
 
 // parkableTicking is pull.parkableTicking, and ticked pull.ticked.
-func (s *chunkStream) parkableTicking() (waitOn, bool) { return s.r.parkableTicking() }
+func (p *pulled) parkableTicking() (waitOn, bool) { return p.r.parkableTicking() }
 
-func (s *chunkStream) ticked() { s.r.ticked() }
+func (p *pulled) ticked() { p.r.ticked() }
 
 // events is how many engine events the stream took so far.
-func (s *chunkStream) events() int {
-	if s.r == nil {
+func (p *pulled) events() int {
+	if p.r == nil {
 		return 0
 	}
-	return s.r.events
+	return p.r.events
 }
 
 // idleFor returns a function that reports how long the stream has gone
 // without an event, as of its calls (each call checks for progress since
 // the one before): a wait that pings returns at each tick, and the time
 // that a stream waits for its engine counts from its last event.
-func (s *chunkStream) idleFor() func() time.Duration {
+func (p *pulled) idleFor() func() time.Duration {
 	seen, since := -1, time.Time{}
 	return func() time.Duration {
-		if s.r == nil || s.r.events != seen {
-			if s.r != nil {
-				seen = s.r.events
+		if p.r == nil || p.r.events != seen {
+			if p.r != nil {
+				seen = p.r.events
 			}
 			since = time.Now()
 		}
 		return time.Since(since)
+	}
+}
+
+// idlePinger is a pull's onIdle for a writer that pings (nil without one).
+func idlePinger(p pinger) func() error {
+	if p == nil {
+		return nil
+	}
+	return func() error {
+		if err := p.ping(); err != nil {
+			return &transportError{err}
+		}
+		return nil
 	}
 }
 

@@ -9,6 +9,9 @@
 // goal: 10,000 idle streams under 1 GB (10 KB each, 100,000 in 1 GB).
 //
 //	go run ./scripts/idlestreams -n 10000 -transport sse
+//	go run ./scripts/idlestreams -n 10000 -transport messages-sse
+//	go run ./scripts/idlestreams -n 10000 -transport responses-sse
+//	go run ./scripts/idlestreams -n 10000 -transport resumable-sse
 //	go run ./scripts/idlestreams -n 10000 -transport websocket
 //	go run ./scripts/idlestreams -n 10000 -transport messages-websocket
 //	go run ./scripts/idlestreams -n 10000 -transport responses-websocket
@@ -58,7 +61,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 10000, "idle streams to open")
-	transport := flag.String("transport", "sse", "sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive")
+	transport := flag.String("transport", "sse", "sse, messages-sse, responses-sse, resumable-sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive")
 	parallel := flag.Int("parallel", 64, "streams opened at once")
 	rate := flag.Float64("rate", 0, "streams opened per second at most (0: as fast as they open)")
 	heapProfile := flag.String("heapprofile", "", "write the server's heap profile (in use, sampled every -memprofilerate bytes) to this file while the streams idle")
@@ -187,6 +190,12 @@ func measure(n int, transport string, parallel int, rate float64, parkConns bool
 	switch transport {
 	case "sse":
 		open = openSSE
+	case "messages-sse":
+		open = openMessagesSSE
+	case "responses-sse":
+		open = openResponsesSSE
+	case "resumable-sse":
+		open = openResumableSSE
 	case "websocket", "ws":
 		open = openWS
 	case "messages-websocket":
@@ -198,7 +207,7 @@ func measure(n int, transport string, parallel int, rate float64, parkConns bool
 	case "keepalive":
 		open = openKeepAlive
 	default:
-		return fmt.Errorf("-transport %q: want sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive", transport)
+		return fmt.Errorf("-transport %q: want sse, messages-sse, responses-sse, resumable-sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive", transport)
 	}
 	if limit := fileLimit(); limit < uint64(n)+100 {
 		return fmt.Errorf("the file limit is %d, too low for %d streams: raise it (ulimit -n) or lower -n", limit, n)
@@ -412,13 +421,35 @@ func memstats(addr string) (heap, stack, objects uint64, err error) {
 // engine's first event, or until it detaches a second later (measure
 // waits for every engine request to start instead).
 func openSSE(addr string) (net.Conn, error) {
+	return postSSE(addr, "/v1/chat/completions", `{"model":"idle","messages":[{"role":"user","content":"x"}],"stream":true}`)
+}
+
+// openMessagesSSE is openSSE of a streamed Messages API request.
+func openMessagesSSE(addr string) (net.Conn, error) {
+	return postSSE(addr, "/v1/messages",
+		`{"model":"idle","max_tokens":16,"messages":[{"role":"user","content":"x"}],"stream":true}`)
+}
+
+// openResponsesSSE is openSSE of a streamed Responses API request.
+func openResponsesSSE(addr string) (net.Conn, error) {
+	return postSSE(addr, "/v1/responses", `{"model":"idle","input":"x","store":false,"stream":true}`)
+}
+
+// openResumableSSE is openSSE of a resumable chat stream.
+func openResumableSSE(addr string) (net.Conn, error) {
+	return postSSE(addr, "/v1/chat/completions",
+		`{"model":"idle","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"resumable":true}}`)
+}
+
+// postSSE sends a POST of body to path on a raw connection, and reads
+// nothing.
+func postSSE(addr, path, body string) (net.Conn, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	body := `{"model":"idle","messages":[{"role":"user","content":"x"}],"stream":true}`
-	if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		addr, len(body), body); err != nil {
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		path, addr, len(body), body); err != nil {
 		c.Close()
 		return nil, err
 	}
