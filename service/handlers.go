@@ -124,7 +124,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		return s.launch(ctx, p, wirePrefix(p)+info.id, begun)
 	})
 	if e == nil && p.resumable {
-		s.generateResumable(w, r, info, p, begun)
+		detached = s.generateResumable(w, r, info, ctx, dt, p, begun)
 		return
 	}
 	if e != nil {

@@ -120,7 +120,14 @@ func (s *Server) startResumable(ctx context.Context, p *job, begun time.Time) (*
 	run := &resumableRun{id: id, model: g.model, l: l, done: make(chan *Usage, 1)}
 	r := &resumableGen{s: s, ctx: gctx, g: g, l: l, release: release, done: run.done, w: &logChunks{l: l}}
 	r.steps = g.newChunkStream(gctx, r.w, 0)
-	go r.pump()
+	// The opening chunks go to the log before its starter first looks at
+	// it: what it finds then does not say that the stream flows
+	// (logSteps.events).
+	if over, u, err := r.steps.next(); over {
+		go r.finish(u, err)
+	} else {
+		go r.waitAndPump()
+	}
 	return run, nil
 }
 
@@ -135,19 +142,25 @@ func (run *resumableRun) usage() *Usage {
 	}
 }
 
-// generateResumable serves a resumable streamed request over SSE.
-func (s *Server) generateResumable(w http.ResponseWriter, r *http.Request, info *requestInfo, p *job, begun time.Time) {
-	run, e := s.startResumable(r.Context(), p, begun)
+// generateResumable serves a resumable streamed request over SSE, its
+// starter following its log from the start; ctx and dt are the handler's
+// sseContext. It reports whether the stream detached (ssedetach.go).
+func (s *Server) generateResumable(w http.ResponseWriter, r *http.Request, info *requestInfo, ctx context.Context,
+	dt *sseDetach, p *job, begun time.Time) (detached bool) {
+	run, e := s.startResumable(ctx, p, begun)
 	if e != nil {
 		s.fail(w, r, info, e)
-		return
+		return false
 	}
 	// Not info.obs: the generation's metrics are its goroutine's, which
 	// may outlive this request.
 	info.model = run.model
-	s.followChunks(w, r, info, run.id, -1)
-	run.l.leave()
-	info.usage = run.usage()
+	sw := newSSEWriter(w)
+	sink := &sseLogSink{ctx: ctx, sw: sw, l: run.l}
+	st := newLogSteps(ctx, run.l, run, sink, -1, s.ping, s.pings)
+	run.l.leave() // the starter's join, which st took over
+	return s.streamSSE(w, r, info, dt, nil, st, sw, sseAnswer{fail: sw.fail,
+		settle: func(u *Usage, err error) { sink.settle(info, u, err) }})
 }
 
 // resumableGen runs a resumable stream's generation to its end and ends its
@@ -173,18 +186,35 @@ func (r *resumableGen) pump() {
 			r.finish(u, err)
 			return
 		}
-		if !r.steps.waitFor(wsWaitInline) {
-			if on, ok := r.steps.parkable(); ok {
-				r.s.waits.park(on, r.pump)
-			} else {
-				go func() {
-					r.steps.wait()
-					r.pump()
-				}()
-			}
+		if !r.waitInline() {
 			return
 		}
 	}
+}
+
+// waitAndPump is pump after a wait, on the goroutine that started it.
+func (r *resumableGen) waitAndPump() {
+	if r.waitInline() {
+		r.pump()
+	}
+}
+
+// waitInline waits up to wsWaitInline for the engine and reports true
+// when it may have something; otherwise it parks the wait, whose end
+// pumps on, and reports false.
+func (r *resumableGen) waitInline() bool {
+	if r.steps.waitFor(wsWaitInline) {
+		return true
+	}
+	if on, ok := r.steps.parkable(); ok {
+		r.s.waits.park(on, r.pump)
+	} else {
+		go func() {
+			r.steps.wait()
+			r.pump()
+		}()
+	}
+	return false
 }
 
 // finish ends the log with how the generation ended, hands on its usage
@@ -226,12 +256,24 @@ func wirePrefix(p *job) string {
 
 // followChunks streams resumable stream id's chunks after event after to
 // the client, as `id: <seq>` and `data: <chunk>` per event, then
-// `data: [DONE]` if it completed.
-func (s *Server) followChunks(w http.ResponseWriter, r *http.Request, info *requestInfo, id string, after int64) {
+// `data: [DONE]` if it completed. A stream live in this process is
+// followed as its starter follows it (logSteps; it may detach), one of
+// another process by polling the store. It reports whether the stream
+// detached.
+func (s *Server) followChunks(w http.ResponseWriter, r *http.Request, info *requestInfo, id string, after int64) bool {
+	if l := s.logs.lookup(id); l != nil {
+		ctx, dt, release := s.sseContext(r)
+		sw := newSSEWriter(w)
+		sink := &sseLogSink{ctx: ctx, sw: sw, l: l}
+		detached := s.streamSSE(w, r, info, dt, nil, newLogSteps(ctx, l, nil, sink, after, s.ping, s.pings), sw,
+			sseAnswer{fail: sw.fail, settle: func(u *Usage, err error) { sink.settle(info, u, err) }})
+		release(detached)
+		return detached
+	}
 	sw := newSSEWriter(w)
 	if err := sw.start(); err != nil {
 		s.transportFailed(r, info, err)
-		return
+		return false
 	}
 	var wrote error
 	status, _, err := s.logs.follow(r.Context(), id, after, s.ping, func(ev store.Event) error {
@@ -260,6 +302,7 @@ func (s *Server) followChunks(w http.ResponseWriter, r *http.Request, info *requ
 		s.log.LogAttrs(r.Context(), slog.LevelError, "resumable stream failed", slog.String("stream", id), slog.Any("err", err))
 		_ = sw.fail(storeFailed())
 	}
+	return false
 }
 
 // handleResumeStream serves GET /v1/chat/completions/{id} and

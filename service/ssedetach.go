@@ -143,8 +143,8 @@ type sseAnswer struct {
 // may detach (dt not nil) holds its status and headers until its first
 // engine event, and detaches when none came within sseWaitInline. It
 // reports whether the stream detached: the handler must then return at
-// once, leaving g running (its cancel is the stream's); otherwise the
-// stream ended, settled.
+// once, leaving g running (its cancel is the stream's; a follower of a
+// log has none); otherwise the stream ended, settled.
 func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, info *requestInfo, dt *sseDetach,
 	g *generation, st sseSteps, sw *sseWriter, a sseAnswer) (detached bool) {
 	if sw.held = dt != nil; !sw.held {
@@ -381,7 +381,9 @@ func (d *sseDetached) end() {
 	}
 	d.unwatch()
 	_ = d.conn.Close()
-	d.g.cancel()
+	if d.g != nil {
+		d.g.cancel()
+	}
 	d.dt.cancel(context.Canceled)
 	d.stopShutdown()
 	status := d.status

@@ -3,6 +3,7 @@ package service
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -394,5 +395,89 @@ func TestDetachedSSEStalledReader(t *testing.T) {
 	}
 	if !wait.Until(func() bool { return strings.Contains(sink.String(), `"reason":"write_idle_timeout"`) }) {
 		t.Errorf("no access line with the write idle timeout: %s", sink.String())
+	}
+}
+
+// TestDetachedResumable: a resumable SSE stream whose engine keeps it
+// waiting detaches (Connection: close), its opening chunk sent then with
+// its id; a client that dropped and comes back with Last-Event-ID while
+// the stream lives follows it from this process's log, and detaches in
+// turn while it waits; it gets the rest, the usage and [DONE], without gap
+// or duplicate, and the server closes its connection at the end. The
+// shutdown of the server ends a detached follower with
+// server_shutting_down.
+func TestDetachedResumable(t *testing.T) {
+	t.Parallel()
+	for _, shutdown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shutdown %v", shutdown), func(t *testing.T) {
+			t.Parallel()
+			e, queues, _ := queueEngine()
+			stop := make(chan struct{})
+			ts := newTestServer(t, e, Options{Shutdown: stop, Poller: testPoller(t), PingInterval: 300 * time.Millisecond})
+			addr := ts.Listener.Addr().String()
+			first := sendSSE(t, addr, "/v1/chat/completions",
+				`{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true,"resumable":true}}`)
+			q := <-queues
+			if resp := first.head(t); !resp.Close {
+				t.Error("a resumable stream that waited past sseWaitInline did not detach")
+			}
+			opening := readIDEvents(t, first.body, 1)
+			if len(opening) != 1 || opening[0].id != 0 || !strings.Contains(opening[0].data, `"role":"assistant"`) {
+				t.Fatalf("opening: %v", opening)
+			}
+			var chunk struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal([]byte(opening[0].data), &chunk); err != nil {
+				t.Fatal(err)
+			}
+			q.Push(engine.Event{Text: "a"})
+			if evs := readIDEvents(t, first.body, 1); len(evs) != 1 || evs[0].id != 1 || !strings.Contains(evs[0].data, `"content":"a"`) {
+				t.Fatalf("first token: %v", evs)
+			}
+			first.conn.Close()
+
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(c, "GET /v1/chat/completions/%s HTTP/1.1\r\nHost: %s\r\nLast-Event-ID: 1\r\n\r\n", chunk.ID, addr)
+			again := &sseClient{conn: c, br: bufio.NewReader(c)}
+			if resp := again.head(t); !resp.Close {
+				t.Error("a follower that waited past sseWaitInline did not detach")
+			}
+			if shutdown {
+				close(stop)
+				lines, err := again.until("server_shutting_down")
+				if err != nil {
+					t.Fatalf("before the shutdown's error event: %v (read %q)", err, lines)
+				}
+				if !again.closedByServer() {
+					t.Error("the connection stayed open after the shutdown's error event")
+				}
+				return
+			}
+			q.Push(engine.Event{Text: "b"})
+			q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{PromptTokens: 3, CompletionTokens: 2}})
+			q.End(nil)
+			rest := readIDEvents(t, again.body, 0)
+			if len(rest) < 2 || rest[0].id != 2 || rest[len(rest)-1].data != "[DONE]" {
+				t.Fatalf("after the resume: %v", rest)
+			}
+			for i, ev := range rest[:len(rest)-1] {
+				if ev.id != int64(2+i) {
+					t.Errorf("event %d has id %d, want %d", i, ev.id, 2+i)
+				}
+			}
+			text, usage, _ := streamText(t, append(opening, rest...))
+			if text != "b" || !strings.Contains(usage, `"completion_tokens":2`) {
+				t.Errorf("after the resume: text %q, usage %s", text, usage)
+			}
+			if _, err := again.br.ReadByte(); !errors.Is(err, io.EOF) {
+				t.Errorf("the connection stayed open after the stream: %v", err)
+			}
+		})
 	}
 }

@@ -551,18 +551,20 @@ func (p *pulled) events() int {
 	return p.r.events
 }
 
-// idleFor returns a function that reports how long the stream has gone
-// without an event, as of its calls (each call checks for progress since
-// the one before): a wait that pings returns at each tick, and the time
-// that a stream waits for its engine counts from its last event.
-func (p *pulled) idleFor() func() time.Duration {
+// idleFor reports how long the stream has gone without an event
+// (idleSince of events).
+func (p *pulled) idleFor() func() time.Duration { return idleSince(p.events) }
+
+// idleSince returns a function that reports how long a stream has gone
+// without an event, events being its count of them, as of its calls (each
+// call checks for progress since the one before): a wait that pings
+// returns at each tick, and the time that a stream waits for its engine
+// counts from its last event.
+func idleSince(events func() int) func() time.Duration {
 	seen, since := -1, time.Time{}
 	return func() time.Duration {
-		if p.r == nil || p.r.events != seen {
-			if p.r != nil {
-				seen = p.r.events
-			}
-			since = time.Now()
+		if n := events(); n != seen {
+			seen, since = n, time.Now()
 		}
 		return time.Since(since)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"time"
 
 	"rill/store"
 )
@@ -67,92 +65,6 @@ func followEnd(ctx context.Context, w *wsWriter, err error, ended *apiError) err
 	return w.done()
 }
 
-// followSteps is followWS of a resumable stream's live log from its
-// start, for the request that created it, taken apart at its waits as
-// chunkStream is streamTo (wsSteps): its waits for the log's next event
-// are parked as a chat stream's waits for its engine are. It leaves the
-// log, as the stream's starter, when it ends.
-type followSteps struct {
-	ctx   context.Context
-	w     *wsWriter
-	run   *resumableRun
-	after int64
-	ended *apiError // the stream's own error event, if it had one
-	wake  <-chan struct{}
-	timer *time.Timer
-}
-
-func newFollowSteps(ctx context.Context, w *wsWriter, run *resumableRun) *followSteps {
-	return &followSteps{ctx: ctx, w: w, run: run, after: -1}
-}
-
-// next sends the log's events after the last one sent; it reports over,
-// with the stream's usage and what followWS returns, once the log ended or
-// the follow failed.
-func (f *followSteps) next() (over bool, u *Usage, err error) {
-	l := f.run.l
-	for {
-		l.mu.Lock()
-		i, _ := slices.BinarySearchFunc(l.events, f.after+1, cmpSeq)
-		evs := l.events[i:len(l.events):len(l.events)]
-		ended, wake := l.ended, l.wake
-		l.mu.Unlock()
-		for _, ev := range evs {
-			if e, ok := logError(ev.Data); ok {
-				f.ended = e
-			} else if err := f.w.chunkSeq(ev.Seq, ev.Data); err != nil {
-				return f.end(err)
-			}
-			f.after = ev.Seq
-		}
-		switch {
-		case len(evs) > 0:
-			continue
-		case ended:
-			return f.end(nil)
-		case f.ctx.Err() != nil:
-			return f.end(f.ctx.Err())
-		}
-		f.wake = wake
-		return false, nil, nil
-	}
-}
-
-func (f *followSteps) end(err error) (bool, *Usage, error) {
-	err = followEnd(f.ctx, f.w, err, f.ended)
-	f.run.l.leave()
-	return true, f.run.usage(), err
-}
-
-func (f *followSteps) wait() {
-	select {
-	case <-f.wake:
-	case <-f.ctx.Done():
-	}
-}
-
-func (f *followSteps) waitFor(d time.Duration) bool {
-	if f.timer == nil {
-		f.timer = time.NewTimer(d)
-	} else {
-		f.timer.Reset(d)
-	}
-	select {
-	case <-f.wake:
-	case <-f.ctx.Done():
-	case <-f.timer.C:
-		f.timer = nil // a long wait goes on without it
-		return false
-	}
-	f.timer.Stop()
-	return true
-}
-
-func (f *followSteps) parkable() (waitOn, bool) {
-	l, seen := f.run.l, f.wake
-	return waitOn{ctx: f.ctx, onReady: func(g func()) func() bool { return l.onWake(seen, g) }}, true
-}
-
 // logError reads an error event of a chunk log ({"error":{…}}, as SSE
 // sends it) back as the error, with the status its code stands for.
 func logError(data []byte) (*apiError, bool) {
@@ -198,6 +110,10 @@ func (c *wsConn) resume(ctx context.Context, id, streamID string, after int64) {
 		c.serveRequest(rctx, id, req, w, release, func() (*wsRun, *apiError) {
 			if e := c.s.checkResumable(rctx, streamID, chunkObjectOfPath(c.path)); e != nil {
 				return nil, e
+			}
+			if l := c.s.logs.lookup(streamID); l != nil {
+				// Live here: followed as its starter follows it.
+				return &wsRun{steps: newLogSteps(rctx, l, nil, &wsLogSink{ctx: rctx, w: w}, after, 0, nil)}, nil
 			}
 			return &wsRun{stream: func() (*Usage, error) {
 				return nil, c.followWS(rctx, w, streamID, after)

@@ -578,7 +578,9 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, release fun
 			if e != nil {
 				return nil, e
 			}
-			return &wsRun{model: run.model, steps: newFollowSteps(ctx, w, run)}, nil
+			st := newLogSteps(ctx, run.l, run, &wsLogSink{ctx: ctx, w: w}, -1, 0, nil)
+			run.l.leave() // the starter's join, which st took over
+			return &wsRun{model: run.model, steps: st}, nil
 		}
 		g, e := c.s.launch(ctx, p, wirePrefix(p)+uuid.NewString(), begun)
 		if e != nil {
