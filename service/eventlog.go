@@ -116,8 +116,12 @@ type eventLog struct {
 	gone                     bool // written to the end: leaving or left
 	failures                 int
 	delay, watch             *time.Timer
-	beat                     wheel.Entry   // on ls.beats
-	written                  chan struct{} // closed when the log is written and left
+	beat                     wheel.Entry // on ls.beats
+	// written is closed when the log is written and left memory
+	// (outOfMemory), made by the first wait: a stream that waits holds
+	// no channel for it.
+	written     chan struct{}
+	outOfMemory bool
 }
 
 // open creates stream id in the store with status and data, and its live
@@ -126,8 +130,7 @@ func (ls *eventLogs) open(ctx context.Context, id, status string, data []byte) (
 	if err := ls.st.PutStream(ctx, store.Stream{ID: id, Status: status, Data: data}); err != nil {
 		return nil, err
 	}
-	l := &eventLog{ls: ls, id: id, status: status, data: data,
-		wake: make(chan struct{}), written: make(chan struct{})}
+	l := &eventLog{ls: ls, id: id, status: status, data: data, wake: make(chan struct{})}
 	ls.mu.Lock()
 	ls.live[id] = l
 	ls.mu.Unlock()
@@ -283,8 +286,17 @@ func (l *eventLog) end(status string, data []byte) {
 
 // wait returns when the log's last batch is written, or ctx ends.
 func (l *eventLog) wait(ctx context.Context) error {
+	l.mu.Lock()
+	if l.written == nil {
+		l.written = make(chan struct{})
+		if l.outOfMemory {
+			close(l.written)
+		}
+	}
+	written := l.written
+	l.mu.Unlock()
 	select {
-	case <-l.written:
+	case <-written:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -438,7 +450,12 @@ func (l *eventLog) leaveMemory() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeWait)
 	_ = l.ls.st.DeleteStream(ctx, cancelKey(l.id))
 	cancel()
-	close(l.written)
+	l.mu.Lock()
+	l.outOfMemory = true
+	if l.written != nil {
+		close(l.written)
+	}
+	l.mu.Unlock()
 }
 
 // flush writes the events and state not yet written; done reports that the

@@ -42,6 +42,8 @@ type logSteps struct {
 	err    error           // a failed ping, for next to report
 	looks  int             // calls of next
 	flowed int             // events sent by calls of next after the first
+	// onDone, when set, tells a parked wait of ctx's end (waitOn.onDone).
+	onDone func(f func()) (stop func() bool)
 }
 
 // newLogSteps follows l after seq after as a follower (it joins the log).
@@ -158,7 +160,7 @@ func (f *logSteps) ticked() {
 // parkable is a parked wait on the log: the log calls it back.
 func (f *logSteps) parkable() (waitOn, bool) {
 	l, seen := f.l, f.wake
-	return waitOn{ctx: f.ctx, onReady: func(g func()) func() bool { return l.onWake(seen, g) }}, true
+	return waitOn{ctx: f.ctx, onDone: f.onDone, onReady: func(g func()) func() bool { return l.onWake(seen, g) }}, true
 }
 
 // parkableTicking is parkable with the pings' ticks.

@@ -41,9 +41,7 @@ func TestReqGroup(t *testing.T) {
 			var g reqGroup
 			add := func() context.Context {
 				ctx, cancel := context.WithCancelCause(context.Background())
-				c := new(context.CancelCauseFunc)
-				*c = cancel
-				g.add(c)
+				g.add(&testMember{cancel})
 				return ctx
 			}
 			for i, ctx := range tt.run(&g, add) {
@@ -56,8 +54,9 @@ func TestReqGroup(t *testing.T) {
 	t.Run("taken off", func(t *testing.T) {
 		var g reqGroup
 		ctx, cancel := context.WithCancelCause(context.Background())
-		g.add(&cancel)
-		g.remove(&cancel)
+		m := &testMember{cancel}
+		g.add(m)
+		g.remove(m)
 		g.cancel(errFirst)
 		if ctx.Err() != nil {
 			t.Errorf("a request taken off the group was cancelled: %v", context.Cause(ctx))
@@ -67,3 +66,8 @@ func TestReqGroup(t *testing.T) {
 		}
 	})
 }
+
+// testMember is a group member that cancels its context.
+type testMember struct{ cancel context.CancelCauseFunc }
+
+func (m *testMember) cancelWith(cause error) { m.cancel(cause) }

@@ -78,9 +78,13 @@ type responseLane struct {
 // runningResponse is a lane's response in progress.
 type runningResponse struct {
 	id        string                  // "" until the request is converted
-	cancel    context.CancelCauseFunc // in the connection's group
+	cancel    context.CancelCauseFunc // its context's
 	cancelled bool
 }
+
+// cancelWith cancels the response: it is a member of its connection's
+// requests' group.
+func (r *runningResponse) cancelWith(cause error) { r.cancel(cause) }
 
 func newResponsesWS(c *wsConn) *responsesWS {
 	return &responsesWS{c: c}
@@ -204,7 +208,7 @@ func (w *responsesWS) create(ctx context.Context, streamID string, body []byte) 
 func (w *responsesWS) newRun() (context.Context, *runningResponse) {
 	rctx, cancel := context.WithCancelCause(w.c.values)
 	run := &runningResponse{cancel: cancel}
-	w.c.group.add(&run.cancel)
+	w.c.group.add(run)
 	return rctx, run
 }
 
@@ -233,7 +237,7 @@ func (w *responsesWS) runLane(lane *responseLane, rctx context.Context, run *run
 // queue, with its context and its books; ok false: the queue was empty,
 // and the lane is retired.
 func (w *responsesWS) advance(lane *responseLane, run *runningResponse) (rctx context.Context, next *runningResponse, body []byte, ok bool) {
-	w.c.group.remove(&run.cancel)
+	w.c.group.remove(run)
 	run.cancel(nil)
 	w.c.s.endWS()
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"rill/store"
@@ -77,13 +78,23 @@ func chunkObject(p *job) string {
 }
 
 // resumableRun is a resumable stream started: its id and log, which the
-// starter follows (it counts as a follower until it calls leave), and
-// the usage its generation sends to done when it ends.
+// starter follows (it counts as a follower until it leaves), and its
+// generation, which runs apart under a context of its own (ctx), writing
+// to the log, and reports its usage when it ends. A long wait for the
+// engine is parked in the server's waitPool, as a WebSocket stream's is: a
+// generation that waits holds no goroutine.
 type resumableRun struct {
 	id    string
 	model string
 	l     *eventLog
-	done  chan *Usage
+
+	s       *Server
+	ctx     context.Context // the generation's, the server's own
+	g       *generation
+	release func()
+	w       logChunks
+	steps   *chunkStream
+	u       atomic.Pointer[Usage] // set as the generation ends (usage)
 }
 
 // startResumable starts a resumable stream of p: its generation under a
@@ -117,9 +128,8 @@ func (s *Server) startResumable(ctx context.Context, p *job, begun time.Time) (*
 	// period is armed, which a zero grace would end at once.
 	l.join()
 	l.whenAbandoned(s.resumeGrace, func() { s.bg.cancel(id, errAbandoned) })
-	run := &resumableRun{id: id, model: g.model, l: l, done: make(chan *Usage, 1)}
-	r := &resumableGen{s: s, ctx: gctx, g: g, l: l, release: release, done: run.done, w: &logChunks{l: l}}
-	r.steps = g.newChunkStream(gctx, r.w, 0)
+	r := &resumableRun{id: id, model: g.model, l: l, s: s, ctx: gctx, g: g, release: release, w: logChunks{l: l}}
+	r.steps = g.newChunkStream(gctx, &r.w, 0)
 	// The opening chunks go to the log before its starter first looks at
 	// it: what it finds then does not say that the stream flows
 	// (logSteps.events).
@@ -128,19 +138,12 @@ func (s *Server) startResumable(ctx context.Context, p *job, begun time.Time) (*
 	} else {
 		go r.waitAndPump()
 	}
-	return run, nil
+	return r, nil
 }
 
-// usage is the stream's usage once its generation ended, else nil.
-func (run *resumableRun) usage() *Usage {
-	select {
-	case u := <-run.done:
-		run.done <- u
-		return u
-	default:
-		return nil
-	}
-}
+// usage is the stream's usage once its generation ended, else nil: set
+// before the log ends, so that a follower that saw the end sees it.
+func (r *resumableRun) usage() *Usage { return r.u.Load() }
 
 // generateResumable serves a resumable streamed request over SSE, its
 // starter following its log from the start; ctx and dt are the handler's
@@ -163,24 +166,9 @@ func (s *Server) generateResumable(w http.ResponseWriter, r *http.Request, info 
 		settle: func(u *Usage, err error) { sink.settle(info, u, err) }})
 }
 
-// resumableGen runs a resumable stream's generation to its end and ends its
-// log; it owns g and calls release when done. done receives the usage. A
-// long wait for the engine is parked in the server's waitPool, as a
-// WebSocket stream's is: a generation that waits holds no goroutine.
-type resumableGen struct {
-	s       *Server
-	ctx     context.Context // the generation's, the server's own
-	g       *generation
-	l       *eventLog
-	release func()
-	done    chan<- *Usage
-	w       *logChunks
-	steps   *chunkStream
-}
-
 // pump writes what the engine has ready to the log, waiting for more up
 // to wsWaitInline at a time, then parks; at the end it finishes.
-func (r *resumableGen) pump() {
+func (r *resumableRun) pump() {
 	for {
 		if over, u, err := r.steps.next(); over {
 			r.finish(u, err)
@@ -193,7 +181,7 @@ func (r *resumableGen) pump() {
 }
 
 // waitAndPump is pump after a wait, on the goroutine that started it.
-func (r *resumableGen) waitAndPump() {
+func (r *resumableRun) waitAndPump() {
 	if r.waitInline() {
 		r.pump()
 	}
@@ -202,7 +190,7 @@ func (r *resumableGen) waitAndPump() {
 // waitInline waits up to wsWaitInline for the engine and reports true
 // when it may have something; otherwise it parks the wait, whose end
 // pumps on, and reports false.
-func (r *resumableGen) waitInline() bool {
+func (r *resumableRun) waitInline() bool {
 	if r.steps.waitFor(wsWaitInline) {
 		return true
 	}
@@ -219,7 +207,7 @@ func (r *resumableGen) waitInline() bool {
 
 // finish ends the log with how the generation ended, hands on its usage
 // and waits (a while) for the log to be written.
-func (r *resumableGen) finish(u *Usage, err error) {
+func (r *resumableRun) finish(u *Usage, err error) {
 	defer r.release()
 	defer r.g.cancel()
 	status := statusCompleted
@@ -235,8 +223,8 @@ func (r *resumableGen) finish(u *Usage, err error) {
 	default:
 		status = statusFailed // next sent the engine's error
 	}
+	r.u.Store(u)
 	r.l.end(status, nil)
-	r.done <- u
 	wctx, cancel := context.WithTimeout(context.Background(), 2*storeWait)
 	_ = r.l.wait(wctx)
 	cancel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/openai/openai-go/v3/responses"
 
+	"rill/engine"
 	"rill/store"
 )
 
@@ -442,5 +443,60 @@ func TestBackgroundStreamShutdown(t *testing.T) {
 	r, err := client.Responses.Get(ctx, created.Response.ID, responses.ResponseGetParams{})
 	if err != nil || r.Status != responses.ResponseStatusFailed || r.Error.Code != "server_shutting_down" {
 		t.Errorf("after the shutdown: %v %v", r, err)
+	}
+}
+
+// TestResumableWebSocketParked: the request that created a resumable
+// stream over a WebSocket, its wait for the log parked (past
+// wsWaitInline), ends when the client cancels it (request_cancelled) while
+// the stream runs on, and when its connection ends; another request's
+// resume of the live stream, parked too, ends likewise.
+func TestResumableWebSocketParked(t *testing.T) {
+	t.Parallel()
+	e, queues, ended := queueEngine()
+	api := New(testOptions(e, Options{}))
+	ts := httptest.NewServer(api)
+	defer ts.Close()
+	body := `{"model":"tiny","messages":[{"role":"user","content":"x"}],"stream_options":{"resumable":true}}`
+	c := dialWS(t, ts, "/v1/chat/completions", nil)
+	sendWS(t, c, createMsg("r1", body))
+	q := <-queues
+	m := readWS(t, c)
+	var opening struct {
+		Chunk struct {
+			ID string `json:"id"`
+		} `json:"chunk"`
+	}
+	if err := json.Unmarshal(m.raw, &opening); err != nil || m.Type != "chunk" {
+		t.Fatalf("opening: %s", m.raw)
+	}
+	time.Sleep(3 * wsWaitInline) // parked
+	sendWS(t, c, `{"type":"cancel","request_id":"r1"}`)
+	if m := readWS(t, c); m.Type != "error" || m.id() != "r1" || !strings.Contains(string(m.raw), "request_cancelled") {
+		t.Fatalf("after the cancel: %s", m.raw)
+	}
+	// A follower left; the stream runs on for the grace period.
+	if ended.Load() != 0 {
+		t.Fatal("the cancel of the stream's creator stopped its generation")
+	}
+	sendWS(t, c, `{"type":"resume","request_id":"r2","stream_id":"`+opening.Chunk.ID+`","last_seq":0}`)
+	time.Sleep(3 * wsWaitInline) // parked
+	q.Push(engine.Event{Text: "a"})
+	if m := readWS(t, c); m.Type != "chunk" || m.id() != "r2" || !strings.Contains(string(m.raw), `"content":"a"`) {
+		t.Fatalf("resumed: %s", m.raw)
+	}
+	time.Sleep(3 * wsWaitInline)
+	sendWS(t, c, `{"type":"cancel","request_id":"r2"}`)
+	if m := readWS(t, c); m.Type != "error" || m.id() != "r2" || !strings.Contains(string(m.raw), "request_cancelled") {
+		t.Fatalf("after the resume's cancel: %s", m.raw)
+	}
+	sendWS(t, c, `{"type":"resume","request_id":"r3","stream_id":"`+opening.Chunk.ID+`","last_seq":1}`)
+	time.Sleep(3 * wsWaitInline)
+	_ = c.CloseNow()
+	// The parked resume ends with its connection.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := api.wsRequests.wait(ctx); err != nil {
+		t.Errorf("the parked resume did not end with its connection: %v", err)
 	}
 }

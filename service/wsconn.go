@@ -68,12 +68,53 @@ type wsConn struct {
 	noPark   bool        // the connection is closing: the reader reads on
 }
 
-// wsRequest is one request in flight on a connection.
+// wsRequest is one request in flight on a connection, a member of its
+// group.
 type wsRequest struct {
-	cancel context.CancelCauseFunc // in the connection's group
-	// mu guards cancelled: the client sent cancel for this request.
+	cancel context.CancelCauseFunc // its context's; cancelWith also calls hook
+	// mu guards cancelled (the client sent cancel for this request), ended
+	// (cancelWith ran) and hook (onEnd's).
 	mu        sync.Mutex
 	cancelled bool
+	ended     bool
+	hook      func()
+}
+
+// cancelWith cancels the request's context with cause and calls the hook
+// of a wait parked on its end (onEnd).
+func (r *wsRequest) cancelWith(cause error) {
+	r.cancel(cause)
+	r.mu.Lock()
+	r.ended = true
+	f := r.hook
+	r.hook = nil
+	r.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// onEnd calls f when the request is cancelled (cancelWith), at once if it
+// was: a parked wait's hook on the request's end, without the table that
+// a context.AfterFunc on its context would make it keep for its
+// children. One hook at a time; stop unhooks it, and reports whether it
+// had not run.
+func (r *wsRequest) onEnd(f func()) (stop func() bool) {
+	r.mu.Lock()
+	if r.ended {
+		r.mu.Unlock()
+		f()
+		return func() bool { return false }
+	}
+	r.hook = f
+	r.mu.Unlock()
+	return func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		had := r.hook != nil
+		r.hook = nil
+		return had
+	}
 }
 
 // wsRequests are a connection's requests in flight: a few at a time (at
@@ -104,35 +145,39 @@ func (rs *wsRequests) remove(id string, req *wsRequest) {
 
 // reqGroup cancels a connection's requests together, each with the cause
 // (a shutdown, a stalled peer, the connection's end). A request's context
-// derives from the connection's values alone and its cancel is kept here:
-// a shared cancelable parent would keep its children in a map, some 200
-// bytes from the first, for as long as the connection lasts. The zero
+// derives from the connection's values alone and the request is kept
+// here: a shared cancelable parent would keep its children in a map, some
+// 200 bytes from the first, for as long as the connection lasts. The zero
 // value is ready to use.
 type reqGroup struct {
 	mu    sync.Mutex
 	cause error // set once: the group ended
-	live  []*context.CancelCauseFunc
+	live  []groupMember
 }
 
-// add keeps *cancel, a request's, to cancel with the group; a group that
-// ended cancels it at once. *cancel must not change until remove.
-func (g *reqGroup) add(cancel *context.CancelCauseFunc) {
+// groupMember is a request of a reqGroup (a pointer): cancelWith cancels
+// it with cause.
+type groupMember interface{ cancelWith(cause error) }
+
+// add keeps m to cancel with the group; a group that ended cancels it at
+// once.
+func (g *reqGroup) add(m groupMember) {
 	g.mu.Lock()
 	cause := g.cause
 	if cause == nil {
-		g.live = append(g.live, cancel)
+		g.live = append(g.live, m)
 	}
 	g.mu.Unlock()
 	if cause != nil {
-		(*cancel)(cause)
+		m.cancelWith(cause)
 	}
 }
 
-// remove lets go of *cancel, a request that ended.
-func (g *reqGroup) remove(cancel *context.CancelCauseFunc) {
+// remove lets go of m, a request that ended.
+func (g *reqGroup) remove(m groupMember) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if i := slices.Index(g.live, cancel); i >= 0 {
+	if i := slices.Index(g.live, m); i >= 0 {
 		g.live = slices.Delete(g.live, i, i+1)
 	}
 }
@@ -149,8 +194,8 @@ func (g *reqGroup) cancel(cause error) {
 	live := g.live
 	g.live = nil
 	g.mu.Unlock()
-	for _, c := range live {
-		(*c)(cause)
+	for _, m := range live {
+		m.cancelWith(cause)
 	}
 }
 
@@ -506,9 +551,9 @@ func (c *wsConn) admit(ctx context.Context, id string) (context.Context, *wsRequ
 	c.reqs = append(c.reqs, wsInFlight{id, req})
 	c.running.Add(1)
 	c.mu.Unlock()
-	c.group.add(&req.cancel)
+	c.group.add(req)
 	return rctx, req, func() {
-		c.group.remove(&req.cancel)
+		c.group.remove(req)
 		cancel(nil)
 		c.s.endWS()
 		c.running.Done()
@@ -529,7 +574,7 @@ func (c *wsConn) cancel(ctx context.Context, id string) {
 	req.mu.Lock()
 	req.cancelled = true
 	req.mu.Unlock()
-	req.cancel(nil)
+	req.cancelWith(nil)
 }
 
 // release takes req off the books, unless id names another request by now.
@@ -579,6 +624,7 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, release fun
 				return nil, e
 			}
 			st := newLogSteps(ctx, run.l, run, &wsLogSink{ctx: ctx, w: w}, -1, 0, nil)
+			st.onDone = req.onEnd
 			run.l.leave() // the starter's join, which st took over
 			return &wsRun{model: run.model, steps: st}, nil
 		}

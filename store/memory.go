@@ -211,7 +211,8 @@ func (m *Memory) AppendEvents(_ context.Context, id string, events []Event) erro
 		if n := len(st.events); n > 0 && ev.Seq <= st.events[n-1].Seq {
 			continue
 		}
-		ev.Data = slices.Clone(ev.Data)
+		// Kept as it is (Store.AppendEvents): a live log's events are
+		// in memory once already.
 		st.events = append(st.events, ev)
 		m.bytes += int64(len(ev.Data))
 	}

@@ -110,7 +110,9 @@ type Store interface {
 	GetStream(ctx context.Context, id string) (Stream, error)
 	// AppendEvents appends events, in order, to stream id's log. Events
 	// whose Seq is not above the log's last are skipped, so that a retried
-	// append is harmless. ErrNotFound if the stream does not exist.
+	// append is harmless. ErrNotFound if the stream does not exist. The
+	// store may keep the events' Data as they are: the caller must not
+	// change them afterwards.
 	AppendEvents(ctx context.Context, id string, events []Event) error
 	// Events returns the events of stream id with Seq > after, in order,
 	// at most limit of them (limit <= 0: all). ErrNotFound if the stream
