@@ -74,7 +74,7 @@ func (s *Server) startMessage(ctx context.Context, body []byte, d delivery) (g *
 	}
 	p.reqs[0].ContinuousUsage = p.stream
 	id := newObjectID("msg_")
-	gen, e := s.launch(ctx, p, id, begun)
+	gen, e := s.launchUnder(ctx, nil, p, id, begun)
 	if e != nil {
 		return nil, skipped, messagesError(e)
 	}

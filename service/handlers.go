@@ -121,7 +121,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, info *re
 		if p, e = s.parse(r.Context(), r.URL.Path, body); e != nil || p.resumable {
 			return nil, e
 		}
-		return s.launch(ctx, p, wirePrefix(p)+info.id, begun)
+		return s.launchUnder(ctx, nil, p, wirePrefix(p)+info.id, begun)
 	})
 	if e == nil && p.resumable {
 		detached = s.generateResumable(w, r, info, ctx, dt, p, begun)
@@ -231,18 +231,34 @@ func (s *Server) start(ctx context.Context, path string, body []byte, requestID 
 // in. The caller owns the generation as start's caller does.
 func (s *Server) launch(ctx context.Context, p *job, id string, begun time.Time) (*generation, *apiError) {
 	ctx, cancel := context.WithCancel(ctx)
+	return s.launchUnder(ctx, cancel, p, id, begun)
+}
+
+// launchUnder is launch under ctx itself, for a caller that ends ctx as
+// soon as it is done with the generation (a handler's request context, a
+// WebSocket request's, a stream's that detached), which stops the engine
+// requests if they still run: a context of the generation's own would
+// cost every stream that waits for its engine a context, its channel and
+// a table of children in ctx, some 370 bytes. stop, when not nil, is the
+// generation's cancel, which stops them sooner, as the stream ends.
+func (s *Server) launchUnder(ctx context.Context, stop func(), p *job, id string, begun time.Time) (*generation, *apiError) {
+	if stop == nil {
+		stop = func() {}
+	}
 	client, e := s.admitKey(ctx, p)
 	if e != nil {
-		cancel()
+		stop()
 		return nil, e
 	}
-	g := &generation{job: p, id: id, created: begun.Unix(), cancel: cancel, pings: s.pings}
+	g := &generation{job: p, id: id, created: begun.Unix(), cancel: stop, pings: s.pings}
 	for _, req := range p.reqs {
 		st, err := s.engine.Generate(ctx, req)
 		if err != nil {
-			cancel()
+			stop()
 			for _, started := range g.streams {
-				drain(started)
+				// They end with ctx: after stop, or once the caller, which
+				// is answering this error, ends it.
+				go drain(started)
 			}
 			return nil, fromEngine(err, p.model)
 		}

@@ -316,7 +316,7 @@ func (s *Server) startResponse(ctx context.Context, body []byte, last *storedRes
 		return nil, nil, invalid("background", "unsupported_parameter",
 			"Background responses are not supported on a WebSocket yet; use POST /v1/responses.")
 	}
-	g, e := s.launch(ctx, rp.job, rp.id, begun)
+	g, e := s.launchUnder(ctx, nil, rp.job, rp.id, begun)
 	if e != nil {
 		return nil, nil, responsesError(e)
 	}
@@ -453,7 +453,7 @@ func (s *Server) handleCreateResponse(w http.ResponseWriter, r *http.Request, in
 		if rp, e = s.planResponse(r.Context(), body, nil); e != nil || rp.background {
 			return nil, e
 		}
-		g, e := s.launch(ctx, rp.job, rp.id, begun)
+		g, e := s.launchUnder(ctx, nil, rp.job, rp.id, begun)
 		if e != nil {
 			return nil, responsesError(e)
 		}

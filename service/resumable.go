@@ -111,7 +111,9 @@ func (s *Server) startResumable(ctx context.Context, p *job, begun time.Time) (*
 	// A random id: whoever knows it may read the stream.
 	id := newObjectID(wirePrefix(p))
 	gctx, release := s.bg.start(id)
-	g, e := s.launch(gctx, p, id, begun)
+	// Under the stream's own context, which its generation alone uses
+	// (finish ends it).
+	g, e := s.launchUnder(gctx, nil, p, id, begun)
 	if e != nil {
 		release()
 		return nil, e
@@ -209,7 +211,6 @@ func (r *resumableRun) waitInline() bool {
 // and waits (a while) for the log to be written.
 func (r *resumableRun) finish(u *Usage, err error) {
 	defer r.release()
-	defer r.g.cancel()
 	status := statusCompleted
 	cause := context.Cause(r.ctx)
 	switch {
@@ -223,6 +224,8 @@ func (r *resumableRun) finish(u *Usage, err error) {
 	default:
 		status = statusFailed // next sent the engine's error
 	}
+	// The engine stops now, if it has not, while the log is written.
+	r.s.bg.cancel(r.id, context.Canceled)
 	r.u.Store(u)
 	r.l.end(status, nil)
 	wctx, cancel := context.WithTimeout(context.Background(), 2*storeWait)

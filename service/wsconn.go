@@ -628,7 +628,7 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, release fun
 			run.l.leave() // the starter's join, which st took over
 			return &wsRun{model: run.model, steps: st}, nil
 		}
-		g, e := c.s.launch(ctx, p, wirePrefix(p)+uuid.NewString(), begun)
+		g, e := c.s.launchUnder(ctx, nil, p, wirePrefix(p)+uuid.NewString(), begun)
 		if e != nil {
 			return nil, e
 		}
