@@ -175,8 +175,10 @@ type pull struct {
 	onIdle     func() error
 
 	ticker *pingTicker // nil without pings
-	w      *streamWaiter
-	prog   *progress
+	// w and prog are in the pull, not beside it: a stream that waits for
+	// its engine keeps them, and fewer objects.
+	w      streamWaiter
+	prog   progress
 	active bool          // an event came since the last tick
 	next   int           // the stream to try first: streams take turns
 	ev     *engine.Event // &ev escapes: made once, and again after a long wait (waitForDropping)
@@ -190,14 +192,14 @@ type pull struct {
 func (g *generation) newPull(ctx context.Context, ping time.Duration,
 	onEvent func(index int, ev *engine.Event) error, onProgress func(prompt int, pr *engine.Progress) error,
 	onIdle func() error) *pull {
-	r := &pull{g: g, ctx: ctx, onEvent: onEvent, onProgress: onProgress, onIdle: onIdle,
-		prog: newProgress(g.n, len(g.streams))}
+	r := &pull{g: g, ctx: ctx, onEvent: onEvent, onProgress: onProgress, onIdle: onIdle}
+	r.prog.init(g.n, len(g.streams))
 	var tick <-chan time.Time
 	if ping > 0 && onIdle != nil {
 		r.ticker = newPingTicker(ping, g.pings)
 		tick = r.ticker.C
 	}
-	r.w = newStreamWaiter(g.streams, ctx.Done(), tick)
+	r.w.init(g.streams, ctx.Done(), tick)
 	return r
 }
 
@@ -377,8 +379,9 @@ const (
 	waitTimeout
 )
 
-func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan time.Time) *streamWaiter {
-	w := &streamWaiter{streams: streams, done: done, tick: tick}
+// init readies w to wait for streams, done and tick.
+func (w *streamWaiter) init(streams []engine.Stream, done <-chan struct{}, tick <-chan time.Time) {
+	*w = streamWaiter{streams: streams, done: done, tick: tick}
 	if len(streams) > 1 {
 		// Prompt arrays: a select over a number of channels only known at
 		// run time. The case of a stream that ended is disabled (nil channel).
@@ -391,7 +394,6 @@ func newStreamWaiter(streams []engine.Stream, done <-chan struct{}, tick <-chan 
 			w.cases = append(w.cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Ready())})
 		}
 	}
-	return w
 }
 
 // wait blocks until something may have happened, or timeout (nil: none)
@@ -592,16 +594,31 @@ type progress struct {
 	finished [][]bool
 	ended    []bool
 	open     int // streams not yet ended
+	// one holds the slices of a request of one prompt and one choice, as
+	// most are: no objects of their own.
+	one struct {
+		stats    [1][]engine.Stats
+		stat     [1]engine.Stats
+		finished [1][]bool
+		fin      [1]bool
+		ended    [1]bool
+	}
 }
 
-func newProgress(n, prompts int) *progress {
-	p := &progress{n: n, stats: make([][]engine.Stats, prompts),
-		finished: make([][]bool, prompts), ended: make([]bool, prompts), open: prompts}
+// init readies p for prompts streams of n choices each.
+func (p *progress) init(n, prompts int) {
+	p.n, p.open = n, prompts
+	if n == 1 && prompts == 1 {
+		o := &p.one
+		o.stats[0], o.finished[0] = o.stat[:], o.fin[:]
+		p.stats, p.finished, p.ended = o.stats[:], o.finished[:], o.ended[:]
+		return
+	}
+	p.stats, p.finished, p.ended = make([][]engine.Stats, prompts), make([][]bool, prompts), make([]bool, prompts)
 	for i := range prompts {
 		p.stats[i] = make([]engine.Stats, n)
 		p.finished[i] = make([]bool, n)
 	}
-	return p
 }
 
 // errProtocol is an engine that broke the Stream contract.
