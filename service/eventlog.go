@@ -96,8 +96,16 @@ type eventLog struct {
 	data    []byte
 	dirty   bool          // status or data changed since the last write
 	ended   bool          // end was called
-	wake    chan struct{} // closed and replaced when an event comes or the log ends
-	hooks   []*logHook    // followers' parked waits (onWake), called with wake's close
+	// wakes counts the log's moves (an event, its end): a follower that
+	// saw wakes at n waits for it to pass n, on wake (made by the first
+	// to wait on a channel, closed and forgotten at the next move) or
+	// parked (hook), called back at the next move.
+	wakes uint64
+	wake  chan struct{}
+	hooks []*logHook
+	// waiting counts those waiting on wake: the last to give up without
+	// it closing drops it (doneWaitingLocked).
+	waiting int
 	// followers counts those following now; when it drops to zero while
 	// the stream lives, abandon runs after grace, unless one comes back.
 	followers int
@@ -130,7 +138,7 @@ func (ls *eventLogs) open(ctx context.Context, id, status string, data []byte) (
 	if err := ls.st.PutStream(ctx, store.Stream{ID: id, Status: status, Data: data}); err != nil {
 		return nil, err
 	}
-	l := &eventLog{ls: ls, id: id, status: status, data: data, wake: make(chan struct{})}
+	l := &eventLog{ls: ls, id: id, status: status, data: data}
 	ls.mu.Lock()
 	ls.live[id] = l
 	ls.mu.Unlock()
@@ -304,17 +312,54 @@ func (l *eventLog) wait(ctx context.Context) error {
 }
 
 // wakeLocked wakes the followers: those waiting on wake, and those parked
-// (onWake), whose functions it returns for the caller to run once it let
-// go of l.mu.
+// (hook), whose hooks it returns for the caller to call once it let go of
+// l.mu.
 func (l *eventLog) wakeLocked() []*logHook {
-	close(l.wake)
-	l.wake = make(chan struct{})
+	l.wakes++
+	if l.wake != nil {
+		close(l.wake)
+		l.wake, l.waiting = nil, 0
+	}
 	hooks := l.hooks
 	l.hooks = nil
 	return hooks
 }
 
-// logHook is a parked follower's function.
+// waitChanLocked returns a channel that is closed once the log moved past
+// seen (its wakes then): closed already when it has. The caller must hand
+// it back (doneWaitingLocked) when it stops waiting. l.mu is held.
+func (l *eventLog) waitChanLocked(seen uint64) <-chan struct{} {
+	if l.wakes != seen {
+		return closedChan
+	}
+	if l.wake == nil {
+		l.wake = make(chan struct{})
+	}
+	l.waiting++
+	return l.wake
+}
+
+// doneWaitingLocked hands back a channel of waitChanLocked: the last
+// waiter to stop waiting on one that did not close drops it, so that a
+// log whose followers wait parked (hook) keeps none. l.mu is held.
+func (l *eventLog) doneWaitingLocked(ch <-chan struct{}) {
+	if l.wake == nil || ch != l.wake {
+		return // closed, or the closed one
+	}
+	if l.waiting--; l.waiting == 0 {
+		l.wake = nil
+	}
+}
+
+// closedChan is a channel that is always closed.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// logHook is a parked follower's function; the follower keeps it, and
+// the log a pointer to it while it waits (hook).
 type logHook struct{ f func() }
 
 // callHooks runs the functions wakeLocked returned.
@@ -324,31 +369,42 @@ func callHooks(hooks []*logHook) {
 	}
 }
 
-// onWake calls f once, when the log next has something new (an event,
-// its end), or at once when it had since the follower saw wake (the log's
-// wake channel then): a parked follower's wait, with no goroutine. stop
-// keeps f from running and reports whether it did. f runs on the producer's
-// goroutine: it must not block.
-func (l *eventLog) onWake(seen <-chan struct{}, f func()) (stop func() bool) {
+// hook has h.f called once, when the log next moves past seen (an event,
+// its end): a parked follower's wait, with no goroutine. It reports false,
+// hooking nothing, when the log has moved past seen already. h.f runs on
+// the producer's goroutine: it must not block.
+func (l *eventLog) hook(seen uint64, h *logHook) bool {
 	l.mu.Lock()
-	if l.wake != seen {
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	if l.wakes != seen {
+		return false
+	}
+	l.hooks = append(l.hooks, h)
+	return true
+}
+
+// unhook keeps h.f from being called, and reports whether it was waiting.
+func (l *eventLog) unhook(h *logHook) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := slices.Index(l.hooks, h)
+	if i < 0 {
+		return false
+	}
+	l.hooks = slices.Delete(l.hooks, i, i+1)
+	return true
+}
+
+// onWake is hook for a function: it calls f at once when the log moved
+// past seen already; stop keeps f from running and reports whether it
+// did.
+func (l *eventLog) onWake(seen uint64, f func()) (stop func() bool) {
+	h := &logHook{f: f}
+	if !l.hook(seen, h) {
 		f()
 		return func() bool { return false }
 	}
-	h := &logHook{f: f}
-	l.hooks = append(l.hooks, h)
-	l.mu.Unlock()
-	return func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		i := slices.Index(l.hooks, h)
-		if i < 0 {
-			return false
-		}
-		l.hooks = slices.Delete(l.hooks, i, i+1)
-		return true
-	}
+	return func() bool { return l.unhook(h) }
 }
 
 // signal tells the writer there is something to write: at once when the
@@ -524,7 +580,7 @@ func (l *eventLog) follow(ctx context.Context, after int64, tick <-chan time.Tim
 		l.mu.Lock()
 		i, _ := slices.BinarySearchFunc(l.events, after+1, cmpSeq)
 		evs := l.events[i:len(l.events):len(l.events)]
-		ended, status, data, wake := l.ended, l.status, l.data, l.wake
+		ended, status, data, seen := l.ended, l.status, l.data, l.wakes
 		l.mu.Unlock()
 		for _, ev := range evs {
 			if err := send(ev); err != nil {
@@ -538,17 +594,25 @@ func (l *eventLog) follow(ctx context.Context, after int64, tick <-chan time.Tim
 		if ended {
 			return status, data, nil
 		}
+		l.mu.Lock()
+		wake := l.waitChanLocked(seen)
+		l.mu.Unlock()
+		var err error
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return "", nil, ctx.Err()
+			err = ctx.Err()
 		case <-tick:
 			if !sent {
-				if err := idle(); err != nil {
-					return "", nil, err
-				}
+				err = idle()
 			}
 			sent = false
+		}
+		l.mu.Lock()
+		l.doneWaitingLocked(wake)
+		l.mu.Unlock()
+		if err != nil {
+			return "", nil, err
 		}
 	}
 }

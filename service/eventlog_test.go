@@ -293,7 +293,7 @@ func TestEventLogOnWake(t *testing.T) {
 			defer l.end(statusCompleted, nil)
 			l.append(0, []byte("e0"))
 			l.mu.Lock()
-			seen := l.wake
+			seen := l.wakes
 			l.mu.Unlock()
 			if tt.before != nil {
 				tt.before(l)
@@ -310,5 +310,48 @@ func TestEventLogOnWake(t *testing.T) {
 				t.Errorf("ran %d times, want %d", got, tt.wantRuns)
 			}
 		})
+	}
+}
+
+// TestEventLogWaitChan: a follower that waits on a channel gets one that
+// the log's next move closes (closed at once when it moved already); the
+// last waiter to give up without it closing drops it, so that a log
+// whose followers wait parked keeps none.
+func TestEventLogWaitChan(t *testing.T) {
+	t.Parallel()
+	_, l := openTestLog(t, store.NewMemory(store.Retention{}))
+	defer l.end(statusCompleted, nil)
+	l.mu.Lock()
+	seen := l.wakes
+	a, b := l.waitChanLocked(seen), l.waitChanLocked(seen)
+	if a != b || l.wake == nil {
+		t.Fatal("two waiters of one move got different channels")
+	}
+	l.doneWaitingLocked(a)
+	if l.wake == nil {
+		t.Error("the channel was dropped while a waiter still waits on it")
+	}
+	l.doneWaitingLocked(b)
+	if l.wake != nil {
+		t.Error("the channel was kept after its last waiter gave up")
+	}
+	c := l.waitChanLocked(seen)
+	l.mu.Unlock()
+	l.append(0, []byte("e0"))
+	select {
+	case <-c:
+	default:
+		t.Fatal("the log's move did not close the channel")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.doneWaitingLocked(c)
+	select {
+	case <-l.waitChanLocked(seen):
+	default:
+		t.Error("a waiter of a past move got a channel that is not closed")
+	}
+	if l.wake != nil {
+		t.Error("a waiter of a past move made a channel")
 	}
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"rill/internal/wheel"
@@ -35,15 +36,30 @@ type logSteps struct {
 	run    *resumableRun // nil for a follower that did not start the stream
 	sink   logSink
 	after  int64
-	wake   <-chan struct{} // the log's, as of the last next
-	timer  *time.Timer     // waitFor's; made by the first
-	ticker *pingTicker     // nil without pings
-	active bool            // an event came since the last tick
-	err    error           // a failed ping, for next to report
-	looks  int             // calls of next
-	flowed int             // events sent by calls of next after the first
-	// onDone, when set, tells a parked wait of ctx's end (waitOn.onDone).
-	onDone func(f func()) (stop func() bool)
+	seen   uint64      // the log's wakes, as of the last next
+	timer  *time.Timer // waitFor's; made by the first
+	ticker *pingTicker // nil without pings
+	active bool        // an event came since the last tick
+	err    error       // a failed ping, for next to report
+	looks  int         // calls of next
+	flowed int         // events sent by calls of next after the first
+
+	// ender, when set, tells of ctx's end (a WebSocket request): the
+	// steps then park their waits themselves (parkSelf), hooked on the
+	// log and on ender by hooks of their own.
+	ender        endNotifier
+	pmu          sync.Mutex
+	parked       bool
+	then         func()
+	logHk, endHk logHook
+}
+
+// endNotifier is a request that calls a hook when its context ends
+// (wsRequest): hookEnd reports false, hooking nothing, when it has ended
+// already.
+type endNotifier interface {
+	hookEnd(h *logHook) bool
+	unhookEnd(h *logHook)
 }
 
 // newLogSteps follows l after seq after as a follower (it joins the log).
@@ -72,7 +88,7 @@ func (f *logSteps) next() (over bool, u *Usage, err error) {
 		l.mu.Lock()
 		i, _ := slices.BinarySearchFunc(l.events, f.after+1, cmpSeq)
 		evs := l.events[i:len(l.events):len(l.events)]
-		ended, wake := l.ended, l.wake
+		ended, seen := l.ended, l.wakes
 		l.mu.Unlock()
 		for _, ev := range evs {
 			if err := f.sink.event(ev); err != nil {
@@ -92,7 +108,7 @@ func (f *logSteps) next() (over bool, u *Usage, err error) {
 		case f.ctx.Err() != nil:
 			return f.end(f.ctx.Err())
 		}
-		f.wake = wake
+		f.seen = seen
 		return false, nil, nil
 	}
 }
@@ -121,15 +137,23 @@ func (f *logSteps) waitUntil(timeout <-chan time.Time) bool {
 	if f.ticker != nil {
 		tick = f.ticker.C
 	}
+	l := f.l
+	l.mu.Lock()
+	wake := l.waitChanLocked(f.seen)
+	l.mu.Unlock()
+	waited := true
 	select {
-	case <-f.wake:
+	case <-wake:
 	case <-f.ctx.Done():
 	case <-tick:
 		f.ticked()
 	case <-timeout:
-		return false
+		waited = false
 	}
-	return true
+	l.mu.Lock()
+	l.doneWaitingLocked(wake)
+	l.mu.Unlock()
+	return waited
 }
 
 // waitFor is wait for at most d: it reports whether it waited to the
@@ -159,8 +183,48 @@ func (f *logSteps) ticked() {
 
 // parkable is a parked wait on the log: the log calls it back.
 func (f *logSteps) parkable() (waitOn, bool) {
-	l, seen := f.l, f.wake
-	return waitOn{ctx: f.ctx, onDone: f.onDone, onReady: func(g func()) func() bool { return l.onWake(seen, g) }}, true
+	l, seen := f.l, f.seen
+	return waitOn{ctx: f.ctx, onReady: func(g func()) func() bool { return l.onWake(seen, g) }}, true
+}
+
+// parkSelf parks the wait for the log's next move or the request's end
+// (ender) without the waitPool and without allocating (after the first):
+// the first of the two to call ends it, unhooks the other and runs then
+// on a new goroutine. It reports false when the steps cannot (no ender,
+// or pings to send): the caller parks in the waitPool. A hook called late
+// (it was being called as the other ended the wait) may end the next
+// wait early; the stream then finds nothing new and waits again.
+func (f *logSteps) parkSelf(then func()) bool {
+	if f.ender == nil || f.ticker != nil {
+		return false
+	}
+	if f.logHk.f == nil {
+		woken := f.woken
+		f.logHk.f, f.endHk.f = woken, woken
+	}
+	f.pmu.Lock()
+	f.parked, f.then = true, then
+	f.pmu.Unlock()
+	if !f.l.hook(f.seen, &f.logHk) || !f.ender.hookEnd(&f.endHk) {
+		f.woken()
+	}
+	return true
+}
+
+// woken ends a parkSelf wait, the first time it is called.
+func (f *logSteps) woken() {
+	f.pmu.Lock()
+	if !f.parked {
+		f.pmu.Unlock()
+		return
+	}
+	f.parked = false
+	then := f.then
+	f.then = nil
+	f.pmu.Unlock()
+	f.l.unhook(&f.logHk)
+	f.ender.unhookEnd(&f.endHk)
+	go then()
 }
 
 // parkableTicking is parkable with the pings' ticks.
@@ -250,4 +314,11 @@ func (s *sseLogSink) settle(info *requestInfo, u *Usage, err error) {
 	default:
 		transportFailedCtx(s.ctx, info, err)
 	}
+}
+
+// selfParker is wsSteps whose waits may park themselves (logSteps):
+// parkSelf parks the wait and reports true, then runs then once it ended;
+// false: the caller parks it.
+type selfParker interface {
+	parkSelf(then func()) bool
 }

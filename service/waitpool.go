@@ -56,16 +56,11 @@ type parkedWait struct {
 // back, or else the channel ready), its request's context ending (the
 // context of st's engine request derives from it), and, for a stream that
 // pings, a tick of its pinger (nil: none).
-//
-// onDone, when set, calls back when ctx ends, in place of a
-// context.AfterFunc on it, for a log's follower whose request can tell
-// (wsRequest.onEnd): its context then keeps no table of children.
 type waitOn struct {
 	st      engine.Stream
 	onReady func(f func()) (stop func() bool)
 	ready   <-chan struct{}
 	ctx     context.Context
-	onDone  func(f func()) (stop func() bool)
 	ticks   *pingTicker
 }
 
@@ -132,11 +127,8 @@ func hookWait(w waitOn, then func(ticked bool)) bool {
 		h.add(stop)
 	case w.onReady != nil:
 		h.add(w.onReady(h.ready))
-		// A log does not end with its follower's context.
-		switch {
-		case w.onDone != nil:
-			h.add(w.onDone(h.ready))
-		case w.ctx != nil:
+		if w.ctx != nil {
+			// A log does not end with its follower's context.
 			h.add(context.AfterFunc(w.ctx, h.ready))
 		}
 	default:

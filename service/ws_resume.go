@@ -114,7 +114,7 @@ func (c *wsConn) resume(ctx context.Context, id, streamID string, after int64) {
 			if l := c.s.logs.lookup(streamID); l != nil {
 				// Live here: followed as its starter follows it.
 				st := newLogSteps(rctx, l, nil, &wsLogSink{ctx: rctx, w: w}, after, 0, nil)
-				st.onDone = req.onEnd
+				st.ender = req
 				return &wsRun{steps: st}, nil
 			}
 			return &wsRun{stream: func() (*Usage, error) {

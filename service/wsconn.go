@@ -73,48 +73,49 @@ type wsConn struct {
 type wsRequest struct {
 	cancel context.CancelCauseFunc // its context's; cancelWith also calls hook
 	// mu guards cancelled (the client sent cancel for this request), ended
-	// (cancelWith ran) and hook (onEnd's).
+	// (cancelWith ran) and hook (hookEnd's).
 	mu        sync.Mutex
 	cancelled bool
 	ended     bool
-	hook      func()
+	hook      *logHook
 }
 
 // cancelWith cancels the request's context with cause and calls the hook
-// of a wait parked on its end (onEnd).
+// of a wait parked on its end (hookEnd).
 func (r *wsRequest) cancelWith(cause error) {
 	r.cancel(cause)
 	r.mu.Lock()
 	r.ended = true
-	f := r.hook
+	h := r.hook
 	r.hook = nil
 	r.mu.Unlock()
-	if f != nil {
-		f()
+	if h != nil {
+		h.f()
 	}
 }
 
-// onEnd calls f when the request is cancelled (cancelWith), at once if it
-// was: a parked wait's hook on the request's end, without the table that
-// a context.AfterFunc on its context would make it keep for its
-// children. One hook at a time; stop unhooks it, and reports whether it
-// had not run.
-func (r *wsRequest) onEnd(f func()) (stop func() bool) {
+// hookEnd has h.f called when the request is cancelled (cancelWith): a
+// parked wait's hook on the request's end (logSteps.parkSelf), without
+// the table that a context.AfterFunc on its context would make it keep
+// for its children. It reports false, hooking nothing, when the request
+// was cancelled already. One hook at a time.
+func (r *wsRequest) hookEnd(h *logHook) bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.ended {
-		r.mu.Unlock()
-		f()
-		return func() bool { return false }
+		return false
 	}
-	r.hook = f
-	r.mu.Unlock()
-	return func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		had := r.hook != nil
+	r.hook = h
+	return true
+}
+
+// unhookEnd keeps h.f from being called.
+func (r *wsRequest) unhookEnd(h *logHook) {
+	r.mu.Lock()
+	if r.hook == h {
 		r.hook = nil
-		return had
 	}
+	r.mu.Unlock()
 }
 
 // wsRequests are a connection's requests in flight: a few at a time (at
@@ -624,7 +625,7 @@ func (c *wsConn) run(ctx context.Context, id string, req *wsRequest, release fun
 				return nil, e
 			}
 			st := newLogSteps(ctx, run.l, run, &wsLogSink{ctx: ctx, w: w}, -1, 0, nil)
-			st.onDone = req.onEnd
+			st.ender = req
 			run.l.leave() // the starter's join, which st took over
 			return &wsRun{model: run.model, steps: st}, nil
 		}
@@ -803,6 +804,13 @@ func (t *wsTask) pump() bool {
 // its own. Either way the connection counts the wait (c.wg), so that it
 // ends before the connection does.
 func (t *wsTask) park() {
+	if sp, ok := t.run.steps.(selfParker); ok {
+		t.c.wg.Add(1)
+		if sp.parkSelf(t.pumpOn) {
+			return
+		}
+		t.c.wg.Done()
+	}
 	on, ok := t.run.steps.parkable()
 	if !ok {
 		t.c.wg.Go(t.waitAndPump)
