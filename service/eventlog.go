@@ -94,8 +94,8 @@ type eventLog struct {
 	flushed int           // events[:flushed] are in the store
 	status  string
 	data    []byte
-	dirty   bool          // status or data changed since the last write
-	ended   bool          // end was called
+	dirty   bool // status or data changed since the last write
+	ended   bool // end was called
 	// wakes counts the log's moves (an event, its end): a follower that
 	// saw wakes at n waits for it to pass n, on wake (made by the first
 	// to wait on a channel, closed and forgotten at the next move) or
