@@ -804,6 +804,7 @@ func (t *wsTask) pump() bool {
 // its own. Either way the connection counts the wait (c.wg), so that it
 // ends before the connection does.
 func (t *wsTask) park() {
+	t.c.out.rest()
 	if sp, ok := t.run.steps.(selfParker); ok {
 		t.c.wg.Add(1)
 		if sp.parkSelf(t.pumpOn) {

@@ -64,6 +64,7 @@ func (c *wsConn) park() bool {
 		return false
 	}
 	c.stopPark = stop
+	c.out.rest()
 	return true
 }
 

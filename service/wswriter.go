@@ -78,6 +78,7 @@ type outbox struct {
 
 	// The writer's: a write that makes no progress for writeIdle (a peer
 	// that reads nothing) is ended by closing conn; stalled says so.
+	// Dropped (under mu, no writer running) by rest.
 	watchdog *time.Timer
 	stalled  atomic.Bool
 }
@@ -167,6 +168,18 @@ func (o *outbox) wake() bool {
 	}
 	o.active = true
 	return true
+}
+
+// rest lets go of the write watchdog's timer while no writer runs: the
+// connection waits (its reader parks, or a request waits long for its
+// engine), and the next write makes one anew. Between a stream's tokens
+// the writer keeps it.
+func (o *outbox) rest() {
+	o.mu.Lock()
+	if !o.active {
+		o.watchdog = nil // stopped after the last write
+	}
+	o.mu.Unlock()
 }
 
 // finish asks the writer to write the messages queued so far and then close
