@@ -48,6 +48,8 @@ type wsConn struct {
 	onMessage func(ctx context.Context, data []byte)
 
 	wg sync.WaitGroup
+	// shut counts the shutdown's run while it may still come (onShutdown).
+	shut sync.WaitGroup
 
 	pinger *wsPinger
 	// values are what the connection's requests read from the handler's
@@ -321,16 +323,18 @@ func (c *wsConn) recoverConn(name string) {
 // returned stop, called when the connection ends, waits for a shutdown that
 // began.
 func (c *wsConn) onShutdown(afterShutdown func(func()) func() bool) (stop func()) {
-	ended := make(chan struct{})
+	// Done once: by the shutdown that ran, or by stop when it never will.
+	c.shut.Add(1)
 	unregister := afterShutdown(func() {
-		defer close(ended)
+		defer c.shut.Done()
 		defer c.recoverConn("shutdown")
 		c.shutdown()
 	})
 	return func() {
-		if !unregister() {
-			<-ended
+		if unregister() {
+			c.shut.Done()
 		}
+		c.shut.Wait()
 	}
 }
 
