@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-
-	"rill/store"
 )
 
 // Resumable streams over the WebSocket transport: a create whose body asks
@@ -36,15 +34,9 @@ func (w *wsWriter) chunkSeq(seq int64, data []byte) error {
 // followWS sends the chunks of resumable stream id after seq after to w,
 // then its end: done when it completed, else the error it ended with.
 func (c *wsConn) followWS(ctx context.Context, w *wsWriter, id string, after int64) error {
-	var ended *apiError // the stream's own error event, if it had one
-	_, _, err := c.s.logs.follow(ctx, id, after, 0, func(ev store.Event) error {
-		if e, ok := logError(ev.Data); ok {
-			ended = e
-			return nil
-		}
-		return w.chunkSeq(ev.Seq, ev.Data)
-	}, nil)
-	return followEnd(ctx, w, err, ended)
+	sink := &wsLogSink{ctx: ctx, w: w}
+	_, _, err := c.s.logs.follow(ctx, id, after, 0, sink.event, nil)
+	return sink.end(err)
 }
 
 // followEnd sends the end of a followed stream that ended with err (the
