@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"rill/engine"
 	"rill/internal/park"
@@ -339,21 +342,15 @@ func testPoller(t *testing.T) *park.Poller {
 
 // TestDetachedSSESDK: the official client streams a reply that detached
 // (its engine kept it waiting past sseWaitInline) like any other, and its
-// next requests, on the connection the server closed, find a new one.
+// next requests, on the connection the server closed, find a new one; a
+// Responses stream too (TestDetachedMessagesSDK: Anthropic's client).
 func TestDetachedSSESDK(t *testing.T) {
 	t.Parallel()
 	e, queues, _ := queueEngine()
 	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
 	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("none"), option.WithMaxRetries(0))
 	for i := range 3 {
-		go func() {
-			q := <-queues
-			time.Sleep(sseWaitInline + 200*time.Millisecond)
-			q.Push(engine.Event{Text: "a"})
-			q.Push(engine.Event{Text: "b"})
-			q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{PromptTokens: 2, CompletionTokens: 2}})
-			q.End(nil)
-		}()
+		go func() { pushLate(<-queues) }()
 		stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
 			Model: "tiny", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
 			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
@@ -368,6 +365,41 @@ func TestDetachedSSESDK(t *testing.T) {
 			t.Fatalf("stream %d: choices %+v, usage %+v", i, acc.Choices, acc.Usage)
 		}
 	}
+	// The Responses API's stream, its opening events held with the header.
+	go func() { pushLate(<-queues) }()
+	s := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "tiny",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}, Store: openai.Bool(false)})
+	var types []string
+	var text string
+	var completed *responses.Response
+	for s.Next() {
+		ev := s.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_text.delta":
+			text += ev.Delta
+		case "response.completed":
+			r := ev.Response
+			completed = &r
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("responses stream: %v", err)
+	}
+	if len(types) < 3 || types[0] != "response.created" || types[1] != "response.in_progress" || completed == nil ||
+		text != "ab" || completed.Usage.TotalTokens != 4 {
+		t.Fatalf("responses stream: events %v, text %q, completed %+v", types, text, completed)
+	}
+}
+
+// pushLate plays a two-token answer on q after sseWaitInline: a stream
+// that waits for it detaches first.
+func pushLate(q *engine.Queue) {
+	time.Sleep(sseWaitInline + 200*time.Millisecond)
+	q.Push(engine.Event{Text: "a"})
+	q.Push(engine.Event{Text: "b"})
+	q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{PromptTokens: 2, CompletionTokens: 2}})
+	q.End(nil)
 }
 
 // TestDetachedSSEStalledReader: a detached stream whose client stops
@@ -479,5 +511,34 @@ func TestDetachedResumable(t *testing.T) {
 				t.Errorf("the connection stayed open after the stream: %v", err)
 			}
 		})
+	}
+}
+
+// TestDetachedMessagesSDK: Anthropic's client streams a message that
+// detached (its engine kept it waiting past sseWaitInline) like any
+// other: message_start first, the text, the usage, message_stop.
+func TestDetachedMessagesSDK(t *testing.T) {
+	t.Parallel()
+	e, queues, _ := queueEngine()
+	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{})})
+	go func() { pushLate(<-queues) }()
+	client := anthropic.NewClient(aoption.WithBaseURL(ts.URL), aoption.WithAPIKey("none"), aoption.WithMaxRetries(0))
+	s := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "tiny", MaxTokens: 16,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("x"))}})
+	var msg anthropic.Message
+	var types []string
+	for s.Next() {
+		ev := s.Current()
+		types = append(types, ev.Type)
+		if err := msg.Accumulate(ev); err != nil {
+			t.Fatalf("accumulate %s: %v", ev.Type, err)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if len(types) < 5 || types[0] != "message_start" || types[len(types)-1] != "message_stop" ||
+		len(msg.Content) != 1 || msg.Content[0].Text != "ab" || msg.Usage.OutputTokens != 2 {
+		t.Fatalf("events %v, message %+v", types, msg)
 	}
 }
