@@ -542,3 +542,61 @@ func TestDetachedMessagesSDK(t *testing.T) {
 		t.Fatalf("events %v, message %+v", types, msg)
 	}
 }
+
+// TestLaunchPartialFailure: when a later prompt's engine request fails to
+// start, the request is answered with its error and the engine requests
+// already started end with it (they run under the request's context,
+// which its end cancels), on every transport.
+func TestLaunchPartialFailure(t *testing.T) {
+	t.Parallel()
+	for _, shutdown := range []bool{false, true} { // the handler's context, or one that may detach
+		t.Run(fmt.Sprintf("may detach %v", shutdown), func(t *testing.T) {
+			t.Parallel()
+			var started, ended atomic.Int32
+			e := &fakeEngine{models: testModels, respond: func(ctx context.Context, req *engine.Request) (engine.Stream, error) {
+				if started.Add(1) > 1 {
+					return nil, fmt.Errorf("%w: full", engine.ErrOverloaded)
+				}
+				q := engine.NewQueue(0, nil)
+				context.AfterFunc(ctx, func() {
+					ended.Add(1)
+					q.End(ctx.Err())
+				})
+				return q, nil
+			}}
+			opts := Options{}
+			if shutdown {
+				opts.Shutdown = make(chan struct{})
+			}
+			ts := newTestServer(t, e, opts)
+			for _, stream := range []bool{false, true} {
+				started.Store(0)
+				ended.Store(0)
+				body := fmt.Sprintf(`{"model":"tiny","prompt":["a","b"],"stream":%v}`, stream)
+				resp, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "engine_overloaded") {
+					t.Errorf("stream %v: %d %s", stream, resp.StatusCode, b)
+				}
+				if !wait.Until(func() bool { return ended.Load() == 1 }) {
+					t.Errorf("stream %v: the first prompt's engine request still runs", stream)
+				}
+			}
+			started.Store(0)
+			ended.Store(0)
+			c := dialWS(t, ts, "/v1/completions", nil)
+			defer c.CloseNow()
+			sendWS(t, c, createMsg("r1", `{"model":"tiny","prompt":["a","b"]}`))
+			if m := readWS(t, c); m.Type != "error" || m.Status != http.StatusServiceUnavailable {
+				t.Errorf("websocket: %s", m.raw)
+			}
+			if !wait.Until(func() bool { return ended.Load() == 1 }) {
+				t.Error("websocket: the first prompt's engine request still runs")
+			}
+		})
+	}
+}
