@@ -303,9 +303,8 @@ type wsWriter struct {
 	out *outbox
 	// stop ends the wait for room in the queue: the request's context, which
 	// a cancel message or the end of the connection cancels.
-	stop   <-chan struct{}
-	id     []byte // the request_id as a JSON string
-	prefix []byte // {"type":"chunk","request_id":…,"chunk":
+	stop <-chan struct{}
+	id   []byte // the request_id as a JSON string
 	// release takes the request off its connection's books. It runs before
 	// the last message is queued, so that a client may reuse the request_id
 	// as soon as it has read that message.
@@ -321,15 +320,14 @@ func (w *wsWriter) finished() bool { return w.ended }
 func (w *wsWriter) free() { w.release() }
 
 func newWSWriter(out *outbox, stop <-chan struct{}, requestID string, release func()) *wsWriter {
-	id := appendString(nil, requestID)
-	prefix := append([]byte(`{"type":"chunk","request_id":`), id...)
-	prefix = append(prefix, `,"chunk":`...)
-	return &wsWriter{out: out, stop: stop, id: id, prefix: prefix, release: release}
+	return &wsWriter{out: out, stop: stop, id: appendString(nil, requestID), release: release}
 }
 
 func (w *wsWriter) chunk(data []byte) error {
 	f := getFrame()
-	f.b = append(f.b, w.prefix...)
+	f.b = append(f.b, `{"type":"chunk","request_id":`...)
+	f.b = append(f.b, w.id...)
+	f.b = append(f.b, `,"chunk":`...)
 	f.b = append(f.b, data...)
 	f.b = append(f.b, '}')
 	return w.out.put(w.out.data, f, w.stop)
