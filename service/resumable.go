@@ -182,7 +182,8 @@ func (r *resumableRun) pump() {
 	}
 }
 
-// waitAndPump is pump after a wait, on the goroutine that started it.
+// waitAndPump is the generation's goroutine once startResumable wrote its
+// opening chunks: pump, after a wait.
 func (r *resumableRun) waitAndPump() {
 	if r.waitInline() {
 		r.pump()
