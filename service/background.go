@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -152,7 +153,11 @@ func (s *Server) createBackground(w http.ResponseWriter, r *http.Request, info *
 	}
 	enc.w = &logEvents{l: l, input: rp.inputItems()}
 	l.whenCancelled(func() { s.bg.cancel(rp.id, errCancelRequested) })
-	go s.runBackground(ctx, rp, g, enc, l, release)
+	b := &backgroundRun{s: s, ctx: ctx, rp: rp, g: g, enc: enc, l: l, release: release}
+	// Its opening events go to the log before a streaming creator first
+	// looks at it (logSteps.events).
+	b.rs = rp.newResponseStream(ctx, g, enc, 0)
+	b.genPump.start(&s.waits, b.rs, b.finish)
 	if !rp.stream {
 		writeJSON(w, r, append(obj, '\n'))
 		return
@@ -160,12 +165,28 @@ func (s *Server) createBackground(w http.ResponseWriter, r *http.Request, info *
 	s.streamLog(w, r, info, rp.id, -1)
 }
 
-// runBackground runs a background response to its end and ends its log;
-// it owns g and calls release when done.
-func (s *Server) runBackground(ctx context.Context, rp *responseJob, g *generation, enc *responseEncoder, l *eventLog, release func()) {
-	defer release()
+// backgroundRun is a background response's generation, run by genPump
+// (no goroutine while it waits for its engine) to its end, which finish
+// writes to its log; it owns g and calls release when done.
+type backgroundRun struct {
+	s       *Server
+	ctx     context.Context // the response's own
+	rp      *responseJob
+	g       *generation
+	enc     *responseEncoder
+	l       *eventLog
+	release func()
+	rs      *responseStream
+	genPump
+}
+
+// finish ends the response: its status from how it ended, its log's end,
+// the log written (a while), the line in the log.
+func (b *backgroundRun) finish(u *Usage, err error) {
+	s, ctx, rp, g, enc, l := b.s, b.ctx, b.rp, b.g, b.enc, b.l
+	defer b.release()
 	defer g.cancel()
-	u, st, err := rp.runResponse(ctx, g, enc, 0)
+	st := b.rs.st
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:
@@ -177,7 +198,7 @@ func (s *Server) runBackground(ctx context.Context, rp *responseJob, g *generati
 	case errors.Is(cause, ErrShutdown):
 		_ = enc.fail(errShutdownCut)
 	case enc.status == statusInProgress:
-		// Not an engine error (runResponse sent response.failed for
+		// Not an engine error (the stream sent response.failed for
 		// those): the encoder's own failure.
 		_ = enc.fail(fromEngine(err, g.model))
 	}
@@ -341,6 +362,18 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, info *request
 		s.storeError(w, r, id, err)
 		return
 	}
+	if l := s.logs.lookup(id); l != nil {
+		// Live here: followed as a resumable stream's creator follows its
+		// log (it may detach).
+		ctx, dt, release := s.sseContext(r)
+		sw := newSSEWriter(w)
+		sink := &sseLogSink{ctx: ctx, sw: sw, l: l, responses: true}
+		detached := s.streamSSE(w, r, info, dt, nil, newLogSteps(ctx, l, nil, sink, after, s.ping, s.pings), sw,
+			sseAnswer{fail: func(e *apiError) error { return writeResponsesStreamError(sw, cmp.Or(e.Code, e.Type), e.Message) },
+				settle: func(u *Usage, err error) { sink.settle(info, u, err) }})
+		release(detached)
+		return
+	}
 	sw := newSSEWriter(w)
 	if err := sw.start(); err != nil {
 		s.transportFailed(r, info, err)
@@ -361,21 +394,27 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request, info *request
 		// The client is still there: tell it why its stream ends here (the
 		// response runs on until the shutdown cuts it, and may be polled).
 		info.status, info.reason = errShutdownCut.Status, reasonShutdown
-		sw.buf = append(sw.buf[:0], "event: error\ndata: "...)
-		sw.buf = append(sw.buf, `{"type":"error","code":"server_shutting_down","message":`...)
-		sw.buf = appendString(sw.buf, errShutdownCut.Message)
-		sw.buf = append(sw.buf, `,"param":null}`+"\n\n"...)
-		_ = sw.write()
+		_ = writeResponsesStreamError(sw, "server_shutting_down", errShutdownCut.Message)
 	case wrote != nil || r.Context().Err() != nil:
 		s.transportFailed(r, info, err)
 	case errors.Is(err, errStreamLost):
-		sw.buf = append(sw.buf[:0], "event: error\ndata: "...)
-		sw.buf = append(sw.buf, `{"type":"error","code":"stream_lost","message":"The server that ran this response stopped before it ended.","param":null}`...)
-		sw.buf = append(sw.buf, "\n\n"...)
-		_ = sw.write()
+		_ = writeResponsesStreamError(sw, "stream_lost", "The server that ran this response stopped before it ended.")
 	default:
 		s.log.LogAttrs(r.Context(), slog.LevelError, "response stream failed", slog.String("response", id), slog.Any("err", err))
 	}
+}
+
+// writeResponsesStreamError writes the error event with which a followed
+// Responses stream ends early: `event: error` and the Responses API's
+// streamed error object.
+func writeResponsesStreamError(sw *sseWriter, code, message string) error {
+	sw.buf = append(sw.buf[:0], "event: error\ndata: "...)
+	sw.buf = append(sw.buf, `{"type":"error","code":`...)
+	sw.buf = appendString(sw.buf, code)
+	sw.buf = append(sw.buf, `,"message":`...)
+	sw.buf = appendString(sw.buf, message)
+	sw.buf = append(sw.buf, `,"param":null}`+"\n\n"...)
+	return sw.write()
 }
 
 // appendLogEvent frames a Responses event of a log for SSE: its id, its

@@ -263,19 +263,22 @@ func (s *wsLogSink) end(err error) error { return followEnd(s.ctx, s.w, err, s.e
 
 func (s *wsLogSink) ping() error { return nil }
 
-// sseLogSink sends a chunk log's events to an SSE stream as `id: <seq>`
-// and `data: <chunk>` per event (the stream's own error event as it is),
-// then `data: [DONE]` if the stream completed; a client still there when
-// a shutdown ends the follow hears why.
+// sseLogSink sends a log's events to an SSE stream as `id: <seq>` and
+// `data: <chunk>` per event (the stream's own error event as it is), then
+// `data: [DONE]` if the stream completed; a client still there when a
+// shutdown ends the follow hears why. A Responses log's events (a
+// background response's; responses) carry their `event: <type>` too, and
+// end with no [DONE].
 type sseLogSink struct {
-	ctx    context.Context
-	sw     *sseWriter
-	l      *eventLog
-	failed error // a write failed: nobody is listening
+	ctx       context.Context
+	sw        *sseWriter
+	l         *eventLog
+	responses bool
+	failed    error // a write failed: nobody is listening
 }
 
 func (s *sseLogSink) event(ev store.Event) error {
-	s.sw.buf = appendLogEvent(s.sw.buf[:0], ev, false)
+	s.sw.buf = appendLogEvent(s.sw.buf[:0], ev, s.responses)
 	return s.wrote(s.sw.write())
 }
 
@@ -295,11 +298,16 @@ func (s *sseLogSink) end(err error) error {
 		s.l.mu.Lock()
 		completed := s.l.status == statusCompleted
 		s.l.mu.Unlock()
-		if completed {
+		if completed && !s.responses {
 			return s.wrote(s.sw.done())
 		}
 	case s.failed == nil && isShutdown(s.ctx):
-		_ = s.sw.fail(errShutdownCut)
+		// The stream runs on until the shutdown cuts it.
+		if s.responses {
+			_ = writeResponsesStreamError(s.sw, "server_shutting_down", errShutdownCut.Message)
+		} else {
+			_ = s.sw.fail(errShutdownCut)
+		}
 	}
 	return err
 }

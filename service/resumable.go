@@ -80,9 +80,7 @@ func chunkObject(p *job) string {
 // resumableRun is a resumable stream started: its id and log, which the
 // starter follows (it counts as a follower until it leaves), and its
 // generation, which runs apart under a context of its own (ctx), writing
-// to the log, and reports its usage when it ends. A long wait for the
-// engine is parked in the server's waitPool, as a WebSocket stream's is: a
-// generation that waits holds no goroutine.
+// to the log (genPump), and reports its usage when it ends.
 type resumableRun struct {
 	id    string
 	model string
@@ -93,8 +91,8 @@ type resumableRun struct {
 	g       *generation
 	release func()
 	w       logChunks
-	steps   *chunkStream
-	u       atomic.Pointer[Usage] // set as the generation ends (usage)
+	genPump
+	u atomic.Pointer[Usage] // set as the generation ends (usage)
 }
 
 // startResumable starts a resumable stream of p: its generation under a
@@ -131,15 +129,10 @@ func (s *Server) startResumable(ctx context.Context, p *job, begun time.Time) (*
 	l.join()
 	l.whenAbandoned(s.resumeGrace, func() { s.bg.cancel(id, errAbandoned) })
 	r := &resumableRun{id: id, model: g.model, l: l, s: s, ctx: gctx, g: g, release: release, w: logChunks{l: l}}
-	r.steps = g.newChunkStream(gctx, &r.w, 0)
 	// The opening chunks go to the log before its starter first looks at
 	// it: what it finds then does not say that the stream flows
 	// (logSteps.events).
-	if over, u, err := r.steps.next(); over {
-		go r.finish(u, err)
-	} else {
-		go r.waitAndPump()
-	}
+	r.genPump.start(&s.waits, g.newChunkStream(gctx, &r.w, 0), r.finish)
 	return r, nil
 }
 
@@ -166,46 +159,6 @@ func (s *Server) generateResumable(w http.ResponseWriter, r *http.Request, info 
 	run.l.leave() // the starter's join, which st took over
 	return s.streamSSE(w, r, info, dt, nil, st, sw, sseAnswer{fail: sw.fail,
 		settle: func(u *Usage, err error) { sink.settle(info, u, err) }})
-}
-
-// pump writes what the engine has ready to the log, waiting for more up
-// to wsWaitInline at a time, then parks; at the end it finishes.
-func (r *resumableRun) pump() {
-	for {
-		if over, u, err := r.steps.next(); over {
-			r.finish(u, err)
-			return
-		}
-		if !r.waitInline() {
-			return
-		}
-	}
-}
-
-// waitAndPump is the generation's goroutine once startResumable wrote its
-// opening chunks: pump, after a wait.
-func (r *resumableRun) waitAndPump() {
-	if r.waitInline() {
-		r.pump()
-	}
-}
-
-// waitInline waits up to wsWaitInline for the engine and reports true
-// when it may have something; otherwise it parks the wait, whose end
-// pumps on, and reports false.
-func (r *resumableRun) waitInline() bool {
-	if r.steps.waitFor(wsWaitInline) {
-		return true
-	}
-	if on, ok := r.steps.parkable(); ok {
-		r.s.waits.park(on, r.pump)
-	} else {
-		go func() {
-			r.steps.wait()
-			r.pump()
-		}()
-	}
-	return false
 }
 
 // finish ends the log with how the generation ended, hands on its usage

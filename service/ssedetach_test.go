@@ -600,3 +600,73 @@ func TestLaunchPartialFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestDetachedBackground: a background response streamed by the request
+// that creates it detaches while its engine keeps it waiting
+// (Connection: close), its opening events sent then; a GET that follows
+// it (?stream=true&starting_after=N) while it lives detaches too; both get
+// the rest, response.completed last, and the server closes them.
+func TestDetachedBackground(t *testing.T) {
+	t.Parallel()
+	e, queues, _ := queueEngine()
+	ts := newTestServer(t, e, Options{Shutdown: make(chan struct{}), Poller: testPoller(t), PingInterval: 300 * time.Millisecond})
+	addr := ts.Listener.Addr().String()
+	first := sendSSE(t, addr, "/v1/responses", `{"model":"tiny","input":"x","background":true,"stream":true}`)
+	q := <-queues
+	if resp := first.head(t); !resp.Close {
+		t.Error("a background stream that waited past sseWaitInline did not detach")
+	}
+	opening := readIDEvents(t, first.body, 2)
+	if len(opening) != 2 || opening[0].id != 0 || !strings.Contains(opening[0].data, `"type":"response.created"`) ||
+		!strings.Contains(opening[1].data, `"type":"response.in_progress"`) {
+		t.Fatalf("opening: %v", opening)
+	}
+	var created struct {
+		Response struct {
+			ID string `json:"id"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(opening[0].data), &created); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "GET /v1/responses/%s?stream=true&starting_after=1 HTTP/1.1\r\nHost: %s\r\n\r\n", created.Response.ID, addr)
+	again := &sseClient{conn: c, br: bufio.NewReader(c)}
+	if resp := again.head(t); !resp.Close {
+		t.Error("a follower that waited past sseWaitInline did not detach")
+	}
+	q.Push(engine.Event{Text: "a"})
+	q.Push(engine.Event{Final: true, FinishReason: engine.FinishStop, Stats: &engine.Stats{PromptTokens: 3, CompletionTokens: 1}})
+	q.End(nil)
+	for name, cl := range map[string]*sseClient{"creator": first, "follower": again} {
+		rest := readIDEvents(t, cl.body, 0)
+		if len(rest) == 0 || rest[0].id != 2 || !strings.Contains(rest[len(rest)-1].data, `"type":"response.completed"`) {
+			t.Fatalf("%s: %v", name, rest)
+		}
+		var text string
+		for i, ev := range rest {
+			if ev.id != int64(2+i) {
+				t.Errorf("%s: event %d has id %d", name, i, ev.id)
+			}
+			var d struct {
+				Type  string `json:"type"`
+				Delta string `json:"delta"`
+			}
+			_ = json.Unmarshal([]byte(ev.data), &d)
+			if d.Type == "response.output_text.delta" {
+				text += d.Delta
+			}
+		}
+		if text != "a" || !strings.Contains(rest[len(rest)-1].data, `"input_tokens":3`) {
+			t.Errorf("%s: text %q, last %s", name, text, rest[len(rest)-1].data)
+		}
+		if _, err := cl.br.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Errorf("%s: the connection stayed open after the stream: %v", name, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@
 //	go run ./scripts/idlestreams -n 10000 -transport messages-sse
 //	go run ./scripts/idlestreams -n 10000 -transport responses-sse
 //	go run ./scripts/idlestreams -n 10000 -transport resumable-sse
+//	go run ./scripts/idlestreams -n 10000 -transport background-sse
 //	go run ./scripts/idlestreams -n 10000 -transport websocket
 //	go run ./scripts/idlestreams -n 10000 -transport messages-websocket
 //	go run ./scripts/idlestreams -n 10000 -transport responses-websocket
@@ -61,7 +62,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 10000, "idle streams to open")
-	transport := flag.String("transport", "sse", "sse, messages-sse, responses-sse, resumable-sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive")
+	transport := flag.String("transport", "sse", "sse, messages-sse, responses-sse, resumable-sse, background-sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive")
 	parallel := flag.Int("parallel", 64, "streams opened at once")
 	rate := flag.Float64("rate", 0, "streams opened per second at most (0: as fast as they open)")
 	heapProfile := flag.String("heapprofile", "", "write the server's heap profile (in use, sampled every -memprofilerate bytes) to this file while the streams idle")
@@ -196,6 +197,8 @@ func measure(n int, transport string, parallel int, rate float64, parkConns bool
 		open = openResponsesSSE
 	case "resumable-sse":
 		open = openResumableSSE
+	case "background-sse":
+		open = openBackgroundSSE
 	case "websocket", "ws":
 		open = openWS
 	case "messages-websocket":
@@ -207,7 +210,7 @@ func measure(n int, transport string, parallel int, rate float64, parkConns bool
 	case "keepalive":
 		open = openKeepAlive
 	default:
-		return fmt.Errorf("-transport %q: want sse, messages-sse, responses-sse, resumable-sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive", transport)
+		return fmt.Errorf("-transport %q: want sse, messages-sse, responses-sse, resumable-sse, background-sse, websocket, messages-websocket, responses-websocket, resumable-websocket or keepalive", transport)
 	}
 	if limit := fileLimit(); limit < uint64(n)+100 {
 		return fmt.Errorf("the file limit is %d, too low for %d streams: raise it (ulimit -n) or lower -n", limit, n)
@@ -439,6 +442,12 @@ func openResponsesSSE(addr string) (net.Conn, error) {
 func openResumableSSE(addr string) (net.Conn, error) {
 	return postSSE(addr, "/v1/chat/completions",
 		`{"model":"idle","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"resumable":true}}`)
+}
+
+// openBackgroundSSE is openSSE of a background response, streamed by
+// the request that creates it.
+func openBackgroundSSE(addr string) (net.Conn, error) {
+	return postSSE(addr, "/v1/responses", `{"model":"idle","input":"x","background":true,"stream":true}`)
 }
 
 // postSSE sends a POST of body to path on a raw connection, and reads
