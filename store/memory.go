@@ -163,7 +163,7 @@ func (m *Memory) PutStream(_ context.Context, s Stream) error {
 	if s.Updated.IsZero() {
 		s.Updated = now
 	}
-	s.Data = slices.Clone(s.Data)
+	// s.Data is kept as it is (Store.PutStream): a live log holds it too.
 	if st, ok := m.streams[s.ID]; ok {
 		s.Created = st.s.Created
 		m.bytes += int64(len(s.Data) - len(st.s.Data))

@@ -104,7 +104,9 @@ type Store interface {
 	// (max <= 0: no limit). ErrNotFound if id itself is not visible.
 	Lineage(ctx context.Context, id string, max int) ([]Response, error)
 
-	// PutStream creates stream s.ID or updates its Status and Data.
+	// PutStream creates stream s.ID or updates its Status and Data. The
+	// store may keep s.Data as it is: the caller must not change it
+	// afterwards.
 	PutStream(ctx context.Context, s Stream) error
 	// GetStream returns stream id.
 	GetStream(ctx context.Context, id string) (Stream, error)
