@@ -122,13 +122,9 @@ func (c *chunker) runningUsage() Usage {
 
 func (c *chunker) begin() {
 	if c.buf == nil {
-		object := "chat.completion.chunk"
-		if c.g.kind == kindCompletion {
-			object = "text_completion"
-		}
 		// Made at the first chunk, and again after a long wait: a waiting
 		// stream keeps none of it.
-		c.buf = appendHeader(make([]byte, 0, 512), c.g, object)
+		c.buf = appendHeader(make([]byte, 0, 512), c.g, chunkObject(c.g.job))
 		c.prefixLen = len(c.buf)
 	}
 	c.buf = c.buf[:c.prefixLen]

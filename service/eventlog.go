@@ -102,7 +102,7 @@ type eventLog struct {
 	// parked (hook), called back at the next move.
 	wakes uint64
 	wake  chan struct{}
-	hooks []*logHook
+	hooks []*waitHook
 	// waiting counts those waiting on wake: the last to give up without
 	// it closing drops it (doneWaitingLocked).
 	waiting int
@@ -161,7 +161,7 @@ func (ls *eventLogs) lookup(id string) *eventLog {
 func (l *eventLog) whenCancelled(cancel func()) {
 	l.mu.Lock()
 	l.onCancel = cancel
-	if l.watch == nil && !l.left() {
+	if l.watch == nil && !l.gone {
 		l.watch = time.AfterFunc(cancelPoll, l.watched)
 	}
 	l.mu.Unlock()
@@ -171,7 +171,7 @@ func (l *eventLog) whenCancelled(cancel func()) {
 func (l *eventLog) watched() {
 	l.checkCancel()
 	l.mu.Lock()
-	if !l.left() {
+	if !l.gone {
 		l.watch.Reset(cancelPoll)
 	}
 	l.mu.Unlock()
@@ -182,16 +182,13 @@ func (l *eventLog) watched() {
 func (l *eventLog) beaten() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.left() {
+	if l.gone {
 		return
 	}
 	l.dirty = true
 	l.startWriteLocked()
 	l.ls.beats.Add(&l.beat)
 }
-
-// left reports whether the log is written to its end; l.mu is held.
-func (l *eventLog) left() bool { return l.gone }
 
 // requestCancel asks the process that runs stream id to cancel it.
 func (ls *eventLogs) requestCancel(ctx context.Context, id string) error {
@@ -314,7 +311,7 @@ func (l *eventLog) wait(ctx context.Context) error {
 // wakeLocked wakes the followers: those waiting on wake, and those parked
 // (hook), whose hooks it returns for the caller to call once it let go of
 // l.mu.
-func (l *eventLog) wakeLocked() []*logHook {
+func (l *eventLog) wakeLocked() []*waitHook {
 	l.wakes++
 	if l.wake != nil {
 		close(l.wake)
@@ -358,12 +355,8 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// logHook is a parked follower's function; the follower keeps it, and
-// the log a pointer to it while it waits (hook).
-type logHook struct{ f func() }
-
 // callHooks runs the functions wakeLocked returned.
-func callHooks(hooks []*logHook) {
+func callHooks(hooks []*waitHook) {
 	for _, h := range hooks {
 		h.f()
 	}
@@ -373,7 +366,7 @@ func callHooks(hooks []*logHook) {
 // its end): a parked follower's wait, with no goroutine. It reports false,
 // hooking nothing, when the log has moved past seen already. h.f runs on
 // the producer's goroutine: it must not block.
-func (l *eventLog) hook(seen uint64, h *logHook) bool {
+func (l *eventLog) hook(seen uint64, h *waitHook) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.wakes != seen {
@@ -384,7 +377,7 @@ func (l *eventLog) hook(seen uint64, h *logHook) bool {
 }
 
 // unhook keeps h.f from being called, and reports whether it was waiting.
-func (l *eventLog) unhook(h *logHook) bool {
+func (l *eventLog) unhook(h *waitHook) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i := slices.Index(l.hooks, h)
@@ -399,7 +392,7 @@ func (l *eventLog) unhook(h *logHook) bool {
 // past seen already; stop keeps f from running and reports whether it
 // did.
 func (l *eventLog) onWake(seen uint64, f func()) (stop func() bool) {
-	h := &logHook{f: f}
+	h := &waitHook{f: f}
 	if !l.hook(seen, h) {
 		f()
 		return func() bool { return false }

@@ -51,15 +51,15 @@ type logSteps struct {
 	pmu          sync.Mutex
 	parked       bool
 	then         func()
-	logHk, endHk logHook
+	logHk, endHk waitHook
 }
 
 // endNotifier is a request that calls a hook when its context ends
 // (wsRequest): hookEnd reports false, hooking nothing, when it has ended
 // already.
 type endNotifier interface {
-	hookEnd(h *logHook) bool
-	unhookEnd(h *logHook)
+	hookEnd(h *waitHook) bool
+	unhookEnd(h *waitHook)
 }
 
 // newLogSteps follows l after seq after as a follower (it joins the log).

@@ -19,11 +19,9 @@ type pingTicker struct {
 	next    wheel.Entry // on wheel
 	t       *time.Timer // without wheel
 	mu      sync.Mutex
-	hook    *tickHook
+	hook    *waitHook
 	stopped bool
 }
-
-type tickHook struct{ f func() }
 
 // newPingTicker starts ticking every period, on w when its delay is
 // period (w may be nil).
@@ -80,7 +78,7 @@ func (p *pingTicker) onTick(f func()) (stop func() bool) {
 		return func() bool { return false }
 	default:
 	}
-	h := &tickHook{f: f}
+	h := &waitHook{f: f}
 	p.hook = h
 	p.mu.Unlock()
 	return func() bool {

@@ -102,6 +102,11 @@ func (p *waitPool) parkTicking(w waitOn, then func(ticked bool)) {
 	p.selectOver(w.ready, done, tick, then)
 }
 
+// waitHook is a parked wait's function, kept by the wait and handed by
+// pointer to what will call it (an event log, a ping ticker, a WebSocket
+// request's end), which lets go of it when it calls it or is unhooked.
+type waitHook struct{ f func() }
+
 // hooked is a wait that the things it waits for call (hookWait): the
 // first to call it ends it, unhooks the others and runs then.
 type hooked struct {

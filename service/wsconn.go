@@ -79,7 +79,7 @@ type wsRequest struct {
 	mu        sync.Mutex
 	cancelled bool
 	ended     bool
-	hook      *logHook
+	hook      *waitHook
 }
 
 // cancelWith cancels the request's context with cause and calls the hook
@@ -101,7 +101,7 @@ func (r *wsRequest) cancelWith(cause error) {
 // the table that a context.AfterFunc on its context would make it keep
 // for its children. It reports false, hooking nothing, when the request
 // was cancelled already. One hook at a time.
-func (r *wsRequest) hookEnd(h *logHook) bool {
+func (r *wsRequest) hookEnd(h *waitHook) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ended {
@@ -112,7 +112,7 @@ func (r *wsRequest) hookEnd(h *logHook) bool {
 }
 
 // unhookEnd keeps h.f from being called.
-func (r *wsRequest) unhookEnd(h *logHook) {
+func (r *wsRequest) unhookEnd(h *waitHook) {
 	r.mu.Lock()
 	if r.hook == h {
 		r.hook = nil
